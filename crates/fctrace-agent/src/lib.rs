@@ -1,0 +1,117 @@
+//! The fctrace agent: a shared object preloaded into the traced program.
+//!
+//! Its constructor runs before the program's own initialisers: it maps the
+//! recorder's shared memory, finds the functions of the program (and with
+//! `-l` of its shared libraries), patches each entry with a jump to a stub,
+//! and writes the session's symbol table into the trace directory. From
+//! then on the generated stubs record every call into per-thread buffers.
+//!
+//! All unsafe code of fctrace's in-process side lives in this crate; each
+//! block says why it is sound. Failures never harm the program: if the
+//! agent cannot set itself up, it says so on stderr and leaves the program
+//! untraced.
+
+mod instrument;
+mod shm;
+mod thread;
+mod tls;
+mod x86_64;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static SESSION: AtomicU32 = AtomicU32::new(0);
+
+pub(crate) fn session() -> u32 {
+    SESSION.load(Ordering::Relaxed)
+}
+
+/// Prints a message and stops the program: used only where continuing
+/// would corrupt it.
+pub(crate) fn fatal(msg: &str) -> ! {
+    let line = format!("fctrace agent: fatal: {msg}\n");
+    // SAFETY: write(2) of a valid buffer.
+    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    std::process::abort()
+}
+
+pub(crate) fn warn(msg: &str) {
+    let line = format!("fctrace: {msg}\n");
+    // SAFETY: write(2) of a valid buffer.
+    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+}
+
+/// A buffer to write into once the recorder is gone, so that the program
+/// can finish: its contents are discarded.
+pub(crate) fn scratch_buffer() -> *mut fctrace_format::shm::BufHeader {
+    use std::sync::atomic::AtomicPtr;
+    static SCRATCH: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+    let size = shm::get().map(|s| s.layout.buf_size as usize).unwrap_or(65536);
+    let mut p = SCRATCH.load(Ordering::Acquire);
+    if p.is_null() {
+        p = Box::leak(vec![0u8; size].into_boxed_slice()).as_mut_ptr();
+        SCRATCH.store(p, Ordering::Release);
+    }
+    let h = p as *mut fctrace_format::shm::BufHeader;
+    // SAFETY: the scratch buffer is at least a header long; pos is atomic.
+    unsafe { (*h).pos.store(fctrace_format::shm::BUF_HEADER_SIZE as u64, Ordering::Relaxed) };
+    h
+}
+
+/// The configuration the recorder passes through the environment. These
+/// variables are removed before the program's own code runs.
+struct Config {
+    shm: String,
+    dir: String,
+}
+
+const ENV_SHM: &str = "FCTRACE_SHM";
+const ENV_DIR: &str = "FCTRACE_DIR";
+const ENV_PRELOAD: &str = "FCTRACE_LD_PRELOAD";
+
+fn take_config() -> Option<Config> {
+    let shm = std::env::var(ENV_SHM).ok()?;
+    let dir = std::env::var(ENV_DIR).unwrap_or_default();
+    // Give the program back the environment it was started with.
+    let orig_preload = std::env::var_os(ENV_PRELOAD);
+    // SAFETY: the constructor runs before any other thread of the program exists.
+    unsafe {
+        std::env::remove_var(ENV_SHM);
+        std::env::remove_var(ENV_DIR);
+        std::env::remove_var(ENV_PRELOAD);
+        match orig_preload {
+            Some(v) if !v.is_empty() && v != "\0" => std::env::set_var("LD_PRELOAD", v),
+            _ => std::env::remove_var("LD_PRELOAD"),
+        }
+    }
+    Some(Config { shm, dir })
+}
+
+extern "C" fn agent_init() {
+    let Some(cfg) = take_config() else { return };
+    let _busy = tls::Busy::enter();
+    let result = std::panic::catch_unwind(|| start(&cfg));
+    match result {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => warn(&format!("cannot trace this program: {e}")),
+        Err(_) => warn("internal error while setting up tracing; the program runs untraced"),
+    }
+}
+
+fn start(cfg: &Config) -> Result<(), String> {
+    if !x86_64::codegen::has_xsave() {
+        return Err("this CPU lacks xsave".into());
+    }
+    let shm = shm::Shm::open(&cfg.shm)?;
+    let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
+    SESSION.store(sid, Ordering::Relaxed);
+    let nest = shm.header().flags & fctrace_format::shm::FLAG_NEST_LIBCALL != 0;
+    instrument::instrument_process(shm, sid, &cfg.dir, nest)?;
+    if thread::init_thread(shm, sid, u32::MAX).is_none() {
+        return Err("cannot register the main thread".into());
+    }
+    Ok(())
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static INIT: extern "C" fn() = agent_init;

@@ -1,0 +1,187 @@
+//! Per-thread state and the slow paths that the generated hot path calls:
+//! first traced call of a thread, full buffer, and a return that does not
+//! match the top of the shadow stack (frames that vanished).
+
+use crate::shm::{self, Shm};
+use crate::tls;
+use fctrace_format::event::EventKind;
+use fctrace_format::shm::BufHeader;
+
+/// One saved return: pushed at entry, popped at exit.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ShadowEntry {
+    /// The caller's real return address.
+    pub ret: u64,
+    /// Stack address of the return-address slot (rsp at entry).
+    pub slot: u64,
+    /// Function id.
+    pub func: u64,
+}
+
+pub const SHADOW_ENTRY_SIZE: usize = std::mem::size_of::<ShadowEntry>();
+
+/// Virtual size reserved for each thread's shadow stack: 2.8 million
+/// nested calls. Only touched pages use memory.
+const SHADOW_BYTES: usize = 64 << 20;
+
+/// Offsets used by the generated assembly: keep in sync with
+/// `x86_64::codegen`.
+pub const OFF_SHADOW_TOP: i32 = 0;
+pub const OFF_SHADOW_END: i32 = 8;
+pub const OFF_BUF: i32 = 16;
+
+#[repr(C)]
+pub struct ThreadState {
+    pub shadow_top: *mut ShadowEntry,
+    pub shadow_end: *mut ShadowEntry,
+    pub buf: *mut BufHeader,
+    pub shadow_base: *mut ShadowEntry,
+    pub buf_index: u32,
+    pub seq: u32,
+    pub task_slot: u32,
+    pub tid: u32,
+    pub pid: u32,
+    pub session: u32,
+}
+
+pub const SLOW_INIT: u64 = 1;
+pub const SLOW_FULL: u64 = 2;
+pub const SLOW_MISMATCH: u64 = 3;
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// Creates the calling thread's state and installs it in TLS.
+pub fn init_thread(shm: &Shm, session: u32, parent_slot: u32) -> Option<*mut ThreadState> {
+    let tid = gettid();
+    // SAFETY: getpid/getppid have no preconditions.
+    let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
+    // SAFETY: anonymous private mapping, checked below.
+    let shadow = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            SHADOW_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if shadow == libc::MAP_FAILED {
+        return None;
+    }
+    let slot = shm.register_task(tid, pid, ppid, session, parent_slot)?;
+    let buf_index = shm.acquire(tid, pid, session, slot, 0)?;
+    let base = shadow as *mut ShadowEntry;
+    let st = Box::leak(Box::new(ThreadState {
+        shadow_top: base,
+        // SAFETY: within the mapping.
+        shadow_end: unsafe { base.add(SHADOW_BYTES / SHADOW_ENTRY_SIZE - 1) },
+        buf: shm.buffer(buf_index),
+        shadow_base: base,
+        buf_index,
+        seq: 0,
+        task_slot: slot,
+        tid,
+        pid,
+        session,
+    }));
+    tls::set_state(st);
+    Some(st)
+}
+
+/// Replaces the thread's full buffer with a fresh one.
+fn switch_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
+    shm.release(st.buf_index);
+    st.seq += 1;
+    match shm.acquire(st.tid, st.pid, st.session, st.task_slot, st.seq) {
+        Some(i) => {
+            st.buf_index = i;
+            st.buf = shm.buffer(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Appends an event from Rust, switching buffers as needed.
+pub fn append(shm: &Shm, st: &mut ThreadState, kind: EventKind, func: u32) {
+    loop {
+        // SAFETY: st.buf is this thread's current buffer.
+        if unsafe { shm::try_append(st.buf, shm.layout.buf_size, kind, func, shm::rdtsc()) } {
+            return;
+        }
+        if !switch_buffer(shm, st) {
+            shm.add_lost(1);
+            return;
+        }
+    }
+}
+
+/// Called by the generated code with every register saved.
+///
+/// # Safety
+/// Only the generated hot path calls this, on the thread whose state it is.
+pub unsafe extern "C" fn slow_path(reason: u64, arg: u64) -> u64 {
+    let _busy = tls::Busy::enter();
+    let Some(shm) = shm::get() else { return 0 };
+    match reason {
+        SLOW_INIT => {
+            if init_thread(shm, crate::session(), u32::MAX).is_none() {
+                // Leave the thread untraced for good rather than retry on
+                // every call.
+                std::mem::forget(_busy);
+                tls::set_busy(1);
+                shm.add_lost(1);
+            }
+            0
+        }
+        SLOW_FULL => {
+            // SAFETY: state is set for a thread that reached SLOW_FULL.
+            let st = unsafe { &mut *tls::state() };
+            if !switch_buffer(shm, st) {
+                // No recorder any more: keep writing into a private scratch
+                // buffer so the program runs on; count what is lost.
+                shm.add_lost(1);
+                st.buf = crate::scratch_buffer();
+            }
+            0
+        }
+        SLOW_MISMATCH => {
+            // SAFETY: as above.
+            let st = unsafe { &mut *tls::state() };
+            unwind_to(shm, st, arg);
+            0
+        }
+        _ => 0,
+    }
+}
+
+/// Pops the shadow entries above the one whose slot is `slot`: their frames
+/// vanished without returning (longjmp, exceptions, ...). Each gets an
+/// `Unwind` event.
+fn unwind_to(shm: &Shm, st: &mut ThreadState, slot: u64) {
+    // SAFETY: entries between base and top were written by this thread.
+    unsafe {
+        let mut p = st.shadow_top;
+        while p > st.shadow_base {
+            let e = p.sub(1);
+            if (*e).slot == slot {
+                break;
+            }
+            p = e;
+        }
+        if p == st.shadow_base {
+            crate::fatal("a traced function returned through a stack slot the agent does not know");
+        }
+        while st.shadow_top > p {
+            let e = st.shadow_top.sub(1);
+            let func = (*e).func as u32;
+            st.shadow_top = e;
+            append(shm, st, EventKind::Unwind, func);
+        }
+    }
+}

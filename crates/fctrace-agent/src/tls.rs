@@ -1,0 +1,83 @@
+//! The agent's per-thread block: two words of initial-exec TLS.
+//!
+//! Rust's `thread_local!` in a cdylib goes through `__tls_get_addr`; the hot
+//! path instead reads `fs:[offset]` with the offset fixed at load time (the
+//! agent is preloaded, so its TLS is in the static TLS block). The variable
+//! is defined in assembly because stable Rust cannot ask for the
+//! initial-exec model.
+//!
+//! Word 0: pointer to this thread's [`crate::thread::ThreadState`] (null
+//! until the thread's first traced call). Word 1: "busy" — non-zero while
+//! the agent's own code runs on this thread; traced functions entered then
+//! pass straight through.
+
+use std::arch::asm;
+
+core::arch::global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".p2align 4",
+    ".hidden fctrace_tls",
+    ".globl fctrace_tls",
+    ".type fctrace_tls, @object",
+    ".size fctrace_tls, 16",
+    "fctrace_tls:",
+    ".zero 16",
+    ".popsection",
+);
+
+/// Offset of the block from the thread pointer (`fs:0`); negative.
+pub fn offset() -> i64 {
+    let off: i64;
+    // SAFETY: reads the GOT entry the linker made for the TLS offset; no memory is written.
+    unsafe {
+        asm!("mov {}, qword ptr [rip + fctrace_tls@GOTTPOFF]", out(reg) off, options(nostack, readonly, preserves_flags));
+    }
+    off
+}
+
+fn word_addr(i: i64) -> *mut u64 {
+    let tp: u64;
+    // SAFETY: fs:0 holds the thread pointer itself on x86_64 Linux (TCB self-pointer).
+    unsafe {
+        asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags));
+    }
+    (tp as i64 + offset() + i * 8) as *mut u64
+}
+
+pub fn state() -> *mut crate::thread::ThreadState {
+    // SAFETY: the word belongs to this thread's static TLS block.
+    unsafe { word_addr(0).read() as *mut crate::thread::ThreadState }
+}
+
+pub fn set_state(p: *mut crate::thread::ThreadState) {
+    // SAFETY: as above; only this thread writes its own block.
+    unsafe { word_addr(0).write(p as u64) }
+}
+
+pub fn busy() -> u64 {
+    // SAFETY: as above.
+    unsafe { word_addr(1).read() }
+}
+
+pub fn set_busy(v: u64) {
+    // SAFETY: as above.
+    unsafe { word_addr(1).write(v) }
+}
+
+/// Marks the agent busy on this thread for the guard's lifetime (nesting
+/// keeps the outer value).
+pub struct Busy(u64);
+
+impl Busy {
+    pub fn enter() -> Busy {
+        let prev = busy();
+        set_busy(1);
+        Busy(prev)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        set_busy(self.0);
+    }
+}

@@ -1,0 +1,300 @@
+//! Deciding how to patch one function, and building its stub.
+//!
+//! The entry (after a leading `endbr64`, which stays in place) is replaced
+//! by a 5-byte `jmp rel32` to a per-function stub:
+//!
+//! ```text
+//! stub:  push rax; mov eax, ID; call common.entry; pop rax
+//!        jne body                ; not traced now: run the body untouched
+//!        lea rsp, [rsp+8]        ; the caller's return address is saved
+//!        call body               ; the body sees the same stack layout
+//!        jmp common.exit         ; records the exit, returns to the caller
+//! body:  <the displaced instructions, relocated>
+//!        jmp function+N
+//! ```
+//!
+//! The displaced instructions are the first ones covering 5 bytes. A
+//! function shorter than that uses the alignment padding after it (only
+//! when it is really padding). When a branch elsewhere in the function
+//! lands inside the displaced bytes, or loops back to the entry, the whole
+//! function is relocated into the stub instead (only for functions without
+//! calls or indirect jumps, so that no return address or jump-table target
+//! points into the moved code). Anything else is refused with a reason.
+
+use super::codegen::Common;
+use iced_x86::{
+    BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock,
+    MemoryOperand, Mnemonic, OpKind, Register,
+};
+
+const JMP_LEN: usize = 5;
+const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    /// Entry and exit recorded (return captured).
+    Traced,
+    /// Returns twice (setjmp, vfork): an entry and an immediate exit are
+    /// recorded, the return is left alone.
+    EntryOnly,
+}
+
+pub struct Plan {
+    /// Where the `jmp` goes (after endbr64).
+    pub patch_at: u64,
+    /// Bytes overwritten (the jmp plus int3 filler).
+    pub patch_len: usize,
+    /// Instructions moved into the stub, with their original addresses.
+    pub moved: Vec<Instruction>,
+    /// Where execution continues after the moved instructions, if they can
+    /// fall through.
+    pub resume: Option<u64>,
+}
+
+fn is_terminator(i: &Instruction) -> bool {
+    matches!(
+        i.flow_control(),
+        FlowControl::Return | FlowControl::UnconditionalBranch | FlowControl::IndirectBranch | FlowControl::Interrupt
+    ) || i.mnemonic() == Mnemonic::Ud2
+        || i.mnemonic() == Mnemonic::Hlt
+}
+
+fn decode_all(bytes: &[u8], ip: u64) -> Result<Vec<Instruction>, String> {
+    let mut d = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE);
+    let mut v = Vec::new();
+    while d.can_decode() {
+        let i = d.decode();
+        if i.is_invalid() {
+            return Err(format!("undecodable bytes at +{:#x}", i.ip() - ip));
+        }
+        v.push(i);
+    }
+    Ok(v)
+}
+
+fn branch_target(i: &Instruction) -> Option<u64> {
+    match i.op0_kind() {
+        OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64 => Some(i.near_branch_target()),
+        _ => None,
+    }
+}
+
+/// `addr`: runtime address of the function; `code`: its bytes from `addr`
+/// to the end of the padding after it; `size`: the function's size.
+pub fn plan(addr: u64, size: usize, code: &[u8]) -> Result<Plan, String> {
+    if size == 0 {
+        return Err("symbol has no size".into());
+    }
+    let size = size.min(code.len());
+    let off = if code[..size].starts_with(&ENDBR64) { ENDBR64.len() } else { 0 };
+    let start = addr + off as u64;
+    let room = code.len() - off; // function rest plus padding
+    if room < JMP_LEN {
+        return Err(format!("only {size} bytes long with no padding after it"));
+    }
+    let body = decode_all(&code[off..size], start)?;
+    if body.is_empty() {
+        return Err("no instructions after endbr64".into());
+    }
+    // Displace the first instructions covering 5 bytes.
+    let mut moved = Vec::new();
+    let mut len = 0usize;
+    for i in &body {
+        moved.push(*i);
+        len += i.len();
+        if len >= JMP_LEN {
+            break;
+        }
+    }
+    let end_of_fn = off + len == size;
+    let mut patch_len = len;
+    if len < JMP_LEN {
+        // The whole function is shorter than a jmp: it must end in a
+        // terminator, and the padding after it takes the rest of the jmp.
+        if !is_terminator(moved.last().unwrap()) {
+            return Err(format!("only {size} bytes long and falls through its end"));
+        }
+        patch_len = JMP_LEN;
+    }
+    let range = start..start + patch_len as u64;
+    let moved_ips: Vec<u64> = moved.iter().map(|i| i.ip()).collect();
+    let mut conflict = false;
+    let mut has_call = false;
+    let mut has_indirect = false;
+    for i in &body {
+        match i.flow_control() {
+            FlowControl::Call | FlowControl::IndirectCall => has_call = true,
+            FlowControl::IndirectBranch => has_indirect = true,
+            _ => {}
+        }
+        if let Some(t) = branch_target(i) {
+            let is_call = i.flow_control() == FlowControl::Call;
+            let from_moved = moved_ips.contains(&i.ip());
+            // A jump back to the entry would run the patched jmp again and
+            // count a call that did not happen.
+            if !is_call && (addr..=start).contains(&t) {
+                conflict = true;
+            }
+            if !from_moved && t > start && range.contains(&t) {
+                conflict = true;
+            }
+        }
+    }
+    if conflict {
+        if has_call {
+            return Err("a branch targets its first bytes, and it makes calls".into());
+        }
+        if has_indirect {
+            return Err("a branch targets its first bytes, and it has an indirect jump".into());
+        }
+        let last = body.last().unwrap();
+        let resume = if is_terminator(last) { None } else { Some(addr + size as u64) };
+        return Ok(Plan { patch_at: start, patch_len: JMP_LEN, moved: body, resume });
+    }
+    for i in &moved {
+        check_movable(i, moved.last().map(|l| l.ip()) == Some(i.ip()))?;
+    }
+    let last = moved.last().unwrap();
+    let resume = if is_terminator(last) && (end_of_fn || len < JMP_LEN) {
+        None
+    } else {
+        Some(start + len as u64)
+    };
+    Ok(Plan { patch_at: start, patch_len, moved, resume })
+}
+
+fn check_movable(i: &Instruction, is_last: bool) -> Result<(), String> {
+    match i.flow_control() {
+        FlowControl::Call | FlowControl::IndirectCall => {
+            if !is_last {
+                return Err("a call inside its first 5 bytes".into());
+            }
+            for k in 0..i.op_count() {
+                if i.op_kind(k) == OpKind::Register && i.op_register(k) == Register::RSP {
+                    return Err("calls through rsp in its first bytes".into());
+                }
+            }
+            Ok(())
+        }
+        FlowControl::XbeginXabortXend => Err("transactional instruction in its first bytes".into()),
+        _ => {
+            if matches!(i.mnemonic(), Mnemonic::Jrcxz | Mnemonic::Jecxz | Mnemonic::Loop | Mnemonic::Loope | Mnemonic::Loopne) {
+                return Err(format!("{:?} in its first bytes", i.mnemonic()));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Replaces a moved `call` by pushing the original return address (which
+/// lies after the patched bytes, so it is intact) and jumping: the callee
+/// returns into the original function, and unwinders see real addresses.
+fn rewrite_call(i: &Instruction, out: &mut Vec<Instruction>) -> Result<(), String> {
+    let err = |e: iced_x86::IcedError| e.to_string();
+    let ret = i.next_ip();
+    let mut lea = Instruction::with2(Code::Lea_r64_m, Register::RSP, MemoryOperand::with_base_displ(Register::RSP, -8)).map_err(err)?;
+    lea.set_ip(i.ip());
+    out.push(lea);
+    out.push(
+        Instruction::with2(Code::Mov_rm32_imm32, MemoryOperand::with_base(Register::RSP), ret as u32).map_err(err)?,
+    );
+    out.push(
+        Instruction::with2(Code::Mov_rm32_imm32, MemoryOperand::with_base_displ(Register::RSP, 4), (ret >> 32) as u32)
+            .map_err(err)?,
+    );
+    match i.op0_kind() {
+        OpKind::NearBranch64 | OpKind::NearBranch32 | OpKind::NearBranch16 => {
+            out.push(Instruction::with_branch(Code::Jmp_rel32_64, i.near_branch_target()).map_err(err)?);
+        }
+        OpKind::Register => {
+            out.push(Instruction::with1(Code::Jmp_rm64, i.op0_register()).map_err(err)?);
+        }
+        OpKind::Memory => {
+            let base = i.memory_base();
+            let mut displ = i.memory_displacement64() as i64;
+            if base == Register::RSP {
+                displ += 8;
+            }
+            if i.memory_index() == Register::RSP {
+                return Err("call through an rsp-indexed operand".into());
+            }
+            let m = MemoryOperand::new(
+                base,
+                i.memory_index(),
+                i.memory_index_scale(),
+                displ,
+                if base == Register::RIP { 8 } else { i.memory_displ_size() },
+                false,
+                i.segment_prefix(),
+            );
+            out.push(Instruction::with1(Code::Jmp_rm64, m).map_err(err)?);
+        }
+        _ => return Err("unusual call form in its first bytes".into()),
+    }
+    Ok(())
+}
+
+pub struct Stub {
+    pub code: Vec<u8>,
+    /// Address the stub's `call body` returns to (what unwinders would see
+    /// in the caller's return slot while the function runs).
+    pub ret_site: Option<u64>,
+}
+
+/// Builds the stub for `plan`, to be placed at `at`.
+pub fn build_stub(plan: &Plan, at: u64, common: &Common, id: u32, mode: Mode) -> Result<Stub, String> {
+    let err = |e: iced_x86::IcedError| e.to_string();
+    let body_ip = plan.moved[0].ip();
+    let mut v: Vec<Instruction> = Vec::with_capacity(plan.moved.len() + 12);
+    v.push(Instruction::with1(Code::Push_r64, Register::RAX).map_err(err)?);
+    v.push(Instruction::with2(Code::Mov_r32_imm32, Register::EAX, id).map_err(err)?);
+    let ret_index;
+    match mode {
+        Mode::Traced => {
+            v.push(Instruction::with_branch(Code::Call_rel32_64, common.entry).map_err(err)?);
+            v.push(Instruction::with1(Code::Pop_r64, Register::RAX).map_err(err)?);
+            v.push(Instruction::with_branch(Code::Jne_rel32_64, body_ip).map_err(err)?);
+            v.push(
+                Instruction::with2(Code::Lea_r64_m, Register::RSP, MemoryOperand::with_base_displ(Register::RSP, 8))
+                    .map_err(err)?,
+            );
+            v.push(Instruction::with_branch(Code::Call_rel32_64, body_ip).map_err(err)?);
+            ret_index = Some(v.len());
+            v.push(Instruction::with_branch(Code::Jmp_rel32_64, common.exit).map_err(err)?);
+        }
+        Mode::EntryOnly => {
+            v.push(Instruction::with_branch(Code::Call_rel32_64, common.entry_only).map_err(err)?);
+            v.push(Instruction::with1(Code::Pop_r64, Register::RAX).map_err(err)?);
+            ret_index = None;
+        }
+    }
+    for i in &plan.moved {
+        if matches!(i.flow_control(), FlowControl::Call | FlowControl::IndirectCall) {
+            rewrite_call(i, &mut v)?;
+        } else {
+            v.push(*i);
+        }
+    }
+    if let Some(r) = plan.resume {
+        v.push(Instruction::with_branch(Code::Jmp_rel32_64, r).map_err(err)?);
+    }
+    let block = InstructionBlock::new(&v, at);
+    let res = BlockEncoder::encode(64, block, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
+        .map_err(|e| format!("cannot relocate its first instructions: {e}"))?;
+    let ret_site = ret_index.map(|k| at + res.new_instruction_offsets[k] as u64);
+    Ok(Stub { code: res.code_buffer, ret_site })
+}
+
+/// The bytes that replace the function's first `plan.patch_len` bytes.
+pub fn patch_bytes(plan: &Plan, stub: u64) -> Vec<u8> {
+    let rel = stub as i64 - (plan.patch_at as i64 + JMP_LEN as i64);
+    let mut b = vec![0xE9];
+    b.extend_from_slice(&(rel as i32).to_le_bytes());
+    b.resize(plan.patch_len, 0xCC);
+    b
+}
+
+pub fn reachable(from: u64, to: u64) -> bool {
+    let d = to as i64 - (from as i64 + JMP_LEN as i64);
+    d >= i32::MIN as i64 && d <= i32::MAX as i64
+}

@@ -1,0 +1,422 @@
+//! The task file encoding: file header, chunk header, the event code and
+//! timestamp streams, LEB128 varints and the CRC-32 of chunks.
+//! docs/format.md describes the same bytes.
+
+use crate::event::EventKind;
+
+/// First 8 bytes of a task file.
+pub(crate) const FILE_MAGIC: [u8; 8] = *b"fctrtask";
+/// Major version of the task file encoding.
+pub(crate) const TASK_FILE_VERSION: u16 = 1;
+/// Minor version written (readers accept any minor of their major).
+pub(crate) const TASK_FILE_MINOR: u16 = 0;
+pub(crate) const FILE_HEADER_LEN: usize = 16;
+
+/// First 4 bytes of every chunk.
+pub(crate) const CHUNK_MAGIC: [u8; 4] = *b"FCCK";
+pub(crate) const CHUNK_HEADER_LEN: usize = 40;
+/// Codec of the chunk payload: zstd.
+pub(crate) const CODEC_ZSTD: u32 = 1;
+
+/// A chunk is written when it holds this many events...
+pub(crate) const CHUNK_MAX_EVENTS: u32 = 65_536;
+/// ... or when its encoded (uncompressed) streams reach this size.
+pub(crate) const CHUNK_MAX_RAW: usize = 1 << 20;
+/// Upper bounds a reader enforces before allocating (a corrupt length must
+/// not make it allocate gigabytes). Writers stay far below them.
+pub(crate) const READ_MAX_EVENTS: u32 = 1 << 20;
+pub(crate) const READ_MAX_RAW: u32 = 1 << 25;
+pub(crate) const READ_MAX_COMPRESSED: u32 = 1 << 25;
+
+/// Depth of the shadow call stack that predicts exits.
+pub(crate) const PREDICT_STACK_MAX: usize = 4096;
+
+/// The code of an event in the code stream: 0 means "exit of the function
+/// on top of the shadow stack", anything else is `((func << 2) | kind) + 1`.
+pub(crate) fn kind_bits(kind: EventKind) -> u64 {
+    kind as u64
+}
+
+pub(crate) fn kind_from_bits(bits: u64) -> EventKind {
+    match bits & 3 {
+        0 => EventKind::Entry,
+        1 => EventKind::Exit,
+        2 => EventKind::Unwind,
+        _ => EventKind::Lost,
+    }
+}
+
+/// The shadow stack both encoder and decoder keep: entries push, an exit or
+/// unwind of the function on top pops. It only serves to predict exits.
+#[derive(Default)]
+pub(crate) struct ShadowStack {
+    stack: Vec<u32>,
+}
+
+impl ShadowStack {
+    pub(crate) fn top(&self) -> Option<u32> {
+        self.stack.last().copied()
+    }
+    pub(crate) fn apply(&mut self, kind: EventKind, func: u32) {
+        match kind {
+            EventKind::Entry => {
+                if self.stack.len() < PREDICT_STACK_MAX {
+                    self.stack.push(func);
+                }
+            }
+            EventKind::Exit | EventKind::Unwind => {
+                if self.stack.last() == Some(&func) {
+                    self.stack.pop();
+                }
+            }
+            EventKind::Lost => {}
+        }
+    }
+    pub(crate) fn clear(&mut self) {
+        self.stack.clear();
+    }
+}
+
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads a varint at `*pos`, advancing it; `None` if it runs past the end
+/// or is longer than 10 bytes / overflows 64 bits.
+pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v: u64 = 0;
+    let mut shift = 0u32;
+    loop {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        if shift == 63 && b > 1 {
+            return None;
+        }
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+}
+
+pub(crate) fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+pub(crate) fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+const fn crc_table() -> [u32; 256] {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        table[i] = c;
+        i += 1;
+    }
+    table
+}
+
+static CRC_TABLE: [u32; 256] = crc_table();
+
+/// Incremental CRC-32 (IEEE 802.3, reflected, as zlib's `crc32`).
+#[derive(Clone, Copy)]
+pub(crate) struct Crc32(u32);
+
+impl Crc32 {
+    pub(crate) fn new() -> Crc32 {
+        Crc32(0xFFFF_FFFF)
+    }
+    pub(crate) fn update(&mut self, data: &[u8]) {
+        let mut c = self.0;
+        for &b in data {
+            c = CRC_TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
+        }
+        self.0 = c;
+    }
+    pub(crate) fn finish(self) -> u32 {
+        self.0 ^ 0xFFFF_FFFF
+    }
+}
+
+/// The fixed-size header in front of each chunk's compressed payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChunkHeader {
+    pub compressed_len: u32,
+    pub raw_len: u32,
+    pub events: u32,
+    pub first_tsc: u64,
+    pub last_tsc: u64,
+    pub codec: u32,
+    pub crc: u32,
+}
+
+impl ChunkHeader {
+    /// The CRC covers header bytes 0..36 and then the compressed payload.
+    pub(crate) fn to_bytes(self) -> [u8; CHUNK_HEADER_LEN] {
+        let mut b = [0u8; CHUNK_HEADER_LEN];
+        b[0..4].copy_from_slice(&CHUNK_MAGIC);
+        b[4..8].copy_from_slice(&self.compressed_len.to_le_bytes());
+        b[8..12].copy_from_slice(&self.raw_len.to_le_bytes());
+        b[12..16].copy_from_slice(&self.events.to_le_bytes());
+        b[16..24].copy_from_slice(&self.first_tsc.to_le_bytes());
+        b[24..32].copy_from_slice(&self.last_tsc.to_le_bytes());
+        b[32..36].copy_from_slice(&self.codec.to_le_bytes());
+        b[36..40].copy_from_slice(&self.crc.to_le_bytes());
+        b
+    }
+
+    /// `None` if the magic is wrong.
+    pub(crate) fn from_bytes(b: &[u8; CHUNK_HEADER_LEN]) -> Option<ChunkHeader> {
+        if b[0..4] != CHUNK_MAGIC {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(a)
+        };
+        Some(ChunkHeader {
+            compressed_len: u32_at(4),
+            raw_len: u32_at(8),
+            events: u32_at(12),
+            first_tsc: u64_at(16),
+            last_tsc: u64_at(24),
+            codec: u32_at(32),
+            crc: u32_at(36),
+        })
+    }
+
+    pub(crate) fn checksum(header: &[u8; CHUNK_HEADER_LEN], payload: &[u8]) -> u32 {
+        let mut crc = Crc32::new();
+        crc.update(&header[..36]);
+        crc.update(payload);
+        crc.finish()
+    }
+}
+
+pub(crate) fn file_header(tid: u32) -> [u8; FILE_HEADER_LEN] {
+    let mut b = [0u8; FILE_HEADER_LEN];
+    b[0..8].copy_from_slice(&FILE_MAGIC);
+    b[8..10].copy_from_slice(&TASK_FILE_VERSION.to_le_bytes());
+    b[10..12].copy_from_slice(&TASK_FILE_MINOR.to_le_bytes());
+    b[12..16].copy_from_slice(&tid.to_le_bytes());
+    b
+}
+
+/// Builds the uncompressed payload of one chunk, one event at a time.
+#[derive(Default)]
+pub(crate) struct ChunkEncoder {
+    codes: Vec<u8>,
+    deltas: Vec<u8>,
+    events: u32,
+    first_tsc: u64,
+    prev_tsc: u64,
+    stack: ShadowStack,
+}
+
+impl ChunkEncoder {
+    pub(crate) fn push(&mut self, kind: EventKind, func: u32, tsc: u64) {
+        if self.events == 0 {
+            self.first_tsc = tsc;
+            self.prev_tsc = tsc;
+        }
+        let is_predicted_exit = kind == EventKind::Exit && self.stack.top() == Some(func);
+        let code = if is_predicted_exit {
+            0
+        } else {
+            ((u64::from(func) << 2) | kind_bits(kind)) + 1
+        };
+        put_varint(&mut self.codes, code);
+        put_varint(
+            &mut self.deltas,
+            zigzag(tsc.wrapping_sub(self.prev_tsc) as i64),
+        );
+        self.stack.apply(kind, func);
+        self.prev_tsc = tsc;
+        self.events += 1;
+    }
+
+    pub(crate) fn events(&self) -> u32 {
+        self.events
+    }
+
+    /// Bytes held (for the writer's memory budget).
+    pub(crate) fn buffered(&self) -> usize {
+        self.codes.len() + self.deltas.len()
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.events >= CHUNK_MAX_EVENTS || self.buffered() >= CHUNK_MAX_RAW
+    }
+
+    /// Writes the payload (`varint(len(codes)) codes deltas`) into `out`
+    /// and returns `(events, first_tsc, last_tsc)`; resets the encoder.
+    pub(crate) fn take_payload(&mut self, out: &mut Vec<u8>) -> (u32, u64, u64) {
+        out.clear();
+        put_varint(out, self.codes.len() as u64);
+        out.extend_from_slice(&self.codes);
+        out.extend_from_slice(&self.deltas);
+        let r = (self.events, self.first_tsc, self.prev_tsc);
+        self.codes.clear();
+        self.deltas.clear();
+        self.events = 0;
+        self.stack.clear();
+        // Give back the memory of an unusually large chunk.
+        if self.codes.capacity() > CHUNK_MAX_RAW {
+            self.codes.shrink_to(CHUNK_MAX_RAW / 4);
+        }
+        if self.deltas.capacity() > CHUNK_MAX_RAW {
+            self.deltas.shrink_to(CHUNK_MAX_RAW / 4);
+        }
+        r
+    }
+}
+
+/// Decodes the events of one uncompressed chunk payload, lazily.
+pub(crate) struct ChunkDecoder {
+    payload: Vec<u8>,
+    code_pos: usize,
+    codes_end: usize,
+    delta_pos: usize,
+    remaining: u32,
+    prev_tsc: u64,
+    last_tsc: u64,
+    stack: ShadowStack,
+}
+
+impl ChunkDecoder {
+    pub(crate) fn empty() -> ChunkDecoder {
+        ChunkDecoder {
+            payload: Vec::new(),
+            code_pos: 0,
+            codes_end: 0,
+            delta_pos: 0,
+            remaining: 0,
+            prev_tsc: 0,
+            last_tsc: 0,
+            stack: ShadowStack::default(),
+        }
+    }
+
+    /// Starts decoding `payload`; `Err` with a reason if its layout is wrong.
+    pub(crate) fn reset(&mut self, payload: Vec<u8>, header: &ChunkHeader) -> Result<(), String> {
+        let mut pos = 0;
+        let codes_len = get_varint(&payload, &mut pos)
+            .ok_or("the code stream length is unreadable")?;
+        let codes_end = usize::try_from(codes_len)
+            .ok()
+            .and_then(|l| pos.checked_add(l))
+            .filter(|&end| end <= payload.len())
+            .ok_or("the code stream is longer than the chunk")?;
+        self.code_pos = pos;
+        self.codes_end = codes_end;
+        self.delta_pos = codes_end;
+        self.payload = payload;
+        self.remaining = header.events;
+        self.prev_tsc = header.first_tsc;
+        self.last_tsc = header.last_tsc;
+        self.stack.clear();
+        Ok(())
+    }
+
+    /// The next event, `Ok(None)` at the end of the chunk, `Err` with a
+    /// reason if the payload does not hold what its header says.
+    pub(crate) fn next_event(&mut self) -> Result<Option<(EventKind, u32, u64)>, String> {
+        if self.remaining == 0 {
+            if self.code_pos != self.codes_end || self.delta_pos != self.payload.len() {
+                return Err("the chunk has bytes after its last event".into());
+            }
+            if self.prev_tsc != self.last_tsc {
+                return Err("the last timestamp does not match the chunk header".into());
+            }
+            return Ok(None);
+        }
+        let mut code_pos = self.code_pos;
+        let code = get_varint(&self.payload[..self.codes_end], &mut code_pos)
+            .ok_or("the code stream ends early")?;
+        let mut delta_pos = self.delta_pos;
+        let delta =
+            get_varint(&self.payload, &mut delta_pos).ok_or("the timestamp stream ends early")?;
+        let (kind, func) = if code == 0 {
+            let func = self
+                .stack
+                .top()
+                .ok_or("an exit is predicted but no function is open")?;
+            (EventKind::Exit, func)
+        } else {
+            let v = code - 1;
+            let func = u32::try_from(v >> 2).map_err(|_| "function id out of range")?;
+            (kind_from_bits(v), func)
+        };
+        let tsc = self.prev_tsc.wrapping_add(unzigzag(delta) as u64);
+        self.stack.apply(kind, func);
+        self.prev_tsc = tsc;
+        self.code_pos = code_pos;
+        self.delta_pos = delta_pos;
+        self.remaining -= 1;
+        Ok(Some((kind, func, tsc)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints() {
+        for v in [0, 1, 127, 128, 300, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            let mut pos = 0;
+            assert_eq!(get_varint(&b, &mut pos), Some(v));
+            assert_eq!(pos, b.len());
+            // Every strict prefix is incomplete.
+            for end in 0..b.len() {
+                let mut pos = 0;
+                assert_eq!(get_varint(&b[..end], &mut pos), None);
+            }
+        }
+        // 11 continuation bytes: rejected, not an overflow panic.
+        let mut pos = 0;
+        assert_eq!(get_varint(&[0xff; 11], &mut pos), None);
+        let mut pos = 0;
+        assert_eq!(
+            get_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02], &mut pos),
+            None
+        );
+    }
+
+    #[test]
+    fn zigzags() {
+        for v in [0i64, 1, -1, 2, -2, i64::MAX, i64::MIN] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+    }
+
+    #[test]
+    fn crc_matches_reference() {
+        let mut c = Crc32::new();
+        c.update(b"123456789");
+        assert_eq!(c.finish(), 0xCBF4_3926);
+    }
+}

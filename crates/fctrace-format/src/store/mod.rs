@@ -1,0 +1,327 @@
+//! The trace directory (default `fctrace.data`): the recorder writes it with
+//! [`TraceWriter`], `replay`/`report`/`info` read it with [`Trace`].
+//!
+//! ```text
+//! fctrace.data/
+//!   info.json           what was run, tasks, clock, totals   (TraceWriter::finish)
+//!   sessions/<id>.sym   symbol table of each session          (the agent)
+//!   tasks/<tid>.dat     the events of one thread, compressed  (TraceWriter::append)
+//! ```
+//!
+//! docs/format.md describes every byte, for writing another reader.
+
+mod codec;
+mod info;
+mod reader;
+mod writer;
+
+pub use reader::{TaskEvents, Trace};
+pub use writer::TraceWriter;
+
+use crate::event::EventKind;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Major version of the trace directory format (`format_version` in
+/// info.json). Additions that old readers can ignore do not change it.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Name of the directory of symbol tables inside a trace directory.
+pub const SESSIONS_DIR: &str = "sessions";
+/// Name of the directory of task event files inside a trace directory.
+pub const TASKS_DIR: &str = "tasks";
+/// Name of the metadata file inside a trace directory.
+pub const INFO_FILE: &str = "info.json";
+
+/// Path of the symbol table of `session` inside the trace directory `dir`.
+pub fn session_path(dir: &Path, session: u32) -> PathBuf {
+    dir.join(SESSIONS_DIR).join(format!("{session}.sym"))
+}
+
+/// Path of the event file of task `tid` inside the trace directory `dir`.
+pub fn task_path(dir: &Path, tid: u32) -> PathBuf {
+    dir.join(TASKS_DIR).join(format!("{tid}.dat"))
+}
+
+/// One decoded event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub kind: EventKind,
+    /// Function id in the task's session symbol table, or for
+    /// [`EventKind::Lost`] the number of events lost.
+    pub func: u32,
+    /// Raw timestamp counter value, as recorded.
+    pub tsc: u64,
+    /// `tsc` converted to CLOCK_MONOTONIC nanoseconds ([`Trace::tsc_to_ns`]).
+    pub ns: u64,
+}
+
+/// How the traced program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// It exited (`exit(code)` or returned from `main`).
+    Code(i32),
+    /// A signal killed it.
+    Signal { signal: i32, core: bool },
+}
+
+/// One traced thread.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// Thread id (kernel tid). Unique within a trace: it names
+    /// `tasks/<tid>.dat`.
+    pub tid: u32,
+    /// Process id (tgid); `tid == pid` for a process's main thread.
+    pub pid: u32,
+    /// Parent process id of the process.
+    pub ppid: u32,
+    /// The task that created this one (the thread that called
+    /// `pthread_create`/`clone`/`fork`), if known.
+    pub parent_tid: Option<u32>,
+    /// Session (symbol table) the task's function ids refer to.
+    pub session: u32,
+    /// Thread name (`/proc/<tid>/comm`), may be empty.
+    pub comm: String,
+    /// Event records stored for this task (set by the writer; the reader
+    /// uses it to detect a task file cut at a chunk boundary).
+    pub events: u64,
+}
+
+/// TSC to CLOCK_MONOTONIC calibration.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Clock {
+    /// TSC frequency (ticks per second), as measured or reported.
+    pub tsc_hz: f64,
+    /// `(tsc, monotonic_ns)` pairs read together, in time order (typically
+    /// one at the start and one at the end of the recording).
+    pub pairs: Vec<(u64, u64)>,
+}
+
+/// The content of info.json.
+///
+/// The recorder fills the descriptive fields; [`TraceWriter::finish`] sets
+/// `format_version`, `fctrace_version` (if empty), `events`,
+/// `invalid_events` and `bytes`. Build it with `..Default::default()`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TraceInfo {
+    /// Major format version of the trace directory (set by the writer).
+    pub format_version: u32,
+    /// Version of fctrace that recorded the trace (set by the writer if empty).
+    pub fctrace_version: String,
+    /// Path of the program that was run.
+    pub program: String,
+    /// Its full argv, `args[0]` included.
+    pub args: Vec<String>,
+    /// Working directory it was started in.
+    pub cwd: String,
+    /// When the recording started, unix time in nanoseconds.
+    pub start_unix_ns: u64,
+    /// How the program ended; `None` if unknown (the recorder was stopped).
+    pub exit: Option<ExitStatus>,
+    /// Every traced thread, in order of creation.
+    pub tasks: Vec<TaskInfo>,
+    pub clock: Clock,
+    /// Number of event records stored in the task files (set by the writer).
+    pub events: u64,
+    /// Total number of events that could not be recorded, whether or not a
+    /// `Lost` record marks the place in a task stream (set by the recorder;
+    /// the writer does not change it).
+    pub lost_events: u64,
+    /// Records given to [`TraceWriter::append`] that were not valid events
+    /// (set by the writer).
+    pub invalid_events: u64,
+    /// Size of the task files written, in bytes (set by the writer).
+    pub bytes: u64,
+    /// Problems met while recording, one line each, for `fctrace info`.
+    pub warnings: Vec<String>,
+}
+
+impl TraceInfo {
+    /// The task with this tid.
+    pub fn task(&self, tid: u32) -> Option<&TaskInfo> {
+        self.tasks.iter().find(|t| t.tid == tid)
+    }
+}
+
+/// What went wrong reading or writing a trace directory. The `Display` of
+/// every variant is a complete, user-facing message.
+#[derive(Debug)]
+pub enum StoreError {
+    /// `Trace::open` of a directory that does not exist.
+    NoTrace { dir: PathBuf },
+    /// The directory exists but is not (or not yet) a trace directory.
+    NotATrace { dir: PathBuf, reason: String },
+    /// `TraceWriter::create` refuses to touch an existing directory.
+    WontOverwrite { dir: PathBuf, reason: String },
+    /// A file of a newer format than this fctrace reads.
+    NewerVersion {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    /// A system call failed; `action` says what fctrace was doing
+    /// ("cannot read", "cannot create", ...).
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        error: io::Error,
+    },
+    /// info.json is not valid.
+    BadInfo { path: PathBuf, reason: String },
+    /// A task file ends in the middle of a chunk.
+    Truncated { path: PathBuf, events: u64 },
+    /// A task file holds bytes that are not what the format says.
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+    /// `Trace::events` for a tid the trace does not have.
+    NoSuchTask { dir: PathBuf, tid: u32 },
+}
+
+impl StoreError {
+    pub(crate) fn io(action: &'static str, path: &Path, error: io::Error) -> StoreError {
+        StoreError::Io {
+            action,
+            path: path.to_path_buf(),
+            error,
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::NoTrace { dir } => write!(
+                f,
+                "no trace at {}: run `fctrace record` first",
+                dir.display()
+            ),
+            StoreError::NotATrace { dir, reason } => {
+                write!(f, "{} is not an fctrace trace: {reason}", dir.display())
+            }
+            StoreError::WontOverwrite { dir, reason } => {
+                write!(f, "will not write a trace to {}: {reason}", dir.display())
+            }
+            StoreError::NewerVersion {
+                path,
+                found,
+                supported,
+            } => write!(
+                f,
+                "{} has format version {found}, newer than this fctrace reads \
+                 (version {supported}): use a newer fctrace",
+                path.display()
+            ),
+            StoreError::Io {
+                action,
+                path,
+                error,
+            } => write!(f, "{action} {}: {error}", path.display()),
+            StoreError::BadInfo { path, reason } => {
+                write!(f, "corrupt trace metadata {}: {reason}", path.display())
+            }
+            StoreError::Truncated { path, events } => write!(
+                f,
+                "trace file {} is truncated after {events} events",
+                path.display()
+            ),
+            StoreError::Corrupt {
+                path,
+                offset,
+                reason,
+            } => write!(
+                f,
+                "trace file {}: corrupt chunk at offset {offset}: {reason}",
+                path.display()
+            ),
+            StoreError::NoSuchTask { dir, tid } => {
+                write!(f, "the trace at {} has no task {tid}", dir.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Converts TSC values to CLOCK_MONOTONIC nanoseconds (see [`Clock`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ClockMap {
+    /// Through two pairs: exact integer interpolation / extrapolation.
+    Linear {
+        tsc0: u64,
+        ns0: u64,
+        tsc1: u64,
+        ns1: u64,
+    },
+    /// From one pair and the frequency.
+    Rate { tsc0: u64, ns0: u64, ns_per_tick: f64 },
+}
+
+impl ClockMap {
+    pub(crate) fn new(clock: &Clock) -> ClockMap {
+        let first = clock.pairs.iter().min_by_key(|p| p.0).copied();
+        let last = clock.pairs.iter().max_by_key(|p| p.0).copied();
+        let ns_per_tick = if clock.tsc_hz.is_finite() && clock.tsc_hz > 0.0 {
+            1e9 / clock.tsc_hz
+        } else {
+            1.0
+        };
+        match (first, last) {
+            (Some((tsc0, ns0)), Some((tsc1, ns1))) if tsc1 > tsc0 && ns1 >= ns0 => {
+                ClockMap::Linear {
+                    tsc0,
+                    ns0,
+                    tsc1,
+                    ns1,
+                }
+            }
+            (Some((tsc0, ns0)), _) => ClockMap::Rate {
+                tsc0,
+                ns0,
+                ns_per_tick,
+            },
+            (None, _) => ClockMap::Rate {
+                tsc0: 0,
+                ns0: 0,
+                ns_per_tick,
+            },
+        }
+    }
+
+    pub(crate) fn to_ns(&self, tsc: u64) -> u64 {
+        let ns: i128 = match *self {
+            ClockMap::Linear {
+                tsc0,
+                ns0,
+                tsc1,
+                ns1,
+            } => {
+                let dt = i128::from(tsc) - i128::from(tsc0);
+                let span_ns = i128::from(ns1) - i128::from(ns0);
+                let span_tsc = i128::from(tsc1) - i128::from(tsc0);
+                let scaled = match dt.checked_mul(span_ns) {
+                    Some(product) => product.div_euclid(span_tsc),
+                    // Only for absurd values (a corrupt calibration).
+                    None => (dt as f64 * (span_ns as f64 / span_tsc as f64)) as i128,
+                };
+                i128::from(ns0) + scaled
+            }
+            ClockMap::Rate {
+                tsc0,
+                ns0,
+                ns_per_tick,
+            } => {
+                let dt = i128::from(tsc) - i128::from(tsc0);
+                // f64 -> i128 casts saturate; NaN becomes 0.
+                i128::from(ns0) + ((dt as f64) * ns_per_tick).round() as i128
+            }
+        };
+        ns.clamp(0, i128::from(u64::MAX)) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests;

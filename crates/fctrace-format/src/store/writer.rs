@@ -1,0 +1,297 @@
+//! [`TraceWriter`]: streams events into `tasks/<tid>.dat` and writes
+//! info.json at the end.
+
+use super::codec::{self, ChunkEncoder, ChunkHeader, CHUNK_HEADER_LEN, CODEC_ZSTD};
+use super::{info, task_path, StoreError, TaskInfo, TraceInfo, FORMAT_VERSION};
+use super::{INFO_FILE, SESSIONS_DIR, TASKS_DIR};
+use crate::event::RawEvent;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// zstd level of the chunks: fast, and the varint streams compress well.
+const ZSTD_LEVEL: i32 = 3;
+
+/// When the encoded events buffered for all tasks together exceed this,
+/// every task's partial chunk is written out (bounds memory with many
+/// threads).
+const GLOBAL_BUFFER_LIMIT: usize = 64 << 20;
+
+/// Writes a trace directory. See the module documentation for the layout.
+///
+/// Memory is bounded: each task buffers at most one chunk (64Ki events or
+/// 1 MiB of encoded data), all tasks together at most ~64 MiB; files are
+/// opened only while a chunk is written, so any number of tasks works
+/// within the file-descriptor limit. Dropping the writer without
+/// [`finish`](TraceWriter::finish) loses the buffered events and leaves no
+/// info.json.
+pub struct TraceWriter {
+    dir: PathBuf,
+    tasks: BTreeMap<u32, TaskStream>,
+    buffered: usize,
+    events: u64,
+    invalid: u64,
+    bytes: u64,
+    compressor: zstd::bulk::Compressor<'static>,
+    payload: Vec<u8>,
+}
+
+#[derive(Default)]
+struct TaskStream {
+    encoder: ChunkEncoder,
+    /// The file exists and has its header.
+    started: bool,
+    events: u64,
+}
+
+fn looks_like_trace(dir: &Path) -> bool {
+    dir.join(INFO_FILE).is_file() || dir.join(TASKS_DIR).is_dir()
+}
+
+fn is_empty_dir(dir: &Path) -> Result<bool, StoreError> {
+    let mut entries =
+        fs::read_dir(dir).map_err(|e| StoreError::io("cannot read directory", dir, e))?;
+    Ok(entries.next().is_none())
+}
+
+fn mkdir(path: &Path) -> Result<(), StoreError> {
+    fs::create_dir_all(path).map_err(|e| StoreError::io("cannot create directory", path, e))
+}
+
+impl TraceWriter {
+    /// Creates the trace directory `dir` (and its `sessions/` and `tasks/`).
+    ///
+    /// An existing empty directory is used as is. An existing trace
+    /// directory (one with info.json or tasks/) is renamed to `<dir>.old`,
+    /// replacing an older `<dir>.old` trace. Anything else that exists is
+    /// refused with [`StoreError::WontOverwrite`].
+    pub fn create(dir: &Path) -> Result<TraceWriter, StoreError> {
+        match fs::metadata(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io("cannot access", dir, e)),
+            Ok(meta) if !meta.is_dir() => {
+                return Err(StoreError::WontOverwrite {
+                    dir: dir.to_path_buf(),
+                    reason: "it exists and is not a directory".to_string(),
+                })
+            }
+            Ok(_) => {
+                if looks_like_trace(dir) {
+                    move_aside(dir)?;
+                } else if !is_empty_dir(dir)? {
+                    return Err(StoreError::WontOverwrite {
+                        dir: dir.to_path_buf(),
+                        reason: "it is a non-empty directory that is not an fctrace trace; \
+                                 remove it or choose another directory with -d"
+                            .to_string(),
+                    });
+                }
+            }
+        }
+        mkdir(dir)?;
+        mkdir(&dir.join(SESSIONS_DIR))?;
+        mkdir(&dir.join(TASKS_DIR))?;
+        let compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL)
+            .map_err(|e| StoreError::io("cannot set up compression for", dir, e))?;
+        Ok(TraceWriter {
+            dir: dir.to_path_buf(),
+            tasks: BTreeMap::new(),
+            buffered: 0,
+            events: 0,
+            invalid: 0,
+            bytes: 0,
+            compressor,
+            payload: Vec::new(),
+        })
+    }
+
+    /// The trace directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `<dir>/sessions`, where the agent writes `<session>.sym`.
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.dir.join(SESSIONS_DIR)
+    }
+
+    /// Event records stored so far (buffered ones included).
+    pub fn events_written(&self) -> u64 {
+        self.events
+    }
+
+    /// Appends events of task `tid`, which must come in the task's order
+    /// (calls for different tasks may interleave freely). Records whose
+    /// kind is invalid are skipped and counted in `invalid_events`.
+    pub fn append(&mut self, tid: u32, events: &[RawEvent]) -> Result<(), StoreError> {
+        let mut rest = events;
+        loop {
+            let stream = self.tasks.entry(tid).or_default();
+            let before = stream.encoder.buffered();
+            let mut used = rest.len();
+            let mut full = false;
+            for (i, e) in rest.iter().enumerate() {
+                let Some(kind) = e.kind() else {
+                    self.invalid += 1;
+                    continue;
+                };
+                stream.encoder.push(kind, e.func(), e.tsc);
+                stream.events += 1;
+                self.events += 1;
+                if stream.encoder.is_full() {
+                    used = i + 1;
+                    full = true;
+                    break;
+                }
+            }
+            self.buffered = self.buffered - before + stream.encoder.buffered();
+            rest = &rest[used..];
+            if !full {
+                break;
+            }
+            self.write_chunk(tid)?;
+        }
+        if self.buffered > GLOBAL_BUFFER_LIMIT {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes out every task's partial chunk. Not needed before
+    /// [`finish`](TraceWriter::finish); useful to bound what a crash of the
+    /// recorder would lose.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        let tids: Vec<u32> = self
+            .tasks
+            .iter()
+            .filter(|(_, s)| s.encoder.events() > 0)
+            .map(|(&tid, _)| tid)
+            .collect();
+        for tid in tids {
+            self.write_chunk(tid)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the buffered events and info.json. The writer fills in
+    /// `format_version`, `fctrace_version` (if empty), `events`,
+    /// `invalid_events` and `bytes`; a task that has events but is missing
+    /// from `info.tasks` is added (with pid = tid and a warning).
+    pub fn finish(mut self, mut info: TraceInfo) -> Result<(), StoreError> {
+        self.flush()?;
+        for (&tid, stream) in &self.tasks {
+            if stream.started && info.task(tid).is_none() {
+                info.tasks.push(TaskInfo {
+                    tid,
+                    pid: tid,
+                    events: stream.events,
+                    ..TaskInfo::default()
+                });
+                info.warnings.push(format!(
+                    "task {tid} has events but the recorder knew nothing else about it"
+                ));
+            }
+        }
+        for task in &mut info.tasks {
+            task.events = self.tasks.get(&task.tid).map_or(0, |s| s.events);
+        }
+        info.format_version = FORMAT_VERSION;
+        if info.fctrace_version.is_empty() {
+            info.fctrace_version = env!("CARGO_PKG_VERSION").to_string();
+        }
+        info.events = self.events;
+        info.invalid_events = self.invalid;
+        info.bytes = self.bytes;
+        let text = info::to_json(&info);
+        let tmp = self.dir.join(format!("{INFO_FILE}.tmp"));
+        let path = self.dir.join(INFO_FILE);
+        fs::write(&tmp, text).map_err(|e| StoreError::io("cannot write", &tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| StoreError::io("cannot write", &path, e))?;
+        Ok(())
+    }
+
+    /// Compresses task `tid`'s buffered events into one chunk and appends it
+    /// to its file (creating the file with its header the first time).
+    fn write_chunk(&mut self, tid: u32) -> Result<(), StoreError> {
+        let Some(stream) = self.tasks.get_mut(&tid) else {
+            return Ok(());
+        };
+        if stream.encoder.events() == 0 {
+            return Ok(());
+        }
+        self.buffered -= stream.encoder.buffered();
+        let (events, first_tsc, last_tsc) = stream.encoder.take_payload(&mut self.payload);
+        let path = task_path(&self.dir, tid);
+        let compressed = self
+            .compressor
+            .compress(&self.payload)
+            .map_err(|e| StoreError::io("cannot compress events for", &path, e))?;
+        let too_big = |what: &str| StoreError::Io {
+            action: "cannot write",
+            path: path.clone(),
+            error: io::Error::other(format!("chunk {what} exceeds 4 GiB")),
+        };
+        let mut header = ChunkHeader {
+            compressed_len: u32::try_from(compressed.len()).map_err(|_| too_big("data"))?,
+            raw_len: u32::try_from(self.payload.len()).map_err(|_| too_big("payload"))?,
+            events,
+            first_tsc,
+            last_tsc,
+            codec: CODEC_ZSTD,
+            crc: 0,
+        };
+        header.crc = ChunkHeader::checksum(&header.to_bytes(), &compressed);
+        let header_bytes = header.to_bytes();
+
+        let mut out = Vec::with_capacity(codec::FILE_HEADER_LEN + CHUNK_HEADER_LEN + compressed.len());
+        if !stream.started {
+            out.extend_from_slice(&codec::file_header(tid));
+        }
+        out.extend_from_slice(&header_bytes);
+        out.extend_from_slice(&compressed);
+        let mut options = OpenOptions::new();
+        if stream.started {
+            options.append(true);
+        } else {
+            options.write(true).create(true).truncate(true);
+        }
+        let mut file = options
+            .open(&path)
+            .map_err(|e| StoreError::io("cannot open", &path, e))?;
+        file.write_all(&out)
+            .map_err(|e| StoreError::io("cannot write", &path, e))?;
+        stream.started = true;
+        self.bytes += out.len() as u64;
+        Ok(())
+    }
+}
+
+/// Renames the trace directory `dir` to `<dir>.old`, replacing a previous
+/// `<dir>.old` trace (never anything else).
+fn move_aside(dir: &Path) -> Result<(), StoreError> {
+    let mut old_name: OsString = dir.as_os_str().to_os_string();
+    old_name.push(".old");
+    let old = PathBuf::from(old_name);
+    match fs::symlink_metadata(&old) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(StoreError::io("cannot access", &old, e)),
+        Ok(meta) => {
+            let replaceable = meta.is_dir() && (looks_like_trace(&old) || is_empty_dir(&old)?);
+            if !replaceable {
+                return Err(StoreError::WontOverwrite {
+                    dir: dir.to_path_buf(),
+                    reason: format!(
+                        "the previous trace there would be moved to {}, which exists and is \
+                         not an fctrace trace; remove it or choose another directory with -d",
+                        old.display()
+                    ),
+                });
+            }
+            fs::remove_dir_all(&old)
+                .map_err(|e| StoreError::io("cannot remove the old trace", &old, e))?;
+        }
+    }
+    fs::rename(dir, &old).map_err(|e| StoreError::io("cannot rename", dir, e))
+}

@@ -1,0 +1,739 @@
+//! The session symbol table: which functions one process image (a
+//! "session": the program as started, or as replaced by `exec`) has, with
+//! the function ids its events use.
+//!
+//! The agent writes it (it alone knows what it instrumented, and why some
+//! function could not be); the readers use it to name events. It is a
+//! line-oriented text file, `sessions/<session id>.sym` in the trace
+//! directory; see docs/format.md for the grammar.
+
+/// How a traced function is reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FuncKind {
+    /// A function defined by a module, patched at its entry.
+    Function,
+    /// A PLT entry of the main executable: a call into a shared library,
+    /// named by the imported symbol.
+    Plt,
+    /// A GOT-called import (`call *sym@GOTPCREL(%rip)`, no PLT), named by
+    /// the imported symbol.
+    Got,
+}
+
+/// Whether the function is traced, and if not, why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FuncStatus {
+    Traced,
+    /// Traced, but only its calls are seen: it returns twice (setjmp,
+    /// vfork) so its return cannot be captured. Its exit is recorded at the
+    /// same time as its entry.
+    EntryOnly,
+    /// Not traced; the reason is a short human-readable phrase without tabs
+    /// or newlines.
+    NotTraced(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Module {
+    /// Index in [`SymTab::modules`].
+    pub index: u32,
+    /// Load address (the value added to the ELF virtual addresses).
+    pub base: u64,
+    /// Path as the dynamic linker reports it; the main executable's full path.
+    pub path: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Function {
+    /// Function id: the index in [`SymTab::functions`].
+    pub id: u32,
+    /// The module whose code holds the function: for `Plt`/`Got` imports,
+    /// the module that defines the imported function (the library), or the
+    /// main executable if it could not be resolved.
+    pub module: u32,
+    /// ELF virtual address of the entry within the module that holds the
+    /// code (for `Plt` the PLT entry in the executable, for `Got` the GOT
+    /// slot in the executable).
+    pub addr: u64,
+    pub size: u64,
+    pub kind: FuncKind,
+    pub status: FuncStatus,
+    /// The raw (mangled) symbol name.
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SymTab {
+    /// Session id, unique within one trace.
+    pub session: u32,
+    /// pid of the process that started the session.
+    pub pid: u32,
+    /// The program (path of the main executable) of the session.
+    pub exe: String,
+    pub modules: Vec<Module>,
+    pub functions: Vec<Function>,
+}
+
+use std::collections::btree_map::{BTreeMap, Entry};
+use std::fmt;
+use std::io::{self, Write};
+
+/// Major version of the symbol table text format written by this crate.
+/// A reader accepts any minor version of its own major version and refuses
+/// a newer major version.
+pub const SYMTAB_VERSION: u32 = 1;
+
+/// Keyword of the first line: `fctrace-symtab <version>`.
+pub const SYMTAB_MAGIC: &str = "fctrace-symtab";
+
+impl FuncKind {
+    /// The word used in the text format: `fn`, `plt` or `got`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FuncKind::Function => "fn",
+            FuncKind::Plt => "plt",
+            FuncKind::Got => "got",
+        }
+    }
+
+    fn parse(s: &str) -> Option<FuncKind> {
+        Some(match s {
+            "fn" => FuncKind::Function,
+            "plt" => FuncKind::Plt,
+            "got" => FuncKind::Got,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for FuncKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FuncStatus {
+    /// Whether events are recorded for the function (`Traced` or `EntryOnly`).
+    pub fn is_traced(&self) -> bool {
+        !matches!(self, FuncStatus::NotTraced(_))
+    }
+}
+
+impl fmt::Display for FuncStatus {
+    /// The text-format spelling, unescaped: `traced`, `entry-only` or
+    /// `notrace:<reason>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FuncStatus::Traced => f.write_str("traced"),
+            FuncStatus::EntryOnly => f.write_str("entry-only"),
+            FuncStatus::NotTraced(reason) => write!(f, "notrace:{reason}"),
+        }
+    }
+}
+
+impl SymTab {
+    /// The function with this id, if the table has it.
+    pub fn function(&self, id: u32) -> Option<&Function> {
+        self.functions.get(id as usize)
+    }
+
+    /// The module with this index, if the table has it.
+    pub fn module(&self, index: u32) -> Option<&Module> {
+        self.modules.get(index as usize)
+    }
+
+    /// Parses a symbol table file.
+    ///
+    /// A last line without its newline is ignored (the writer may have died
+    /// in the middle of it). `module` and `func` lines may come in any
+    /// order; they are placed by index/id, which must be dense from 0.
+    /// Unknown record keywords and extra trailing fields are ignored (a later
+    /// minor version may add them); a newer major version is refused.
+    pub fn parse(text: &str) -> Result<SymTab, SymTabError> {
+        let complete = match text.rfind('\n') {
+            Some(end) => &text[..end + 1],
+            None => "",
+        };
+        let mut lines = complete.split_terminator('\n').enumerate().map(|(i, l)| (i + 1, l));
+
+        let (_, first) = lines.next().ok_or_else(|| {
+            SymTabError::file("the symbol table is empty (no complete line)".to_string())
+        })?;
+        parse_version_line(first)?;
+
+        let mut session: Option<(usize, u32)> = None;
+        let mut pid: Option<(usize, u32)> = None;
+        let mut exe: Option<(usize, String)> = None;
+        let mut modules: BTreeMap<u32, (usize, Module)> = BTreeMap::new();
+        let mut functions: BTreeMap<u32, (usize, Function)> = BTreeMap::new();
+
+        for (no, line) in lines {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fields: Vec<&str> = line.split('\t').collect();
+            let p = LineParser { no, fields: &fields };
+            match fields[0] {
+                "session" => set_once(&mut session, no, p.u32_field(1, "session id")?, "session")?,
+                "pid" => set_once(&mut pid, no, p.u32_field(1, "pid")?, "pid")?,
+                "exe" => set_once(&mut exe, no, p.string_field(1, "exe path")?, "exe")?,
+                "module" => {
+                    let module = Module {
+                        index: p.u32_field(1, "module index")?,
+                        base: p.hex_field(2, "module base address")?,
+                        path: p.string_field(3, "module path")?,
+                    };
+                    insert_unique(&mut modules, module.index, no, module, "module index")?;
+                }
+                "func" => {
+                    let kind_text = p.field(5, "function kind")?;
+                    let kind = FuncKind::parse(kind_text).ok_or_else(|| {
+                        SymTabError::at(
+                            no,
+                            format!("unknown function kind {kind_text:?} (expected fn, plt or got)"),
+                        )
+                    })?;
+                    let function = Function {
+                        id: p.u32_field(1, "function id")?,
+                        module: p.u32_field(2, "module index")?,
+                        addr: p.hex_field(3, "function address")?,
+                        size: p.u64_field(4, "function size")?,
+                        kind,
+                        status: p.status_field(6)?,
+                        name: p.string_field(7, "function name")?,
+                    };
+                    insert_unique(&mut functions, function.id, no, function, "function id")?;
+                }
+                _ => {} // a record of a later minor version
+            }
+        }
+
+        let session = session
+            .ok_or_else(|| SymTabError::file("missing `session` line".to_string()))?
+            .1;
+        let pid = pid
+            .ok_or_else(|| SymTabError::file("missing `pid` line".to_string()))?
+            .1;
+        let exe = exe
+            .ok_or_else(|| SymTabError::file("missing `exe` line".to_string()))?
+            .1;
+        let modules = make_dense(modules, "module index")?;
+        for (no, f) in functions.values() {
+            if f.module as usize >= modules.len() {
+                return Err(SymTabError::at(
+                    *no,
+                    format!(
+                        "function {} refers to module {}, which is not defined",
+                        f.id, f.module
+                    ),
+                ));
+            }
+        }
+        let functions = make_dense(functions, "function id")?;
+        Ok(SymTab {
+            session,
+            pid,
+            exe,
+            modules,
+            functions,
+        })
+    }
+}
+
+fn parse_version_line(line: &str) -> Result<(), SymTabError> {
+    let not_symtab = || {
+        SymTabError::at(
+            1,
+            format!("not an fctrace symbol table (the first line must be `{SYMTAB_MAGIC} <version>`)"),
+        )
+    };
+    let mut words = line.split(' ');
+    if words.next() != Some(SYMTAB_MAGIC) {
+        return Err(not_symtab());
+    }
+    let version = words.next().ok_or_else(not_symtab)?;
+    if words.next().is_some() {
+        return Err(not_symtab());
+    }
+    let major_text = version.split_once('.').map_or(version, |(major, _)| major);
+    let major: u32 = major_text.parse().map_err(|_| {
+        SymTabError::at(1, format!("invalid symbol table version {version:?}"))
+    })?;
+    if major > SYMTAB_VERSION {
+        return Err(SymTabError::at(
+            1,
+            format!(
+                "symbol table format version {version} is newer than this fctrace supports \
+                 ({SYMTAB_VERSION}); use a newer fctrace to read this trace"
+            ),
+        ));
+    }
+    if major == 0 {
+        return Err(SymTabError::at(
+            1,
+            format!("unsupported symbol table format version {version}"),
+        ));
+    }
+    Ok(())
+}
+
+fn set_once<T: PartialEq>(
+    slot: &mut Option<(usize, T)>,
+    no: usize,
+    value: T,
+    what: &str,
+) -> Result<(), SymTabError> {
+    match slot {
+        Some((first, old)) if *old != value => Err(SymTabError::at(
+            no,
+            format!("`{what}` given a second time with a different value (first on line {first})"),
+        )),
+        Some(_) => Ok(()),
+        None => {
+            *slot = Some((no, value));
+            Ok(())
+        }
+    }
+}
+
+fn insert_unique<T: PartialEq>(
+    map: &mut BTreeMap<u32, (usize, T)>,
+    key: u32,
+    no: usize,
+    value: T,
+    what: &str,
+) -> Result<(), SymTabError> {
+    match map.entry(key) {
+        Entry::Vacant(v) => {
+            v.insert((no, value));
+            Ok(())
+        }
+        Entry::Occupied(o) if o.get().1 == value => Ok(()),
+        Entry::Occupied(o) => Err(SymTabError::at(
+            no,
+            format!(
+                "{what} {key} defined a second time, differently (first on line {})",
+                o.get().0
+            ),
+        )),
+    }
+}
+
+fn make_dense<T>(map: BTreeMap<u32, (usize, T)>, what: &str) -> Result<Vec<T>, SymTabError> {
+    let mut out = Vec::with_capacity(map.len());
+    for (expected, (key, (no, value))) in map.into_iter().enumerate() {
+        if key as usize != expected {
+            return Err(SymTabError::at(
+                no,
+                format!("{what} {key} is defined but {what} {expected} is missing (they must be dense from 0)"),
+            ));
+        }
+        out.push(value);
+    }
+    Ok(out)
+}
+
+struct LineParser<'a> {
+    no: usize,
+    fields: &'a [&'a str],
+}
+
+impl<'a> LineParser<'a> {
+    fn field(&self, i: usize, what: &str) -> Result<&'a str, SymTabError> {
+        self.fields.get(i).copied().ok_or_else(|| {
+            SymTabError::at(
+                self.no,
+                format!("`{}` line has no {what} (field {})", self.fields[0], i + 1),
+            )
+        })
+    }
+
+    fn u32_field(&self, i: usize, what: &str) -> Result<u32, SymTabError> {
+        let text = self.field(i, what)?;
+        text.parse()
+            .map_err(|_| SymTabError::at(self.no, format!("invalid {what} {text:?}")))
+    }
+
+    fn u64_field(&self, i: usize, what: &str) -> Result<u64, SymTabError> {
+        let text = self.field(i, what)?;
+        text.parse()
+            .map_err(|_| SymTabError::at(self.no, format!("invalid {what} {text:?}")))
+    }
+
+    fn hex_field(&self, i: usize, what: &str) -> Result<u64, SymTabError> {
+        let text = self.field(i, what)?;
+        let digits = text
+            .strip_prefix("0x")
+            .or_else(|| text.strip_prefix("0X"))
+            .unwrap_or(text);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(SymTabError::at(
+                self.no,
+                format!("invalid {what} {text:?} (expected hexadecimal)"),
+            ));
+        }
+        u64::from_str_radix(digits, 16)
+            .map_err(|_| SymTabError::at(self.no, format!("{what} {text:?} is out of range")))
+    }
+
+    fn string_field(&self, i: usize, what: &str) -> Result<String, SymTabError> {
+        let text = self.field(i, what)?;
+        unescape(text).map_err(|msg| SymTabError::at(self.no, format!("{what}: {msg}")))
+    }
+
+    fn status_field(&self, i: usize) -> Result<FuncStatus, SymTabError> {
+        let text = self.field(i, "function status")?;
+        match text {
+            "traced" => Ok(FuncStatus::Traced),
+            "entry-only" => Ok(FuncStatus::EntryOnly),
+            _ => match text.strip_prefix("notrace:") {
+                Some(reason) => Ok(FuncStatus::NotTraced(unescape(reason).map_err(|msg| {
+                    SymTabError::at(self.no, format!("function status: {msg}"))
+                })?)),
+                None => Err(SymTabError::at(
+                    self.no,
+                    format!(
+                        "unknown function status {text:?} (expected traced, entry-only or notrace:<reason>)"
+                    ),
+                )),
+            },
+        }
+    }
+}
+
+fn unescape(text: &str) -> Result<String, String> {
+    if !text.contains('\\') {
+        return Ok(text.to_string());
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('\\') => out.push('\\'),
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some(other) => return Err(format!("invalid escape sequence \\{other} in {text:?}")),
+            None => return Err(format!("unfinished escape sequence at the end of {text:?}")),
+        }
+    }
+    Ok(out)
+}
+
+/// Writes `s` with `\`, tab, newline and carriage return escaped, without
+/// allocating.
+fn write_escaped(w: &mut impl Write, s: &str) -> io::Result<()> {
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'\\' => b"\\\\",
+            b'\t' => b"\\t",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            _ => continue,
+        };
+        w.write_all(&bytes[start..i])?;
+        w.write_all(esc)?;
+        start = i + 1;
+    }
+    w.write_all(&bytes[start..])
+}
+
+/// Writes the first lines of a symbol table: the version line and the
+/// `session`, `pid` and `exe` records.
+///
+/// None of the `write_*` functions allocates; each writes its line(s) with
+/// several `write_all` calls, so an agent that wants a crash to cut the file
+/// only between lines should give a buffered writer and flush it after each
+/// call. Writers shared between threads must be serialized by the caller.
+pub fn write_header(w: &mut impl Write, session: u32, pid: u32, exe: &str) -> io::Result<()> {
+    write!(w, "{SYMTAB_MAGIC} {SYMTAB_VERSION}\nsession\t{session}\npid\t{pid}\nexe\t")?;
+    write_escaped(w, exe)?;
+    w.write_all(b"\n")
+}
+
+/// Writes one `module` line.
+pub fn write_module(w: &mut impl Write, module: &Module) -> io::Result<()> {
+    write!(w, "module\t{}\t{:#x}\t", module.index, module.base)?;
+    write_escaped(w, &module.path)?;
+    w.write_all(b"\n")
+}
+
+/// Writes one `func` line.
+pub fn write_function(w: &mut impl Write, function: &Function) -> io::Result<()> {
+    write!(
+        w,
+        "func\t{}\t{}\t{:#x}\t{}\t{}\t",
+        function.id,
+        function.module,
+        function.addr,
+        function.size,
+        function.kind.as_str()
+    )?;
+    match &function.status {
+        FuncStatus::Traced => w.write_all(b"traced")?,
+        FuncStatus::EntryOnly => w.write_all(b"entry-only")?,
+        FuncStatus::NotTraced(reason) => {
+            w.write_all(b"notrace:")?;
+            write_escaped(w, reason)?;
+        }
+    }
+    w.write_all(b"\t")?;
+    write_escaped(w, &function.name)?;
+    w.write_all(b"\n")
+}
+
+/// Writes a whole symbol table: header, modules, functions.
+pub fn write_symtab(w: &mut impl Write, table: &SymTab) -> io::Result<()> {
+    write_header(w, table.session, table.pid, &table.exe)?;
+    for module in &table.modules {
+        write_module(w, module)?;
+    }
+    for function in &table.functions {
+        write_function(w, function)?;
+    }
+    Ok(())
+}
+
+/// Why a symbol table could not be parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SymTabError {
+    /// 1-based line number, or 0 for an error about the whole file (such as
+    /// a missing record).
+    pub line: usize,
+    pub message: String,
+}
+
+impl SymTabError {
+    fn at(line: usize, message: String) -> SymTabError {
+        SymTabError { line, message }
+    }
+    fn file(message: String) -> SymTabError {
+        SymTabError { line: 0, message }
+    }
+}
+
+impl fmt::Display for SymTabError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "line {}: {}", self.line, self.message)
+        }
+    }
+}
+
+impl std::error::Error for SymTabError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> SymTab {
+        SymTab {
+            session: 2,
+            pid: 4321,
+            exe: "/home/me/my prog\twith\\odd\nname".to_string(),
+            modules: vec![
+                Module {
+                    index: 0,
+                    base: 0x5555_5555_4000,
+                    path: "/home/me/my prog\twith\\odd\nname".to_string(),
+                },
+                Module {
+                    index: 1,
+                    base: 0x7fff_f7d8_0000,
+                    path: "/lib/x86_64-linux-gnu/libc.so.6".to_string(),
+                },
+            ],
+            functions: vec![
+                Function {
+                    id: 0,
+                    module: 0,
+                    addr: 0x1139,
+                    size: 42,
+                    kind: FuncKind::Function,
+                    status: FuncStatus::Traced,
+                    name: "main".to_string(),
+                },
+                Function {
+                    id: 1,
+                    module: 1,
+                    addr: 0x4010,
+                    size: 16,
+                    kind: FuncKind::Plt,
+                    status: FuncStatus::EntryOnly,
+                    name: "_setjmp".to_string(),
+                },
+                Function {
+                    id: 2,
+                    module: 1,
+                    addr: 0x3ff0,
+                    size: 8,
+                    kind: FuncKind::Got,
+                    status: FuncStatus::NotTraced("too short: 3 bytes\t\\x".to_string()),
+                    name: "operator new(unsigned long) with spaces".to_string(),
+                },
+                Function {
+                    id: 3,
+                    module: 0,
+                    addr: u64::MAX,
+                    size: u64::MAX,
+                    kind: FuncKind::Function,
+                    status: FuncStatus::NotTraced(String::new()),
+                    name: "\\n\n\r\\".to_string(),
+                },
+            ],
+        }
+    }
+
+    fn text_of(t: &SymTab) -> String {
+        let mut out = Vec::new();
+        write_symtab(&mut out, t).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn round_trip_with_escapes() {
+        let t = sample();
+        let text = text_of(&t);
+        // One line per record: escapes keep tabs/newlines out of the fields.
+        assert_eq!(text.lines().count(), 4 + 2 + 4);
+        assert!(text.starts_with("fctrace-symtab 1\nsession\t2\npid\t4321\nexe\t"));
+        assert!(text.contains("module\t1\t0x7ffff7d80000\t/lib/x86_64-linux-gnu/libc.so.6\n"));
+        assert!(text.contains("func\t1\t1\t0x4010\t16\tplt\tentry-only\t_setjmp\n"));
+        assert_eq!(SymTab::parse(&text).unwrap(), t);
+    }
+
+    #[test]
+    fn exact_text() {
+        let t = SymTab {
+            session: 0,
+            pid: 7,
+            exe: "/bin/a b".into(),
+            modules: vec![Module { index: 0, base: 0x1000, path: "/bin/a b".into() }],
+            functions: vec![Function {
+                id: 0,
+                module: 0,
+                addr: 0x10,
+                size: 3,
+                kind: FuncKind::Function,
+                status: FuncStatus::NotTraced("too short".into()),
+                name: "f".into(),
+            }],
+        };
+        assert_eq!(
+            text_of(&t),
+            "fctrace-symtab 1\nsession\t0\npid\t7\nexe\t/bin/a b\n\
+             module\t0\t0x1000\t/bin/a b\n\
+             func\t0\t0\t0x10\t3\tfn\tnotrace:too short\tf\n"
+        );
+    }
+
+    #[test]
+    fn truncated_last_line_is_ignored() {
+        let t = sample();
+        let text = text_of(&t);
+        // Cut inside the last func line: that function is dropped.
+        let cut = &text[..text.len() - 3];
+        let parsed = SymTab::parse(cut).unwrap();
+        assert_eq!(parsed.functions, t.functions[..3].to_vec());
+        // Cut inside the escaped "\\" of the last line: still ignored.
+        let cut = &text[..text.len() - 2];
+        assert_eq!(SymTab::parse(cut).unwrap().functions.len(), 3);
+        // Every prefix either parses or gives a clear error; none panics.
+        for end in 0..text.len() {
+            if text.is_char_boundary(end) {
+                let _ = SymTab::parse(&text[..end]);
+            }
+        }
+        // A garbled last line without newline is not an error either.
+        let garbled = format!("{text}func\tx\ty");
+        assert_eq!(SymTab::parse(&garbled).unwrap(), t);
+    }
+
+    #[test]
+    fn ids_out_of_order_and_late_modules() {
+        let text = "fctrace-symtab 1\nsession\t1\npid\t9\nexe\t/p\n\
+            func\t2\t1\t0x30\t1\tfn\ttraced\tc\n\
+            module\t0\t0x0\t/p\n\
+            func\t0\t0\t10\t1\tfn\ttraced\ta\n\
+            # a comment\n\
+            \n\
+            module\t1\t7f00\t/lib/l.so\n\
+            func\t1\t0\t0x20\t1\tfn\ttraced\tb\n\
+            func\t1\t0\t0x20\t1\tfn\ttraced\tb\n\
+            newthing\tignored\n";
+        let t = SymTab::parse(text).unwrap();
+        let names: Vec<_> = t.functions.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(t.functions[0].addr, 0x10);
+        assert_eq!(t.modules[1].base, 0x7f00);
+        assert_eq!(t.function(2).unwrap().module, 1);
+        assert!(t.function(3).is_none());
+    }
+
+    #[test]
+    fn minor_version_accepted_newer_major_rejected() {
+        let body = "session\t1\npid\t9\nexe\t/p\n";
+        assert!(SymTab::parse(&format!("fctrace-symtab 1.4\n{body}")).is_ok());
+        let e = SymTab::parse(&format!("fctrace-symtab 2\n{body}")).unwrap_err();
+        assert_eq!(e.line, 1);
+        let msg = e.to_string();
+        assert!(msg.contains("newer"), "{msg}");
+        assert!(msg.starts_with("line 1: "), "{msg}");
+    }
+
+    #[test]
+    fn errors_have_line_numbers() {
+        let head = "fctrace-symtab 1\nsession\t1\npid\t9\nexe\t/p\nmodule\t0\t0\t/p\n";
+        let cases = [
+            ("func\t0\t0\t0x10\t1\tfn\ttraced\n", 6, "no function name"),
+            ("func\t0\t0\tzz\t1\tfn\ttraced\tf\n", 6, "hexadecimal"),
+            ("func\t0\t0\t0x1\t1\tfoo\ttraced\tf\n", 6, "function kind"),
+            ("func\t0\t0\t0x1\t1\tfn\tmaybe\tf\n", 6, "function status"),
+            ("func\t0\t0\t0x1\t1\tfn\ttraced\tf\\q\n", 6, "escape"),
+            ("func\t0\t0\t0x1\t1\tfn\ttraced\tf\\\n", 6, "unfinished escape"),
+            ("func\t0\t5\t0x1\t1\tfn\ttraced\tf\n", 6, "module 5"),
+            ("func\t1\t0\t0x1\t1\tfn\ttraced\tf\n", 6, "function id 0 is missing"),
+            (
+                "func\t0\t0\t0x1\t1\tfn\ttraced\tf\nfunc\t0\t0\t0x1\t1\tfn\ttraced\tg\n",
+                7,
+                "second time",
+            ),
+            ("session\t2\n", 6, "second time"),
+            ("pid\t-1\n", 6, "invalid pid"),
+        ];
+        for (tail, line, needle) in cases {
+            let e = SymTab::parse(&format!("{head}{tail}")).unwrap_err();
+            assert_eq!(e.line, line, "{tail:?}: {e}");
+            assert!(e.to_string().contains(needle), "{tail:?}: {e}");
+        }
+        let e = SymTab::parse("").unwrap_err();
+        assert!(e.to_string().contains("empty"), "{e}");
+        let e = SymTab::parse("hello\n").unwrap_err();
+        assert!(e.to_string().contains("not an fctrace symbol table"), "{e}");
+        let e = SymTab::parse("fctrace-symtab 1\nsession\t1\npid\t9\n").unwrap_err();
+        assert_eq!(e.to_string(), "missing `exe` line");
+    }
+
+    #[test]
+    fn incremental_writes_concatenate() {
+        let t = sample();
+        let mut out = Vec::new();
+        write_header(&mut out, t.session, t.pid, &t.exe).unwrap();
+        write_module(&mut out, &t.modules[0]).unwrap();
+        write_function(&mut out, &t.functions[3]).unwrap();
+        write_function(&mut out, &t.functions[0]).unwrap();
+        // dlopen later: a new module and its functions are appended.
+        write_module(&mut out, &t.modules[1]).unwrap();
+        write_function(&mut out, &t.functions[2]).unwrap();
+        write_function(&mut out, &t.functions[1]).unwrap();
+        assert_eq!(SymTab::parse(std::str::from_utf8(&out).unwrap()).unwrap(), t);
+    }
+}

@@ -1,0 +1,383 @@
+//! Display names: C++ as `c++filt` prints them, Rust without the hash.
+//!
+//! C++ goes through `cpp_demangle`, whose output differs from `c++filt`'s
+//! (GNU libiberty with `DMGL_VERBOSE`) in a few systematic ways that are
+//! fixed up here:
+//! * the standard abbreviations `Ss`, `Si`, `So`, `Sd` are printed in full
+//!   (`std::basic_string<char, std::char_traits<char>, std::allocator<char> >`
+//!   rather than `std::string`), including constructor/destructor names;
+//! * virtual tables and thunks are printed in words (`vtable for Foo`,
+//!   `non-virtual thunk to Foo::bar()`), not `{vtable(Foo)}`;
+//! * integer template arguments are `1l`, `2ul`, not `(long)1`, and `Dn` is
+//!   `decltype(nullptr)`, not `std::nullptr_t`.
+//!
+//! * templated constructors lose their first parameter in cpp_demangle
+//!   (gimli-rs/cpp_demangle#129); worked around.
+//!
+//! * a pointer, reference or cv-qualifier applied to a nested name whose
+//!   prefix is a substitution is printed after the prefix (`A&::B` for
+//!   `A::B&`, `A const::B&` for `A::B const&`); moved back.
+
+/// Demangle a symbol name: Rust legacy (`_ZN...17h<hash>E`) and v0 (`_R...`)
+/// names without the hash, C++ (`_Z...`) names as `c++filt` prints them;
+/// anything else (or anything that fails to demangle) unchanged.
+pub fn demangle(raw: &str) -> String {
+    if raw.starts_with("_R") || (raw.starts_with("_ZN") && has_rust_hash(raw)) {
+        if let Ok(d) = rustc_demangle::try_demangle(raw) {
+            return format!("{d:#}");
+        }
+    }
+    if raw.starts_with("_Z") {
+        if let Some(d) = demangle_cxx(raw) {
+            return d;
+        }
+    }
+    raw.to_string()
+}
+
+/// Whether `s` contains the legacy Rust hash element `17h` + 16 hex digits +
+/// `E`.
+fn has_rust_hash(s: &str) -> bool {
+    s.as_bytes().windows(20).any(|w| {
+        w.starts_with(b"17h") && w[3..19].iter().all(u8::is_ascii_hexdigit) && w[19] == b'E'
+    })
+}
+
+fn demangle_cxx(raw: &str) -> Option<String> {
+    // Special names cpp_demangle prints differently from c++filt.
+    if let Some(ty) = raw.strip_prefix("_ZTV") {
+        return Some(format!("vtable for {}", demangle_type(ty)?));
+    }
+    if let Some(ty) = raw.strip_prefix("_ZTT") {
+        return Some(format!("VTT for {}", demangle_type(ty)?));
+    }
+    if let Some(rest) = raw.strip_prefix("_ZT") {
+        let (what, encoding) = match rest.as_bytes().first()? {
+            b'h' => ("non-virtual thunk to", skip_call_offset(rest)?),
+            b'v' => ("virtual thunk to", skip_call_offset(rest)?),
+            b'c' => (
+                "covariant return thunk to",
+                skip_call_offset(skip_call_offset(&rest[1..])?)?,
+            ),
+            _ => ("", ""),
+        };
+        if !what.is_empty() {
+            return Some(format!("{what} {}", demangle_cxx(&format!("_Z{encoding}"))?));
+        }
+    }
+    let sym = cpp_demangle::Symbol::new(raw).ok()?;
+    let text = match template_ctor_workaround(raw, &sym) {
+        Some(text) => text,
+        None => sym.demangle().ok()?,
+    };
+    let text = expand_std_abbreviations(&text);
+    let text = integer_literals(&text);
+    let text = misplaced_qualifiers(&text);
+    Some(text.replace("std::nullptr_t", "decltype(nullptr)"))
+}
+
+/// cpp_demangle takes the first parameter of a templated constructor or
+/// destructor for its return type and drops it (`A::A<int>(int)` prints as
+/// `A::A<int>()`). Constructors have no return type in the mangling, so give
+/// it one: insert `v` right after the nested name and demangle that. The
+/// insertion point is the first `EE` after which the name (without
+/// parameters) still demangles the same.
+fn template_ctor_workaround(raw: &str, sym: &cpp_demangle::Symbol<&str>) -> Option<String> {
+    let b = raw.as_bytes();
+    let is_ctor_template = b.windows(3).any(|w| {
+        (w[0] == b'C' && (b'1'..=b'5').contains(&w[1]) && w[2] == b'I')
+            || (w[0] == b'D' && (b'0'..=b'5').contains(&w[1]) && w[2] == b'I')
+            || (w[0] == b'C' && w[1] == b'I' && (w[2] == b'1' || w[2] == b'2'))
+    });
+    if !is_ctor_template {
+        return None;
+    }
+    let no_params = cpp_demangle::DemangleOptions::new().no_params();
+    let name = sym.demangle_with_options(&no_params).ok()?;
+    let end = raw.find('.').unwrap_or(raw.len());
+    for at in (2..end).filter(|&i| &b[i - 2..i] == b"EE") {
+        let candidate = format!("{}v{}", &raw[..at], &raw[at..]);
+        let Ok(fixed) = cpp_demangle::Symbol::new(candidate.as_str()) else {
+            continue;
+        };
+        if fixed.demangle_with_options(&no_params).ok().as_ref() == Some(&name) {
+            return fixed.demangle().ok();
+        }
+    }
+    None
+}
+
+/// The demangled form of the mangled type `ty`.
+fn demangle_type(ty: &str) -> Option<String> {
+    let d = demangle_cxx(&format!("_ZTI{ty}"))?;
+    d.strip_prefix("typeinfo for ").map(str::to_string)
+}
+
+/// Skip an Itanium `<call-offset>` (`h <number> _` or `v <number> _ <number>
+/// _`, numbers with an optional `n` sign) at the start of `s`.
+fn skip_call_offset(s: &str) -> Option<&str> {
+    fn number(s: &str) -> Option<&str> {
+        let s = s.strip_prefix('n').unwrap_or(s);
+        let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+        (digits > 0).then(|| &s[digits..])?.strip_prefix('_')
+    }
+    match s.as_bytes().first()? {
+        b'h' => number(&s[1..]),
+        b'v' => number(number(&s[1..])?),
+        _ => None,
+    }
+}
+
+/// `Ss`, `Si`, `So`, `Sd` as `c++filt` prints them.
+const STD_ABBREVIATIONS: &[(&str, &str, &str)] = &[
+    (
+        "std::string",
+        "std::basic_string<char, std::char_traits<char>, std::allocator<char> >",
+        "basic_string",
+    ),
+    (
+        "std::istream",
+        "std::basic_istream<char, std::char_traits<char> >",
+        "basic_istream",
+    ),
+    (
+        "std::ostream",
+        "std::basic_ostream<char, std::char_traits<char> >",
+        "basic_ostream",
+    ),
+    (
+        "std::iostream",
+        "std::basic_iostream<char, std::char_traits<char> >",
+        "basic_iostream",
+    ),
+];
+
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Replace cpp_demangle's `std::string` (which can only come from `Ss`: the
+/// real class is `std::basic_string<...>` or `std::__cxx11::basic_string<...>`)
+/// and friends with the full names, and their constructor / destructor names
+/// (`std::string::string()`, `std::string::~string()`) likewise.
+fn expand_std_abbreviations(text: &str) -> String {
+    if !text.contains("std::") {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 64);
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    'outer: while i < text.len() {
+        let preceded_by_ident = i > 0 && (is_ident_byte(bytes[i - 1]) || bytes[i - 1] == b':');
+        if !preceded_by_ident {
+            for &(short, long, class) in STD_ABBREVIATIONS {
+                let Some(after) = text[i..].strip_prefix(short) else {
+                    continue;
+                };
+                if after.bytes().next().is_some_and(is_ident_byte) {
+                    continue;
+                }
+                out.push_str(long);
+                i += short.len();
+                // c++filt separates closing angle brackets.
+                if text[i..].starts_with('>') {
+                    out.push(' ');
+                }
+                // Constructor / destructor of the abbreviated class.
+                let simple = &short["std::".len()..];
+                for (tilde, prefix) in [("", "::"), ("~", "::~")] {
+                    if let Some(rest) = text[i..].strip_prefix(prefix) {
+                        if let Some(after) = rest.strip_prefix(simple) {
+                            if !after.bytes().next().is_some_and(is_ident_byte) {
+                                out.push_str("::");
+                                out.push_str(tilde);
+                                out.push_str(class);
+                                i += prefix.len() + simple.len();
+                                break;
+                            }
+                        }
+                    }
+                }
+                continue 'outer;
+            }
+        }
+        let c = text[i..].chars().next().unwrap();
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
+}
+
+/// Integer template arguments: cpp_demangle prints `(long)1`, c++filt `1l`.
+const LITERAL_SUFFIXES: &[(&str, &str)] = &[
+    ("(unsigned long long)", "ull"),
+    ("(long long)", "ll"),
+    ("(unsigned long)", "ul"),
+    ("(long)", "l"),
+    ("(unsigned int)", "u"),
+];
+
+fn integer_literals(text: &str) -> String {
+    if !text.contains(")") {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    'outer: while i < text.len() {
+        for &(cast, suffix) in LITERAL_SUFFIXES {
+            let Some(rest) = text[i..].strip_prefix(cast) else {
+                continue;
+            };
+            let sign = usize::from(rest.starts_with('-'));
+            let digits = rest[sign..].bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 || rest[sign + digits..].bytes().next().is_some_and(is_ident_byte) {
+                continue;
+            }
+            out.push_str(&rest[..sign + digits]);
+            out.push_str(suffix);
+            i += cast.len() + sign + digits;
+            continue 'outer;
+        }
+        let c = text[i..].chars().next().unwrap();
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
+}
+
+const QUALIFIERS: &[&str] = &["&&", "&", "*", " const", " volatile", " restrict"];
+
+/// cpp_demangle prints `RNS1_1CE` (reference to `S1_::C`) as `N::B&::C`:
+/// the innermost qualifier lands right after the substitution. No valid
+/// output has a qualifier directly before `::`, so move such a qualifier run
+/// behind the rest of the nested name (`N::B::C&`).
+fn misplaced_qualifiers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(p) = rest.find("::") {
+        // Qualifier run right before `::`.
+        let mut q = p;
+        while let Some(len) = QUALIFIERS
+            .iter()
+            .find(|t| rest[..q].ends_with(**t))
+            .map(|t| t.len())
+        {
+            q -= len;
+        }
+        let after_name = q > 0 && {
+            let c = rest.as_bytes()[q - 1];
+            is_ident_byte(c) || c == b'>' || c == b']'
+        };
+        if q == p || !after_name {
+            out.push_str(&rest[..p + 2]);
+            rest = &rest[p + 2..];
+            continue;
+        }
+        let end = p + nested_name_len(&rest[p..]);
+        out.push_str(&rest[..q]);
+        out.push_str(&misplaced_qualifiers(&rest[p..end]));
+        out.push_str(&rest[q..p]);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Length of the `::a<..>::b[abi:x]...` continuation at the start of `s`.
+fn nested_name_len(s: &str) -> usize {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while b[i..].starts_with(b"::") && b.get(i + 2).is_some_and(|&c| is_ident_byte(c) || c == b'~') {
+        i += 2;
+        while i < b.len() && (is_ident_byte(b[i]) || b[i] == b'~') {
+            i += 1;
+        }
+        loop {
+            let (open, close) = match b.get(i) {
+                Some(b'<') => (b'<', b'>'),
+                Some(b'[') => (b'[', b']'),
+                _ => break,
+            };
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i] == open {
+                    depth += 1;
+                } else if b[i] == close {
+                    depth -= 1;
+                    if depth == 0 {
+                        i += 1;
+                        break;
+                    }
+                }
+                i += 1;
+            }
+        }
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rust_names() {
+        assert_eq!(
+            demangle("_ZN3std2io5stdio6_print17h1234567890abcdefE"),
+            "std::io::stdio::_print"
+        );
+        assert_eq!(
+            demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE.llvm.1234"),
+            "core::ptr::drop_in_place"
+        );
+        assert_eq!(demangle("_RNvCs1234_7mycrate4main"), "mycrate::main");
+        assert_eq!(demangle("main"), "main");
+        assert_eq!(demangle("_Zbogus"), "_Zbogus");
+        assert_eq!(demangle(""), "");
+    }
+
+    #[test]
+    fn call_offsets() {
+        assert_eq!(skip_call_offset("h8_N3Foo3barEv"), Some("N3Foo3barEv"));
+        assert_eq!(skip_call_offset("hn8_X"), Some("X"));
+        assert_eq!(skip_call_offset("v0_n24_X"), Some("X"));
+        assert_eq!(skip_call_offset("h_X"), None);
+        assert_eq!(skip_call_offset("x"), None);
+        assert_eq!(skip_call_offset(""), None);
+    }
+
+    #[test]
+    fn qualifiers() {
+        for (bad, good) in [
+            ("f(N::B&::C)", "f(N::B::C&)"),
+            ("f(N::B*::C const*)", "f(N::B::C* const*)"),
+            ("f(N::B const::C&)", "f(N::B::C const&)"),
+            ("f(N::B&&::C::D<int, N::B&::X>, int)", "f(N::B::C::D<int, N::B::X&>&&, int)"),
+            ("f(N::T<int>&::C[abi:cxx11])", "f(N::T<int>::C[abi:cxx11]&)"),
+            ("N::B::C::f(int*, int const&) const", "N::B::C::f(int*, int const&) const"),
+            ("operator&&(A::B)", "operator&&(A::B)"),
+        ] {
+            assert_eq!(misplaced_qualifiers(bad), good);
+        }
+    }
+
+    #[test]
+    fn literals() {
+        assert_eq!(
+            integer_literals("f<(long)1, (unsigned long long)-2, (long)(x), (short)1>"),
+            "f<1l, -2ull, (long)(x), (short)1>"
+        );
+    }
+
+    #[test]
+    fn abbreviations() {
+        assert_eq!(
+            expand_std_abbreviations("std::string::~string()"),
+            "std::basic_string<char, std::char_traits<char>, std::allocator<char> >::~basic_string()"
+        );
+        assert_eq!(
+            expand_std_abbreviations("f(std::ostream&, std::string_view, my::std::string)"),
+            "f(std::basic_ostream<char, std::char_traits<char> >&, std::string_view, my::std::string)"
+        );
+    }
+}

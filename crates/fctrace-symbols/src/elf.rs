@@ -1,0 +1,604 @@
+//! The ELF walk behind [`crate::analyze`].
+
+use std::collections::{HashMap, HashSet};
+
+use object::elf;
+use object::read::elf::{
+    Dyn, FileHeader, ProgramHeader, Rela, SectionHeader, SectionTable, Sym, SymbolTable,
+    VersionTable,
+};
+use object::{Endianness, SectionIndex, SymbolIndex};
+
+use crate::{x86, ElfInfo, ElfKind, FuncSym, GotImport, PltEntry, SymbolError};
+
+type Result<T> = std::result::Result<T, SymbolError>;
+
+fn malformed(e: object::read::Error) -> SymbolError {
+    SymbolError(format!("malformed ELF file: {e}"))
+}
+
+pub(crate) fn analyze(data: &[u8]) -> Result<ElfInfo> {
+    if data.len() < 16 || !data.starts_with(b"\x7fELF") {
+        return Err(SymbolError("not an ELF file".into()));
+    }
+    match data[4] {
+        // EI_CLASS
+        1 => analyze_as::<elf::FileHeader32<Endianness>>(data),
+        2 => analyze_as::<elf::FileHeader64<Endianness>>(data),
+        c => Err(SymbolError(format!("unsupported ELF class {c}"))),
+    }
+}
+
+/// Human name of an `e_machine` value.
+fn machine_name(m: u16) -> String {
+    let name = match m {
+        2 => "sparc",
+        3 => "i386",
+        8 => "mips",
+        20 => "powerpc",
+        21 => "powerpc64",
+        22 => "s390",
+        40 => "arm",
+        42 => "superh",
+        43 => "sparc64",
+        50 => "ia64",
+        62 => "x86_64",
+        183 => "aarch64",
+        243 => "riscv",
+        247 => "bpf",
+        258 => "loongarch",
+        _ => return format!("machine {m}"),
+    };
+    name.to_string()
+}
+
+/// Strip a `@VERSION` / `@@VERSION` suffix stored in a symbol name.
+fn strip_version(name: &str) -> &str {
+    match name.find('@') {
+        Some(i) if i > 0 => &name[..i],
+        _ => name,
+    }
+}
+
+/// GCC's hot/cold splitting puts the cold part in `foo.cold` or `foo.cold.N`.
+fn is_cold_part(name: &str) -> bool {
+    name.split('.').skip(1).any(|part| part == "cold")
+}
+
+/// Preference rank of a symbol's binding: lower is better.
+fn bind_rank(bind: u8, vis: u8) -> u8 {
+    let exported = vis == elf::STV_DEFAULT.0 || vis == elf::STV_PROTECTED.0;
+    match bind {
+        b if (b == elf::STB_GLOBAL.0 || b == elf::STB_GNU_UNIQUE.0) && exported => 0,
+        b if b == elf::STB_WEAK.0 && exported => 1,
+        _ => 2,
+    }
+}
+
+/// Sort key for choosing the preferred name among several at one address.
+fn name_key(rank: u8, name: &str) -> (u8, usize, usize, &str) {
+    let underscores = name.bytes().take_while(|&b| b == b'_').count();
+    (rank, underscores, name.len(), name)
+}
+
+struct Section<'data> {
+    name: String,
+    addr: u64,
+    size: u64,
+    exec: bool,
+    entsize: u64,
+    bytes: &'data [u8],
+}
+
+impl Section<'_> {
+    fn end(&self) -> u64 {
+        self.addr.saturating_add(self.size)
+    }
+}
+
+struct Candidate {
+    name: String,
+    addr: u64,
+    size: u64,
+    rank: u8,
+    global: bool,
+    ifunc: bool,
+    section: usize,
+}
+
+const MARKERS: &[(&str, &str)] = &[
+    ("mcount", "mcount"),
+    ("_mcount", "mcount"),
+    ("__fentry__", "__fentry__"),
+    ("__cyg_profile_func_enter", "__cyg_profile_func_enter"),
+];
+
+fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<ElfInfo> {
+    let header = Elf::parse(data).map_err(malformed)?;
+    let endian = header.endian().map_err(malformed)?;
+    let e_type = header.e_type(endian);
+    let e_machine = header.e_machine(endian).0;
+    let kind_err = |what: &str| Err(SymbolError(format!("{what}, not a program or shared library")));
+    match e_type {
+        elf::ET_EXEC | elf::ET_DYN => {}
+        elf::ET_REL => return kind_err("relocatable object file (.o)"),
+        elf::ET_CORE => return kind_err("core dump"),
+        t => return kind_err(&format!("ELF file of unknown type {}", t.0)),
+    }
+    let is_x86_64 = e_machine == elf::EM_X86_64.0 && header.is_class_64();
+    let is_x86 = is_x86_64 || e_machine == elf::EM_386.0;
+
+    // Program headers: interpreter, dynamic flags, build id.
+    let phdrs = header.program_headers(endian, data).map_err(malformed)?;
+    let mut has_interp = false;
+    let mut flags_1 = 0u64;
+    let mut has_soname = false;
+    let mut build_id = None;
+    for ph in phdrs {
+        let p_type = ph.p_type(endian);
+        if p_type == elf::PT_INTERP {
+            has_interp = true;
+        } else if let Ok(Some(dyns)) = ph.dynamic(endian, data) {
+            for d in dyns {
+                let tag = d.tag(endian);
+                if tag == elf::DT_FLAGS_1 {
+                    flags_1 |= d.val(endian);
+                } else if tag == elf::DT_SONAME {
+                    has_soname = true;
+                } else if tag == elf::DT_NULL {
+                    break;
+                }
+            }
+        } else if let Ok(Some(mut notes)) = ph.notes(endian, data) {
+            while let Ok(Some(note)) = notes.next() {
+                if build_id.is_none()
+                    && note.name() == elf::ELF_NOTE_GNU
+                    && note.n_type(endian) == elf::NT_GNU_BUILD_ID
+                {
+                    build_id = Some(note.desc().to_vec());
+                }
+            }
+        }
+    }
+    let kind = if e_type == elf::ET_EXEC {
+        ElfKind::Executable
+    } else if flags_1 & elf::DF_1_PIE.0 != 0 || (has_interp && !has_soname) {
+        ElfKind::PieExecutable
+    } else {
+        ElfKind::SharedObject
+    };
+    let is_static = kind != ElfKind::SharedObject && !has_interp;
+
+    // Sections.
+    let table = header.sections(endian, data).map_err(malformed)?;
+    let mut sections = Vec::with_capacity(table.len());
+    let mut has_patchable_entries = false;
+    for sh in table.iter() {
+        let name = table
+            .section_name(endian, sh)
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .unwrap_or_default();
+        if name == "__patchable_function_entries" {
+            has_patchable_entries = true;
+        }
+        let flags = sh.sh_flags(endian).0;
+        let nobits = sh.sh_type(endian) == elf::SHT_NOBITS;
+        let exec = flags & elf::SHF_EXECINSTR.0 != 0 && flags & elf::SHF_ALLOC.0 != 0 && !nobits;
+        let bytes = if nobits {
+            &[][..]
+        } else {
+            sh.data(endian, data).unwrap_or(&[])
+        };
+        if build_id.is_none() && sh.sh_type(endian) == elf::SHT_NOTE {
+            if let Ok(Some(mut notes)) = sh.notes(endian, data) {
+                while let Ok(Some(note)) = notes.next() {
+                    if note.name() == elf::ELF_NOTE_GNU
+                        && note.n_type(endian) == elf::NT_GNU_BUILD_ID
+                    {
+                        build_id = Some(note.desc().to_vec());
+                        break;
+                    }
+                }
+            }
+        }
+        sections.push(Section {
+            name,
+            addr: sh.sh_addr(endian).into(),
+            size: sh.sh_size(endian).into(),
+            exec,
+            entsize: sh.sh_entsize(endian).into(),
+            // Section data can be shorter than sh_size only for bad files.
+            bytes,
+        });
+    }
+
+    let symtab = table
+        .symbols(endian, data, elf::SHT_SYMTAB)
+        .map_err(malformed)?;
+    let dynsym = table
+        .symbols(endian, data, elf::SHT_DYNSYM)
+        .map_err(malformed)?;
+
+    // Symbols.
+    let mut candidates = Vec::new();
+    let mut boundaries: Vec<Vec<u64>> = vec![Vec::new(); sections.len()];
+    let mut marker_found = [false; 4];
+    let mut has_symtab = false;
+    for (is_symtab, syms) in [(true, &symtab), (false, &dynsym)] {
+        for (index, sym) in syms.enumerate().skip(1) {
+            let st_type = sym.st_type();
+            if st_type == elf::STT_SECTION || st_type == elf::STT_FILE {
+                continue;
+            }
+            let raw = syms.symbol_name(endian, sym).unwrap_or_default();
+            let raw = String::from_utf8_lossy(raw);
+            let name = strip_version(&raw);
+            let section = syms.symbol_section(endian, sym, index).ok().flatten();
+            if let Some(m) = MARKERS.iter().position(|(n, _)| *n == name) {
+                if section.is_none() || kind != ElfKind::SharedObject {
+                    marker_found[marker_slot(m)] = true;
+                }
+            }
+            let Some(SectionIndex(sec)) = section else {
+                continue;
+            };
+            let Some(section) = sections.get(sec) else {
+                continue;
+            };
+            let addr: u64 = sym.st_value(endian).into();
+            if addr == 0 || !section.exec || st_type == elf::STT_TLS {
+                continue;
+            }
+            boundaries[sec].push(addr);
+            let is_func = st_type == elf::STT_FUNC || st_type == elf::STT_GNU_IFUNC;
+            if !is_func || name.is_empty() {
+                continue;
+            }
+            if is_symtab {
+                has_symtab = true;
+            }
+            if is_cold_part(name) {
+                continue;
+            }
+            let bind = sym.st_bind().0;
+            candidates.push(Candidate {
+                name: name.to_string(),
+                addr,
+                size: sym.st_size(endian).into(),
+                rank: bind_rank(bind, sym.st_visibility().0),
+                global: bind != elf::STB_LOCAL.0,
+                ifunc: st_type == elf::STT_GNU_IFUNC,
+                section: sec,
+            });
+        }
+    }
+    for b in &mut boundaries {
+        b.sort_unstable();
+        b.dedup();
+    }
+
+    let functions: Vec<FuncSym> = group_functions(candidates, &sections)
+        .into_iter()
+        .map(|(mut f, sec)| {
+            f.pad_end = pad_end(&f, sec, &sections, &boundaries, is_x86, has_symtab);
+            f
+        })
+        .collect();
+
+    let (plt, got_imports) = if is_x86_64 {
+        imports(data, endian, &table, &dynsym, &sections, &functions)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
+
+    let mut markers: Vec<String> = ["mcount", "__fentry__", "__cyg_profile_func_enter"]
+        .iter()
+        .zip(marker_found)
+        .filter(|(_, found)| *found)
+        .map(|(n, _)| n.to_string())
+        .collect();
+    if has_patchable_entries {
+        markers.push("__patchable_function_entries".into());
+    }
+
+    Ok(ElfInfo {
+        kind,
+        machine: machine_name(e_machine),
+        is_x86_64,
+        is_static,
+        has_symtab,
+        entry: header.e_entry(endian).into(),
+        build_id,
+        functions,
+        plt,
+        got_imports,
+        markers,
+    })
+}
+
+/// Index in the output marker list of `MARKERS[m]`.
+fn marker_slot(m: usize) -> usize {
+    match MARKERS[m].1 {
+        "mcount" => 0,
+        "__fentry__" => 1,
+        _ => 2,
+    }
+}
+
+/// One [`FuncSym`] per address, with its section index; `pad_end` is left at
+/// `addr + size`.
+fn group_functions(mut candidates: Vec<Candidate>, sections: &[Section]) -> Vec<(FuncSym, usize)> {
+    candidates.sort_by(|a, b| {
+        a.addr
+            .cmp(&b.addr)
+            .then_with(|| name_key(a.rank, &a.name).cmp(&name_key(b.rank, &b.name)))
+    });
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < candidates.len() {
+        let addr = candidates[i].addr;
+        let group_end = i + candidates[i..].partition_point(|c| c.addr == addr);
+        let group = &candidates[i..group_end];
+        let best = &group[0];
+        let mut aliases: Vec<String> = Vec::new();
+        for c in &group[1..] {
+            if c.name != best.name && !aliases.contains(&c.name) {
+                aliases.push(c.name.clone());
+            }
+        }
+        let size = group.iter().map(|c| c.size).max().unwrap_or(0);
+        // A bogus size running past the section end is not trusted.
+        let size = match sections.get(best.section) {
+            Some(s) if addr.saturating_add(size) <= s.end() => size,
+            _ => 0,
+        };
+        let func = FuncSym {
+            name: best.name.clone(),
+            aliases,
+            addr,
+            size,
+            pad_end: addr + size,
+            global: best.global,
+            ifunc: group.iter().any(|c| c.ifunc),
+            section: sections
+                .get(best.section)
+                .map(|s| s.name.clone())
+                .unwrap_or_default(),
+        };
+        out.push((func, best.section));
+        i = group_end;
+    }
+    out
+}
+
+fn pad_end(
+    f: &FuncSym,
+    sec: usize,
+    sections: &[Section],
+    boundaries: &[Vec<u64>],
+    is_x86: bool,
+    has_symtab: bool,
+) -> u64 {
+    let end = f.addr + f.size;
+    if f.size == 0 {
+        return f.addr;
+    }
+    if !is_x86 {
+        return end;
+    }
+    let Some(section) = sections.get(sec) else {
+        return end;
+    };
+    let section_end = section.end();
+    if end >= section_end || end < section.addr {
+        return end;
+    }
+    let b = &boundaries[sec];
+    let mut limit = b
+        .get(b.partition_point(|&a| a < end))
+        .copied()
+        .unwrap_or(section_end)
+        .min(section_end);
+    if !has_symtab {
+        limit = limit.min(end.saturating_add(15) & !15);
+    }
+    let start = (end - section.addr) as usize;
+    let stop = ((limit - section.addr) as usize).min(section.bytes.len());
+    if start >= stop {
+        return end;
+    }
+    end + x86::padding_run(&section.bytes[start..stop]) as u64
+}
+
+struct Reloc {
+    r_type: u32,
+    sym: u32,
+    addend: i64,
+}
+
+/// Name and version of dynamic symbol `index`.
+fn dyn_name<'data, Elf: FileHeader<Endian = Endianness>>(
+    endian: Endianness,
+    dynsym: &SymbolTable<'data, Elf>,
+    versions: Option<&VersionTable<'data, Elf>>,
+    index: u32,
+) -> Option<(String, Option<String>, &'data Elf::Sym)> {
+    let sym = dynsym.symbol(SymbolIndex(index as usize)).ok()?;
+    let raw = dynsym.symbol_name(endian, sym).ok()?;
+    let name = strip_version(&String::from_utf8_lossy(raw)).to_string();
+    if name.is_empty() {
+        return None;
+    }
+    let version = versions.and_then(|v| {
+        let vi = v.version_index(endian, SymbolIndex(index as usize));
+        v.version(vi.index())
+            .ok()
+            .flatten()
+            .map(|ver| String::from_utf8_lossy(ver.name()).into_owned())
+    });
+    Some((name, version, sym))
+}
+
+type Imports = (Vec<PltEntry>, Vec<GotImport>);
+
+fn imports<Elf: FileHeader<Endian = Endianness>>(
+    data: &[u8],
+    endian: Endianness,
+    table: &SectionTable<Elf>,
+    dynsym: &SymbolTable<Elf>,
+    sections: &[Section],
+    functions: &[FuncSym],
+) -> Result<Imports> {
+    const R_JUMP_SLOT: u32 = elf::R_X86_64_JUMP_SLOT.0;
+    const R_GLOB_DAT: u32 = elf::R_X86_64_GLOB_DAT.0;
+    const R_IRELATIVE: u32 = elf::R_X86_64_IRELATIVE.0;
+
+    // GOT slot -> relocation.
+    let mut relocs: HashMap<u64, Reloc> = HashMap::new();
+    for sh in table.iter() {
+        let Ok(Some((relas, _link))) = sh.rela(endian, data) else {
+            continue;
+        };
+        for r in relas {
+            let r_type = r.r_type(endian, false).0;
+            if r_type == R_JUMP_SLOT || r_type == R_GLOB_DAT || r_type == R_IRELATIVE {
+                relocs.insert(
+                    r.r_offset(endian).into(),
+                    Reloc {
+                        r_type,
+                        sym: r.r_sym(endian, false),
+                        addend: r.r_addend(endian).into(),
+                    },
+                );
+            }
+        }
+    }
+    if relocs.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let versions = table.versions(endian, data).ok().flatten();
+
+    let name_slot = |got: u64| -> Option<(String, Option<String>)> {
+        let r = relocs.get(&got)?;
+        if r.r_type == R_IRELATIVE || r.sym == 0 {
+            // A local ifunc: name it after its resolver.
+            let resolver = r.addend as u64;
+            let i = functions.partition_point(|f| f.addr < resolver);
+            let f = functions.get(i).filter(|f| f.addr == resolver)?;
+            return Some((f.name.clone(), None));
+        }
+        dyn_name(endian, dynsym, versions.as_ref(), r.sym).map(|(n, v, _)| (n, v))
+    };
+
+    // PLT stubs.
+    let by_name = |n: &str| sections.iter().find(|s| s.name == n && s.exec);
+    let has_sec = by_name(".plt.sec").or(by_name(".plt.bnd")).is_some();
+    let plt_sections: &[&str] = if has_sec {
+        &[".plt.sec", ".plt.bnd", ".plt.got"]
+    } else {
+        &[".plt", ".plt.got"]
+    };
+    let mut plt = Vec::new();
+    for s in sections
+        .iter()
+        .filter(|s| s.exec && plt_sections.contains(&s.name.as_str()))
+    {
+        let stride = match s.entsize {
+            8 | 16 => s.entsize,
+            _ if s.name == ".plt.got" && !s.bytes.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa]) => 8,
+            _ if s.name == ".plt.bnd" => 8,
+            _ => 16,
+        };
+        for (k, entry) in s.bytes.chunks(stride as usize).enumerate() {
+            let addr = s.addr + k as u64 * stride;
+            let Some(got) = x86::plt_jump_slot(entry, addr) else {
+                continue;
+            };
+            let Some((name, version)) = name_slot(got) else {
+                continue;
+            };
+            plt.push(PltEntry {
+                addr,
+                size: stride,
+                got,
+                name,
+                version,
+            });
+        }
+    }
+    plt.sort_by_key(|p| p.addr);
+
+    // GOT imports.
+    let plt_slots: HashSet<u64> = plt.iter().map(|p| p.got).collect();
+    let mut got_imports = Vec::new();
+    let mut notype = Vec::new();
+    for (&got, r) in &relocs {
+        if r.r_type != R_GLOB_DAT || r.sym == 0 || plt_slots.contains(&got) {
+            continue;
+        }
+        let Some((name, version, sym)) = dyn_name(endian, dynsym, versions.as_ref(), r.sym) else {
+            continue;
+        };
+        if !sym.is_undefined(endian) {
+            continue;
+        }
+        let st_type = sym.st_type();
+        let import = GotImport { got, name, version };
+        if st_type == elf::STT_FUNC || st_type == elf::STT_GNU_IFUNC {
+            got_imports.push(import);
+        } else if st_type == elf::STT_NOTYPE {
+            notype.push(import);
+        }
+    }
+    if !notype.is_empty() {
+        let wanted: HashSet<u64> = notype.iter().map(|g| g.got).collect();
+        let mut called = HashSet::new();
+        for s in sections.iter().filter(|s| s.exec) {
+            x86::indirect_rip_targets(s.bytes, s.addr, |t| {
+                if wanted.contains(&t) {
+                    called.insert(t);
+                }
+            });
+        }
+        got_imports.extend(notype.into_iter().filter(|g| called.contains(&g.got)));
+    }
+    got_imports.sort_by_key(|g| g.got);
+    Ok((plt, got_imports))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(strip_version("memcpy@@GLIBC_2.14"), "memcpy");
+        assert_eq!(strip_version("memcpy@GLIBC_2.2.5"), "memcpy");
+        assert_eq!(strip_version("memcpy"), "memcpy");
+        assert!(is_cold_part("foo.cold"));
+        assert!(is_cold_part("foo.cold.3"));
+        assert!(is_cold_part("_Z3barv.cold"));
+        assert!(is_cold_part("foo.part.0.cold"));
+        assert!(!is_cold_part("foo.part.0"));
+        assert!(!is_cold_part("cold"));
+        assert!(!is_cold_part("foo.coldish"));
+        assert!(!is_cold_part("foo.isra.0"));
+    }
+
+    #[test]
+    fn preference() {
+        let mut v = [
+            name_key(2, "__GI_strlen"),
+            name_key(0, "__strlen"),
+            name_key(0, "strlen"),
+            name_key(1, "strlen_weak"),
+            name_key(0, "strlen_long_name"),
+        ];
+        v.sort();
+        assert_eq!(v[0].3, "strlen");
+        assert_eq!(v[1].3, "strlen_long_name");
+        assert_eq!(v[2].3, "__strlen");
+        assert_eq!(v[3].3, "strlen_weak");
+        assert_eq!(v[4].3, "__GI_strlen");
+    }
+}

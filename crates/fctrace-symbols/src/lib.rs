@@ -1,0 +1,240 @@
+//! fctrace's view of an ELF object: which functions exist, where the PLT
+//! stubs and GOT imports are, and how to print names.
+//!
+//! Used both by the in-process agent (built with `default-features = false`,
+//! which drops demangling) and by the CLI (pre-flight checks, reports).
+//! Everything here is a pure function of the file's bytes; nothing is mapped,
+//! relocated or executed.
+//!
+//! # Functions
+//!
+//! * Candidates are `STT_FUNC` and `STT_GNU_IFUNC` symbols that are defined,
+//!   have a non-zero value and lie in an allocated, executable section. They
+//!   come from the union of `.symtab` and `.dynsym` (a partial `.symtab` is
+//!   completed by `.dynsym`); a stored `@VERSION` / `@@VERSION` suffix is
+//!   stripped from the name.
+//! * GCC's cold split parts (`foo.cold`, `foo.cold.3`, `_Z3barv.cold`) are not
+//!   functions and are dropped. Other clone suffixes (`.part.N`, `.isra.N`,
+//!   `.constprop.N`, `.lto_priv.N`, `.localalias`, ...) are kept.
+//! * All names at one address make one [`FuncSym`]. The preferred `name` is the
+//!   one with the best binding (global with default/protected visibility, then
+//!   weak, then anything else), then the fewest leading underscores, then the
+//!   shortest, then alphabetical; the rest are `aliases`. The size is the
+//!   largest non-zero `st_size` among them. `ifunc` is set if any of them is
+//!   `STT_GNU_IFUNC` (the address is then a resolver, not the function).
+//! * `_start`, `_init`, `_fini` etc. are reported like anything else.
+//! * `pad_end`: starting at `addr + size`, the bytes that are alignment
+//!   padding (`int3`, `nop`, `66 90`, `0f 1f /0` multi-byte nops with any
+//!   `66`/`2e` prefixes) up to the next symbol of any kind in the section or
+//!   the section end, stopping at the first byte that is not padding. Without
+//!   a `.symtab` (so unnamed local functions may follow) the scan also stops
+//!   at the next 16-byte boundary. Zero-size functions get `pad_end == addr`.
+//!
+//! # PLT and GOT imports (x86_64 only)
+//!
+//! PLT entries are decoded from `.plt.sec` / `.plt.bnd` if present (then the
+//! `.plt` entries are only the lazy-binding push/jmp halves and are not
+//! listed), else from `.plt`, plus `.plt.got`. An entry is
+//! `[endbr64] [bnd] jmp *disp32(%rip)`; any other entry (the PLT0 resolver
+//! stub, IBT lazy stubs) is skipped. The GOT slot is mapped to the
+//! `R_X86_64_JUMP_SLOT` / `R_X86_64_GLOB_DAT` relocation at that address to
+//! name the entry; `R_X86_64_IRELATIVE` slots (local ifuncs called through
+//! the PLT) are named after the resolver function.
+//!
+//! `got_imports` are `R_X86_64_GLOB_DAT` slots of undefined `STT_FUNC`
+//! symbols (and undefined `STT_NOTYPE` symbols whose slot is the operand of a
+//! `call/jmp *disp32(%rip)` somewhere in the code) that no PLT entry jumps
+//! through: the functions called as `call *f@GOTPCREL(%rip)` (`-fno-plt`,
+//! rustc's default).
+
+mod elf;
+mod x86;
+
+#[cfg(feature = "demangle")]
+mod demangle;
+#[cfg(feature = "demangle")]
+pub use demangle::demangle;
+
+use std::fmt;
+use std::path::Path;
+
+/// A user-facing error about an ELF file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SymbolError(pub String);
+
+impl fmt::Display for SymbolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SymbolError {}
+
+/// What kind of linked ELF object this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ElfKind {
+    /// `ET_EXEC`: a position-dependent executable.
+    Executable,
+    /// `ET_DYN` flagged `DF_1_PIE`, or with `PT_INTERP` and no `DT_SONAME`.
+    PieExecutable,
+    /// Any other `ET_DYN` (including runnable libraries like `libc.so.6`).
+    SharedObject,
+}
+
+/// Everything fctrace needs to know about one ELF file.
+#[derive(Debug, Clone)]
+pub struct ElfInfo {
+    pub kind: ElfKind,
+    /// Human name of `e_machine`: "x86_64", "aarch64", "i386", ...
+    pub machine: String,
+    /// 64-bit `EM_X86_64`.
+    pub is_x86_64: bool,
+    /// An executable without `PT_INTERP` (static, or static-pie). Always
+    /// false for shared objects.
+    pub is_static: bool,
+    /// `.symtab` has at least one defined function.
+    pub has_symtab: bool,
+    /// `e_entry`.
+    pub entry: u64,
+    /// Contents of the `NT_GNU_BUILD_ID` note.
+    pub build_id: Option<Vec<u8>>,
+    /// Sorted by `addr`, one per address.
+    pub functions: Vec<FuncSym>,
+    /// Sorted by `addr`.
+    pub plt: Vec<PltEntry>,
+    /// Sorted by `got`.
+    pub got_imports: Vec<GotImport>,
+    /// Instrumentation hooks the binary carries, in this order when present:
+    /// "mcount", "__fentry__", "__cyg_profile_func_enter",
+    /// "__patchable_function_entries" (the section).
+    pub markers: Vec<String>,
+}
+
+/// One function (one address, possibly several names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FuncSym {
+    /// The preferred name (see the crate docs).
+    pub name: String,
+    /// The other names at the same address, best first.
+    pub aliases: Vec<String>,
+    /// ELF virtual address (`st_value`).
+    pub addr: u64,
+    /// `st_size`, 0 if unknown.
+    pub size: u64,
+    /// Exclusive end of the alignment padding after `addr + size`
+    /// (`== addr + size` if none, `== addr` if `size == 0`).
+    pub pad_end: u64,
+    /// The preferred name is not `STB_LOCAL`.
+    pub global: bool,
+    /// `STT_GNU_IFUNC`: `addr` is the resolver, not the function.
+    pub ifunc: bool,
+    /// Name of the containing section, e.g. ".text".
+    pub section: String,
+}
+
+impl FuncSym {
+    /// `addr + size`.
+    pub fn end(&self) -> u64 {
+        self.addr + self.size
+    }
+
+    /// Whether `name` is the preferred name or one of the aliases.
+    pub fn has_name(&self, name: &str) -> bool {
+        self.name == name || self.aliases.iter().any(|a| a == name)
+    }
+}
+
+/// A callable PLT stub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PltEntry {
+    /// Address of the stub (what `call foo@plt` targets).
+    pub addr: u64,
+    /// Size of the stub (8 or 16).
+    pub size: u64,
+    /// The GOT slot the stub jumps through.
+    pub got: u64,
+    /// Imported symbol, without version ("strlen").
+    pub name: String,
+    /// Symbol version ("GLIBC_2.2.5"), if any.
+    pub version: Option<String>,
+}
+
+/// A function imported through a `GLOB_DAT` GOT slot that has no PLT stub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GotImport {
+    /// Address of the GOT slot.
+    pub got: u64,
+    /// Imported symbol, without version.
+    pub name: String,
+    /// Symbol version, if any.
+    pub version: Option<String>,
+}
+
+impl ElfInfo {
+    /// The function whose `[addr, addr + size)` contains `addr` (or which
+    /// starts exactly at `addr`, for zero-size functions).
+    pub fn function_containing(&self, addr: u64) -> Option<&FuncSym> {
+        let i = self.functions.partition_point(|f| f.addr <= addr);
+        let f = self.functions.get(i.checked_sub(1)?)?;
+        (addr == f.addr || addr < f.end()).then_some(f)
+    }
+
+    /// Functions having `name` as name or alias.
+    pub fn functions_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a FuncSym> + 'a {
+        self.functions.iter().filter(move |f| f.has_name(name))
+    }
+
+    /// The pre-flight checks that make a program untraceable by fctrace:
+    /// not x86_64, or statically linked (nothing to preload into). A missing
+    /// `.symtab` is not an error here; see [`ElfInfo::has_symtab`].
+    pub fn check_traceable(&self) -> Result<(), SymbolError> {
+        if !self.is_x86_64 {
+            return Err(SymbolError(format!(
+                "ELF for {}, fctrace traces x86_64 programs only",
+                self.machine
+            )));
+        }
+        if self.is_static {
+            return Err(SymbolError(
+                "statically linked program: fctrace needs a dynamically linked one \
+                 (it preloads its agent through the dynamic loader)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Analyze the bytes of an ELF file.
+///
+/// Fails only if the data is not a linked ELF object (executable or shared
+/// object) or is malformed. Other architectures are analyzed too (no PLT
+/// decoding); check [`ElfInfo::is_x86_64`] or [`ElfInfo::check_traceable`].
+pub fn analyze(data: &[u8]) -> Result<ElfInfo, SymbolError> {
+    elf::analyze(data)
+}
+
+/// Read and analyze an ELF file, with user-facing errors that name the path.
+pub fn read_file(path: &Path) -> Result<ElfInfo, SymbolError> {
+    let shown = path.display();
+    let data = match std::fs::read(path) {
+        Ok(data) => data,
+        Err(e) => {
+            return Err(SymbolError(match e.kind() {
+                std::io::ErrorKind::NotFound => format!("program not found: {shown}"),
+                std::io::ErrorKind::PermissionDenied => {
+                    format!("cannot read {shown}: permission denied")
+                }
+                std::io::ErrorKind::IsADirectory => format!("{shown} is a directory"),
+                _ if path.is_dir() => format!("{shown} is a directory"),
+                _ => format!("cannot read {shown}: {e}"),
+            }))
+        }
+    };
+    if data.starts_with(b"#!") {
+        return Err(SymbolError(format!(
+            "{shown}: not an ELF file (a #! script; trace its interpreter instead)"
+        )));
+    }
+    analyze(&data).map_err(|e| SymbolError(format!("{shown}: {e}")))
+}

@@ -1,0 +1,10 @@
+//! `fctrace record`: run a program and record its calls.
+
+use crate::cli::RecordArgs;
+use crate::recorder;
+use std::process::ExitCode;
+
+pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    let out = recorder::record(&args.command, &args.dir, &args.trace)?;
+    Ok(ExitCode::from(out.exit.as_ref().map(recorder::exit_code).unwrap_or(1)))
+}

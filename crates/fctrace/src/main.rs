@@ -1,0 +1,24 @@
+//! fctrace: shows every function call a program makes.
+//!
+//! Layout: `cli` holds every option (one place), `commands/` one module per
+//! subcommand, `recorder/` the process control and the draining of the
+//! agent's shared memory (the only unsafe code of this crate), `output/`
+//! the text renderings shared by live mode and replay.
+
+mod cli;
+mod commands;
+mod output;
+mod recorder;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = cli::parse();
+    match commands::run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fctrace: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! Text renderings of a trace, shared by live mode and the `replay`,
+//! `report` and `info` commands.
+//!
+//! - [`tree`]: the call tree (`replay`, live mode).
+//! - [`report`]: per-function statistics.
+//! - [`names`]: how functions are named.
+
+pub mod names;
+pub mod report;
+pub mod tree;
+
+#[cfg(test)]
+pub(crate) mod testutil;
+
+use std::io;
+
+/// A duration as a 10-character column: `{:7.3}` of the value in the
+/// largest unit that keeps it below 1000, a space and a 2-character unit
+/// (`ns`, `us`, `ms`, `s `). Examples: `  0.210 us`, `120.000 ns`,
+/// `  1.500 s `. Only durations of 1000 s or more are wider.
+pub fn duration(ns: u64) -> String {
+    const UNITS: [(f64, &str); 3] = [(1.0, "ns"), (1e3, "us"), (1e6, "ms")];
+    let ns_f = ns as f64;
+    for (div, unit) in UNITS {
+        let v = ns_f / div;
+        // Below 999.9995 the value prints with at most 3 integer digits.
+        if v < 999.9995 {
+            return format!("{v:7.3} {unit}");
+        }
+    }
+    format!("{:7.3} s ", ns_f / 1e9)
+}
+
+/// Whether an error is a closed output pipe (`fctrace replay | head`): the
+/// reader went away, which is not a failure of fctrace.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Prints a warning on stderr, as every fctrace warning.
+pub fn warn(message: &str) {
+    eprintln!("fctrace: warning: {message}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration(0), "  0.000 ns");
+        assert_eq!(duration(120), "120.000 ns");
+        assert_eq!(duration(999), "999.000 ns");
+        assert_eq!(duration(1000), "  1.000 us");
+        assert_eq!(duration(210), "210.000 ns");
+        assert_eq!(duration(5_774), "  5.774 us");
+        assert_eq!(duration(999_999), "999.999 us");
+        assert_eq!(duration(1_000_000), "  1.000 ms");
+        assert_eq!(duration(999_999_600), "  1.000 s ");
+        assert_eq!(duration(12_345_678_901), " 12.346 s ");
+        for ns in [0, 1, 999, 1000, 999_999, 12_345_678, 999_999_999, 999_999_999_999] {
+            assert_eq!(duration(ns).len(), 10, "{ns}");
+        }
+        assert_eq!(duration(u64::MAX).len(), 20);
+    }
+
+    #[test]
+    fn broken_pipe_detection() {
+        let e = anyhow::Error::from(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert!(is_broken_pipe(&e));
+        assert!(is_broken_pipe(&e.context("writing")));
+        assert!(!is_broken_pipe(&anyhow::anyhow!("other")));
+    }
+}

@@ -1,0 +1,1 @@
+//! PLACEHOLDER (lead): replaced by the real report module.

@@ -1,0 +1,143 @@
+//! Recording: start the program with the agent preloaded, drain the
+//! agent's shared memory into a trace directory until the program and all
+//! its descendants have ended.
+
+mod process;
+mod shm;
+
+use crate::cli::TraceOptions;
+use anyhow::{Context, Result};
+use fctrace_format::event::RawEvent;
+use fctrace_format::shm::{Layout, FLAG_NEST_LIBCALL};
+use fctrace_format::store::{Clock, ExitStatus, TaskInfo, TraceInfo, TraceWriter};
+use std::ffi::OsString;
+use std::path::Path;
+
+pub use process::exit_code;
+
+/// The agent, built from crates/fctrace-agent by build.rs.
+static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fctrace_agent.so"));
+
+pub struct Outcome {
+    pub exit: Option<ExitStatus>,
+}
+
+/// Checks that the program can be traced at all; returns its path and
+/// warnings to show.
+fn preflight(command: &[OsString]) -> Result<(std::path::PathBuf, Vec<String>)> {
+    let program = process::resolve_program(&command[0])?;
+    let info = fctrace_symbols::read_file(&program).map_err(|e| anyhow::anyhow!("{e}"))?;
+    info.check_traceable().map_err(|e| anyhow::anyhow!("{}: {e}", program.display()))?;
+    let mut warnings = Vec::new();
+    if !info.has_symtab {
+        warnings.push(format!(
+            "{}: stripped (no .symtab): only functions named in its dynamic symbol table are traced",
+            program.display()
+        ));
+    }
+    Ok((program, warnings))
+}
+
+pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<Outcome> {
+    let (program, warnings) = preflight(command)?;
+    for w in &warnings {
+        eprintln!("fctrace: {w}");
+    }
+    let mut writer = TraceWriter::create(dir)?;
+    let abs_dir = std::fs::canonicalize(writer.dir()).context("trace directory")?;
+    let flags = if opts.nest_libcall { FLAG_NEST_LIBCALL } else { 0 };
+    let mem = shm::SharedMemory::create(Layout::DEFAULT, flags)?;
+    let (_agent_fd, agent_path) = shm::agent_file(AGENT)?;
+    let _ = mem.fd();
+
+    let mut env = vec![
+        ("FCTRACE_SHM".to_string(), mem.path()),
+        ("FCTRACE_DIR".to_string(), abs_dir.to_string_lossy().into_owned()),
+    ];
+    let preload = match std::env::var("LD_PRELOAD") {
+        Ok(orig) if !orig.is_empty() => {
+            env.push(("FCTRACE_LD_PRELOAD".into(), orig.clone()));
+            format!("{agent_path}:{orig}")
+        }
+        _ => agent_path.clone(),
+    };
+    env.push(("LD_PRELOAD".into(), preload));
+
+    process::install_signal_handlers();
+    process::become_subreaper();
+    let start_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let first = shm::clock_pair();
+    let child = process::spawn(&program, &command[0], &command[1..], &env)?;
+
+    let mut scratch: Vec<RawEvent> = Vec::with_capacity(mem.layout.events_per_buffer());
+    let mut sink = |tid: u32, ev: &[RawEvent]| -> Result<()> {
+        writer.append(tid, ev)?;
+        Ok(())
+    };
+    let mut exit = None;
+    loop {
+        let mut busy = false;
+        while mem.drain_one(&mut scratch, &mut sink)? {
+            busy = true;
+        }
+        if let Some(sig) = process::take_forward() {
+            process::send_signal(child.pid, sig);
+        }
+        match process::reap_one(child.pid, false) {
+            process::Reaped::Some(Some(st)) => exit = Some(st),
+            process::Reaped::Some(None) => {}
+            process::Reaped::NoChildren => break,
+            process::Reaped::Running => {
+                if !busy {
+                    process::sleep_briefly();
+                }
+            }
+        }
+    }
+    mem.set_recorder_gone();
+    mem.drain_orphans(&mut scratch, &mut sink)?;
+    let last = shm::clock_pair();
+
+    let slots = mem.tasks();
+    let tasks: Vec<TaskInfo> = slots
+        .iter()
+        .map(|t| TaskInfo {
+            tid: t.tid,
+            pid: t.pid,
+            ppid: t.ppid,
+            parent_tid: slots.get(t.parent_slot as usize).map(|p| p.tid),
+            session: t.session,
+            comm: t.comm.clone(),
+            events: 0,
+        })
+        .collect();
+    let (t0, n0) = first;
+    let (t1, n1) = last;
+    let tsc_hz = if t1 > t0 && n1 > n0 { (t1 - t0) as f64 * 1e9 / (n1 - n0) as f64 } else { 0.0 };
+    let lost = mem.lost_events();
+    let mut warnings = warnings;
+    if lost > 0 {
+        warnings.push(format!("{lost} events were lost"));
+        eprintln!("fctrace: {lost} events were lost");
+    }
+    if tasks.is_empty() {
+        warnings.push("no task was traced: the agent did not start in the program".into());
+    }
+    let info = TraceInfo {
+        program: program.to_string_lossy().into_owned(),
+        args: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+        cwd: std::env::current_dir().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default(),
+        start_unix_ns,
+        exit,
+        tasks,
+        clock: Clock { tsc_hz, pairs: vec![first, last] },
+        lost_events: lost,
+        warnings,
+        ..Default::default()
+    };
+    writer.finish(info)?;
+    Ok(Outcome { exit })
+}

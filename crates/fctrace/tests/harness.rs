@@ -1,0 +1,277 @@
+//! Checks of the test harness itself, independent of fctrace's engine: the
+//! callgrind oracle gives the counts the programs' semantics dictate, and the
+//! parsers read what they should. If these fail, the other tests' verdicts
+//! mean nothing.
+
+mod common;
+
+use common::*;
+
+const TREE_EXAMPLE: &str = "\
+# DURATION     TID     FUNCTION
+            [ 4321] | main() {
+            [ 4321] |   parse_args() {
+   0.210 us [ 4321] |     strtol();
+   0.902 us [ 4321] |   } /* parse_args */
+   0.118 us [ 4321] |   leaf();
+   5.774 us [ 4321] | } /* main */
+";
+
+#[test]
+fn replay_parser_reads_the_contract_example() {
+    let r = parse_replay(TREE_EXAMPLE).unwrap();
+    assert_eq!(r.threads.len(), 1);
+    assert_eq!(r.threads[0].tid, 4321);
+    assert_eq!(
+        outline(&r.threads[0].roots),
+        expected_outline(
+            "
+            main()
+              parse_args()
+                strtol()
+              leaf()
+            "
+        )
+    );
+    assert_eq!(r.main().children.len(), 2);
+}
+
+#[test]
+fn replay_parser_reads_cpp_names_threads_and_unwound_frames() {
+    let text = "\
+# DURATION     TID     FUNCTION
+            [   10] | main() {
+            [   11] | worker(void*) {
+            [   10] |   ns::f(int) {
+   1.000 us [   11] |   ns::S::operator[](unsigned long) const;
+   1.000 us [   10] |     operator new(unsigned long);
+   2.000 us [   10] |   } /* ns::f(int) */
+            [   10] |   outer() {
+   0.500 us [   10] |     longjmp(); (unwound)
+   3.000 us [   10] |   } /* outer */ (unwound)
+   9.000 us [   11] | } /* worker(void*) */
+";
+    let r = parse_replay(text).unwrap();
+    assert_eq!(r.threads.iter().map(|t| t.tid).collect::<Vec<_>>(), vec![10, 11]);
+    assert_eq!(
+        outline(&r.thread(10).unwrap().roots),
+        expected_outline(
+            "
+            main() (open)
+              ns::f(int)
+                operator new(unsigned long)
+              outer() (unwound)
+                longjmp() (unwound)
+            "
+        )
+    );
+    assert_eq!(
+        outline(&r.thread(11).unwrap().roots),
+        "worker(void*)\n  ns::S::operator[](unsigned long) const\n"
+    );
+}
+
+#[test]
+fn replay_parser_rejects_bad_nesting() {
+    let wrong_depth = "            [ 1] | main() {\n   1.0 us [ 1] | leaf();\n";
+    assert!(parse_replay(wrong_depth).is_err());
+    let wrong_close = "            [ 1] | main() {\n            [ 1] |   f() {\n   1.0 us [ 1] |   } /* main */\n";
+    assert!(parse_replay(wrong_close).is_err());
+    let stray_close = "   1.0 us [ 1] | } /* main */\n";
+    assert!(parse_replay(stray_close).is_err());
+    let no_duration = "            [ 1] | main() {\n            [ 1] |   leaf();\n";
+    assert!(parse_replay(no_duration).is_err());
+}
+
+#[test]
+fn projection_lifts_the_kept_descendants() {
+    let r = parse_replay(
+        "\
+            [ 1] | main() {
+            [ 1] |   std::vector<int>::push_back(int const&) {
+   1.0 us [ 1] |     geo::f();
+   1.0 us [ 1] |   } /* std::vector<int>::push_back(int const&) */
+   1.0 us [ 1] |   geo::g();
+   1.0 us [ 1] | } /* main */
+",
+    )
+    .unwrap();
+    let p = project(&r.threads[0].roots, &|l| !l.starts_with("std::"));
+    assert_eq!(outline(&p), "main()\n  geo::f()\n  geo::g()\n");
+}
+
+#[test]
+fn callgrind_parser_handles_compression_and_objects() {
+    let text = "\
+# callgrind format
+events: Ir
+ob=(1) /bin/prog
+fl=(1) ???
+fn=(1) main
+cob=(2) /lib/libc.so.6
+cfi=(2) ???
+cfn=(2) puts
+calls=1 0
+0 5
+cfn=(3) fib
+calls=1 0
+0 10
+fn=(3)
+cfn=(4) fib'2
+calls=2 0
+0 3
+fn=(4)
+cfn=(4)
+calls=4 0
+0 1
+ob=(2)
+fn=(5) qsort
+cob=(1)
+cfn=(6) cmp
+calls=7 0
+0 1
+";
+    let cg = parse_callgrind(text).unwrap();
+    let get = |o: &str, f: &str| cg.calls.get(&(o.to_string(), f.to_string())).copied().unwrap_or(0);
+    assert_eq!(get("/lib/libc.so.6", "puts"), 1);
+    assert_eq!(get("/bin/prog", "fib"), 1 + 2 + 4);
+    assert_eq!(get("/bin/prog", "cmp"), 7);
+    assert_eq!(get("/bin/prog", "puts"), 0);
+    assert_eq!(cg.self_calls.get(&("/bin/prog".to_string(), "fib".to_string())).copied(), Some(6));
+}
+
+#[test]
+fn objdump_parser_finds_targets() {
+    let text = "
+0000000000001250 <spin_entry>:
+    1250:\tsub    $0x1,%edi
+    1253:\tjg     1250 <spin_entry>
+    1255:\tmov    $0x2a,%eax
+    125a:\tret
+
+0000000000001330 <g>:
+    1330:\tlea    (%rdi,%rdi,2),%edi
+    1333:\tjmp    1320 <h>
+    1335:\tnotrack jmp *%rax
+    1338:\tbnd jmp 1320 <h>
+";
+    let f = parse_objdump(text);
+    assert_eq!(f.len(), 2);
+    assert_eq!(f[0].self_entry_jumps().len(), 1);
+    assert_eq!(f[1].insns[1].target, Some(0x1320));
+    assert_eq!(f[1].insns[2].mnemonic, "jmp");
+    assert_eq!(f[1].insns[2].target, None);
+    assert_eq!(f[1].insns[3].target, Some(0x1320));
+}
+
+/// Counts of the executable's functions (by name) in one callgrind run.
+fn cg_counts(exe: &std::path::Path, args: &[&str]) -> std::collections::BTreeMap<String, u64> {
+    callgrind(exe, args).of_object(exe)
+}
+
+/// dense.c at -O0 keeps every call as written: callgrind must find exactly
+/// the counts of its semantics.
+#[test]
+fn callgrind_counts_dense_o0_as_the_program_says() {
+    let exe = c_program("dense.c", "-O0", &["-O0"]);
+    let c = cg_counts(&exe, &[]);
+    let fib = |n: u64| -> u64 {
+        let (mut a, mut b) = (0u64, 1u64);
+        for _ in 0..n {
+            (a, b) = (b, a + b);
+        }
+        a
+    };
+    let want: &[(&str, u64)] = &[
+        ("main", 1),
+        ("fib", 2 * fib(26 + 1) - 1),
+        ("add1", 200_000),
+        ("mul3", 200_000),
+        ("xor5", 200_000),
+        ("square", 600_000),
+        ("apply", 600_000),
+        ("mix", 600_000 + 1 + 1 + 2 * 20_000),
+        ("lcg", 40_000),
+        ("strings", 1),
+    ];
+    for (name, n) in want {
+        assert_eq!(c.get(*name).copied(), Some(*n), "callgrind count of {name} in {}: {c:?}", exe.display());
+    }
+    // qsort's comparator is called from libc, at least n-1 times.
+    assert!(c["cmp_int"] >= 39_999, "cmp_int: {}", c["cmp_int"]);
+}
+
+#[test]
+fn callgrind_counts_threads_as_the_program_says() {
+    for (suffix, flags) in [("-O0", ["-O0", "-pthread"]), ("-O2", ["-O2", "-pthread"])] {
+        let exe = c_program("threads.c", suffix, &flags);
+        let c = cg_counts(&exe, &[]);
+        assert_eq!(c.get("thread_main").copied(), Some(100), "{c:?}");
+        assert_eq!(c.get("work").copied(), Some(5050), "{c:?}");
+        assert_eq!(c.get("leaf").copied(), Some(10100), "{c:?}");
+        assert_eq!(c.get("main").copied(), Some(1), "{c:?}");
+    }
+}
+
+/// What callgrind makes of tree.c's shapes at -O2 (documented in
+/// common/mod.rs): tail calls count, a jump to a function's own entry counts
+/// as a recursive call, the `.cold` part counts as a function.
+#[test]
+fn callgrind_on_tree_o2_shapes() {
+    let exe = c_program("tree.c", "-O2", &["-O2"]);
+    let cg = callgrind(&exe, &[]);
+    let c = cg.of_object(&exe);
+    let get = |n: &str| c.get(n).copied().unwrap_or(0);
+    assert_eq!(get("main"), 1);
+    assert_eq!(get("h"), 1, "the tail jump g -> h counts as a call");
+    assert_eq!(get("inc"), 2, "one call from nest2, one tail jump from rec(1)");
+    assert_eq!(get("rec"), 3, "recursion: rec + rec'2");
+    assert_eq!(get("spin_entry"), 3, "spin_entry(3) jumps to its own entry twice");
+    let self_calls = cg.self_calls.get(&(exe.to_string_lossy().into_owned(), "spin_entry".into())).copied();
+    assert_eq!(self_calls, Some(2));
+    assert_eq!(get("sum_to"), 1, "a loop head at offset 2 is not an entry");
+    assert_eq!(get("checked.cold"), 1, "the jump into the .cold part counts as a call");
+    assert_eq!(get("scale.constprop.0"), 2);
+    assert_eq!(get("_start"), 1, "ld.so jumps to _start: a jump into another object counts");
+}
+
+/// The comparison itself, fed with callgrind's own counts as if fctrace had
+/// reported them: must agree, with spin_entry counted once.
+#[test]
+fn comparison_accepts_the_oracle_itself() {
+    let exe = c_program("tree.c", "-O2", &["-O2"]);
+    let cg = callgrind(&exe, &[]);
+    let syms = function_symbols(&exe);
+    let counts = cg.of_object(&exe);
+    let mut functions = Vec::new();
+    for s in syms.iter().filter(|s| !CRT_FUNCTIONS.contains(&s.name.as_str()) && !s.name.contains(".cold")) {
+        let mut n = counts.get(&s.name).copied().unwrap_or(0);
+        if s.name == "spin_entry" {
+            n = 1;
+        }
+        functions.push(FnStat {
+            name: s.name.clone(),
+            symbol: s.name.clone(),
+            module: exe.to_string_lossy().into_owned(),
+            calls: n,
+            total_ns: 0,
+            self_ns: 0,
+            min_ns: 0,
+            max_ns: 0,
+            avg_ns: 0.0,
+        });
+    }
+    let rep = Report { functions, tasks: vec![], events: 0, lost_events: 0 };
+    let c = compare_with_callgrind(&exe, &rep, &cg, &CompareOptions::default()).unwrap();
+    assert!(c.self_entry.iter().any(|(n, total, want)| n == "spin_entry" && *total == 3 && *want == 1), "{c:?}");
+    assert!(c.excluded.iter().any(|(n, _)| n == "checked.cold"), "{c:?}");
+    // And a wrong count is caught, with its name in the message.
+    let mut bad = rep.clone();
+    bad.functions.iter_mut().find(|f| f.symbol == "leaf").unwrap().calls += 1;
+    let err = compare_with_callgrind(&exe, &bad, &cg, &CompareOptions::default()).unwrap_err();
+    assert!(err.contains("leaf: fctrace 4, callgrind 3"), "{err}");
+    // A .cold part reported by fctrace is an error.
+    let mut cold = rep.clone();
+    cold.functions.push(FnStat { symbol: "checked.cold".into(), name: "checked.cold".into(), calls: 1, ..rep.functions[0].clone() });
+    assert!(compare_with_callgrind(&exe, &cold, &cg, &CompareOptions::default()).unwrap_err().contains(".cold"));
+}
