@@ -33,16 +33,31 @@ fn main() {
     let root = crates.parent().unwrap();
     for c in ["fctrace-agent", "fctrace-format", "fctrace-symbols"] {
         watch(&crates.join(c).join("src"));
-        println!("cargo:rerun-if-changed={}", crates.join(c).join("Cargo.toml").display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            crates.join(c).join("Cargo.toml").display()
+        );
     }
     let target_dir = out.join("agent-target");
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--release", "--quiet", "-p", "fctrace-agent", "--manifest-path"])
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "fctrace-agent",
+            "--manifest-path",
+        ])
         .arg(root.join("Cargo.toml"))
         .arg("--target-dir")
         .arg(&target_dir)
-        .args(["--config", "profile.release.debug=false", "--config", "profile.release.strip=\"debuginfo\""])
+        .args([
+            "--config",
+            "profile.release.debug=false",
+            "--config",
+            "profile.release.strip=\"debuginfo\"",
+        ])
         .env_remove("CARGO_TARGET_DIR")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("RUSTFLAGS")
@@ -52,5 +67,9 @@ fn main() {
     if !status.success() {
         panic!("building the fctrace agent failed");
     }
-    std::fs::copy(target_dir.join("release").join("libfctrace_agent.so"), &dest).expect("agent library missing");
+    std::fs::copy(
+        target_dir.join("release").join("libfctrace_agent.so"),
+        &dest,
+    )
+    .expect("agent library missing");
 }

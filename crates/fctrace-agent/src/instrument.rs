@@ -23,17 +23,37 @@ struct Loaded {
 /// (setjmp would save the stub's address; a vfork child would pop the
 /// parent's shadow entry), so only their calls are recorded.
 const RETURNS_TWICE: &[&str] = &[
-    "setjmp", "_setjmp", "__setjmp", "sigsetjmp", "__sigsetjmp", "savectx", "vfork", "__vfork", "getcontext",
-    "__getcontext", "swapcontext", "__swapcontext",
+    "setjmp",
+    "_setjmp",
+    "__setjmp",
+    "sigsetjmp",
+    "__sigsetjmp",
+    "savectx",
+    "vfork",
+    "__vfork",
+    "getcontext",
+    "__getcontext",
+    "swapcontext",
+    "__swapcontext",
 ];
 
 /// Functions entered by something other than a call (a return, a signal
 /// frame, the kernel): patching them would take over a slot that holds no
 /// return address.
-const NOT_CALLED: &[&str] = &["__restore_rt", "__start_context", "_start", "_dl_start", "_dl_start_user"];
+const NOT_CALLED: &[&str] = &[
+    "__restore_rt",
+    "__start_context",
+    "_start",
+    "_dl_start",
+    "_dl_start_user",
+];
 
 fn loaded_modules() -> Vec<Loaded> {
-    unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _size: usize, data: *mut libc::c_void) -> libc::c_int {
+    unsafe extern "C" fn cb(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
         // SAFETY: the dynamic linker passes a valid info; data is our Vec.
         unsafe {
             let v = &mut *(data as *mut Vec<Loaded>);
@@ -41,7 +61,9 @@ fn loaded_modules() -> Vec<Loaded> {
             let name = if info.dlpi_name.is_null() {
                 String::new()
             } else {
-                CStr::from_ptr(info.dlpi_name).to_string_lossy().into_owned()
+                CStr::from_ptr(info.dlpi_name)
+                    .to_string_lossy()
+                    .into_owned()
             };
             let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
             let (mut lo, mut hi) = (u64::MAX, 0u64);
@@ -57,7 +79,14 @@ fn loaded_modules() -> Vec<Loaded> {
                 }
             }
             let is_main = v.is_empty();
-            v.push(Loaded { path: name, base: info.dlpi_addr, lo, hi, is_main, interp });
+            v.push(Loaded {
+                path: name,
+                base: info.dlpi_addr,
+                lo,
+                hi,
+                is_main,
+                interp,
+            });
         }
         0
     }
@@ -66,7 +95,9 @@ fn loaded_modules() -> Vec<Loaded> {
     unsafe { libc::dl_iterate_phdr(Some(cb), &mut v as *mut Vec<Loaded> as *mut libc::c_void) };
     if let Some(m) = v.first_mut() {
         if m.path.is_empty() {
-            m.path = std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+            m.path = std::fs::read_link("/proc/self/exe")
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
         }
     }
     v
@@ -80,7 +111,11 @@ fn module_of(addr: u64) -> Option<String> {
         if libc::dladdr(addr as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
             return None;
         }
-        Some(CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned())
+        Some(
+            CStr::from_ptr(info.dli_fname)
+                .to_string_lossy()
+                .into_owned(),
+        )
     }
 }
 
@@ -106,6 +141,8 @@ struct Session<'a> {
     modules: Vec<Module>,
     params: Params,
     shm: &'a Shm,
+    /// Per function id: the address its traced frames return to.
+    ret_sites: Vec<u64>,
 }
 
 impl Session<'_> {
@@ -114,7 +151,11 @@ impl Session<'_> {
         if let Some(m) = self.modules.iter().find(|m| m.path == path) {
             return Ok(m.index);
         }
-        let m = Module { index: self.modules.len() as u32, base, path: path.to_string() };
+        let m = Module {
+            index: self.modules.len() as u32,
+            base,
+            path: path.to_string(),
+        };
         self.modules.push(m);
         Ok(self.modules.len() as u32 - 1)
     }
@@ -136,7 +177,8 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
     let modules = loaded_modules();
     let main = modules.first().ok_or("no modules loaded")?;
     let sym_path = format!("{dir}/sessions/{sid}.sym");
-    let file = std::fs::File::create(&sym_path).map_err(|e| format!("cannot write {sym_path}: {e}"))?;
+    let file =
+        std::fs::File::create(&sym_path).map_err(|e| format!("cannot write {sym_path}: {e}"))?;
     let mut out = std::io::BufWriter::new(file);
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
@@ -149,7 +191,14 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         lost_counter: &shm.header().lost_events as *const _ as u64,
         xsave_size: codegen::xsave_size(),
     };
-    let mut s = Session { out, functions: Vec::new(), modules: Vec::new(), params, shm };
+    let mut s = Session {
+        out,
+        functions: Vec::new(),
+        modules: Vec::new(),
+        params,
+        shm,
+        ret_sites: Vec::new(),
+    };
     let me = module_of(instrument_process as usize as u64).unwrap_or_default();
 
     // Libraries first (with -l), so that the program's PLT entries for
@@ -159,7 +208,11 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         if !nest {
             break;
         }
-        if m.path.is_empty() || m.path == me || Some(&m.path) == interp.as_ref() || m.path.contains("linux-vdso") {
+        if m.path.is_empty()
+            || m.path == me
+            || Some(&m.path) == interp.as_ref()
+            || m.path.contains("linux-vdso")
+        {
             continue;
         }
         match instrument_module(&mut s, m, false) {
@@ -169,6 +222,9 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
     }
     let _ = s.shm;
     instrument_main(&mut s, main, &lib_entries)?;
+    let mut sites = std::mem::take(&mut s.ret_sites);
+    sites.resize(s.functions.len(), 0);
+    crate::unwind::set_ret_sites(sites);
     for m in &s.modules {
         symtab::write_module(&mut s.out, m).map_err(|e| e.to_string())?;
     }
@@ -187,24 +243,43 @@ fn instrument_module(s: &mut Session, m: &Loaded, is_main: bool) -> Result<Vec<u
     let midx = s.module_index(&m.path, m.base)?;
     let mut jobs = Vec::new();
     let mut traced = Vec::new();
-    for f in &info.functions {
+    for (k, f) in info.functions.iter().enumerate() {
         let addr = m.base + f.addr;
+        // A symbol without a size ends at the latest where the next begins.
+        let next = info
+            .functions
+            .get(k + 1)
+            .map(|n| n.addr)
+            .unwrap_or(f.addr + 4096)
+            .min(f.addr + 4096);
+        let (size, pad_end) = if f.size == 0 && addr >= m.lo && m.base + next <= m.hi {
+            match patch::infer_size(addr, read_code(addr, (next - f.addr) as usize)) {
+                Some(n) => (n as u64, next),
+                None => (0, f.addr),
+            }
+        } else {
+            (f.size, f.pad_end)
+        };
         let status = if f.ifunc {
             Err("IFUNC resolver, not the function".to_string())
         } else if NOT_CALLED.contains(&f.name.as_str()) || (is_main && f.addr == info.entry) {
             Err("entered without a call".to_string())
-        } else if addr < m.lo || m.base + f.pad_end > m.hi {
+        } else if addr < m.lo || m.base + pad_end > m.hi {
             Err("outside the loaded segments".to_string())
         } else {
-            let code = read_code(addr, (f.pad_end - f.addr) as usize);
-            patch::plan(addr, f.size as usize, code)
+            let code = read_code(addr, (pad_end.max(f.addr + size) - f.addr) as usize);
+            patch::plan(addr, size as usize, code)
         };
-        let mode = if RETURNS_TWICE.contains(&f.name.as_str()) { Mode::EntryOnly } else { Mode::Traced };
+        let mode = if RETURNS_TWICE.contains(&f.name.as_str()) {
+            Mode::EntryOnly
+        } else {
+            Mode::Traced
+        };
         let func = Function {
             id: 0,
             module: midx,
             addr: f.addr,
-            size: f.size,
+            size,
             kind: FuncKind::Function,
             status: FuncStatus::Traced,
             name: f.name.clone(),
@@ -213,7 +288,12 @@ fn instrument_module(s: &mut Session, m: &Loaded, is_main: bool) -> Result<Vec<u
         match status {
             Ok(plan) => {
                 traced.push(addr);
-                jobs.push(Job { id, plan, mode, got_slot: None });
+                jobs.push(Job {
+                    id,
+                    plan,
+                    mode,
+                    got_slot: None,
+                });
             }
             Err(reason) => s.functions[id as usize].status = FuncStatus::NotTraced(reason),
         }
@@ -223,7 +303,11 @@ fn instrument_module(s: &mut Session, m: &Loaded, is_main: bool) -> Result<Vec<u
     Ok(traced)
 }
 
-fn instrument_main(s: &mut Session, m: &Loaded, lib_entries: &std::collections::HashSet<u64>) -> Result<(), String> {
+fn instrument_main(
+    s: &mut Session,
+    m: &Loaded,
+    lib_entries: &std::collections::HashSet<u64>,
+) -> Result<(), String> {
     let data = std::fs::read(&m.path).map_err(|e| format!("cannot read {}: {e}", m.path))?;
     let info = fctrace_symbols::analyze(&data).map_err(|e| e.to_string())?;
     let start = s.functions.len();
@@ -254,12 +338,22 @@ fn instrument_main(s: &mut Session, m: &Loaded, lib_entries: &std::collections::
         };
         let id = s.add(func);
         if target.is_some_and(|t| lib_entries.contains(&t)) {
-            s.functions[id as usize].status = FuncStatus::NotTraced("traced inside its library (-l)".into());
+            s.functions[id as usize].status =
+                FuncStatus::NotTraced("traced inside its library (-l)".into());
             continue;
         }
-        let mode = if RETURNS_TWICE.contains(&p.name.as_str()) { Mode::EntryOnly } else { Mode::Traced };
+        let mode = if RETURNS_TWICE.contains(&p.name.as_str()) {
+            Mode::EntryOnly
+        } else {
+            Mode::Traced
+        };
         match patch::plan(addr, p.size as usize, read_code(addr, p.size as usize)) {
-            Ok(plan) => jobs.push(Job { id, plan, mode, got_slot: None }),
+            Ok(plan) => jobs.push(Job {
+                id,
+                plan,
+                mode,
+                got_slot: None,
+            }),
             Err(reason) => s.functions[id as usize].status = FuncStatus::NotTraced(reason),
         }
     }
@@ -284,20 +378,37 @@ fn instrument_main(s: &mut Session, m: &Loaded, lib_entries: &std::collections::
         };
         let id = s.add(func);
         if target == 0 {
-            s.functions[id as usize].status = FuncStatus::NotTraced("unresolved (weak) import".into());
+            s.functions[id as usize].status =
+                FuncStatus::NotTraced("unresolved (weak) import".into());
             continue;
         }
         if lib_entries.contains(&target) {
-            s.functions[id as usize].status = FuncStatus::NotTraced("traced inside its library (-l)".into());
+            s.functions[id as usize].status =
+                FuncStatus::NotTraced("traced inside its library (-l)".into());
             continue;
         }
-        let mode = if RETURNS_TWICE.contains(&g.name.as_str()) { Mode::EntryOnly } else { Mode::Traced };
+        let mode = if RETURNS_TWICE.contains(&g.name.as_str()) {
+            Mode::EntryOnly
+        } else {
+            Mode::Traced
+        };
         // The stub's body is a jump to the real target.
-        let jmp = iced_x86::Instruction::with_branch(iced_x86::Code::Jmp_rel32_64, target).map_err(|e| e.to_string())?;
+        let jmp = iced_x86::Instruction::with_branch(iced_x86::Code::Jmp_rel32_64, target)
+            .map_err(|e| e.to_string())?;
         let mut jmp = jmp;
         jmp.set_ip(slot); // any address that no other instruction uses
-        let plan = Plan { patch_at: 0, patch_len: 0, moved: vec![jmp], resume: None };
-        jobs.push(Job { id, plan, mode, got_slot: Some(slot) });
+        let plan = Plan {
+            patch_at: 0,
+            patch_len: 0,
+            moved: vec![jmp],
+            resume: None,
+        };
+        jobs.push(Job {
+            id,
+            plan,
+            mode,
+            got_slot: Some(slot),
+        });
     }
     apply(s, m, jobs)?;
     Ok(())
@@ -310,10 +421,15 @@ fn apply(s: &mut Session, m: &Loaded, jobs: Vec<Job>) -> Result<(), String> {
     if jobs.is_empty() {
         return Ok(());
     }
-    let size = 4096 + jobs.iter().map(|j| 96 + j.plan.moved.iter().map(|i| i.len() + 16).sum::<usize>()).sum::<usize>();
-    let mut arena = Arena::near(m.lo, m.hi, size).ok_or("no free address space near the module for stubs")?;
-    let (code, common): (Vec<u8>, Common) =
-        codegen::assemble_common(arena.cursor(), &s.params).map_err(|e| format!("code generation: {e}"))?;
+    let size = 4096
+        + jobs
+            .iter()
+            .map(|j| 96 + j.plan.moved.iter().map(|i| i.len() + 16).sum::<usize>())
+            .sum::<usize>();
+    let mut arena =
+        Arena::near(m.lo, m.hi, size).ok_or("no free address space near the module for stubs")?;
+    let (code, common): (Vec<u8>, Common) = codegen::assemble_common(arena.cursor(), &s.params)
+        .map_err(|e| format!("code generation: {e}"))?;
     arena.put(&code);
     let mut writes: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut got_writes: Vec<(u64, u64)> = Vec::new();
@@ -336,11 +452,18 @@ fn apply(s: &mut Session, m: &Loaded, jobs: Vec<Job>) -> Result<(), String> {
             got_writes.push((slot, at));
         } else {
             if !patch::reachable(j.plan.patch_at, at) {
-                s.functions[j.id as usize].status = FuncStatus::NotTraced("stub out of jump range".into());
+                s.functions[j.id as usize].status =
+                    FuncStatus::NotTraced("stub out of jump range".into());
                 continue;
             }
             let at = arena.put(&stub.code);
             writes.push((j.plan.patch_at, patch::patch_bytes(&j.plan, at)));
+        }
+        if let Some(site) = stub.ret_site {
+            if s.ret_sites.len() <= j.id as usize {
+                s.ret_sites.resize(j.id as usize + 1, 0);
+            }
+            s.ret_sites[j.id as usize] = site;
         }
         if j.mode == Mode::EntryOnly {
             s.functions[j.id as usize].status = FuncStatus::EntryOnly;
@@ -400,7 +523,10 @@ fn page_prot(addr: u64) -> Option<i32> {
         let mut it = l.split_whitespace();
         let (range, perms) = (it.next()?, it.next()?);
         let (a, b) = range.split_once('-')?;
-        let (a, b) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?);
+        let (a, b) = (
+            u64::from_str_radix(a, 16).ok()?,
+            u64::from_str_radix(b, 16).ok()?,
+        );
         if (a..b).contains(&addr) {
             let p = perms.as_bytes();
             let mut prot = 0;

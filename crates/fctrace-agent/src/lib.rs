@@ -15,6 +15,7 @@ mod instrument;
 mod shm;
 mod thread;
 mod tls;
+mod unwind;
 mod x86_64;
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -45,7 +46,9 @@ pub(crate) fn warn(msg: &str) {
 pub(crate) fn scratch_buffer() -> *mut fctrace_format::shm::BufHeader {
     use std::sync::atomic::AtomicPtr;
     static SCRATCH: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
-    let size = shm::get().map(|s| s.layout.buf_size as usize).unwrap_or(65536);
+    let size = shm::get()
+        .map(|s| s.layout.buf_size as usize)
+        .unwrap_or(65536);
     let mut p = SCRATCH.load(Ordering::Acquire);
     if p.is_null() {
         p = Box::leak(vec![0u8; size].into_boxed_slice()).as_mut_ptr();
@@ -53,7 +56,12 @@ pub(crate) fn scratch_buffer() -> *mut fctrace_format::shm::BufHeader {
     }
     let h = p as *mut fctrace_format::shm::BufHeader;
     // SAFETY: the scratch buffer is at least a header long; pos is atomic.
-    unsafe { (*h).pos.store(fctrace_format::shm::BUF_HEADER_SIZE as u64, Ordering::Relaxed) };
+    unsafe {
+        (*h).pos.store(
+            fctrace_format::shm::BUF_HEADER_SIZE as u64,
+            Ordering::Relaxed,
+        )
+    };
     h
 }
 
@@ -87,10 +95,15 @@ fn take_config() -> Option<Config> {
 }
 
 extern "C" fn agent_init() {
-    let Some(cfg) = take_config() else { return };
     let _busy = tls::Busy::enter();
-    let result = std::panic::catch_unwind(|| start(&cfg));
-    match result {
+    // Everything the set-up allocates is freed inside this call, while the
+    // thread is marked busy, so that none of it is traced (-l).
+    setup();
+}
+
+fn setup() {
+    let Some(cfg) = take_config() else { return };
+    match std::panic::catch_unwind(|| start(&cfg)) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => warn(&format!("cannot trace this program: {e}")),
         Err(_) => warn("internal error while setting up tracing; the program runs untraced"),

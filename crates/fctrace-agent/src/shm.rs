@@ -30,7 +30,10 @@ impl Shm {
         // SAFETY: plain libc calls with a valid C string; the fd is closed below.
         let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
         if fd < 0 {
-            return Err(format!("cannot open {path}: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "cannot open {path}: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         let mut hdr = [0u8; 32];
         // SAFETY: reading into a local buffer of the given size.
@@ -46,17 +49,34 @@ impl Shm {
             unsafe { libc::close(fd) };
             return Err("agent and recorder versions differ".into());
         }
-        let layout = Layout { buf_count: word(12), buf_size: word(16), task_slots: word(20) };
+        let layout = Layout {
+            buf_count: word(12),
+            buf_size: word(16),
+            task_slots: word(20),
+        };
         // SAFETY: maps the whole file shared; checked for failure below.
         let base = unsafe {
-            libc::mmap(std::ptr::null_mut(), layout.total_size(), libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                layout.total_size(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
         };
         // SAFETY: closing our own fd; the mapping stays.
         unsafe { libc::close(fd) };
         if base == libc::MAP_FAILED {
-            return Err(format!("cannot map shared memory: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "cannot map shared memory: {}",
+                std::io::Error::last_os_error()
+            ));
         }
-        let shm = Box::leak(Box::new(Shm { base: base.cast(), layout }));
+        let shm = Box::leak(Box::new(Shm {
+            base: base.cast(),
+            layout,
+        }));
         SHM.store(shm, Ordering::Release);
         Ok(shm)
     }
@@ -68,17 +88,30 @@ impl Shm {
 
     fn cells(&self, off: usize) -> &[QueueCell] {
         // SAFETY: the queue arrays lie within the mapping (Layout).
-        unsafe { std::slice::from_raw_parts(self.base.add(off) as *const QueueCell, self.layout.buf_count as usize) }
+        unsafe {
+            std::slice::from_raw_parts(
+                self.base.add(off) as *const QueueCell,
+                self.layout.buf_count as usize,
+            )
+        }
     }
 
     fn free_queue(&self) -> Queue<'_> {
         let h = self.header();
-        Queue { cells: self.cells(self.layout.free_queue_offset()), head: &h.free_head, tail: &h.free_tail }
+        Queue {
+            cells: self.cells(self.layout.free_queue_offset()),
+            head: &h.free_head,
+            tail: &h.free_tail,
+        }
     }
 
     fn full_queue(&self) -> Queue<'_> {
         let h = self.header();
-        Queue { cells: self.cells(self.layout.full_queue_offset()), head: &h.full_head, tail: &h.full_tail }
+        Queue {
+            cells: self.cells(self.layout.full_queue_offset()),
+            head: &h.full_head,
+            tail: &h.full_tail,
+        }
     }
 
     pub fn buffer(&self, index: u32) -> *mut BufHeader {
@@ -88,7 +121,12 @@ impl Shm {
 
     pub fn task(&self, slot: u32) -> &TaskSlot {
         // SAFETY: slot < task_slots (checked by the caller's allocation).
-        unsafe { &*(self.base.add(self.layout.tasks_offset() + slot as usize * 64) as *const TaskSlot) }
+        unsafe {
+            &*(self
+                .base
+                .add(self.layout.tasks_offset() + slot as usize * 64)
+                as *const TaskSlot)
+        }
     }
 
     /// Takes a free buffer for a task, waiting for the recorder if none is
@@ -121,7 +159,10 @@ impl Shm {
                 // The recorder is behind: wait for it rather than lose events.
                 // SAFETY: nanosleep with a valid timespec.
                 unsafe {
-                    let ts = libc::timespec { tv_sec: 0, tv_nsec: 50_000 };
+                    let ts = libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 50_000,
+                    };
                     libc::nanosleep(&ts, std::ptr::null_mut());
                 }
             }
@@ -145,7 +186,14 @@ impl Shm {
     }
 
     /// Claims a task slot and fills it in.
-    pub fn register_task(&self, tid: u32, pid: u32, ppid: u32, session: u32, parent_slot: u32) -> Option<u32> {
+    pub fn register_task(
+        &self,
+        tid: u32,
+        pid: u32,
+        ppid: u32,
+        session: u32,
+        parent_slot: u32,
+    ) -> Option<u32> {
         let slot = self.header().next_task.fetch_add(1, Ordering::Relaxed);
         if slot >= self.layout.task_slots {
             return None;
@@ -173,10 +221,18 @@ impl Shm {
 ///
 /// # Safety
 /// `buf` must be the calling thread's current buffer.
-pub unsafe fn try_append(buf: *mut BufHeader, buf_size: u32, kind: EventKind, func: u32, tsc: u64) -> bool {
+pub unsafe fn try_append(
+    buf: *mut BufHeader,
+    buf_size: u32,
+    kind: EventKind,
+    func: u32,
+    tsc: u64,
+) -> bool {
     // SAFETY: the caller owns the buffer; pos is only advanced by this thread.
     unsafe {
-        let pos = (*buf).pos.fetch_add(RawEvent::SIZE as u64, Ordering::Relaxed);
+        let pos = (*buf)
+            .pos
+            .fetch_add(RawEvent::SIZE as u64, Ordering::Relaxed);
         if pos + RawEvent::SIZE as u64 > buf_size as u64 {
             return false;
         }

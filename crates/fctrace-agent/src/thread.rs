@@ -43,11 +43,24 @@ pub struct ThreadState {
     pub tid: u32,
     pub pid: u32,
     pub session: u32,
+    /// Set when an unwinder ran: the next traced call repairs the shadow
+    /// stack (see `unwind`). While set, `shadow_end` is forced to the base
+    /// so that the next entry takes the slow path.
+    pub repair_pending: bool,
+    pub real_shadow_end: *mut ShadowEntry,
 }
 
 pub const SLOW_INIT: u64 = 1;
 pub const SLOW_FULL: u64 = 2;
 pub const SLOW_MISMATCH: u64 = 3;
+pub const SLOW_OVERFLOW: u64 = 4;
+
+/// Makes the next traced call of this thread take the slow path and
+/// repair the shadow stack first.
+pub fn request_repair(st: &mut ThreadState) {
+    st.repair_pending = true;
+    st.shadow_end = st.shadow_base;
+}
 
 fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
@@ -75,11 +88,15 @@ pub fn init_thread(shm: &Shm, session: u32, parent_slot: u32) -> Option<*mut Thr
     }
     let slot = shm.register_task(tid, pid, ppid, session, parent_slot)?;
     let buf_index = shm.acquire(tid, pid, session, slot, 0)?;
-    let base = shadow as *mut ShadowEntry;
+    // One spare entry below the base: an exit with an empty shadow stack
+    // reads it (slot 0 never matches) instead of unmapped memory.
+    // SAFETY: within the mapping.
+    let base = unsafe { (shadow as *mut ShadowEntry).add(1) };
+    // SAFETY: within the mapping.
+    let end = unsafe { base.add(SHADOW_BYTES / SHADOW_ENTRY_SIZE - 2) };
     let st = Box::leak(Box::new(ThreadState {
         shadow_top: base,
-        // SAFETY: within the mapping.
-        shadow_end: unsafe { base.add(SHADOW_BYTES / SHADOW_ENTRY_SIZE - 1) },
+        shadow_end: end,
         buf: shm.buffer(buf_index),
         shadow_base: base,
         buf_index,
@@ -88,6 +105,8 @@ pub fn init_thread(shm: &Shm, session: u32, parent_slot: u32) -> Option<*mut Thr
         tid,
         pid,
         session,
+        repair_pending: false,
+        real_shadow_end: end,
     }));
     tls::set_state(st);
     Some(st)
@@ -147,6 +166,17 @@ pub unsafe extern "C" fn slow_path(reason: u64, arg: u64) -> u64 {
                 // buffer so the program runs on; count what is lost.
                 shm.add_lost(1);
                 st.buf = crate::scratch_buffer();
+            }
+            0
+        }
+        SLOW_OVERFLOW => {
+            // SAFETY: state is set for a thread that reached the entry path.
+            let st = unsafe { &mut *tls::state() };
+            if st.repair_pending {
+                st.repair_pending = false;
+                st.shadow_end = st.real_shadow_end;
+                crate::unwind::repair(st, arg, false);
+                return 1;
             }
             0
         }

@@ -139,7 +139,8 @@ impl Layout {
         self.free_queue_offset() + self.buf_count as usize * std::mem::size_of::<QueueCell>()
     }
     pub fn buffers_offset(&self) -> usize {
-        let end = self.full_queue_offset() + self.buf_count as usize * std::mem::size_of::<QueueCell>();
+        let end =
+            self.full_queue_offset() + self.buf_count as usize * std::mem::size_of::<QueueCell>();
         end.next_multiple_of(4096)
     }
     pub fn buffer_offset(&self, index: u32) -> usize {
@@ -185,7 +186,12 @@ impl Queue<'_> {
             let seq = cell.seq.load(Ordering::Acquire);
             let diff = seq as i64 - pos as i64;
             if diff == 0 {
-                match self.tail.compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                match self.tail.compare_exchange_weak(
+                    pos,
+                    pos + 1,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
                     Ok(_) => {
                         cell.value.store(value, Ordering::Relaxed);
                         cell.seq.store(pos + 1, Ordering::Release);
@@ -210,7 +216,12 @@ impl Queue<'_> {
             let seq = cell.seq.load(Ordering::Acquire);
             let diff = seq as i64 - (pos + 1) as i64;
             if diff == 0 {
-                match self.head.compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                match self.head.compare_exchange_weak(
+                    pos,
+                    pos + 1,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
                     Ok(_) => {
                         let v = cell.value.load(Ordering::Relaxed);
                         cell.seq.store(pos + mask + 1, Ordering::Release);
@@ -244,7 +255,11 @@ mod tests {
     fn queue_fifo_and_bounds() {
         let c = cells(4);
         let (h, t) = (AtomicU64::new(0), AtomicU64::new(0));
-        let q = Queue { cells: &c, head: &h, tail: &t };
+        let q = Queue {
+            cells: &c,
+            head: &h,
+            tail: &t,
+        };
         q.init();
         assert_eq!(q.pop(), None);
         for v in 10..14 {
@@ -266,7 +281,11 @@ mod tests {
     fn queue_concurrent_no_loss() {
         let c = cells(1024);
         let (h, t) = (AtomicU64::new(0), AtomicU64::new(0));
-        let q = Queue { cells: &c, head: &h, tail: &t };
+        let q = Queue {
+            cells: &c,
+            head: &h,
+            tail: &t,
+        };
         q.init();
         let got = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|s| {
@@ -295,7 +314,9 @@ mod tests {
         });
         let mut all = got.into_inner().unwrap();
         all.sort();
-        let mut want: Vec<u64> = (0..4u64).flat_map(|p| (0..10_000).map(move |i| p * 1_000_000 + i)).collect();
+        let mut want: Vec<u64> = (0..4u64)
+            .flat_map(|p| (0..10_000).map(move |i| p * 1_000_000 + i))
+            .collect();
         want.sort();
         assert_eq!(all, want);
     }

@@ -154,7 +154,10 @@ impl SymTab {
             Some(end) => &text[..end + 1],
             None => "",
         };
-        let mut lines = complete.split_terminator('\n').enumerate().map(|(i, l)| (i + 1, l));
+        let mut lines = complete
+            .split_terminator('\n')
+            .enumerate()
+            .map(|(i, l)| (i + 1, l));
 
         let (_, first) = lines.next().ok_or_else(|| {
             SymTabError::file("the symbol table is empty (no complete line)".to_string())
@@ -172,7 +175,10 @@ impl SymTab {
                 continue;
             }
             let fields: Vec<&str> = line.split('\t').collect();
-            let p = LineParser { no, fields: &fields };
+            let p = LineParser {
+                no,
+                fields: &fields,
+            };
             match fields[0] {
                 "session" => set_once(&mut session, no, p.u32_field(1, "session id")?, "session")?,
                 "pid" => set_once(&mut pid, no, p.u32_field(1, "pid")?, "pid")?,
@@ -190,7 +196,9 @@ impl SymTab {
                     let kind = FuncKind::parse(kind_text).ok_or_else(|| {
                         SymTabError::at(
                             no,
-                            format!("unknown function kind {kind_text:?} (expected fn, plt or got)"),
+                            format!(
+                                "unknown function kind {kind_text:?} (expected fn, plt or got)"
+                            ),
                         )
                     })?;
                     let function = Function {
@@ -244,7 +252,9 @@ fn parse_version_line(line: &str) -> Result<(), SymTabError> {
     let not_symtab = || {
         SymTabError::at(
             1,
-            format!("not an fctrace symbol table (the first line must be `{SYMTAB_MAGIC} <version>`)"),
+            format!(
+                "not an fctrace symbol table (the first line must be `{SYMTAB_MAGIC} <version>`)"
+            ),
         )
     };
     let mut words = line.split(' ');
@@ -256,9 +266,9 @@ fn parse_version_line(line: &str) -> Result<(), SymTabError> {
         return Err(not_symtab());
     }
     let major_text = version.split_once('.').map_or(version, |(major, _)| major);
-    let major: u32 = major_text.parse().map_err(|_| {
-        SymTabError::at(1, format!("invalid symbol table version {version:?}"))
-    })?;
+    let major: u32 = major_text
+        .parse()
+        .map_err(|_| SymTabError::at(1, format!("invalid symbol table version {version:?}")))?;
     if major > SYMTAB_VERSION {
         return Err(SymTabError::at(
             1,
@@ -452,7 +462,10 @@ fn write_escaped(w: &mut impl Write, s: &str) -> io::Result<()> {
 /// only between lines should give a buffered writer and flush it after each
 /// call. Writers shared between threads must be serialized by the caller.
 pub fn write_header(w: &mut impl Write, session: u32, pid: u32, exe: &str) -> io::Result<()> {
-    write!(w, "{SYMTAB_MAGIC} {SYMTAB_VERSION}\nsession\t{session}\npid\t{pid}\nexe\t")?;
+    write!(
+        w,
+        "{SYMTAB_MAGIC} {SYMTAB_VERSION}\nsession\t{session}\npid\t{pid}\nexe\t"
+    )?;
     write_escaped(w, exe)?;
     w.write_all(b"\n")
 }
@@ -616,7 +629,11 @@ mod tests {
             session: 0,
             pid: 7,
             exe: "/bin/a b".into(),
-            modules: vec![Module { index: 0, base: 0x1000, path: "/bin/a b".into() }],
+            modules: vec![Module {
+                index: 0,
+                base: 0x1000,
+                path: "/bin/a b".into(),
+            }],
             functions: vec![Function {
                 id: 0,
                 module: 0,
@@ -698,9 +715,17 @@ mod tests {
             ("func\t0\t0\t0x1\t1\tfoo\ttraced\tf\n", 6, "function kind"),
             ("func\t0\t0\t0x1\t1\tfn\tmaybe\tf\n", 6, "function status"),
             ("func\t0\t0\t0x1\t1\tfn\ttraced\tf\\q\n", 6, "escape"),
-            ("func\t0\t0\t0x1\t1\tfn\ttraced\tf\\\n", 6, "unfinished escape"),
+            (
+                "func\t0\t0\t0x1\t1\tfn\ttraced\tf\\\n",
+                6,
+                "unfinished escape",
+            ),
             ("func\t0\t5\t0x1\t1\tfn\ttraced\tf\n", 6, "module 5"),
-            ("func\t1\t0\t0x1\t1\tfn\ttraced\tf\n", 6, "function id 0 is missing"),
+            (
+                "func\t1\t0\t0x1\t1\tfn\ttraced\tf\n",
+                6,
+                "function id 0 is missing",
+            ),
             (
                 "func\t0\t0\t0x1\t1\tfn\ttraced\tf\nfunc\t0\t0\t0x1\t1\tfn\ttraced\tg\n",
                 7,
@@ -734,6 +759,9 @@ mod tests {
         write_module(&mut out, &t.modules[1]).unwrap();
         write_function(&mut out, &t.functions[2]).unwrap();
         write_function(&mut out, &t.functions[1]).unwrap();
-        assert_eq!(SymTab::parse(std::str::from_utf8(&out).unwrap()).unwrap(), t);
+        assert_eq!(
+            SymTab::parse(std::str::from_utf8(&out).unwrap()).unwrap(),
+            t
+        );
     }
 }

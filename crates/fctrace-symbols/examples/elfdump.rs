@@ -34,7 +34,11 @@ fn main() {
         println!("not traceable: {e}");
     }
     println!("markers: {:?}", info.markers);
-    let padded = info.functions.iter().filter(|f| f.pad_end > f.addr + f.size).count();
+    let padded = info
+        .functions
+        .iter()
+        .filter(|f| f.pad_end > f.addr + f.size)
+        .count();
     let zero = info.functions.iter().filter(|f| f.size == 0).count();
     println!(
         "{} functions ({} zero-size, {} with padding), {} PLT entries, {} GOT imports",
@@ -66,7 +70,10 @@ fn main() {
             p.size,
             p.got,
             p.name,
-            p.version.as_deref().map(|v| format!("@{v}")).unwrap_or_default()
+            p.version
+                .as_deref()
+                .map(|v| format!("@{v}"))
+                .unwrap_or_default()
         );
     }
     for g in &info.got_imports {
@@ -74,7 +81,10 @@ fn main() {
             "  got {:#x} {}{}",
             g.got,
             g.name,
-            g.version.as_deref().map(|v| format!("@{v}")).unwrap_or_default()
+            g.version
+                .as_deref()
+                .map(|v| format!("@{v}"))
+                .unwrap_or_default()
         );
     }
 }

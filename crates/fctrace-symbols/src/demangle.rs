@@ -62,7 +62,10 @@ fn demangle_cxx(raw: &str) -> Option<String> {
             _ => ("", ""),
         };
         if !what.is_empty() {
-            return Some(format!("{what} {}", demangle_cxx(&format!("_Z{encoding}"))?));
+            return Some(format!(
+                "{what} {}",
+                demangle_cxx(&format!("_Z{encoding}"))?
+            ));
         }
     }
     let sym = cpp_demangle::Symbol::new(raw).ok()?;
@@ -73,6 +76,8 @@ fn demangle_cxx(raw: &str) -> Option<String> {
     let text = expand_std_abbreviations(&text);
     let text = integer_literals(&text);
     let text = misplaced_qualifiers(&text);
+    let text = empty_packs(&text);
+    let text = function_type_spacing(&text);
     Some(text.replace("std::nullptr_t", "decltype(nullptr)"))
 }
 
@@ -230,7 +235,12 @@ fn integer_literals(text: &str) -> String {
             };
             let sign = usize::from(rest.starts_with('-'));
             let digits = rest[sign..].bytes().take_while(u8::is_ascii_digit).count();
-            if digits == 0 || rest[sign + digits..].bytes().next().is_some_and(is_ident_byte) {
+            if digits == 0
+                || rest[sign + digits..]
+                    .bytes()
+                    .next()
+                    .is_some_and(is_ident_byte)
+            {
                 continue;
             }
             out.push_str(&rest[..sign + digits]);
@@ -287,7 +297,8 @@ fn misplaced_qualifiers(text: &str) -> String {
 fn nested_name_len(s: &str) -> usize {
     let b = s.as_bytes();
     let mut i = 0;
-    while b[i..].starts_with(b"::") && b.get(i + 2).is_some_and(|&c| is_ident_byte(c) || c == b'~') {
+    while b[i..].starts_with(b"::") && b.get(i + 2).is_some_and(|&c| is_ident_byte(c) || c == b'~')
+    {
         i += 2;
         while i < b.len() && (is_ident_byte(b[i]) || b[i] == b'~') {
             i += 1;
@@ -314,6 +325,117 @@ fn nested_name_len(s: &str) -> usize {
         }
     }
     i
+}
+
+/// Empty template parameter packs. In template arguments c++filt drops a
+/// trailing one (`f<int>`, cpp_demangle `f<int, >`); in parameter lists it
+/// drops the expansion (`f<>(int)`, cpp_demangle `f<>(int, &&)`).
+fn empty_packs(text: &str) -> String {
+    if !text.contains(", >")
+        && !text.contains(", )")
+        && !text.contains("&)")
+        && !text.contains("*)")
+    {
+        return text.to_string();
+    }
+    let text = text.replace(", >", ">");
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b')' {
+            i += 1;
+            continue;
+        }
+        // The last element of this parenthesized list: back to `(` or `, `.
+        let mut j = i;
+        while j > 0 && !matches!(b[j - 1], b'(' | b',' | b')' | b'>' | b'<') {
+            j -= 1;
+        }
+        let element = &text[j..i];
+        let only_qualifiers = element
+            .split(|c: char| c == ' ' || c == '&' || c == '*')
+            .all(|w| w.is_empty() || w == "const" || w == "volatile");
+        let opened_by = j.checked_sub(1).map(|k| b[k]);
+        // `void (*)(int)`, `char const (&) [14]`: declarators, not lists.
+        let declarator =
+            matches!(b.get(i + 1), Some(b'(') | Some(b'[')) || text[i + 1..].starts_with(" [");
+        if only_qualifiers && !declarator && matches!(opened_by, Some(b'(') | Some(b',')) {
+            // Drop the element and its `, ` separator.
+            let start = if opened_by == Some(b',') { j - 1 } else { j };
+            out.push_str(&text[last..start]);
+            last = i;
+        }
+        i += 1;
+    }
+    out.push_str(&text[last..]);
+    out
+}
+
+/// c++filt writes a function type as `R (Args)`; cpp_demangle omits the
+/// space when `R` is a qualified or template name
+/// (`std::function<N::A(int)>`). Only inside template arguments, and not for
+/// the scope of a local entity (`f<X::g(int) const::{lambda()#1}>`).
+fn function_type_spacing(text: &str) -> String {
+    if !text.contains('<') {
+        return text.to_string();
+    }
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut depth = 0usize;
+    let mut token_start = 0;
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'<' => depth += 1,
+            b'>' => depth = depth.saturating_sub(1),
+            b'(' if depth > 0 && i > 0 => {
+                let token = &text[token_start..i];
+                let prev = b[i - 1];
+                let return_type = prev == b'>' || (is_ident_byte(prev) && token.contains("::"));
+                let special = token.contains("operator")
+                    || token.contains('{')
+                    || ["decltype", "sizeof", "alignof", "noexcept", "typeid"]
+                        .iter()
+                        .any(|k| token.ends_with(k));
+                if return_type && !special && !is_scope(&text[i..]) {
+                    out.push(' ');
+                }
+            }
+            _ => {}
+        }
+        if matches!(c, b'<' | b',' | b' ' | b'(') {
+            token_start = i + 1;
+        }
+        out.push(c as char);
+    }
+    out
+}
+
+/// Whether the parenthesized group at the start of `s` is followed by `::`
+/// (after cv/ref qualifiers): a function used as the scope of a local name.
+fn is_scope(s: &str) -> bool {
+    let mut depth = 0;
+    for (i, c) in s.bytes().enumerate() {
+        match c {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    let mut rest = &s[i + 1..];
+                    while let Some(q) = [" const", " volatile", "&&", "&"]
+                        .iter()
+                        .find_map(|q| rest.strip_prefix(q))
+                    {
+                        rest = q;
+                    }
+                    return rest.starts_with("::");
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -352,12 +474,51 @@ mod tests {
             ("f(N::B&::C)", "f(N::B::C&)"),
             ("f(N::B*::C const*)", "f(N::B::C* const*)"),
             ("f(N::B const::C&)", "f(N::B::C const&)"),
-            ("f(N::B&&::C::D<int, N::B&::X>, int)", "f(N::B::C::D<int, N::B::X&>&&, int)"),
+            (
+                "f(N::B&&::C::D<int, N::B&::X>, int)",
+                "f(N::B::C::D<int, N::B::X&>&&, int)",
+            ),
             ("f(N::T<int>&::C[abi:cxx11])", "f(N::T<int>::C[abi:cxx11]&)"),
-            ("N::B::C::f(int*, int const&) const", "N::B::C::f(int*, int const&) const"),
+            (
+                "N::B::C::f(int*, int const&) const",
+                "N::B::C::f(int*, int const&) const",
+            ),
             ("operator&&(A::B)", "operator&&(A::B)"),
         ] {
             assert_eq!(misplaced_qualifiers(bad), good);
+        }
+    }
+
+    #[test]
+    fn packs_and_function_types() {
+        assert_eq!(empty_packs("void f<int, >()"), "void f<int>()");
+        assert_eq!(empty_packs("void f<>(int, &&)"), "void f<>(int)");
+        assert_eq!(empty_packs("void f<>( const&)"), "void f<>()");
+        assert_eq!(empty_packs("void f<>(*)"), "void f<>()");
+        assert_eq!(
+            empty_packs("void f<void (*)(int)>(int*)"),
+            "void f<void (*)(int)>(int*)"
+        );
+        assert_eq!(
+            empty_packs("f(char const (&) [14], int (*) [3])"),
+            "f(char const (&) [14], int (*) [3])"
+        );
+        for (raw, want) in [
+            (
+                "f<std::function<N::A(int)>, int (int)>(N::B(int))",
+                "f<std::function<N::A (int)>, int (int)>(N::B(int))",
+            ),
+            (
+                "f<std::function<A<int> >(int)> >()",
+                "f<std::function<A<int> > (int)> >()",
+            ),
+            (
+                "f<X::g(long) const::{lambda(int)#1}>()",
+                "f<X::g(long) const::{lambda(int)#1}>()",
+            ),
+            ("f<decltype(x)>()", "f<decltype(x)>()"),
+        ] {
+            assert_eq!(function_type_spacing(raw), want);
         }
     }
 

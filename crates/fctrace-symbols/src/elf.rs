@@ -118,7 +118,11 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<ElfIn
     let endian = header.endian().map_err(malformed)?;
     let e_type = header.e_type(endian);
     let e_machine = header.e_machine(endian).0;
-    let kind_err = |what: &str| Err(SymbolError(format!("{what}, not a program or shared library")));
+    let kind_err = |what: &str| {
+        Err(SymbolError(format!(
+            "{what}, not a program or shared library"
+        )))
+    };
     match e_type {
         elf::ET_EXEC | elf::ET_DYN => {}
         elf::ET_REL => return kind_err("relocatable object file (.o)"),

@@ -9,10 +9,7 @@ pub(crate) fn padding_len(b: &[u8]) -> Option<usize> {
         0xcc | 0x90 => return Some(1),
         _ => {}
     }
-    let prefixes = b
-        .iter()
-        .take_while(|&&x| x == 0x66 || x == 0x2e)
-        .count();
+    let prefixes = b.iter().take_while(|&&x| x == 0x66 || x == 0x2e).count();
     let rest = &b[prefixes..];
     let len = match *rest.first()? {
         0x90 if prefixes > 0 && b[..prefixes].iter().all(|&x| x == 0x66) => 1,
@@ -114,7 +111,9 @@ mod tests {
             &[0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0],
             &[0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0],
             &[0x66, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0],
-            &[0x66, 0x66, 0x66, 0x66, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0],
+            &[
+                0x66, 0x66, 0x66, 0x66, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0,
+            ],
         ];
         for c in cases {
             assert_eq!(padding_len(c), Some(c.len()), "{c:02x?}");
@@ -148,16 +147,25 @@ mod tests {
         );
         // endbr64; jmp *0x2f46(%rip) at 0x10b0 -> 0x4000
         assert_eq!(
-            plt_jump_slot(&[0xf3, 0x0f, 0x1e, 0xfa, 0xff, 0x25, 0x46, 0x2f, 0, 0], 0x10b0),
+            plt_jump_slot(
+                &[0xf3, 0x0f, 0x1e, 0xfa, 0xff, 0x25, 0x46, 0x2f, 0, 0],
+                0x10b0
+            ),
             Some(0x4000)
         );
         // endbr64; bnd jmp
         assert_eq!(
-            plt_jump_slot(&[0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25, 0x45, 0x2f, 0, 0], 0x10b0),
+            plt_jump_slot(
+                &[0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25, 0x45, 0x2f, 0, 0],
+                0x10b0
+            ),
             Some(0x4000)
         );
         // PLT0 (push; jmp) and IBT lazy stub (endbr64; push; jmp rel32)
-        assert_eq!(plt_jump_slot(&[0xff, 0x35, 0, 0, 0, 0, 0xff, 0x25], 0), None);
+        assert_eq!(
+            plt_jump_slot(&[0xff, 0x35, 0, 0, 0, 0, 0xff, 0x25], 0),
+            None
+        );
         assert_eq!(
             plt_jump_slot(&[0xf3, 0x0f, 0x1e, 0xfa, 0x68, 0, 0, 0, 0, 0xe9], 0),
             None

@@ -62,34 +62,53 @@ fn cplusplus_like_cxxfilt() {
     assert_eq!(demangle("_Z3foov.part.0"), "foo() [clone .part.0]");
 }
 
-/// Every mangled function name exported by libstdc++ renders as c++filt
-/// renders it.
+/// Every mangled function name exported by libstdc++ (and other C++
+/// libraries, if installed) renders as c++filt renders it.
 #[test]
-fn libstdcxx_exports_like_cxxfilt() {
-    let Some(lib) = ["/usr/lib/x86_64-linux-gnu/libstdc++.so.6"]
-        .iter()
-        .find(|p| std::path::Path::new(p).exists())
-    else {
-        eprintln!("skipped: no libstdc++");
-        return;
-    };
-    let info = fctrace_symbols::read_file(std::path::Path::new(lib)).unwrap();
-    let names: Vec<String> = info
-        .functions
-        .iter()
-        .flat_map(|f| std::iter::once(f.name.clone()).chain(f.aliases.iter().cloned()))
-        .filter(|n| n.starts_with("_Z"))
-        .collect();
-    assert!(names.len() > 1000);
-    let expected = cxxfilt(&names);
+fn cxx_library_exports_like_cxxfilt() {
+    let libs = [
+        "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+        "/usr/lib/x86_64-linux-gnu/libicui18n.so.72",
+        "/usr/lib/x86_64-linux-gnu/libapt-pkg.so.6.0",
+        "/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1",
+        "/usr/lib/x86_64-linux-gnu/libclang-cpp.so.14",
+    ];
+    let extra = std::env::var("FCTRACE_DEMANGLE_LIBS").unwrap_or_default();
+    let mut total = 0;
     let mut diffs = Vec::new();
-    for (raw, want) in names.iter().zip(&expected) {
-        let got = demangle(raw);
-        if &got != want {
-            diffs.push(format!("{raw}\n  ours:     {got}\n  c++filt:  {want}"));
+    for lib in libs
+        .iter()
+        .copied()
+        .chain(extra.split(':').filter(|s| !s.is_empty()))
+    {
+        let path = std::path::Path::new(lib);
+        if !path.exists() {
+            eprintln!("skipped: no {lib}");
+            continue;
         }
+        let info = fctrace_symbols::read_file(path).unwrap();
+        let names: Vec<String> = info
+            .functions
+            .iter()
+            .flat_map(|f| std::iter::once(f.name.clone()).chain(f.aliases.iter().cloned()))
+            .filter(|n| n.starts_with("_Z"))
+            .collect();
+        let expected = cxxfilt(&names);
+        let before = diffs.len();
+        for (raw, want) in names.iter().zip(&expected) {
+            let got = demangle(raw);
+            if &got != want {
+                diffs.push(format!("{raw}\n  ours:     {got}\n  c++filt:  {want}"));
+            }
+        }
+        eprintln!(
+            "{lib}: {} names, {} differ",
+            names.len(),
+            diffs.len() - before
+        );
+        total += names.len();
     }
-    eprintln!("{} names, {} differ", names.len(), diffs.len());
+    assert!(total > 1000 || total == 0);
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
 
@@ -104,7 +123,10 @@ fn rust_names() {
         "<core::fmt::Arguments as core::fmt::Display>::fmt"
     );
     // v0, with a generic and the crate disambiguator.
-    assert_eq!(demangle("_RNvCs15kBYyAo9fc_7mycrate7example"), "mycrate::example");
+    assert_eq!(
+        demangle("_RNvCs15kBYyAo9fc_7mycrate7example"),
+        "mycrate::example"
+    );
     assert_eq!(
         demangle("_RINvNtCs1234_4core3ptr13drop_in_placeNtCs5678_5hello4BlobEB4_"),
         "core::ptr::drop_in_place::<hello::Blob>"

@@ -116,7 +116,12 @@ fn in_exec(sections: &BTreeMap<String, (u64, u64)>, addr: u64) -> bool {
 fn check_invariants(info: &ElfInfo, data: &[u8]) {
     let sections = exec_sections(data);
     for w in info.functions.windows(2) {
-        assert!(w[0].addr < w[1].addr, "sorted, unique: {:?} {:?}", w[0], w[1]);
+        assert!(
+            w[0].addr < w[1].addr,
+            "sorted, unique: {:?} {:?}",
+            w[0],
+            w[1]
+        );
     }
     for f in &info.functions {
         assert!(f.addr != 0);
@@ -163,7 +168,9 @@ fn check_against_nm(info: &ElfInfo, path: &Path, data: &[u8]) {
     for args in [&["--defined-only"][..], &["-D", "--defined-only"]] {
         for line in run("nm", args, path).lines() {
             let parts: Vec<&str> = line.split_whitespace().collect();
-            let [addr, ty, name] = parts[..] else { continue };
+            let [addr, ty, name] = parts[..] else {
+                continue;
+            };
             if !matches!(ty, "T" | "t" | "W" | "i") {
                 continue;
             }
@@ -181,7 +188,10 @@ fn check_against_nm(info: &ElfInfo, path: &Path, data: &[u8]) {
             checked += 1;
         }
     }
-    eprintln!("{}: {checked} nm text symbols found, {colds} .cold excluded", path.display());
+    eprintln!(
+        "{}: {checked} nm text symbols found, {colds} .cold excluded",
+        path.display()
+    );
     assert!(checked > 0);
 }
 
@@ -196,8 +206,12 @@ fn disassemble(path: &Path) -> BTreeMap<u64, (u64, String)> {
         let (Some(addr), Some(bytes)) = (cols.next(), cols.next()) else {
             continue;
         };
-        let Some(addr) = addr.trim().strip_suffix(':') else { continue };
-        let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
+        let Some(addr) = addr.trim().strip_suffix(':') else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(addr, 16) else {
+            continue;
+        };
         let len = bytes.split_whitespace().count() as u64;
         let insn = cols.next().unwrap_or("").trim().to_string();
         out.insert(addr, (len, insn));
@@ -228,9 +242,16 @@ fn check_padding(info: &ElfInfo, path: &Path, maximal: bool) -> usize {
         let mut at = f.end();
         while at < f.pad_end {
             let Some((len, insn)) = insns.get(&at) else {
-                panic!("{}: no instruction at {at:#x} in padding of {f:?}", path.display());
+                panic!(
+                    "{}: no instruction at {at:#x} in padding of {f:?}",
+                    path.display()
+                );
             };
-            assert!(is_padding_insn(insn), "{}: {insn} at {at:#x} in padding of {f:?}", path.display());
+            assert!(
+                is_padding_insn(insn),
+                "{}: {insn} at {at:#x} in padding of {f:?}",
+                path.display()
+            );
             at += len;
         }
         assert_eq!(at, f.pad_end, "padding of {f:?} ends mid-instruction");
@@ -268,10 +289,18 @@ fn objdump_plt(path: &Path) -> BTreeMap<u64, String> {
     let mut out = BTreeMap::new();
     for line in run("objdump", &["-d", "-w"], path).lines() {
         // "0000000000001030 <free@plt>:"
-        let Some((addr, rest)) = line.split_once(" <") else { continue };
-        let Some(label) = rest.strip_suffix(">:") else { continue };
-        let Some(name) = label.strip_suffix("@plt") else { continue };
-        let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
+        let Some((addr, rest)) = line.split_once(" <") else {
+            continue;
+        };
+        let Some(label) = rest.strip_suffix(">:") else {
+            continue;
+        };
+        let Some(name) = label.strip_suffix("@plt") else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(addr, 16) else {
+            continue;
+        };
         if name.starts_with("*ABS*") {
             continue;
         }
@@ -366,7 +395,11 @@ fn gcc_variants() {
         let optimized = flags.contains(&"-O2");
         assert_eq!(
             info.kind,
-            if no_pie { ElfKind::Executable } else { ElfKind::PieExecutable }
+            if no_pie {
+                ElfKind::Executable
+            } else {
+                ElfKind::PieExecutable
+            }
         );
         assert!(info.is_x86_64 && !info.is_static && info.has_symtab);
         assert_eq!(info.machine, "x86_64");
@@ -375,7 +408,9 @@ fn gcc_variants() {
         assert_eq!(info.entry, func(&info, "_start").addr);
 
         // Functions.
-        for name in ["main", "inc", "work", "die", "report", "_start", "_init", "_fini"] {
+        for name in [
+            "main", "inc", "work", "die", "report", "_start", "_init", "_fini",
+        ] {
             let f = func(&info, name);
             assert!(f.global, "{f:?}");
             assert!(!f.ifunc);
@@ -399,7 +434,10 @@ fn gcc_variants() {
             // The cold part is a boundary for the padding of what precedes it.
             let cold = nm.lines().find(|l| l.ends_with(" work.cold")).unwrap();
             let cold = u64::from_str_radix(cold.split(' ').next().unwrap(), 16).unwrap();
-            assert!(info.functions.iter().all(|f| f.addr >= cold || f.pad_end <= cold));
+            assert!(info
+                .functions
+                .iter()
+                .all(|f| f.addr >= cold || f.pad_end <= cold));
         }
         check_against_nm(&info, &built.path, &data);
         let padded = check_padding(&info, &built.path, true);
@@ -415,7 +453,11 @@ fn gcc_variants() {
         let got_names: HashSet<&str> = info.got_imports.iter().map(|g| g.name.as_str()).collect();
         for name in ["puts", "strlen", "malloc", "free", "printf"] {
             if no_plt {
-                assert!(got_names.contains(name), "{name} not in {:?}", info.got_imports);
+                assert!(
+                    got_names.contains(name),
+                    "{name} not in {:?}",
+                    info.got_imports
+                );
                 assert!(!plt_names.contains_key(name));
             } else {
                 let p = plt_names
@@ -476,15 +518,27 @@ int main(int argc, char **argv) {
         let ours: BTreeMap<u64, String> =
             info.plt.iter().map(|p| (p.addr, p.name.clone())).collect();
         assert_eq!(ours, objdump_plt(&built.path));
-        assert!(info.functions_named("_ZN3geo3lenERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE").count() == 1);
+        assert!(
+            info.functions_named(
+                "_ZN3geo3lenERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
+            )
+            .count()
+                == 1
+        );
         assert!(info.functions_named("_Z5twiceIiET_S0_").count() == 1);
         assert!(info.plt.iter().any(|p| p.name == "__cxa_throw"));
         assert!(info.plt.iter().any(|p| p.name == "_Znwm"));
         #[cfg(feature = "demangle")]
         {
-            let names: Vec<String> =
-                info.functions.iter().map(|f| fctrace_symbols::demangle(&f.name)).collect();
-            assert!(names.iter().any(|n| n == "int twice<int>(int)"), "{names:?}");
+            let names: Vec<String> = info
+                .functions
+                .iter()
+                .map(|f| fctrace_symbols::demangle(&f.name))
+                .collect();
+            assert!(
+                names.iter().any(|n| n == "int twice<int>(int)"),
+                "{names:?}"
+            );
         }
     }
 }
@@ -529,7 +583,11 @@ fn main() {
         assert_eq!(ours, objdump_plt(&path));
         // rustc calls libc through the GOT, not the PLT.
         let got: HashSet<&str> = info.got_imports.iter().map(|g| g.name.as_str()).collect();
-        eprintln!("rust {opt}: {} GOT imports, {} PLT entries", got.len(), info.plt.len());
+        eprintln!(
+            "rust {opt}: {} GOT imports, {} PLT entries",
+            got.len(),
+            info.plt.len()
+        );
         for name in ["malloc", "free", "write"] {
             assert!(got.contains(name), "{name} not in {got:?}");
         }
@@ -562,7 +620,10 @@ fn system_libc() {
     let strlen = info.functions_named("strlen").next().unwrap();
     assert!(strlen.ifunc && strlen.global, "{strlen:?}");
     let printf = func(&info, "printf");
-    assert!(!printf.ifunc && printf.global && printf.size > 0, "{printf:?}");
+    assert!(
+        !printf.ifunc && printf.global && printf.size > 0,
+        "{printf:?}"
+    );
     // Preferred over the alias _IO_printf.
     assert_eq!(printf.name, "printf");
     let malloc = func(&info, "malloc");

@@ -52,7 +52,10 @@ fn replay_parser_reads_cpp_names_threads_and_unwound_frames() {
    9.000 us [   11] | } /* worker(void*) */
 ";
     let r = parse_replay(text).unwrap();
-    assert_eq!(r.threads.iter().map(|t| t.tid).collect::<Vec<_>>(), vec![10, 11]);
+    assert_eq!(
+        r.threads.iter().map(|t| t.tid).collect::<Vec<_>>(),
+        vec![10, 11]
+    );
     assert_eq!(
         outline(&r.thread(10).unwrap().roots),
         expected_outline(
@@ -132,12 +135,22 @@ calls=7 0
 0 1
 ";
     let cg = parse_callgrind(text).unwrap();
-    let get = |o: &str, f: &str| cg.calls.get(&(o.to_string(), f.to_string())).copied().unwrap_or(0);
+    let get = |o: &str, f: &str| {
+        cg.calls
+            .get(&(o.to_string(), f.to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
     assert_eq!(get("/lib/libc.so.6", "puts"), 1);
     assert_eq!(get("/bin/prog", "fib"), 1 + 2 + 4);
     assert_eq!(get("/bin/prog", "cmp"), 7);
     assert_eq!(get("/bin/prog", "puts"), 0);
-    assert_eq!(cg.self_calls.get(&("/bin/prog".to_string(), "fib".to_string())).copied(), Some(6));
+    assert_eq!(
+        cg.self_calls
+            .get(&("/bin/prog".to_string(), "fib".to_string()))
+            .copied(),
+        Some(6)
+    );
 }
 
 #[test]
@@ -195,7 +208,12 @@ fn callgrind_counts_dense_o0_as_the_program_says() {
         ("strings", 1),
     ];
     for (name, n) in want {
-        assert_eq!(c.get(*name).copied(), Some(*n), "callgrind count of {name} in {}: {c:?}", exe.display());
+        assert_eq!(
+            c.get(*name).copied(),
+            Some(*n),
+            "callgrind count of {name} in {}: {c:?}",
+            exe.display()
+        );
     }
     // qsort's comparator is called from libc, at least n-1 times.
     assert!(c["cmp_int"] >= 39_999, "cmp_int: {}", c["cmp_int"]);
@@ -224,15 +242,34 @@ fn callgrind_on_tree_o2_shapes() {
     let get = |n: &str| c.get(n).copied().unwrap_or(0);
     assert_eq!(get("main"), 1);
     assert_eq!(get("h"), 1, "the tail jump g -> h counts as a call");
-    assert_eq!(get("inc"), 2, "one call from nest2, one tail jump from rec(1)");
+    assert_eq!(
+        get("inc"),
+        2,
+        "one call from nest2, one tail jump from rec(1)"
+    );
     assert_eq!(get("rec"), 3, "recursion: rec + rec'2");
-    assert_eq!(get("spin_entry"), 3, "spin_entry(3) jumps to its own entry twice");
-    let self_calls = cg.self_calls.get(&(exe.to_string_lossy().into_owned(), "spin_entry".into())).copied();
+    assert_eq!(
+        get("spin_entry"),
+        3,
+        "spin_entry(3) jumps to its own entry twice"
+    );
+    let self_calls = cg
+        .self_calls
+        .get(&(exe.to_string_lossy().into_owned(), "spin_entry".into()))
+        .copied();
     assert_eq!(self_calls, Some(2));
     assert_eq!(get("sum_to"), 1, "a loop head at offset 2 is not an entry");
-    assert_eq!(get("checked.cold"), 1, "the jump into the .cold part counts as a call");
+    assert_eq!(
+        get("checked.cold"),
+        1,
+        "the jump into the .cold part counts as a call"
+    );
     assert_eq!(get("scale.constprop.0"), 2);
-    assert_eq!(get("_start"), 1, "ld.so jumps to _start: a jump into another object counts");
+    assert_eq!(
+        get("_start"),
+        1,
+        "ld.so jumps to _start: a jump into another object counts"
+    );
 }
 
 /// The comparison itself, fed with callgrind's own counts as if fctrace had
@@ -244,7 +281,10 @@ fn comparison_accepts_the_oracle_itself() {
     let syms = function_symbols(&exe);
     let counts = cg.of_object(&exe);
     let mut functions = Vec::new();
-    for s in syms.iter().filter(|s| !CRT_FUNCTIONS.contains(&s.name.as_str()) && !s.name.contains(".cold")) {
+    for s in syms
+        .iter()
+        .filter(|s| !CRT_FUNCTIONS.contains(&s.name.as_str()) && !s.name.contains(".cold"))
+    {
         let mut n = counts.get(&s.name).copied().unwrap_or(0);
         if s.name == "spin_entry" {
             n = 1;
@@ -261,17 +301,40 @@ fn comparison_accepts_the_oracle_itself() {
             avg_ns: 0.0,
         });
     }
-    let rep = Report { functions, tasks: vec![], events: 0, lost_events: 0 };
+    let rep = Report {
+        functions,
+        tasks: vec![],
+        events: 0,
+        lost_events: 0,
+    };
     let c = compare_with_callgrind(&exe, &rep, &cg, &CompareOptions::default()).unwrap();
-    assert!(c.self_entry.iter().any(|(n, total, want)| n == "spin_entry" && *total == 3 && *want == 1), "{c:?}");
+    assert!(
+        c.self_entry
+            .iter()
+            .any(|(n, total, want)| n == "spin_entry" && *total == 3 && *want == 1),
+        "{c:?}"
+    );
     assert!(c.excluded.iter().any(|(n, _)| n == "checked.cold"), "{c:?}");
     // And a wrong count is caught, with its name in the message.
     let mut bad = rep.clone();
-    bad.functions.iter_mut().find(|f| f.symbol == "leaf").unwrap().calls += 1;
+    bad.functions
+        .iter_mut()
+        .find(|f| f.symbol == "leaf")
+        .unwrap()
+        .calls += 1;
     let err = compare_with_callgrind(&exe, &bad, &cg, &CompareOptions::default()).unwrap_err();
     assert!(err.contains("leaf: fctrace 4, callgrind 3"), "{err}");
     // A .cold part reported by fctrace is an error.
     let mut cold = rep.clone();
-    cold.functions.push(FnStat { symbol: "checked.cold".into(), name: "checked.cold".into(), calls: 1, ..rep.functions[0].clone() });
-    assert!(compare_with_callgrind(&exe, &cold, &cg, &CompareOptions::default()).unwrap_err().contains(".cold"));
+    cold.functions.push(FnStat {
+        symbol: "checked.cold".into(),
+        name: "checked.cold".into(),
+        calls: 1,
+        ..rep.functions[0].clone()
+    });
+    assert!(
+        compare_with_callgrind(&exe, &cold, &cg, &CompareOptions::default())
+            .unwrap_err()
+            .contains(".cold")
+    );
 }

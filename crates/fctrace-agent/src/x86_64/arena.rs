@@ -19,7 +19,10 @@ fn mapped_ranges() -> Vec<(u64, u64)> {
         .filter_map(|l| {
             let range = l.split_whitespace().next()?;
             let (a, b) = range.split_once('-')?;
-            Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?))
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
         })
         .collect();
     v.sort();
@@ -52,7 +55,13 @@ impl Arena {
             let first = gs + PAGE;
             let last = ge - PAGE - size;
             // prefer the spot nearest the module
-            let want = if first >= hi { first } else if last + size <= lo { last } else { continue };
+            let want = if first >= hi {
+                first
+            } else if last + size <= lo {
+                last
+            } else {
+                continue;
+            };
             let end = want + size;
             let reach_ok = end.saturating_sub(lo) < REACH && hi.saturating_sub(want) < REACH;
             if reach_ok {
@@ -74,7 +83,11 @@ impl Arena {
             };
             if p != libc::MAP_FAILED {
                 if p as u64 == c {
-                    return Some(Arena { base: c, size: size as usize, used: 0 });
+                    return Some(Arena {
+                        base: c,
+                        size: size as usize,
+                        used: 0,
+                    });
                 }
                 // SAFETY: unmapping what we just mapped.
                 unsafe { libc::munmap(p, size as usize) };
@@ -106,6 +119,12 @@ impl Arena {
     /// Makes the arena read+execute only.
     pub fn seal(&self) {
         // SAFETY: the range is our own mapping.
-        unsafe { libc::mprotect(self.base as *mut libc::c_void, self.size, libc::PROT_READ | libc::PROT_EXEC) };
+        unsafe {
+            libc::mprotect(
+                self.base as *mut libc::c_void,
+                self.size,
+                libc::PROT_READ | libc::PROT_EXEC,
+            )
+        };
     }
 }

@@ -14,7 +14,10 @@
 //! takes no lock and makes no system call. Per-thread data is reached with
 //! one `fs:`-relative load at the agent's initial-exec TLS offset.
 
-use crate::thread::{OFF_BUF, OFF_SHADOW_END, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE, SLOW_FULL, SLOW_INIT, SLOW_MISMATCH};
+use crate::thread::{
+    OFF_BUF, OFF_SHADOW_END, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE, SLOW_FULL, SLOW_INIT,
+    SLOW_MISMATCH, SLOW_OVERFLOW,
+};
 use fctrace_format::event::{EventKind, RawEvent, KIND_BITS};
 use iced_x86::code_asm::*;
 use iced_x86::{BlockEncoderOptions, IcedError};
@@ -42,9 +45,14 @@ pub struct Common {
 }
 
 /// Saves every caller-saved register and the whole extended state, calls
-/// `slow_path(reason, arg)`, restores. `arg_slot` (if any) passes the
+/// `slow_path(reason, arg)`, restores; ZF is clear when it returned non-zero. `arg_slot` (if any) passes the
 /// stack address `rsp_at_call_site + arg_slot` as the argument.
-fn slow_call(a: &mut CodeAssembler, p: &Params, reason: u64, arg_slot: Option<i32>) -> Result<(), IcedError> {
+fn slow_call(
+    a: &mut CodeAssembler,
+    p: &Params,
+    reason: u64,
+    arg_slot: Option<i32>,
+) -> Result<(), IcedError> {
     for r in [rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11, rbx] {
         a.push(r)?;
     }
@@ -66,6 +74,8 @@ fn slow_call(a: &mut CodeAssembler, p: &Params, reason: u64, arg_slot: Option<i3
     }
     a.mov(rax, p.slow_path)?;
     a.call(rax)?;
+    // The result is passed back in ZF (nothing below changes the flags).
+    a.test(rax, rax)?;
     a.mov(eax, -1)?;
     a.mov(edx, -1)?;
     a.xrstor64(ptr(rsp))?;
@@ -146,6 +156,10 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     a.ret()?;
     a.set_label(&mut overflow)?;
     a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ent)?;
+    // Either a repair request (after an unwinder ran: retry once it is
+    // done) or a real overflow (count the call as lost, let it through).
+    slow_call(&mut a, p, SLOW_OVERFLOW, Some(40))?;
+    a.jnz(retry)?;
     a.mov(rcx, p.lost_counter)?;
     a.lock().add(qword_ptr(rcx), 2)?; // this call's entry and exit
     a.jmp(pass)?;

@@ -23,8 +23,8 @@
 
 use super::codegen::Common;
 use iced_x86::{
-    BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock,
-    MemoryOperand, Mnemonic, OpKind, Register,
+    BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction,
+    InstructionBlock, MemoryOperand, Mnemonic, OpKind, Register,
 };
 
 const JMP_LEN: usize = 5;
@@ -54,7 +54,10 @@ pub struct Plan {
 fn is_terminator(i: &Instruction) -> bool {
     matches!(
         i.flow_control(),
-        FlowControl::Return | FlowControl::UnconditionalBranch | FlowControl::IndirectBranch | FlowControl::Interrupt
+        FlowControl::Return
+            | FlowControl::UnconditionalBranch
+            | FlowControl::IndirectBranch
+            | FlowControl::Interrupt
     ) || i.mnemonic() == Mnemonic::Ud2
         || i.mnemonic() == Mnemonic::Hlt
 }
@@ -74,9 +77,36 @@ fn decode_all(bytes: &[u8], ip: u64) -> Result<Vec<Instruction>, String> {
 
 fn branch_target(i: &Instruction) -> Option<u64> {
     match i.op0_kind() {
-        OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64 => Some(i.near_branch_target()),
+        OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64 => {
+            Some(i.near_branch_target())
+        }
         _ => None,
     }
+}
+
+/// The extent of a function whose symbol has no size (hand-written
+/// assembly, crt files): a linear sweep from its entry that stops at a
+/// terminator once every forward branch seen so far has been passed, and
+/// never beyond `code` (which ends at the next symbol).
+pub fn infer_size(addr: u64, code: &[u8]) -> Option<usize> {
+    let mut d = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
+    let mut furthest = addr;
+    while d.can_decode() {
+        let i = d.decode();
+        if i.is_invalid() {
+            return None;
+        }
+        if let Some(t) = branch_target(&i) {
+            if i.flow_control() != FlowControl::Call && t > furthest && t < addr + code.len() as u64
+            {
+                furthest = t;
+            }
+        }
+        if is_terminator(&i) && i.next_ip() > furthest {
+            return Some((i.next_ip() - addr) as usize);
+        }
+    }
+    None
 }
 
 /// `addr`: runtime address of the function; `code`: its bytes from `addr`
@@ -86,7 +116,11 @@ pub fn plan(addr: u64, size: usize, code: &[u8]) -> Result<Plan, String> {
         return Err("symbol has no size".into());
     }
     let size = size.min(code.len());
-    let off = if code[..size].starts_with(&ENDBR64) { ENDBR64.len() } else { 0 };
+    let off = if code[..size].starts_with(&ENDBR64) {
+        ENDBR64.len()
+    } else {
+        0
+    };
     let start = addr + off as u64;
     let room = code.len() - off; // function rest plus padding
     if room < JMP_LEN {
@@ -148,8 +182,17 @@ pub fn plan(addr: u64, size: usize, code: &[u8]) -> Result<Plan, String> {
             return Err("a branch targets its first bytes, and it has an indirect jump".into());
         }
         let last = body.last().unwrap();
-        let resume = if is_terminator(last) { None } else { Some(addr + size as u64) };
-        return Ok(Plan { patch_at: start, patch_len: JMP_LEN, moved: body, resume });
+        let resume = if is_terminator(last) {
+            None
+        } else {
+            Some(addr + size as u64)
+        };
+        return Ok(Plan {
+            patch_at: start,
+            patch_len: JMP_LEN,
+            moved: body,
+            resume,
+        });
     }
     for i in &moved {
         check_movable(i, moved.last().map(|l| l.ip()) == Some(i.ip()))?;
@@ -160,7 +203,12 @@ pub fn plan(addr: u64, size: usize, code: &[u8]) -> Result<Plan, String> {
     } else {
         Some(start + len as u64)
     };
-    Ok(Plan { patch_at: start, patch_len, moved, resume })
+    Ok(Plan {
+        patch_at: start,
+        patch_len,
+        moved,
+        resume,
+    })
 }
 
 fn check_movable(i: &Instruction, is_last: bool) -> Result<(), String> {
@@ -178,7 +226,14 @@ fn check_movable(i: &Instruction, is_last: bool) -> Result<(), String> {
         }
         FlowControl::XbeginXabortXend => Err("transactional instruction in its first bytes".into()),
         _ => {
-            if matches!(i.mnemonic(), Mnemonic::Jrcxz | Mnemonic::Jecxz | Mnemonic::Loop | Mnemonic::Loope | Mnemonic::Loopne) {
+            if matches!(
+                i.mnemonic(),
+                Mnemonic::Jrcxz
+                    | Mnemonic::Jecxz
+                    | Mnemonic::Loop
+                    | Mnemonic::Loope
+                    | Mnemonic::Loopne
+            ) {
                 return Err(format!("{:?} in its first bytes", i.mnemonic()));
             }
             Ok(())
@@ -192,19 +247,36 @@ fn check_movable(i: &Instruction, is_last: bool) -> Result<(), String> {
 fn rewrite_call(i: &Instruction, out: &mut Vec<Instruction>) -> Result<(), String> {
     let err = |e: iced_x86::IcedError| e.to_string();
     let ret = i.next_ip();
-    let mut lea = Instruction::with2(Code::Lea_r64_m, Register::RSP, MemoryOperand::with_base_displ(Register::RSP, -8)).map_err(err)?;
+    let mut lea = Instruction::with2(
+        Code::Lea_r64_m,
+        Register::RSP,
+        MemoryOperand::with_base_displ(Register::RSP, -8),
+    )
+    .map_err(err)?;
     lea.set_ip(i.ip());
     out.push(lea);
     out.push(
-        Instruction::with2(Code::Mov_rm32_imm32, MemoryOperand::with_base(Register::RSP), ret as u32).map_err(err)?,
+        Instruction::with2(
+            Code::Mov_rm32_imm32,
+            MemoryOperand::with_base(Register::RSP),
+            ret as u32,
+        )
+        .map_err(err)?,
     );
     out.push(
-        Instruction::with2(Code::Mov_rm32_imm32, MemoryOperand::with_base_displ(Register::RSP, 4), (ret >> 32) as u32)
-            .map_err(err)?,
+        Instruction::with2(
+            Code::Mov_rm32_imm32,
+            MemoryOperand::with_base_displ(Register::RSP, 4),
+            (ret >> 32) as u32,
+        )
+        .map_err(err)?,
     );
     match i.op0_kind() {
         OpKind::NearBranch64 | OpKind::NearBranch32 | OpKind::NearBranch16 => {
-            out.push(Instruction::with_branch(Code::Jmp_rel32_64, i.near_branch_target()).map_err(err)?);
+            out.push(
+                Instruction::with_branch(Code::Jmp_rel32_64, i.near_branch_target())
+                    .map_err(err)?,
+            );
         }
         OpKind::Register => {
             out.push(Instruction::with1(Code::Jmp_rm64, i.op0_register()).map_err(err)?);
@@ -223,7 +295,11 @@ fn rewrite_call(i: &Instruction, out: &mut Vec<Instruction>) -> Result<(), Strin
                 i.memory_index(),
                 i.memory_index_scale(),
                 displ,
-                if base == Register::RIP { 8 } else { i.memory_displ_size() },
+                if base == Register::RIP {
+                    8
+                } else {
+                    i.memory_displ_size()
+                },
                 false,
                 i.segment_prefix(),
             );
@@ -242,7 +318,13 @@ pub struct Stub {
 }
 
 /// Builds the stub for `plan`, to be placed at `at`.
-pub fn build_stub(plan: &Plan, at: u64, common: &Common, id: u32, mode: Mode) -> Result<Stub, String> {
+pub fn build_stub(
+    plan: &Plan,
+    at: u64,
+    common: &Common,
+    id: u32,
+    mode: Mode,
+) -> Result<Stub, String> {
     let err = |e: iced_x86::IcedError| e.to_string();
     let body_ip = plan.moved[0].ip();
     let mut v: Vec<Instruction> = Vec::with_capacity(plan.moved.len() + 12);
@@ -255,8 +337,12 @@ pub fn build_stub(plan: &Plan, at: u64, common: &Common, id: u32, mode: Mode) ->
             v.push(Instruction::with1(Code::Pop_r64, Register::RAX).map_err(err)?);
             v.push(Instruction::with_branch(Code::Jne_rel32_64, body_ip).map_err(err)?);
             v.push(
-                Instruction::with2(Code::Lea_r64_m, Register::RSP, MemoryOperand::with_base_displ(Register::RSP, 8))
-                    .map_err(err)?,
+                Instruction::with2(
+                    Code::Lea_r64_m,
+                    Register::RSP,
+                    MemoryOperand::with_base_displ(Register::RSP, 8),
+                )
+                .map_err(err)?,
             );
             v.push(Instruction::with_branch(Code::Call_rel32_64, body_ip).map_err(err)?);
             ret_index = Some(v.len());
@@ -269,7 +355,10 @@ pub fn build_stub(plan: &Plan, at: u64, common: &Common, id: u32, mode: Mode) ->
         }
     }
     for i in &plan.moved {
-        if matches!(i.flow_control(), FlowControl::Call | FlowControl::IndirectCall) {
+        if matches!(
+            i.flow_control(),
+            FlowControl::Call | FlowControl::IndirectCall
+        ) {
             rewrite_call(i, &mut v)?;
         } else {
             v.push(*i);
@@ -279,10 +368,17 @@ pub fn build_stub(plan: &Plan, at: u64, common: &Common, id: u32, mode: Mode) ->
         v.push(Instruction::with_branch(Code::Jmp_rel32_64, r).map_err(err)?);
     }
     let block = InstructionBlock::new(&v, at);
-    let res = BlockEncoder::encode(64, block, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
-        .map_err(|e| format!("cannot relocate its first instructions: {e}"))?;
+    let res = BlockEncoder::encode(
+        64,
+        block,
+        BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
+    )
+    .map_err(|e| format!("cannot relocate its first instructions: {e}"))?;
     let ret_site = ret_index.map(|k| at + res.new_instruction_offsets[k] as u64);
-    Ok(Stub { code: res.code_buffer, ret_site })
+    Ok(Stub {
+        code: res.code_buffer,
+        ret_site,
+    })
 }
 
 /// The bytes that replace the function's first `plan.patch_len` bytes.

@@ -321,8 +321,8 @@ impl ChunkDecoder {
     /// Starts decoding `payload`; `Err` with a reason if its layout is wrong.
     pub(crate) fn reset(&mut self, payload: Vec<u8>, header: &ChunkHeader) -> Result<(), String> {
         let mut pos = 0;
-        let codes_len = get_varint(&payload, &mut pos)
-            .ok_or("the code stream length is unreadable")?;
+        let codes_len =
+            get_varint(&payload, &mut pos).ok_or("the code stream length is unreadable")?;
         let codes_end = usize::try_from(codes_len)
             .ok()
             .and_then(|l| pos.checked_add(l))
@@ -401,7 +401,10 @@ mod tests {
         assert_eq!(get_varint(&[0xff; 11], &mut pos), None);
         let mut pos = 0;
         assert_eq!(
-            get_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02], &mut pos),
+            get_varint(
+                &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02],
+                &mut pos
+            ),
             None
         );
     }

@@ -257,7 +257,11 @@ pub(crate) enum ClockMap {
         ns1: u64,
     },
     /// From one pair and the frequency.
-    Rate { tsc0: u64, ns0: u64, ns_per_tick: f64 },
+    Rate {
+        tsc0: u64,
+        ns0: u64,
+        ns_per_tick: f64,
+    },
 }
 
 impl ClockMap {

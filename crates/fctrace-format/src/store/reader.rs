@@ -344,7 +344,10 @@ impl TaskEvents {
         if header.codec != CODEC_ZSTD {
             return Err(self.corrupt(
                 offset,
-                format!("unknown compression {} (written by a newer fctrace?)", header.codec),
+                format!(
+                    "unknown compression {} (written by a newer fctrace?)",
+                    header.codec
+                ),
             ));
         }
         let payload = zstd::bulk::decompress(&data, header.raw_len as usize)

@@ -177,7 +177,10 @@ fn round_trip_several_tasks() {
             let n = (rng.below(5000) as usize).min(all.len() - *cursor);
             let mut batch = all[*cursor..*cursor + n].to_vec();
             if n > 0 && rng.below(4) == 0 {
-                batch.insert(rng.below(n as u64) as usize, RawEvent { word: 0xff, tsc: 1 });
+                batch.insert(
+                    rng.below(n as u64) as usize,
+                    RawEvent { word: 0xff, tsc: 1 },
+                );
                 invalid += 1;
             }
             w.append(tid, &batch).unwrap();
@@ -320,8 +323,25 @@ fn flipped_bytes_are_reported_not_panicking() {
     let (path, events) = damaged_fixture(&dir, 100_000);
     let bytes = fs::read(&path).unwrap();
     let mut rng = Rng(99);
-    let mut offsets: Vec<usize> = (0..60).map(|_| rng.below(bytes.len() as u64) as usize).collect();
-    offsets.extend([0, 8, 12, 16, 17, 20, 24, 40, 48, 52, 55, 56, 60, bytes.len() - 1]);
+    let mut offsets: Vec<usize> = (0..60)
+        .map(|_| rng.below(bytes.len() as u64) as usize)
+        .collect();
+    offsets.extend([
+        0,
+        8,
+        12,
+        16,
+        17,
+        20,
+        24,
+        40,
+        48,
+        52,
+        55,
+        56,
+        60,
+        bytes.len() - 1,
+    ]);
     for off in offsets {
         for mask in [0x01u8, 0x80, 0xff] {
             let mut damaged = bytes.clone();
@@ -378,7 +398,14 @@ fn newer_versions_are_refused() {
     )
     .unwrap();
     let err = Trace::open(&dir).unwrap_err();
-    assert!(matches!(err, StoreError::NewerVersion { found: 2, supported: 1, .. }));
+    assert!(matches!(
+        err,
+        StoreError::NewerVersion {
+            found: 2,
+            supported: 1,
+            ..
+        }
+    ));
     assert!(err.to_string().contains("newer"), "{err}");
     fs::write(&info_path, &text).unwrap();
 
@@ -387,12 +414,19 @@ fn newer_versions_are_refused() {
     fs::write(&path, &bytes).unwrap();
     let trace = Trace::open(&dir).unwrap();
     let err = trace.events(1).err().unwrap();
-    assert!(matches!(err, StoreError::NewerVersion { found: 2, .. }), "{err}");
+    assert!(
+        matches!(err, StoreError::NewerVersion { found: 2, .. }),
+        "{err}"
+    );
 
     write_symtab_file(&dir, 0);
     let sym = session_path(&dir, 0);
     let text = fs::read_to_string(&sym).unwrap();
-    fs::write(&sym, text.replacen("fctrace-symtab 1", "fctrace-symtab 3", 1)).unwrap();
+    fs::write(
+        &sym,
+        text.replacen("fctrace-symtab 1", "fctrace-symtab 3", 1),
+    )
+    .unwrap();
     let trace = Trace::open(&dir).unwrap();
     assert!(trace.sessions.is_empty());
     assert_eq!(trace.load_warnings.len(), 1);
@@ -410,7 +444,10 @@ fn open_errors_are_clear() {
     let err = Trace::open(&missing).unwrap_err();
     assert_eq!(
         err.to_string(),
-        format!("no trace at {}: run `fctrace record` first", missing.display())
+        format!(
+            "no trace at {}: run `fctrace record` first",
+            missing.display()
+        )
     );
 
     let err = Trace::open(tmp.path()).unwrap_err();
@@ -430,7 +467,10 @@ fn open_errors_are_clear() {
     let info_path = dir.join(INFO_FILE);
     for (text, needle) in [
         ("", "EOF"),
-        ("{\"format\": \"fctrace-trace\", \"format_version\": 1", "EOF"),
+        (
+            "{\"format\": \"fctrace-trace\", \"format_version\": 1",
+            "EOF",
+        ),
         ("[1]", "not a JSON object"),
         ("{\"format\": \"other\"}", "does not say"),
         ("{\"format\": \"fctrace-trace\"}", "format_version"),
@@ -455,7 +495,10 @@ fn create_moves_old_trace_aside_and_refuses_others() {
 
     damaged_fixture(&dir, 10);
     fs::write(dir.join("marker"), "first").unwrap();
-    TraceWriter::create(&dir).unwrap().finish(sample_info(&[1])).unwrap();
+    TraceWriter::create(&dir)
+        .unwrap()
+        .finish(sample_info(&[1]))
+        .unwrap();
     assert_eq!(fs::read_to_string(old.join("marker")).unwrap(), "first");
     assert!(!dir.join("marker").exists());
 

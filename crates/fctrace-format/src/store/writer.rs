@@ -245,7 +245,8 @@ impl TraceWriter {
         header.crc = ChunkHeader::checksum(&header.to_bytes(), &compressed);
         let header_bytes = header.to_bytes();
 
-        let mut out = Vec::with_capacity(codec::FILE_HEADER_LEN + CHUNK_HEADER_LEN + compressed.len());
+        let mut out =
+            Vec::with_capacity(codec::FILE_HEADER_LEN + CHUNK_HEADER_LEN + compressed.len());
         if !stream.started {
             out.extend_from_slice(&codec::file_header(tid));
         }

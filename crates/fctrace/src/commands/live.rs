@@ -11,11 +11,14 @@ pub fn run(args: LiveArgs) -> anyhow::Result<ExitCode> {
     let _ = std::fs::remove_dir_all(&tmp);
     let result = (|| -> anyhow::Result<ExitCode> {
         let out = recorder::record(&args.command, &tmp, &args.trace)?;
-        let trace = fctrace_format::store::Trace::open(&tmp).context("reading the recorded trace")?;
+        let trace =
+            fctrace_format::store::Trace::open(&tmp).context("reading the recorded trace")?;
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();
         crate::output::tree::print_tree(&trace, &mut lock)?;
-        Ok(ExitCode::from(out.exit.as_ref().map(recorder::exit_code).unwrap_or(1)))
+        Ok(ExitCode::from(
+            out.exit.as_ref().map(recorder::exit_code).unwrap_or(1),
+        ))
     })();
     let _ = std::fs::remove_dir_all(&tmp);
     result

@@ -6,5 +6,7 @@ use std::process::ExitCode;
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let out = recorder::record(&args.command, &args.dir, &args.trace)?;
-    Ok(ExitCode::from(out.exit.as_ref().map(recorder::exit_code).unwrap_or(1)))
+    Ok(ExitCode::from(
+        out.exit.as_ref().map(recorder::exit_code).unwrap_or(1),
+    ))
 }

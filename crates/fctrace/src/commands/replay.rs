@@ -1,6 +1,14 @@
-//! PLACEHOLDER (lead): replaced by the real command.
-pub fn run(args: crate::cli::ReplayArgs) -> anyhow::Result<std::process::ExitCode> {
-    let trace = fctrace_format::store::Trace::open(&args.dir)?;
-    crate::output::tree::print_tree(&trace, &mut std::io::stdout())?;
-    Ok(std::process::ExitCode::SUCCESS)
+//! `fctrace replay`: print the call tree of a recorded trace.
+
+use crate::cli::ReplayArgs;
+use crate::output::tree;
+use fctrace_format::store::Trace;
+use std::io;
+use std::process::ExitCode;
+
+pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let trace = Trace::open(&args.dir)?;
+    let stdout = io::stdout();
+    tree::print_tree(&trace, &mut stdout.lock())?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,48 @@
-//! PLACEHOLDER (lead): replaced by the real command.
-pub fn run(args: crate::cli::ReportArgs) -> anyhow::Result<std::process::ExitCode> {
-    let trace = fctrace_format::store::Trace::open(&args.dir)?;
-    crate::output::tree::print_tree(&trace, &mut std::io::stdout())?;
-    Ok(std::process::ExitCode::SUCCESS)
+//! `fctrace report`: per-function statistics of a recorded trace.
+
+use crate::cli::{Format, ReportArgs};
+use crate::output::{report, warn};
+use anyhow::Context;
+use fctrace_format::store::Trace;
+use std::io::{self, BufWriter, Write};
+use std::process::ExitCode;
+
+pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    let trace = Trace::open(&args.dir)?;
+    for w in &trace.load_warnings {
+        warn(w);
+    }
+    let mut stats = report::aggregate(&trace);
+    report::sort(&mut stats.functions, args.sort);
+
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let written = match args.format {
+        Format::Text => report::write_text(&mut out, &stats.functions),
+        Format::Json => {
+            report::write_json(&mut out, &trace, &stats.functions, stats.lost_in_streams)
+        }
+    }
+    .and_then(|()| out.flush());
+    if let Err(e) = written {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            return Ok(ExitCode::SUCCESS);
+        }
+        return Err(e).context("cannot write the report");
+    }
+
+    let lost = trace.info.lost_events.max(stats.lost_in_streams);
+    if lost > 0 {
+        warn(&format!(
+            "{lost} events were lost: the statistics are incomplete"
+        ));
+    }
+    let mut errors = stats.errors.into_iter();
+    if let Some(first) = errors.next() {
+        for other in errors {
+            warn(&other.to_string());
+        }
+        return Err(first.into());
+    }
+    Ok(ExitCode::SUCCESS)
 }

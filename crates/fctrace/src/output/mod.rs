@@ -14,12 +14,14 @@ pub(crate) mod testutil;
 
 use std::io;
 
-/// A duration as a 10-character column: `{:7.3}` of the value in the
-/// largest unit that keeps it below 1000, a space and a 2-character unit
-/// (`ns`, `us`, `ms`, `s `). Examples: `  0.210 us`, `120.000 ns`,
-/// `  1.500 s `. Only durations of 1000 s or more are wider.
+/// A duration as a 10-character column, as uftrace prints it: `{:7.3}` of
+/// the value in the smallest of `us`, `ms`, `s ` that keeps it below 1000,
+/// a space and the 2-character unit. Sub-microsecond durations are shown
+/// in microseconds (`  0.210 us`: the 3 decimals are nanoseconds).
+/// Examples: `  0.210 us`, `  5.774 us`, ` 12.500 ms`, `  1.500 s `. Only
+/// durations of 1000 s or more are wider.
 pub fn duration(ns: u64) -> String {
-    const UNITS: [(f64, &str); 3] = [(1.0, "ns"), (1e3, "us"), (1e6, "ms")];
+    const UNITS: [(f64, &str); 2] = [(1e3, "us"), (1e6, "ms")];
     let ns_f = ns as f64;
     for (div, unit) in UNITS {
         let v = ns_f / div;
@@ -52,20 +54,29 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(duration(0), "  0.000 ns");
-        assert_eq!(duration(120), "120.000 ns");
-        assert_eq!(duration(999), "999.000 ns");
+        assert_eq!(duration(0), "  0.000 us");
+        assert_eq!(duration(120), "  0.120 us");
+        assert_eq!(duration(999), "  0.999 us");
         assert_eq!(duration(1000), "  1.000 us");
-        assert_eq!(duration(210), "210.000 ns");
         assert_eq!(duration(5_774), "  5.774 us");
         assert_eq!(duration(999_999), "999.999 us");
         assert_eq!(duration(1_000_000), "  1.000 ms");
+        assert_eq!(duration(12_500_000), " 12.500 ms");
         assert_eq!(duration(999_999_600), "  1.000 s ");
         assert_eq!(duration(12_345_678_901), " 12.346 s ");
-        for ns in [0, 1, 999, 1000, 999_999, 12_345_678, 999_999_999, 999_999_999_999] {
+        for ns in [
+            0,
+            1,
+            999,
+            1000,
+            999_999,
+            12_345_678,
+            999_999_999,
+            999_999_000_000,
+        ] {
             assert_eq!(duration(ns).len(), 10, "{ns}");
         }
-        assert_eq!(duration(u64::MAX).len(), 20);
+        assert_eq!(duration(1_000_000_000_000), "1000.000 s ");
     }
 
     #[test]

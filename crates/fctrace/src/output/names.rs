@@ -104,7 +104,9 @@ mod tests {
     fn parameter_lists() {
         assert!(has_parameter_list("f(int)"));
         assert!(has_parameter_list("S::m() const &&"));
-        assert!(has_parameter_list("f(int) [clone .constprop.0] [clone .isra.1]"));
+        assert!(has_parameter_list(
+            "f(int) [clone .constprop.0] [clone .isra.1]"
+        ));
         assert!(!has_parameter_list("<fn(i32) as T>::f"));
         assert!(!has_parameter_list("plain"));
     }

@@ -1,1 +1,481 @@
-//! PLACEHOLDER (lead): replaced by the real report module.
+//! Per-function statistics (`fctrace report`).
+//!
+//! A function is identified by the module that defines it and its raw
+//! symbol name, so the same function is merged across tasks, processes and
+//! sessions (whose function ids differ). Per function:
+//! - `calls`: entries;
+//! - `total`: the sum of the durations of its calls, where a call nested in
+//!   another call of the same function in the same task (recursion) is not
+//!   added again;
+//! - `self`: the sum over its calls of the duration minus the durations of
+//!   the direct children;
+//! - `min`/`avg`/`max`: over the calls that have an exit (`Exit` or
+//!   `Unwind`); a call still open when its task ends counts in `calls`
+//!   only.
+
+use super::duration;
+use super::names::unknown;
+use crate::cli::SortKey;
+use fctrace_format::event::EventKind;
+use fctrace_format::store::{StoreError, Trace};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+/// The statistics of one function.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FuncStats {
+    /// Demangled name (without `()`).
+    pub name: String,
+    /// Raw ELF symbol name.
+    pub symbol: String,
+    /// Path of the ELF object defining the function.
+    pub module: String,
+    pub calls: u64,
+    pub total_ns: u64,
+    pub self_ns: u64,
+    /// Calls that have an exit.
+    pub returned: u64,
+    /// Sum of the durations of the calls that have an exit (recursive ones
+    /// included): the numerator of the average.
+    pub sum_ns: u64,
+    pub min_ns: Option<u64>,
+    pub max_ns: Option<u64>,
+}
+
+impl FuncStats {
+    pub fn avg_ns(&self) -> Option<u64> {
+        (self.returned > 0).then(|| {
+            // Rounded to the nearest nanosecond.
+            ((u128::from(self.sum_ns) + u128::from(self.returned) / 2) / u128::from(self.returned))
+                as u64
+        })
+    }
+}
+
+/// The statistics of a whole trace.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// In no particular order until [`sort`].
+    pub functions: Vec<FuncStats>,
+    /// Sum of the counts of the `Lost` records met.
+    pub lost_in_streams: u64,
+    /// Tasks whose events could not all be read (their readable part is
+    /// counted).
+    pub errors: Vec<StoreError>,
+}
+
+struct Frame {
+    func: u32,
+    stats: usize,
+    entry_ns: u64,
+    children_ns: u64,
+}
+
+/// Reads every task of `trace` once and computes the statistics.
+pub fn aggregate(trace: &Trace) -> Report {
+    let mut report = Report::default();
+    // (module, symbol) -> index in report.functions
+    let mut by_key: HashMap<(String, String), usize> = HashMap::new();
+    // (session, func id) -> index in report.functions
+    let mut by_id: HashMap<(u32, u32), usize> = HashMap::new();
+
+    for task in &trace.info.tasks {
+        let events = match trace.events(task.tid) {
+            Ok(events) => events,
+            Err(e) => {
+                report.errors.push(e);
+                continue;
+            }
+        };
+        let session = task.session;
+        let mut stack: Vec<Frame> = Vec::new();
+        // Open calls per function in this task, for recursion.
+        let mut open: HashMap<usize, u32> = HashMap::new();
+        for event in events {
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    report.errors.push(e);
+                    break;
+                }
+            };
+            match event.kind {
+                EventKind::Entry => {
+                    let stats = *by_id.entry((session, event.func)).or_insert_with(|| {
+                        let (name, symbol, module) = describe(trace, session, event.func);
+                        *by_key
+                            .entry((module.clone(), symbol.clone()))
+                            .or_insert_with(|| {
+                                report.functions.push(FuncStats {
+                                    name,
+                                    symbol,
+                                    module,
+                                    ..FuncStats::default()
+                                });
+                                report.functions.len() - 1
+                            })
+                    });
+                    report.functions[stats].calls += 1;
+                    *open.entry(stats).or_insert(0) += 1;
+                    stack.push(Frame {
+                        func: event.func,
+                        stats,
+                        entry_ns: event.ns,
+                        children_ns: 0,
+                    });
+                }
+                EventKind::Exit | EventKind::Unwind => {
+                    let Some(j) = stack.iter().rposition(|f| f.func == event.func) else {
+                        continue; // entry not recorded: no duration
+                    };
+                    // Frames above it did not return: no time for them.
+                    for frame in stack.drain(j + 1..) {
+                        if let Some(n) = open.get_mut(&frame.stats) {
+                            *n -= 1;
+                        }
+                    }
+                    let frame = stack.pop().expect("frame j exists");
+                    let dur = event.ns.saturating_sub(frame.entry_ns);
+                    let n = open.entry(frame.stats).or_insert(1);
+                    *n -= 1;
+                    let outermost = *n == 0;
+                    let f = &mut report.functions[frame.stats];
+                    f.returned += 1;
+                    f.sum_ns = f.sum_ns.saturating_add(dur);
+                    f.self_ns = f
+                        .self_ns
+                        .saturating_add(dur.saturating_sub(frame.children_ns));
+                    if outermost {
+                        f.total_ns = f.total_ns.saturating_add(dur);
+                    }
+                    f.min_ns = Some(f.min_ns.map_or(dur, |m| m.min(dur)));
+                    f.max_ns = Some(f.max_ns.map_or(dur, |m| m.max(dur)));
+                    if let Some(parent) = stack.last_mut() {
+                        parent.children_ns = parent.children_ns.saturating_add(dur);
+                    }
+                }
+                EventKind::Lost => {
+                    report.lost_in_streams =
+                        report.lost_in_streams.saturating_add(u64::from(event.func));
+                }
+            }
+        }
+    }
+    report
+}
+
+/// `(name, symbol, module)` of a function id of a session.
+fn describe(trace: &Trace, session: u32, func: u32) -> (String, String, String) {
+    let table = trace.sessions.get(&session);
+    match table.and_then(|t| Some((t, t.function(func)?))) {
+        Some((table, f)) => (
+            fctrace_symbols::demangle(&f.name),
+            f.name.clone(),
+            table
+                .module(f.module)
+                .map_or_else(String::new, |m| m.path.clone()),
+        ),
+        None => (unknown(func), unknown(func), format!("<session {session}>")),
+    }
+}
+
+/// Sorts by `key`, descending; ties by name.
+pub fn sort(functions: &mut [FuncStats], key: SortKey) {
+    functions.sort_by(|a, b| {
+        let primary = match key {
+            SortKey::Total => b.total_ns.cmp(&a.total_ns),
+            SortKey::SelfTime => b.self_ns.cmp(&a.self_ns),
+            SortKey::Calls => b.calls.cmp(&a.calls),
+        };
+        primary
+            .then(b.total_ns.cmp(&a.total_ns))
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.module.cmp(&b.module))
+    });
+}
+
+fn time_column(ns: Option<u64>) -> String {
+    ns.map_or_else(|| "-".to_string(), duration)
+}
+
+/// The text table, uftrace style.
+pub fn write_text(out: &mut dyn Write, functions: &[FuncStats]) -> io::Result<()> {
+    writeln!(
+        out,
+        "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  Function",
+        "Total time", "Self time", "Calls", "Min time", "Avg time", "Max time"
+    )?;
+    writeln!(
+        out,
+        "  {0}  {0}  {0}  {0}  {0}  {0}  {1}",
+        "=".repeat(10),
+        "=".repeat(20)
+    )?;
+    for f in functions {
+        writeln!(
+            out,
+            "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {}",
+            duration(f.total_ns),
+            duration(f.self_ns),
+            f.calls,
+            time_column(f.min_ns),
+            time_column(f.avg_ns()),
+            time_column(f.max_ns),
+            f.name
+        )?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    functions: Vec<JsonFunction<'a>>,
+    tasks: Vec<JsonTask<'a>>,
+    events: u64,
+    lost_events: u64,
+}
+
+#[derive(Serialize)]
+struct JsonFunction<'a> {
+    name: &'a str,
+    symbol: &'a str,
+    module: &'a str,
+    calls: u64,
+    total_ns: u64,
+    self_ns: u64,
+    min_ns: Option<u64>,
+    max_ns: Option<u64>,
+    avg_ns: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct JsonTask<'a> {
+    tid: u32,
+    pid: u32,
+    ppid: u32,
+    session: u32,
+    comm: &'a str,
+}
+
+/// The JSON document: `{"functions": [...], "tasks": [...], "events": N,
+/// "lost_events": N}`; `min_ns`/`max_ns`/`avg_ns` are `null` for a function
+/// none of whose calls returned.
+pub fn write_json(
+    out: &mut dyn Write,
+    trace: &Trace,
+    functions: &[FuncStats],
+    lost_in_streams: u64,
+) -> io::Result<()> {
+    let doc = JsonReport {
+        functions: functions
+            .iter()
+            .map(|f| JsonFunction {
+                name: &f.name,
+                symbol: &f.symbol,
+                module: &f.module,
+                calls: f.calls,
+                total_ns: f.total_ns,
+                self_ns: f.self_ns,
+                min_ns: f.min_ns,
+                max_ns: f.max_ns,
+                avg_ns: f.avg_ns(),
+            })
+            .collect(),
+        tasks: trace
+            .info
+            .tasks
+            .iter()
+            .map(|t| JsonTask {
+                tid: t.tid,
+                pid: t.pid,
+                ppid: t.ppid,
+                session: t.session,
+                comm: &t.comm,
+            })
+            .collect(),
+        events: trace.info.events,
+        lost_events: trace.info.lost_events.max(lost_in_streams),
+    };
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    writeln!(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::testutil::{default_symtab, ev, fake_trace_with, FakeTask, LIBC, PROG};
+    use fctrace_format::event::EventKind::{Entry, Exit, Lost, Unwind};
+
+    fn find<'a>(r: &'a Report, symbol: &str) -> &'a FuncStats {
+        r.functions
+            .iter()
+            .find(|f| f.symbol == symbol)
+            .unwrap_or_else(|| panic!("no {symbol}"))
+    }
+
+    fn sample() -> (tempfile::TempDir, Trace) {
+        // Session 1 is the same program with other ids: 0 <-> 3 swapped.
+        let mut s1 = default_symtab(1);
+        s1.functions.swap(0, 3);
+        s1.functions[0].id = 0;
+        s1.functions[3].id = 3;
+        fake_trace_with(
+            &[default_symtab(0), s1],
+            &[
+                FakeTask::main(
+                    10,
+                    vec![
+                        ev(Entry, 0, 0),   // main
+                        ev(Entry, 4, 100), // foo(3)
+                        ev(Entry, 4, 200), // foo(2)
+                        ev(Entry, 4, 300), // foo(1)
+                        ev(Entry, 2, 350), // strtol
+                        ev(Exit, 2, 390),
+                        ev(Exit, 4, 400),  // foo(1) = 100
+                        ev(Exit, 4, 600),  // foo(2) = 400
+                        ev(Entry, 3, 700), // leaf
+                        ev(Exit, 3, 750),
+                        ev(Exit, 4, 1_000),  // foo(3) = 900
+                        ev(Entry, 1, 1_100), // parse_args: never returns
+                        ev(Entry, 3, 1_200), // leaf (30), child of parse_args
+                        ev(Unwind, 3, 1_230),
+                        ev(Lost, 4, 1_300),
+                        ev(Exit, 0, 2_000), // main = 2000, closes parse_args
+                    ],
+                ),
+                FakeTask {
+                    session: 1,
+                    ..FakeTask::main(
+                        20,
+                        vec![
+                            ev(Entry, 3, 5_000), // main in session 1
+                            ev(Entry, 0, 5_010), // leaf
+                            ev(Exit, 0, 5_020),
+                            ev(Entry, 2, 5_100), // strtol
+                        ],
+                    )
+                },
+            ],
+        )
+    }
+
+    #[test]
+    fn aggregation() {
+        let (_dir, trace) = sample();
+        let r = aggregate(&trace);
+        assert!(r.errors.is_empty());
+        assert_eq!(r.lost_in_streams, 4);
+        assert_eq!(r.functions.len(), 5);
+
+        let main = find(&r, "main");
+        assert_eq!((main.calls, main.returned), (2, 1));
+        assert_eq!(main.total_ns, 2_000);
+        // children: foo(3) 900; parse_args did not return.
+        assert_eq!(main.self_ns, 1_100);
+        assert_eq!(
+            (main.min_ns, main.max_ns, main.avg_ns()),
+            (Some(2000), Some(2000), Some(2000))
+        );
+        assert_eq!(main.module, PROG);
+        assert_eq!(main.name, "main");
+
+        let foo = find(&r, "_Z3fooi");
+        assert_eq!(foo.name, "foo(int)");
+        assert_eq!((foo.calls, foo.returned), (3, 3));
+        // Recursion counted once: only the outermost 900.
+        assert_eq!(foo.total_ns, 900);
+        // self: foo(1) 100-40, foo(2) 400-100, foo(3) 900-400-50
+        assert_eq!(foo.self_ns, 60 + 300 + 450);
+        assert_eq!(foo.min_ns, Some(100));
+        assert_eq!(foo.max_ns, Some(900));
+        assert_eq!(foo.avg_ns(), Some(467)); // 1400 / 3 rounded
+
+        let leaf = find(&r, "leaf");
+        assert_eq!((leaf.calls, leaf.returned), (3, 3));
+        assert_eq!((leaf.total_ns, leaf.self_ns), (50 + 30 + 10, 90));
+        assert_eq!((leaf.min_ns, leaf.max_ns), (Some(10), Some(50)));
+
+        let strtol = find(&r, "strtol");
+        assert_eq!(strtol.module, LIBC);
+        assert_eq!((strtol.calls, strtol.returned, strtol.total_ns), (2, 1, 40));
+
+        let parse = find(&r, "parse_args");
+        assert_eq!((parse.calls, parse.returned, parse.total_ns), (1, 0, 0));
+        assert_eq!(parse.avg_ns(), None);
+    }
+
+    #[test]
+    fn sorting_and_text() {
+        let (_dir, trace) = sample();
+        let mut r = aggregate(&trace);
+        sort(&mut r.functions, SortKey::Total);
+        let order: Vec<_> = r.functions.iter().map(|f| f.symbol.as_str()).collect();
+        assert_eq!(order, ["main", "_Z3fooi", "leaf", "strtol", "parse_args"]);
+        sort(&mut r.functions, SortKey::SelfTime);
+        assert_eq!(r.functions[0].symbol, "main");
+        assert_eq!(r.functions[1].symbol, "_Z3fooi");
+        sort(&mut r.functions, SortKey::Calls);
+        let order: Vec<_> = r.functions.iter().map(|f| f.symbol.as_str()).collect();
+        assert_eq!(order, ["_Z3fooi", "leaf", "main", "strtol", "parse_args"]);
+
+        sort(&mut r.functions, SortKey::Total);
+        let mut out = Vec::new();
+        write_text(&mut out, &r.functions[..2]).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "  Total time   Self time       Calls    Min time    Avg time    Max time  Function
+  ==========  ==========  ==========  ==========  ==========  ==========  ====================
+    2.000 us    1.100 us           2    2.000 us    2.000 us    2.000 us  main
+    0.900 us    0.810 us           3    0.100 us    0.467 us    0.900 us  foo(int)
+"
+        );
+        let mut out = Vec::new();
+        write_text(&mut out, &r.functions[4..]).unwrap();
+        assert!(String::from_utf8(out)
+            .unwrap()
+            .ends_with("    0.000 us    0.000 us           1           -           -           -  parse_args\n"));
+    }
+
+    #[test]
+    fn json_keys() {
+        let (_dir, trace) = sample();
+        let mut r = aggregate(&trace);
+        sort(&mut r.functions, SortKey::Total);
+        let mut out = Vec::new();
+        write_json(&mut out, &trace, &r.functions, r.lost_in_streams).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let keys = |v: &serde_json::Value| {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        assert_eq!(keys(&v), ["events", "functions", "lost_events", "tasks"]);
+        assert_eq!(
+            keys(&v["functions"][0]),
+            [
+                "avg_ns", "calls", "max_ns", "min_ns", "module", "name", "self_ns", "symbol",
+                "total_ns"
+            ]
+        );
+        assert_eq!(
+            keys(&v["tasks"][0]),
+            ["comm", "pid", "ppid", "session", "tid"]
+        );
+        let foo = &v["functions"][1];
+        assert_eq!(foo["name"], "foo(int)");
+        assert_eq!(foo["symbol"], "_Z3fooi");
+        assert_eq!(foo["module"], PROG);
+        assert_eq!(foo["calls"], 3);
+        assert_eq!(foo["total_ns"], 900);
+        assert_eq!(foo["self_ns"], 810);
+        assert_eq!(foo["min_ns"], 100);
+        assert_eq!(foo["max_ns"], 900);
+        assert_eq!(foo["avg_ns"], 467);
+        assert_eq!(v["functions"][4]["avg_ns"], serde_json::Value::Null);
+        assert_eq!(v["events"], 20);
+        assert_eq!(v["lost_events"], 4);
+        assert_eq!(v["tasks"][1]["session"], 1);
+        assert_eq!(v["tasks"][1]["tid"], 20);
+    }
+}

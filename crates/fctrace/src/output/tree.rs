@@ -1,17 +1,470 @@
-//! PLACEHOLDER (lead): a raw dump until the real tree printer lands.
-use fctrace_format::store::Trace;
-pub fn print_tree(trace: &Trace, w: &mut dyn std::io::Write) -> anyhow::Result<()> {
-    for t in &trace.info.tasks {
-        let sym = trace.sessions.get(&t.session);
-        let mut depth = 0usize;
-        for e in trace.events(t.tid)? {
-            let e = e?;
-            let name = sym.and_then(|s| s.function(e.func)).map(|f| f.name.clone()).unwrap_or_default();
-            match e.kind {
-                fctrace_format::event::EventKind::Entry => { writeln!(w, "[{}] {}{}() {{", t.tid, "  ".repeat(depth), name)?; depth += 1; }
-                _ => { depth = depth.saturating_sub(1); writeln!(w, "[{}] {}}} /* {} */ {:?} {}", t.tid, "  ".repeat(depth), name, e.kind, e.ns)?; }
+//! The call tree, uftrace style:
+//!
+//! ```text
+//! # DURATION     TID     FUNCTION
+//!             [ 4321] | main() {
+//!             [ 4321] |   parse_args() {
+//!    0.210 us [ 4321] |     strtol();
+//!    0.902 us [ 4321] |   } /* parse_args */
+//!    0.118 us [ 4321] |   leaf();
+//!    5.774 us [ 4321] | } /* main */
+//! ```
+//!
+//! The tasks' streams are merged by timestamp (a k-way merge: memory does
+//! not grow with the trace). Rules:
+//! - a function whose exit directly follows its entry in its own task is a
+//!   leaf, one line `name();` with its duration;
+//! - otherwise `name() {` at entry and `} /* name */` with the duration at
+//!   exit; 2 spaces of indent per depth, each task from depth 0;
+//! - an exit by `Unwind` adds ` (unwound)`;
+//! - an exit of a function that is open but not on top closes the frames
+//!   above it with `} /* name */ (not returned)`, without duration; so do
+//!   the frames still open when a task's events end;
+//! - an exit of a function that is not open at all (its entry was not
+//!   recorded) prints `} /* name */ (entry not recorded)`;
+//! - a `Lost` record prints `... N events lost ...`.
+
+use super::names::CallNames;
+use super::{duration, is_broken_pipe, warn};
+use fctrace_format::event::EventKind;
+use fctrace_format::store::{Event, StoreError, TaskEvents, Trace};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{self, BufWriter, Write};
+use std::rc::Rc;
+
+/// The first line of the tree.
+pub const HEADER: &str = "# DURATION     TID     FUNCTION";
+
+/// What [`write_tree`] met besides the lines it wrote.
+#[derive(Debug, Default)]
+pub struct TreeSummary {
+    /// Events read.
+    pub events: u64,
+    /// Sum of the counts of the `Lost` records met.
+    pub lost_in_streams: u64,
+    /// Tasks whose events could not all be read: the error ended that
+    /// task's part of the tree (the other tasks went on).
+    pub errors: Vec<StoreError>,
+}
+
+/// Prints the call tree of `trace` to `out` (buffered internally), then on
+/// stderr: warnings for lost events and for the trace's load warnings.
+/// Fails if a task file is unreadable, truncated or corrupt (after printing
+/// everything that could be read) or if writing fails; a closed pipe
+/// (`| head`) is not a failure.
+pub fn print_tree(trace: &Trace, out: &mut dyn Write) -> anyhow::Result<()> {
+    for w in &trace.load_warnings {
+        warn(w);
+    }
+    let summary = match write_tree(trace, out) {
+        Ok(summary) => summary,
+        Err(e) => {
+            let e = anyhow::Error::from(e);
+            if is_broken_pipe(&e) {
+                return Ok(());
+            }
+            return Err(e.context("cannot write the call tree"));
+        }
+    };
+    let lost = trace.info.lost_events.max(summary.lost_in_streams);
+    if lost > 0 {
+        warn(&format!(
+            "{lost} events were lost: parts of the tree are missing"
+        ));
+    }
+    let mut errors = summary.errors.into_iter();
+    if let Some(first) = errors.next() {
+        for other in errors {
+            warn(&other.to_string());
+        }
+        return Err(first.into());
+    }
+    Ok(())
+}
+
+/// Writes the call tree of `trace` to `out`. Errors reading a task are
+/// collected in the summary, not returned; only a write error is.
+pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary> {
+    let mut out = BufWriter::with_capacity(1 << 16, out);
+    let mut summary = TreeSummary::default();
+    let mut names = CallNames::new(trace);
+    writeln!(out, "{HEADER}")?;
+
+    let mut tasks: Vec<TaskState> = Vec::with_capacity(trace.info.tasks.len());
+    let mut heap = BinaryHeap::new();
+    for info in &trace.info.tasks {
+        match trace.events(info.tid) {
+            Ok(events) => {
+                let mut task = TaskState {
+                    tid: info.tid,
+                    session: info.session,
+                    events,
+                    head: None,
+                    stack: Vec::new(),
+                };
+                task.advance(&mut summary);
+                if let Some(head) = task.head {
+                    heap.push(Reverse((head.ns, head.tsc, tasks.len())));
+                }
+                tasks.push(task);
+            }
+            Err(e) => summary.errors.push(e),
+        }
+    }
+
+    while let Some(Reverse((_, _, i))) = heap.pop() {
+        let task = &mut tasks[i];
+        let Some(event) = task.head.take() else {
+            continue;
+        };
+        task.advance(&mut summary);
+        task.handle(event, &mut out, &mut names, &mut summary)?;
+        match task.head {
+            Some(head) => heap.push(Reverse((head.ns, head.tsc, i))),
+            None => task.finish(&mut out)?,
+        }
+    }
+    out.flush()?;
+    Ok(summary)
+}
+
+struct Frame {
+    func: u32,
+    name: Rc<str>,
+    entry_ns: u64,
+}
+
+struct TaskState {
+    tid: u32,
+    session: u32,
+    events: TaskEvents,
+    /// The next event (one of lookahead, for leaf detection and merging).
+    head: Option<Event>,
+    stack: Vec<Frame>,
+}
+
+/// One line: duration column, task, indent, text.
+fn line(
+    out: &mut impl Write,
+    dur: Option<u64>,
+    tid: u32,
+    depth: usize,
+    text: std::fmt::Arguments<'_>,
+) -> io::Result<()> {
+    match dur {
+        Some(ns) => write!(out, " {} ", duration(ns))?,
+        None => out.write_all(b"            ")?,
+    }
+    writeln!(out, "[{tid:>5}] | {:indent$}{text}", "", indent = depth * 2)
+}
+
+/// The closing-line name: without the `()` appended for C/Rust names.
+fn bare(name: &str) -> &str {
+    name.strip_suffix("()").unwrap_or(name)
+}
+
+impl TaskState {
+    /// Reads the next event into `head`; a read error ends the task.
+    fn advance(&mut self, summary: &mut TreeSummary) {
+        self.head = match self.events.next() {
+            Some(Ok(event)) => {
+                summary.events += 1;
+                Some(event)
+            }
+            Some(Err(e)) => {
+                summary.errors.push(e);
+                None
+            }
+            None => None,
+        };
+    }
+
+    fn handle(
+        &mut self,
+        event: Event,
+        out: &mut impl Write,
+        names: &mut CallNames,
+        summary: &mut TreeSummary,
+    ) -> io::Result<()> {
+        let tid = self.tid;
+        let depth = self.stack.len();
+        match event.kind {
+            EventKind::Entry => {
+                let name = names.get(self.session, event.func);
+                let leaf_exit = match self.head {
+                    Some(next)
+                        if next.func == event.func
+                            && matches!(next.kind, EventKind::Exit | EventKind::Unwind) =>
+                    {
+                        Some(next)
+                    }
+                    _ => None,
+                };
+                match leaf_exit {
+                    Some(exit) => {
+                        self.advance(summary);
+                        let dur = exit.ns.saturating_sub(event.ns);
+                        let note = unwound_note(exit.kind);
+                        line(out, Some(dur), tid, depth, format_args!("{name};{note}"))
+                    }
+                    None => {
+                        line(out, None, tid, depth, format_args!("{name} {{"))?;
+                        self.stack.push(Frame {
+                            func: event.func,
+                            name,
+                            entry_ns: event.ns,
+                        });
+                        Ok(())
+                    }
+                }
+            }
+            EventKind::Exit | EventKind::Unwind => {
+                match self.stack.iter().rposition(|f| f.func == event.func) {
+                    Some(j) => {
+                        while self.stack.len() > j + 1 {
+                            self.close_not_returned(out)?;
+                        }
+                        let frame = self.stack.pop().expect("frame j exists");
+                        let dur = event.ns.saturating_sub(frame.entry_ns);
+                        let note = unwound_note(event.kind);
+                        line(
+                            out,
+                            Some(dur),
+                            tid,
+                            j,
+                            format_args!("}} /* {} */{note}", bare(&frame.name)),
+                        )
+                    }
+                    None => {
+                        let name = names.get(self.session, event.func);
+                        line(
+                            out,
+                            None,
+                            tid,
+                            depth,
+                            format_args!("}} /* {} */ (entry not recorded)", bare(&name)),
+                        )
+                    }
+                }
+            }
+            EventKind::Lost => {
+                summary.lost_in_streams += u64::from(event.func);
+                line(
+                    out,
+                    None,
+                    tid,
+                    depth,
+                    format_args!("... {} events lost ...", event.func),
+                )
             }
         }
     }
-    Ok(())
+
+    fn close_not_returned(&mut self, out: &mut impl Write) -> io::Result<()> {
+        if let Some(frame) = self.stack.pop() {
+            let depth = self.stack.len();
+            line(
+                out,
+                None,
+                self.tid,
+                depth,
+                format_args!("}} /* {} */ (not returned)", bare(&frame.name)),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The task's events have ended: close what is still open.
+    fn finish(&mut self, out: &mut impl Write) -> io::Result<()> {
+        while !self.stack.is_empty() {
+            self.close_not_returned(out)?;
+        }
+        Ok(())
+    }
+}
+
+fn unwound_note(kind: EventKind) -> &'static str {
+    if kind == EventKind::Unwind {
+        " (unwound)"
+    } else {
+        ""
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::testutil::{ev, fake_trace, FakeTask};
+    use fctrace_format::event::EventKind::{Entry, Exit, Lost, Unwind};
+
+    fn render(trace: &Trace) -> (String, TreeSummary) {
+        let mut out = Vec::new();
+        let summary = write_tree(trace, &mut out).unwrap();
+        (String::from_utf8(out).unwrap(), summary)
+    }
+
+    #[test]
+    fn example_from_the_spec() {
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf
+        let (_dir, trace) = fake_trace(&[FakeTask::main(
+            4321,
+            vec![
+                ev(Entry, 0, 1000),
+                ev(Entry, 1, 1100),
+                ev(Entry, 2, 1200),
+                ev(Exit, 2, 1410),
+                ev(Exit, 1, 2002),
+                ev(Entry, 3, 3000),
+                ev(Exit, 3, 3118),
+                ev(Exit, 0, 6774),
+            ],
+        )]);
+        let (text, summary) = render(&trace);
+        assert_eq!(
+            text,
+            "\
+# DURATION     TID     FUNCTION
+            [ 4321] | main() {
+            [ 4321] |   parse_args() {
+   0.210 us [ 4321] |     strtol();
+   0.902 us [ 4321] |   } /* parse_args */
+   0.118 us [ 4321] |   leaf();
+   5.774 us [ 4321] | } /* main */
+"
+        );
+        assert_eq!(summary.events, 8);
+        assert!(summary.errors.is_empty());
+    }
+
+    #[test]
+    fn unwound_not_returned_lost_unknown_and_cpp() {
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf, 4 _Z3fooi, 5 _ZNK1S3getEv
+        let (_dir, trace) = fake_trace(&[FakeTask::main(
+            7,
+            vec![
+                ev(Entry, 0, 0),
+                ev(Entry, 4, 10),
+                ev(Entry, 5, 20),
+                ev(Unwind, 5, 1_020), // leaf, unwound
+                ev(Entry, 1, 2_000),  // open
+                ev(Entry, 3, 2_500),  // open (its exit is never seen)
+                ev(Entry, 2, 2_600),  // leaf
+                ev(Exit, 2, 2_700),
+                ev(Unwind, 1, 3_000), // closes leaf as not returned, then parse_args unwound
+                ev(Lost, 12, 3_100),  // a Lost record
+                ev(Entry, 99, 3_200), // unknown id, leaf
+                ev(Exit, 99, 3_250),
+                ev(Exit, 3, 3_300),          // exit without entry
+                ev(Exit, 4, 4_000),          // closes foo(int)
+                ev(Entry, 1, 1_000_000_000), // never returns; nor does main
+            ],
+        )]);
+        let (text, summary) = render(&trace);
+        assert_eq!(
+            text,
+            "\
+# DURATION     TID     FUNCTION
+            [    7] | main() {
+            [    7] |   foo(int) {
+   1.000 us [    7] |     S::get() const; (unwound)
+            [    7] |     parse_args() {
+            [    7] |       leaf() {
+   0.100 us [    7] |         strtol();
+            [    7] |       } /* leaf */ (not returned)
+   1.000 us [    7] |     } /* parse_args */ (unwound)
+            [    7] |     ... 12 events lost ...
+   0.050 us [    7] |     <unknown #99>;
+            [    7] |     } /* leaf */ (entry not recorded)
+   3.990 us [    7] |   } /* foo(int) */
+            [    7] |   parse_args() {
+            [    7] |   } /* parse_args */ (not returned)
+            [    7] | } /* main */ (not returned)
+"
+        );
+        assert_eq!(summary.lost_in_streams, 12);
+    }
+
+    #[test]
+    fn two_threads_interleaved_by_time() {
+        let (_dir, trace) = fake_trace(&[
+            FakeTask::main(
+                100,
+                vec![
+                    ev(Entry, 0, 0),
+                    ev(Entry, 1, 100),
+                    ev(Exit, 1, 400),
+                    ev(Entry, 3, 500),
+                    ev(Entry, 2, 600),
+                    ev(Exit, 2, 610),
+                    ev(Exit, 3, 700),
+                    ev(Exit, 0, 2_000),
+                ],
+            ),
+            FakeTask::thread(
+                123456,
+                100,
+                vec![
+                    ev(Entry, 3, 50),
+                    ev(Entry, 2, 200),
+                    ev(Exit, 2, 1_200),
+                    ev(Exit, 3, 1_250),
+                    ev(Entry, 2, 1_500),
+                ],
+            ),
+        ]);
+        let (text, _) = render(&trace);
+        assert_eq!(
+            text,
+            "\
+# DURATION     TID     FUNCTION
+            [  100] | main() {
+            [123456] | leaf() {
+   0.300 us [  100] |   parse_args();
+   1.000 us [123456] |   strtol();
+            [  100] |   leaf() {
+   0.010 us [  100] |     strtol();
+   0.200 us [  100] |   } /* leaf */
+   1.200 us [123456] | } /* leaf */
+            [123456] | strtol() {
+            [123456] | } /* strtol */ (not returned)
+   2.000 us [  100] | } /* main */
+"
+        );
+    }
+
+    #[test]
+    fn empty_and_missing_symbols() {
+        let (_dir, trace) = fake_trace(&[FakeTask::main(1, vec![])]);
+        assert_eq!(render(&trace).0, format!("{HEADER}\n"));
+        let (_dir, trace) = fake_trace(&[FakeTask {
+            session: 9,
+            ..FakeTask::main(2, vec![ev(Entry, 0, 0), ev(Exit, 0, 5)])
+        }]);
+        assert_eq!(
+            render(&trace).0,
+            format!("{HEADER}\n   0.005 us [    2] | <unknown #0>;\n")
+        );
+        assert_eq!(trace.load_warnings.len(), 1);
+    }
+
+    #[test]
+    fn truncated_task_is_an_error_after_the_rest() {
+        let (dir, trace) = fake_trace(&[
+            FakeTask::main(1, vec![ev(Entry, 0, 0), ev(Exit, 0, 5)]),
+            FakeTask::thread(2, 1, vec![ev(Entry, 1, 1), ev(Exit, 1, 3)]),
+        ]);
+        let path = fctrace_format::store::task_path(dir.path(), 2);
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        let (text, summary) = render(&trace);
+        assert_eq!(text, format!("{HEADER}\n   0.005 us [    1] | main();\n"));
+        assert_eq!(summary.errors.len(), 1);
+        let err = print_tree(&trace, &mut Vec::new()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("tasks/2.dat is truncated after 0 events"),
+            "{err}"
+        );
+    }
 }

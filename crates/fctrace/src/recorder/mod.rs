@@ -27,7 +27,8 @@ pub struct Outcome {
 fn preflight(command: &[OsString]) -> Result<(std::path::PathBuf, Vec<String>)> {
     let program = process::resolve_program(&command[0])?;
     let info = fctrace_symbols::read_file(&program).map_err(|e| anyhow::anyhow!("{e}"))?;
-    info.check_traceable().map_err(|e| anyhow::anyhow!("{}: {e}", program.display()))?;
+    info.check_traceable()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", program.display()))?;
     let mut warnings = Vec::new();
     if !info.has_symtab {
         warnings.push(format!(
@@ -45,14 +46,21 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
     }
     let mut writer = TraceWriter::create(dir)?;
     let abs_dir = std::fs::canonicalize(writer.dir()).context("trace directory")?;
-    let flags = if opts.nest_libcall { FLAG_NEST_LIBCALL } else { 0 };
+    let flags = if opts.nest_libcall {
+        FLAG_NEST_LIBCALL
+    } else {
+        0
+    };
     let mem = shm::SharedMemory::create(Layout::DEFAULT, flags)?;
     let (_agent_fd, agent_path) = shm::agent_file(AGENT)?;
     let _ = mem.fd();
 
     let mut env = vec![
         ("FCTRACE_SHM".to_string(), mem.path()),
-        ("FCTRACE_DIR".to_string(), abs_dir.to_string_lossy().into_owned()),
+        (
+            "FCTRACE_DIR".to_string(),
+            abs_dir.to_string_lossy().into_owned(),
+        ),
     ];
     let preload = match std::env::var("LD_PRELOAD") {
         Ok(orig) if !orig.is_empty() => {
@@ -116,7 +124,11 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
         .collect();
     let (t0, n0) = first;
     let (t1, n1) = last;
-    let tsc_hz = if t1 > t0 && n1 > n0 { (t1 - t0) as f64 * 1e9 / (n1 - n0) as f64 } else { 0.0 };
+    let tsc_hz = if t1 > t0 && n1 > n0 {
+        (t1 - t0) as f64 * 1e9 / (n1 - n0) as f64
+    } else {
+        0.0
+    };
     let lost = mem.lost_events();
     let mut warnings = warnings;
     if lost > 0 {
@@ -128,12 +140,20 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
     }
     let info = TraceInfo {
         program: program.to_string_lossy().into_owned(),
-        args: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
-        cwd: std::env::current_dir().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default(),
+        args: command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        cwd: std::env::current_dir()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         start_unix_ns,
         exit,
         tasks,
-        clock: Clock { tsc_hz, pairs: vec![first, last] },
+        clock: Clock {
+            tsc_hz,
+            pairs: vec![first, last],
+        },
         lost_events: lost,
         warnings,
         ..Default::default()

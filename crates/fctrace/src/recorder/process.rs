@@ -22,7 +22,9 @@ pub fn resolve_program(name: &OsStr) -> Result<PathBuf> {
         let p = Path::new(name);
         let m = match std::fs::metadata(p) {
             Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("{shown}: program not found"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                bail!("{shown}: program not found")
+            }
             Err(e) => bail!("{shown}: {e}"),
         };
         if m.is_dir() {
@@ -33,7 +35,8 @@ pub fn resolve_program(name: &OsStr) -> Result<PathBuf> {
         }
         return Ok(p.to_path_buf());
     }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    let path =
+        std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
     for dir in std::env::split_paths(&path) {
         if let Some(p) = candidate(&dir.join(name)) {
             return Ok(p);
@@ -100,7 +103,12 @@ pub struct Spawned {
 
 /// Starts the program with extra environment variables. Its argv[0] is
 /// the name the user typed.
-pub fn spawn(program: &Path, argv0: &OsStr, args: &[OsString], env: &[(String, String)]) -> Result<Spawned> {
+pub fn spawn(
+    program: &Path,
+    argv0: &OsStr,
+    args: &[OsString],
+    env: &[(String, String)],
+) -> Result<Spawned> {
     let mut cmd = std::process::Command::new(program);
     cmd.arg0(argv0).args(args);
     for (k, v) in env {
@@ -124,7 +132,10 @@ pub enum Reaped {
 
 fn decode(status: i32) -> ExitStatus {
     if libc::WIFSIGNALED(status) {
-        ExitStatus::Signal { signal: libc::WTERMSIG(status), core: libc::WCOREDUMP(status) }
+        ExitStatus::Signal {
+            signal: libc::WTERMSIG(status),
+            core: libc::WCOREDUMP(status),
+        }
     } else {
         ExitStatus::Code(libc::WEXITSTATUS(status))
     }

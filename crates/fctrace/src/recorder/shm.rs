@@ -21,23 +21,43 @@ impl SharedMemory {
         // SAFETY: memfd_create with a valid C string; the result is checked.
         let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
-            bail!("cannot create shared memory: {}", std::io::Error::last_os_error());
+            bail!(
+                "cannot create shared memory: {}",
+                std::io::Error::last_os_error()
+            );
         }
         // SAFETY: fd is a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let size = layout.total_size();
         // SAFETY: plain ftruncate on our own fd.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
-            bail!("cannot size shared memory: {}", std::io::Error::last_os_error());
+            bail!(
+                "cannot size shared memory: {}",
+                std::io::Error::last_os_error()
+            );
         }
         // SAFETY: maps the file we just sized; checked below.
         let base = unsafe {
-            libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
         };
         if base == libc::MAP_FAILED {
-            bail!("cannot map shared memory: {}", std::io::Error::last_os_error());
+            bail!(
+                "cannot map shared memory: {}",
+                std::io::Error::last_os_error()
+            );
         }
-        let shm = SharedMemory { fd, base: base.cast(), layout };
+        let shm = SharedMemory {
+            fd,
+            base: base.cast(),
+            layout,
+        };
         {
             // SAFETY: the header is the first page of the fresh, zeroed mapping.
             let h = unsafe { &mut *(shm.base as *mut ShmHeader) };
@@ -74,17 +94,30 @@ impl SharedMemory {
 
     fn cells(&self, off: usize) -> &[QueueCell] {
         // SAFETY: the queue arrays lie within the mapping.
-        unsafe { std::slice::from_raw_parts(self.base.add(off) as *const QueueCell, self.layout.buf_count as usize) }
+        unsafe {
+            std::slice::from_raw_parts(
+                self.base.add(off) as *const QueueCell,
+                self.layout.buf_count as usize,
+            )
+        }
     }
 
     fn free_queue(&self) -> Queue<'_> {
         let h = self.header();
-        Queue { cells: self.cells(self.layout.free_queue_offset()), head: &h.free_head, tail: &h.free_tail }
+        Queue {
+            cells: self.cells(self.layout.free_queue_offset()),
+            head: &h.free_head,
+            tail: &h.free_tail,
+        }
     }
 
     fn full_queue(&self) -> Queue<'_> {
         let h = self.header();
-        Queue { cells: self.cells(self.layout.full_queue_offset()), head: &h.full_head, tail: &h.full_tail }
+        Queue {
+            cells: self.cells(self.layout.full_queue_offset()),
+            head: &h.full_head,
+            tail: &h.full_tail,
+        }
     }
 
     fn buf_header(&self, index: u32) -> &BufHeader {
@@ -101,7 +134,9 @@ impl SharedMemory {
         // SAFETY: the n records lie inside the buffer; RawEvent is plain data.
         let recs = unsafe {
             std::slice::from_raw_parts(
-                self.base.add(self.layout.buffer_offset(index) + BUF_HEADER_SIZE) as *const RawEvent,
+                self.base
+                    .add(self.layout.buffer_offset(index) + BUF_HEADER_SIZE)
+                    as *const RawEvent,
                 n,
             )
         };
@@ -117,15 +152,26 @@ impl SharedMemory {
         let pos = (h.pos.load(Ordering::Acquire) as usize).min(self.layout.buf_size as usize);
         // SAFETY: the buffer is ours (taken off the full queue or orphaned).
         unsafe {
-            std::ptr::write_bytes(self.base.add(self.layout.buffer_offset(index) + BUF_HEADER_SIZE), 0, pos.saturating_sub(BUF_HEADER_SIZE));
+            std::ptr::write_bytes(
+                self.base
+                    .add(self.layout.buffer_offset(index) + BUF_HEADER_SIZE),
+                0,
+                pos.saturating_sub(BUF_HEADER_SIZE),
+            );
         }
         h.state.store(BUF_FREE, Ordering::Release);
         self.free_queue().push(index as u64);
     }
 
     /// Takes one full buffer, if any: calls `sink(tid, events)` and recycles it.
-    pub fn drain_one(&self, scratch: &mut Vec<RawEvent>, sink: &mut dyn FnMut(u32, &[RawEvent]) -> Result<()>) -> Result<bool> {
-        let Some(i) = self.full_queue().pop() else { return Ok(false) };
+    pub fn drain_one(
+        &self,
+        scratch: &mut Vec<RawEvent>,
+        sink: &mut dyn FnMut(u32, &[RawEvent]) -> Result<()>,
+    ) -> Result<bool> {
+        let Some(i) = self.full_queue().pop() else {
+            return Ok(false);
+        };
         let tid = self.events(i as u32, scratch);
         sink(tid, scratch)?;
         self.recycle(i as u32);
@@ -134,7 +180,11 @@ impl SharedMemory {
 
     /// After every traced process has ended: the buffers threads still
     /// owned, in per-task order.
-    pub fn drain_orphans(&self, scratch: &mut Vec<RawEvent>, sink: &mut dyn FnMut(u32, &[RawEvent]) -> Result<()>) -> Result<()> {
+    pub fn drain_orphans(
+        &self,
+        scratch: &mut Vec<RawEvent>,
+        sink: &mut dyn FnMut(u32, &[RawEvent]) -> Result<()>,
+    ) -> Result<()> {
         while self.drain_one(scratch, sink)? {}
         let mut owned: Vec<(u32, u32, u32)> = (0..self.layout.buf_count)
             .filter_map(|i| {
@@ -152,11 +202,18 @@ impl SharedMemory {
     }
 
     pub fn tasks(&self) -> Vec<TaskSlotCopy> {
-        let n = self.header().next_task.load(Ordering::Acquire).min(self.layout.task_slots);
+        let n = self
+            .header()
+            .next_task
+            .load(Ordering::Acquire)
+            .min(self.layout.task_slots);
         (0..n)
             .filter_map(|i| {
                 // SAFETY: slot i < task_slots lies within the mapping.
-                let t = unsafe { &*(self.base.add(self.layout.tasks_offset() + i as usize * 64) as *const TaskSlot) };
+                let t = unsafe {
+                    &*(self.base.add(self.layout.tasks_offset() + i as usize * 64)
+                        as *const TaskSlot)
+                };
                 if t.state.load(Ordering::Acquire) == TASK_EMPTY {
                     return None;
                 }
@@ -200,14 +257,20 @@ pub struct TaskSlotCopy {
 
 /// Reads the timestamp counter and CLOCK_MONOTONIC together.
 pub fn clock_pair() -> (u64, u64) {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: rdtsc has no memory effects; clock_gettime writes ts.
     let (t0, t1) = unsafe {
         let a = core::arch::x86_64::_rdtsc();
         libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
         (a, core::arch::x86_64::_rdtsc())
     };
-    (t0 / 2 + t1 / 2, ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    (
+        t0 / 2 + t1 / 2,
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64,
+    )
 }
 
 /// Writes the embedded agent into a memory file; returns it and its path.
@@ -218,7 +281,10 @@ pub fn agent_file(bytes: &[u8]) -> Result<(OwnedFd, String)> {
     // SAFETY: memfd_create with a valid C string; checked.
     let fd = unsafe { libc::memfd_create(c"fctrace-agent.so".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
-        bail!("cannot create the agent file: {}", std::io::Error::last_os_error());
+        bail!(
+            "cannot create the agent file: {}",
+            std::io::Error::last_os_error()
+        );
     }
     // SAFETY: fresh descriptor we own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };

@@ -103,7 +103,9 @@ pub fn fctrace_bin() -> PathBuf {
 
 /// `crates/fctrace/tests/programs`.
 pub fn programs_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("programs")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("programs")
 }
 
 pub fn program_source(file: &str) -> PathBuf {
@@ -128,7 +130,11 @@ static UNIQUE: AtomicUsize = AtomicUsize::new(0);
 
 /// A name no other thread or process of this machine uses right now.
 pub fn unique_suffix() -> String {
-    format!("{}-{}", std::process::id(), UNIQUE.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{}-{}",
+        std::process::id(),
+        UNIQUE.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -256,7 +262,12 @@ pub fn clip(s: &str, max: usize) -> String {
     while !s.is_char_boundary(tail) {
         tail += 1;
     }
-    format!("{}\n[... {} bytes cut ...]\n{}", &s[..head], tail - head, &s[tail..])
+    format!(
+        "{}\n[... {} bytes cut ...]\n{}",
+        &s[..head],
+        tail - head,
+        &s[tail..]
+    )
 }
 
 fn describe_command(cmd: &Command) -> String {
@@ -277,8 +288,12 @@ fn describe_command(cmd: &Command) -> String {
 /// killed (and the test failed) if it runs longer than `timeout`.
 pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Run {
     let cmdline = describe_command(cmd);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start `{cmdline}`: {e}"));
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start `{cmdline}`: {e}"));
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
     let t_out = std::thread::spawn(move || {
@@ -314,7 +329,12 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Run {
     };
     let stdout = String::from_utf8_lossy(&t_out.join().unwrap()).into_owned();
     let stderr = String::from_utf8_lossy(&t_err.join().unwrap()).into_owned();
-    Run { cmdline, status, stdout, stderr }
+    Run {
+        cmdline,
+        status,
+        stdout,
+        stderr,
+    }
 }
 
 pub fn run(cmd: &mut Command) -> Run {
@@ -357,7 +377,10 @@ fn compiler_version(compiler: &str) -> String {
     if let Some(v) = m.get(compiler) {
         return v.clone();
     }
-    let r = run_with_timeout(Command::new(compiler).arg("--version"), Duration::from_secs(60));
+    let r = run_with_timeout(
+        Command::new(compiler).arg("--version"),
+        Duration::from_secs(60),
+    );
     r.expect_success();
     let v = r.stdout.lines().next().unwrap_or("").to_string();
     m.insert(compiler.to_string(), v.clone());
@@ -451,12 +474,18 @@ impl Build {
                     .args(&self.libs);
                 // rustc writes nothing else next to -o's path; keep the
                 // build independent of the caller's environment.
-                cmd.env_remove("RUSTFLAGS").env_remove("CARGO_ENCODED_RUSTFLAGS");
+                cmd.env_remove("RUSTFLAGS")
+                    .env_remove("CARGO_ENCODED_RUSTFLAGS");
             }
         }
         let start = Instant::now();
         let r = run_with_timeout(&mut cmd, Duration::from_secs(1800));
-        assert!(r.success(), "building {} failed\n{}", self.name, r.describe());
+        assert!(
+            r.success(),
+            "building {} failed\n{}",
+            self.name,
+            r.describe()
+        );
         let took = start.elapsed();
         if took > Duration::from_secs(5) {
             eprintln!("built {} in {:.1} s", out.display(), took.as_secs_f64());
@@ -469,13 +498,33 @@ impl Build {
 /// A C program of `tests/programs/` built with `flags`; the result is named
 /// `<stem><suffix>`, e.g. `c_program("tree.c", "-O2", &["-O2"])` → `tree-O2`.
 pub fn c_program(file: &str, suffix: &str, flags: &[&str]) -> PathBuf {
-    let stem = Path::new(file).file_stem().unwrap().to_string_lossy().into_owned();
-    Build::new(Lang::C, &format!("{stem}{suffix}"), &[program_source(file)], flags).build()
+    let stem = Path::new(file)
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    Build::new(
+        Lang::C,
+        &format!("{stem}{suffix}"),
+        &[program_source(file)],
+        flags,
+    )
+    .build()
 }
 
 pub fn cxx_program(file: &str, suffix: &str, flags: &[&str]) -> PathBuf {
-    let stem = Path::new(file).file_stem().unwrap().to_string_lossy().into_owned();
-    Build::new(Lang::Cxx, &format!("{stem}_cpp{suffix}"), &[program_source(file)], flags).build()
+    let stem = Path::new(file)
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    Build::new(
+        Lang::Cxx,
+        &format!("{stem}_cpp{suffix}"),
+        &[program_source(file)],
+        flags,
+    )
+    .build()
 }
 
 /// Writes `text` to a file of the cache named by its content hash and
@@ -548,7 +597,12 @@ pub fn assert_no_panic(r: &Run) {
         "fctrace panicked\n{}",
         r.describe()
     );
-    assert!(r.signal().is_none(), "fctrace was killed by signal {:?}\n{}", r.signal(), r.describe());
+    assert!(
+        r.signal().is_none(),
+        "fctrace was killed by signal {:?}\n{}",
+        r.signal(),
+        r.describe()
+    );
 }
 
 /// A finished `fctrace record`.
@@ -561,13 +615,20 @@ pub struct Recorded {
 /// status 0 (the program's own status must be 0 for that).
 pub fn record(exe: &Path, args: &[&str], opts: &[&str]) -> Recorded {
     let rec = record_any(exe, args, opts);
-    assert!(rec.run.success(), "fctrace record failed\n{}", rec.run.describe());
+    assert!(
+        rec.run.success(),
+        "fctrace record failed\n{}",
+        rec.run.describe()
+    );
     rec
 }
 
 /// `fctrace record`, whatever its exit status.
 pub fn record_any(exe: &Path, args: &[&str], opts: &[&str]) -> Recorded {
-    let label = exe.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let label = exe
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let dir = TraceDir::new(&label);
     let mut argv: Vec<&OsStr> = vec![OsStr::new("record"), OsStr::new("-d"), dir.path.as_os_str()];
     argv.extend(opts.iter().map(OsStr::new));
@@ -588,7 +649,11 @@ pub fn replay_text(dir: &Path) -> String {
 pub fn replay(dir: &Path) -> Replay {
     let text = replay_text(dir);
     parse_replay(&text).unwrap_or_else(|e| {
-        panic!("replay of {} is not a well-formed call tree: {e}\n--- replay ---\n{}", dir.display(), clip(&text, 8000))
+        panic!(
+            "replay of {} is not a well-formed call tree: {e}\n--- replay ---\n{}",
+            dir.display(),
+            clip(&text, 8000)
+        )
     })
 }
 
@@ -648,7 +713,11 @@ pub fn report_json_text(dir: &Path) -> String {
 pub fn report(dir: &Path) -> Report {
     let text = report_json_text(dir);
     serde_json::from_str(&text).unwrap_or_else(|e| {
-        panic!("report of {} is not the JSON of the contract: {e}\n--- report ---\n{}", dir.display(), clip(&text, 6000))
+        panic!(
+            "report of {} is not the JSON of the contract: {e}\n--- report ---\n{}",
+            dir.display(),
+            clip(&text, 6000)
+        )
     })
 }
 
@@ -662,7 +731,10 @@ impl Report {
     /// The functions whose module is `exe`.
     pub fn functions_of(&self, exe: &Path) -> Vec<&FnStat> {
         let exe = canonical(exe);
-        self.functions.iter().filter(|f| canonical(Path::new(&f.module)) == exe).collect()
+        self.functions
+            .iter()
+            .filter(|f| canonical(Path::new(&f.module)) == exe)
+            .collect()
     }
     /// Calls by demangled name, over all modules.
     pub fn calls_by_name(&self) -> BTreeMap<String, u64> {
@@ -674,7 +746,11 @@ impl Report {
     }
     /// Calls of the function named `name` (0 if absent).
     pub fn calls(&self, name: &str) -> u64 {
-        self.functions.iter().filter(|f| f.name == name).map(|f| f.calls).sum()
+        self.functions
+            .iter()
+            .filter(|f| f.name == name)
+            .map(|f| f.calls)
+            .sum()
     }
     pub fn function(&self, name: &str) -> Option<&FnStat> {
         self.functions.iter().find(|f| f.name == name)
@@ -698,7 +774,8 @@ pub struct Node {
 
 impl Node {
     pub fn count(&self, label: &str) -> usize {
-        usize::from(self.label == label) + self.children.iter().map(|c| c.count(label)).sum::<usize>()
+        usize::from(self.label == label)
+            + self.children.iter().map(|c| c.count(label)).sum::<usize>()
     }
     /// Depth-first search.
     pub fn find(&self, label: &str) -> Option<&Node> {
@@ -748,13 +825,24 @@ impl Replay {
     }
     /// The thread whose outermost calls include `main()`.
     pub fn main_thread(&self) -> Option<&ThreadTree> {
-        self.threads.iter().find(|t| t.roots.iter().any(|r| r.label == "main()"))
+        self.threads
+            .iter()
+            .find(|t| t.roots.iter().any(|r| r.label == "main()"))
     }
     /// The one call of `main()` (an outermost call of its thread).
     pub fn main(&self) -> &Node {
-        let mains: Vec<&Node> =
-            self.threads.iter().flat_map(|t| t.roots.iter()).filter(|r| r.label == "main()").collect();
-        assert_eq!(mains.len(), 1, "expected exactly one outermost call of main(), got {}", mains.len());
+        let mains: Vec<&Node> = self
+            .threads
+            .iter()
+            .flat_map(|t| t.roots.iter())
+            .filter(|r| r.label == "main()")
+            .collect();
+        assert_eq!(
+            mains.len(),
+            1,
+            "expected exactly one outermost call of main(), got {}",
+            mains.len()
+        );
         mains[0]
     }
     pub fn count(&self, label: &str) -> usize {
@@ -776,8 +864,13 @@ fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, bool), String
     let open = line.find('[').ok_or("no `[tid]`")?;
     let close = open + line[open..].find(']').ok_or("no `]` after `[`")?;
     let duration = line[..open].trim().to_string();
-    let tid: u64 = line[open + 1..close].trim().parse().map_err(|_| "tid is not a number")?;
-    let rest = line[close + 1..].strip_prefix(" | ").ok_or("no ` | ` after `[tid]`")?;
+    let tid: u64 = line[open + 1..close]
+        .trim()
+        .parse()
+        .map_err(|_| "tid is not a number")?;
+    let rest = line[close + 1..]
+        .strip_prefix(" | ")
+        .ok_or("no ` | ` after `[tid]`")?;
     let spaces = rest.len() - rest.trim_start_matches(' ').len();
     if spaces % 2 != 0 {
         return Err(format!("odd indentation ({spaces} spaces)"));
@@ -819,7 +912,10 @@ fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, bool), String
 
 /// Whether the name in `} /* name */` closes the call labelled `label`.
 fn closes(label: &str, name: &str) -> bool {
-    name.is_empty() || label == name || label.strip_suffix("()") == Some(name) || label.starts_with(name)
+    name.is_empty()
+        || label == name
+        || label.strip_suffix("()") == Some(name)
+        || label.starts_with(name)
 }
 
 /// Parses the whole output of `replay`, checking per thread that every line
@@ -844,13 +940,17 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
         let stack = stacks.entry(tid).or_default();
         let tree = trees.entry(tid).or_insert_with(|| {
             order.push(tid);
-            ThreadTree { tid, ..Default::default() }
+            ThreadTree {
+                tid,
+                ..Default::default()
+            }
         });
         tree.lines += 1;
-        let attach = |stack: &mut Vec<Open>, tree: &mut ThreadTree, node: Node| match stack.last_mut() {
-            Some(parent) => parent.node.children.push(node),
-            None => tree.roots.push(node),
-        };
+        let attach =
+            |stack: &mut Vec<Open>, tree: &mut ThreadTree, node: Node| match stack.last_mut() {
+                Some(parent) => parent.node.children.push(node),
+                None => tree.roots.push(node),
+            };
         match kind {
             LineKind::Open(label) => {
                 if depth != stack.len() {
@@ -860,9 +960,18 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
                     ));
                 }
                 if !duration.is_empty() {
-                    return Err(format!("line {lineno}: an opening line has a duration: {line:?}"));
+                    return Err(format!(
+                        "line {lineno}: an opening line has a duration: {line:?}"
+                    ));
                 }
-                stack.push(Open { node: Node { label, unwound: false, closed: false, children: Vec::new() } });
+                stack.push(Open {
+                    node: Node {
+                        label,
+                        unwound: false,
+                        closed: false,
+                        children: Vec::new(),
+                    },
+                });
             }
             LineKind::Leaf(label) => {
                 if depth != stack.len() {
@@ -874,11 +983,22 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
                 if duration.is_empty() {
                     return Err(format!("line {lineno}: a leaf has no duration: {line:?}"));
                 }
-                attach(stack, tree, Node { label, unwound, closed: true, children: Vec::new() });
+                attach(
+                    stack,
+                    tree,
+                    Node {
+                        label,
+                        unwound,
+                        closed: true,
+                        children: Vec::new(),
+                    },
+                );
             }
             LineKind::Close(name) => {
                 let Some(mut top) = stack.pop() else {
-                    return Err(format!("line {lineno}: tid {tid}: `}}` with no open call: {line:?}"));
+                    return Err(format!(
+                        "line {lineno}: tid {tid}: `}}` with no open call: {line:?}"
+                    ));
                 };
                 if depth != stack.len() {
                     return Err(format!(
@@ -894,7 +1014,9 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
                     ));
                 }
                 if duration.is_empty() {
-                    return Err(format!("line {lineno}: a closing line has no duration: {line:?}"));
+                    return Err(format!(
+                        "line {lineno}: a closing line has no duration: {line:?}"
+                    ));
                 }
                 top.node.closed = true;
                 top.node.unwound = unwound;
@@ -912,7 +1034,12 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
             }
         }
     }
-    Ok(Replay { threads: order.into_iter().map(|t| trees.remove(&t).unwrap()).collect() })
+    Ok(Replay {
+        threads: order
+            .into_iter()
+            .map(|t| trees.remove(&t).unwrap())
+            .collect(),
+    })
 }
 
 /// Keeps the calls whose label satisfies `keep`; the kept descendants of a
@@ -922,7 +1049,12 @@ pub fn project(nodes: &[Node], keep: &dyn Fn(&str) -> bool) -> Vec<Node> {
     for n in nodes {
         let children = project(&n.children, keep);
         if keep(&n.label) {
-            out.push(Node { label: n.label.clone(), unwound: n.unwound, closed: n.closed, children });
+            out.push(Node {
+                label: n.label.clone(),
+                unwound: n.unwound,
+                closed: n.closed,
+                children,
+            });
         } else {
             out.extend(children);
         }
@@ -957,7 +1089,11 @@ pub fn outline(nodes: &[Node]) -> String {
 /// lines, so it can be written as an indented raw string.
 pub fn expected_outline(text: &str) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let indent = lines.iter().map(|l| l.len() - l.trim_start().len()).min().unwrap_or(0);
+    let indent = lines
+        .iter()
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
     let mut s = String::new();
     for l in lines {
         s.push_str(l[indent..].trim_end());
@@ -973,7 +1109,11 @@ pub fn assert_outline_eq(actual: &str, expected: &str, context: &str) {
     }
     let a: Vec<&str> = actual.lines().collect();
     let e: Vec<&str> = expected.lines().collect();
-    let first = a.iter().zip(e.iter()).position(|(x, y)| x != y).unwrap_or(a.len().min(e.len()));
+    let first = a
+        .iter()
+        .zip(e.iter())
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(e.len()));
     panic!(
         "{context}: call tree differs from the expected one at line {} (actual {:?}, expected {:?})\n\
          --- expected ---\n{expected}--- actual ---\n{actual}",
@@ -999,16 +1139,25 @@ pub struct Sym {
 /// Function symbols of `.symtab` and `.dynsym` (by `readelf -sW`), without
 /// version suffixes, deduplicated.
 pub fn function_symbols(elf: &Path) -> Vec<Sym> {
-    let r = tool("readelf", &[OsStr::new("-sW"), OsStr::new("--dyn-syms"), elf.as_os_str()]);
+    let r = tool(
+        "readelf",
+        &[OsStr::new("-sW"), OsStr::new("--dyn-syms"), elf.as_os_str()],
+    );
     let mut set = BTreeSet::new();
     let mut out = Vec::new();
     for line in r.stdout.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         // Num: Value Size Type Bind Vis Ndx Name
-        if f.len() < 8 || !f[0].ends_with(':') || !(f[3] == "FUNC" || f[3] == "IFUNC") || f[6] == "UND" {
+        if f.len() < 8
+            || !f[0].ends_with(':')
+            || !(f[3] == "FUNC" || f[3] == "IFUNC")
+            || f[6] == "UND"
+        {
             continue;
         }
-        let Ok(addr) = u64::from_str_radix(f[1], 16) else { continue };
+        let Ok(addr) = u64::from_str_radix(f[1], 16) else {
+            continue;
+        };
         let size = if let Some(h) = f[2].strip_prefix("0x") {
             u64::from_str_radix(h, 16).unwrap_or(0)
         } else {
@@ -1016,7 +1165,12 @@ pub fn function_symbols(elf: &Path) -> Vec<Sym> {
         };
         let name = f[7].split('@').next().unwrap().to_string();
         if set.insert((name.clone(), addr)) {
-            out.push(Sym { name, addr, size, global: f[4] != "LOCAL" });
+            out.push(Sym {
+                name,
+                addr,
+                size,
+                global: f[4] != "LOCAL",
+            });
         }
     }
     out
@@ -1051,19 +1205,35 @@ impl DisFunc {
     /// Direct jumps (conditional or not) from inside the function to its
     /// own first instruction.
     pub fn self_entry_jumps(&self) -> Vec<&Insn> {
-        self.insns.iter().filter(|i| Self::is_jump(i) && i.target == Some(self.start)).collect()
+        self.insns
+            .iter()
+            .filter(|i| Self::is_jump(i) && i.target == Some(self.start))
+            .collect()
     }
     /// Direct calls of its own first instruction.
     pub fn self_calls(&self) -> Vec<&Insn> {
-        self.insns.iter().filter(|i| Self::is_call(i) && i.target == Some(self.start)).collect()
+        self.insns
+            .iter()
+            .filter(|i| Self::is_call(i) && i.target == Some(self.start))
+            .collect()
     }
 }
 
-const PREFIXES: &[&str] = &["bnd", "notrack", "rep", "repz", "repnz", "repe", "repne", "lock", "data16", "cs", "ds", "addr32"];
+const PREFIXES: &[&str] = &[
+    "bnd", "notrack", "rep", "repz", "repnz", "repe", "repne", "lock", "data16", "cs", "ds",
+    "addr32",
+];
 
 /// `objdump -d` of all executable sections of `elf`.
 pub fn disassemble(elf: &Path) -> Vec<DisFunc> {
-    let r = tool("objdump", &[OsStr::new("-d"), OsStr::new("--no-show-raw-insn"), elf.as_os_str()]);
+    let r = tool(
+        "objdump",
+        &[
+            OsStr::new("-d"),
+            OsStr::new("--no-show-raw-insn"),
+            elf.as_os_str(),
+        ],
+    );
     parse_objdump(&r.stdout)
 }
 
@@ -1074,14 +1244,22 @@ pub fn parse_objdump(text: &str) -> Vec<DisFunc> {
         if let Some(rest) = line.strip_suffix(">:") {
             if let Some((addr, name)) = rest.split_once(" <") {
                 if let Ok(a) = u64::from_str_radix(addr.trim(), 16) {
-                    funcs.push(DisFunc { name: name.to_string(), start: a, insns: Vec::new() });
+                    funcs.push(DisFunc {
+                        name: name.to_string(),
+                        start: a,
+                        insns: Vec::new(),
+                    });
                     continue;
                 }
             }
         }
         // Instruction: `    1253:\tjg     1250 <spin_entry>`
-        let Some((addr, rest)) = line.split_once(":\t") else { continue };
-        let Ok(a) = u64::from_str_radix(addr.trim(), 16) else { continue };
+        let Some((addr, rest)) = line.split_once(":\t") else {
+            continue;
+        };
+        let Ok(a) = u64::from_str_radix(addr.trim(), 16) else {
+            continue;
+        };
         let Some(f) = funcs.last_mut() else { continue };
         let mut toks = rest.split_whitespace().peekable();
         while let Some(t) = toks.peek() {
@@ -1100,7 +1278,12 @@ pub fn parse_objdump(text: &str) -> Vec<DisFunc> {
                 None
             }
         });
-        f.insns.push(Insn { addr: a, mnemonic, target, text: rest.trim().to_string() });
+        f.insns.push(Insn {
+            addr: a,
+            mnemonic,
+            target,
+            text: rest.trim().to_string(),
+        });
     }
     funcs
 }
@@ -1172,17 +1355,21 @@ pub fn parse_callgrind(text: &str) -> Result<Callgrind, String> {
         }
         (None, Some(v))
     }
-    let resolve_ob = |v: &str, names: &mut HashMap<String, String>, lineno: usize| -> Result<String, String> {
-        match split_compressed(v) {
-            (Some(id), Some(name)) => {
-                names.insert(id.to_string(), name.to_string());
-                Ok(name.to_string())
+    let resolve_ob =
+        |v: &str, names: &mut HashMap<String, String>, lineno: usize| -> Result<String, String> {
+            match split_compressed(v) {
+                (Some(id), Some(name)) => {
+                    names.insert(id.to_string(), name.to_string());
+                    Ok(name.to_string())
+                }
+                (Some(id), None) => names
+                    .get(id)
+                    .cloned()
+                    .ok_or(format!("line {lineno}: unknown object id ({id})")),
+                (None, Some(name)) => Ok(name.to_string()),
+                (None, None) => Err(format!("line {lineno}: empty object")),
             }
-            (Some(id), None) => names.get(id).cloned().ok_or(format!("line {lineno}: unknown object id ({id})")),
-            (None, Some(name)) => Ok(name.to_string()),
-            (None, None) => Err(format!("line {lineno}: empty object")),
-        }
-    };
+        };
     for (i, line) in text.lines().enumerate() {
         let lineno = i + 1;
         if let Some(v) = line.strip_prefix("ob=") {
@@ -1196,9 +1383,10 @@ pub fn parse_callgrind(text: &str) -> Result<Callgrind, String> {
                     fn_names.insert(id.to_string(), f.clone());
                     f
                 }
-                (Some(id), None) => {
-                    fn_names.get(id).cloned().ok_or(format!("line {lineno}: unknown function id ({id})"))?
-                }
+                (Some(id), None) => fn_names
+                    .get(id)
+                    .cloned()
+                    .ok_or(format!("line {lineno}: unknown function id ({id})"))?,
                 (None, Some(name)) => (cur_ob.clone(), name.to_string()),
                 (None, None) => return Err(format!("line {lineno}: empty fn=")),
             };
@@ -1213,9 +1401,10 @@ pub fn parse_callgrind(text: &str) -> Result<Callgrind, String> {
                     fn_names.insert(id.to_string(), f.clone());
                     f
                 }
-                (Some(id), None) => {
-                    fn_names.get(id).cloned().ok_or(format!("line {lineno}: unknown function id ({id})"))?
-                }
+                (Some(id), None) => fn_names
+                    .get(id)
+                    .cloned()
+                    .ok_or(format!("line {lineno}: unknown function id ({id})"))?,
                 (None, Some(name)) => (obj, name.to_string()),
                 (None, None) => return Err(format!("line {lineno}: empty cfn=")),
             });
@@ -1225,7 +1414,9 @@ pub fn parse_callgrind(text: &str) -> Result<Callgrind, String> {
                 .next()
                 .and_then(|s| s.parse().ok())
                 .ok_or(format!("line {lineno}: bad calls= line {line:?}"))?;
-            let (obj, name) = cfn.take().ok_or(format!("line {lineno}: calls= without cfn="))?;
+            let (obj, name) = cfn
+                .take()
+                .ok_or(format!("line {lineno}: calls= without cfn="))?;
             let callee = (obj, strip_rec_suffix(&name).to_string());
             *out.calls.entry(callee.clone()).or_insert(0) += n;
             if let Some((caller_obj, caller_name)) = &cur_fn {
@@ -1241,7 +1432,10 @@ pub fn parse_callgrind(text: &str) -> Result<Callgrind, String> {
 
 /// Output of `valgrind --version`, part of the callgrind cache key.
 fn valgrind_version() -> String {
-    let r = run_with_timeout(Command::new("valgrind").arg("--version"), Duration::from_secs(60));
+    let r = run_with_timeout(
+        Command::new("valgrind").arg("--version"),
+        Duration::from_secs(60),
+    );
     r.expect_success();
     r.stdout.trim().to_string()
 }
@@ -1254,7 +1448,10 @@ pub fn callgrind(exe: &Path, args: &[&str]) -> Callgrind {
 }
 
 pub fn callgrind_with_timeout(exe: &Path, args: &[&str], timeout: Duration) -> Callgrind {
-    let mut h = Fnv::new().file(exe).str(&valgrind_version()).str(&exe.to_string_lossy());
+    let mut h = Fnv::new()
+        .file(exe)
+        .str(&valgrind_version())
+        .str(&exe.to_string_lossy());
     for a in args {
         h = h.str(a);
     }
@@ -1279,13 +1476,18 @@ pub fn callgrind_with_timeout(exe: &Path, args: &[&str], timeout: Duration) -> C
             assert!(r.success(), "callgrind run failed\n{}", r.describe());
             let took = start.elapsed();
             if took > Duration::from_secs(10) {
-                eprintln!("callgrind of {} took {:.1} s", exe.display(), took.as_secs_f64());
+                eprintln!(
+                    "callgrind of {} took {:.1} s",
+                    exe.display(),
+                    took.as_secs_f64()
+                );
             }
             fs::rename(&tmp, &out).unwrap();
         }
     }
     let text = fs::read_to_string(&out).unwrap();
-    let mut cg = parse_callgrind(&text).unwrap_or_else(|e| panic!("cannot parse {}: {e}", out.display()));
+    let mut cg =
+        parse_callgrind(&text).unwrap_or_else(|e| panic!("cannot parse {}: {e}", out.display()));
     cg.file = out;
     cg
 }
@@ -1363,7 +1565,12 @@ pub fn compare_with_callgrind(
     let funcs = disassemble(exe);
     let self_entry: HashMap<u64, (bool, bool)> = funcs
         .iter()
-        .map(|f| (f.start, (!f.self_entry_jumps().is_empty(), !f.self_calls().is_empty())))
+        .map(|f| {
+            (
+                f.start,
+                (!f.self_entry_jumps().is_empty(), !f.self_calls().is_empty()),
+            )
+        })
         .collect();
 
     #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -1393,7 +1600,10 @@ pub fn compare_with_callgrind(
     };
     let names_of = |k: &Key| -> Vec<String> {
         match k {
-            Key::Addr(a) => names_at.get(a).map(|s| s.iter().map(|n| n.to_string()).collect()).unwrap_or_default(),
+            Key::Addr(a) => names_at
+                .get(a)
+                .map(|s| s.iter().map(|n| n.to_string()).collect())
+                .unwrap_or_default(),
             Key::Name(n) => vec![n.clone()],
         }
     };
@@ -1431,14 +1641,19 @@ pub fn compare_with_callgrind(
                     *self_from_cg.entry(k).or_insert(0) += s;
                 }
             }
-            None => problems.push(format!("callgrind names `{name}` ({n} calls), not a function symbol of the executable")),
+            None => problems.push(format!(
+                "callgrind names `{name}` ({n} calls), not a function symbol of the executable"
+            )),
         }
     }
     // fctrace's side
     let mut actual: BTreeMap<Key, u64> = BTreeMap::new();
     for f in report.functions_of(exe) {
         if f.symbol.contains(".cold") {
-            problems.push(format!("fctrace reports the .cold part `{}` as a function ({} calls)", f.symbol, f.calls));
+            problems.push(format!(
+                "fctrace reports the .cold part `{}` as a function ({} calls)",
+                f.symbol, f.calls
+            ));
             continue;
         }
         match key_of(&f.symbol) {
@@ -1506,10 +1721,20 @@ pub fn compare_with_callgrind(
 /// Records `exe args` with fctrace, runs it under callgrind, and asserts the
 /// counts agree for every function of the executable. Also asserts no event
 /// was lost. Returns the comparison for further checks.
-pub fn assert_counts_match_callgrind(exe: &Path, args: &[&str], opts: &CompareOptions) -> (Report, Comparison) {
+pub fn assert_counts_match_callgrind(
+    exe: &Path,
+    args: &[&str],
+    opts: &CompareOptions,
+) -> (Report, Comparison) {
     let rec = record(exe, args, &[]);
     let rep = report(&rec.dir.path);
-    assert_eq!(rep.lost_events, 0, "fctrace lost events recording {} (trace {})", exe.display(), rec.dir.path.display());
+    assert_eq!(
+        rep.lost_events,
+        0,
+        "fctrace lost events recording {} (trace {})",
+        exe.display(),
+        rec.dir.path.display()
+    );
     let cg = callgrind(exe, args);
     match compare_with_callgrind(exe, &rep, &cg, opts) {
         Ok(c) => {
@@ -1549,10 +1774,14 @@ pub fn package_dir(package: &str) -> PathBuf {
         Duration::from_secs(600),
     );
     assert!(r.success(), "cargo metadata failed\n{}", r.describe());
-    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("cargo metadata output is JSON");
+    let v: serde_json::Value =
+        serde_json::from_str(&r.stdout).expect("cargo metadata output is JSON");
     let pkgs = v["packages"].as_array().expect("cargo metadata: packages");
     let found: Vec<&serde_json::Value> = pkgs.iter().filter(|p| p["name"] == package).collect();
-    assert!(!found.is_empty(), "package {package} is not in the dependency graph (is it a dev-dependency?)");
+    assert!(
+        !found.is_empty(),
+        "package {package} is not in the dependency graph (is it a dev-dependency?)"
+    );
     let manifest_path = found[0]["manifest_path"].as_str().expect("manifest_path");
     Path::new(manifest_path).parent().unwrap().to_path_buf()
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include "sqlite3.h"
 
-#define ROWS 400
+#define ROWS 2000
 
 static sqlite3 *db;
 

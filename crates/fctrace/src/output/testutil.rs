@@ -1,0 +1,139 @@
+//! Hand-built traces for the output tests: written with the real
+//! TraceWriter into a temporary directory, read back with Trace::open.
+
+use fctrace_format::event::{EventKind, RawEvent};
+use fctrace_format::store::{Clock, ExitStatus, TaskInfo, Trace, TraceInfo, TraceWriter};
+use fctrace_format::symtab::{self, FuncKind, FuncStatus, Function, Module, SymTab};
+use tempfile::TempDir;
+
+pub fn ev(kind: EventKind, func: u32, tsc: u64) -> RawEvent {
+    RawEvent::new(kind, func, tsc)
+}
+
+pub struct FakeTask {
+    pub tid: u32,
+    pub pid: u32,
+    pub ppid: u32,
+    pub session: u32,
+    pub events: Vec<RawEvent>,
+}
+
+impl FakeTask {
+    /// The main thread of a process of session 0.
+    pub fn main(tid: u32, events: Vec<RawEvent>) -> FakeTask {
+        FakeTask {
+            tid,
+            pid: tid,
+            ppid: 1,
+            session: 0,
+            events,
+        }
+    }
+    /// Another thread of process `pid` (session 0).
+    pub fn thread(tid: u32, pid: u32, events: Vec<RawEvent>) -> FakeTask {
+        FakeTask {
+            pid,
+            ..FakeTask::main(tid, events)
+        }
+    }
+}
+
+pub const PROG: &str = "/usr/bin/prog";
+pub const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+
+/// Session `session` of PROG: ids 0 main, 1 parse_args, 2 strtol (PLT into
+/// libc), 3 leaf, 4 `_Z3fooi`, 5 `_ZNK1S3getEv`, 6 `_setjmp` (entry-only),
+/// 7 `tiny` (not traced).
+pub fn default_symtab(session: u32) -> SymTab {
+    let f = |id, module, name: &str, kind, status| Function {
+        id,
+        module,
+        addr: 0x1000 + u64::from(id) * 0x20,
+        size: 0x20,
+        kind,
+        status,
+        name: name.to_string(),
+    };
+    SymTab {
+        session,
+        pid: 100 + session,
+        exe: PROG.into(),
+        modules: vec![
+            Module {
+                index: 0,
+                base: 0x5555_0000_0000,
+                path: PROG.into(),
+            },
+            Module {
+                index: 1,
+                base: 0x7fff_0000_0000,
+                path: LIBC.into(),
+            },
+        ],
+        functions: vec![
+            f(0, 0, "main", FuncKind::Function, FuncStatus::Traced),
+            f(1, 0, "parse_args", FuncKind::Function, FuncStatus::Traced),
+            f(2, 1, "strtol", FuncKind::Plt, FuncStatus::Traced),
+            f(3, 0, "leaf", FuncKind::Function, FuncStatus::Traced),
+            f(4, 0, "_Z3fooi", FuncKind::Function, FuncStatus::Traced),
+            f(5, 0, "_ZNK1S3getEv", FuncKind::Function, FuncStatus::Traced),
+            f(6, 1, "_setjmp", FuncKind::Plt, FuncStatus::EntryOnly),
+            f(
+                7,
+                0,
+                "tiny",
+                FuncKind::Function,
+                FuncStatus::NotTraced("too short to patch (3 bytes)".into()),
+            ),
+        ],
+    }
+}
+
+/// A trace of `tasks` with `default_symtab(0)`; tsc == ns.
+pub fn fake_trace(tasks: &[FakeTask]) -> (TempDir, Trace) {
+    fake_trace_with(&[default_symtab(0)], tasks)
+}
+
+pub fn fake_trace_with(sessions: &[SymTab], tasks: &[FakeTask]) -> (TempDir, Trace) {
+    let tmp = TempDir::new().unwrap();
+    let mut writer = TraceWriter::create(tmp.path()).unwrap();
+    for table in sessions {
+        let mut text = Vec::new();
+        symtab::write_symtab(&mut text, table).unwrap();
+        std::fs::write(
+            writer.sessions_dir().join(format!("{}.sym", table.session)),
+            text,
+        )
+        .unwrap();
+    }
+    for t in tasks {
+        writer.append(t.tid, &t.events).unwrap();
+    }
+    let info = TraceInfo {
+        program: PROG.into(),
+        args: vec!["prog".into(), "-v".into()],
+        cwd: "/home/me".into(),
+        start_unix_ns: 1_700_000_000_000_000_000,
+        exit: Some(ExitStatus::Code(0)),
+        tasks: tasks
+            .iter()
+            .map(|t| TaskInfo {
+                tid: t.tid,
+                pid: t.pid,
+                ppid: t.ppid,
+                parent_tid: (t.tid != t.pid).then_some(t.pid),
+                session: t.session,
+                comm: "prog".into(),
+                events: 0,
+            })
+            .collect(),
+        clock: Clock {
+            tsc_hz: 1e9,
+            pairs: vec![(0, 0), (1_000_000_000, 1_000_000_000)],
+        },
+        ..TraceInfo::default()
+    };
+    writer.finish(info).unwrap();
+    let trace = Trace::open(tmp.path()).unwrap();
+    (tmp, trace)
+}
