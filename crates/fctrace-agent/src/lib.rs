@@ -122,7 +122,26 @@ fn start(cfg: &Config) -> Result<(), String> {
     if thread::init_thread(shm, sid, u32::MAX).is_none() {
         return Err("cannot register the main thread".into());
     }
+    // SAFETY: registers plain extern "C" handlers.
+    unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
     Ok(())
+}
+
+// Nothing is recorded while fork runs; the child then becomes a task of
+// its own.
+extern "C" fn fork_prepare() {
+    tls::set_busy(tls::busy() + 1);
+}
+
+extern "C" fn fork_parent() {
+    tls::set_busy(tls::busy().saturating_sub(1));
+}
+
+extern "C" fn fork_child() {
+    if let Some(shm) = shm::get() {
+        thread::after_fork_child(shm);
+    }
+    tls::set_busy(tls::busy().saturating_sub(1));
 }
 
 #[used]

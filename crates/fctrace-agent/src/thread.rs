@@ -112,6 +112,38 @@ pub fn init_thread(shm: &Shm, session: u32, parent_slot: u32) -> Option<*mut Thr
     Some(st)
 }
 
+/// In the child of `fork`: the calling thread's state is a private copy of
+/// the parent's (the shadow stack too, which is right: the child returns
+/// through the same frames), but its buffer is the parent's. Register the
+/// child as a task of its own with a buffer of its own.
+pub fn after_fork_child(shm: &Shm) {
+    let p = tls::state();
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: the state belongs to this (only) thread of the child.
+    let st = unsafe { &mut *p };
+    let parent_slot = st.task_slot;
+    let tid = gettid();
+    // SAFETY: getpid/getppid have no preconditions.
+    let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
+    let Some(slot) = shm.register_task(tid, pid, ppid, st.session, parent_slot) else {
+        tls::set_state(std::ptr::null_mut());
+        return;
+    };
+    st.tid = tid;
+    st.pid = pid;
+    st.task_slot = slot;
+    st.seq = 0;
+    match shm.acquire(tid, pid, st.session, slot, 0) {
+        Some(i) => {
+            st.buf_index = i;
+            st.buf = shm.buffer(i);
+        }
+        None => st.buf = crate::scratch_buffer(),
+    }
+}
+
 /// Replaces the thread's full buffer with a fresh one.
 fn switch_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
     shm.release(st.buf_index);

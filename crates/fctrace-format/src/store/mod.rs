@@ -295,8 +295,8 @@ impl ClockMap {
         }
     }
 
-    pub(crate) fn to_ns(&self, tsc: u64) -> u64 {
-        let ns: i128 = match *self {
+    pub(crate) fn to_ns(self, tsc: u64) -> u64 {
+        let ns: i128 = match self {
             ClockMap::Linear {
                 tsc0,
                 ns0,

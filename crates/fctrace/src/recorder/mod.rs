@@ -86,10 +86,15 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
         Ok(())
     };
     let mut exit = None;
+    let mut last_reclaim = std::time::Instant::now();
     loop {
         let mut busy = false;
         while mem.drain_one(&mut scratch, &mut sink)? {
             busy = true;
+        }
+        if last_reclaim.elapsed() > std::time::Duration::from_millis(20) {
+            mem.reclaim_dead(&mut scratch, &mut sink)?;
+            last_reclaim = std::time::Instant::now();
         }
         if let Some(sig) = process::take_forward() {
             process::send_signal(child.pid, sig);

@@ -201,6 +201,41 @@ impl SharedMemory {
         Ok(())
     }
 
+    /// Buffers still owned by threads that no longer exist (they ended, or
+    /// their process did): drained and recycled, so that programs creating
+    /// many threads over time never run out of buffers. Call right after
+    /// draining the full queue, so that a task's earlier buffers are
+    /// written first.
+    pub fn reclaim_dead(
+        &self,
+        scratch: &mut Vec<RawEvent>,
+        sink: &mut dyn FnMut(u32, &[RawEvent]) -> Result<()>,
+    ) -> Result<()> {
+        for i in 0..self.layout.buf_count {
+            let h = self.buf_header(i);
+            if h.state.load(Ordering::Acquire) != BUF_OWNED {
+                continue;
+            }
+            // SAFETY: tgkill with signal 0 only checks that the thread exists.
+            let alive = unsafe {
+                libc::syscall(
+                    libc::SYS_tgkill,
+                    h.pid as libc::c_long,
+                    h.tid as libc::c_long,
+                    0,
+                )
+            } == 0
+                || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+            if alive {
+                continue;
+            }
+            let tid = self.events(i, scratch);
+            sink(tid, scratch)?;
+            self.recycle(i);
+        }
+        Ok(())
+    }
+
     pub fn tasks(&self) -> Vec<TaskSlotCopy> {
         let n = self
             .header()
