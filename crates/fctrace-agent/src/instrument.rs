@@ -19,10 +19,13 @@ struct Loaded {
     interp: Option<String>,
 }
 
-/// Functions that return twice: their return address cannot be taken over
-/// (setjmp would save the stub's address; a vfork child would pop the
-/// parent's shadow entry), so only their calls are recorded.
+/// Functions traced entry-only (their call is recorded, their return
+/// address is left alone). Those that return twice: setjmp would save the
+/// stub's address, a vfork child would pop the parent's shadow entry. And
+/// `__libc_start_main`, which never returns: it would hold every trace
+/// open to the end.
 const RETURNS_TWICE: &[&str] = &[
+    "__libc_start_main",
     "setjmp",
     "_setjmp",
     "__setjmp",

@@ -732,3 +732,104 @@ fn corrupted_files_do_not_panic() {
         let _ = analyze(&copy);
     }
 }
+
+#[test]
+fn gold_linker() {
+    let probe = Command::new("ld.gold").arg("--version").output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: no ld.gold");
+        return;
+    }
+    for flags in [
+        &["-O2", "-fuse-ld=gold"][..],
+        &["-O2", "-fuse-ld=gold", "-no-pie"],
+        &["-O2", "-fuse-ld=gold", "-Wl,-z,now"],
+        &["-O2", "-fuse-ld=gold", "-fno-plt"],
+    ] {
+        let built = build(PROGRAM, false, flags).expect("gcc -fuse-ld=gold");
+        let data = std::fs::read(&built.path).unwrap();
+        let info = analyze(&data).unwrap();
+        check_invariants(&info, &data);
+        check_against_nm(&info, &built.path, &data);
+        check_padding(&info, &built.path, true);
+        let ours: BTreeMap<u64, String> =
+            info.plt.iter().map(|p| (p.addr, p.name.clone())).collect();
+        assert_eq!(ours, objdump_plt(&built.path), "{flags:?}");
+        let imported: HashSet<&str> = info
+            .plt
+            .iter()
+            .map(|p| p.name.as_str())
+            .chain(info.got_imports.iter().map(|g| g.name.as_str()))
+            .collect();
+        for name in ["puts", "strlen", "malloc"] {
+            assert!(imported.contains(name), "{flags:?}: {name}");
+        }
+    }
+}
+
+#[test]
+fn instrumentation_markers() {
+    for (flags, marker) in [
+        (&["-O2", "-pg"][..], "mcount"),
+        (&["-O2", "-pg", "-mfentry"], "__fentry__"),
+        (&["-O2", "-finstrument-functions"], "__cyg_profile_func_enter"),
+        (&["-O2", "-fpatchable-function-entry=5"], "__patchable_function_entries"),
+        (&["-O2", "-fpatchable-function-entry=8,3"], "__patchable_function_entries"),
+    ] {
+        let built = build(PROGRAM, false, flags).expect("gcc with instrumentation");
+        let info = read_file(&built.path).unwrap();
+        assert_eq!(info.markers, [marker], "{flags:?}");
+    }
+    // libc defines mcount & co. for others; that is not instrumentation.
+    if Path::new(LIBC).exists() {
+        assert!(read_file(Path::new(LIBC)).unwrap().markers.is_empty());
+    }
+}
+
+#[test]
+fn stripped_executable() {
+    let built = build(PROGRAM, false, &["-O2", "-s"]).unwrap();
+    let data = std::fs::read(&built.path).unwrap();
+    let info = analyze(&data).unwrap();
+    check_invariants(&info, &data);
+    assert!(!info.has_symtab);
+    // Nothing but the dynamic symbols (none defined in .text here).
+    assert!(info.functions.iter().all(|f| f.global), "{:?}", info.functions);
+    assert!(info.functions_named("main").next().is_none());
+    // The PLT is still known: it does not need .symtab.
+    let names: HashSet<&str> = info.plt.iter().map(|p| p.name.as_str()).collect();
+    assert!(names.contains("puts") && names.contains("malloc"), "{names:?}");
+}
+
+#[test]
+fn shared_library() {
+    let src = r#"
+#include <stdio.h>
+#include <string.h>
+static int helper(const char *s) { return (int)strlen(s) * 3; }
+__attribute__((noinline)) int lib_visible(const char *s) { puts(s); return helper(s); }
+__attribute__((visibility("hidden"), noinline)) int lib_hidden(int x) { return x * 7 + 1; }
+int lib_alias(const char *s) __attribute__((alias("lib_visible")));
+__attribute__((weak)) int lib_weak(int x) { return lib_hidden(x) + 2; }
+"#;
+    let built = build(src, false, &["-O2", "-shared", "-fPIC"]).unwrap();
+    let data = std::fs::read(&built.path).unwrap();
+    let info = analyze(&data).unwrap();
+    check_invariants(&info, &data);
+    check_against_nm(&info, &built.path, &data);
+    check_padding(&info, &built.path, true);
+    assert_eq!(info.kind, ElfKind::SharedObject);
+    assert!(!info.is_static);
+    info.check_traceable().unwrap();
+    // Two global names at one address: the shorter one is preferred.
+    let f = func(&info, "lib_alias");
+    assert_eq!(f.name, "lib_alias");
+    assert_eq!(f.aliases, ["lib_visible"]);
+    assert!(f.global);
+    let hidden = func(&info, "lib_hidden");
+    assert!(!hidden.global, "hidden symbols are local once linked");
+    assert!(func(&info, "lib_weak").global);
+    let ours: BTreeMap<u64, String> = info.plt.iter().map(|p| (p.addr, p.name.clone())).collect();
+    assert_eq!(ours, objdump_plt(&built.path));
+    assert!(info.plt.iter().any(|p| p.name == "puts"));
+}

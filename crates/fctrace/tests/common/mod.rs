@@ -1537,6 +1537,8 @@ pub struct CompareOptions {
     /// Only compare functions whose raw symbol satisfies this (e.g. the Rust
     /// program's own crate); all of the executable's functions if None.
     pub only: Option<fn(&str) -> bool>,
+    /// Options of `fctrace record` (e.g. `-l`).
+    pub record_opts: &'static [&'static str],
 }
 
 /// Compares fctrace's call counts of every function of `exe` with
