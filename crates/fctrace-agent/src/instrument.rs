@@ -267,6 +267,8 @@ fn instrument_module(s: &mut Session, m: &Loaded, is_main: bool) -> Result<Vec<u
             Err("IFUNC resolver, not the function".to_string())
         } else if NOT_CALLED.contains(&f.name.as_str()) || (is_main && f.addr == info.entry) {
             Err("entered without a call".to_string())
+        } else if !is_main && is_unwinder(&m.path, &f.name) {
+            Err("part of the unwinder, whose frames must stay untouched".to_string())
         } else if addr < m.lo || m.base + pad_end > m.hi {
             Err("outside the loaded segments".to_string())
         } else {

@@ -43,24 +43,17 @@ pub struct ThreadState {
     pub tid: u32,
     pub pid: u32,
     pub session: u32,
-    /// Set when an unwinder ran: the next traced call repairs the shadow
-    /// stack (see `unwind`). While set, `shadow_end` is forced to the base
-    /// so that the next entry takes the slow path.
-    pub repair_pending: bool,
-    pub real_shadow_end: *mut ShadowEntry,
+    /// While an unwinder runs (the thread's busy word is `BUSY_UNWINDING`):
+    /// a stack address inside the agent's unwinder entry point. Calls whose
+    /// slot lies above it come from frames the unwinder handed control
+    /// back to (see `unwind`).
+    pub unwind_sp: u64,
 }
 
 pub const SLOW_INIT: u64 = 1;
 pub const SLOW_FULL: u64 = 2;
 pub const SLOW_MISMATCH: u64 = 3;
-pub const SLOW_OVERFLOW: u64 = 4;
-
-/// Makes the next traced call of this thread take the slow path and
-/// repair the shadow stack first.
-pub fn request_repair(st: &mut ThreadState) {
-    st.repair_pending = true;
-    st.shadow_end = st.shadow_base;
-}
+pub const SLOW_UNWINDING: u64 = 4;
 
 fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
@@ -105,8 +98,7 @@ pub fn init_thread(shm: &Shm, session: u32, parent_slot: u32) -> Option<*mut Thr
         tid,
         pid,
         session,
-        repair_pending: false,
-        real_shadow_end: end,
+        unwind_sp: 0,
     }));
     tls::set_state(st);
     Some(st)
@@ -176,7 +168,10 @@ pub fn append(shm: &Shm, st: &mut ThreadState, kind: EventKind, func: u32) {
 ///
 /// # Safety
 /// Only the generated hot path calls this, on the thread whose state it is.
-pub unsafe extern "C" fn slow_path(reason: u64, arg: u64) -> u64 {
+pub unsafe extern "C" fn slow_path(reason: u64, arg: u64, func: u64) -> u64 {
+    if reason == SLOW_UNWINDING {
+        return crate::unwind::call_while_unwinding(arg, func as u32);
+    }
     let _busy = tls::Busy::enter();
     let Some(shm) = shm::get() else { return 0 };
     match reason {
@@ -198,17 +193,6 @@ pub unsafe extern "C" fn slow_path(reason: u64, arg: u64) -> u64 {
                 // buffer so the program runs on; count what is lost.
                 shm.add_lost(1);
                 st.buf = crate::scratch_buffer();
-            }
-            0
-        }
-        SLOW_OVERFLOW => {
-            // SAFETY: state is set for a thread that reached the entry path.
-            let st = unsafe { &mut *tls::state() };
-            if st.repair_pending {
-                st.repair_pending = false;
-                st.shadow_end = st.real_shadow_end;
-                crate::unwind::repair(st, arg, false);
-                return 1;
             }
             0
         }

@@ -64,6 +64,9 @@ pub fn set_busy(v: u64) {
     unsafe { word_addr(1).write(v) }
 }
 
+/// Busy word value while an unwinder walks this thread's stack.
+pub const BUSY_UNWINDING: u64 = 2;
+
 /// Marks the agent busy on this thread for the guard's lifetime (nesting
 /// keeps the outer value).
 pub struct Busy(u64);

@@ -10,9 +10,16 @@
 //! afterwards (a backtrace), the slots are taken over again. After an
 //! exception is caught, `__cxa_begin_catch` sees which frames the unwinding
 //! removed (their slots lie below the catching frame's stack pointer):
-//! they get an `Unwind` exit, the survivors are taken over again. For
-//! other catches (Rust's `catch_unwind`) the same repair runs at the
-//! thread's next traced call.
+//! they get an `Unwind` exit, the survivors are taken over again.
+//!
+//! While the unwinder runs, the thread's busy word says so
+//! (`BUSY_UNWINDING`), and traced calls take a slow path: calls made by the
+//! unwinder itself (personality routines, destructors' helpers deeper than
+//! the unwinder) are recorded without their return being taken over, so
+//! the frames being walked stay untouched; the first traced call from a
+//! frame above the unwinder (a landing pad: a catch, or a cleanup before
+//! `_Unwind_Resume`, Rust's `catch_unwind`) ends the unwinding state and
+//! repairs the shadow stack first.
 
 use crate::thread::{self, ShadowEntry, ThreadState};
 use crate::tls;
@@ -120,13 +127,54 @@ fn with_state(f: impl FnOnce(&mut ThreadState)) {
     f(unsafe { &mut *p });
 }
 
-/// Before an unwinder walks the stack: real addresses everywhere, and a
-/// repair at the next traced call.
-fn before_unwind() {
+/// Before an unwinder walks the stack: real addresses everywhere, and the
+/// thread marked as unwinding. `marker` is an address in the caller's frame.
+fn before_unwind(marker: u64) -> u64 {
+    let prev = tls::busy();
     with_state(|st| {
         restore_all(st);
-        thread::request_repair(st);
+        st.unwind_sp = marker;
     });
+    if !tls::state().is_null() {
+        tls::set_busy(tls::BUSY_UNWINDING);
+    }
+    prev
+}
+
+/// The real unwinder returned (it failed to find a handler, or a forced
+/// unwind stopped): back to normal.
+fn after_unwind(prev: u64) {
+    tls::set_busy(prev);
+    with_state(|st| hijack_all(st));
+}
+
+/// Slow path of a traced call while the thread is unwinding; returns
+/// non-zero when the unwinding is over and the call must be retried.
+pub fn call_while_unwinding(slot: u64, func: u32) -> u64 {
+    let p = tls::state();
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: the state belongs to this thread.
+    let st = unsafe { &mut *p };
+    tls::set_busy(1);
+    let Some(shm) = crate::shm::get() else {
+        return 0;
+    };
+    if slot > st.unwind_sp {
+        repair(st, slot, false);
+        tls::set_busy(0);
+        return 1;
+    }
+    thread::append(shm, st, EventKind::Entry, func);
+    thread::append(shm, st, EventKind::Exit, func);
+    tls::set_busy(tls::BUSY_UNWINDING);
+    0
+}
+
+fn marker() -> u64 {
+    let x = 0u8;
+    std::hint::black_box(&x) as *const u8 as u64
 }
 
 macro_rules! real {
@@ -153,27 +201,32 @@ type UnwindFn = unsafe extern "C" fn(*mut c_void) -> i32;
 /// Called by the C++/Rust runtime with an exception object.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Unwind_RaiseException(exc: *mut c_void) -> i32 {
-    before_unwind();
-    // SAFETY: forwarding the caller's arguments.
-    unsafe { real!("_Unwind_RaiseException", UnwindFn)(exc) }
+    let prev = before_unwind(marker());
+    // SAFETY: forwarding.
+    let r = unsafe { real!("_Unwind_RaiseException", UnwindFn)(exc) };
+    after_unwind(prev);
+    r
 }
 
 /// # Safety
 /// As `_Unwind_RaiseException`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Unwind_Resume_or_Rethrow(exc: *mut c_void) -> i32 {
-    before_unwind();
+    let prev = before_unwind(marker());
     // SAFETY: forwarding.
-    unsafe { real!("_Unwind_Resume_or_Rethrow", UnwindFn)(exc) }
+    let r = unsafe { real!("_Unwind_Resume_or_Rethrow", UnwindFn)(exc) };
+    after_unwind(prev);
+    r
 }
 
 /// # Safety
 /// As `_Unwind_RaiseException`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Unwind_Resume(exc: *mut c_void) {
-    before_unwind();
+    let prev = before_unwind(marker());
     // SAFETY: forwarding.
     unsafe { real!("_Unwind_Resume", UnwindFn)(exc) };
+    after_unwind(prev);
 }
 
 type ForcedFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> i32;
@@ -186,9 +239,11 @@ pub unsafe extern "C" fn _Unwind_ForcedUnwind(
     stop: *mut c_void,
     arg: *mut c_void,
 ) -> i32 {
-    before_unwind();
+    let prev = before_unwind(marker());
     // SAFETY: forwarding.
-    unsafe { real!("_Unwind_ForcedUnwind", ForcedFn)(exc, stop, arg) }
+    let r = unsafe { real!("_Unwind_ForcedUnwind", ForcedFn)(exc, stop, arg) };
+    after_unwind(prev);
+    r
 }
 
 type BacktraceFn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
@@ -225,6 +280,9 @@ type BeginCatchFn = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
 /// Receives the address of its own return slot from the naked entry
 /// below: every traced frame below it is gone.
 unsafe extern "C" fn begin_catch(exc: *mut c_void, sp: u64) -> *mut c_void {
+    if tls::busy() == tls::BUSY_UNWINDING {
+        tls::set_busy(0);
+    }
     with_state(|st| repair(st, sp, true));
     // SAFETY: forwarding.
     unsafe { real!("__cxa_begin_catch", BeginCatchFn)(exc) }

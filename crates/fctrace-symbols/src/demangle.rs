@@ -362,7 +362,7 @@ fn empty_packs(text: &str) -> String {
         }
         let element = &text[j..i];
         let only_qualifiers = element
-            .split(|c: char| c == ' ' || c == '&' || c == '*')
+            .split([' ', '&', '*'])
             .all(|w| w.is_empty() || w == "const" || w == "volatile");
         let opened_by = j.checked_sub(1).map(|k| b[k]);
         // `void (*)(int)`, `char const (&) [14]`: declarators, not lists.

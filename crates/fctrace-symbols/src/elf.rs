@@ -106,12 +106,17 @@ struct Candidate {
     section: usize,
 }
 
-const MARKERS: &[(&str, &str)] = &[
-    ("mcount", "mcount"),
-    ("_mcount", "mcount"),
-    ("__fentry__", "__fentry__"),
-    ("__cyg_profile_func_enter", "__cyg_profile_func_enter"),
-];
+/// Instrumentation hooks reported in [`ElfInfo::markers`], in this order.
+const MARKERS: [&str; 3] = ["mcount", "__fentry__", "__cyg_profile_func_enter"];
+
+fn marker_index(name: &str) -> Option<usize> {
+    match name {
+        "mcount" | "_mcount" => Some(0),
+        "__fentry__" => Some(1),
+        "__cyg_profile_func_enter" => Some(2),
+        _ => None,
+    }
+}
 
 fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<ElfInfo> {
     let header = Elf::parse(data).map_err(malformed)?;
@@ -216,17 +221,18 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<ElfIn
         });
     }
 
+    // A broken symbol table is treated as absent.
     let symtab = table
         .symbols(endian, data, elf::SHT_SYMTAB)
-        .map_err(malformed)?;
+        .unwrap_or_default();
     let dynsym = table
         .symbols(endian, data, elf::SHT_DYNSYM)
-        .map_err(malformed)?;
+        .unwrap_or_default();
 
     // Symbols.
     let mut candidates = Vec::new();
     let mut boundaries: Vec<Vec<u64>> = vec![Vec::new(); sections.len()];
-    let mut marker_found = [false; 4];
+    let mut marker_found = [false; MARKERS.len()];
     let mut has_symtab = false;
     for (is_symtab, syms) in [(true, &symtab), (false, &dynsym)] {
         for (index, sym) in syms.enumerate().skip(1) {
@@ -238,9 +244,11 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<ElfIn
             let raw = String::from_utf8_lossy(raw);
             let name = strip_version(&raw);
             let section = syms.symbol_section(endian, sym, index).ok().flatten();
-            if let Some(m) = MARKERS.iter().position(|(n, _)| *n == name) {
+            // A reference to a hook, or a hook defined by a program (libc
+            // defines mcount for everyone).
+            if let Some(m) = marker_index(name) {
                 if section.is_none() || kind != ElfKind::SharedObject {
-                    marker_found[marker_slot(m)] = true;
+                    marker_found[m] = true;
                 }
             }
             let Some(SectionIndex(sec)) = section else {
@@ -295,7 +303,7 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<ElfIn
         (Vec::new(), Vec::new())
     };
 
-    let mut markers: Vec<String> = ["mcount", "__fentry__", "__cyg_profile_func_enter"]
+    let mut markers: Vec<String> = MARKERS
         .iter()
         .zip(marker_found)
         .filter(|(_, found)| *found)
@@ -318,15 +326,6 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<ElfIn
         got_imports,
         markers,
     })
-}
-
-/// Index in the output marker list of `MARKERS[m]`.
-fn marker_slot(m: usize) -> usize {
-    match MARKERS[m].1 {
-        "mcount" => 0,
-        "__fentry__" => 1,
-        _ => 2,
-    }
 }
 
 /// One [`FuncSym`] per address, with its section index; `pad_end` is left at

@@ -603,6 +603,29 @@ fn main() {
     }
 }
 
+/// This test executable: a Rust program built by cargo.
+#[test]
+fn cargo_built_test_binary() {
+    let path = std::env::current_exe().unwrap();
+    let data = std::fs::read(&path).unwrap();
+    let info = analyze(&data).unwrap();
+    check_invariants(&info, &data);
+    check_against_nm(&info, &path, &data);
+    assert!(info.has_symtab && !info.is_static);
+    let ours: BTreeMap<u64, String> = info.plt.iter().map(|p| (p.addr, p.name.clone())).collect();
+    assert_eq!(ours, objdump_plt(&path));
+    let got: HashSet<&str> = info.got_imports.iter().map(|g| g.name.as_str()).collect();
+    for name in ["malloc", "free", "write", "pthread_create"] {
+        assert!(got.contains(name), "{name} not in {got:?}");
+    }
+    let me = info
+        .functions
+        .iter()
+        .find(|f| f.name.contains("cargo_built_test_binary"))
+        .expect("this test function");
+    assert!(me.size > 0);
+}
+
 #[test]
 fn system_libc() {
     let path = Path::new(LIBC);
@@ -701,6 +724,15 @@ fn errors() {
         };
         let info = read_file(&built.path).unwrap();
         assert!(info.is_static, "{flags:?}");
+        let pie = flags.contains(&"-static-pie");
+        assert_eq!(
+            info.kind,
+            if pie {
+                ElfKind::PieExecutable
+            } else {
+                ElfKind::Executable
+            }
+        );
         let e = info.check_traceable().unwrap_err();
         assert!(e.0.contains("statically linked"), "{e}");
         let data = std::fs::read(&built.path).unwrap();
@@ -772,9 +804,18 @@ fn instrumentation_markers() {
     for (flags, marker) in [
         (&["-O2", "-pg"][..], "mcount"),
         (&["-O2", "-pg", "-mfentry"], "__fentry__"),
-        (&["-O2", "-finstrument-functions"], "__cyg_profile_func_enter"),
-        (&["-O2", "-fpatchable-function-entry=5"], "__patchable_function_entries"),
-        (&["-O2", "-fpatchable-function-entry=8,3"], "__patchable_function_entries"),
+        (
+            &["-O2", "-finstrument-functions"],
+            "__cyg_profile_func_enter",
+        ),
+        (
+            &["-O2", "-fpatchable-function-entry=5"],
+            "__patchable_function_entries",
+        ),
+        (
+            &["-O2", "-fpatchable-function-entry=8,3"],
+            "__patchable_function_entries",
+        ),
     ] {
         let built = build(PROGRAM, false, flags).expect("gcc with instrumentation");
         let info = read_file(&built.path).unwrap();
@@ -794,11 +835,18 @@ fn stripped_executable() {
     check_invariants(&info, &data);
     assert!(!info.has_symtab);
     // Nothing but the dynamic symbols (none defined in .text here).
-    assert!(info.functions.iter().all(|f| f.global), "{:?}", info.functions);
+    assert!(
+        info.functions.iter().all(|f| f.global),
+        "{:?}",
+        info.functions
+    );
     assert!(info.functions_named("main").next().is_none());
     // The PLT is still known: it does not need .symtab.
     let names: HashSet<&str> = info.plt.iter().map(|p| p.name.as_str()).collect();
-    assert!(names.contains("puts") && names.contains("malloc"), "{names:?}");
+    assert!(
+        names.contains("puts") && names.contains("malloc"),
+        "{names:?}"
+    );
 }
 
 #[test]

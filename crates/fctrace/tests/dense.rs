@@ -23,7 +23,11 @@ fn dense_o0_counts_match_callgrind_and_semantics() {
     let exe = c_program("dense.c", "-O0", &["-O0"]);
     assert_eq!(run_native(&exe, &[]).stdout, STDOUT);
     let (rep, cmp) = assert_counts_match_callgrind(&exe, &[], &CompareOptions::default());
-    assert!(cmp.total_calls > 2_000_000, "only {} calls compared", cmp.total_calls);
+    assert!(
+        cmp.total_calls > 2_000_000,
+        "only {} calls compared",
+        cmp.total_calls
+    );
     let want: &[(&str, u64)] = &[
         ("main", 1),
         ("fib", fib_calls(26)),
@@ -51,7 +55,11 @@ fn dense_o2_counts_match_callgrind() {
     let exe = c_program("dense.c", "-O2", &["-O2"]);
     assert_eq!(run_native(&exe, &[]).stdout, STDOUT);
     let (rep, cmp) = assert_counts_match_callgrind(&exe, &[], &CompareOptions::default());
-    assert!(cmp.total_calls > 1_000_000, "only {} calls compared", cmp.total_calls);
+    assert!(
+        cmp.total_calls > 1_000_000,
+        "only {} calls compared",
+        cmp.total_calls
+    );
     // noipa functions keep every call at -O2 too.
     for (name, n) in [("add1", 200_000), ("apply", 600_000), ("square", 600_000)] {
         assert_eq!(rep.calls(name), n, "calls of {name}");

@@ -55,8 +55,18 @@ fn rust_program_builds_and_runs() {
         let exe = prog(opt, v0);
         assert_eq!(run_native(&exe, &[]).stdout, STDOUT);
         let syms = function_symbols(&exe);
-        for f in ["prog::compute", "prog::fib", "prog::leaf", "prog::main", "<prog::Square as prog::Shape>::area"] {
-            assert!(syms.iter().any(|s| demangled(&s.name) == f), "{}: no {f}", exe.display());
+        for f in [
+            "prog::compute",
+            "prog::fib",
+            "prog::leaf",
+            "prog::main",
+            "<prog::Square as prog::Shape>::area",
+        ] {
+            assert!(
+                syms.iter().any(|s| demangled(&s.name) == f),
+                "{}: no {f}",
+                exe.display()
+            );
         }
     }
 }
@@ -73,14 +83,26 @@ fn rust_names_are_demangled_without_hash() {
         for f in rep.functions_of(&exe) {
             let want = demangled(&f.symbol);
             if f.name != want {
-                bad.push(format!("{}: name {:?}, expected {:?}", f.symbol, f.name, want));
+                bad.push(format!(
+                    "{}: name {:?}, expected {:?}",
+                    f.symbol, f.name, want
+                ));
             }
         }
-        assert!(bad.is_empty(), "{ctx}: names differ from rustc-demangle's (without hash):\n{}", bad.join("\n"));
+        assert!(
+            bad.is_empty(),
+            "{ctx}: names differ from rustc-demangle's (without hash):\n{}",
+            bad.join("\n")
+        );
         for f in &rep.functions {
             let hash = f.name.rsplit("::").next().unwrap_or("");
-            let looks_hashed = hash.len() == 17 && hash.starts_with('h') && hash[1..].bytes().all(|b| b.is_ascii_hexdigit());
-            assert!(!looks_hashed && !f.name.starts_with("_ZN") && !f.name.starts_with("_R"), "{ctx}: mangled or hashed name {f:?}");
+            let looks_hashed = hash.len() == 17
+                && hash.starts_with('h')
+                && hash[1..].bytes().all(|b| b.is_ascii_hexdigit());
+            assert!(
+                !looks_hashed && !f.name.starts_with("_ZN") && !f.name.starts_with("_R"),
+                "{ctx}: mangled or hashed name {f:?}"
+            );
         }
         let wanted: &[(&str, u64)] = &[
             ("prog::main", 1),
@@ -90,14 +112,24 @@ fn rust_names_are_demangled_without_hash() {
             ("prog::leaf", LEN as u64),
         ];
         for (name, calls) in wanted {
-            let f = rep.function(name).unwrap_or_else(|| panic!("{ctx}: no {name} in the report"));
-            assert_eq!(canonical(Path::new(&f.module)), canonical(&exe), "{ctx}: module of {name}");
+            let f = rep
+                .function(name)
+                .unwrap_or_else(|| panic!("{ctx}: no {name} in the report"));
+            assert_eq!(
+                canonical(Path::new(&f.module)),
+                canonical(&exe),
+                "{ctx}: module of {name}"
+            );
             if opt == 0 {
                 assert_eq!(f.calls, *calls, "{ctx}: calls of {name}");
             }
         }
         if opt == 0 {
-            assert_eq!(rep.calls("prog::fib"), fib_calls(FIB_N), "{ctx}: calls of prog::fib");
+            assert_eq!(
+                rep.calls("prog::fib"),
+                fib_calls(FIB_N),
+                "{ctx}: calls of prog::fib"
+            );
         }
     }
 }
@@ -119,8 +151,12 @@ fn rust_o0_tree_of_own_functions() {
         let rec = record(&exe, &[], &[]);
         let replay = replay(&rec.dir.path);
         let main_thread = replay.main_thread().expect("a thread with main()");
-        let pm = main_thread.find("prog::main()").expect("prog::main() in the tree");
-        let own = |l: &str| (l.starts_with("prog::") || l.starts_with("<prog::")) && !l.contains("{closure");
+        let pm = main_thread
+            .find("prog::main()")
+            .expect("prog::main() in the tree");
+        let own = |l: &str| {
+            (l.starts_with("prog::") || l.starts_with("<prog::")) && !l.contains("{closure")
+        };
         let actual = outline(&project(std::slice::from_ref(pm), &own));
         let mut expected = String::from("prog::main()\n  prog::compute()\n");
         for _ in 0..LEN {
@@ -128,17 +164,32 @@ fn rust_o0_tree_of_own_functions() {
         }
         fib_outline(FIB_N, 1, &mut expected);
         expected.push_str("  prog::total_area()\n");
-        expected.push_str("    <prog::Square as prog::Shape>::area()\n".repeat(2).as_str());
-        assert_outline_eq(&actual, &expected, &format!("{} (trace {})", exe.display(), rec.dir.path.display()));
+        expected.push_str(
+            "    <prog::Square as prog::Shape>::area()\n"
+                .repeat(2)
+                .as_str(),
+        );
+        assert_outline_eq(
+            &actual,
+            &expected,
+            &format!("{} (trace {})", exe.display(), rec.dir.path.display()),
+        );
     }
 }
 
 #[test]
 fn rust_own_counts_match_callgrind() {
     for (opt, v0) in variants() {
-        let opts = CompareOptions { only: Some(own_symbol), ..Default::default() };
+        let opts = CompareOptions {
+            only: Some(own_symbol),
+            ..Default::default()
+        };
         let (_, cmp) = assert_counts_match_callgrind(&prog(opt, v0), &[], &opts);
-        assert!(cmp.compared >= 5, "only {} of the crate's functions compared", cmp.compared);
+        assert!(
+            cmp.compared >= 5,
+            "only {} of the crate's functions compared",
+            cmp.compared
+        );
     }
 }
 

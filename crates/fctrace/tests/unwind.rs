@@ -39,6 +39,10 @@ fn longjmp_frames_are_unwound() {
 #[test]
 fn longjmp_counts_match_callgrind() {
     for opt in ["-O0", "-O2"] {
-        assert_counts_match_callgrind(&c_program("unwind.c", opt, &[opt]), &[], &CompareOptions::default());
+        assert_counts_match_callgrind(
+            &c_program("unwind.c", opt, &[opt]),
+            &[],
+            &CompareOptions::default(),
+        );
     }
 }

@@ -16,8 +16,9 @@
 
 use crate::thread::{
     OFF_BUF, OFF_SHADOW_END, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE, SLOW_FULL, SLOW_INIT,
-    SLOW_MISMATCH, SLOW_OVERFLOW,
+    SLOW_MISMATCH, SLOW_UNWINDING,
 };
+use crate::tls::BUSY_UNWINDING;
 use fctrace_format::event::{EventKind, RawEvent, KIND_BITS};
 use iced_x86::code_asm::*;
 use iced_x86::{BlockEncoderOptions, IcedError};
@@ -72,6 +73,7 @@ fn slow_call(
         Some(off) => a.lea(rsi, qword_ptr(rbx + (80 + off)))?,
         None => a.xor(esi, esi)?,
     }
+    a.mov(rdx, qword_ptr(rbx + 72))?; // the saved rax: the function id on entry paths
     a.mov(rax, p.slow_path)?;
     a.call(rax)?;
     // The result is passed back in ZF (nothing below changes the flags).
@@ -119,6 +121,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     let mut rec = a.create_label();
     let mut pass = a.create_label();
     let mut overflow = a.create_label();
+    let mut busy = a.create_label();
     let mut init = a.create_label();
     let mut full = a.create_label();
     a.set_label(&mut entry)?;
@@ -127,7 +130,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     a.push(r11)?; // the caller's return slot is now at rsp+40
     a.set_label(&mut retry)?;
     a.cmp(tls_busy, 0)?;
-    a.jne(pass)?;
+    a.jne(busy)?;
     a.mov(r11, tls_state)?;
     a.test(r11, r11)?;
     a.jz(init)?;
@@ -154,12 +157,17 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     a.pop(rcx)?;
     a.test(rsp, rsp)?; // ZF=0: pass through
     a.ret()?;
+    a.set_label(&mut busy)?;
+    // An unwinder is running: the slow path records the call without
+    // taking over its return (ZF=1), or sees that the unwinding is over,
+    // repairs the shadow stack and asks for a retry (ZF=0).
+    a.cmp(tls_busy, BUSY_UNWINDING as i32)?;
+    a.jne(pass)?;
+    slow_call(&mut a, p, SLOW_UNWINDING, Some(40))?;
+    a.jnz(retry)?;
+    a.jmp(pass)?;
     a.set_label(&mut overflow)?;
     a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ent)?;
-    // Either a repair request (after an unwinder ran: retry once it is
-    // done) or a real overflow (count the call as lost, let it through).
-    slow_call(&mut a, p, SLOW_OVERFLOW, Some(40))?;
-    a.jnz(retry)?;
     a.mov(rcx, p.lost_counter)?;
     a.lock().add(qword_ptr(rcx), 2)?; // this call's entry and exit
     a.jmp(pass)?;

@@ -1,0 +1,215 @@
+//! -l/--nest-libcall, on libcall.c: with it, libc's own functions run by
+//! qsort, printf and fflush are traced and nest under the call from the
+//! program, and qsort's comparator nests under qsort below libc's frames
+//! (glibc 2.36's qsort tail-jumps to qsort_r, an exported function, which
+//! calls the comparator through static, untraceable frames); fflush reaches
+//! write(2)'s wrapper. Without it, printf and fflush are leaves and the
+//! comparator's parent is qsort itself.
+//!
+//! libc's functions are found through its dynamic symbols (Debian ships it
+//! without .symtab): which names exist is read from this machine's libc.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+const STDOUT: &str = "libcall: 0 8 15\n";
+
+fn libcall() -> PathBuf {
+    c_program("libcall.c", "-O0", &["-O0"])
+}
+
+/// The libc the program loads (from ldd).
+fn libc_path(exe: &Path) -> PathBuf {
+    let r = tool("ldd", &[exe.as_os_str()]);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("libc.so"))
+        .expect("libc in ldd's output");
+    let path = line
+        .split("=>")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    canonical(Path::new(path))
+}
+
+/// Labels of every dynamic symbol of `lib` at the address of `name`.
+fn alias_labels(lib: &Path, name: &str) -> BTreeSet<String> {
+    let syms = function_symbols(lib);
+    let addr = syms
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no {name} in {}", lib.display()))
+        .addr;
+    syms.iter()
+        .filter(|s| s.addr == addr)
+        .map(|s| format!("{}()", s.name))
+        .collect()
+}
+
+fn child<'a>(n: &'a Node, label: &str) -> &'a Node {
+    let found: Vec<&Node> = n.children.iter().filter(|c| c.label == label).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one {label} under {}:\n{}",
+        n.label,
+        outline(std::slice::from_ref(n))
+    );
+    found[0]
+}
+
+/// Every cmp() of the tree with its ancestors.
+fn cmp_paths(main: &Node) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    main.walk(&mut Vec::new(), &mut |n, path| {
+        if n.label == "cmp()" {
+            out.push(path.iter().map(|s| s.to_string()).collect());
+        }
+    });
+    out
+}
+
+#[test]
+fn without_nest_libcall_library_calls_are_leaves() {
+    let exe = libcall();
+    let rec = record(&exe, &[], &[]);
+    assert_eq!(rec.run.stdout, STDOUT);
+    let replay = replay(&rec.dir.path);
+    let main = replay.main();
+    let labels: Vec<&str> = main.children.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        ["qsort()", "printf()", "fflush()"],
+        "{}",
+        outline(std::slice::from_ref(main))
+    );
+    assert!(child(main, "printf()").children.is_empty());
+    assert!(child(main, "fflush()").children.is_empty());
+    let paths = cmp_paths(main);
+    assert!(!paths.is_empty(), "the comparator was never seen");
+    for p in &paths {
+        assert_eq!(
+            p.last().map(String::as_str),
+            Some("qsort()"),
+            "cmp() not directly under qsort(): {p:?}"
+        );
+    }
+
+    let rep = report(&rec.dir.path);
+    let libc = libc_path(&exe);
+    let in_libc: BTreeSet<&str> = rep
+        .functions
+        .iter()
+        .filter(|f| canonical(Path::new(&f.module)) == libc)
+        .map(|f| f.name.as_str())
+        .collect();
+    for f in ["qsort", "printf", "fflush"] {
+        assert!(
+            in_libc.contains(f),
+            "{f} not reported in {}: {in_libc:?}",
+            libc.display()
+        );
+    }
+    let allowed: BTreeSet<&str> = [
+        "qsort",
+        "printf",
+        "fflush",
+        "__cxa_finalize",
+        "__libc_start_main",
+    ]
+    .into();
+    assert!(
+        in_libc.is_subset(&allowed),
+        "without -l only the calls from the program into libc: {in_libc:?}"
+    );
+    assert_eq!(rep.calls("cmp") as usize, paths.len());
+}
+
+#[test]
+fn with_nest_libcall_libc_internals_nest_under_the_call() {
+    let exe = libcall();
+    let libc = libc_path(&exe);
+    for f in ["qsort_r", "write", "_IO_file_write"] {
+        assert!(
+            function_symbols(&libc).iter().any(|s| s.name == f),
+            "this libc has no dynamic symbol {f}"
+        );
+    }
+    let rec = record(&exe, &[], &["-l"]);
+    assert_eq!(rec.run.stdout, STDOUT);
+    let ctx = format!("trace {}", rec.dir.path.display());
+    let replay = replay(&rec.dir.path);
+    let main = replay.main();
+    let tree = outline(std::slice::from_ref(main));
+
+    // The comparator: always under qsort, and below libc frames.
+    let paths = cmp_paths(main);
+    assert!(
+        !paths.is_empty(),
+        "{ctx}: the comparator was never seen\n{tree}"
+    );
+    for p in &paths {
+        let q = p
+            .iter()
+            .position(|l| l == "qsort()")
+            .unwrap_or_else(|| panic!("{ctx}: cmp() not under qsort(): {p:?}"));
+        assert!(
+            p.len() > q + 1,
+            "{ctx}: with -l, libc's frames between qsort() and cmp(): {p:?}"
+        );
+    }
+    let qsort = child(main, "qsort()");
+    assert!(
+        qsort.find("qsort_r()").is_some(),
+        "{ctx}: qsort jumps to qsort_r, traced with -l\n{tree}"
+    );
+
+    // printf goes deeper than its entry; fflush reaches write(2)'s wrapper.
+    assert!(
+        !child(main, "printf()").children.is_empty(),
+        "{ctx}: printf() has no traced callee with -l\n{tree}"
+    );
+    let write = alias_labels(&libc, "write");
+    let fflush = child(main, "fflush()");
+    let mut found = false;
+    fflush.walk(&mut Vec::new(), &mut |n, _| {
+        found |= write.contains(&n.label)
+    });
+    assert!(
+        found,
+        "{ctx}: none of {write:?} under fflush()\n{}",
+        outline(std::slice::from_ref(fflush))
+    );
+
+    let rep = report(&rec.dir.path);
+    let in_libc: BTreeSet<&str> = rep
+        .functions
+        .iter()
+        .filter(|f| canonical(Path::new(&f.module)) == libc)
+        .map(|f| f.name.as_str())
+        .collect();
+    assert!(
+        in_libc.len() > 5,
+        "{ctx}: with -l, libc's own functions are reported: {in_libc:?}"
+    );
+    assert!(in_libc.contains("qsort_r"), "{ctx}: {in_libc:?}");
+    assert_eq!(rep.calls("cmp") as usize, paths.len(), "{ctx}");
+}
+
+/// -l changes nothing for the program's own functions.
+#[test]
+fn with_nest_libcall_own_counts_match_callgrind() {
+    let opts = CompareOptions {
+        record_opts: &["-l"],
+        ..Default::default()
+    };
+    assert_counts_match_callgrind(&libcall(), &[], &opts);
+    assert_counts_match_callgrind(&c_program("dense.c", "-O2", &["-O2"]), &[], &opts);
+}
