@@ -549,3 +549,12 @@ fn page_prot(addr: u64) -> Option<i32> {
     }
     None
 }
+
+/// The unwinder walks its own frames: with `-l`, none of its functions may
+/// have their returns taken over (nor glibc's `backtrace`, which drives it).
+fn is_unwinder(module: &str, name: &str) -> bool {
+    module.contains("libgcc_s")
+        || name.starts_with("_Unwind_")
+        || name == "backtrace"
+        || name == "__backtrace"
+}

@@ -184,7 +184,7 @@ macro_rules! real {
         if p.is_null() {
             let _busy = tls::Busy::enter();
             // SAFETY: dlsym with a NUL-terminated name.
-            p = unsafe { libc::dlsym(libc::RTLD_NEXT, concat!($name, "\0").as_ptr().cast()) };
+            p = libc::dlsym(libc::RTLD_NEXT, concat!($name, "\0").as_ptr().cast());
             if p.is_null() {
                 crate::fatal(concat!("cannot find the real ", $name));
             }

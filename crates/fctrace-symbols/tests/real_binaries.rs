@@ -237,6 +237,11 @@ fn is_padding_insn(insn: &str) -> bool {
 fn check_padding(info: &ElfInfo, path: &Path, maximal: bool) -> usize {
     let insns = disassemble(path);
     let starts: HashSet<u64> = info.functions.iter().map(|f| f.addr).collect();
+    let nm_syms = if maximal {
+        symbol_addrs(path)
+    } else {
+        HashSet::new()
+    };
     let mut padded = 0;
     for f in info.functions.iter().filter(|f| f.size > 0) {
         let mut at = f.end();
@@ -263,7 +268,6 @@ fn check_padding(info: &ElfInfo, path: &Path, maximal: bool) -> usize {
                 // objdump also prints symbol labels; a padding instruction
                 // here would mean we stopped early (or at another symbol).
                 if is_padding_insn(insn) {
-                    let nm_syms = symbol_addrs(path);
                     assert!(
                         nm_syms.contains(&f.pad_end),
                         "{}: padding after {f:?} continues at {:#x}: {insn}",
@@ -611,6 +615,8 @@ fn cargo_built_test_binary() {
     let info = analyze(&data).unwrap();
     check_invariants(&info, &data);
     check_against_nm(&info, &path, &data);
+    let padded = check_padding(&info, &path, true);
+    assert!(padded > 100, "{padded}");
     assert!(info.has_symtab && !info.is_static);
     let ours: BTreeMap<u64, String> = info.plt.iter().map(|p| (p.addr, p.name.clone())).collect();
     assert_eq!(ours, objdump_plt(&path));

@@ -30,6 +30,7 @@ fn copy_exe(from: &Path, to: &Path, mode: u32) {
 
 /// `fctrace record` of `program` must fail: non-zero, a message naming
 /// the problem (one of `keywords`, case-insensitive) on stderr.
+#[track_caller]
 fn assert_record_fails(program: &Path, keywords: &[&str]) -> Run {
     let dir = TraceDir::new("error");
     let r = fctrace(&[
@@ -45,6 +46,7 @@ fn assert_record_fails(program: &Path, keywords: &[&str]) -> Run {
     r
 }
 
+#[track_caller]
 fn assert_fails_with(r: &Run, keywords: &[&str]) {
     assert!(!r.success(), "expected an error\n{}", r.describe());
     let err = r.stderr.to_lowercase();

@@ -243,6 +243,7 @@ impl Run {
         )
     }
     /// Panics if the command failed.
+    #[track_caller]
     pub fn expect_success(&self) -> &Self {
         assert!(self.success(), "command failed\n{}", self.describe());
         self
@@ -342,6 +343,7 @@ pub fn run(cmd: &mut Command) -> Run {
 }
 
 /// Runs a tool of the machine (gcc, objdump, ...), panics if it fails.
+#[track_caller]
 pub fn tool(program: &str, args: &[&OsStr]) -> Run {
     let r = run_with_timeout(Command::new(program).args(args), Duration::from_secs(900));
     r.expect_success();
@@ -542,6 +544,7 @@ pub fn write_cached_source(name: &str, text: &str) -> PathBuf {
 }
 
 /// Runs a program natively, returns its output; panics if it fails.
+#[track_caller]
 pub fn run_native(exe: &Path, args: &[&str]) -> Run {
     let r = run(Command::new(exe).args(args));
     r.expect_success();
@@ -583,6 +586,7 @@ impl Drop for TraceDir {
 // ---------------------------------------------------------------------------
 
 /// Runs fctrace with these arguments (no time limit beyond the default).
+#[track_caller]
 pub fn fctrace<S: AsRef<OsStr>>(args: &[S]) -> Run {
     let r = run_with_timeout(Command::new(fctrace_bin()).args(args), FCTRACE_TIMEOUT);
     assert_no_panic(&r);
@@ -591,6 +595,7 @@ pub fn fctrace<S: AsRef<OsStr>>(args: &[S]) -> Run {
 
 /// fctrace must never end in a Rust panic or be killed by a signal, whatever
 /// its input.
+#[track_caller]
 pub fn assert_no_panic(r: &Run) {
     assert!(
         !r.stderr.contains("panicked") && !r.stderr.contains("RUST_BACKTRACE"),
@@ -613,6 +618,7 @@ pub struct Recorded {
 
 /// `fctrace record -d DIR [opts] exe args`; asserts fctrace exited with
 /// status 0 (the program's own status must be 0 for that).
+#[track_caller]
 pub fn record(exe: &Path, args: &[&str], opts: &[&str]) -> Recorded {
     let rec = record_any(exe, args, opts);
     assert!(
@@ -624,6 +630,7 @@ pub fn record(exe: &Path, args: &[&str], opts: &[&str]) -> Recorded {
 }
 
 /// `fctrace record`, whatever its exit status.
+#[track_caller]
 pub fn record_any(exe: &Path, args: &[&str], opts: &[&str]) -> Recorded {
     let label = exe
         .file_name()
@@ -639,6 +646,7 @@ pub fn record_any(exe: &Path, args: &[&str], opts: &[&str]) -> Recorded {
 }
 
 /// `fctrace replay -d DIR`: its stdout; asserts success.
+#[track_caller]
 pub fn replay_text(dir: &Path) -> String {
     let r = fctrace(&[OsStr::new("replay"), OsStr::new("-d"), dir.as_os_str()]);
     assert!(r.success(), "fctrace replay failed\n{}", r.describe());
@@ -646,6 +654,7 @@ pub fn replay_text(dir: &Path) -> String {
 }
 
 /// `fctrace replay -d DIR`, parsed and checked for nesting.
+#[track_caller]
 pub fn replay(dir: &Path) -> Replay {
     let text = replay_text(dir);
     parse_replay(&text).unwrap_or_else(|e| {
@@ -658,6 +667,7 @@ pub fn replay(dir: &Path) -> Replay {
 }
 
 /// `fctrace info -d DIR`: its stdout; asserts success.
+#[track_caller]
 pub fn info_text(dir: &Path) -> String {
     let r = fctrace(&[OsStr::new("info"), OsStr::new("-d"), dir.as_os_str()]);
     assert!(r.success(), "fctrace info failed\n{}", r.describe());
@@ -698,6 +708,7 @@ pub struct Task {
     pub comm: String,
 }
 
+#[track_caller]
 pub fn report_json_text(dir: &Path) -> String {
     let r = fctrace(&[
         OsStr::new("report"),
@@ -710,6 +721,7 @@ pub fn report_json_text(dir: &Path) -> String {
     r.stdout
 }
 
+#[track_caller]
 pub fn report(dir: &Path) -> Report {
     let text = report_json_text(dir);
     serde_json::from_str(&text).unwrap_or_else(|e| {
@@ -1103,6 +1115,7 @@ pub fn expected_outline(text: &str) -> String {
 }
 
 /// Asserts two outlines are equal, showing both and the first difference.
+#[track_caller]
 pub fn assert_outline_eq(actual: &str, expected: &str, context: &str) {
     if actual == expected {
         return;
@@ -1557,6 +1570,35 @@ pub fn compare_with_callgrind(
     cg: &Callgrind,
     opts: &CompareOptions,
 ) -> Result<Comparison, String> {
+    let d = count_diff(exe, report, cg, opts);
+    if d.mismatches.is_empty() && d.problems.is_empty() {
+        return Ok(d.cmp);
+    }
+    let mut msg = format!(
+        "call counts of {} differ from callgrind's ({} mismatches, {} other problems; {} functions agree; callgrind output: {})\n",
+        exe.display(),
+        d.mismatches.len(),
+        d.problems.len(),
+        d.cmp.compared,
+        cg.file.display()
+    );
+    for m in d.mismatches.iter().chain(&d.problems) {
+        let _ = writeln!(msg, "  {m}");
+    }
+    Err(msg)
+}
+
+/// The details of a comparison: what agreed, what did not (`name: fctrace
+/// N, callgrind M`), and other problems (names that are no function of the
+/// executable, `.cold` parts reported as functions).
+#[derive(Debug, Default)]
+pub struct CountDiff {
+    pub cmp: Comparison,
+    pub mismatches: Vec<String>,
+    pub problems: Vec<String>,
+}
+
+pub fn count_diff(exe: &Path, report: &Report, cg: &Callgrind, opts: &CompareOptions) -> CountDiff {
     let syms = function_symbols(exe);
     let mut addrs_of: HashMap<&str, BTreeSet<u64>> = HashMap::new();
     let mut names_at: BTreeMap<u64, BTreeSet<&str>> = BTreeMap::new();
@@ -1700,29 +1742,54 @@ pub fn compare_with_callgrind(
             cmp.total_calls += want;
         }
     }
-    if mismatches.is_empty() && problems.is_empty() {
-        return Ok(cmp);
+    CountDiff {
+        cmp,
+        mismatches,
+        problems,
     }
-    let mut msg = format!(
-        "call counts of {} differ from callgrind's ({} mismatches, {} other problems; {} functions agree; callgrind output: {})\n",
+}
+
+/// The oracle checked against itself, without fctrace: every name callgrind
+/// gives to code of `exe` resolves to a function symbol (or is left out for
+/// a stated reason), and an empty report differs exactly on the functions
+/// callgrind saw called. Returns the number of functions compared.
+pub fn assert_oracle_resolves(exe: &Path, args: &[&str]) -> usize {
+    let cg = callgrind(exe, args);
+    let empty = Report {
+        functions: vec![],
+        tasks: vec![],
+        events: 0,
+        lost_events: 0,
+    };
+    let d = count_diff(exe, &empty, &cg, &CompareOptions::default());
+    assert!(
+        d.problems.is_empty(),
+        "{}: callgrind names that do not resolve:\n{}",
         exe.display(),
-        mismatches.len(),
-        problems.len(),
-        cmp.compared,
-        cg.file.display()
+        d.problems.join("\n")
     );
-    for m in &mismatches {
-        let _ = writeln!(msg, "  {m}");
+    assert!(
+        !d.mismatches.is_empty(),
+        "{}: callgrind saw no call of the executable's functions",
+        exe.display()
+    );
+    for m in &d.mismatches {
+        assert!(m.contains(": fctrace 0, callgrind "), "{m}");
     }
-    for p in &problems {
-        let _ = writeln!(msg, "  {p}");
-    }
-    Err(msg)
+    eprintln!(
+        "{}: callgrind counts {} functions; left out: {:?}; compared without jumps to their own entry: {:?}",
+        exe.display(),
+        d.mismatches.len(),
+        d.cmp.excluded,
+        d.cmp.self_entry
+    );
+    d.mismatches.len()
 }
 
 /// Records `exe args` with fctrace, runs it under callgrind, and asserts the
 /// counts agree for every function of the executable. Also asserts no event
 /// was lost. Returns the comparison for further checks.
+#[track_caller]
 pub fn assert_counts_match_callgrind(
     exe: &Path,
     args: &[&str],
