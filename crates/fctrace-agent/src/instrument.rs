@@ -14,7 +14,6 @@ struct Loaded {
     base: u64,
     lo: u64,
     hi: u64,
-    is_main: bool,
     /// PT_INTERP of the main program: the dynamic linker's path.
     interp: Option<String>,
 }
@@ -81,13 +80,11 @@ fn loaded_modules() -> Vec<Loaded> {
                     interp = Some(CStr::from_ptr(p).to_string_lossy().into_owned());
                 }
             }
-            let is_main = v.is_empty();
             v.push(Loaded {
                 path: name,
                 base: info.dlpi_addr,
                 lo,
                 hi,
-                is_main,
                 interp,
             });
         }
@@ -190,7 +187,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
     let params = Params {
         tls: crate::tls::offset(),
         buf_size: shm.layout.buf_size,
-        slow_path: crate::thread::slow_path as usize as u64,
+        slow_path: crate::thread::slow_path as *const () as u64,
         lost_counter: &shm.header().lost_events as *const _ as u64,
         xsave_size: codegen::xsave_size(),
     };
@@ -202,7 +199,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         shm,
         ret_sites: Vec::new(),
     };
-    let me = module_of(instrument_process as usize as u64).unwrap_or_default();
+    let me = module_of(instrument_process as *const () as u64).unwrap_or_default();
 
     // Libraries first (with -l), so that the program's PLT entries for
     // functions traced inside a library can be left alone.

@@ -177,21 +177,31 @@ fn marker() -> u64 {
     std::hint::black_box(&x) as *const u8 as u64
 }
 
+/// The next definition of `name` after the agent's (the real unwinder
+/// function), looked up once.
+fn resolve_next(cache: &AtomicPtr<c_void>, name: &'static str) -> *mut c_void {
+    let mut p = cache.load(Ordering::Relaxed);
+    if p.is_null() {
+        let _busy = tls::Busy::enter();
+        // SAFETY: dlsym with a NUL-terminated name.
+        p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) };
+        if p.is_null() {
+            crate::fatal(&format!(
+                "cannot find the real {}",
+                name.trim_end_matches('\0')
+            ));
+        }
+        cache.store(p, Ordering::Relaxed);
+    }
+    p
+}
+
+/// The real function, as a function pointer of type `$ty`; used inside an
+/// `unsafe` block whose SAFETY note names the signature.
 macro_rules! real {
     ($name:literal, $ty:ty) => {{
         static REAL: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-        let mut p = REAL.load(Ordering::Relaxed);
-        if p.is_null() {
-            let _busy = tls::Busy::enter();
-            // SAFETY: dlsym with a NUL-terminated name.
-            p = libc::dlsym(libc::RTLD_NEXT, concat!($name, "\0").as_ptr().cast());
-            if p.is_null() {
-                crate::fatal(concat!("cannot find the real ", $name));
-            }
-            REAL.store(p, Ordering::Relaxed);
-        }
-        // SAFETY: the symbol has this C signature (libgcc_s/libstdc++/glibc ABI).
-        unsafe { std::mem::transmute::<*mut c_void, $ty>(p) }
+        std::mem::transmute::<*mut c_void, $ty>(resolve_next(&REAL, concat!($name, "\0")))
     }};
 }
 
@@ -202,7 +212,7 @@ type UnwindFn = unsafe extern "C" fn(*mut c_void) -> i32;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Unwind_RaiseException(exc: *mut c_void) -> i32 {
     let prev = before_unwind(marker());
-    // SAFETY: forwarding.
+    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
     let r = unsafe { real!("_Unwind_RaiseException", UnwindFn)(exc) };
     after_unwind(prev);
     r
@@ -213,7 +223,7 @@ pub unsafe extern "C" fn _Unwind_RaiseException(exc: *mut c_void) -> i32 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Unwind_Resume_or_Rethrow(exc: *mut c_void) -> i32 {
     let prev = before_unwind(marker());
-    // SAFETY: forwarding.
+    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
     let r = unsafe { real!("_Unwind_Resume_or_Rethrow", UnwindFn)(exc) };
     after_unwind(prev);
     r
@@ -224,7 +234,7 @@ pub unsafe extern "C" fn _Unwind_Resume_or_Rethrow(exc: *mut c_void) -> i32 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Unwind_Resume(exc: *mut c_void) {
     let prev = before_unwind(marker());
-    // SAFETY: forwarding.
+    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
     unsafe { real!("_Unwind_Resume", UnwindFn)(exc) };
     after_unwind(prev);
 }
@@ -240,7 +250,7 @@ pub unsafe extern "C" fn _Unwind_ForcedUnwind(
     arg: *mut c_void,
 ) -> i32 {
     let prev = before_unwind(marker());
-    // SAFETY: forwarding.
+    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
     let r = unsafe { real!("_Unwind_ForcedUnwind", ForcedFn)(exc, stop, arg) };
     after_unwind(prev);
     r
@@ -253,7 +263,7 @@ type BacktraceFn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Unwind_Backtrace(f: *mut c_void, arg: *mut c_void) -> i32 {
     with_state(|st| restore_all(st));
-    // SAFETY: forwarding.
+    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
     let r = unsafe { real!("_Unwind_Backtrace", BacktraceFn)(f, arg) };
     with_state(|st| hijack_all(st));
     r
@@ -269,7 +279,7 @@ type GlibcBacktraceFn = unsafe extern "C" fn(*mut *mut c_void, i32) -> i32;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn backtrace(buf: *mut *mut c_void, size: i32) -> i32 {
     with_state(|st| restore_all(st));
-    // SAFETY: forwarding.
+    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
     let r = unsafe { real!("backtrace", GlibcBacktraceFn)(buf, size) };
     with_state(|st| hijack_all(st));
     r
@@ -284,7 +294,7 @@ unsafe extern "C" fn begin_catch(exc: *mut c_void, sp: u64) -> *mut c_void {
         tls::set_busy(0);
     }
     with_state(|st| repair(st, sp, true));
-    // SAFETY: forwarding.
+    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
     unsafe { real!("__cxa_begin_catch", BeginCatchFn)(exc) }
 }
 

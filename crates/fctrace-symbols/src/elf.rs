@@ -513,7 +513,7 @@ fn imports<Elf: FileHeader<Endian = Endianness>>(
             _ => 16,
         };
         for (k, entry) in s.bytes.chunks(stride as usize).enumerate() {
-            let addr = s.addr + k as u64 * stride;
+            let addr = s.addr.wrapping_add(k as u64 * stride);
             let Some(got) = x86::plt_jump_slot(entry, addr) else {
                 continue;
             };

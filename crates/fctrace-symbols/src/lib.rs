@@ -4,7 +4,18 @@
 //! Used both by the in-process agent (built with `default-features = false`,
 //! which drops demangling) and by the CLI (pre-flight checks, reports).
 //! Everything here is a pure function of the file's bytes; nothing is mapped,
-//! relocated or executed.
+//! relocated or executed. Malformed input gives an error, never a panic.
+//!
+//! # Files
+//!
+//! [`analyze`] accepts any linked ELF object (`ET_EXEC`, `ET_DYN`) of any
+//! machine; it rejects non-ELF data, object files and core dumps. `kind` is
+//! `Executable` for `ET_EXEC`, `PieExecutable` for `ET_DYN` with `DF_1_PIE`
+//! (or, from older linkers, `PT_INTERP` without `DT_SONAME`), else
+//! `SharedObject` (so a runnable `libc.so.6` is a shared object). `is_static`:
+//! an executable without `PT_INTERP` (static, or static-pie). Whether fctrace
+//! can trace the program is [`ElfInfo::check_traceable`] (x86_64, dynamically
+//! linked); stripped (`!has_symtab`) is for the caller to judge.
 //!
 //! # Functions
 //!
@@ -29,6 +40,8 @@
 //!   the section end, stopping at the first byte that is not padding. Without
 //!   a `.symtab` (so unnamed local functions may follow) the scan also stops
 //!   at the next 16-byte boundary. Zero-size functions get `pad_end == addr`.
+//!   Note: with `-fpatchable-function-entry=N,M` (M > 0) the M nops before a
+//!   function belong to it but count as padding of the function before.
 //!
 //! # PLT and GOT imports (x86_64 only)
 //!
@@ -45,7 +58,16 @@
 //! symbols (and undefined `STT_NOTYPE` symbols whose slot is the operand of a
 //! `call/jmp *disp32(%rip)` somewhere in the code) that no PLT entry jumps
 //! through: the functions called as `call *f@GOTPCREL(%rip)` (`-fno-plt`,
-//! rustc's default).
+//! rustc's default). Some of these slots are only loaded as function
+//! pointers (crtbegin's `__cxa_finalize` check), not called.
+//!
+//! # Markers
+//!
+//! `markers` names the compiler instrumentation a binary carries: a
+//! reference to (or, in an executable, a definition of) `mcount`/`_mcount`
+//! (`-pg`), `__fentry__` (`-pg -mfentry`), `__cyg_profile_func_enter`
+//! (`-finstrument-functions`), and a `__patchable_function_entries` section
+//! (`-fpatchable-function-entry`). Detection only.
 
 mod elf;
 mod x86;
@@ -217,6 +239,15 @@ pub fn analyze(data: &[u8]) -> Result<ElfInfo, SymbolError> {
 /// Read and analyze an ELF file, with user-facing errors that name the path.
 pub fn read_file(path: &Path) -> Result<ElfInfo, SymbolError> {
     let shown = path.display();
+    // Don't read from a FIFO or device.
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.is_dir() {
+            return Err(SymbolError(format!("{shown} is a directory")));
+        }
+        if !meta.is_file() {
+            return Err(SymbolError(format!("{shown} is not a regular file")));
+        }
+    }
     let data = match std::fs::read(path) {
         Ok(data) => data,
         Err(e) => {
@@ -225,8 +256,6 @@ pub fn read_file(path: &Path) -> Result<ElfInfo, SymbolError> {
                 std::io::ErrorKind::PermissionDenied => {
                     format!("cannot read {shown}: permission denied")
                 }
-                std::io::ErrorKind::IsADirectory => format!("{shown} is a directory"),
-                _ if path.is_dir() => format!("{shown} is a directory"),
                 _ => format!("cannot read {shown}: {e}"),
             }))
         }

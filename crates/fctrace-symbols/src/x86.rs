@@ -74,9 +74,9 @@ pub(crate) fn plt_jump_slot(b: &[u8], addr: u64) -> Option<u64> {
     )
 }
 
-/// Calls targets of every `call/jmp *disp32(%rip)` (`ff 15` / `ff 25`, as
+/// Targets of every `call/jmp *disp32(%rip)` (`ff 15` / `ff 25`, as
 /// bytes, without decoding instruction boundaries) in `code` at `addr`,
-/// filtered by `want`.
+/// passed to `want`.
 pub(crate) fn indirect_rip_targets(code: &[u8], addr: u64, mut want: impl FnMut(u64)) {
     if code.len() < 6 {
         return;
