@@ -215,7 +215,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         {
             continue;
         }
-        match instrument_module(&mut s, m, false) {
+        match analyze(&m.path).and_then(|info| instrument_module(&mut s, m, &info, false)) {
             Ok(entries) => lib_entries.extend(entries),
             Err(e) => crate::warn(&format!("{}: {e}", m.path)),
         }
@@ -237,9 +237,17 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
 
 /// Patches every function of a module. Returns the runtime entry addresses
 /// that are traced.
-fn instrument_module(s: &mut Session, m: &Loaded, is_main: bool) -> Result<Vec<u64>, String> {
-    let data = std::fs::read(&m.path).map_err(|e| format!("cannot read: {e}"))?;
-    let info = fctrace_symbols::analyze(&data).map_err(|e| e.to_string())?;
+fn analyze(path: &str) -> Result<fctrace_symbols::ElfInfo, String> {
+    let data = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    fctrace_symbols::analyze(&data).map_err(|e| e.to_string())
+}
+
+fn instrument_module(
+    s: &mut Session,
+    m: &Loaded,
+    info: &fctrace_symbols::ElfInfo,
+    is_main: bool,
+) -> Result<Vec<u64>, String> {
     let midx = s.module_index(&m.path, m.base)?;
     let mut jobs = Vec::new();
     let mut traced = Vec::new();
@@ -300,7 +308,6 @@ fn instrument_module(s: &mut Session, m: &Loaded, is_main: bool) -> Result<Vec<u
             Err(reason) => s.functions[id as usize].status = FuncStatus::NotTraced(reason),
         }
     }
-    let _ = info;
     apply(s, m, jobs)?;
     Ok(traced)
 }
@@ -310,12 +317,9 @@ fn instrument_main(
     m: &Loaded,
     lib_entries: &std::collections::HashSet<u64>,
 ) -> Result<(), String> {
-    let data = std::fs::read(&m.path).map_err(|e| format!("cannot read {}: {e}", m.path))?;
-    let info = fctrace_symbols::analyze(&data).map_err(|e| e.to_string())?;
-    let start = s.functions.len();
+    let info = analyze(&m.path)?;
     // The program's own functions.
-    instrument_module(s, m, true)?;
-    let _ = start;
+    instrument_module(s, m, &info, true)?;
     // Its calls into libraries, through the PLT and through the GOT.
     let mut jobs = Vec::new();
     for p in &info.plt {

@@ -507,6 +507,13 @@ fn create_moves_old_trace_aside_and_refuses_others() {
     TraceWriter::create(&dir).unwrap();
     assert_eq!(fs::read_to_string(old.join("marker")).unwrap(), "second");
 
+    // With a trailing slash too.
+    let mut slashed = dir.clone().into_os_string();
+    slashed.push("/");
+    fs::write(dir.join("marker"), "third").unwrap();
+    TraceWriter::create(Path::new(&slashed)).unwrap();
+    assert_eq!(fs::read_to_string(old.join("marker")).unwrap(), "third");
+
     // An empty directory is used as is.
     let empty = tmp.path().join("empty");
     fs::create_dir(&empty).unwrap();

@@ -272,7 +272,8 @@ impl TraceWriter {
 /// Renames the trace directory `dir` to `<dir>.old`, replacing a previous
 /// `<dir>.old` trace (never anything else).
 fn move_aside(dir: &Path) -> Result<(), StoreError> {
-    let mut old_name: OsString = dir.as_os_str().to_os_string();
+    // `components()` drops a trailing slash: "t/" becomes "t.old", not "t/.old".
+    let mut old_name: OsString = dir.components().as_path().as_os_str().to_os_string();
     old_name.push(".old");
     let old = PathBuf::from(old_name);
     match fs::symlink_metadata(&old) {

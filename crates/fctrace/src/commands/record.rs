@@ -6,6 +6,9 @@ use std::process::ExitCode;
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let out = recorder::record(&args.command, &args.dir, &args.trace)?;
+    if out.lost_events > 0 {
+        eprintln!("fctrace: {} events were lost", out.lost_events);
+    }
     Ok(ExitCode::from(
         out.exit.as_ref().map(recorder::exit_code).unwrap_or(1),
     ))

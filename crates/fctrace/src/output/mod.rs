@@ -21,16 +21,27 @@ use std::io;
 /// Examples: `  0.210 us`, `  5.774 us`, ` 12.500 ms`, `  1.500 s `. Only
 /// durations of 1000 s or more are wider.
 pub fn duration(ns: u64) -> String {
-    const UNITS: [(f64, &str); 2] = [(1e3, "us"), (1e6, "ms")];
-    let ns_f = ns as f64;
-    for (div, unit) in UNITS {
-        let v = ns_f / div;
-        // Below 999.9995 the value prints with at most 3 integer digits.
-        if v < 999.9995 {
-            return format!("{v:7.3} {unit}");
+    Duration(ns).to_string()
+}
+
+/// [`duration`] as a `Display` value (writes without allocating; ignores
+/// width and fill flags).
+#[derive(Clone, Copy, Debug)]
+pub struct Duration(pub u64);
+
+impl std::fmt::Display for Duration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const UNITS: [(f64, &str); 2] = [(1e3, "us"), (1e6, "ms")];
+        let ns = self.0 as f64;
+        for (div, unit) in UNITS {
+            let v = ns / div;
+            // Below 999.9995 the value prints with at most 3 integer digits.
+            if v < 999.9995 {
+                return write!(f, "{v:7.3} {unit}");
+            }
         }
+        write!(f, "{:7.3} s ", ns / 1e9)
     }
-    format!("{:7.3} s ", ns_f / 1e9)
 }
 
 /// Whether an error is a closed output pipe (`fctrace replay | head`): the

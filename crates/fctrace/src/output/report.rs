@@ -135,7 +135,9 @@ pub fn aggregate(trace: &Trace) -> Report {
                             *n -= 1;
                         }
                     }
-                    let frame = stack.pop().expect("frame j exists");
+                    let Some(frame) = stack.pop() else {
+                        continue;
+                    };
                     let dur = event.ns.saturating_sub(frame.entry_ns);
                     let n = open.entry(frame.stats).or_insert(1);
                     *n -= 1;

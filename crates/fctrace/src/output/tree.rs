@@ -25,7 +25,7 @@
 //! - a `Lost` record prints `... N events lost ...`.
 
 use super::names::CallNames;
-use super::{duration, is_broken_pipe, warn};
+use super::{is_broken_pipe, warn, Duration};
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, StoreError, TaskEvents, Trace};
 use std::cmp::Reverse;
@@ -153,10 +153,18 @@ fn line(
     text: std::fmt::Arguments<'_>,
 ) -> io::Result<()> {
     match dur {
-        Some(ns) => write!(out, " {} ", duration(ns))?,
+        Some(ns) => write!(out, " {} ", Duration(ns))?,
         None => out.write_all(b"            ")?,
     }
-    writeln!(out, "[{tid:>5}] | {:indent$}{text}", "", indent = depth * 2)
+    write!(out, "[{tid:>5}] | ")?;
+    const SPACES: &[u8; 256] = &[b' '; 256];
+    let mut indent = depth * 2;
+    while indent > 0 {
+        let n = indent.min(SPACES.len());
+        out.write_all(&SPACES[..n])?;
+        indent -= n;
+    }
+    writeln!(out, "{text}")
 }
 
 /// The closing-line name: without the `()` appended for C/Rust names.
@@ -225,7 +233,9 @@ impl TaskState {
                         while self.stack.len() > j + 1 {
                             self.close_not_returned(out)?;
                         }
-                        let frame = self.stack.pop().expect("frame j exists");
+                        let Some(frame) = self.stack.pop() else {
+                            return Ok(());
+                        };
                         let dur = event.ns.saturating_sub(frame.entry_ns);
                         let note = unwound_note(event.kind);
                         line(

@@ -20,6 +20,8 @@ static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fctrace_agent.so
 
 pub struct Outcome {
     pub exit: Option<ExitStatus>,
+    /// Events that could not be recorded (also in the trace's info).
+    pub lost_events: u64,
 }
 
 /// Checks that the program can be traced at all; returns its path and
@@ -138,13 +140,15 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
     let mut warnings = warnings;
     if lost > 0 {
         warnings.push(format!("{lost} events were lost"));
-        eprintln!("fctrace: {lost} events were lost");
     }
     if tasks.is_empty() {
         warnings.push("no task was traced: the agent did not start in the program".into());
     }
     let info = TraceInfo {
-        program: program.to_string_lossy().into_owned(),
+        program: std::fs::canonicalize(&program)
+            .unwrap_or(program)
+            .to_string_lossy()
+            .into_owned(),
         args: command
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
@@ -164,5 +168,8 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
         ..Default::default()
     };
     writer.finish(info)?;
-    Ok(Outcome { exit })
+    Ok(Outcome {
+        exit,
+        lost_events: lost,
+    })
 }
