@@ -408,6 +408,7 @@ fn instrument_main(
             patch_len: 0,
             moved: vec![jmp],
             resume: None,
+            trampoline: None,
         };
         jobs.push(Job {
             id,
@@ -457,13 +458,13 @@ fn apply(s: &mut Session, m: &Loaded, jobs: Vec<Job>) -> Result<(), String> {
             let at = arena.put(&stub.code);
             got_writes.push((slot, at));
         } else {
-            if !patch::reachable(j.plan.patch_at, at) {
+            if !patch::reachable(&j.plan, at) {
                 s.functions[j.id as usize].status =
                     FuncStatus::NotTraced("stub out of jump range".into());
                 continue;
             }
             let at = arena.put(&stub.code);
-            writes.push((j.plan.patch_at, patch::patch_bytes(&j.plan, at)));
+            writes.extend(patch::patch_bytes(&j.plan, at));
         }
         if let Some(site) = stub.ret_site {
             if s.ret_sites.len() <= j.id as usize {

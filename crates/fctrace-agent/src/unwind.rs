@@ -199,7 +199,7 @@ fn resolve_next(cache: &AtomicPtr<c_void>, name: &'static str) -> *mut c_void {
 /// The real function, as a function pointer of type `$ty`; used inside an
 /// `unsafe` block whose SAFETY note names the signature.
 macro_rules! real {
-    ($name:literal, $ty:ty) => {{
+    ($name:expr, $ty:ty) => {{
         static REAL: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
         std::mem::transmute::<*mut c_void, $ty>(resolve_next(&REAL, concat!($name, "\0")))
     }};
@@ -305,3 +305,31 @@ unsafe extern "C" fn begin_catch(exc: *mut c_void, sp: u64) -> *mut c_void {
 pub extern "C" fn __cxa_begin_catch() {
     core::arch::naked_asm!("mov rsi, rsp", "jmp {}", sym begin_catch);
 }
+
+/// `longjmp` and its kin leave traced frames without returning: the thread
+/// is put in the unwinding state, so that its next traced call (from the
+/// frame that called setjmp, above this one) first records the exits of
+/// the frames left behind.
+fn before_longjmp() {
+    with_state(|st| st.unwind_sp = marker());
+    if !tls::state().is_null() {
+        tls::set_busy(tls::BUSY_UNWINDING);
+    }
+}
+
+type LongjmpFn = unsafe extern "C" fn(*mut c_void, i32) -> !;
+
+macro_rules! longjmp_interposer {
+    ($($name:ident),*) => {$(
+        /// # Safety
+        /// Called with a buffer filled by the matching setjmp.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(env: *mut c_void, val: i32) -> ! {
+            before_longjmp();
+            // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
+            unsafe { real!(stringify!($name), LongjmpFn)(env, val) }
+        }
+    )*};
+}
+
+longjmp_interposer!(longjmp, _longjmp, siglongjmp, __longjmp_chk);

@@ -38,8 +38,37 @@ pub fn demangle(raw: &str) -> String {
         if let Some(d) = demangle_cxx(raw) {
             return d;
         }
+        if let Some(d) = cxxfilt(raw) {
+            return d;
+        }
     }
     raw.to_string()
+}
+
+/// The few names cpp_demangle cannot parse (some template expressions)
+/// are handed to binutils' `c++filt` when it is installed; results are
+/// cached.
+fn cxxfilt(raw: &str) -> Option<String> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static CACHE: Mutex<Option<HashMap<String, Option<String>>>> = Mutex::new(None);
+    let mut guard = CACHE.lock().ok()?;
+    let cache = guard.get_or_insert_with(HashMap::new);
+    if let Some(v) = cache.get(raw) {
+        return v.clone();
+    }
+    let out = std::process::Command::new("c++filt")
+        .arg("--")
+        .arg(raw)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim_end().to_string())
+        .filter(|s| !s.is_empty() && s != raw);
+    cache.insert(raw.to_string(), out.clone());
+    out
 }
 
 /// Whether `s` contains the legacy Rust hash element `17h` + 16 hex digits +

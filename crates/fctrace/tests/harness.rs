@@ -296,9 +296,9 @@ fn comparison_accepts_the_oracle_itself() {
             calls: n,
             total_ns: 0,
             self_ns: 0,
-            min_ns: 0,
-            max_ns: 0,
-            avg_ns: 0.0,
+            min_ns: None,
+            max_ns: None,
+            avg_ns: None,
         });
     }
     let rep = Report {
@@ -336,5 +336,44 @@ fn comparison_accepts_the_oracle_itself() {
         compare_with_callgrind(&exe, &cold, &cg, &CompareOptions::default())
             .unwrap_err()
             .contains(".cold")
+    );
+}
+
+/// Every program whose counts the tests compare: callgrind's names for its
+/// code all resolve to function symbols of the executable.
+#[test]
+fn oracle_resolves_for_every_program() {
+    for opt in ["-O0", "-O2"] {
+        assert_oracle_resolves(&c_program("tree.c", opt, &[opt]), &[]);
+        assert_oracle_resolves(&c_program("dense.c", opt, &[opt]), &[]);
+        assert_oracle_resolves(&c_program("threads.c", opt, &[opt, "-pthread"]), &[]);
+        assert_oracle_resolves(&c_program("unwind.c", opt, &[opt]), &[]);
+        for mode in ["basic", "exceptions"] {
+            assert_oracle_resolves(&cxx_program("tree.cpp", opt, &[opt]), &[mode]);
+        }
+    }
+    assert_oracle_resolves(&c_program("libcall.c", "-O0", &["-O0"]), &[]);
+    for opt in [0, 2] {
+        for v0 in [false, true] {
+            assert_oracle_resolves(&rust_prog(opt, v0), &[]);
+        }
+    }
+}
+
+/// Calls still running when the process ended (killed, or exit() deep
+/// down) are closed as ` (not returned)`, without a duration.
+#[test]
+fn replay_parser_reads_not_returned_frames() {
+    let text = "\
+            [   7] | main() {
+   0.020 us [   7] |   work();
+            [   7] |   raise() {
+            [   7] |   } /* raise */ (not returned)
+            [   7] | } /* main */ (not returned)
+";
+    let r = parse_replay(text).unwrap();
+    assert_eq!(
+        outline(&r.threads[0].roots),
+        "main() (open)\n  work()\n  raise() (open)\n"
     );
 }

@@ -16,13 +16,7 @@ const LEN: usize = 50; // prog.rs LEN
 const FIB_N: u64 = 10; // prog.rs FIB_N
 
 fn prog(opt: u32, v0: bool) -> PathBuf {
-    let level = format!("-Copt-level={opt}");
-    let mut flags = vec![level.as_str()];
-    if v0 {
-        flags.push("-Csymbol-mangling-version=v0");
-    }
-    let name = format!("prog-O{opt}{}", if v0 { "-v0" } else { "" });
-    Build::new(Lang::Rust, &name, &[program_source("prog.rs")], &flags).build()
+    rust_prog(opt, v0)
 }
 
 /// The name without hash, as rustc-demangle's alternate form prints it.

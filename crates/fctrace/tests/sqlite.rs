@@ -88,6 +88,7 @@ fn sqlite_builds_and_callgrind_sees_the_driver() {
             "callgrind saw only {} functions called",
             c.len()
         );
+        assert_oracle_resolves(&exe, &[]);
         let funcs = disassemble(&exe);
         let self_entry: Vec<&str> = funcs
             .iter()

@@ -325,23 +325,52 @@ fn check_report(opt: &str) {
         );
     }
 
-    // Timing consistency (not values).
-    for f in rep.functions.iter().filter(|f| f.calls > 0) {
-        assert!(f.min_ns <= f.max_ns, "{ctx}: {f:?}");
-        assert!(f.self_ns <= f.total_ns, "{ctx}: {f:?}");
+    // Timing consistency (not values), for the program's own functions and
+    // its libc calls, all of which return. Whatever the convention for a
+    // recursive function's total (counted once over the outermost call, or
+    // summed over every call), these hold for every function; for the
+    // functions that never recurse, total is the sum of the calls' times.
+    let recursive = ["rec", "spin_entry"];
+    let timed = own
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(["puts", "strlen", "printf"]);
+    for name in timed {
+        let f = rep.function(name).unwrap();
+        let (Some(min), Some(max), Some(avg_ns)) = (f.min_ns, f.max_ns, f.avg_ns) else {
+            panic!("{ctx}: {name} returned, it has a min, max and mean duration: {f:?}");
+        };
+        assert!(min <= max, "{ctx}: min > max: {f:?}");
         assert!(
-            f.total_ns >= f.min_ns.saturating_mul(f.calls),
-            "{ctx}: total < calls * min: {f:?}"
+            min as f64 <= avg_ns + 0.5 && avg_ns <= max as f64 + 0.5,
+            "{ctx}: avg outside [min, max]: {f:?}"
+        );
+        assert!(f.self_ns <= f.total_ns, "{ctx}: self > total: {f:?}");
+        assert!(
+            max <= f.total_ns,
+            "{ctx}: one call longer than the total: {f:?}"
         );
         assert!(
-            f.total_ns <= f.max_ns.saturating_mul(f.calls),
+            f.total_ns <= max.saturating_mul(f.calls),
             "{ctx}: total > calls * max: {f:?}"
+        );
+        if recursive.contains(&name) {
+            continue;
+        }
+        assert!(
+            f.total_ns >= min.saturating_mul(f.calls),
+            "{ctx}: total < calls * min: {f:?}"
         );
         let avg = f.total_ns as f64 / f.calls as f64;
         assert!(
-            (f.avg_ns - avg).abs() <= 1.0 + avg * 1e-9,
-            "{ctx}: avg_ns {} != total/calls {avg}: {f:?}",
-            f.avg_ns
+            (avg_ns - avg).abs() <= 1.0 + avg * 1e-9,
+            "{ctx}: avg_ns {avg_ns} != total/calls {avg}: {f:?}"
+        );
+    }
+    for f in &rep.functions {
+        assert!(
+            f.min_ns.is_some() == f.max_ns.is_some() && f.min_ns.is_some() == f.avg_ns.is_some(),
+            "{ctx}: min, max and avg are all there or all null: {f:?}"
         );
     }
     // main's total time includes its callees'.

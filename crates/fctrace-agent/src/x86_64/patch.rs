@@ -49,6 +49,9 @@ pub struct Plan {
     /// Where execution continues after the moved instructions, if they can
     /// fall through.
     pub resume: Option<u64>,
+    /// For a 2-byte `jmp rel8` entry: where in the padding after the
+    /// function the 5-byte `jmp rel32` to the stub goes.
+    pub trampoline: Option<u64>,
 }
 
 fn is_terminator(i: &Instruction) -> bool {
@@ -192,10 +195,13 @@ pub fn plan(addr: u64, size: usize, code: &[u8]) -> Result<Plan, String> {
             patch_len: JMP_LEN,
             moved: body,
             resume,
+            trampoline: None,
         });
     }
     for i in &moved {
-        check_movable(i, moved.last().map(|l| l.ip()) == Some(i.ip()))?;
+        if let Err(e) = check_movable(i, moved.last().map(|l| l.ip()) == Some(i.ip())) {
+            return plan_short(addr, size, code, off, &body).ok_or(e);
+        }
     }
     let last = moved.last().unwrap();
     let resume = if is_terminator(last) && (end_of_fn || len < JMP_LEN) {
@@ -208,6 +214,68 @@ pub fn plan(addr: u64, size: usize, code: &[u8]) -> Result<Plan, String> {
         patch_len,
         moved,
         resume,
+        trampoline: None,
+    })
+}
+
+const SHORT_JMP_LEN: usize = 2;
+
+/// The entry takes a 2-byte `jmp rel8` to a 5-byte `jmp rel32` placed in
+/// the padding after the function: for tiny functions such as
+/// `push rax; call rdi; pop rax; ret`, where a 5-byte patch would cover the
+/// return address of a call. Only the first instructions covering 2 bytes
+/// move, so a call among them ends the moved block and returns into intact
+/// code.
+fn plan_short(
+    addr: u64,
+    size: usize,
+    code: &[u8],
+    off: usize,
+    body: &[Instruction],
+) -> Option<Plan> {
+    let start = addr + off as u64;
+    if code.len() < size + JMP_LEN || size - off > 127 {
+        return None;
+    }
+    let mut moved = Vec::new();
+    let mut len = 0;
+    for i in body {
+        moved.push(*i);
+        len += i.len();
+        if len >= SHORT_JMP_LEN {
+            break;
+        }
+    }
+    if len < SHORT_JMP_LEN {
+        return None;
+    }
+    for i in &moved {
+        check_movable(i, moved.last().map(|l| l.ip()) == Some(i.ip())).ok()?;
+    }
+    let range = start..start + len as u64;
+    let moved_ips: Vec<u64> = moved.iter().map(|i| i.ip()).collect();
+    for i in body {
+        if let Some(t) = branch_target(i) {
+            let is_call = i.flow_control() == FlowControl::Call;
+            let loops_to_entry = !is_call && (addr..=start).contains(&t);
+            let lands_inside = !moved_ips.contains(&i.ip()) && t > start && range.contains(&t);
+            if loops_to_entry || lands_inside {
+                return None;
+            }
+        }
+    }
+    let last = moved.last().unwrap();
+    let resume = if is_terminator(last) {
+        None
+    } else {
+        Some(start + len as u64)
+    };
+    Some(Plan {
+        patch_at: start,
+        patch_len: len,
+        moved,
+        resume,
+        trampoline: Some(addr + size as u64),
     })
 }
 
@@ -381,16 +449,33 @@ pub fn build_stub(
     })
 }
 
-/// The bytes that replace the function's first `plan.patch_len` bytes.
-pub fn patch_bytes(plan: &Plan, stub: u64) -> Vec<u8> {
-    let rel = stub as i64 - (plan.patch_at as i64 + JMP_LEN as i64);
+fn jmp_rel32(at: u64, to: u64) -> Vec<u8> {
+    let rel = to as i64 - (at as i64 + JMP_LEN as i64);
     let mut b = vec![0xE9];
     b.extend_from_slice(&(rel as i32).to_le_bytes());
-    b.resize(plan.patch_len, 0xCC);
     b
 }
 
-pub fn reachable(from: u64, to: u64) -> bool {
-    let d = to as i64 - (from as i64 + JMP_LEN as i64);
+/// The writes that divert the function to its stub: (address, bytes).
+pub fn patch_bytes(plan: &Plan, stub: u64) -> Vec<(u64, Vec<u8>)> {
+    match plan.trampoline {
+        None => {
+            let mut b = jmp_rel32(plan.patch_at, stub);
+            b.resize(plan.patch_len, 0xCC);
+            vec![(plan.patch_at, b)]
+        }
+        Some(t) => {
+            let rel = t as i64 - (plan.patch_at as i64 + SHORT_JMP_LEN as i64);
+            let mut b = vec![0xEB, rel as i8 as u8];
+            b.resize(plan.patch_len, 0xCC);
+            vec![(t, jmp_rel32(t, stub)), (plan.patch_at, b)]
+        }
+    }
+}
+
+/// Whether the 5-byte jump of `plan` reaches `stub`.
+pub fn reachable(plan: &Plan, stub: u64) -> bool {
+    let from = plan.trampoline.unwrap_or(plan.patch_at);
+    let d = stub as i64 - (from as i64 + JMP_LEN as i64);
     d >= i32::MIN as i64 && d <= i32::MAX as i64
 }

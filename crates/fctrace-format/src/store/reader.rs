@@ -93,6 +93,13 @@ impl Trace {
                     let bytes =
                         fs::read(&path).map_err(|e| StoreError::io("cannot read", &path, e))?;
                     let text = String::from_utf8_lossy(&bytes);
+                    if !text.is_empty() && !text.ends_with('\n') {
+                        load_warnings.push(format!(
+                            "{} is truncated (its last line is incomplete): some functions of \
+                             session {id} are shown by number",
+                            path.display()
+                        ));
+                    }
                     match SymTab::parse(&text) {
                         Ok(table) => {
                             if table.session != id {

@@ -28,7 +28,10 @@
 //!   gets one call per iteration. At the machine level this cannot be told
 //!   apart from a self tail call; the tests take it as a loop, not a call
 //!   (see [`SELF_ENTRY_JUMP_IS_CALL`]), and for such functions compare
-//!   fctrace with callgrind's count *from other functions* only.
+//!   fctrace with callgrind's count *from other functions* only. Real code
+//!   has them: in SQLite at -O2, `sqlite3ExprAffinity` and
+//!   `sqlite3WhereSplit` end their tail recursion with a jump to their own
+//!   entry (found by scanning objdump's output for such branches).
 //! * `.cold` parts: gcc's `f.cold` is a symbol of its own, so the jump from
 //!   f into it counts as a call of `f.cold`. It is not a function; excluded
 //!   from the comparison, and fctrace must never report one.
@@ -54,6 +57,12 @@
 //!   These C runtime functions are not the program's own: they are excluded
 //!   ([`CRT_FUNCTIONS`]).
 //! * Threads: by default all threads go to one output file and one count.
+//! * C++ and Rust: with `--demangle=no` names are the raw symbols, the same
+//!   as the report's `symbol`. Several symbols at one address (C1/C2
+//!   constructors, identical code folding) are one function to both tools;
+//!   the comparison is by address so either may pick any of the names.
+//!   gcc also makes `.cold` parts of C++ functions (`main.cold`,
+//!   `_ZN3geo6middleEi.cold` in tree.cpp -O2).
 
 #![allow(dead_code)]
 
@@ -529,6 +538,18 @@ pub fn cxx_program(file: &str, suffix: &str, flags: &[&str]) -> PathBuf {
     .build()
 }
 
+/// tests/programs/prog.rs built by rustc at `-Copt-level=opt`, with v0
+/// symbol mangling or the default (legacy) one.
+pub fn rust_prog(opt: u32, v0: bool) -> PathBuf {
+    let level = format!("-Copt-level={opt}");
+    let mut flags = vec![level.as_str()];
+    if v0 {
+        flags.push("-Csymbol-mangling-version=v0");
+    }
+    let name = format!("prog-O{opt}{}", if v0 { "-v0" } else { "" });
+    Build::new(Lang::Rust, &name, &[program_source("prog.rs")], &flags).build()
+}
+
 /// Writes `text` to a file of the cache named by its content hash and
 /// returns its path (for programs a test writes itself).
 pub fn write_cached_source(name: &str, text: &str) -> PathBuf {
@@ -694,9 +715,11 @@ pub struct FnStat {
     pub calls: u64,
     pub total_ns: u64,
     pub self_ns: u64,
-    pub min_ns: u64,
-    pub max_ns: u64,
-    pub avg_ns: f64,
+    /// null when no call of the function returned (e.g. `exit`): there is
+    /// no duration to take a minimum, maximum or mean of.
+    pub min_ns: Option<u64>,
+    pub max_ns: Option<u64>,
+    pub avg_ns: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -870,9 +893,19 @@ enum LineKind {
     Leaf(String),
 }
 
+/// What a line says besides its call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Marks {
+    /// ` (unwound)`: left by longjmp or an exception.
+    unwound: bool,
+    /// ` (not returned)`: still running when the process ended (killed,
+    /// exit() deep down): no duration.
+    not_returned: bool,
+}
+
 /// Splits `  0.210 us [ 4321] |     strtol();` into (duration, tid, depth,
-/// kind, unwound).
-fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, bool), String> {
+/// kind, marks).
+fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, Marks), String> {
     let open = line.find('[').ok_or("no `[tid]`")?;
     let close = open + line[open..].find(']').ok_or("no `]` after `[`")?;
     let duration = line[..open].trim().to_string();
@@ -889,10 +922,17 @@ fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, bool), String
     }
     let depth = spaces / 2;
     let mut text = rest[spaces..].trim_end().to_string();
-    let mut unwound = false;
-    if let Some(t) = text.strip_suffix(" (unwound)") {
-        text = t.trim_end().to_string();
-        unwound = true;
+    let mut marks = Marks::default();
+    loop {
+        if let Some(t) = text.strip_suffix(" (unwound)") {
+            text = t.trim_end().to_string();
+            marks.unwound = true;
+        } else if let Some(t) = text.strip_suffix(" (not returned)") {
+            text = t.trim_end().to_string();
+            marks.not_returned = true;
+        } else {
+            break;
+        }
     }
     let kind = if let Some(t) = text.strip_prefix('}') {
         let t = t.trim();
@@ -908,7 +948,7 @@ fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, bool), String
         let mut t = t.trim_end().to_string();
         if let Some(u) = t.strip_suffix(" (unwound)") {
             t = u.to_string();
-            unwound = true;
+            marks.unwound = true;
         }
         LineKind::Leaf(t)
     } else {
@@ -919,7 +959,7 @@ fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, bool), String
             return Err("empty function name".into());
         }
     }
-    Ok((duration, tid, depth, kind, unwound))
+    Ok((duration, tid, depth, kind, marks))
 }
 
 /// Whether the name in `} /* name */` closes the call labelled `label`.
@@ -933,8 +973,9 @@ fn closes(label: &str, name: &str) -> bool {
 /// Parses the whole output of `replay`, checking per thread that every line
 /// is at the depth of the calls open at that point, that every `}` closes
 /// the innermost open call (by name), and that open lines have no duration
-/// while leaves and closes have one. Calls still open at the end of the
-/// trace are kept with `closed: false`.
+/// while leaves and closes have one (except ` (not returned)` ones). Calls
+/// still open at the end of the trace, or closed as ` (not returned)`, are
+/// kept with `closed: false`.
 pub fn parse_replay(text: &str) -> Result<Replay, String> {
     struct Open {
         node: Node,
@@ -947,7 +988,7 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
-        let (duration, tid, depth, kind, unwound) =
+        let (duration, tid, depth, kind, marks) =
             parse_line(line).map_err(|e| format!("line {lineno}: {e}: {line:?}"))?;
         let stack = stacks.entry(tid).or_default();
         let tree = trees.entry(tid).or_insert_with(|| {
@@ -992,7 +1033,7 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
                         stack.len()
                     ));
                 }
-                if duration.is_empty() {
+                if duration.is_empty() && !marks.not_returned {
                     return Err(format!("line {lineno}: a leaf has no duration: {line:?}"));
                 }
                 attach(
@@ -1000,8 +1041,8 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
                     tree,
                     Node {
                         label,
-                        unwound,
-                        closed: true,
+                        unwound: marks.unwound,
+                        closed: !marks.not_returned,
                         children: Vec::new(),
                     },
                 );
@@ -1025,13 +1066,13 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
                         top.node.label
                     ));
                 }
-                if duration.is_empty() {
+                if duration.is_empty() && !marks.not_returned {
                     return Err(format!(
                         "line {lineno}: a closing line has no duration: {line:?}"
                     ));
                 }
-                top.node.closed = true;
-                top.node.unwound = unwound;
+                top.node.closed = !marks.not_returned;
+                top.node.unwound = marks.unwound;
                 attach(stack, tree, top.node);
             }
         }
