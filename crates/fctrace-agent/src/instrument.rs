@@ -135,19 +135,17 @@ struct Job {
     got_slot: Option<u64>,
 }
 
-struct Session<'a> {
+struct Session {
     out: std::io::BufWriter<std::fs::File>,
     functions: Vec<Function>,
     modules: Vec<Module>,
     params: Params,
-    shm: &'a Shm,
     /// Per function id: the address its traced frames return to.
     ret_sites: Vec<u64>,
 }
 
-impl Session<'_> {
+impl Session {
     fn module_index(&mut self, path: &str, base: u64) -> Result<u32, String> {
-        let _ = &self.out;
         if let Some(m) = self.modules.iter().find(|m| m.path == path) {
             return Ok(m.index);
         }
@@ -196,7 +194,6 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         functions: Vec::new(),
         modules: Vec::new(),
         params,
-        shm,
         ret_sites: Vec::new(),
     };
     let me = module_of(instrument_process as *const () as u64).unwrap_or_default();
@@ -220,7 +217,6 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
             Err(e) => crate::warn(&format!("{}: {e}", m.path)),
         }
     }
-    let _ = s.shm;
     instrument_main(&mut s, main, &lib_entries)?;
     let mut sites = std::mem::take(&mut s.ret_sites);
     sites.resize(s.functions.len(), 0);
@@ -326,10 +322,7 @@ fn instrument_main(
         let target = resolve(&p.name);
         let lib = target.and_then(module_of);
         let midx = match &lib {
-            Some(path) if *path != m.path => {
-                let base = 0;
-                s.module_index(path, base)?
-            }
+            Some(path) if *path != m.path => s.module_index(path, 0)?,
             _ => 0,
         };
         let addr = m.base + p.addr;

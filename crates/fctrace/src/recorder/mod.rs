@@ -55,7 +55,6 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
     };
     let mem = shm::SharedMemory::create(Layout::DEFAULT, flags)?;
     let (_agent_fd, agent_path) = shm::agent_file(AGENT)?;
-    let _ = mem.fd();
 
     let mut env = vec![
         ("FCTRACE_SHM".to_string(), mem.path()),

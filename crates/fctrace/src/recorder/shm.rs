@@ -82,11 +82,6 @@ impl SharedMemory {
         format!("/proc/{}/fd/{}", std::process::id(), self.fd.as_raw_fd())
     }
 
-    /// The memory file must stay open while children may open its path.
-    pub fn fd(&self) -> i32 {
-        self.fd.as_raw_fd()
-    }
-
     pub fn header(&self) -> &ShmHeader {
         // SAFETY: the header lies at the start of the mapping.
         unsafe { &*(self.base as *const ShmHeader) }
