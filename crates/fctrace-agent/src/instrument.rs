@@ -37,7 +37,33 @@ const RETURNS_TWICE: &[&str] = &[
     "__getcontext",
     "swapcontext",
     "__swapcontext",
+    "setcontext",
+    "__setcontext",
 ];
+
+/// Context switches the agent interposes (`context`): the program's call
+/// through its PLT or GOT reaches the agent's wrapper, which returns once
+/// per call, so that call is traced with its exit (coroutines' calls nest
+/// under it). Inside libc (with -l) they are left alone: the wrapper calls
+/// them, and the program's call is the one recorded.
+const WRAPPED_SWITCHES: &[&str] = &["swapcontext"];
+
+/// libc's own definition of a context switch the agent wraps (or its
+/// internal alias): the agent's wrapper calls it, the program's call is
+/// what is recorded (`setcontext` too, entry-only at the program's call;
+/// glibc's `__start_context` also calls it directly, unrecorded then).
+fn is_wrapped_switch(name: &str) -> bool {
+    ["swapcontext", "setcontext"].contains(&name.trim_start_matches('_'))
+}
+
+/// The mode of a call of `name` from the program (PLT or GOT import).
+fn import_mode(name: &str) -> Mode {
+    if RETURNS_TWICE.contains(&name) && !WRAPPED_SWITCHES.contains(&name) {
+        Mode::EntryOnly
+    } else {
+        Mode::Traced
+    }
+}
 
 /// Functions entered by something other than a call (a return, a signal
 /// frame, the kernel): patching them would take over a slot that holds no
@@ -119,11 +145,27 @@ fn module_of(addr: u64) -> Option<String> {
     }
 }
 
-fn resolve(name: &str) -> Option<u64> {
+/// Where `name` is defined, and whether the agent defines it itself (exec,
+/// unwinder entry points, ...): then the address is that of the definition
+/// the agent forwards to, so that the program's calls are attributed to the
+/// library that really has them.
+fn resolve(name: &str) -> Option<(u64, bool)> {
     let c = std::ffi::CString::new(name).ok()?;
     // SAFETY: dlsym with a valid C string.
     let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) };
-    (!p.is_null()).then_some(p as u64)
+    if p.is_null() {
+        return None;
+    }
+    let ours = module_of(resolve as *const () as u64);
+    if ours.is_some() && module_of(p as u64) == ours {
+        // SAFETY: dlsym with a valid C string.
+        let next = unsafe { libc::dlsym(libc::RTLD_NEXT, c.as_ptr()) };
+        if !next.is_null() {
+            return Some((next as u64, true));
+        }
+        return Some((p as u64, true));
+    }
+    Some((p as u64, false))
 }
 
 /// One function to patch.
@@ -142,11 +184,25 @@ struct Session {
     params: Params,
     /// Per function id: the address its traced frames return to.
     ret_sites: Vec<u64>,
+    /// Modules and functions already written to the symbol table.
+    written_modules: usize,
+    written_functions: usize,
+    /// Stub arenas: (module path, module base, arena base, arena size).
+    arenas: Vec<(String, u64, u64, usize)>,
+    /// Arenas of unloaded libraries: (module path, module base, arena).
+    free_arenas: Vec<(String, u64, Arena)>,
 }
 
 impl Session {
+    /// The index of the module `path` loaded at `base` (0: any base, for
+    /// the libraries the program's imports resolve to). A library loaded
+    /// again at another base after `dlclose` is a module of its own.
     fn module_index(&mut self, path: &str, base: u64) -> Result<u32, String> {
-        if let Some(m) = self.modules.iter().find(|m| m.path == path) {
+        if let Some(m) = self
+            .modules
+            .iter()
+            .find(|m| m.path == path && (base == 0 || m.base == base))
+        {
             return Ok(m.index);
         }
         let m = Module {
@@ -195,40 +251,79 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         modules: Vec::new(),
         params,
         ret_sites: Vec::new(),
+        written_modules: 0,
+        written_functions: 0,
+        arenas: Vec::new(),
+        free_arenas: Vec::new(),
     };
     let me = module_of(instrument_process as *const () as u64).unwrap_or_default();
 
     // Libraries first (with -l), so that the program's PLT entries for
     // functions traced inside a library can be left alone.
     let mut lib_entries: std::collections::HashSet<u64> = Default::default();
+    let mut known = Vec::new();
     for m in modules.iter().skip(1) {
         if !nest {
             break;
         }
-        if m.path.is_empty()
-            || m.path == me
-            || Some(&m.path) == interp.as_ref()
-            || m.path.contains("linux-vdso")
-        {
+        if !is_instrumentable_lib(m, &me, &interp) {
             continue;
         }
         match analyze(&m.path).and_then(|info| instrument_module(&mut s, m, &info, false)) {
-            Ok(entries) => lib_entries.extend(entries),
-            Err(e) => crate::warn(&format!("{}: {e}", m.path)),
+            Ok(entries) => {
+                known.push(Known::new(m, &entries));
+                lib_entries.extend(entries);
+            }
+            Err(e) => {
+                crate::warn(&format!("{}: {e}", m.path));
+                known.push(Known::new(m, &[]));
+            }
         }
     }
     instrument_main(&mut s, main, &lib_entries)?;
-    let mut sites = std::mem::take(&mut s.ret_sites);
+    publish(&mut s)?;
+    if nest {
+        if let Err(e) = install_load_hook(&modules, &interp) {
+            crate::warn(&format!(
+                "libraries loaded later (dlopen) will not be traced: {e}"
+            ));
+        }
+        let mut rt = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
+        *rt = Some(Runtime {
+            s,
+            known,
+            me,
+            interp,
+            pid,
+        });
+    }
+    Ok(())
+}
+
+/// Publishes the return sites of every function id (a new table, read
+/// atomically by other threads) and appends the modules and functions not
+/// yet written to the session's symbol table.
+fn publish(s: &mut Session) -> Result<(), String> {
+    let mut sites = s.ret_sites.clone();
     sites.resize(s.functions.len(), 0);
     crate::unwind::set_ret_sites(sites);
-    for m in &s.modules {
+    for m in &s.modules[s.written_modules..] {
         symtab::write_module(&mut s.out, m).map_err(|e| e.to_string())?;
     }
-    for f in &s.functions {
+    for f in &s.functions[s.written_functions..] {
         symtab::write_function(&mut s.out, f).map_err(|e| e.to_string())?;
     }
+    s.written_modules = s.modules.len();
+    s.written_functions = s.functions.len();
     s.out.flush().map_err(|e| e.to_string())?;
     Ok(())
+}
+
+fn is_instrumentable_lib(m: &Loaded, me: &str, interp: &Option<String>) -> bool {
+    !(m.path.is_empty()
+        || m.path == me
+        || Some(&m.path) == interp.as_ref()
+        || m.path.contains("linux-vdso"))
 }
 
 /// Patches every function of a module. Returns the runtime entry addresses
@@ -270,6 +365,8 @@ fn instrument_module(
             Err("entered without a call".to_string())
         } else if !is_main && is_unwinder(&m.path, &f.name) {
             Err("part of the unwinder, whose frames must stay untouched".to_string())
+        } else if !is_main && is_wrapped_switch(&f.name) {
+            Err("wrapped by the agent: traced where the program calls it".to_string())
         } else if addr < m.lo || m.base + pad_end > m.hi {
             Err("outside the loaded segments".to_string())
         } else {
@@ -319,8 +416,11 @@ fn instrument_main(
     // Its calls into libraries, through the PLT and through the GOT.
     let mut jobs = Vec::new();
     for p in &info.plt {
-        let target = resolve(&p.name);
-        let lib = target.and_then(module_of);
+        let resolved = resolve(&p.name);
+        // A call the agent interposes never reaches the library's own
+        // entry: the PLT entry stays traced even with -l.
+        let target = resolved.and_then(|(t, interposed)| (!interposed).then_some(t));
+        let lib = resolved.and_then(|(t, _)| module_of(t));
         let midx = match &lib {
             Some(path) if *path != m.path => s.module_index(path, 0)?,
             _ => 0,
@@ -341,11 +441,7 @@ fn instrument_main(
                 FuncStatus::NotTraced("traced inside its library (-l)".into());
             continue;
         }
-        let mode = if RETURNS_TWICE.contains(&p.name.as_str()) {
-            Mode::EntryOnly
-        } else {
-            Mode::Traced
-        };
+        let mode = import_mode(&p.name);
         match patch::plan(addr, p.size as usize, read_code(addr, p.size as usize)) {
             Ok(plan) => jobs.push(Job {
                 id,
@@ -361,7 +457,12 @@ fn instrument_main(
         // SAFETY: the GOT slot lies in the module's mapped data (relocated
         // before constructors run).
         let target = unsafe { (slot as *const u64).read() };
-        let lib = module_of(target);
+        let lib = match resolve(&g.name) {
+            Some((real, true)) if module_of(target) == module_of(resolve as *const () as u64) => {
+                module_of(real)
+            }
+            _ => module_of(target),
+        };
         let midx = match &lib {
             Some(path) if *path != m.path => s.module_index(path, 0)?,
             _ => 0,
@@ -386,11 +487,7 @@ fn instrument_main(
                 FuncStatus::NotTraced("traced inside its library (-l)".into());
             continue;
         }
-        let mode = if RETURNS_TWICE.contains(&g.name.as_str()) {
-            Mode::EntryOnly
-        } else {
-            Mode::Traced
-        };
+        let mode = import_mode(&g.name);
         // The stub's body is a jump to the real target.
         let jmp = iced_x86::Instruction::with_branch(iced_x86::Code::Jmp_rel32_64, target)
             .map_err(|e| e.to_string())?;
@@ -426,16 +523,48 @@ fn apply(s: &mut Session, m: &Loaded, jobs: Vec<Job>) -> Result<(), String> {
             .iter()
             .map(|j| 96 + j.plan.moved.iter().map(|i| i.len() + 16).sum::<usize>())
             .sum::<usize>();
-    let mut arena =
-        Arena::near(m.lo, m.hi, size).ok_or("no free address space near the module for stubs")?;
+    // A library loaded again where it was unloaded from gets the arena of
+    // its previous load back (nothing can run the stubs of an unloaded
+    // library), so that load/unload loops do not pile up arenas.
+    let reused = s
+        .free_arenas
+        .iter()
+        .position(|(p, b, a)| *p == m.path && *b == m.base && a.size >= size)
+        .map(|i| s.free_arenas.swap_remove(i).2)
+        .filter(|a| {
+            // SAFETY: the arena is the agent's own mapping.
+            unsafe {
+                libc::mprotect(
+                    a.base as *mut libc::c_void,
+                    a.size,
+                    libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+                ) == 0
+            }
+        });
+    let is_reused = reused.is_some();
+    let mut arena = match reused {
+        Some(a) => Arena {
+            base: a.base,
+            size: a.size,
+            used: 0,
+        },
+        None => Arena::near(m.lo, m.hi, size)
+            .ok_or("no free address space near the module for stubs")?,
+    };
+    s.arenas
+        .push((m.path.clone(), m.base, arena.base, arena.size));
     let (code, common): (Vec<u8>, Common) = codegen::assemble_common(arena.cursor(), &s.params)
         .map_err(|e| format!("code generation: {e}"))?;
+    if !is_reused {
+        // (a reused arena's common block was noted at the same place)
+        crate::signal::note_hot_code(arena.cursor(), &code);
+    }
     arena.put(&code);
     let mut writes: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut got_writes: Vec<(u64, u64)> = Vec::new();
     for j in jobs {
         let at = arena.cursor();
-        let built = patch::build_stub(&j.plan, at, &common, j.id, j.mode);
+        let built = patch::build_stub_with(&j.plan, read_code, at, &common, j.id, j.mode);
         let stub = match built {
             Ok(st) if st.code.len() <= arena.remaining() => st,
             Ok(_) => {
@@ -552,4 +681,260 @@ fn is_unwinder(module: &str, name: &str) -> bool {
         || name.starts_with("_Unwind_")
         || name == "backtrace"
         || name == "__backtrace"
+}
+
+// ---------------------------------------------------------------------------
+// Libraries loaded at run time (dlopen), with -l
+// ---------------------------------------------------------------------------
+
+/// A library that was instrumented (or found not instrumentable).
+struct Known {
+    base: u64,
+    path: String,
+    /// The first bytes of one patched entry, as patched: a library unloaded
+    /// and loaded again at the same address has them unpatched.
+    probe: Option<(u64, [u8; 8])>,
+}
+
+impl Known {
+    fn new(m: &Loaded, entries: &[u64]) -> Known {
+        let probe = entries
+            .iter()
+            .find(|&&a| a >= m.lo && a + 8 <= m.hi)
+            .map(|&a| (a, read_probe(a)));
+        Known {
+            base: m.base,
+            path: m.path.clone(),
+            probe,
+        }
+    }
+
+    /// Whether `m` (a module loaded now) is still the object this was made
+    /// from.
+    fn is(&self, m: &Loaded) -> bool {
+        if self.base != m.base || self.path != m.path {
+            return false;
+        }
+        match self.probe {
+            Some((a, bytes)) => a >= m.lo && a + 8 <= m.hi && safe_read8(a) == Some(bytes),
+            None => true,
+        }
+    }
+}
+
+/// Reads 8 bytes that may be unmapped or inaccessible (another file
+/// loaded at the same address may have a gap there) without faulting.
+fn safe_read8(a: u64) -> Option<[u8; 8]> {
+    let mut b = [0u8; 8];
+    let local = libc::iovec {
+        iov_base: b.as_mut_ptr().cast(),
+        iov_len: 8,
+    };
+    let remote = libc::iovec {
+        iov_base: a as *mut libc::c_void,
+        iov_len: 8,
+    };
+    // SAFETY: reads this process's memory through the kernel, which checks
+    // the source range; the destination is our own buffer.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (n == 8).then_some(b)
+}
+
+fn read_probe(a: u64) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(read_code(a, 8));
+    b
+}
+
+/// What instrumenting libraries later needs from the start-up.
+struct Runtime {
+    s: Session,
+    known: Vec<Known>,
+    me: String,
+    interp: Option<String>,
+    /// The process whose session this is: a fork child shares the parent's
+    /// symbol table file but not its id counter, so it adds nothing to it.
+    pid: u32,
+}
+
+static RUNTIME: std::sync::Mutex<Option<Runtime>> = std::sync::Mutex::new(None);
+
+/// glibc's `struct r_debug` (link.h): the dynamic linker's list of the base
+/// namespace's objects and the function it calls at every change.
+#[repr(C)]
+struct RDebug {
+    r_version: i32,
+    r_map: *const LinkMap,
+    r_brk: u64,
+    r_state: i32,
+    r_ldbase: u64,
+}
+
+/// The public head of glibc's `struct link_map`.
+#[repr(C)]
+struct LinkMap {
+    l_addr: u64,
+    l_name: *const libc::c_char,
+    l_ld: *const libc::c_void,
+    l_next: *const LinkMap,
+    l_prev: *const LinkMap,
+}
+
+const RT_CONSISTENT: i32 = 0;
+
+fn r_debug() -> Option<*const RDebug> {
+    // SAFETY: dlsym with a NUL-terminated name.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_r_debug".as_ptr()) };
+    (!p.is_null()).then_some(p as *const RDebug)
+}
+
+/// Load bases of the objects of the base namespace (`dlmopen` loads
+/// objects into other namespaces, with their own copies of libc and of
+/// the unwinder, which the agent does not interpose: they stay untraced).
+fn base_namespace() -> std::collections::HashSet<u64> {
+    let mut set = std::collections::HashSet::new();
+    let Some(r) = r_debug() else { return set };
+    // SAFETY: the dynamic linker's list, read while it holds its load lock
+    // (we run inside its notification) or at start-up.
+    unsafe {
+        let mut l = (*r).r_map;
+        while !l.is_null() {
+            set.insert((*l).l_addr);
+            l = (*l).l_next;
+        }
+    }
+    set
+}
+
+/// Makes the dynamic linker's notification function (`_r_debug.r_brk`,
+/// `_dl_debug_state`, where debuggers put a breakpoint) jump to
+/// [`on_link_map_change`]. It is called once the objects of a `dlopen`
+/// are mapped, before they are relocated and their constructors run, and
+/// once the objects of a `dlclose` are unmapped.
+fn install_load_hook(modules: &[Loaded], interp: &Option<String>) -> Result<(), String> {
+    let r = r_debug().ok_or("no _r_debug")?;
+    // SAFETY: _r_debug is the dynamic linker's initialised structure.
+    let brk = unsafe { (*r).r_brk };
+    let ld = modules
+        .iter()
+        .find(|m| Some(&m.path) == interp.as_ref() && (m.lo..m.hi).contains(&brk))
+        .or_else(|| modules.iter().find(|m| (m.lo..m.hi).contains(&brk)))
+        .ok_or("the dynamic linker's notification function is in no module")?;
+    if brk + 32 > ld.hi {
+        return Err("unexpected notification function".into());
+    }
+    let code = read_code(brk, 32);
+    // [endbr64] ret, then at least 4 bytes of padding to hold a jmp rel32.
+    let at = if code.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa]) {
+        4
+    } else {
+        0
+    };
+    if code[at] != 0xc3 {
+        return Err("the notification function is not a bare return".into());
+    }
+    let mut dec = iced_x86::Decoder::with_ip(64, &code[at + 1..], brk + at as u64 + 1, 0);
+    let mut covered = 0usize;
+    while covered < 4 {
+        let i = dec.decode();
+        if i.is_invalid()
+            || !matches!(
+                i.mnemonic(),
+                iced_x86::Mnemonic::Nop | iced_x86::Mnemonic::Int3
+            )
+        {
+            return Err("no padding after the notification function".into());
+        }
+        covered += i.len();
+    }
+    let mut arena = Arena::near(ld.lo, ld.hi, 4096).ok_or("no free address space near ld.so")?;
+    let mut tramp = vec![0xff, 0x25, 0, 0, 0, 0];
+    tramp.extend_from_slice(&(on_link_map_change as *const () as u64).to_le_bytes());
+    let t = arena.put(&tramp);
+    arena.seal();
+    let from = brk + at as u64;
+    let rel = t as i64 - (from as i64 + 5);
+    let rel = i32::try_from(rel).map_err(|_| "trampoline out of reach")?;
+    let mut jmp = vec![0xe9];
+    jmp.extend_from_slice(&rel.to_le_bytes());
+    write_code(&[(from, jmp)])
+}
+
+/// The dynamic linker changed its list of objects (it holds its load lock:
+/// calls are serialised). Instruments the libraries new to the base
+/// namespace and forgets those that are gone.
+extern "C" fn on_link_map_change() {
+    let _busy = crate::tls::Busy::enter();
+    let Some(r) = r_debug() else { return };
+    // SAFETY: reading the state field of the dynamic linker's structure.
+    if unsafe { (*r).r_state } != RT_CONSISTENT {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        let mut guard = match RUNTIME.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        if let Some(rt) = guard.as_mut() {
+            sync_modules(rt);
+        }
+    });
+}
+
+fn sync_modules(rt: &mut Runtime) {
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } as u32 != rt.pid {
+        return;
+    }
+    let modules = loaded_modules();
+    let (kept, gone): (Vec<Known>, Vec<Known>) = std::mem::take(&mut rt.known)
+        .into_iter()
+        .partition(|k| modules.iter().any(|m| k.is(m)));
+    rt.known = kept;
+    for k in gone {
+        let s = &mut rt.s;
+        let mut i = 0;
+        while i < s.arenas.len() {
+            if s.arenas[i].0 == k.path && s.arenas[i].1 == k.base {
+                let (path, base, at, size) = s.arenas.swap_remove(i);
+                let arena = Arena {
+                    base: at,
+                    size,
+                    used: 0,
+                };
+                s.free_arenas.push((path, base, arena));
+            } else {
+                i += 1;
+            }
+        }
+    }
+    let ns = base_namespace();
+    let mut changed = false;
+    for m in modules.iter().skip(1) {
+        if !is_instrumentable_lib(m, &rt.me, &rt.interp)
+            || !ns.contains(&m.base)
+            || rt
+                .known
+                .iter()
+                .any(|k| k.base == m.base && k.path == m.path)
+        {
+            continue;
+        }
+        let entries =
+            match analyze(&m.path).and_then(|info| instrument_module(&mut rt.s, m, &info, false)) {
+                Ok(e) => e,
+                Err(e) => {
+                    crate::warn(&format!("{}: {e}", m.path));
+                    Vec::new()
+                }
+            };
+        rt.known.push(Known::new(m, &entries));
+        changed = true;
+    }
+    if changed {
+        if let Err(e) = publish(&mut rt.s) {
+            crate::warn(&format!("cannot write the symbol table: {e}"));
+        }
+    }
 }

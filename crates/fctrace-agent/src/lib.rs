@@ -11,8 +11,12 @@
 //! agent cannot set itself up, it says so on stderr and leaves the program
 //! untraced.
 
+mod context;
 mod instrument;
+mod interpose;
+mod process;
 mod shm;
+mod signal;
 mod thread;
 mod tls;
 mod unwind;
@@ -70,15 +74,32 @@ pub(crate) fn scratch_buffer() -> *mut fctrace_format::shm::BufHeader {
 struct Config {
     shm: String,
     dir: String,
+    /// The path the agent was preloaded from (first in `LD_PRELOAD`).
+    agent: String,
+    /// Set if a traced process exec'd or spawned this program: the slot of
+    /// the task that did (u32::MAX if it is unknown).
+    parent: Option<u32>,
 }
 
-const ENV_SHM: &str = "FCTRACE_SHM";
-const ENV_DIR: &str = "FCTRACE_DIR";
-const ENV_PRELOAD: &str = "FCTRACE_LD_PRELOAD";
+pub(crate) const ENV_SHM: &str = "FCTRACE_SHM";
+pub(crate) const ENV_DIR: &str = "FCTRACE_DIR";
+pub(crate) const ENV_PRELOAD: &str = "FCTRACE_LD_PRELOAD";
 
 fn take_config() -> Option<Config> {
     let shm = std::env::var(ENV_SHM).ok()?;
     let dir = std::env::var(ENV_DIR).unwrap_or_default();
+    let agent = std::env::var("LD_PRELOAD")
+        .ok()
+        .and_then(|v| {
+            v.split([':', ' '])
+                .find(|s| !s.is_empty())
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    // Set (to a slot, or "-" if unknown) when a traced process exec'd this.
+    let parent = std::env::var(process::ENV_PARENT)
+        .ok()
+        .map(|v| v.parse().unwrap_or(u32::MAX));
     // Give the program back the environment it was started with.
     let orig_preload = std::env::var_os(ENV_PRELOAD);
     // SAFETY: the constructor runs before any other thread of the program exists.
@@ -86,16 +107,23 @@ fn take_config() -> Option<Config> {
         std::env::remove_var(ENV_SHM);
         std::env::remove_var(ENV_DIR);
         std::env::remove_var(ENV_PRELOAD);
+        std::env::remove_var(process::ENV_PARENT);
         match orig_preload {
             Some(v) if !v.is_empty() && v != "\0" => std::env::set_var("LD_PRELOAD", v),
             _ => std::env::remove_var("LD_PRELOAD"),
         }
     }
-    Some(Config { shm, dir })
+    Some(Config {
+        shm,
+        dir,
+        agent,
+        parent,
+    })
 }
 
 extern "C" fn agent_init() {
     let _busy = tls::Busy::enter();
+    process::resolve_early();
     // Everything the set-up allocates is freed inside this call, while the
     // thread is marked busy, so that none of it is traced (-l).
     setup();
@@ -119,9 +147,15 @@ fn start(cfg: &Config) -> Result<(), String> {
     SESSION.store(sid, Ordering::Relaxed);
     let nest = shm.header().flags & fctrace_format::shm::FLAG_NEST_LIBCALL != 0;
     instrument::instrument_process(shm, sid, &cfg.dir, nest)?;
-    if thread::init_thread(shm, sid, u32::MAX).is_none() {
+    let (parent, origin) = match cfg.parent {
+        Some(p) => (p, fctrace_format::shm::ORIGIN_EXEC),
+        None => (u32::MAX, fctrace_format::shm::ORIGIN_START),
+    };
+    if thread::init_thread(shm, sid, parent, origin).is_none() {
         return Err("cannot register the main thread".into());
     }
+    process::init(&cfg.shm, &cfg.dir, &cfg.agent);
+    signal::init();
     // SAFETY: registers plain extern "C" handlers.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
     Ok(())

@@ -96,12 +96,10 @@ impl Shm {
         }
     }
 
-    fn free_queue(&self) -> Queue<'_> {
-        let h = self.header();
-        Queue {
+    fn free_queue(&self) -> FreeStack<'_> {
+        FreeStack {
             cells: self.cells(self.layout.free_queue_offset()),
-            head: &h.free_head,
-            tail: &h.free_tail,
+            head: &self.header().free_head,
         }
     }
 
@@ -156,14 +154,26 @@ impl Shm {
             if spins < 64 {
                 std::hint::spin_loop();
             } else {
-                // The recorder is behind: wait for it rather than lose events.
-                // SAFETY: nanosleep with a valid timespec.
+                // The recorder is behind: wait for it rather than lose
+                // events. The system call itself: libc's nanosleep is a
+                // cancellation point (a pending pthread_cancel must not act
+                // inside the agent) and is traced with -l.
+                let ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 50_000,
+                };
+                // SAFETY: nanosleep with a valid timespec and no remainder;
+                // the kernel clobbers rcx and r11 only.
                 unsafe {
-                    let ts = libc::timespec {
-                        tv_sec: 0,
-                        tv_nsec: 50_000,
-                    };
-                    libc::nanosleep(&ts, std::ptr::null_mut());
+                    std::arch::asm!(
+                        "syscall",
+                        inlateout("rax") libc::SYS_nanosleep => _,
+                        in("rdi") &ts as *const libc::timespec,
+                        in("rsi") 0usize,
+                        lateout("rcx") _,
+                        lateout("r11") _,
+                        options(nostack),
+                    );
                 }
             }
         }
@@ -185,6 +195,17 @@ impl Shm {
         self.header().lost_events.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Names the creator of a task registered before it was known.
+    pub fn set_parent(&self, slot: u32, parent_slot: u32) {
+        if slot >= self.layout.task_slots {
+            return;
+        }
+        let t = self.task(slot) as *const TaskSlot as *mut TaskSlot;
+        // SAFETY: the slot belongs to the calling thread's task; the
+        // recorder reads the table only after every task has ended.
+        unsafe { (*t).parent_slot = parent_slot };
+    }
+
     /// Claims a task slot and fills it in.
     pub fn register_task(
         &self,
@@ -193,6 +214,7 @@ impl Shm {
         ppid: u32,
         session: u32,
         parent_slot: u32,
+        origin: u32,
     ) -> Option<u32> {
         let slot = self.header().next_task.fetch_add(1, Ordering::Relaxed);
         if slot >= self.layout.task_slots {
@@ -209,6 +231,7 @@ impl Shm {
             (*t).ppid = ppid;
             (*t).session = session;
             (*t).parent_slot = parent_slot;
+            (*t).origin = origin;
             (*t).comm = comm;
             (*t).state.store(TASK_LIVE, Ordering::Release);
         }

@@ -48,6 +48,9 @@ pub struct ThreadState {
     /// slot lies above it come from frames the unwinder handed control
     /// back to (see `unwind`).
     pub unwind_sp: u64,
+    /// The thread's chain of ucontext switches (`context`), allocated at
+    /// its first `swapcontext`; null before.
+    pub contexts: *mut crate::context::Chain,
 }
 
 pub const SLOW_INIT: u64 = 1;
@@ -60,8 +63,15 @@ fn gettid() -> u32 {
     unsafe { libc::gettid() as u32 }
 }
 
-/// Creates the calling thread's state and installs it in TLS.
-pub fn init_thread(shm: &Shm, session: u32, parent_slot: u32) -> Option<*mut ThreadState> {
+/// Creates the calling thread's state and installs it in TLS. `origin` is
+/// one of `fctrace_format::shm::ORIGIN_*`; `parent_slot` names the task
+/// that created this one (u32::MAX if unknown).
+pub fn init_thread(
+    shm: &Shm,
+    session: u32,
+    parent_slot: u32,
+    origin: u32,
+) -> Option<*mut ThreadState> {
     let tid = gettid();
     // SAFETY: getpid/getppid have no preconditions.
     let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
@@ -79,7 +89,7 @@ pub fn init_thread(shm: &Shm, session: u32, parent_slot: u32) -> Option<*mut Thr
     if shadow == libc::MAP_FAILED {
         return None;
     }
-    let slot = shm.register_task(tid, pid, ppid, session, parent_slot)?;
+    let slot = shm.register_task(tid, pid, ppid, session, parent_slot, origin)?;
     let buf_index = shm.acquire(tid, pid, session, slot, 0)?;
     // One spare entry below the base: an exit with an empty shadow stack
     // reads it (slot 0 never matches) instead of unmapped memory.
@@ -99,8 +109,10 @@ pub fn init_thread(shm: &Shm, session: u32, parent_slot: u32) -> Option<*mut Thr
         pid,
         session,
         unwind_sp: 0,
+        contexts: std::ptr::null_mut(),
     }));
     tls::set_state(st);
+    crate::unwind::watch_thread_exit();
     Some(st)
 }
 
@@ -119,7 +131,14 @@ pub fn after_fork_child(shm: &Shm) {
     let tid = gettid();
     // SAFETY: getpid/getppid have no preconditions.
     let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
-    let Some(slot) = shm.register_task(tid, pid, ppid, st.session, parent_slot) else {
+    let Some(slot) = shm.register_task(
+        tid,
+        pid,
+        ppid,
+        st.session,
+        parent_slot,
+        fctrace_format::shm::ORIGIN_FORK,
+    ) else {
         tls::set_state(std::ptr::null_mut());
         return;
     };
@@ -136,9 +155,30 @@ pub fn after_fork_child(shm: &Shm) {
     }
 }
 
+/// Hands the thread's buffer to the recorder now (before an exec); the
+/// thread writes into the scratch buffer until `refill_buffer`. Only while
+/// the thread is busy.
+pub fn flush_buffer(shm: &Shm, st: &mut ThreadState) {
+    crate::signal::release_parked(shm, st);
+    shm.release(st.buf_index);
+    st.buf = crate::scratch_buffer();
+}
+
+/// Gives a thread whose buffer was flushed a fresh one.
+pub fn refill_buffer(shm: &Shm, st: &mut ThreadState) {
+    st.seq += 1;
+    match shm.acquire(st.tid, st.pid, st.session, st.task_slot, st.seq) {
+        Some(i) => {
+            st.buf_index = i;
+            st.buf = shm.buffer(i);
+        }
+        None => st.buf = crate::scratch_buffer(),
+    }
+}
+
 /// Replaces the thread's full buffer with a fresh one.
 fn switch_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
-    shm.release(st.buf_index);
+    crate::signal::release_buffer(shm, st);
     st.seq += 1;
     match shm.acquire(st.tid, st.pid, st.session, st.task_slot, st.seq) {
         Some(i) => {
@@ -172,11 +212,19 @@ pub unsafe extern "C" fn slow_path(reason: u64, arg: u64, func: u64) -> u64 {
     if reason == SLOW_UNWINDING {
         return crate::unwind::call_while_unwinding(arg, func as u32);
     }
+    let _defer = crate::signal::DeferSignals::new();
     let _busy = tls::Busy::enter();
     let Some(shm) = shm::get() else { return 0 };
     match reason {
         SLOW_INIT => {
-            if init_thread(shm, crate::session(), u32::MAX).is_none() {
+            let parent = tls::take_pending_parent();
+            let made = init_thread(
+                shm,
+                crate::session(),
+                parent.unwrap_or(u32::MAX),
+                fctrace_format::shm::ORIGIN_THREAD,
+            );
+            if made.is_none() {
                 // Leave the thread untraced for good rather than retry on
                 // every call.
                 std::mem::forget(_busy);

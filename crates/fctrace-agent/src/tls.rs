@@ -1,4 +1,4 @@
-//! The agent's per-thread block: two words of initial-exec TLS.
+//! The agent's per-thread block: five words of initial-exec TLS.
 //!
 //! Rust's `thread_local!` in a cdylib goes through `__tls_get_addr`; the hot
 //! path instead reads `fs:[offset]` with the offset fixed at load time (the
@@ -9,7 +9,10 @@
 //! Word 0: pointer to this thread's [`crate::thread::ThreadState`] (null
 //! until the thread's first traced call). Word 1: "busy" — non-zero while
 //! the agent's own code runs on this thread; traced functions entered then
-//! pass straight through.
+//! pass straight through. Word 2: the task slot (plus one) of the thread
+//! that created this one, until its state is made (see `process`). Word 3:
+//! the return address of a `vfork` in progress, word 4: the busy word
+//! before it (see `process`).
 
 use std::arch::asm;
 
@@ -19,9 +22,9 @@ core::arch::global_asm!(
     ".hidden fctrace_tls",
     ".globl fctrace_tls",
     ".type fctrace_tls, @object",
-    ".size fctrace_tls, 16",
+    ".size fctrace_tls, 48",
     "fctrace_tls:",
-    ".zero 16",
+    ".zero 48",
     ".popsection",
 );
 
@@ -62,6 +65,25 @@ pub fn busy() -> u64 {
 pub fn set_busy(v: u64) {
     // SAFETY: as above.
     unsafe { word_addr(1).write(v) }
+}
+
+/// Notes the creator's task slot for this thread's state, made at its
+/// first traced call.
+pub fn set_pending_parent(slot: u32) {
+    // SAFETY: as above.
+    unsafe { word_addr(2).write(slot as u64 + 1) }
+}
+
+/// The creator's slot noted by `set_pending_parent`, if any; clears it.
+pub fn take_pending_parent() -> Option<u32> {
+    // SAFETY: as above.
+    let v = unsafe { word_addr(2).read() };
+    if v == 0 {
+        return None;
+    }
+    // SAFETY: as above.
+    unsafe { word_addr(2).write(0) };
+    Some((v - 1) as u32)
 }
 
 /// Busy word value while an unwinder walks this thread's stack.

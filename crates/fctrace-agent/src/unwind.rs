@@ -20,37 +20,52 @@
 //! frame above the unwinder (a landing pad: a catch, or a cleanup before
 //! `_Unwind_Resume`, Rust's `catch_unwind`) ends the unwinding state and
 //! repairs the shadow stack first.
+//!
+//! Also here:
+//! - `longjmp` and its kin: the stack pointer the jump restores is read
+//!   from glibc's `jmp_buf`, and the frames below it get their exits at the
+//!   jump (`before_longjmp`);
+//! - forced unwinding started inside glibc (pthread_exit, cancellation),
+//!   which reaches libgcc_s without going through the symbols above:
+//!   libgcc_s's `_Unwind_ForcedUnwind` is redirected to the agent
+//!   (`redirect_forced_unwind`), and a thread-specific-data destructor
+//!   records the exits of the frames a dying thread leaves (`thread_exit`);
+//! - backtraces never show the interposers' own frames (`trace_frame`,
+//!   `backtrace`).
 
+use crate::real;
 use crate::thread::{self, ShadowEntry, ThreadState};
 use crate::tls;
 use fctrace_format::event::EventKind;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// For each function id, the stub address its traced frames' slots hold
-/// (0 for functions without one).
-static RET_SITES: AtomicPtr<u64> = AtomicPtr::new(std::ptr::null_mut());
-static RET_SITES_LEN: AtomicUsize = AtomicUsize::new(0);
+/// (0 for functions without one). The table grows when libraries are
+/// loaded (`dlopen`): a new table is published as one pointer (length and
+/// data together), and old tables are never freed, since other threads and
+/// unwinders may still be reading them.
+static RET_SITES: AtomicPtr<Vec<u64>> = AtomicPtr::new(std::ptr::null_mut());
 
 pub fn set_ret_sites(v: Vec<u64>) {
-    let v = Box::leak(v.into_boxed_slice());
-    RET_SITES_LEN.store(v.len(), Ordering::Relaxed);
-    RET_SITES.store(v.as_mut_ptr(), Ordering::Release);
+    let v = Box::leak(Box::new(v));
+    RET_SITES.store(v, Ordering::Release);
 }
 
-fn ret_site(func: u64) -> u64 {
+pub(crate) fn ret_site(func: u64) -> u64 {
     let p = RET_SITES.load(Ordering::Acquire);
-    if p.is_null() || func as usize >= RET_SITES_LEN.load(Ordering::Relaxed) {
+    if p.is_null() {
         return 0;
     }
-    // SAFETY: index checked against the leaked table's length.
-    unsafe { *p.add(func as usize) }
+    // SAFETY: published tables are leaked, never mutated after publication.
+    let v = unsafe { &*p };
+    v.get(func as usize).copied().unwrap_or(0)
 }
 
-fn entries(st: &ThreadState) -> &mut [ShadowEntry] {
+fn entries(st: &ThreadState) -> &[ShadowEntry] {
     // SAFETY: [base, top) holds this thread's pushed entries.
     unsafe {
-        std::slice::from_raw_parts_mut(
+        std::slice::from_raw_parts(
             st.shadow_base,
             st.shadow_top.offset_from(st.shadow_base) as usize,
         )
@@ -159,6 +174,7 @@ pub fn call_while_unwinding(slot: u64, func: u32) -> u64 {
     let st = unsafe { &mut *p };
     tls::set_busy(1);
     let Some(shm) = crate::shm::get() else {
+        tls::set_busy(tls::BUSY_UNWINDING);
         return 0;
     };
     if slot > st.unwind_sp {
@@ -175,34 +191,6 @@ pub fn call_while_unwinding(slot: u64, func: u32) -> u64 {
 fn marker() -> u64 {
     let x = 0u8;
     std::hint::black_box(&x) as *const u8 as u64
-}
-
-/// The next definition of `name` after the agent's (the real unwinder
-/// function), looked up once.
-fn resolve_next(cache: &AtomicPtr<c_void>, name: &'static str) -> *mut c_void {
-    let mut p = cache.load(Ordering::Relaxed);
-    if p.is_null() {
-        let _busy = tls::Busy::enter();
-        // SAFETY: dlsym with a NUL-terminated name.
-        p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) };
-        if p.is_null() {
-            crate::fatal(&format!(
-                "cannot find the real {}",
-                name.trim_end_matches('\0')
-            ));
-        }
-        cache.store(p, Ordering::Relaxed);
-    }
-    p
-}
-
-/// The real function, as a function pointer of type `$ty`; used inside an
-/// `unsafe` block whose SAFETY note names the signature.
-macro_rules! real {
-    ($name:expr, $ty:ty) => {{
-        static REAL: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-        std::mem::transmute::<*mut c_void, $ty>(resolve_next(&REAL, concat!($name, "\0")))
-    }};
 }
 
 type UnwindFn = unsafe extern "C" fn(*mut c_void) -> i32;
@@ -251,36 +239,472 @@ pub unsafe extern "C" fn _Unwind_ForcedUnwind(
 ) -> i32 {
     let prev = before_unwind(marker());
     // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
-    let r = unsafe { real!("_Unwind_ForcedUnwind", ForcedFn)(exc, stop, arg) };
+    let r = unsafe { forced_original()(exc, stop, arg) };
     after_unwind(prev);
     r
 }
 
+// ---- Forced unwinding started inside glibc --------------------------------
+//
+// pthread_exit and cancellation unwind the thread with libgcc_s's
+// `_Unwind_ForcedUnwind`, which glibc calls through a pointer it got from
+// its own `dlopen` handle of libgcc_s: the interposer above never sees
+// those calls, and an unwinder that meets a stub address where a return
+// address should be stops there (destructors and `-fexceptions` cleanup
+// handlers of the frames above would not run). So libgcc_s's function
+// itself is redirected: its first instructions (position independent, at
+// least 14 bytes) are copied into a trampoline that jumps back after them,
+// and are replaced by an absolute jump to `forced_hook`, which puts the
+// real return addresses back (as `before_unwind` does) and jumps on to the
+// trampoline. This is done the first time the program calls
+// `pthread_exit` or `pthread_cancel` (which load libgcc_s themselves, so it
+// is loaded no earlier than without fctrace), before any thread can be
+// unwound that way.
+
+/// The trampoline running libgcc_s's original `_Unwind_ForcedUnwind`
+/// (0: not redirected).
+static FORCED_TRAMPOLINE: AtomicU64 = AtomicU64::new(0);
+
+/// The real `_Unwind_ForcedUnwind`, not through the redirection.
+fn forced_original() -> ForcedFn {
+    let t = FORCED_TRAMPOLINE.load(Ordering::Acquire);
+    if t != 0 {
+        // SAFETY: the trampoline has the function's signature.
+        return unsafe { std::mem::transmute::<u64, ForcedFn>(t) };
+    }
+    // SAFETY: the real function of this signature.
+    unsafe { real!("_Unwind_ForcedUnwind", ForcedFn) }
+}
+
+/// Bytes of `jmp qword ptr [rip]; dq target`.
+const ABS_JMP_LEN: usize = 14;
+
+fn abs_jmp(target: u64) -> [u8; ABS_JMP_LEN] {
+    let mut b = [0u8; ABS_JMP_LEN];
+    b[..6].copy_from_slice(&[0xff, 0x25, 0, 0, 0, 0]);
+    b[6..].copy_from_slice(&target.to_le_bytes());
+    b
+}
+
+/// Redirects libgcc_s's `_Unwind_ForcedUnwind` to `forced_hook`, once.
+fn redirect_forced_unwind() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    let _busy = tls::Busy::enter();
+    DONE.call_once(|| {
+        if let Err(e) = try_redirect() {
+            crate::warn(&format!(
+                "forced unwinding (pthread_exit, cancellation) will not see through traced frames: {e}"
+            ));
+        }
+    });
+}
+
+fn try_redirect() -> Result<(), String> {
+    use iced_x86::{Decoder, DecoderOptions, FlowControl};
+    // SAFETY: dlopen/dlsym with NUL-terminated names; libgcc_s stays loaded
+    // (the handle is never closed).
+    let target = unsafe {
+        let h = libc::dlopen(c"libgcc_s.so.1".as_ptr(), libc::RTLD_NOW);
+        if h.is_null() {
+            return Err("cannot load libgcc_s.so.1".into());
+        }
+        libc::dlsym(h, c"_Unwind_ForcedUnwind".as_ptr()) as u64
+    };
+    if target == 0 {
+        return Err("libgcc_s.so.1 has no _Unwind_ForcedUnwind".into());
+    }
+    // SAFETY: the function's code is mapped and readable; 64 bytes lie
+    // within it (it is far longer).
+    let code = unsafe { std::slice::from_raw_parts(target as *const u8, 64) };
+    let mut start = 0;
+    if code[..4] == [0xf3, 0x0f, 0x1e, 0xfa] {
+        start = 4; // endbr64 stays in place
+    }
+    let mut dec = Decoder::with_ip(
+        64,
+        &code[start..],
+        target + start as u64,
+        DecoderOptions::NONE,
+    );
+    let mut len = 0;
+    while len < ABS_JMP_LEN {
+        let ins = dec.decode();
+        if ins.is_invalid()
+            || ins.is_ip_rel_memory_operand()
+            || ins.flow_control() != FlowControl::Next
+        {
+            return Err(format!(
+                "its first instructions cannot be moved (at {:#x})",
+                ins.ip()
+            ));
+        }
+        len += ins.len();
+    }
+    let moved = &code[start..start + len];
+    // SAFETY: a fresh private mapping, written then made executable.
+    let tramp = unsafe {
+        let page = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if page == libc::MAP_FAILED {
+            return Err("cannot map a trampoline".into());
+        }
+        let p = page as *mut u8;
+        std::ptr::copy_nonoverlapping(moved.as_ptr(), p, len);
+        let back = abs_jmp(target + (start + len) as u64);
+        std::ptr::copy_nonoverlapping(back.as_ptr(), p.add(len), ABS_JMP_LEN);
+        if libc::mprotect(page, 4096, libc::PROT_READ | libc::PROT_EXEC) != 0 {
+            return Err("cannot make the trampoline executable".into());
+        }
+        page as u64
+    };
+    FORCED_TRAMPOLINE.store(tramp, Ordering::Release);
+    let at = target + start as u64;
+    let mut patch = vec![0xccu8; len];
+    patch[..ABS_JMP_LEN].copy_from_slice(&abs_jmp(forced_hook as *const () as u64));
+    let lo = at & !4095;
+    let hi = (at + len as u64 + 4095) & !4095;
+    // SAFETY: libgcc_s's text pages, made writable for the copy only; the
+    // bytes replaced are whole instructions, now run by the trampoline.
+    unsafe {
+        let rwx = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
+        if libc::mprotect(lo as *mut c_void, (hi - lo) as usize, rwx) != 0 {
+            FORCED_TRAMPOLINE.store(0, Ordering::Release);
+            return Err("cannot write libgcc_s's code".into());
+        }
+        std::ptr::copy_nonoverlapping(patch.as_ptr(), at as *mut u8, len);
+        libc::mprotect(
+            lo as *mut c_void,
+            (hi - lo) as usize,
+            libc::PROT_READ | libc::PROT_EXEC,
+        );
+    }
+    Ok(())
+}
+
+/// Where libgcc_s's `_Unwind_ForcedUnwind` now goes: real return addresses
+/// back and the thread in the unwinding state (`forced_prepare`), then on
+/// to the original with the arguments untouched. A tail jump: the unwinder
+/// starts from the same frames as without fctrace.
+#[unsafe(naked)]
+extern "C" fn forced_hook() {
+    core::arch::naked_asm!(
+        "push rdi",
+        "push rsi",
+        "push rdx",
+        "call {prepare}",
+        "pop rdx",
+        "pop rsi",
+        "pop rdi",
+        "jmp rax",
+        prepare = sym forced_prepare,
+    );
+}
+
+extern "C" fn forced_prepare() -> u64 {
+    before_unwind(marker());
+    FORCED_TRAMPOLINE.load(Ordering::Acquire)
+}
+
+type PthreadExitFn = unsafe extern "C" fn(*mut c_void) -> !;
+
+/// `pthread_exit`: makes sure forced unwinding sees through traced frames,
+/// then jumps to the real one (no frame of the agent is left on the stack
+/// for the unwinder to walk).
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub extern "C" fn pthread_exit() {
+    core::arch::naked_asm!(
+        "push rdi",
+        "call {prepare}",
+        "pop rdi",
+        "jmp rax",
+        prepare = sym pthread_exit_prepare,
+    );
+}
+
+extern "C" fn pthread_exit_prepare() -> u64 {
+    redirect_forced_unwind();
+    // SAFETY: only the address of the real function is taken.
+    unsafe { real!("pthread_exit", PthreadExitFn) as usize as u64 }
+}
+
+type PthreadCancelFn = unsafe extern "C" fn(libc::pthread_t) -> i32;
+
+/// # Safety
+/// As the real `pthread_cancel`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cancel(t: libc::pthread_t) -> i32 {
+    redirect_forced_unwind();
+    // SAFETY: forwarding the caller's argument to the real function of the same C signature.
+    unsafe { real!("pthread_cancel", PthreadCancelFn)(t) }
+}
+
+// ---- Thread exit ------------------------------------------------------------
+//
+// A thread ended by forced unwinding leaves through glibc's internal
+// longjmp back into start_thread: the last traced frames it leaves get no
+// landing pad and no return. A thread-specific-data destructor (run by
+// glibc when a thread ends, after its start routine is gone, never at
+// exit()) records their exits.
+
+static EXIT_KEY: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Arms the thread-exit hook for the calling thread (called once per
+/// thread when its state is created).
+pub fn watch_thread_exit() {
+    static CREATE: std::sync::Once = std::sync::Once::new();
+    CREATE.call_once(|| {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: plain key creation with an extern "C" destructor.
+        if unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } == 0 {
+            EXIT_KEY.store(u64::from(key), Ordering::Release);
+        }
+    });
+    let key = EXIT_KEY.load(Ordering::Acquire);
+    if key != u64::MAX {
+        // SAFETY: a key created above; the value only needs to be non-null.
+        unsafe { libc::pthread_setspecific(key as libc::pthread_key_t, std::ptr::dangling::<c_void>()) };
+    }
+}
+
+/// The calling thread's stack, `[lo, hi)` ((0, 0) if unknown).
+fn current_stack() -> (u64, u64) {
+    // SAFETY: pthread_getattr_np fills the attribute object, which is
+    // destroyed after its stack has been read.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return (0, 0);
+        }
+        let mut addr = std::ptr::null_mut();
+        let mut size = 0usize;
+        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        if ok {
+            (addr as u64, addr as u64 + size as u64)
+        } else {
+            (0, 0)
+        }
+    }
+}
+
+/// The thread is ending: its start routine is gone. Every shadow entry of
+/// a frame that no longer exists gets its `Unwind` exit: a slot below this
+/// destructor's frame, or one that holds neither its return address nor
+/// its stub's address any more. A frame still alive above the destructor
+/// (only possible for a traced function of glibc's thread-exit path) holds
+/// one of them; the scan stops there, and at any slot that is not on this
+/// thread's stack (nothing is read there).
+extern "C" fn thread_exit(_: *mut c_void) {
+    let p = tls::state();
+    if p.is_null() {
+        return;
+    }
+    let prev = tls::busy();
+    if prev != 0 && prev != tls::BUSY_UNWINDING {
+        return;
+    }
+    // SAFETY: the state belongs to this thread.
+    let st = unsafe { &mut *p };
+    if st.shadow_top == st.shadow_base {
+        return; // the usual ending: everything returned
+    }
+    tls::set_busy(1);
+    let here = marker();
+    let (lo, hi) = current_stack();
+    if let Some(shm) = crate::shm::get() {
+        // SAFETY: entries between base and top were written by this thread;
+        // slots read lie on this thread's stack, at or above this frame.
+        unsafe {
+            while st.shadow_top > st.shadow_base {
+                let e = *st.shadow_top.sub(1);
+                if e.slot >= here {
+                    if e.slot < lo || e.slot.saturating_add(8) > hi {
+                        break;
+                    }
+                    let v = (e.slot as *const u64).read();
+                    if v == e.ret || v == ret_site(e.func) {
+                        break;
+                    }
+                }
+                st.shadow_top = st.shadow_top.sub(1);
+                thread::append(shm, st, EventKind::Unwind, e.func as u32);
+            }
+        }
+    }
+    if prev == tls::BUSY_UNWINDING {
+        hijack_all(st);
+    }
+    tls::set_busy(0);
+}
+
 type BacktraceFn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
+type GetIpFn = unsafe extern "C" fn(*mut c_void) -> u64;
+
+/// The address range of the agent's own loaded segments (lo, hi), found
+/// once: frames whose code lies there are the interposers' own, which the
+/// program's backtraces must not show.
+fn agent_range() -> (u64, u64) {
+    static LO: AtomicU64 = AtomicU64::new(0);
+    static HI: AtomicU64 = AtomicU64::new(0);
+    let hi = HI.load(Ordering::Acquire);
+    if hi != 0 {
+        return (LO.load(Ordering::Relaxed), hi);
+    }
+    let _busy = tls::Busy::enter();
+    let mut range = (agent_range as *const () as u64, 0u64);
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> i32 {
+        // SAFETY: dl_iterate_phdr passes a valid info for the duration of
+        // the call; data is the `range` tuple below.
+        unsafe {
+            let range = &mut *(data as *mut (u64, u64));
+            let info = &*info;
+            let base = info.dlpi_addr;
+            let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
+            let (mut lo, mut hi) = (u64::MAX, 0u64);
+            for ph in phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD) {
+                lo = lo.min(base + ph.p_vaddr);
+                hi = hi.max(base + ph.p_vaddr + ph.p_memsz);
+            }
+            if (lo..hi).contains(&range.0) {
+                *range = (lo, hi);
+                return 1;
+            }
+        }
+        0
+    }
+    // SAFETY: the callback only reads what dl_iterate_phdr passes it.
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut range as *mut (u64, u64) as *mut c_void) };
+    if range.1 == 0 {
+        range = (0, 1); // not found: hide nothing
+    }
+    LO.store(range.0, Ordering::Relaxed);
+    HI.store(range.1, Ordering::Release);
+    range
+}
+
+fn in_agent(ip: u64) -> bool {
+    let (lo, hi) = agent_range();
+    (lo..hi).contains(&ip)
+}
+
+/// The program's callback and argument, and whether the walk is still in
+/// the agent's own frames (the interposer that called the real function).
+struct TraceArg {
+    f: unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32,
+    arg: *mut c_void,
+    leading: bool,
+}
+
+/// Passes every frame to the program's callback except the leading ones
+/// whose code is the agent's.
+unsafe extern "C" fn trace_frame(ctx: *mut c_void, data: *mut c_void) -> i32 {
+    // SAFETY: data is the TraceArg of the _Unwind_Backtrace call below,
+    // alive for the whole walk.
+    let t = unsafe { &mut *(data as *mut TraceArg) };
+    if t.leading {
+        // SAFETY: ctx is the unwinder's context for this frame.
+        let ip = unsafe { real!("_Unwind_GetIP", GetIpFn)(ctx) };
+        if in_agent(ip) {
+            return 0; // _URC_NO_REASON: go on
+        }
+        t.leading = false;
+    }
+    // SAFETY: the program's own callback with its own argument.
+    unsafe { (t.f)(ctx, t.arg) }
+}
 
 /// # Safety
 /// Called with a trace callback and its argument.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Unwind_Backtrace(f: *mut c_void, arg: *mut c_void) -> i32 {
     with_state(|st| restore_all(st));
-    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
-    let r = unsafe { real!("_Unwind_Backtrace", BacktraceFn)(f, arg) };
+    agent_range();
+    let r = if f.is_null() {
+        // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
+        unsafe { real!("_Unwind_Backtrace", BacktraceFn)(f, arg) }
+    } else {
+        let mut t = TraceArg {
+            // SAFETY: a non-null _Unwind_Trace_Fn.
+            f: unsafe {
+                std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32,
+                >(f)
+            },
+            arg,
+            leading: true,
+        };
+        // SAFETY: the real function with our callback, whose argument
+        // outlives the walk.
+        unsafe {
+            real!("_Unwind_Backtrace", BacktraceFn)(
+                trace_frame as *mut c_void,
+                &mut t as *mut TraceArg as *mut c_void,
+            )
+        }
+    };
     with_state(|st| hijack_all(st));
     r
 }
 
 type GlibcBacktraceFn = unsafe extern "C" fn(*mut *mut c_void, i32) -> i32;
 
+/// Entries of a backtrace taken on the stack; larger requests use the heap.
+const BT_STACK: usize = 256;
+
 /// glibc's `backtrace()` reaches libgcc_s through its own handle, not
-/// through the symbol above.
+/// through the symbol above. Its first frame would be this interposer's:
+/// the real function fills a buffer one entry larger, and the leading
+/// entries inside the agent are dropped, so the program gets the frames
+/// (and the count) it gets without fctrace.
 ///
 /// # Safety
 /// `buf` holds `size` pointers.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn backtrace(buf: *mut *mut c_void, size: i32) -> i32 {
     with_state(|st| restore_all(st));
-    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
-    let r = unsafe { real!("backtrace", GlibcBacktraceFn)(buf, size) };
+    agent_range();
+    let r = if size <= 0 || buf.is_null() {
+        // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
+        unsafe { real!("backtrace", GlibcBacktraceFn)(buf, size) }
+    } else {
+        let want = size as usize + 1;
+        let mut on_stack = [std::ptr::null_mut::<c_void>(); BT_STACK + 1];
+        let mut on_heap = Vec::new();
+        let tmp: &mut [*mut c_void] = if want <= on_stack.len() {
+            &mut on_stack[..want]
+        } else {
+            let _busy = tls::Busy::enter();
+            on_heap.resize(want, std::ptr::null_mut());
+            &mut on_heap[..]
+        };
+        // SAFETY: tmp holds `want` pointers.
+        let n = unsafe { real!("backtrace", GlibcBacktraceFn)(tmp.as_mut_ptr(), want as i32) };
+        let n = n.clamp(0, want as i32) as usize;
+        let skip = tmp[..n]
+            .iter()
+            .take_while(|&&ip| in_agent(ip as u64))
+            .count();
+        let keep = (n - skip).min(size as usize);
+        // SAFETY: buf holds `size` pointers and keep <= size.
+        unsafe { std::ptr::copy_nonoverlapping(tmp[skip..].as_ptr(), buf, keep) };
+        if !on_heap.is_empty() {
+            let _busy = tls::Busy::enter();
+            drop(on_heap);
+        }
+        keep as i32
+    };
     with_state(|st| hijack_all(st));
     r
 }
@@ -306,13 +730,85 @@ pub extern "C" fn __cxa_begin_catch() {
     core::arch::naked_asm!("mov rsi, rsp", "jmp {}", sym begin_catch);
 }
 
-/// `longjmp` and its kin leave traced frames without returning: the thread
-/// is put in the unwinding state, so that its next traced call (from the
-/// frame that called setjmp, above this one) first records the exits of
-/// the frames left behind.
-fn before_longjmp() {
-    with_state(|st| st.unwind_sp = marker());
-    if !tls::state().is_null() {
+/// glibc's x86_64 `__jmp_buf` (sysdeps/x86_64/jmpbuf-offsets.h): rbx,
+/// rbp, r12, r13, r14, r15, rsp, pc; rbp, rsp and pc are stored mangled
+/// with the thread's pointer guard. `sigjmp_buf` starts with the same
+/// array, and so do the buffers of `_longjmp`, `siglongjmp` and
+/// `__longjmp_chk`.
+const JB_RSP: usize = 6;
+
+/// Offset of `pointer_guard` in glibc's x86_64 TCB (`tcbhead_t`).
+const POINTER_GUARD: u64 = 0x30;
+
+/// Undoes glibc's `PTR_MANGLE` (`xor` with the pointer guard, then
+/// `rol 0x11`).
+fn demangle(v: u64) -> u64 {
+    let guard: u64;
+    // SAFETY: reads the pointer guard from this thread's TCB (fs:0x30); no
+    // memory is written.
+    unsafe {
+        core::arch::asm!(
+            "mov {}, qword ptr fs:[{off}]",
+            out(reg) guard,
+            off = const POINTER_GUARD,
+            options(nostack, readonly, preserves_flags)
+        );
+    }
+    v.rotate_right(0x11) ^ guard
+}
+
+/// The farthest a `longjmp` is believed to go up the stack; a demangled
+/// stack pointer farther than that means the buffer is not laid out as
+/// expected.
+const MAX_JUMP: u64 = 1 << 32;
+
+/// `longjmp` and its kin leave traced frames without returning. The stack
+/// pointer the jump restores is read from the buffer: every shadow entry
+/// whose slot lies below it belongs to a frame the jump leaves (the
+/// longjmp call's own among them), and gets its `Unwind` exit now, before
+/// the jump. If the buffer does not give a stack pointer above the current
+/// one (not glibc's layout, or a jump to another stack), the thread is put
+/// in the unwinding state instead, so that its next traced call (from the
+/// frame that called setjmp, above this one) records the exits of the
+/// frames left behind (`call_while_unwinding`).
+fn before_longjmp(env: *const u64) {
+    let p = tls::state();
+    if p.is_null() || env.is_null() {
+        return;
+    }
+    let busy = tls::busy();
+    if busy != 0 && busy != tls::BUSY_UNWINDING {
+        return; // the agent's own code, or fork in progress: not ours to record
+    }
+    let here = marker();
+    // SAFETY: the buffer was filled by setjmp (the real longjmp is about
+    // to read the same word).
+    let target = demangle(unsafe { env.add(JB_RSP).read() });
+    // SAFETY: the state belongs to this thread.
+    let st = unsafe { &mut *p };
+    if target > here && target - here < MAX_JUMP {
+        tls::set_busy(1);
+        if let Some(shm) = crate::shm::get() {
+            // SAFETY: entries between base and top were written by this thread.
+            unsafe {
+                while st.shadow_top > st.shadow_base {
+                    let e = *st.shadow_top.sub(1);
+                    if e.slot >= target {
+                        break;
+                    }
+                    st.shadow_top = st.shadow_top.sub(1);
+                    thread::append(shm, st, EventKind::Unwind, e.func as u32);
+                }
+            }
+        }
+        if busy == tls::BUSY_UNWINDING {
+            // An unwinder had put the real return addresses back; it is
+            // abandoned: the surviving frames are taken over again.
+            hijack_all(st);
+        }
+        tls::set_busy(0);
+    } else {
+        st.unwind_sp = here;
         tls::set_busy(tls::BUSY_UNWINDING);
     }
 }
@@ -325,7 +821,7 @@ macro_rules! longjmp_interposer {
         /// Called with a buffer filled by the matching setjmp.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name(env: *mut c_void, val: i32) -> ! {
-            before_longjmp();
+            before_longjmp(env as *const u64);
             // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
             unsafe { real!(stringify!($name), LongjmpFn)(env, val) }
         }

@@ -17,6 +17,11 @@ pub enum EventKind {
     Unwind = 2,
     /// `func` holds a count of events that were lost at this point.
     Lost = 3,
+    /// A signal was delivered to the task: `func` holds the signal number.
+    /// The handler's calls (if it is traced) follow, nested under the
+    /// function the signal interrupted; a fatal signal without a handler
+    /// is the task's last event.
+    Signal = 4,
 }
 
 impl EventKind {
@@ -26,6 +31,7 @@ impl EventKind {
             1 => EventKind::Exit,
             2 => EventKind::Unwind,
             3 => EventKind::Lost,
+            4 => EventKind::Signal,
             _ => return None,
         })
     }

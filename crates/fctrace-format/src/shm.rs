@@ -6,8 +6,9 @@
 //!
 //! 1. a [`ShmHeader`] (one page),
 //! 2. the task table: [`TaskSlot`]s, one per thread ever traced,
-//! 3. two queues of buffer indices ([`QueueCell`] arrays): `free` (recorder
-//!    to agents) and `full` (agents to recorder),
+//! 3. two lists of buffer indices ([`QueueCell`] arrays): the `free` stack
+//!    (recorder to agents, most recently recycled first) and the `full`
+//!    queue (agents to recorder, in order),
 //! 4. the event buffers: `buf_count` buffers of `buf_size` bytes, each
 //!    starting with a [`BufHeader`] followed by [`crate::event::RawEvent`]s.
 //!
@@ -27,7 +28,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FCTRSHM1");
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Size of the header page.
 pub const HEADER_SIZE: usize = 4096;
@@ -62,9 +63,11 @@ pub struct ShmHeader {
     pub next_task: AtomicU32,
     /// Events that could not be recorded, counted exactly.
     pub lost_events: AtomicU64,
-    /// Queue positions (Vyukov bounded MPMC queues).
+    /// Head of the free-buffer stack ([`FreeStack`]).
     pub free_head: AtomicU64,
+    /// Unused (kept for the layout).
     pub free_tail: AtomicU64,
+    /// Positions of the full-buffer queue (a Vyukov bounded MPMC queue).
     pub full_head: AtomicU64,
     pub full_tail: AtomicU64,
     /// Incremented whenever a buffer is pushed on the full queue.
@@ -84,8 +87,20 @@ pub struct TaskSlot {
     /// Task slot of the thread that created this one (or u32::MAX).
     pub parent_slot: u32,
     pub comm: [u8; 16],
-    pub _pad: [u8; 24],
+    /// How the task came to be: one of the `ORIGIN_*` values.
+    pub origin: u32,
+    pub _pad: [u8; 20],
 }
+
+/// [`TaskSlot::origin`]: the program fctrace started.
+pub const ORIGIN_START: u32 = 0;
+/// A thread created by `parent_slot`.
+pub const ORIGIN_THREAD: u32 = 1;
+/// A process forked by `parent_slot` (fork, or vfork before its exec).
+pub const ORIGIN_FORK: u32 = 2;
+/// A new program image: `parent_slot` called exec (same pid), or spawned
+/// it (posix_spawn, system, popen: a new pid whose parent is the spawner).
+pub const ORIGIN_EXEC: u32 = 3;
 
 #[repr(C)]
 pub struct QueueCell {
@@ -152,6 +167,73 @@ impl Layout {
     /// Number of whole events a buffer holds.
     pub fn events_per_buffer(&self) -> usize {
         (self.buf_size as usize - BUF_HEADER_SIZE) / crate::event::RawEvent::SIZE
+    }
+}
+
+/// The free buffers: a lock-free LIFO stack of buffer indices (a Treiber
+/// stack whose head carries a modification count against ABA). The most
+/// recently recycled buffer is taken first, so a thread keeps writing into
+/// memory that is mapped and cached already; a FIFO would cycle through the
+/// whole pool and take a page fault on every page of it.
+pub struct FreeStack<'a> {
+    /// `cells[i].value`: the index below buffer `i` on the stack, plus one
+    /// (0: none).
+    pub cells: &'a [QueueCell],
+    /// `(count << 32) | (top index + 1)`; the low half is 0 when empty.
+    pub head: &'a AtomicU64,
+}
+
+impl FreeStack<'_> {
+    /// Empties the stack; only the creator calls this.
+    pub fn init(&self) {
+        self.head.store(0, Ordering::Release);
+    }
+
+    /// Pushes buffer `index` (< number of cells). Always succeeds: each
+    /// buffer is on the stack at most once.
+    pub fn push(&self, index: u64) -> bool {
+        let Some(cell) = self.cells.get(index as usize) else {
+            return false;
+        };
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            cell.value.store(head & 0xFFFF_FFFF, Ordering::Relaxed);
+            let new = ((head >> 32).wrapping_add(1) << 32) | (index + 1);
+            match self
+                .head
+                .compare_exchange_weak(head, new, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    /// Takes the most recently pushed index, if any.
+    pub fn pop(&self) -> Option<u64> {
+        let mut head = self.head.load(Ordering::Acquire);
+        loop {
+            let top = head & 0xFFFF_FFFF;
+            if top == 0 {
+                return None;
+            }
+            // If another thread takes `top` meanwhile, the count in the
+            // head changes and the exchange below fails: `next` is only
+            // used when it was read from the top it belongs to.
+            let next = self
+                .cells
+                .get(top as usize - 1)?
+                .value
+                .load(Ordering::Relaxed);
+            let new = ((head >> 32).wrapping_add(1) << 32) | (next & 0xFFFF_FFFF);
+            match self
+                .head
+                .compare_exchange_weak(head, new, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => return Some(top - 1),
+                Err(h) => head = h,
+            }
+        }
     }
 }
 
@@ -249,6 +331,77 @@ mod tests {
                 value: AtomicU64::new(0),
             })
             .collect()
+    }
+
+    #[test]
+    fn stack_lifo() {
+        let c = cells(4);
+        let h = AtomicU64::new(0);
+        let st = FreeStack {
+            cells: &c,
+            head: &h,
+        };
+        st.init();
+        assert_eq!(st.pop(), None);
+        for i in 0..4 {
+            assert!(st.push(i));
+        }
+        assert!(!st.push(4), "index out of range");
+        assert_eq!(st.pop(), Some(3));
+        assert!(st.push(3));
+        assert_eq!(st.pop(), Some(3), "the last pushed comes back first");
+        for i in (0..3).rev() {
+            assert_eq!(st.pop(), Some(i));
+        }
+        assert_eq!(st.pop(), None);
+    }
+
+    #[test]
+    fn stack_concurrent_no_loss_no_duplicate() {
+        // Threads take buffers and give them back, as agents and the
+        // recorder do; every index must stay on the stack exactly once.
+        let n = 64usize;
+        let c = cells(n);
+        let h = AtomicU64::new(0);
+        let st = FreeStack {
+            cells: &c,
+            head: &h,
+        };
+        st.init();
+        for i in 0..n as u64 {
+            st.push(i);
+        }
+        let owned: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                let (st, owned) = (&st, &owned);
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    for round in 0..20_000u64 {
+                        if round % 3 != 2 {
+                            if let Some(i) = st.pop() {
+                                let was = owned[i as usize].fetch_add(1, Ordering::SeqCst);
+                                assert_eq!(was, 0, "buffer {i} handed out twice");
+                                mine.push(i);
+                            }
+                        } else if let Some(i) = mine.pop() {
+                            owned[i as usize].fetch_sub(1, Ordering::SeqCst);
+                            st.push(i);
+                        }
+                    }
+                    for i in mine {
+                        owned[i as usize].fetch_sub(1, Ordering::SeqCst);
+                        st.push(i);
+                    }
+                });
+            }
+        });
+        let mut all = Vec::new();
+        while let Some(i) = st.pop() {
+            all.push(i);
+        }
+        all.sort();
+        assert_eq!(all, (0..n as u64).collect::<Vec<_>>());
     }
 
     #[test]

@@ -17,14 +17,17 @@ fn malformed(e: object::read::Error) -> SymbolError {
     SymbolError(format!("malformed ELF file: {e}"))
 }
 
-pub(crate) fn analyze(data: &[u8]) -> Result<ElfInfo> {
+/// With `full` false, only the headers are read: no functions, PLT or GOT
+/// imports, markers; `has_symtab` says whether a `.symtab` section with
+/// symbols exists.
+pub(crate) fn analyze(data: &[u8], full: bool) -> Result<ElfInfo> {
     if data.len() < 16 || !data.starts_with(b"\x7fELF") {
         return Err(SymbolError("not an ELF file".into()));
     }
     match data[4] {
         // EI_CLASS
-        1 => analyze_as::<elf::FileHeader32<Endianness>>(data),
-        2 => analyze_as::<elf::FileHeader64<Endianness>>(data),
+        1 => analyze_as::<elf::FileHeader32<Endianness>>(data, full),
+        2 => analyze_as::<elf::FileHeader64<Endianness>>(data, full),
         c => Err(SymbolError(format!("unsupported ELF class {c}"))),
     }
 }
@@ -118,7 +121,7 @@ fn marker_index(name: &str) -> Option<usize> {
     }
 }
 
-fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<ElfInfo> {
+fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> Result<ElfInfo> {
     let header = Elf::parse(data).map_err(malformed)?;
     let endian = header.endian().map_err(malformed)?;
     let e_type = header.e_type(endian);
@@ -228,6 +231,22 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<ElfIn
     let dynsym = table
         .symbols(endian, data, elf::SHT_DYNSYM)
         .unwrap_or_default();
+
+    if !full {
+        return Ok(ElfInfo {
+            kind,
+            machine: machine_name(e_machine),
+            is_x86_64,
+            is_static,
+            has_symtab: symtab.len() > 1,
+            entry: header.e_entry(endian).into(),
+            build_id,
+            functions: Vec::new(),
+            plt: Vec::new(),
+            got_imports: Vec::new(),
+            markers: Vec::new(),
+        });
+    }
 
     // Symbols.
     let mut candidates = Vec::new();

@@ -233,11 +233,22 @@ impl ElfInfo {
 /// object) or is malformed. Other architectures are analyzed too (no PLT
 /// decoding); check [`ElfInfo::is_x86_64`] or [`ElfInfo::check_traceable`].
 pub fn analyze(data: &[u8]) -> Result<ElfInfo, SymbolError> {
-    elf::analyze(data)
+    elf::analyze(data, true)
 }
 
 /// Read and analyze an ELF file, with user-facing errors that name the path.
 pub fn read_file(path: &Path) -> Result<ElfInfo, SymbolError> {
+    read(path, true)
+}
+
+/// Like [`read_file`], reading only the headers (cheap on huge programs):
+/// [`ElfInfo::functions`], `plt`, `got_imports` and `markers` are empty;
+/// enough for [`ElfInfo::check_traceable`] and [`ElfInfo::has_symtab`].
+pub fn read_headers(path: &Path) -> Result<ElfInfo, SymbolError> {
+    read(path, false)
+}
+
+fn read(path: &Path, full: bool) -> Result<ElfInfo, SymbolError> {
     let shown = path.display();
     // Don't read from a FIFO or device.
     if let Ok(meta) = std::fs::metadata(path) {
@@ -265,5 +276,5 @@ pub fn read_file(path: &Path) -> Result<ElfInfo, SymbolError> {
             "{shown}: not an ELF file (a #! script; trace its interpreter instead)"
         )));
     }
-    analyze(&data).map_err(|e| SymbolError(format!("{shown}: {e}")))
+    elf::analyze(&data, full).map_err(|e| SymbolError(format!("{shown}: {e}")))
 }

@@ -406,6 +406,22 @@ fn gcc_variants() {
         );
         assert!(info.is_x86_64 && !info.is_static && info.has_symtab);
         assert_eq!(info.machine, "x86_64");
+        // The headers-only reading agrees on everything it reads.
+        let headers = fctrace_symbols::read_headers(&built.path).unwrap();
+        assert_eq!(
+            (
+                headers.kind,
+                headers.is_x86_64,
+                headers.is_static,
+                headers.has_symtab
+            ),
+            (info.kind, info.is_x86_64, info.is_static, info.has_symtab)
+        );
+        assert_eq!(
+            (headers.entry, &headers.build_id),
+            (info.entry, &info.build_id)
+        );
+        assert!(headers.functions.is_empty() && headers.plt.is_empty());
         assert!(info.build_id.as_ref().is_some_and(|b| b.len() >= 8));
         assert!(info.markers.is_empty(), "{:?}", info.markers);
         assert_eq!(info.entry, func(&info, "_start").addr);
@@ -863,6 +879,11 @@ fn stripped_executable() {
     let info = analyze(&data).unwrap();
     check_invariants(&info, &data);
     assert!(!info.has_symtab);
+    assert!(
+        !fctrace_symbols::read_headers(&built.path)
+            .unwrap()
+            .has_symtab
+    );
     // Nothing but the dynamic symbols (none defined in .text here).
     assert!(
         info.functions.iter().all(|f| f.global),

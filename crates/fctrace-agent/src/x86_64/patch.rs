@@ -20,6 +20,11 @@
 //! function is relocated into the stub instead (only for functions without
 //! calls or indirect jumps, so that no return address or jump-table target
 //! points into the moved code). Anything else is refused with a reason.
+//!
+//! Most stubs come from a byte template, the moved instructions copied as
+//! they are (a start-up cost of a few hundred nanoseconds per function);
+//! only moved branches, calls and RIP-relative operands go through iced's
+//! block encoder, which relocates them.
 
 use super::codegen::Common;
 use iced_x86::{
@@ -385,6 +390,91 @@ pub struct Stub {
     pub ret_site: Option<u64>,
 }
 
+/// Whether `i` can be copied byte for byte to another address: no operand
+/// depends on where it is.
+fn copies_verbatim(i: &Instruction) -> bool {
+    !i.is_ip_rel_memory_operand()
+        && matches!(i.flow_control(), FlowControl::Next | FlowControl::Return)
+}
+
+fn rel32(from_end: u64, to: u64) -> Option<[u8; 4]> {
+    let d = to as i64 - from_end as i64;
+    i32::try_from(d).ok().map(i32::to_le_bytes)
+}
+
+/// The common case of `build_stub`, without an assembler: a fixed template
+/// with the moved instructions copied verbatim. `None` when an instruction
+/// needs relocating (or a displacement does not fit).
+fn build_stub_fast(
+    plan: &Plan,
+    code: &[u8],
+    at: u64,
+    common: &Common,
+    id: u32,
+    mode: Mode,
+) -> Option<Stub> {
+    let mut v = Vec::with_capacity(48 + code.len());
+    v.push(0x50); // push rax
+    v.push(0xB8); // mov eax, id
+    v.extend_from_slice(&id.to_le_bytes());
+    let ret_site;
+    match mode {
+        Mode::Traced => {
+            v.push(0xE8); // call common.entry
+            v.extend_from_slice(&rel32(at + v.len() as u64 + 4, common.entry)?);
+            v.push(0x58); // pop rax
+                          // jne body (rel8: the body follows the next 15 bytes)
+            v.extend_from_slice(&[0x75, 15]);
+            v.extend_from_slice(&[0x48, 0x8D, 0x64, 0x24, 0x08]); // lea rsp, [rsp+8]
+            v.push(0xE8); // call body
+            let body = at + v.len() as u64 + 4 + 5;
+            v.extend_from_slice(&rel32(at + v.len() as u64 + 4, body)?);
+            ret_site = Some(at + v.len() as u64);
+            v.push(0xE9); // jmp common.exit
+            v.extend_from_slice(&rel32(at + v.len() as u64 + 4, common.exit)?);
+            debug_assert_eq!(at + v.len() as u64, body);
+        }
+        Mode::EntryOnly => {
+            v.push(0xE8); // call common.entry_only
+            v.extend_from_slice(&rel32(at + v.len() as u64 + 4, common.entry_only)?);
+            v.push(0x58); // pop rax
+            ret_site = None;
+        }
+    }
+    v.extend_from_slice(code);
+    if let Some(r) = plan.resume {
+        v.push(0xE9);
+        v.extend_from_slice(&rel32(at + v.len() as u64 + 4, r)?);
+    }
+    Some(Stub { code: v, ret_site })
+}
+
+/// Builds the stub for `plan`, to be placed at `at`; `read(addr, len)`
+/// gives the current bytes at an address of the function (for the common
+/// case where the moved instructions are copied as they are).
+pub fn build_stub_with<'a>(
+    plan: &Plan,
+    read: impl FnOnce(u64, usize) -> &'a [u8],
+    at: u64,
+    common: &Common,
+    id: u32,
+    mode: Mode,
+) -> Result<Stub, String> {
+    let first = plan.moved[0].ip();
+    let last = plan.moved.last().unwrap();
+    let contiguous = plan
+        .moved
+        .windows(2)
+        .all(|w| w[0].ip() + w[0].len() as u64 == w[1].ip());
+    if contiguous && plan.moved.iter().all(copies_verbatim) {
+        let len = (last.ip() + last.len() as u64 - first) as usize;
+        if let Some(st) = build_stub_fast(plan, read(first, len), at, common, id, mode) {
+            return Ok(st);
+        }
+    }
+    build_stub(plan, at, common, id, mode)
+}
+
 /// Builds the stub for `plan`, to be placed at `at`.
 pub fn build_stub(
     plan: &Plan,
@@ -422,12 +512,15 @@ pub fn build_stub(
             ret_index = None;
         }
     }
+    let moved_range = body_ip..plan.moved.last().map_or(body_ip, |l| l.next_ip());
     for i in &plan.moved {
         if matches!(
             i.flow_control(),
             FlowControl::Call | FlowControl::IndirectCall
         ) {
             rewrite_call(i, &mut v)?;
+        } else if i.is_ip_rel_memory_operand() && moved_range.contains(&i.ip_rel_memory_address()) {
+            v.push(own_code_address(i)?);
         } else {
             v.push(*i);
         }
@@ -447,6 +540,26 @@ pub fn build_stub(
         code: res.code_buffer,
         ret_site,
     })
+}
+
+/// A moved instruction whose RIP-relative operand points into the moved
+/// code itself (`lea rdi, [rip-9]`: the function taking its own address).
+/// The block encoder would point it at the moved copy; the program must
+/// see the original address (function pointers compare equal, code bytes
+/// read are its own), so a `lea` becomes a `mov` of that address, and any
+/// other access refuses the function.
+fn own_code_address(i: &Instruction) -> Result<Instruction, String> {
+    let addr = i.ip_rel_memory_address();
+    match i.code() {
+        Code::Lea_r64_m => {
+            let mut m = Instruction::with2(Code::Mov_r64_imm64, i.op0_register(), addr)
+                .map_err(|e| e.to_string())?;
+            // Keeps its place as a branch target (the stub's `call body`).
+            m.set_ip(i.ip());
+            Ok(m)
+        }
+        _ => Err("reads its own first bytes".into()),
+    }
 }
 
 fn jmp_rel32(at: u64, to: u64) -> Vec<u8> {

@@ -6,8 +6,12 @@ use crate::event::EventKind;
 
 /// First 8 bytes of a task file.
 pub(crate) const FILE_MAGIC: [u8; 8] = *b"fctrtask";
-/// Major version of the task file encoding.
-pub(crate) const TASK_FILE_VERSION: u16 = 1;
+/// Major version of the task file encoding written. Version 2 packs the
+/// event kind in 3 bits of the code (version 1 had 2 bits and no
+/// `Signal` kind); readers accept both.
+pub(crate) const TASK_FILE_VERSION: u16 = 2;
+/// Oldest major version readers accept.
+pub(crate) const TASK_FILE_OLDEST: u16 = 1;
 /// Minor version written (readers accept any minor of their major).
 pub(crate) const TASK_FILE_MINOR: u16 = 0;
 pub(crate) const FILE_HEADER_LEN: usize = 16;
@@ -31,19 +35,29 @@ pub(crate) const READ_MAX_COMPRESSED: u32 = 1 << 25;
 /// Depth of the shadow call stack that predicts exits.
 pub(crate) const PREDICT_STACK_MAX: usize = 4096;
 
-/// The code of an event in the code stream: 0 means "exit of the function
-/// on top of the shadow stack", anything else is `((func << 2) | kind) + 1`.
-pub(crate) fn kind_bits(kind: EventKind) -> u64 {
+/// Bits of a code that hold the event kind, by task file major version:
+/// the code of an event in the code stream is 0 for "exit of the function
+/// on top of the shadow stack", anything else is
+/// `((func << kind_bits) | kind) + 1`.
+pub(crate) fn kind_bits_of_version(version: u16) -> u32 {
+    if version <= 1 {
+        2
+    } else {
+        3
+    }
+}
+
+/// Kind bits of the version written.
+pub(crate) const KIND_BITS: u32 = 3;
+
+fn kind_code(kind: EventKind) -> u64 {
     kind as u64
 }
 
-pub(crate) fn kind_from_bits(bits: u64) -> EventKind {
-    match bits & 3 {
-        0 => EventKind::Entry,
-        1 => EventKind::Exit,
-        2 => EventKind::Unwind,
-        _ => EventKind::Lost,
-    }
+/// The kind in the low `bits` bits of `v`; `None` for a value that is not
+/// a kind.
+pub(crate) fn kind_from_bits(v: u64, bits: u32) -> Option<EventKind> {
+    EventKind::from_u8((v & ((1 << bits) - 1)) as u8)
 }
 
 /// The shadow stack both encoder and decoder keep: entries push, an exit or
@@ -69,7 +83,7 @@ impl ShadowStack {
                     self.stack.pop();
                 }
             }
-            EventKind::Lost => {}
+            EventKind::Lost | EventKind::Signal => {}
         }
     }
     pub(crate) fn clear(&mut self) {
@@ -244,7 +258,7 @@ impl ChunkEncoder {
         let code = if is_predicted_exit {
             0
         } else {
-            ((u64::from(func) << 2) | kind_bits(kind)) + 1
+            ((u64::from(func) << KIND_BITS) | kind_code(kind)) + 1
         };
         put_varint(&mut self.codes, code);
         put_varint(
@@ -302,10 +316,13 @@ pub(crate) struct ChunkDecoder {
     prev_tsc: u64,
     last_tsc: u64,
     stack: ShadowStack,
+    /// Bits of a code holding the kind (by the file's version).
+    kind_bits: u32,
 }
 
 impl ChunkDecoder {
-    pub(crate) fn empty() -> ChunkDecoder {
+    /// A decoder for a task file of major version `version`.
+    pub(crate) fn empty(version: u16) -> ChunkDecoder {
         ChunkDecoder {
             payload: Vec::new(),
             code_pos: 0,
@@ -315,6 +332,7 @@ impl ChunkDecoder {
             prev_tsc: 0,
             last_tsc: 0,
             stack: ShadowStack::default(),
+            kind_bits: kind_bits_of_version(version),
         }
     }
 
@@ -365,8 +383,10 @@ impl ChunkDecoder {
             (EventKind::Exit, func)
         } else {
             let v = code - 1;
-            let func = u32::try_from(v >> 2).map_err(|_| "function id out of range")?;
-            (kind_from_bits(v), func)
+            let func =
+                u32::try_from(v >> self.kind_bits).map_err(|_| "function id out of range")?;
+            let kind = kind_from_bits(v, self.kind_bits).ok_or("unknown event kind")?;
+            (kind, func)
         };
         let tsc = self.prev_tsc.wrapping_add(unzigzag(delta) as u64);
         self.stack.apply(kind, func);
@@ -413,6 +433,116 @@ mod tests {
     fn zigzags() {
         for v in [0i64, 1, -1, 2, -2, i64::MAX, i64::MIN] {
             assert_eq!(unzigzag(zigzag(v)), v);
+        }
+    }
+
+    fn round_trip(events: &[(EventKind, u32, u64)]) -> Vec<(EventKind, u32, u64)> {
+        let mut enc = ChunkEncoder::default();
+        for &(k, f, t) in events {
+            enc.push(k, f, t);
+        }
+        let mut payload = Vec::new();
+        let (n, first, last) = enc.take_payload(&mut payload);
+        let header = ChunkHeader {
+            compressed_len: 0,
+            raw_len: payload.len() as u32,
+            events: n,
+            first_tsc: first,
+            last_tsc: last,
+            codec: CODEC_ZSTD,
+            crc: 0,
+        };
+        let mut dec = ChunkDecoder::empty(TASK_FILE_VERSION);
+        dec.reset(payload, &header).unwrap();
+        let mut out = Vec::new();
+        while let Some(e) = dec.next_event().unwrap() {
+            out.push(e);
+        }
+        out
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        use EventKind::*;
+        let events = vec![
+            (Entry, 0, 100),
+            (Signal, 11, 105),
+            (Entry, 7, 110),
+            (Signal, 10, 111),
+            (Entry, 8, 112),
+            (Exit, 8, 113),
+            (Exit, 7, 120),
+            (Unwind, 0, 130),
+            (Lost, 5, 131),
+            (Signal, 64, 140),
+            (Signal, u32::MAX, 141),
+            (Entry, u32::MAX, 150),
+            (Exit, u32::MAX, 151),
+            (Signal, 0, 152),
+        ];
+        assert_eq!(round_trip(&events), events);
+    }
+
+    #[test]
+    fn version_1_codes_still_decode() {
+        // Version 1: kind in 2 bits. Entry f=3, exit predicted, Lost 9.
+        let mut payload = Vec::new();
+        let codes = [(3u64 << 2) + 1, 0, ((9u64 << 2) | 3) + 1];
+        let mut code_bytes = Vec::new();
+        for c in codes {
+            put_varint(&mut code_bytes, c);
+        }
+        put_varint(&mut payload, code_bytes.len() as u64);
+        payload.extend_from_slice(&code_bytes);
+        for d in [0i64, 5, 1] {
+            put_varint(&mut payload, zigzag(d));
+        }
+        let header = ChunkHeader {
+            compressed_len: 0,
+            raw_len: payload.len() as u32,
+            events: 3,
+            first_tsc: 10,
+            last_tsc: 16,
+            codec: CODEC_ZSTD,
+            crc: 0,
+        };
+        let mut dec = ChunkDecoder::empty(1);
+        dec.reset(payload, &header).unwrap();
+        let mut out = Vec::new();
+        while let Some(e) = dec.next_event().unwrap() {
+            out.push(e);
+        }
+        assert_eq!(
+            out,
+            vec![
+                (EventKind::Entry, 3, 10),
+                (EventKind::Exit, 3, 15),
+                (EventKind::Lost, 9, 16)
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_kinds_are_corrupt() {
+        for kind in 5u64..8 {
+            let mut payload = Vec::new();
+            let mut code_bytes = Vec::new();
+            put_varint(&mut code_bytes, ((1u64 << 3) | kind) + 1);
+            put_varint(&mut payload, code_bytes.len() as u64);
+            payload.extend_from_slice(&code_bytes);
+            put_varint(&mut payload, 0);
+            let header = ChunkHeader {
+                compressed_len: 0,
+                raw_len: payload.len() as u32,
+                events: 1,
+                first_tsc: 1,
+                last_tsc: 1,
+                codec: CODEC_ZSTD,
+                crc: 0,
+            };
+            let mut dec = ChunkDecoder::empty(TASK_FILE_VERSION);
+            dec.reset(payload, &header).unwrap();
+            assert_eq!(dec.next_event(), Err("unknown event kind".to_string()));
         }
     }
 

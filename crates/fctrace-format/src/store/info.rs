@@ -1,8 +1,12 @@
 //! info.json: (de)serialization through private mirror types, so the public
 //! types carry no serde attributes and the JSON shape is defined here only.
 
-use super::{Clock, ExitStatus, StoreError, TaskInfo, TraceInfo, FORMAT_VERSION};
+use super::{
+    task_file_name, Clock, ExitStatus, StoreError, TaskInfo, TaskOrigin, TraceInfo, FORMAT_VERSION,
+    TASKS_DIR,
+};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::path::Path;
 
 /// Value of the `format` key: identifies an fctrace info.json.
@@ -44,6 +48,18 @@ enum ExitFile {
 
 #[derive(Serialize, Deserialize)]
 struct TaskFile {
+    /// Since version 2 (version 1: the tid).
+    #[serde(default)]
+    id: Option<u32>,
+    /// Since version 2: start, thread, fork, exec, spawn.
+    #[serde(default)]
+    origin: Option<String>,
+    /// Since version 2: the id of the parent task.
+    #[serde(default)]
+    parent: Option<u32>,
+    /// Since version 2 (version 1: `tasks/<tid>.dat`).
+    #[serde(default)]
+    file: Option<String>,
     tid: u32,
     pid: u32,
     ppid: u32,
@@ -79,6 +95,10 @@ pub(crate) fn to_json(info: &TraceInfo) -> String {
             .tasks
             .iter()
             .map(|t| TaskFile {
+                id: Some(t.id),
+                origin: Some(t.origin.as_str().to_string()),
+                parent: t.parent,
+                file: Some(t.file.clone()),
                 tid: t.tid,
                 pid: t.pid,
                 ppid: t.ppid,
@@ -144,6 +164,50 @@ pub(crate) fn from_json(dir: &Path, path: &Path, text: &str) -> Result<TraceInfo
         return Err(bad("format_version 0 is not valid".to_string()));
     }
     let file: InfoFile = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    let mut tasks = Vec::with_capacity(file.tasks.len());
+    let mut ids = HashSet::new();
+    for (index, t) in file.tasks.into_iter().enumerate() {
+        let id = match t.id {
+            Some(id) => id,
+            None if version == 1 => t.tid,
+            None => u32::try_from(index).unwrap_or(u32::MAX),
+        };
+        if !ids.insert(id) {
+            return Err(bad(format!("two tasks have the id {id}")));
+        }
+        let origin = match &t.origin {
+            Some(o) => TaskOrigin::parse(o)
+                .ok_or_else(|| bad(format!("task {id}: unknown origin {o:?}")))?,
+            None if t.parent_tid.is_none() => TaskOrigin::Start,
+            None if t.pid != t.tid => TaskOrigin::Thread,
+            None => TaskOrigin::Fork,
+        };
+        let parent = match (t.parent, version) {
+            (Some(p), _) => Some(p),
+            // Version 1: tids are unique and are the ids.
+            (None, 1) => t.parent_tid,
+            (None, _) => None,
+        };
+        let task_file = t.file.unwrap_or_else(|| task_file_name(t.tid, 1));
+        if !is_task_file_name(&task_file) {
+            return Err(bad(format!(
+                "task {id}: {task_file:?} is not a file name in {TASKS_DIR}/"
+            )));
+        }
+        tasks.push(TaskInfo {
+            id,
+            origin,
+            parent,
+            file: task_file,
+            tid: t.tid,
+            pid: t.pid,
+            ppid: t.ppid,
+            parent_tid: t.parent_tid,
+            session: t.session,
+            comm: t.comm,
+            events: t.events,
+        });
+    }
     Ok(TraceInfo {
         format_version: file.format_version,
         fctrace_version: file.fctrace_version,
@@ -155,19 +219,7 @@ pub(crate) fn from_json(dir: &Path, path: &Path, text: &str) -> Result<TraceInfo
             ExitFile::Code { code } => ExitStatus::Code(code),
             ExitFile::Signal { signal, core } => ExitStatus::Signal { signal, core },
         }),
-        tasks: file
-            .tasks
-            .into_iter()
-            .map(|t| TaskInfo {
-                tid: t.tid,
-                pid: t.pid,
-                ppid: t.ppid,
-                parent_tid: t.parent_tid,
-                session: t.session,
-                comm: t.comm,
-                events: t.events,
-            })
-            .collect(),
+        tasks,
         clock: Clock {
             tsc_hz: file.clock.tsc_hz,
             pairs: file.clock.pairs,
@@ -178,4 +230,18 @@ pub(crate) fn from_json(dir: &Path, path: &Path, text: &str) -> Result<TraceInfo
         bytes: file.bytes,
         warnings: file.warnings,
     })
+}
+
+/// `tasks/<name>` with a plain file name (no directory, no `..`): a reader
+/// never opens anything outside the trace's `tasks/`.
+fn is_task_file_name(path: &str) -> bool {
+    path.strip_prefix(TASKS_DIR)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .is_some_and(|name| {
+            !name.is_empty()
+                && !name.contains('/')
+                && name != "."
+                && name != ".."
+                && !name.contains('\0')
+        })
 }

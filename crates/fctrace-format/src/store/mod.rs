@@ -5,7 +5,8 @@
 //! fctrace.data/
 //!   info.json           what was run, tasks, clock, totals   (TraceWriter::finish)
 //!   sessions/<id>.sym   symbol table of each session          (the agent)
-//!   tasks/<tid>.dat     the events of one thread, compressed  (TraceWriter::append)
+//!   tasks/<tid>.dat     the events of one task, compressed    (TraceWriter::append_task)
+//!   tasks/<tid>-<n>.dat  a later task with the same tid (exec, tid reuse)
 //! ```
 //!
 //! docs/format.md describes every byte, for writing another reader.
@@ -25,7 +26,12 @@ use std::path::{Path, PathBuf};
 
 /// Major version of the trace directory format (`format_version` in
 /// info.json). Additions that old readers can ignore do not change it.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2: a task is identified by its `id` (no longer by its tid, which
+/// an exec keeps and the kernel may reuse) and names its event `file`.
+pub const FORMAT_VERSION: u32 = 2;
+/// Oldest `format_version` readers accept (version 1 traces are read with
+/// task ids equal to tids and files `tasks/<tid>.dat`).
+pub const FORMAT_OLDEST: u32 = 1;
 
 /// Name of the directory of symbol tables inside a trace directory.
 pub const SESSIONS_DIR: &str = "sessions";
@@ -39,9 +45,22 @@ pub fn session_path(dir: &Path, session: u32) -> PathBuf {
     dir.join(SESSIONS_DIR).join(format!("{session}.sym"))
 }
 
-/// Path of the event file of task `tid` inside the trace directory `dir`.
+/// Path of the event file of the first task with tid `tid` inside the trace
+/// directory `dir` (later tasks with the same tid have `<tid>-<n>.dat`:
+/// see [`TaskInfo::file`]).
 pub fn task_path(dir: &Path, tid: u32) -> PathBuf {
-    dir.join(TASKS_DIR).join(format!("{tid}.dat"))
+    dir.join(task_file_name(tid, 1))
+}
+
+/// `tasks/<tid>.dat` for the first task with tid `tid` (`n` = 1), then
+/// `tasks/<tid>-<n>.dat`: the name of a task's file relative to the trace
+/// directory.
+pub fn task_file_name(tid: u32, n: u32) -> String {
+    if n <= 1 {
+        format!("{TASKS_DIR}/{tid}.dat")
+    } else {
+        format!("{TASKS_DIR}/{tid}-{n}.dat")
+    }
 }
 
 /// One decoded event.
@@ -66,18 +85,72 @@ pub enum ExitStatus {
     Signal { signal: i32, core: bool },
 }
 
-/// One traced thread.
+/// How a task came to be.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TaskOrigin {
+    /// The program fctrace started.
+    #[default]
+    Start,
+    /// A thread created by its parent task.
+    Thread,
+    /// A process forked by its parent task (fork, vfork).
+    Fork,
+    /// A new program image of the same process: its parent task called
+    /// exec (same pid, same tid).
+    Exec,
+    /// A new program started by its parent task as a new process
+    /// (posix_spawn, system, popen: a fork and exec the agent saw as one).
+    Spawn,
+}
+
+impl TaskOrigin {
+    /// The info.json spelling: `start`, `thread`, `fork`, `exec`, `spawn`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskOrigin::Start => "start",
+            TaskOrigin::Thread => "thread",
+            TaskOrigin::Fork => "fork",
+            TaskOrigin::Exec => "exec",
+            TaskOrigin::Spawn => "spawn",
+        }
+    }
+    pub fn parse(s: &str) -> Option<TaskOrigin> {
+        Some(match s {
+            "start" => TaskOrigin::Start,
+            "thread" => TaskOrigin::Thread,
+            "fork" => TaskOrigin::Fork,
+            "exec" => TaskOrigin::Exec,
+            "spawn" => TaskOrigin::Spawn,
+            _ => return None,
+        })
+    }
+}
+
+/// One traced task: a thread of one program image. A thread that calls
+/// exec becomes a new task (same tid, new session); the kernel may also
+/// reuse a tid. Tasks are therefore identified by [`TaskInfo::id`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TaskInfo {
-    /// Thread id (kernel tid). Unique within a trace: it names
-    /// `tasks/<tid>.dat`.
+    /// Identifies the task within the trace (the recorder uses the agent's
+    /// task slot number). Unique; not necessarily dense.
+    pub id: u32,
+    /// How the task came to be.
+    pub origin: TaskOrigin,
+    /// The [`id`](TaskInfo::id) of the task that created this one (thread
+    /// creation, fork, exec, spawn), if known.
+    pub parent: Option<u32>,
+    /// The task's event file, relative to the trace directory
+    /// (`tasks/<tid>.dat`, `tasks/<tid>-2.dat`, ...). Set by the writer.
+    pub file: String,
+    /// Thread id (kernel tid). Not unique: an exec keeps it, and the kernel
+    /// may reuse it.
     pub tid: u32,
     /// Process id (tgid); `tid == pid` for a process's main thread.
     pub pid: u32,
     /// Parent process id of the process.
     pub ppid: u32,
-    /// The task that created this one (the thread that called
-    /// `pthread_create`/`clone`/`fork`), if known.
+    /// The tid of the task that created this one (the thread that called
+    /// `pthread_create`/`clone`/`fork`/exec), if known.
     pub parent_tid: Option<u32>,
     /// Session (symbol table) the task's function ids refer to.
     pub session: u32,
@@ -138,9 +211,14 @@ pub struct TraceInfo {
 }
 
 impl TraceInfo {
-    /// The task with this tid.
+    /// The first task with this tid (several tasks may have it: see
+    /// [`TaskInfo`]).
     pub fn task(&self, tid: u32) -> Option<&TaskInfo> {
         self.tasks.iter().find(|t| t.tid == tid)
+    }
+    /// The task with this [`id`](TaskInfo::id).
+    pub fn task_by_id(&self, id: u32) -> Option<&TaskInfo> {
+        self.tasks.iter().find(|t| t.id == id)
     }
 }
 

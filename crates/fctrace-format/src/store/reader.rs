@@ -3,7 +3,7 @@
 use super::codec::{
     self, ChunkDecoder, ChunkHeader, CHUNK_HEADER_LEN, CODEC_ZSTD, FILE_HEADER_LEN,
 };
-use super::{info, task_path, ClockMap, Event, StoreError, TraceInfo};
+use super::{info, task_path, ClockMap, Event, StoreError, TaskInfo, TraceInfo};
 use super::{INFO_FILE, SESSIONS_DIR, TASKS_DIR};
 use crate::symtab::SymTab;
 use std::collections::{BTreeMap, BTreeSet};
@@ -154,24 +154,49 @@ impl Trace {
         self.clock.to_ns(tsc)
     }
 
-    /// The symbol table of the session of task `tid`, if there is one.
+    /// The symbol table of the session of the first task with tid `tid`,
+    /// if there is one.
     pub fn symtab_of_task(&self, tid: u32) -> Option<&SymTab> {
         self.sessions.get(&self.info.task(tid)?.session)
     }
 
-    /// The events of task `tid`, in order, read chunk by chunk (memory does
-    /// not grow with the trace). A task without a file (no events) gives
-    /// an empty iterator. The iterator yields at most one `Err` (truncation,
-    /// corruption, I/O) and then ends; the events before it are good.
+    /// The symbol table of `task`'s session, if there is one.
+    pub fn symtab_of(&self, task: &TaskInfo) -> Option<&SymTab> {
+        self.sessions.get(&task.session)
+    }
+
+    /// The events of the first task with tid `tid` (see [`Trace::task_events`];
+    /// a trace may have several tasks with one tid). A tid info.json does
+    /// not list is looked up as `tasks/<tid>.dat`.
     pub fn events(&self, tid: u32) -> Result<TaskEvents, StoreError> {
-        let path = task_path(&self.dir, tid);
+        match self.info.task(tid) {
+            Some(task) => self.task_events(task),
+            None => self.open_events(task_path(&self.dir, tid), tid, None),
+        }
+    }
+
+    /// The events of `task` (one of `self.info.tasks`), in order, read chunk
+    /// by chunk (memory does not grow with the trace). A task without a file
+    /// (no events) gives an empty iterator. The iterator yields at most one
+    /// `Err` (truncation, corruption, I/O) and then ends; the events before
+    /// it are good.
+    pub fn task_events(&self, task: &TaskInfo) -> Result<TaskEvents, StoreError> {
+        self.open_events(self.dir.join(&task.file), task.tid, Some(task.events))
+    }
+
+    fn open_events(
+        &self,
+        path: PathBuf,
+        tid: u32,
+        expected: Option<u64>,
+    ) -> Result<TaskEvents, StoreError> {
         let mut events = TaskEvents {
             path,
             offset: FILE_HEADER_LEN as u64,
-            decoder: ChunkDecoder::empty(),
+            decoder: ChunkDecoder::empty(codec::TASK_FILE_VERSION),
             chunk_offset: 0,
             events: 0,
-            expected: self.info.task(tid).map(|t| t.events),
+            expected,
             clock: self.clock,
             done: false,
         };
@@ -220,8 +245,8 @@ impl Trace {
                 supported: u32::from(codec::TASK_FILE_VERSION),
             });
         }
-        if version == 0 {
-            return Err(corrupt("invalid task file version 0".to_string()));
+        if version < codec::TASK_FILE_OLDEST {
+            return Err(corrupt(format!("invalid task file version {version}")));
         }
         let file_tid = u32::from_le_bytes([header[12], header[13], header[14], header[15]]);
         if file_tid != tid {
@@ -229,6 +254,7 @@ impl Trace {
                 "the file header says it holds task {file_tid}"
             )));
         }
+        events.decoder = ChunkDecoder::empty(version);
         Ok(events)
     }
 

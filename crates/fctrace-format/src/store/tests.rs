@@ -86,6 +86,14 @@ fn sample_info(tids: &[u32]) -> TraceInfo {
         tasks: tids
             .iter()
             .map(|&tid| TaskInfo {
+                id: tid,
+                origin: if tid == tids[0] {
+                    TaskOrigin::Start
+                } else {
+                    TaskOrigin::Thread
+                },
+                parent: if tid == tids[0] { None } else { Some(tids[0]) },
+                file: String::new(),
                 tid,
                 pid: tids[0],
                 ppid: 1,
@@ -204,6 +212,7 @@ fn round_trip_several_tasks() {
     let mut want = sample_info(&tids);
     for t in &mut want.tasks {
         t.events = expected.get(&t.tid).map_or(0, |e| e.len() as u64);
+        t.file = format!("tasks/{}.dat", t.tid);
     }
     assert_eq!(info.tasks, want.tasks);
     assert_eq!(info.args, want.args);
@@ -390,19 +399,19 @@ fn newer_versions_are_refused() {
     let (path, _) = damaged_fixture(&dir, 10);
     let info_path = dir.join(INFO_FILE);
     let text = fs::read_to_string(&info_path).unwrap();
-    assert!(text.contains("\"format_version\": 1"), "{text}");
+    assert!(text.contains("\"format_version\": 2"), "{text}");
     fs::write(
         &info_path,
-        text.replace("\"format_version\": 1", "\"format_version\": 2")
-            .replace("\"tasks\"", "\"tasks_v2\""),
+        text.replace("\"format_version\": 2", "\"format_version\": 3")
+            .replace("\"tasks\"", "\"tasks_v3\""),
     )
     .unwrap();
     let err = Trace::open(&dir).unwrap_err();
     assert!(matches!(
         err,
         StoreError::NewerVersion {
-            found: 2,
-            supported: 1,
+            found: 3,
+            supported: 2,
             ..
         }
     ));
@@ -410,12 +419,13 @@ fn newer_versions_are_refused() {
     fs::write(&info_path, &text).unwrap();
 
     let mut bytes = fs::read(&path).unwrap();
-    bytes[8] = 2;
+    assert_eq!(bytes[8], 2);
+    bytes[8] = 3;
     fs::write(&path, &bytes).unwrap();
     let trace = Trace::open(&dir).unwrap();
     let err = trace.events(1).err().unwrap();
     assert!(
-        matches!(err, StoreError::NewerVersion { found: 2, .. }),
+        matches!(err, StoreError::NewerVersion { found: 3, .. }),
         "{err}"
     );
 
@@ -611,4 +621,154 @@ fn clock_conversion() {
         pairs: vec![(0, 0), (1, u64::MAX)],
     });
     assert_eq!(huge.to_ns(u64::MAX), u64::MAX);
+}
+
+/// An exec keeps the tid: two tasks with one tid, each its own file, both
+/// readable; info.json records origin, parent and file.
+#[test]
+fn tasks_sharing_a_tid() {
+    let tmp = TempDir::new("sametid");
+    let dir = tmp.path().join("t");
+    let mut w = TraceWriter::create(&dir).unwrap();
+    let first = [
+        RawEvent::new(EventKind::Entry, 0, 10),
+        RawEvent::new(EventKind::Signal, 10, 11),
+        RawEvent::new(EventKind::Entry, 1, 12),
+    ];
+    let second = [
+        RawEvent::new(EventKind::Entry, 2, 20),
+        RawEvent::new(EventKind::Signal, 11, 21),
+    ];
+    let third = [RawEvent::new(EventKind::Entry, 3, 30)];
+    w.append_task(0, 500, &first[..1]).unwrap();
+    w.append_task(3, 500, &second).unwrap();
+    w.append_task(0, 500, &first[1..]).unwrap();
+    w.append_task(7, 500, &third).unwrap();
+    let task = |id, origin, parent| TaskInfo {
+        id,
+        origin,
+        parent,
+        tid: 500,
+        pid: 500,
+        ppid: 1,
+        parent_tid: parent.map(|_| 500),
+        session: id,
+        ..TaskInfo::default()
+    };
+    let info = TraceInfo {
+        tasks: vec![
+            task(0, TaskOrigin::Start, None),
+            task(3, TaskOrigin::Exec, Some(0)),
+            task(7, TaskOrigin::Exec, Some(3)),
+            task(9, TaskOrigin::Fork, Some(7)),
+        ],
+        ..sample_info(&[])
+    };
+    w.finish(info).unwrap();
+    let text = fs::read_to_string(dir.join(INFO_FILE)).unwrap();
+    assert!(text.contains("\"origin\": \"exec\""), "{text}");
+    assert!(text.contains("\"file\": \"tasks/500-2.dat\""), "{text}");
+    let trace = Trace::open(&dir).unwrap();
+    let files: Vec<&str> = trace.info.tasks.iter().map(|t| t.file.as_str()).collect();
+    assert_eq!(
+        files,
+        [
+            "tasks/500.dat",
+            "tasks/500-2.dat",
+            "tasks/500-3.dat",
+            "tasks/500-4.dat"
+        ]
+    );
+    let origins: Vec<TaskOrigin> = trace.info.tasks.iter().map(|t| t.origin).collect();
+    assert_eq!(
+        origins,
+        [
+            TaskOrigin::Start,
+            TaskOrigin::Exec,
+            TaskOrigin::Exec,
+            TaskOrigin::Fork
+        ]
+    );
+    assert_eq!(trace.info.task_by_id(7).unwrap().parent, Some(3));
+    let read = |t: &TaskInfo| -> Vec<(EventKind, u32, u64)> {
+        trace
+            .task_events(t)
+            .unwrap()
+            .map(|e| e.map(|e| (e.kind, e.func, e.tsc)))
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let raw = |e: &[RawEvent]| -> Vec<(EventKind, u32, u64)> {
+        e.iter()
+            .map(|e| (e.kind().unwrap(), e.func(), e.tsc))
+            .collect()
+    };
+    assert_eq!(read(&trace.info.tasks[0]), raw(&first));
+    assert_eq!(read(&trace.info.tasks[1]), raw(&second));
+    assert_eq!(read(&trace.info.tasks[2]), raw(&third));
+    assert_eq!(read(&trace.info.tasks[3]), vec![]);
+    // `events(tid)` is the first task with the tid.
+    assert_eq!(trace.events(500).unwrap().count(), 3);
+}
+
+/// A version 1 info.json (no id/origin/parent/file) still reads: ids are
+/// tids, files `tasks/<tid>.dat`.
+#[test]
+fn version_1_info_is_read() {
+    let tmp = TempDir::new("v1");
+    let dir = tmp.path().join("t");
+    let mut w = TraceWriter::create(&dir).unwrap();
+    w.append(4, &[RawEvent::new(EventKind::Entry, 1, 5)])
+        .unwrap();
+    w.finish(sample_info(&[4, 6])).unwrap();
+    let text = fs::read_to_string(dir.join(INFO_FILE)).unwrap();
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value["format_version"] = 1.into();
+    for t in value["tasks"].as_array_mut().unwrap() {
+        let t = t.as_object_mut().unwrap();
+        for key in ["id", "origin", "parent", "file"] {
+            assert!(t.remove(key).is_some(), "{key}");
+        }
+    }
+    fs::write(dir.join(INFO_FILE), value.to_string()).unwrap();
+    let trace = Trace::open(&dir).unwrap();
+    let t = &trace.info.tasks;
+    assert_eq!(
+        (t[0].id, t[0].origin, t[0].parent),
+        (4, TaskOrigin::Start, None)
+    );
+    assert_eq!(
+        (t[1].id, t[1].origin, t[1].parent),
+        (6, TaskOrigin::Thread, Some(4))
+    );
+    assert_eq!(t[1].file, "tasks/6.dat");
+    assert_eq!(trace.task_events(&t[0]).unwrap().count(), 1);
+}
+
+/// A `file` that would leave `tasks/` is refused.
+#[test]
+fn task_file_names_stay_inside_the_trace() {
+    let tmp = TempDir::new("escape");
+    let dir = tmp.path().join("t");
+    let w = TraceWriter::create(&dir).unwrap();
+    w.finish(sample_info(&[4])).unwrap();
+    let text = fs::read_to_string(dir.join(INFO_FILE)).unwrap();
+    for bad in [
+        "../info.json",
+        "tasks/../../x",
+        "/etc/passwd",
+        "tasks/",
+        "tasks/a/b",
+    ] {
+        fs::write(
+            dir.join(INFO_FILE),
+            text.replace("\"tasks/4.dat\"", &format!("{bad:?}")),
+        )
+        .unwrap();
+        let err = Trace::open(&dir).unwrap_err();
+        assert!(
+            err.to_string().contains("is not a file name"),
+            "{bad}: {err}"
+        );
+    }
 }

@@ -1,8 +1,9 @@
-//! [`TraceWriter`]: streams events into `tasks/<tid>.dat` and writes
-//! info.json at the end.
+//! [`TraceWriter`]: streams the events of each task into its file
+//! (`tasks/<tid>.dat`, or `tasks/<tid>-<n>.dat` for the n-th task with the
+//! same tid) and writes info.json at the end.
 
 use super::codec::{self, ChunkEncoder, ChunkHeader, CHUNK_HEADER_LEN, CODEC_ZSTD};
-use super::{info, task_path, StoreError, TaskInfo, TraceInfo, FORMAT_VERSION};
+use super::{info, task_file_name, StoreError, TaskInfo, TraceInfo, FORMAT_VERSION};
 use super::{INFO_FILE, SESSIONS_DIR, TASKS_DIR};
 use crate::event::RawEvent;
 use std::collections::BTreeMap;
@@ -29,7 +30,10 @@ const GLOBAL_BUFFER_LIMIT: usize = 64 << 20;
 /// info.json.
 pub struct TraceWriter {
     dir: PathBuf,
+    /// By task id.
     tasks: BTreeMap<u32, TaskStream>,
+    /// Files named so far per tid (the n-th task with a tid gets `-n`).
+    names_per_tid: BTreeMap<u32, u32>,
     buffered: usize,
     events: u64,
     invalid: u64,
@@ -38,8 +42,10 @@ pub struct TraceWriter {
     payload: Vec<u8>,
 }
 
-#[derive(Default)]
 struct TaskStream {
+    tid: u32,
+    /// Relative to the trace directory.
+    file: String,
     encoder: ChunkEncoder,
     /// The file exists and has its header.
     started: bool,
@@ -98,6 +104,7 @@ impl TraceWriter {
         Ok(TraceWriter {
             dir: dir.to_path_buf(),
             tasks: BTreeMap::new(),
+            names_per_tid: BTreeMap::new(),
             buffered: 0,
             events: 0,
             invalid: 0,
@@ -122,13 +129,46 @@ impl TraceWriter {
         self.events
     }
 
-    /// Appends events of task `tid`, which must come in the task's order
-    /// (calls for different tasks may interleave freely). Records whose
-    /// kind is invalid are skipped and counted in `invalid_events`.
+    /// Appends events of the task whose id and tid are both `tid` (for
+    /// traces where tids are unique): [`append_task`](Self::append_task).
     pub fn append(&mut self, tid: u32, events: &[RawEvent]) -> Result<(), StoreError> {
+        self.append_task(tid, tid, events)
+    }
+
+    /// The file name the next new task with tid `tid` gets.
+    fn new_file_name(&mut self, tid: u32) -> String {
+        let n = self.names_per_tid.entry(tid).or_insert(0);
+        *n += 1;
+        task_file_name(tid, *n)
+    }
+
+    /// Appends events of task `id` (the task's [`TaskInfo::id`]) whose
+    /// thread id is `tid`. A task's events must come in its order (calls
+    /// for different tasks may interleave freely). The first call for an
+    /// id names its file: `tasks/<tid>.dat` for the first task with that
+    /// tid, `tasks/<tid>-<n>.dat` for the n-th. Records whose kind is
+    /// invalid are skipped and counted in `invalid_events`.
+    pub fn append_task(
+        &mut self,
+        id: u32,
+        tid: u32,
+        events: &[RawEvent],
+    ) -> Result<(), StoreError> {
+        if !self.tasks.contains_key(&id) {
+            let file = self.new_file_name(tid);
+            self.tasks.insert(
+                id,
+                TaskStream {
+                    tid,
+                    file,
+                    encoder: ChunkEncoder::default(),
+                    started: false,
+                    events: 0,
+                },
+            );
+        }
         let mut rest = events;
-        loop {
-            let stream = self.tasks.entry(tid).or_default();
+        while let Some(stream) = self.tasks.get_mut(&id) {
             let before = stream.encoder.buffered();
             let mut used = rest.len();
             let mut full = false;
@@ -151,7 +191,7 @@ impl TraceWriter {
             if !full {
                 break;
             }
-            self.write_chunk(tid)?;
+            self.write_chunk(id)?;
         }
         if self.buffered > GLOBAL_BUFFER_LIMIT {
             self.flush()?;
@@ -163,39 +203,55 @@ impl TraceWriter {
     /// [`finish`](TraceWriter::finish); useful to bound what a crash of the
     /// recorder would lose.
     pub fn flush(&mut self) -> Result<(), StoreError> {
-        let tids: Vec<u32> = self
+        let ids: Vec<u32> = self
             .tasks
             .iter()
             .filter(|(_, s)| s.encoder.events() > 0)
-            .map(|(&tid, _)| tid)
+            .map(|(&id, _)| id)
             .collect();
-        for tid in tids {
-            self.write_chunk(tid)?;
+        for id in ids {
+            self.write_chunk(id)?;
         }
         Ok(())
     }
 
     /// Writes the buffered events and info.json. The writer fills in
     /// `format_version`, `fctrace_version` (if empty), `events`,
-    /// `invalid_events` and `bytes`; a task that has events but is missing
-    /// from `info.tasks` is added (with pid = tid and a warning).
+    /// `invalid_events` and `bytes`, and each task's `file` and `events`
+    /// (tasks are matched by [`TaskInfo::id`]; a task without events gets
+    /// a file name too, but no file); a task that has events but is
+    /// missing from `info.tasks` is added (with pid = tid and a warning).
     pub fn finish(mut self, mut info: TraceInfo) -> Result<(), StoreError> {
         self.flush()?;
-        for (&tid, stream) in &self.tasks {
-            if stream.started && info.task(tid).is_none() {
+        for (&id, stream) in &self.tasks {
+            if stream.started && info.task_by_id(id).is_none() {
                 info.tasks.push(TaskInfo {
-                    tid,
-                    pid: tid,
-                    events: stream.events,
+                    id,
+                    tid: stream.tid,
+                    pid: stream.tid,
                     ..TaskInfo::default()
                 });
                 info.warnings.push(format!(
-                    "task {tid} has events but the recorder knew nothing else about it"
+                    "task {} has events but the recorder knew nothing else about it",
+                    stream.tid
                 ));
             }
         }
         for task in &mut info.tasks {
-            task.events = self.tasks.get(&task.tid).map_or(0, |s| s.events);
+            match self.tasks.get(&task.id) {
+                Some(stream) => {
+                    task.events = stream.events;
+                    task.file = stream.file.clone();
+                }
+                None => {
+                    task.events = 0;
+                    task.file = {
+                        let n = self.names_per_tid.entry(task.tid).or_insert(0);
+                        *n += 1;
+                        task_file_name(task.tid, *n)
+                    };
+                }
+            }
         }
         info.format_version = FORMAT_VERSION;
         if info.fctrace_version.is_empty() {
@@ -212,10 +268,10 @@ impl TraceWriter {
         Ok(())
     }
 
-    /// Compresses task `tid`'s buffered events into one chunk and appends it
+    /// Compresses task `id`'s buffered events into one chunk and appends it
     /// to its file (creating the file with its header the first time).
-    fn write_chunk(&mut self, tid: u32) -> Result<(), StoreError> {
-        let Some(stream) = self.tasks.get_mut(&tid) else {
+    fn write_chunk(&mut self, id: u32) -> Result<(), StoreError> {
+        let Some(stream) = self.tasks.get_mut(&id) else {
             return Ok(());
         };
         if stream.encoder.events() == 0 {
@@ -223,7 +279,7 @@ impl TraceWriter {
         }
         self.buffered -= stream.encoder.buffered();
         let (events, first_tsc, last_tsc) = stream.encoder.take_payload(&mut self.payload);
-        let path = task_path(&self.dir, tid);
+        let path = self.dir.join(&stream.file);
         let compressed = self
             .compressor
             .compress(&self.payload)
@@ -248,7 +304,7 @@ impl TraceWriter {
         let mut out =
             Vec::with_capacity(codec::FILE_HEADER_LEN + CHUNK_HEADER_LEN + compressed.len());
         if !stream.started {
-            out.extend_from_slice(&codec::file_header(tid));
+            out.extend_from_slice(&codec::file_header(stream.tid));
         }
         out.extend_from_slice(&header_bytes);
         out.extend_from_slice(&compressed);

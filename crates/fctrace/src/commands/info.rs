@@ -1,7 +1,7 @@
 //! `fctrace info`: what a trace holds.
 
 use crate::cli::InfoArgs;
-use crate::output::is_broken_pipe;
+use crate::output::{is_broken_pipe, signal_name};
 use anyhow::Context;
 use fctrace_format::store::{ExitStatus, Trace};
 use fctrace_format::symtab::{FuncKind, FuncStatus, SymTab};
@@ -60,21 +60,7 @@ pub fn write_info(out: &mut dyn Write, trace: &Trace) -> anyhow::Result<()> {
 
     writeln!(out)?;
     writeln!(out, "Tasks: {}", info.tasks.len())?;
-    writeln!(
-        out,
-        "  {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}  COMM",
-        "PID", "TID", "PPID", "PARENT", "SESSION", "EVENTS"
-    )?;
-    for t in &info.tasks {
-        let parent = t
-            .parent_tid
-            .map_or_else(|| "-".to_string(), |p| p.to_string());
-        writeln!(
-            out,
-            "  {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}  {}",
-            t.pid, t.tid, t.ppid, parent, t.session, t.events, t.comm
-        )?;
-    }
+    write_task_tree(out, trace)?;
 
     for (id, table) in &trace.sessions {
         writeln!(out)?;
@@ -87,6 +73,70 @@ pub fn write_info(out: &mut dyn Write, trace: &Trace) -> anyhow::Result<()> {
         writeln!(out, "Warnings:")?;
         for w in warnings {
             writeln!(out, "  {w}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Deepest level of the task tree indented further (2 spaces per level);
+/// deeper tasks show `(level N)`.
+const MAX_TASK_INDENT: usize = 50;
+
+/// The tasks as a tree, pstree-like: each task under the task that
+/// created it (thread, fork, exec, spawn), in order of creation; a task
+/// whose parent is not in the trace is a root.
+fn write_task_tree(out: &mut dyn Write, trace: &Trace) -> io::Result<()> {
+    use std::collections::{HashMap, HashSet};
+    let tasks = &trace.info.tasks;
+    let ids: HashSet<u32> = tasks.iter().map(|t| t.id).collect();
+    let mut children: HashMap<u32, Vec<usize>> = HashMap::new();
+    let mut roots = Vec::new();
+    for (i, t) in tasks.iter().enumerate() {
+        match t.parent.filter(|p| ids.contains(p) && *p != t.id) {
+            Some(p) => children.entry(p).or_default().push(i),
+            None => roots.push(i),
+        }
+    }
+    // Depth-first without recursion (a chain of thousands of tasks is
+    // possible); `shown` guards against a cycle in a damaged info.json.
+    let mut shown = vec![false; tasks.len()];
+    let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&i| (i, 0)).collect();
+    loop {
+        let (i, level) = match stack.pop() {
+            Some(next) => next,
+            None => match shown.iter().position(|s| !s) {
+                // Tasks only reachable through a cycle.
+                Some(i) => (i, 0),
+                None => break,
+            },
+        };
+        if std::mem::replace(&mut shown[i], true) {
+            continue;
+        }
+        let t = &tasks[i];
+        let indent = 2 + 2 * level.min(MAX_TASK_INDENT);
+        let deep = if level > MAX_TASK_INDENT {
+            format!("(level {level}) ")
+        } else {
+            String::new()
+        };
+        let parent = t
+            .parent
+            .map_or_else(String::new, |p| format!(" of task {p}"));
+        writeln!(
+            out,
+            "{:indent$}{deep}task {}: {}{parent}, pid {}, tid {} ({}), {}, {} events",
+            "",
+            t.id,
+            t.origin.as_str(),
+            t.pid,
+            t.tid,
+            t.comm,
+            crate::output::tree::session_program(trace, t.session),
+            t.events
+        )?;
+        if let Some(kids) = children.get(&t.id) {
+            stack.extend(kids.iter().rev().map(|&k| (k, level + 1)));
         }
     }
     Ok(())
@@ -189,46 +239,6 @@ fn exit_text(exit: Option<ExitStatus>) -> String {
     }
 }
 
-fn signal_name(signal: i32) -> Option<&'static str> {
-    const NAMES: [&str; 31] = [
-        "SIGHUP",
-        "SIGINT",
-        "SIGQUIT",
-        "SIGILL",
-        "SIGTRAP",
-        "SIGABRT",
-        "SIGBUS",
-        "SIGFPE",
-        "SIGKILL",
-        "SIGUSR1",
-        "SIGSEGV",
-        "SIGUSR2",
-        "SIGPIPE",
-        "SIGALRM",
-        "SIGTERM",
-        "SIGSTKFLT",
-        "SIGCHLD",
-        "SIGCONT",
-        "SIGSTOP",
-        "SIGTSTP",
-        "SIGTTIN",
-        "SIGTTOU",
-        "SIGURG",
-        "SIGXCPU",
-        "SIGXFSZ",
-        "SIGVTALRM",
-        "SIGPROF",
-        "SIGWINCH",
-        "SIGIO",
-        "SIGPWR",
-        "SIGSYS",
-    ];
-    usize::try_from(signal)
-        .ok()
-        .and_then(|s| s.checked_sub(1))
-        .and_then(|i| NAMES.get(i).copied())
-}
-
 fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
     if n < 1024 {
@@ -326,9 +336,8 @@ mod tests {
             "Started:        2023-11-14 22:13:20 UTC\n",
             "Events:         2\n",
             "Lost events:    0\n",
-            "Tasks: 2\n",
-            "        10       10        1        -        0          2  prog\n",
-            "        10       11        1       10        0          0  prog\n",
+            "Tasks: 2\n  task 10: start, pid 10, tid 10 (prog), /usr/bin/prog, 2 events\n    \
+             task 11: thread of task 10, pid 10, tid 11 (prog), /usr/bin/prog, 0 events\n",
             "Session 0: /usr/bin/prog (pid 100)\n",
             "             5           0           1  /usr/bin/prog\n",
             "             2           1           0  /lib/x86_64-linux-gnu/libc.so.6\n",
@@ -338,5 +347,42 @@ mod tests {
             assert!(text.contains(needle), "{needle:?} not in\n{text}");
         }
         assert!(!text.contains("Warnings"));
+    }
+
+    #[test]
+    fn task_tree() {
+        use fctrace_format::store::TaskOrigin;
+        let task = |id, tid, pid, origin, parent: Option<u32>, session| FakeTask {
+            id,
+            origin,
+            parent,
+            session,
+            ..FakeTask::thread(tid, pid, vec![ev(Entry, 0, u64::from(id))])
+        };
+        let mut ls = crate::output::testutil::default_symtab(1);
+        ls.exe = "/bin/ls".into();
+        let (_dir, trace) = crate::output::testutil::fake_trace_with(
+            &[crate::output::testutil::default_symtab(0), ls],
+            &[
+                task(0, 50, 50, TaskOrigin::Start, None, 0),
+                task(1, 51, 50, TaskOrigin::Thread, Some(0), 0),
+                task(2, 60, 60, TaskOrigin::Fork, Some(1), 0),
+                task(3, 60, 60, TaskOrigin::Exec, Some(2), 1),
+                task(4, 70, 70, TaskOrigin::Spawn, Some(0), 1),
+                task(5, 80, 80, TaskOrigin::Fork, Some(99), 0),
+            ],
+        );
+        let mut out = Vec::new();
+        write_task_tree(&mut out, &trace).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "  task 0: start, pid 50, tid 50 (prog), /usr/bin/prog, 1 events
+    task 1: thread of task 0, pid 50, tid 51 (prog), /usr/bin/prog, 1 events
+      task 2: fork of task 1, pid 60, tid 60 (prog), /usr/bin/prog, 1 events
+        task 3: exec of task 2, pid 60, tid 60 (prog), /bin/ls, 1 events
+    task 4: spawn of task 0, pid 70, tid 70 (prog), /bin/ls, 1 events
+  task 5: fork of task 99, pid 80, tid 80 (prog), /usr/bin/prog, 1 events
+"
+        );
     }
 }

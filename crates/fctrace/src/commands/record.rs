@@ -9,7 +9,5 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if out.lost_events > 0 {
         eprintln!("fctrace: {} events were lost", out.lost_events);
     }
-    Ok(ExitCode::from(
-        out.exit.as_ref().map(recorder::exit_code).unwrap_or(1),
-    ))
+    Ok(recorder::exit_like(out.exit))
 }

@@ -81,7 +81,7 @@ pub fn aggregate(trace: &Trace) -> Report {
     let mut by_id: HashMap<(u32, u32), usize> = HashMap::new();
 
     for task in &trace.info.tasks {
-        let events = match trace.events(task.tid) {
+        let events = match trace.task_events(task) {
             Ok(events) => events,
             Err(e) => {
                 report.errors.push(e);
@@ -157,6 +157,9 @@ pub fn aggregate(trace: &Trace) -> Report {
                         parent.children_ns = parent.children_ns.saturating_add(dur);
                     }
                 }
+                // A signal does not change the calls: the handler's calls
+                // are children of the interrupted call.
+                EventKind::Signal => {}
                 EventKind::Lost => {
                     report.lost_in_streams =
                         report.lost_in_streams.saturating_add(u64::from(event.func));
@@ -253,6 +256,13 @@ struct JsonFunction<'a> {
 
 #[derive(Serialize)]
 struct JsonTask<'a> {
+    /// The task's id in the trace (tids are not unique: exec keeps them).
+    id: u32,
+    /// start, thread, fork, exec, spawn.
+    origin: &'a str,
+    /// The id of the task that created it.
+    parent: Option<u32>,
+    events: u64,
     tid: u32,
     pid: u32,
     ppid: u32,
@@ -261,7 +271,9 @@ struct JsonTask<'a> {
 }
 
 /// The JSON document: `{"functions": [...], "tasks": [...], "events": N,
-/// "lost_events": N}`; `min_ns`/`max_ns`/`avg_ns` are `null` for a function
+/// "lost_events": N}` (functions aggregated over every task; a task:
+/// `id`, `origin`, `parent`, `events`, `tid`, `pid`, `ppid`, `session`,
+/// `comm`); `min_ns`/`max_ns`/`avg_ns` are `null` for a function
 /// none of whose calls returned.
 pub fn write_json(
     out: &mut dyn Write,
@@ -289,6 +301,10 @@ pub fn write_json(
             .tasks
             .iter()
             .map(|t| JsonTask {
+                id: t.id,
+                origin: t.origin.as_str(),
+                parent: t.parent,
+                events: t.events,
                 tid: t.tid,
                 pid: t.pid,
                 ppid: t.ppid,
@@ -462,7 +478,7 @@ mod tests {
         );
         assert_eq!(
             keys(&v["tasks"][0]),
-            ["comm", "pid", "ppid", "session", "tid"]
+            ["comm", "events", "id", "origin", "parent", "pid", "ppid", "session", "tid"]
         );
         let foo = &v["functions"][1];
         assert_eq!(foo["name"], "foo(int)");

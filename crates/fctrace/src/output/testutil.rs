@@ -2,7 +2,9 @@
 //! TraceWriter into a temporary directory, read back with Trace::open.
 
 use fctrace_format::event::{EventKind, RawEvent};
-use fctrace_format::store::{Clock, ExitStatus, TaskInfo, Trace, TraceInfo, TraceWriter};
+use fctrace_format::store::{
+    Clock, ExitStatus, TaskInfo, TaskOrigin, Trace, TraceInfo, TraceWriter,
+};
 use fctrace_format::symtab::{self, FuncKind, FuncStatus, Function, Module, SymTab};
 use tempfile::TempDir;
 
@@ -11,6 +13,12 @@ pub fn ev(kind: EventKind, func: u32, tsc: u64) -> RawEvent {
 }
 
 pub struct FakeTask {
+    /// The task id (defaults to the tid).
+    pub id: u32,
+    pub origin: TaskOrigin,
+    /// The parent task's id.
+    pub parent: Option<u32>,
+    pub comm: String,
     pub tid: u32,
     pub pid: u32,
     pub ppid: u32,
@@ -22,6 +30,10 @@ impl FakeTask {
     /// The main thread of a process of session 0.
     pub fn main(tid: u32, events: Vec<RawEvent>) -> FakeTask {
         FakeTask {
+            id: tid,
+            origin: TaskOrigin::Start,
+            parent: None,
+            comm: "prog".into(),
             tid,
             pid: tid,
             ppid: 1,
@@ -29,10 +41,13 @@ impl FakeTask {
             events,
         }
     }
-    /// Another thread of process `pid` (session 0).
+    /// Another thread of process `pid` (session 0), created by the task
+    /// whose id is `pid`.
     pub fn thread(tid: u32, pid: u32, events: Vec<RawEvent>) -> FakeTask {
         FakeTask {
             pid,
+            origin: TaskOrigin::Thread,
+            parent: Some(pid),
             ..FakeTask::main(tid, events)
         }
     }
@@ -107,7 +122,7 @@ pub fn fake_trace_with(sessions: &[SymTab], tasks: &[FakeTask]) -> (TempDir, Tra
         .unwrap();
     }
     for t in tasks {
-        writer.append(t.tid, &t.events).unwrap();
+        writer.append_task(t.id, t.tid, &t.events).unwrap();
     }
     let info = TraceInfo {
         program: PROG.into(),
@@ -118,12 +133,19 @@ pub fn fake_trace_with(sessions: &[SymTab], tasks: &[FakeTask]) -> (TempDir, Tra
         tasks: tasks
             .iter()
             .map(|t| TaskInfo {
+                id: t.id,
+                origin: t.origin,
+                parent: t.parent,
+                file: String::new(),
                 tid: t.tid,
                 pid: t.pid,
                 ppid: t.ppid,
-                parent_tid: (t.tid != t.pid).then_some(t.pid),
+                parent_tid: t
+                    .parent
+                    .and_then(|p| tasks.iter().find(|o| o.id == p))
+                    .map(|p| p.tid),
                 session: t.session,
-                comm: "prog".into(),
+                comm: t.comm.clone(),
                 events: 0,
             })
             .collect(),

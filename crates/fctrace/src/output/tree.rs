@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! # DURATION     TID     FUNCTION
+//! # task 0: pid 4321, tid 4321 (prog), /usr/bin/prog, the program started
 //!             [ 4321] | main() {
 //!             [ 4321] |   parse_args() {
 //!    0.210 us [ 4321] |     strtol();
@@ -10,31 +11,46 @@
 //!    5.774 us [ 4321] | } /* main */
 //! ```
 //!
-//! The tasks' streams are merged by timestamp (a k-way merge: memory does
-//! not grow with the trace). Rules:
-//! - a function whose exit directly follows its entry in its own task is a
-//!   leaf, one line `name();` with its duration;
+//! Every task of the trace is printed, one after the other in the order of
+//! info.json (order of creation), each after a header line `# task ID: pid
+//! P, tid T (COMM), PROGRAM, ORIGIN` (ORIGIN: `the program started`,
+//! `thread of task N`, `forked by task N`, `exec by task N`, `spawned by
+//! task N`); tasks after the first are preceded by an empty line. Within a
+//! task (memory does not grow with the trace, only with its depth):
+//! - a function whose exit directly follows its entry is a leaf, one line
+//!   `name();` with its duration;
 //! - otherwise `name() {` at entry and `} /* name */` with the duration at
-//!   exit; 2 spaces of indent per depth, each task from depth 0;
+//!   exit; 2 spaces of indent per depth, from depth 0;
+//! - beyond depth [`MAX_INDENT_DEPTH`] the indent stops growing: such lines
+//!   have the indent of that depth followed by `(depth N) `, N the real
+//!   depth (so lines stay short and the output linear in the events);
 //! - an exit by `Unwind` adds ` (unwound)`;
 //! - an exit of a function that is open but not on top closes the frames
 //!   above it with `} /* name */ (not returned)`, without duration; so do
-//!   the frames still open when a task's events end;
+//!   the frames still open when a task's events end (the process exited or
+//!   was killed below them, the thread was killed);
 //! - an exit of a function that is not open at all (its entry was not
 //!   recorded) prints `} /* name */ (entry not recorded)`;
+//! - a `Signal` record prints `/* signal SIGUSR1 */` (or `/* signal 40 */`)
+//!   at the current depth, without duration: the calls of the handler
+//!   follow at the same depth, as calls of the interrupted function; a
+//!   fatal signal is the last line of its task before the frames closed as
+//!   not returned;
 //! - a `Lost` record prints `... N events lost ...`.
 
 use super::names::CallNames;
-use super::{is_broken_pipe, warn, Duration};
+use super::{is_broken_pipe, signal_name, warn, Duration};
 use fctrace_format::event::EventKind;
-use fctrace_format::store::{Event, StoreError, TaskEvents, Trace};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use fctrace_format::store::{Event, StoreError, TaskEvents, TaskInfo, TaskOrigin, Trace};
 use std::io::{self, BufWriter, Write};
 use std::rc::Rc;
 
 /// The first line of the tree.
 pub const HEADER: &str = "# DURATION     TID     FUNCTION";
+
+/// Deepest level whose lines are indented by 2 spaces per level; deeper
+/// lines keep this indent and show their depth as `(depth N) `.
+pub const MAX_INDENT_DEPTH: usize = 100;
 
 /// What [`write_tree`] met besides the lines it wrote.
 #[derive(Debug, Default)]
@@ -83,6 +99,39 @@ pub fn print_tree(trace: &Trace, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The header line of a task (without the newline).
+pub fn task_header(trace: &Trace, task: &TaskInfo) -> String {
+    let parent = task
+        .parent
+        .map_or_else(|| "?".to_string(), |p| p.to_string());
+    let origin = match task.origin {
+        TaskOrigin::Start if task.parent.is_none() => "the program started".to_string(),
+        TaskOrigin::Start => format!("started by task {parent}"),
+        TaskOrigin::Thread => format!("thread of task {parent}"),
+        TaskOrigin::Fork => format!("forked by task {parent}"),
+        TaskOrigin::Exec => format!("exec by task {parent}"),
+        TaskOrigin::Spawn => format!("spawned by task {parent}"),
+    };
+    format!(
+        "# task {}: pid {}, tid {} ({}), {}, {origin}",
+        task.id,
+        task.pid,
+        task.tid,
+        task.comm,
+        session_program(trace, task.session)
+    )
+}
+
+/// The program of a session: its symbol table's executable, or for session
+/// 0 without one the program fctrace ran.
+pub fn session_program(trace: &Trace, session: u32) -> String {
+    match trace.sessions.get(&session) {
+        Some(table) => table.exe.clone(),
+        None if session == 0 => trace.info.program.clone(),
+        None => format!("<session {session}>"),
+    }
+}
+
 /// Writes the call tree of `trace` to `out`. Errors reading a task are
 /// collected in the summary, not returned; only a write error is.
 pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary> {
@@ -91,39 +140,31 @@ pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary>
     let mut names = CallNames::new(trace);
     writeln!(out, "{HEADER}")?;
 
-    let mut tasks: Vec<TaskState> = Vec::with_capacity(trace.info.tasks.len());
-    let mut heap = BinaryHeap::new();
-    for info in &trace.info.tasks {
-        match trace.events(info.tid) {
-            Ok(events) => {
-                let mut task = TaskState {
-                    tid: info.tid,
-                    session: info.session,
-                    events,
-                    head: None,
-                    stack: Vec::new(),
-                };
-                task.advance(&mut summary);
-                if let Some(head) = task.head {
-                    heap.push(Reverse((head.ns, head.tsc, tasks.len())));
-                }
-                tasks.push(task);
-            }
-            Err(e) => summary.errors.push(e),
+    for (n, info) in trace.info.tasks.iter().enumerate() {
+        if n > 0 {
+            writeln!(out)?;
         }
-    }
-
-    while let Some(Reverse((_, _, i))) = heap.pop() {
-        let task = &mut tasks[i];
-        let Some(event) = task.head.take() else {
-            continue;
+        writeln!(out, "{}", task_header(trace, info))?;
+        let events = match trace.task_events(info) {
+            Ok(events) => events,
+            Err(e) => {
+                summary.errors.push(e);
+                continue;
+            }
+        };
+        let mut task = TaskState {
+            tid: info.tid,
+            session: info.session,
+            events,
+            head: None,
+            stack: Vec::new(),
         };
         task.advance(&mut summary);
-        task.handle(event, &mut out, &mut names, &mut summary)?;
-        match task.head {
-            Some(head) => heap.push(Reverse((head.ns, head.tsc, i))),
-            None => task.finish(&mut out)?,
+        while let Some(event) = task.head.take() {
+            task.advance(&mut summary);
+            task.handle(event, &mut out, &mut names, &mut summary)?;
         }
+        task.finish(&mut out)?;
     }
     out.flush()?;
     Ok(summary)
@@ -139,7 +180,7 @@ struct TaskState {
     tid: u32,
     session: u32,
     events: TaskEvents,
-    /// The next event (one of lookahead, for leaf detection and merging).
+    /// The next event (one of lookahead, for leaf detection).
     head: Option<Event>,
     stack: Vec<Frame>,
 }
@@ -157,14 +198,14 @@ fn line(
         None => out.write_all(b"            ")?,
     }
     write!(out, "[{tid:>5}] | ")?;
-    const SPACES: &[u8; 256] = &[b' '; 256];
-    let mut indent = depth * 2;
-    while indent > 0 {
-        let n = indent.min(SPACES.len());
-        out.write_all(&SPACES[..n])?;
-        indent -= n;
+    const SPACES: &[u8; 2 * MAX_INDENT_DEPTH] = &[b' '; 2 * MAX_INDENT_DEPTH];
+    if depth <= MAX_INDENT_DEPTH {
+        out.write_all(&SPACES[..depth * 2])?;
+        writeln!(out, "{text}")
+    } else {
+        out.write_all(SPACES)?;
+        writeln!(out, "(depth {depth}) {text}")
     }
-    writeln!(out, "{text}")
 }
 
 /// The closing-line name: without the `()` appended for C/Rust names.
@@ -258,6 +299,19 @@ impl TaskState {
                     }
                 }
             }
+            EventKind::Signal => {
+                let sig = i32::try_from(event.func).unwrap_or(i32::MAX);
+                match signal_name(sig) {
+                    Some(name) => line(out, None, tid, depth, format_args!("/* signal {name} */")),
+                    None => line(
+                        out,
+                        None,
+                        tid,
+                        depth,
+                        format_args!("/* signal {} */", event.func),
+                    ),
+                }
+            }
             EventKind::Lost => {
                 summary.lost_in_streams += u64::from(event.func);
                 line(
@@ -335,6 +389,7 @@ mod tests {
             text,
             "\
 # DURATION     TID     FUNCTION
+# task 4321: pid 4321, tid 4321 (prog), /usr/bin/prog, the program started
             [ 4321] | main() {
             [ 4321] |   parse_args() {
    0.210 us [ 4321] |     strtol();
@@ -375,6 +430,7 @@ mod tests {
             text,
             "\
 # DURATION     TID     FUNCTION
+# task 7: pid 7, tid 7 (prog), /usr/bin/prog, the program started
             [    7] | main() {
             [    7] |   foo(int) {
    1.000 us [    7] |     S::get() const; (unwound)
@@ -396,7 +452,7 @@ mod tests {
     }
 
     #[test]
-    fn two_threads_interleaved_by_time() {
+    fn tasks_one_after_the_other() {
         let (_dir, trace) = fake_trace(&[
             FakeTask::main(
                 100,
@@ -428,17 +484,20 @@ mod tests {
             text,
             "\
 # DURATION     TID     FUNCTION
+# task 100: pid 100, tid 100 (prog), /usr/bin/prog, the program started
             [  100] | main() {
-            [123456] | leaf() {
    0.300 us [  100] |   parse_args();
-   1.000 us [123456] |   strtol();
             [  100] |   leaf() {
    0.010 us [  100] |     strtol();
    0.200 us [  100] |   } /* leaf */
+   2.000 us [  100] | } /* main */
+
+# task 123456: pid 100, tid 123456 (prog), /usr/bin/prog, thread of task 100
+            [123456] | leaf() {
+   1.000 us [123456] |   strtol();
    1.200 us [123456] | } /* leaf */
             [123456] | strtol() {
             [123456] | } /* strtol */ (not returned)
-   2.000 us [  100] | } /* main */
 "
         );
     }
@@ -446,14 +505,22 @@ mod tests {
     #[test]
     fn empty_and_missing_symbols() {
         let (_dir, trace) = fake_trace(&[FakeTask::main(1, vec![])]);
-        assert_eq!(render(&trace).0, format!("{HEADER}\n"));
+        assert_eq!(
+            render(&trace).0,
+            format!(
+                "{HEADER}\n# task 1: pid 1, tid 1 (prog), /usr/bin/prog, the program started\n"
+            )
+        );
         let (_dir, trace) = fake_trace(&[FakeTask {
             session: 9,
             ..FakeTask::main(2, vec![ev(Entry, 0, 0), ev(Exit, 0, 5)])
         }]);
         assert_eq!(
             render(&trace).0,
-            format!("{HEADER}\n   0.005 us [    2] | <unknown #0>;\n")
+            format!(
+                "{HEADER}\n# task 2: pid 2, tid 2 (prog), <session 9>, the program started\n   \
+                 0.005 us [    2] | <unknown #0>;\n"
+            )
         );
         assert_eq!(trace.load_warnings.len(), 1);
     }
@@ -468,13 +535,149 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
         let (text, summary) = render(&trace);
-        assert_eq!(text, format!("{HEADER}\n   0.005 us [    1] | main();\n"));
+        assert_eq!(
+            text,
+            format!(
+                "{HEADER}\n# task 1: pid 1, tid 1 (prog), /usr/bin/prog, the program started\n   \
+                 0.005 us [    1] | main();\n\n# task 2: pid 1, tid 2 (prog), /usr/bin/prog, \
+                 thread of task 1\n"
+            )
+        );
         assert_eq!(summary.errors.len(), 1);
         let err = print_tree(&trace, &mut Vec::new()).unwrap_err();
         assert!(
             err.to_string()
                 .contains("tasks/2.dat is truncated after 0 events"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn signals_are_marked_where_they_came() {
+        use fctrace_format::event::EventKind::Signal;
+        // main -> parse_args, SIGUSR1 arrives: its handler (leaf) runs,
+        // then parse_args goes on; SIGRTMIN+6 (40): a number; then a
+        // SIGSEGV in strtol kills the task.
+        let (_dir, trace) = fake_trace(&[FakeTask::main(
+            5,
+            vec![
+                ev(Entry, 0, 0),
+                ev(Entry, 1, 10),
+                ev(Signal, 10, 20),
+                ev(Entry, 3, 30),
+                ev(Exit, 3, 40),
+                ev(Signal, 40, 50),
+                ev(Exit, 1, 60),
+                ev(Entry, 2, 70),
+                ev(Signal, 11, 80),
+            ],
+        )]);
+        let (text, _) = render(&trace);
+        assert_eq!(
+            text,
+            "\
+# DURATION     TID     FUNCTION
+# task 5: pid 5, tid 5 (prog), /usr/bin/prog, the program started
+            [    5] | main() {
+            [    5] |   parse_args() {
+            [    5] |     /* signal SIGUSR1 */
+   0.010 us [    5] |     leaf();
+            [    5] |     /* signal 40 */
+   0.050 us [    5] |   } /* parse_args */
+            [    5] |   strtol() {
+            [    5] |     /* signal SIGSEGV */
+            [    5] |   } /* strtol */ (not returned)
+            [    5] | } /* main */ (not returned)
+"
+        );
+    }
+
+    #[test]
+    fn deep_lines_show_their_depth() {
+        let depth = 250_000u32;
+        let mut events = Vec::new();
+        for i in 0..depth {
+            events.push(ev(Entry, 3, u64::from(i)));
+        }
+        events.push(ev(Entry, 2, 1_000_000));
+        events.push(ev(Exit, 2, 1_000_001));
+        for i in 0..depth {
+            events.push(ev(Exit, 3, 2_000_000 + u64::from(i)));
+        }
+        let (_dir, trace) = fake_trace(&[FakeTask::main(9, events)]);
+        let started = std::time::Instant::now();
+        let (text, summary) = render(&trace);
+        assert!(summary.errors.is_empty());
+        // Linear: well under a second for half a million events (a
+        // quadratic indent would take minutes).
+        assert!(started.elapsed().as_secs() < 20);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2 + 2 * depth as usize + 1);
+        let prefix = "            [    9] | ";
+        let width = prefix.len() + 2 * MAX_INDENT_DEPTH;
+        assert_eq!(lines[2], format!("{prefix}leaf() {{"));
+        assert_eq!(
+            lines[2 + MAX_INDENT_DEPTH],
+            format!("{prefix}{:w$}leaf() {{", "", w = 2 * MAX_INDENT_DEPTH)
+        );
+        assert_eq!(
+            lines[3 + MAX_INDENT_DEPTH],
+            format!(
+                "{:width$}(depth {}) leaf() {{",
+                prefix,
+                MAX_INDENT_DEPTH + 1
+            )
+        );
+        assert_eq!(
+            lines[2 + depth as usize],
+            format!(
+                "   0.001 us [    9] | {:w$}(depth {depth}) strtol();",
+                "",
+                w = 2 * MAX_INDENT_DEPTH
+            )
+        );
+        assert!(
+            lines.iter().all(|l| l.len() <= width + 40),
+            "a line is too long"
+        );
+        assert_eq!(lines.last().unwrap(), &"   2.250 ms [    9] | } /* leaf */");
+    }
+
+    #[test]
+    fn tasks_with_one_tid_exec() {
+        use fctrace_format::store::TaskOrigin;
+        // Task 0 forks task 1 (pid 21), which execs (task 2, same tid).
+        let (_dir, trace) = fake_trace(&[
+            FakeTask::main(20, vec![ev(Entry, 0, 0), ev(Exit, 0, 100)]),
+            FakeTask {
+                id: 1,
+                origin: TaskOrigin::Fork,
+                parent: Some(20),
+                ..FakeTask::main(21, vec![ev(Entry, 1, 10)])
+            },
+            FakeTask {
+                id: 2,
+                origin: TaskOrigin::Exec,
+                parent: Some(1),
+                comm: "ls".into(),
+                ..FakeTask::main(21, vec![ev(Entry, 0, 30), ev(Exit, 0, 40)])
+            },
+        ]);
+        let (text, _) = render(&trace);
+        assert_eq!(
+            text,
+            "\
+# DURATION     TID     FUNCTION
+# task 20: pid 20, tid 20 (prog), /usr/bin/prog, the program started
+   0.100 us [   20] | main();
+
+# task 1: pid 21, tid 21 (prog), /usr/bin/prog, forked by task 20
+            [   21] | parse_args() {
+            [   21] | } /* parse_args */ (not returned)
+
+# task 2: pid 21, tid 21 (ls), /usr/bin/prog, exec by task 1
+   0.010 us [   21] | main();
+"
         );
     }
 }

@@ -8,12 +8,14 @@ mod shm;
 use crate::cli::TraceOptions;
 use anyhow::{Context, Result};
 use fctrace_format::event::RawEvent;
-use fctrace_format::shm::{Layout, FLAG_NEST_LIBCALL};
-use fctrace_format::store::{Clock, ExitStatus, TaskInfo, TraceInfo, TraceWriter};
+use fctrace_format::shm::{
+    Layout, FLAG_NEST_LIBCALL, ORIGIN_EXEC, ORIGIN_FORK, ORIGIN_START, ORIGIN_THREAD,
+};
+use fctrace_format::store::{Clock, ExitStatus, TaskInfo, TaskOrigin, TraceInfo, TraceWriter};
 use std::ffi::OsString;
 use std::path::Path;
 
-pub use process::exit_code;
+pub use process::exit_like;
 
 /// The agent, built from crates/fctrace-agent by build.rs.
 static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fctrace_agent.so"));
@@ -28,7 +30,7 @@ pub struct Outcome {
 /// warnings to show.
 fn preflight(command: &[OsString]) -> Result<(std::path::PathBuf, Vec<String>)> {
     let program = process::resolve_program(&command[0])?;
-    let info = fctrace_symbols::read_file(&program).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let info = fctrace_symbols::read_headers(&program).map_err(|e| anyhow::anyhow!("{e}"))?;
     info.check_traceable()
         .map_err(|e| anyhow::anyhow!("{}: {e}", program.display()))?;
     let mut warnings = Vec::new();
@@ -82,8 +84,10 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
     let child = process::spawn(&program, &command[0], &command[1..], &env)?;
 
     let mut scratch: Vec<RawEvent> = Vec::with_capacity(mem.layout.events_per_buffer());
-    let mut sink = |tid: u32, ev: &[RawEvent]| -> Result<()> {
-        writer.append(tid, ev)?;
+    // Streams are keyed by task slot: an exec keeps the tid but is a new
+    // task (new slot), and tids can be reused.
+    let mut sink = |task: shm::TaskKey, ev: &[RawEvent]| -> Result<()> {
+        writer.append_task(task.slot, task.tid, ev)?;
         Ok(())
     };
     let mut exit = None;
@@ -97,7 +101,7 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
             mem.reclaim_dead(&mut scratch, &mut sink)?;
             last_reclaim = std::time::Instant::now();
         }
-        if let Some(sig) = process::take_forward() {
+        for sig in process::take_forward() {
             process::send_signal(child.pid, sig);
         }
         match process::reap_one(child.pid, false) {
@@ -116,18 +120,7 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
     let last = shm::clock_pair();
 
     let slots = mem.tasks();
-    let tasks: Vec<TaskInfo> = slots
-        .iter()
-        .map(|t| TaskInfo {
-            tid: t.tid,
-            pid: t.pid,
-            ppid: t.ppid,
-            parent_tid: slots.get(t.parent_slot as usize).map(|p| p.tid),
-            session: t.session,
-            comm: t.comm.clone(),
-            events: 0,
-        })
-        .collect();
+    let tasks: Vec<TaskInfo> = slots.iter().map(|t| task_info(t, &slots)).collect();
     let (t0, n0) = first;
     let (t1, n1) = last;
     let tsc_hz = if t1 > t0 && n1 > n0 {
@@ -171,4 +164,44 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
         exit,
         lost_events: lost,
     })
+}
+
+/// The trace's description of a task slot: its id is the slot number, its
+/// parent the slot that created it.
+fn task_info(t: &shm::TaskSlotCopy, slots: &[shm::TaskSlotCopy]) -> TaskInfo {
+    let parent = slots
+        .iter()
+        .find(|p| p.slot == t.parent_slot && p.slot != t.slot);
+    let origin = match (t.origin, parent) {
+        // What the agent says, even when the parent is unknown (a thread
+        // whose creator made no traced call before exec'ing, ...).
+        (ORIGIN_THREAD, _) => TaskOrigin::Thread,
+        (ORIGIN_FORK, _) => TaskOrigin::Fork,
+        (ORIGIN_EXEC, Some(p)) if p.pid == t.pid => TaskOrigin::Exec,
+        (ORIGIN_EXEC, Some(_)) => TaskOrigin::Spawn,
+        (ORIGIN_EXEC, None) => TaskOrigin::Exec,
+        (_, None) => TaskOrigin::Start,
+        // An agent that does not say: a new tid of the same process is a
+        // thread, another process a fork.
+        (ORIGIN_START, Some(p)) | (_, Some(p)) => {
+            if p.pid == t.pid {
+                TaskOrigin::Thread
+            } else {
+                TaskOrigin::Fork
+            }
+        }
+    };
+    TaskInfo {
+        id: t.slot,
+        origin,
+        parent: parent.map(|p| p.slot),
+        file: String::new(),
+        tid: t.tid,
+        pid: t.pid,
+        ppid: t.ppid,
+        parent_tid: parent.map(|p| p.tid),
+        session: t.session,
+        comm: t.comm.clone(),
+        events: 0,
+    }
 }

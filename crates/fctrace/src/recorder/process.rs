@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Finds the program as execvp would: a name with a slash is a path, a
 /// bare name is looked up in PATH.
@@ -45,23 +45,47 @@ pub fn resolve_program(name: &OsStr) -> Result<PathBuf> {
     bail!("{shown}: program not found (not in PATH)")
 }
 
-static FORWARD: AtomicI32 = AtomicI32::new(0);
+/// Signals fctrace received that should go to the program (bit N-1 for
+/// signal N).
+static FORWARD: AtomicU64 = AtomicU64::new(0);
 
-extern "C" fn on_interrupt(_sig: libc::c_int) {
-    // The terminal sends Ctrl-C to the program too: let it decide, and
-    // keep recording until it ends.
+fn mark_forward(sig: libc::c_int) {
+    if (1..=64).contains(&sig) {
+        FORWARD.fetch_or(1 << (sig - 1), Ordering::Relaxed);
+    }
 }
 
-extern "C" fn on_terminate(sig: libc::c_int) {
-    FORWARD.store(sig, Ordering::Relaxed);
+/// SIGINT, SIGQUIT. From the terminal (`si_code == SI_KERNEL`) the
+/// program, in the same foreground process group, gets it too: let it
+/// decide, and keep recording until it ends. Sent with kill() (SI_USER,
+/// SI_QUEUE, SI_TKILL...): pass it on, so that `kill -INT <fctrace>` stops
+/// the program as Ctrl-C would.
+extern "C" fn on_interrupt(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    let code = if info.is_null() {
+        0
+    } else {
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+        unsafe { (*info).si_code }
+    };
+    if code != libc::SI_KERNEL {
+        mark_forward(sig);
+    }
 }
+
+/// SIGTERM, SIGHUP: always passed on.
+extern "C" fn on_terminate(sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    mark_forward(sig);
+}
+
+type Handler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
 
 /// Keeps fctrace alive through Ctrl-C (the program gets it from the
-/// terminal) and passes SIGTERM/SIGHUP on to the program. Handlers, not
-/// SIG_IGN, so that the program does not inherit an ignored disposition.
+/// terminal) and passes signals sent to fctrace on to the program.
+/// Handlers, not SIG_IGN, so that the program does not inherit an ignored
+/// disposition.
 pub fn install_signal_handlers() {
     for (sig, h) in [
-        (libc::SIGINT, on_interrupt as extern "C" fn(libc::c_int)),
+        (libc::SIGINT, on_interrupt as Handler),
         (libc::SIGQUIT, on_interrupt),
         (libc::SIGTERM, on_terminate),
         (libc::SIGHUP, on_terminate),
@@ -70,24 +94,63 @@ pub fn install_signal_handlers() {
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = h as usize;
-            sa.sa_flags = libc::SA_RESTART;
+            sa.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
 }
 
-/// A signal fctrace received that should go to the program.
-pub fn take_forward() -> Option<i32> {
-    match FORWARD.swap(0, Ordering::Relaxed) {
-        0 => None,
-        s => Some(s),
-    }
+/// The signals fctrace received since the last call that should go to the
+/// program, in signal-number order.
+pub fn take_forward() -> Vec<i32> {
+    let bits = FORWARD.swap(0, Ordering::Relaxed);
+    (1..=64).filter(|s| bits & (1 << (s - 1)) != 0).collect()
 }
 
 pub fn send_signal(pid: u32, sig: i32) {
     // SAFETY: kill(2) has no memory effects.
     unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Ends fctrace the way the program ended, once the trace is written: with
+/// its exit code, or, if a signal killed it, by the same signal (so that a
+/// shell sees the same status: "Segmentation fault", a script stopped by
+/// Ctrl-C...). fctrace itself dumps no core. Unknown ending: 1.
+pub fn exit_like(exit: Option<ExitStatus>) -> std::process::ExitCode {
+    use std::io::Write;
+    match exit {
+        None => std::process::ExitCode::from(1),
+        Some(ExitStatus::Code(c)) => std::process::ExitCode::from(c as u8),
+        Some(e @ ExitStatus::Signal { signal, .. }) => {
+            let _ = std::io::stdout().flush();
+            let _ = std::io::stderr().flush();
+            die_by_signal(signal);
+            // A signal whose default action does not end a process.
+            std::process::ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+/// Raises `sig` with its default action, unblocked, without a core dump.
+/// Returns only if that does not end the process.
+fn die_by_signal(sig: i32) {
+    // SAFETY: setrlimit/signal/sigprocmask/raise with valid arguments; the
+    // process is about to end and holds nothing that a signal could leave
+    // half-done (the trace is written and closed, output flushed).
+    unsafe {
+        let no_core = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+    }
 }
 
 /// Orphaned descendants are re-parented to fctrace, so it can wait for

@@ -71,7 +71,8 @@ impl SharedMemory {
         }
         shm.free_queue().init();
         shm.full_queue().init();
-        for i in 0..layout.buf_count {
+        // Buffer 0 on top.
+        for i in (0..layout.buf_count).rev() {
             shm.free_queue().push(i as u64);
         }
         Ok(shm)
@@ -97,12 +98,10 @@ impl SharedMemory {
         }
     }
 
-    fn free_queue(&self) -> Queue<'_> {
-        let h = self.header();
-        Queue {
+    fn free_queue(&self) -> FreeStack<'_> {
+        FreeStack {
             cells: self.cells(self.layout.free_queue_offset()),
-            head: &h.free_head,
-            tail: &h.free_tail,
+            head: &self.header().free_head,
         }
     }
 
@@ -120,8 +119,8 @@ impl SharedMemory {
         unsafe { &*(self.base.add(self.layout.buffer_offset(index)) as *const BufHeader) }
     }
 
-    /// The events of buffer `index` (a copy), with its tid.
-    fn events(&self, index: u32, out: &mut Vec<RawEvent>) -> u32 {
+    /// The events of buffer `index` (a copy); returns its task.
+    fn events(&self, index: u32, out: &mut Vec<RawEvent>) -> TaskKey {
         let h = self.buf_header(index);
         let pos = (h.pos.load(Ordering::Acquire) as usize).min(self.layout.buf_size as usize);
         let n = pos.saturating_sub(BUF_HEADER_SIZE) / RawEvent::SIZE;
@@ -138,7 +137,10 @@ impl SharedMemory {
         // A record reserved but never written (its process died in between)
         // is still zero: skip it.
         out.extend(recs.iter().filter(|r| r.tsc != 0).copied());
-        h.tid
+        TaskKey {
+            slot: h.task_slot,
+            tid: h.tid,
+        }
     }
 
     /// Clears a buffer and gives it back to the agents.
@@ -158,39 +160,40 @@ impl SharedMemory {
         self.free_queue().push(index as u64);
     }
 
-    /// Takes one full buffer, if any: calls `sink(tid, events)` and recycles it.
+    /// Takes one full buffer, if any: calls `sink(task, events)` and recycles it.
     pub fn drain_one(
         &self,
         scratch: &mut Vec<RawEvent>,
-        sink: &mut dyn FnMut(u32, &[RawEvent]) -> Result<()>,
+        sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
     ) -> Result<bool> {
         let Some(i) = self.full_queue().pop() else {
             return Ok(false);
         };
-        let tid = self.events(i as u32, scratch);
-        sink(tid, scratch)?;
+        let task = self.events(i as u32, scratch);
+        sink(task, scratch)?;
         self.recycle(i as u32);
         Ok(true)
     }
 
-    /// After every traced process has ended: the buffers threads still
-    /// owned, in per-task order.
+    /// After every traced process has ended (or been killed, even by
+    /// SIGKILL): the buffers threads still owned, in per-task order. What
+    /// they hold up to their `pos` was written before the end.
     pub fn drain_orphans(
         &self,
         scratch: &mut Vec<RawEvent>,
-        sink: &mut dyn FnMut(u32, &[RawEvent]) -> Result<()>,
+        sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
     ) -> Result<()> {
         while self.drain_one(scratch, sink)? {}
         let mut owned: Vec<(u32, u32, u32)> = (0..self.layout.buf_count)
             .filter_map(|i| {
                 let h = self.buf_header(i);
-                (h.state.load(Ordering::Acquire) == BUF_OWNED).then_some((h.tid, h.seq, i))
+                (h.state.load(Ordering::Acquire) == BUF_OWNED).then_some((h.task_slot, h.seq, i))
             })
             .collect();
         owned.sort();
         for (_, _, i) in owned {
-            let tid = self.events(i, scratch);
-            sink(tid, scratch)?;
+            let task = self.events(i, scratch);
+            sink(task, scratch)?;
             self.recycle(i);
         }
         Ok(())
@@ -204,8 +207,12 @@ impl SharedMemory {
     pub fn reclaim_dead(
         &self,
         scratch: &mut Vec<RawEvent>,
-        sink: &mut dyn FnMut(u32, &[RawEvent]) -> Result<()>,
+        sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
     ) -> Result<()> {
+        // A thread can leave more than one buffer behind (one held back
+        // while a signal handler switched buffers): written in the
+        // task's order.
+        let mut dead: Vec<(u32, u32, u32)> = Vec::new();
         for i in 0..self.layout.buf_count {
             let h = self.buf_header(i);
             if h.state.load(Ordering::Acquire) != BUF_OWNED {
@@ -221,11 +228,14 @@ impl SharedMemory {
                 )
             } == 0
                 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
-            if alive {
-                continue;
+            if !alive {
+                dead.push((h.task_slot, h.seq, i));
             }
-            let tid = self.events(i, scratch);
-            sink(tid, scratch)?;
+        }
+        dead.sort_unstable();
+        for (_, _, i) in dead {
+            let task = self.events(i, scratch);
+            sink(task, scratch)?;
             self.recycle(i);
         }
         Ok(())
@@ -249,6 +259,8 @@ impl SharedMemory {
                 }
                 let len = t.comm.iter().position(|&b| b == 0).unwrap_or(16);
                 Some(TaskSlotCopy {
+                    slot: i,
+                    origin: t.origin,
                     tid: t.tid,
                     pid: t.pid,
                     ppid: t.ppid,
@@ -276,7 +288,19 @@ impl Drop for SharedMemory {
     }
 }
 
+/// Which task a buffer belongs to: its task slot (the identity of the
+/// task: an exec keeps the tid but takes a new slot) and its tid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskKey {
+    pub slot: u32,
+    pub tid: u32,
+}
+
 pub struct TaskSlotCopy {
+    /// Index of the slot: the task's id in the trace.
+    pub slot: u32,
+    /// One of the `ORIGIN_*` values.
+    pub origin: u32,
     pub tid: u32,
     pub pid: u32,
     pub ppid: u32,

@@ -618,15 +618,36 @@ pub fn fctrace<S: AsRef<OsStr>>(args: &[S]) -> Run {
 /// its input.
 #[track_caller]
 pub fn assert_no_panic(r: &Run) {
+    assert_no_panic_text(r);
+    assert!(
+        r.signal().is_none(),
+        "fctrace was killed by signal {:?}\n{}",
+        r.signal(),
+        r.describe()
+    );
+}
+
+#[track_caller]
+fn assert_no_panic_text(r: &Run) {
     assert!(
         !r.stderr.contains("panicked") && !r.stderr.contains("RUST_BACKTRACE"),
         "fctrace panicked\n{}",
         r.describe()
     );
-    assert!(
-        r.signal().is_none(),
-        "fctrace was killed by signal {:?}\n{}",
-        r.signal(),
+}
+
+/// After `fctrace record`: fctrace may end by a signal only when the
+/// program did (it then dies the same way, after writing the trace).
+#[track_caller]
+pub fn assert_recorder_ending(r: &Run, dir: &Path) {
+    assert_no_panic_text(r);
+    let Some(sig) = r.signal() else { return };
+    let info = fs::read_to_string(dir.join("info.json")).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(&info).unwrap_or_default();
+    assert_eq!(
+        v["exit"]["signal"].as_i64(),
+        Some(sig as i64),
+        "fctrace was killed by signal {sig}, but the program did not end by it\n{}",
         r.describe()
     );
 }
@@ -662,7 +683,8 @@ pub fn record_any(exe: &Path, args: &[&str], opts: &[&str]) -> Recorded {
     argv.extend(opts.iter().map(OsStr::new));
     argv.push(exe.as_os_str());
     argv.extend(args.iter().map(OsStr::new));
-    let run = fctrace(&argv);
+    let run = run_with_timeout(Command::new(fctrace_bin()).args(&argv), FCTRACE_TIMEOUT);
+    assert_recorder_ending(&run, &dir.path);
     Recorded { dir, run }
 }
 
@@ -834,6 +856,8 @@ impl Node {
 #[derive(Debug, Clone, Default)]
 pub struct ThreadTree {
     pub tid: u64,
+    /// The task (`# task N:` header), when replay names it.
+    pub task: Option<u64>,
     pub roots: Vec<Node>,
     /// Number of lines of this thread in the replay.
     pub lines: usize,
@@ -891,6 +915,7 @@ enum LineKind {
     Open(String),
     Close(String),
     Leaf(String),
+    Marker(String),
 }
 
 /// What a line says besides its call.
@@ -901,6 +926,9 @@ struct Marks {
     /// ` (not returned)`: still running when the process ended (killed,
     /// exit() deep down): no duration.
     not_returned: bool,
+    /// ` (entry not recorded)`: the exit of a call entered before the task's
+    /// trace begins (a fork child returning from `fork`).
+    entry_not_recorded: bool,
 }
 
 /// Splits `  0.210 us [ 4321] |     strtol();` into (duration, tid, depth,
@@ -920,8 +948,14 @@ fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, Marks), Strin
     if spaces % 2 != 0 {
         return Err(format!("odd indentation ({spaces} spaces)"));
     }
-    let depth = spaces / 2;
+    let mut depth = spaces / 2;
     let mut text = rest[spaces..].trim_end().to_string();
+    // Beyond the indentation cap, lines say their depth.
+    if let Some(t) = text.strip_prefix("(depth ") {
+        let (n, t) = t.split_once(") ").ok_or("bad `(depth N)` prefix")?;
+        depth = n.parse().map_err(|_| "bad depth number")?;
+        text = t.to_string();
+    }
     let mut marks = Marks::default();
     loop {
         if let Some(t) = text.strip_suffix(" (unwound)") {
@@ -930,11 +964,18 @@ fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, Marks), Strin
         } else if let Some(t) = text.strip_suffix(" (not returned)") {
             text = t.trim_end().to_string();
             marks.not_returned = true;
+        } else if let Some(t) = text.strip_suffix(" (entry not recorded)") {
+            text = t.trim_end().to_string();
+            marks.entry_not_recorded = true;
         } else {
             break;
         }
     }
-    let kind = if let Some(t) = text.strip_prefix('}') {
+    let kind = if text.starts_with("/*") && text.ends_with("*/") {
+        // A marker (`/* signal SIGUSR1 */`): kept as a leaf labelled with
+        // its text.
+        LineKind::Marker(text.clone())
+    } else if let Some(t) = text.strip_prefix('}') {
         let t = t.trim();
         let name = t
             .strip_prefix("/*")
@@ -980,21 +1021,32 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
     struct Open {
         node: Node,
     }
-    let mut stacks: BTreeMap<u64, Vec<Open>> = BTreeMap::new();
-    let mut trees: BTreeMap<u64, ThreadTree> = BTreeMap::new();
-    let mut order: Vec<u64> = Vec::new();
+    // Trees are keyed by task (the `# task N:` header before them) and
+    // tid: an exec'd program is a new task with the same tid.
+    let mut stacks: BTreeMap<(u64, u64), Vec<Open>> = BTreeMap::new();
+    let mut trees: BTreeMap<(u64, u64), ThreadTree> = BTreeMap::new();
+    let mut order: Vec<(u64, u64)> = Vec::new();
+    let mut task = u64::MAX;
     for (i, line) in text.lines().enumerate() {
         let lineno = i + 1;
+        if let Some(rest) = line.strip_prefix("# task ") {
+            if let Some(n) = rest.split(':').next().and_then(|n| n.trim().parse().ok()) {
+                task = n;
+            }
+            continue;
+        }
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
         let (duration, tid, depth, kind, marks) =
             parse_line(line).map_err(|e| format!("line {lineno}: {e}: {line:?}"))?;
-        let stack = stacks.entry(tid).or_default();
-        let tree = trees.entry(tid).or_insert_with(|| {
-            order.push(tid);
+        let key = (task, tid);
+        let stack = stacks.entry(key).or_default();
+        let tree = trees.entry(key).or_insert_with(|| {
+            order.push(key);
             ThreadTree {
                 tid,
+                task: (task != u64::MAX).then_some(task),
                 ..Default::default()
             }
         });
@@ -1047,6 +1099,31 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
                     },
                 );
             }
+            LineKind::Marker(label) => {
+                if depth != stack.len() {
+                    return Err(format!(
+                        "line {lineno}: tid {tid}: `{label}` at depth {depth}, but {} calls are open: {line:?}",
+                        stack.len()
+                    ));
+                }
+                attach(
+                    stack,
+                    tree,
+                    Node {
+                        label,
+                        unwound: false,
+                        closed: true,
+                        children: Vec::new(),
+                    },
+                );
+            }
+            LineKind::Close(_) if marks.entry_not_recorded => {
+                if !stack.is_empty() || depth != 0 {
+                    return Err(format!(
+                        "line {lineno}: tid {tid}: `(entry not recorded)` inside a call: {line:?}"
+                    ));
+                }
+            }
             LineKind::Close(name) => {
                 let Some(mut top) = stack.pop() else {
                     return Err(format!(
@@ -1078,8 +1155,8 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
         }
     }
     // Calls still open at the end: attach them, innermost first.
-    for (tid, mut stack) in stacks {
-        let tree = trees.get_mut(&tid).unwrap();
+    for (key, mut stack) in stacks {
+        let tree = trees.get_mut(&key).unwrap();
         while let Some(top) = stack.pop() {
             match stack.last_mut() {
                 Some(parent) => parent.node.children.push(top.node),
@@ -1836,7 +1913,7 @@ pub fn assert_counts_match_callgrind(
     args: &[&str],
     opts: &CompareOptions,
 ) -> (Report, Comparison) {
-    let rec = record(exe, args, &[]);
+    let rec = record(exe, args, opts.record_opts);
     let rep = report(&rec.dir.path);
     assert_eq!(
         rep.lost_events,

@@ -1,0 +1,635 @@
+//! Endings: programs that end from deep inside their call tree, by exit(),
+//! _exit(), abort(), a segmentation fault, SIGKILL, Ctrl-C or SIGTERM
+//! (tests/programs/endings.c). For each: the same stdout, stderr and exit
+//! status (or death by the same signal) with and without fctrace; the trace
+//! is readable and its call tree nests properly up to the end, the frames
+//! that never returned shown as such (` (not returned)`); calls are counted
+//! as callgrind counts them where callgrind can run the program.
+//!
+//! Synchronisation with a running program is by a FIFO: it writes
+//! `ready <pid>` when it has made its calls, then blocks in pause(); the
+//! test waits for that line, then until /proc/PID/syscall shows the
+//! process blocked in pause(), so that it is stopped in an exact state.
+
+mod common;
+
+use common::*;
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const SIGINT: i32 = 2;
+const SIGABRT: i32 = 6;
+const SIGKILL: i32 = 9;
+const SIGSEGV: i32 = 11;
+const SIGTERM: i32 = 15;
+
+/// Time limit for a program to get ready, or for fctrace to end.
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn endings(opt: &str) -> PathBuf {
+    c_program("endings.c", opt, &[opt])
+}
+
+/// The functions the trees below are projected on: the program's own and
+/// the library calls that end it.
+const OWN: &[&str] = &[
+    "main()",
+    "descend()",
+    "leave()",
+    "exit()",
+    "_exit()",
+    "abort()",
+    "crash()",
+    "at_exit_handler()",
+    "cleanup_helper()",
+    "ready()",
+    "wait_forever()",
+    "pause()",
+];
+
+/// `main() > descend() x6 > leave()`, all open, then `inner` under leave()
+/// (an outline indented from depth 8).
+fn deep_outline(inner: &str) -> String {
+    let mut s = String::from("main() (open)\n");
+    for depth in 1..=6 {
+        s.push_str(&format!("{}descend() (open)\n", "  ".repeat(depth)));
+    }
+    s.push_str(&format!("{}leave() (open)\n", "  ".repeat(7)));
+    for line in expected_outline(inner).lines() {
+        s.push_str(&format!("{}{line}\n", "  ".repeat(8)));
+    }
+    s
+}
+
+/// Whether a replay line is a signal marker (`/* signal SIGSEGV */`).
+fn is_signal_line(line: &str) -> bool {
+    line.split_once("] | ")
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with("/* signal "))
+}
+
+/// The replay text and its tree; signal markers (which the harness's
+/// parser does not know) are left out of the tree.
+#[track_caller]
+fn replay_tree(dir: &Path) -> (String, Replay) {
+    let text = replay_text(dir);
+    let calls: String = text
+        .lines()
+        .filter(|l| !is_signal_line(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let tree = parse_replay(&calls).unwrap_or_else(|e| {
+        panic!(
+            "replay of {} is not a well-formed call tree: {e}\n{}",
+            dir.display(),
+            clip(&text, 8000)
+        )
+    });
+    (text, tree)
+}
+
+/// The main thread's tree projected on [`OWN`], as an outline.
+#[track_caller]
+fn own_outline(tree: &Replay) -> String {
+    let main = tree.main_thread().expect("a thread runs main()");
+    outline(&project(&main.roots, &|l| OWN.contains(&l)))
+}
+
+/// `fctrace record -d DIR exe args`, whatever its ending; only checks that
+/// fctrace did not panic.
+fn record_raw(exe: &Path, args: &[&str]) -> (TraceDir, Run) {
+    let dir = TraceDir::new("endings");
+    let r = run_with_timeout(
+        Command::new(fctrace_bin())
+            .arg("record")
+            .arg("-d")
+            .arg(&dir.path)
+            .arg(exe)
+            .args(args),
+        LIMIT,
+    );
+    assert!(!r.stderr.contains("panicked"), "{}", r.describe());
+    (dir, r)
+}
+
+/// The same stdout, stderr and status (code or signal) natively and under
+/// fctrace.
+#[track_caller]
+fn assert_same_behaviour(native: &Run, traced: &Run, ctx: &str) {
+    assert_eq!(
+        (native.code(), native.signal()),
+        (traced.code(), traced.signal()),
+        "{ctx}: exit status\n--- native ---\n{}\n--- fctrace ---\n{}",
+        native.describe(),
+        traced.describe()
+    );
+    assert_eq!(
+        native.stdout,
+        traced.stdout,
+        "{ctx}: stdout\n{}",
+        traced.describe()
+    );
+    assert_eq!(
+        native.stderr,
+        traced.stderr,
+        "{ctx}: stderr\n{}",
+        traced.describe()
+    );
+}
+
+/// `fctrace info`'s exit status line.
+#[track_caller]
+fn info_exit_line(dir: &Path) -> String {
+    info_text(dir)
+        .lines()
+        .find(|l| l.starts_with("Exit status:"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The lines of the first task's block in the replay text.
+fn first_task_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .skip_while(|l| !l.starts_with("# task "))
+        .skip(1)
+        .take_while(|l| !l.is_empty() && !l.starts_with("# task "))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// exit, _exit, abort, segfault
+// ---------------------------------------------------------------------------
+
+#[test]
+fn exit_from_deep_inside() {
+    for opt in ["-O0", "-O2"] {
+        let exe = endings(opt);
+        let native = run_with_timeout(Command::new(&exe).args(["exit", "3"]), LIMIT);
+        assert_eq!(native.code(), Some(3), "{}", native.describe());
+        assert_eq!(native.stdout, "buffered output of exit\n");
+        assert_eq!(native.stderr, "start\nleaving\natexit handler\n");
+        let (dir, traced) = record_raw(&exe, &["exit", "3"]);
+        let ctx = format!("endings {opt} exit 3 (trace {})", dir.path.display());
+        assert_same_behaviour(&native, &traced, &ctx);
+
+        let (_, tree) = replay_tree(&dir.path);
+        // exit() never returns: every frame under main stays open; the
+        // atexit handler, called by exit(), returns.
+        assert_outline_eq(
+            &own_outline(&tree),
+            &deep_outline(
+                "
+                exit() (open)
+                  at_exit_handler()
+                    cleanup_helper()
+                ",
+            ),
+            &ctx,
+        );
+        let rep = report(&dir.path);
+        for (name, n) in [
+            ("main", 1),
+            ("descend", 6),
+            ("leave", 1),
+            ("exit", 1),
+            ("at_exit_handler", 1),
+            ("cleanup_helper", 1),
+        ] {
+            assert_eq!(rep.calls(name), n, "{ctx}: calls of {name}");
+        }
+        assert_eq!(
+            info_exit_line(&dir.path),
+            "Exit status:    exited with code 3"
+        );
+
+        // Status 0, so callgrind can run it: the same counts.
+        assert_counts_match_callgrind(&exe, &["exit", "0"], &CompareOptions::default());
+    }
+}
+
+#[test]
+fn underscore_exit_from_deep_inside() {
+    for opt in ["-O0", "-O2"] {
+        let exe = endings(opt);
+        let native = run_with_timeout(Command::new(&exe).args(["_exit", "4"]), LIMIT);
+        assert_eq!(native.code(), Some(4), "{}", native.describe());
+        // No atexit handler, stdout's buffer is lost.
+        assert_eq!(native.stdout, "");
+        assert_eq!(native.stderr, "start\nleaving\n");
+        let (dir, traced) = record_raw(&exe, &["_exit", "4"]);
+        let ctx = format!("endings {opt} _exit 4 (trace {})", dir.path.display());
+        assert_same_behaviour(&native, &traced, &ctx);
+        let (_, tree) = replay_tree(&dir.path);
+        assert_outline_eq(&own_outline(&tree), &deep_outline("_exit() (open)"), &ctx);
+        assert_eq!(report(&dir.path).calls("descend"), 6, "{ctx}");
+        assert_counts_match_callgrind(&exe, &["_exit", "0"], &CompareOptions::default());
+    }
+}
+
+#[test]
+fn abort_from_deep_inside() {
+    for opt in ["-O0", "-O2"] {
+        let exe = endings(opt);
+        let native = run_with_timeout(Command::new(&exe).arg("abort"), LIMIT);
+        assert_eq!(native.signal(), Some(SIGABRT), "{}", native.describe());
+        let (dir, traced) = record_raw(&exe, &["abort"]);
+        let ctx = format!("endings {opt} abort (trace {})", dir.path.display());
+        // fctrace finishes the trace, then dies by SIGABRT too.
+        assert_same_behaviour(&native, &traced, &ctx);
+        let (_, tree) = replay_tree(&dir.path);
+        assert_outline_eq(&own_outline(&tree), &deep_outline("abort() (open)"), &ctx);
+        let rep = report(&dir.path);
+        assert_eq!((rep.calls("descend"), rep.calls("abort")), (6, 1), "{ctx}");
+        assert_eq!(
+            info_exit_line(&dir.path),
+            "Exit status:    killed by signal 6 (SIGABRT)"
+        );
+    }
+}
+
+#[test]
+fn segfault_deep_inside() {
+    for opt in ["-O0", "-O2"] {
+        let exe = endings(opt);
+        let native = run_with_timeout(Command::new(&exe).arg("segv"), LIMIT);
+        assert_eq!(native.signal(), Some(SIGSEGV), "{}", native.describe());
+        let (dir, traced) = record_raw(&exe, &["segv"]);
+        let ctx = format!("endings {opt} segv (trace {})", dir.path.display());
+        assert_same_behaviour(&native, &traced, &ctx);
+        let (_, tree) = replay_tree(&dir.path);
+        assert_outline_eq(&own_outline(&tree), &deep_outline("crash() (open)"), &ctx);
+        assert_eq!(report(&dir.path).calls("crash"), 1, "{ctx}");
+        assert_eq!(
+            info_exit_line(&dir.path),
+            "Exit status:    killed by signal 11 (SIGSEGV)"
+        );
+    }
+}
+
+/// The crash is shown where it happened: the fatal SIGSEGV is the crashing
+/// thread's last event, inside crash() (needs the agent to record fatal
+/// signals).
+#[test]
+fn segfault_signal_is_the_last_event() {
+    for opt in ["-O0", "-O2"] {
+        let exe = endings(opt);
+        let (dir, traced) = record_raw(&exe, &["segv"]);
+        assert_eq!(traced.signal(), Some(SIGSEGV), "{}", traced.describe());
+        let (text, _) = replay_tree(&dir.path);
+        let lines = first_task_lines(&text);
+        let last_event = lines
+            .iter()
+            .rev()
+            .find(|l| !l.ends_with(" (not returned)"))
+            .unwrap_or_else(|| panic!("no event in\n{text}"));
+        // main 0, descend 1..=6, leave 7, crash 8: the signal at depth 9.
+        let want = format!("{}/* signal SIGSEGV */", "  ".repeat(9));
+        assert_eq!(
+            last_event.split_once("] | ").map(|(_, text)| text),
+            Some(want.as_str()),
+            "endings {opt} segv: the last event is the signal, inside crash()\n{}",
+            clip(&text, 6000)
+        );
+        assert_eq!(
+            lines.iter().filter(|l| is_signal_line(l)).count(),
+            1,
+            "{text}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Killed while running: SIGKILL, Ctrl-C, SIGTERM
+// ---------------------------------------------------------------------------
+
+/// A FIFO in a fresh directory; its reader side, opened read-write so that
+/// opening does not wait for the writer, delivers lines on a channel.
+struct Fifo {
+    _dir: TraceDir,
+    path: PathBuf,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Fifo {
+    fn new() -> Fifo {
+        let dir = TraceDir::new("fifo");
+        std::fs::create_dir_all(&dir.path).unwrap();
+        let path = dir.path.join("ready");
+        tool("mkfifo", &[path.as_os_str()]);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(file).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Fifo {
+            _dir: dir,
+            path,
+            lines: rx,
+        }
+    }
+
+    /// Waits for `ready <pid>`; returns the pid.
+    #[track_caller]
+    fn wait_ready(&self) -> u32 {
+        let line = self
+            .lines
+            .recv_timeout(LIMIT)
+            .expect("the program did not get ready");
+        line.strip_prefix("ready ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("not a readiness line: {line:?}"))
+    }
+}
+
+/// A started command whose output is being collected.
+struct Running {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    cmdline: String,
+    out: std::thread::JoinHandle<Vec<u8>>,
+    err: std::thread::JoinHandle<Vec<u8>>,
+}
+
+fn start(cmd: &mut Command) -> Running {
+    let cmdline = format!("{cmd:?}");
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stdin = child.stdin.take();
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = so.read_to_end(&mut v);
+        v
+    });
+    let err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = se.read_to_end(&mut v);
+        v
+    });
+    Running {
+        child,
+        stdin,
+        cmdline,
+        out,
+        err,
+    }
+}
+
+impl Running {
+    /// Waits for the end (no time limit needed: the caller has already
+    /// made the program end; the readiness wait has its own limit).
+    fn finish(mut self) -> Run {
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap();
+        Run {
+            cmdline: self.cmdline,
+            status,
+            stdout: String::from_utf8_lossy(&self.out.join().unwrap()).into_owned(),
+            stderr: String::from_utf8_lossy(&self.err.join().unwrap()).into_owned(),
+        }
+    }
+}
+
+/// Waits until process `pid` is blocked in pause() (its readiness line is
+/// written just before: this makes the state the test stops it in exact).
+/// Watches /proc/PID/syscall, which shows the system call a blocked
+/// process is in; a condition wait, with a time limit.
+#[track_caller]
+fn wait_in_pause(pid: u32) {
+    let path = format!("/proc/{pid}/syscall");
+    let start = std::time::Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{path}: {e} (did the program end?)"));
+        if text.split_whitespace().next() == Some(&libc::SYS_pause.to_string()) {
+            return;
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "process {pid} never blocked in pause(): {text}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Types Ctrl-C on the terminal of a command run by [`Stop::TerminalCtrlC`].
+fn type_ctrl_c(running: &mut Running) {
+    use std::io::Write;
+    let stdin = running.stdin.as_mut().unwrap();
+    stdin.write_all(b"\x03").unwrap();
+    stdin.flush().unwrap();
+}
+
+/// `kill -SIG target` (target: a pid, or `-pgid` for a process group).
+#[track_caller]
+fn kill(sig: i32, target: &str) {
+    let sig = format!("-{sig}");
+    tool(
+        "kill",
+        &[OsStr::new(&sig), OsStr::new("--"), OsStr::new(target)],
+    );
+}
+
+/// How the test stops the running program.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    /// SIGKILL to the program.
+    KillProgram,
+    /// SIGINT to the whole process group, as Ctrl-C does (fctrace gets it
+    /// with si_code SI_USER and passes it on too).
+    CtrlC,
+    /// SIGTERM to fctrace only.
+    TermFctrace,
+    /// SIGINT to fctrace only, with kill(): passed on.
+    IntFctrace,
+    /// Ctrl-C typed on a terminal: the command runs under `script`, in a
+    /// pseudo-terminal whose foreground process group it is; the terminal
+    /// sends SIGINT (si_code SI_KERNEL) to fctrace and the program, and
+    /// fctrace must not pass it on, only wait for the program to end.
+    TerminalCtrlC,
+}
+
+/// Quotes a word for `sh -c`.
+fn sh_quote(word: &OsStr) -> String {
+    format!("'{}'", word.to_str().unwrap().replace('\'', "'\\''"))
+}
+
+/// Runs `endings wait FIFO` natively and under fctrace, each in its own
+/// process group, stops it with `stop` once it is ready; returns both runs
+/// and the trace.
+fn run_stopped(opt: &str, stop: Stop) -> (Run, Run, TraceDir) {
+    let exe = endings(opt);
+    let go = |fctrace: Option<&Path>| -> Run {
+        let fifo = Fifo::new();
+        let fifo_arg = fifo.path.to_str().unwrap().to_string();
+        let mut cmd = match fctrace {
+            Some(dir) => {
+                let mut c = Command::new(fctrace_bin());
+                c.arg("record").arg("-d").arg(dir).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        cmd.args(["wait", &fifo_arg]).process_group(0);
+        if let Stop::TerminalCtrlC = stop {
+            // `script -c` runs `sh -c 'exec COMMAND'` as the foreground
+            // process group of a new pseudo-terminal; what it reads on its
+            // stdin is typed on that terminal. -e: its status is the
+            // command's (128+N for a signal N).
+            let mut line = sh_quote(cmd.get_program());
+            for a in cmd.get_args() {
+                line.push(' ');
+                line.push_str(&sh_quote(a));
+            }
+            let mut script = Command::new("script");
+            script
+                .arg("-qefc")
+                .arg(format!("exec {line}"))
+                .arg("/dev/null")
+                .env("SHELL", "/bin/sh");
+            cmd = script;
+        }
+        let mut running = start(&mut cmd);
+        let top = running.child.id();
+        let program = fifo.wait_ready();
+        wait_in_pause(program);
+        match (stop, fctrace.is_some()) {
+            (Stop::KillProgram, _) => kill(SIGKILL, &program.to_string()),
+            (Stop::CtrlC, _) => kill(SIGINT, &format!("-{top}")),
+            (Stop::TermFctrace, true) => kill(SIGTERM, &top.to_string()),
+            (Stop::TermFctrace, false) => kill(SIGTERM, &program.to_string()),
+            (Stop::IntFctrace, true) => kill(SIGINT, &top.to_string()),
+            (Stop::IntFctrace, false) => kill(SIGINT, &program.to_string()),
+            (Stop::TerminalCtrlC, _) => type_ctrl_c(&mut running),
+        }
+        running.finish()
+    };
+    let native = go(None);
+    let dir = TraceDir::new("endings-stopped");
+    let traced = go(Some(&dir.path));
+    assert!(!traced.stderr.contains("panicked"), "{}", traced.describe());
+    (native, traced, dir)
+}
+
+/// The trace of a program stopped while blocked in pause(): everything
+/// before is there, ready() returned, the rest is open.
+#[track_caller]
+fn check_stopped_trace(dir: &Path, ctx: &str) {
+    let (_, tree) = replay_tree(dir);
+    assert_outline_eq(
+        &own_outline(&tree),
+        &deep_outline(
+            "
+            ready()
+            wait_forever() (open)
+              pause() (open)
+            ",
+        ),
+        ctx,
+    );
+    let rep = report(dir);
+    for (name, n) in [("descend", 6), ("ready", 1), ("pause", 1)] {
+        assert_eq!(rep.calls(name), n, "{ctx}: calls of {name}");
+    }
+}
+
+#[test]
+fn sigkill_of_the_program() {
+    let (native, traced, dir) = run_stopped("-O2", Stop::KillProgram);
+    let ctx = format!("endings wait, SIGKILL (trace {})", dir.path.display());
+    assert_eq!(native.signal(), Some(SIGKILL), "{}", native.describe());
+    assert_same_behaviour(&native, &traced, &ctx);
+    assert_eq!(native.stderr, "start\nleaving\n");
+    check_stopped_trace(&dir.path, &ctx);
+    assert_eq!(
+        info_exit_line(&dir.path),
+        "Exit status:    killed by signal 9 (SIGKILL)"
+    );
+}
+
+#[test]
+fn ctrl_c_to_the_process_group() {
+    let (native, traced, dir) = run_stopped("-O2", Stop::CtrlC);
+    let ctx = format!("endings wait, Ctrl-C (trace {})", dir.path.display());
+    assert_eq!(native.signal(), Some(SIGINT), "{}", native.describe());
+    assert_same_behaviour(&native, &traced, &ctx);
+    check_stopped_trace(&dir.path, &ctx);
+    assert_eq!(
+        info_exit_line(&dir.path),
+        "Exit status:    killed by signal 2 (SIGINT)"
+    );
+}
+
+#[test]
+fn sigterm_to_fctrace_only() {
+    let (native, traced, dir) = run_stopped("-O0", Stop::TermFctrace);
+    let ctx = format!(
+        "endings wait, SIGTERM to fctrace (trace {})",
+        dir.path.display()
+    );
+    assert_eq!(native.signal(), Some(SIGTERM), "{}", native.describe());
+    assert_same_behaviour(&native, &traced, &ctx);
+    check_stopped_trace(&dir.path, &ctx);
+    assert_eq!(
+        info_exit_line(&dir.path),
+        "Exit status:    killed by signal 15 (SIGTERM)"
+    );
+}
+
+/// `kill -INT <fctrace>`: not from the terminal, so the program would not
+/// get it: fctrace passes it on, and the program stops as by Ctrl-C.
+#[test]
+fn sigint_to_fctrace_only() {
+    let (native, traced, dir) = run_stopped("-O0", Stop::IntFctrace);
+    let ctx = format!(
+        "endings wait, SIGINT to fctrace (trace {})",
+        dir.path.display()
+    );
+    assert_eq!(native.signal(), Some(SIGINT), "{}", native.describe());
+    assert_same_behaviour(&native, &traced, &ctx);
+    check_stopped_trace(&dir.path, &ctx);
+}
+
+/// Ctrl-C from a real (pseudo-)terminal: the program and fctrace both get
+/// SIGINT from the kernel; fctrace does not pass it on, waits for the
+/// program, which dies by SIGINT as without fctrace, writes the trace and
+/// dies by SIGINT too (`script -e` reports 130 for both).
+#[test]
+fn ctrl_c_from_a_terminal() {
+    let (native, traced, dir) = run_stopped("-O2", Stop::TerminalCtrlC);
+    let ctx = format!(
+        "endings wait, Ctrl-C on a terminal (trace {})",
+        dir.path.display()
+    );
+    assert_eq!(native.code(), Some(128 + SIGINT), "{}", native.describe());
+    // On a terminal stdout is line-buffered: its line is shown too; the
+    // terminal echoes the Ctrl-C.
+    assert_eq!(
+        native.stdout,
+        "buffered output of wait\r\nstart\r\nleaving\r\n^C",
+        "{}",
+        native.describe()
+    );
+    assert_same_behaviour(&native, &traced, &ctx);
+    check_stopped_trace(&dir.path, &ctx);
+    assert_eq!(
+        info_exit_line(&dir.path),
+        "Exit status:    killed by signal 2 (SIGINT)"
+    );
+}
