@@ -340,8 +340,20 @@ fn instrument_module(
     is_main: bool,
 ) -> Result<Vec<u64>, String> {
     let midx = s.module_index(&m.path, m.base)?;
-    let mut jobs = Vec::new();
-    let mut traced = Vec::new();
+    let mut jobs = Vec::with_capacity(info.functions.len());
+    let mut traced = Vec::with_capacity(info.functions.len());
+    s.functions.reserve(info.functions.len());
+    // The padding after the previous function (runtime addresses: start,
+    // end) and how far that function's patch writes into it: a 2-byte
+    // entry jump may put its trampoline in the rest, so that two functions
+    // never claim the same bytes. Not with -fpatchable-function-entry,
+    // whose nops before a function are that function's.
+    let own_prefix = info
+        .markers
+        .iter()
+        .any(|k| k == "__patchable_function_entries");
+    let mut prev_pad: Option<(u64, u64)> = None;
+    let mut prev_writes_end = 0u64;
     for (k, f) in info.functions.iter().enumerate() {
         let addr = m.base + f.addr;
         // A symbol without a size ends at the latest where the next begins.
@@ -371,8 +383,20 @@ fn instrument_module(
             Err("outside the loaded segments".to_string())
         } else {
             let code = read_code(addr, (pad_end.max(f.addr + size) - f.addr) as usize);
-            patch::plan(addr, size as usize, code)
+            let before = match prev_pad {
+                Some((lo, hi)) if !own_prefix && lo >= m.lo && lo < hi && hi <= addr => {
+                    Some(patch::Before {
+                        at: lo,
+                        bytes: read_code(lo, (hi - lo) as usize),
+                        free_from: prev_writes_end,
+                    })
+                }
+                _ => None,
+            };
+            patch::plan(addr, size as usize, code, patch::Around { before })
         };
+        prev_pad = Some((addr + size, m.base + pad_end.max(f.addr + size)));
+        prev_writes_end = status.as_ref().map_or(0, |p| p.writes_end());
         let mode = if RETURNS_TWICE.contains(&f.name.as_str()) {
             Mode::EntryOnly
         } else {
@@ -442,7 +466,8 @@ fn instrument_main(
             continue;
         }
         let mode = import_mode(&p.name);
-        match patch::plan(addr, p.size as usize, read_code(addr, p.size as usize)) {
+        let code = read_code(addr, p.size as usize);
+        match patch::plan(addr, p.size as usize, code, patch::Around::default()) {
             Ok(plan) => jobs.push(Job {
                 id,
                 plan,

@@ -469,7 +469,9 @@ pub fn watch_thread_exit() {
     let key = EXIT_KEY.load(Ordering::Acquire);
     if key != u64::MAX {
         // SAFETY: a key created above; the value only needs to be non-null.
-        unsafe { libc::pthread_setspecific(key as libc::pthread_key_t, std::ptr::dangling::<c_void>()) };
+        unsafe {
+            libc::pthread_setspecific(key as libc::pthread_key_t, std::ptr::dangling::<c_void>())
+        };
     }
 }
 

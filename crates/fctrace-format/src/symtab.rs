@@ -436,6 +436,32 @@ fn unescape(text: &str) -> Result<String, String> {
 
 /// Writes `s` with `\`, tab, newline and carriage return escaped, without
 /// allocating.
+/// `v` in decimal, in the tail of `buf`.
+fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+/// `v` in lower-case hexadecimal without prefix, in the tail of `buf`.
+fn hex(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b"0123456789abcdef"[(v & 15) as usize];
+        v >>= 4;
+        if v == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
 fn write_escaped(w: &mut impl Write, s: &str) -> io::Result<()> {
     let bytes = s.as_bytes();
     let mut start = 0;
@@ -479,15 +505,27 @@ pub fn write_module(w: &mut impl Write, module: &Module) -> io::Result<()> {
 
 /// Writes one `func` line.
 pub fn write_function(w: &mut impl Write, function: &Function) -> io::Result<()> {
-    write!(
-        w,
-        "func\t{}\t{}\t{:#x}\t{}\t{}\t",
-        function.id,
-        function.module,
-        function.addr,
-        function.size,
-        function.kind.as_str()
-    )?;
+    // Without the formatting machinery: an agent writes one line per
+    // function of every module it instruments (hundreds of thousands).
+    let mut line = [0u8; 96];
+    let mut n = 0;
+    let mut put = |bytes: &[u8]| {
+        line[n..n + bytes.len()].copy_from_slice(bytes);
+        n += bytes.len();
+    };
+    let mut digits = [0u8; 20];
+    put(b"func\t");
+    put(decimal(u64::from(function.id), &mut digits));
+    put(b"\t");
+    put(decimal(u64::from(function.module), &mut digits));
+    put(b"\t0x");
+    put(hex(function.addr, &mut digits));
+    put(b"\t");
+    put(decimal(function.size, &mut digits));
+    put(b"\t");
+    put(function.kind.as_str().as_bytes());
+    put(b"\t");
+    w.write_all(&line[..n])?;
     match &function.status {
         FuncStatus::Traced => w.write_all(b"traced")?,
         FuncStatus::EntryOnly => w.write_all(b"entry-only")?,

@@ -85,7 +85,8 @@ fn name_key(rank: u8, name: &str) -> (u8, usize, usize, &str) {
 }
 
 struct Section<'data> {
-    name: String,
+    /// Shared with every function of the section.
+    name: std::sync::Arc<str>,
     addr: u64,
     size: u64,
     exec: bool,
@@ -214,7 +215,7 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> 
             }
         }
         sections.push(Section {
-            name,
+            name: name.into(),
             addr: sh.sh_addr(endian).into(),
             size: sh.sh_size(endian).into(),
             exec,
@@ -350,12 +351,14 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> 
 /// One [`FuncSym`] per address, with its section index; `pad_end` is left at
 /// `addr + size`.
 fn group_functions(mut candidates: Vec<Candidate>, sections: &[Section]) -> Vec<(FuncSym, usize)> {
-    candidates.sort_by(|a, b| {
+    // Unstable: equal keys are the same name at the same address (a
+    // symbol listed in both tables), interchangeable.
+    candidates.sort_unstable_by(|a, b| {
         a.addr
             .cmp(&b.addr)
             .then_with(|| name_key(a.rank, &a.name).cmp(&name_key(b.rank, &b.name)))
     });
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(candidates.len());
     let mut i = 0;
     while i < candidates.len() {
         let addr = candidates[i].addr;
@@ -374,20 +377,21 @@ fn group_functions(mut candidates: Vec<Candidate>, sections: &[Section]) -> Vec<
             Some(s) if addr.saturating_add(size) <= s.end() => size,
             _ => 0,
         };
+        let (global, section) = (best.global, best.section);
+        let ifunc = group.iter().any(|c| c.ifunc);
         let func = FuncSym {
-            name: best.name.clone(),
+            name: std::mem::take(&mut candidates[i].name),
             aliases,
             addr,
             size,
             pad_end: addr + size,
-            global: best.global,
-            ifunc: group.iter().any(|c| c.ifunc),
+            global,
+            ifunc,
             section: sections
-                .get(best.section)
-                .map(|s| s.name.clone())
-                .unwrap_or_default(),
+                .get(section)
+                .map_or_else(|| std::sync::Arc::from(""), |s| s.name.clone()),
         };
-        out.push((func, best.section));
+        out.push((func, section));
         i = group_end;
     }
     out
@@ -513,7 +517,7 @@ fn imports<Elf: FileHeader<Endian = Endianness>>(
     };
 
     // PLT stubs.
-    let by_name = |n: &str| sections.iter().find(|s| s.name == n && s.exec);
+    let by_name = |n: &str| sections.iter().find(|s| &*s.name == n && s.exec);
     let has_sec = by_name(".plt.sec").or(by_name(".plt.bnd")).is_some();
     let plt_sections: &[&str] = if has_sec {
         &[".plt.sec", ".plt.bnd", ".plt.got"]
@@ -523,12 +527,12 @@ fn imports<Elf: FileHeader<Endian = Endianness>>(
     let mut plt = Vec::new();
     for s in sections
         .iter()
-        .filter(|s| s.exec && plt_sections.contains(&s.name.as_str()))
+        .filter(|s| s.exec && plt_sections.contains(&&*s.name))
     {
         let stride = match s.entsize {
             8 | 16 => s.entsize,
-            _ if s.name == ".plt.got" && !s.bytes.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa]) => 8,
-            _ if s.name == ".plt.bnd" => 8,
+            _ if &*s.name == ".plt.got" && !s.bytes.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa]) => 8,
+            _ if &*s.name == ".plt.bnd" => 8,
             _ => 16,
         };
         for (k, entry) in s.bytes.chunks(stride as usize).enumerate() {

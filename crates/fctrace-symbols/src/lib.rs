@@ -150,8 +150,9 @@ pub struct FuncSym {
     pub global: bool,
     /// `STT_GNU_IFUNC`: `addr` is the resolver, not the function.
     pub ifunc: bool,
-    /// Name of the containing section, e.g. ".text".
-    pub section: String,
+    /// Name of the containing section, e.g. ".text" (shared by the
+    /// functions of a section: a program may have hundreds of thousands).
+    pub section: std::sync::Arc<str>,
 }
 
 impl FuncSym {

@@ -135,7 +135,7 @@ fn check_invariants(info: &ElfInfo, data: &[u8]) {
             assert!(f.pad_end >= f.end(), "{f:?}");
             assert!(f.pad_end - f.end() < 256, "{f:?}");
         }
-        let (s, e) = sections[&f.section];
+        let (s, e) = sections[&*f.section];
         assert!(f.addr >= s && f.addr < e, "{f:?}");
     }
     for w in info.plt.windows(2) {
@@ -435,7 +435,7 @@ fn gcc_variants() {
             assert!(!f.ifunc);
             if !name.starts_with("_init") && !name.starts_with("_fini") {
                 assert!(f.size > 0 && f.size < 1024, "{f:?}");
-                assert_eq!(f.section, ".text");
+                assert_eq!(&*f.section, ".text");
             }
         }
         let sq = func(&info, "square");

@@ -162,15 +162,11 @@ fn many_switches(opt: &str, record_opts: &'static [&'static str]) {
     let args = ["all", "3000"];
     let native = run_native(&exe, &args);
     let rec = record(&exe, &args, record_opts);
-    assert_eq!(rec.run.stdout, native.stdout, "{}", rec.run.describe());
-    assert_eq!(rec.run.stderr, native.stderr, "{}", rec.run.describe());
     let ctx = format!("trace {}", rec.dir.path.display());
+    assert_same_behaviour(&native, &rec.run, &ctx);
     let replay = replay(&rec.dir.path);
     let main = replay.main();
-    assert!(main.closed, "{ctx}: main() not closed");
-    main.walk(&mut Vec::new(), &mut |n, path| {
-        assert!(n.closed, "{ctx}: {} open under {path:?}", n.label);
-    });
+    assert_all_closed(std::slice::from_ref(main), &ctx);
     // Each coroutine's calls stay where they ran.
     assert_eq!(main.count("bump()"), 2 * 3000 + 2, "{ctx}");
     main.walk(&mut Vec::new(), &mut |n, path| {

@@ -32,7 +32,7 @@ fn check_deep_thread(dir: &std::path::Path, ctx: &str) -> u64 {
         .spawn()
         .expect("fctrace replay");
     let mut out = BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
-    let mut tid: Option<String> = None;
+    let mut tid: Option<u64> = None;
     let mut seen = 0u64;
     let mut buf = Vec::with_capacity(512);
     loop {
@@ -43,25 +43,17 @@ fn check_deep_thread(dir: &std::path::Path, ctx: &str) -> u64 {
         let l = std::str::from_utf8(&buf)
             .expect("replay output is text")
             .trim_end_matches('\n');
-        let Some((head, rest)) = l.split_once(" | ") else {
+        if !l.contains(" | ") {
             continue;
-        };
-        let this_tid = head
-            .rsplit('[')
-            .next()
-            .unwrap_or("")
-            .trim_end_matches(']')
-            .trim();
-        let spaces = rest.bytes().take_while(|&b| b == b' ').count();
-        let mut text = &rest[spaces..];
-        let mut depth = (spaces / 2) as u64;
-        if let Some(t) = text.strip_prefix("(depth ") {
-            let (n, t) = t.split_once(") ").expect("`(depth N) `");
-            depth = n.parse().expect("a depth");
-            text = t;
         }
-        match &tid {
-            None if text == "deep() {" => tid = Some(this_tid.to_string()),
+        let ReplayLine {
+            tid: this_tid,
+            depth,
+            text,
+            ..
+        } = split_replay_line(l).unwrap_or_else(|e| panic!("{ctx}: {e}: {l:?}"));
+        match tid {
+            None if text == "deep() {" => tid = Some(this_tid),
             Some(t) if t == this_tid => {}
             _ => continue,
         }
@@ -79,7 +71,7 @@ fn check_deep_thread(dir: &std::path::Path, ctx: &str) -> u64 {
         } else {
             (0, "} /* deep */")
         };
-        if depth != want_depth || text != want {
+        if depth as u64 != want_depth || text != want {
             let _ = child.kill();
             let _ = child.wait();
             panic!("{ctx}: line {k} of the deep thread: {l:?}, expected {want:?} at depth {want_depth}");
@@ -98,8 +90,7 @@ fn a_million_calls_deep() {
         let native = run_native(&exe, &[]);
         assert_eq!(native.stdout, format!("depth: {N}\n"));
         let rec = record(&exe, &[], &[]);
-        assert_eq!(rec.run.stdout, native.stdout);
-        assert_eq!(rec.run.stderr, native.stderr);
+        assert_same_behaviour(&native, &rec.run, opt);
         let rep = report(&rec.dir.path);
         assert_eq!(rep.lost_events, 0);
         let cg = callgrind(&exe, &[]);

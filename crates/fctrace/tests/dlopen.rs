@@ -140,18 +140,15 @@ fn check(opt: &str, record_opts: &'static [&'static str], rounds: usize, tree: O
     let native = run_native(&exe, &args);
     assert_eq!(native.stdout, stdout_for(rounds), "{}", native.describe());
     let rec = record(&exe, &args, record_opts);
-    assert_eq!(rec.run.stdout, native.stdout, "{}", rec.run.describe());
-    assert_eq!(rec.run.stderr, native.stderr, "{}", rec.run.describe());
     let ctx = format!(
         "{} {record_opts:?} (trace {})",
         exe.display(),
         rec.dir.path.display()
     );
+    assert_same_behaviour(&native, &rec.run, &ctx);
     let replay = replay(&rec.dir.path);
     let main = replay.main();
-    main.walk(&mut Vec::new(), &mut |n, path| {
-        assert!(n.closed, "{ctx}: {} open under {path:?}", n.label);
-    });
+    assert_all_closed(std::slice::from_ref(main), &ctx);
     if let Some(round) = tree {
         let kept = project(std::slice::from_ref(main), &|l| KEEP.contains(&l));
         assert_outline_eq(&outline(&kept), &expected(round, rounds), &ctx);

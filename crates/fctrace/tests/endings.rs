@@ -14,19 +14,14 @@
 mod common;
 
 use common::*;
+use libc::{SIGABRT, SIGINT, SIGKILL, SIGSEGV, SIGTERM};
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
-
-const SIGINT: i32 = 2;
-const SIGABRT: i32 = 6;
-const SIGKILL: i32 = 9;
-const SIGSEGV: i32 = 11;
-const SIGTERM: i32 = 15;
 
 /// Time limit for a program to get ready, or for fctrace to end.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -66,79 +61,12 @@ fn deep_outline(inner: &str) -> String {
     s
 }
 
-/// Whether a replay line is a signal marker (`/* signal SIGSEGV */`).
-fn is_signal_line(line: &str) -> bool {
-    line.split_once("] | ")
-        .is_some_and(|(_, rest)| rest.trim_start().starts_with("/* signal "))
-}
-
-/// The replay text and its tree; signal markers (which the harness's
-/// parser does not know) are left out of the tree.
-#[track_caller]
-fn replay_tree(dir: &Path) -> (String, Replay) {
-    let text = replay_text(dir);
-    let calls: String = text
-        .lines()
-        .filter(|l| !is_signal_line(l))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let tree = parse_replay(&calls).unwrap_or_else(|e| {
-        panic!(
-            "replay of {} is not a well-formed call tree: {e}\n{}",
-            dir.display(),
-            clip(&text, 8000)
-        )
-    });
-    (text, tree)
-}
-
-/// The main thread's tree projected on [`OWN`], as an outline.
+/// The main thread's tree projected on [`OWN`] (signal markers left out),
+/// as an outline.
 #[track_caller]
 fn own_outline(tree: &Replay) -> String {
     let main = tree.main_thread().expect("a thread runs main()");
     outline(&project(&main.roots, &|l| OWN.contains(&l)))
-}
-
-/// `fctrace record -d DIR exe args`, whatever its ending; only checks that
-/// fctrace did not panic.
-fn record_raw(exe: &Path, args: &[&str]) -> (TraceDir, Run) {
-    let dir = TraceDir::new("endings");
-    let r = run_with_timeout(
-        Command::new(fctrace_bin())
-            .arg("record")
-            .arg("-d")
-            .arg(&dir.path)
-            .arg(exe)
-            .args(args),
-        LIMIT,
-    );
-    assert!(!r.stderr.contains("panicked"), "{}", r.describe());
-    (dir, r)
-}
-
-/// The same stdout, stderr and status (code or signal) natively and under
-/// fctrace.
-#[track_caller]
-fn assert_same_behaviour(native: &Run, traced: &Run, ctx: &str) {
-    assert_eq!(
-        (native.code(), native.signal()),
-        (traced.code(), traced.signal()),
-        "{ctx}: exit status\n--- native ---\n{}\n--- fctrace ---\n{}",
-        native.describe(),
-        traced.describe()
-    );
-    assert_eq!(
-        native.stdout,
-        traced.stdout,
-        "{ctx}: stdout\n{}",
-        traced.describe()
-    );
-    assert_eq!(
-        native.stderr,
-        traced.stderr,
-        "{ctx}: stderr\n{}",
-        traced.describe()
-    );
 }
 
 /// `fctrace info`'s exit status line.
@@ -172,11 +100,11 @@ fn exit_from_deep_inside() {
         assert_eq!(native.code(), Some(3), "{}", native.describe());
         assert_eq!(native.stdout, "buffered output of exit\n");
         assert_eq!(native.stderr, "start\nleaving\natexit handler\n");
-        let (dir, traced) = record_raw(&exe, &["exit", "3"]);
+        let Recorded { dir, run: traced } = record_any(&exe, &["exit", "3"], &[]);
         let ctx = format!("endings {opt} exit 3 (trace {})", dir.path.display());
         assert_same_behaviour(&native, &traced, &ctx);
 
-        let (_, tree) = replay_tree(&dir.path);
+        let tree = replay(&dir.path);
         // exit() never returns: every frame under main stays open; the
         // atexit handler, called by exit(), returns.
         assert_outline_eq(
@@ -220,10 +148,10 @@ fn underscore_exit_from_deep_inside() {
         // No atexit handler, stdout's buffer is lost.
         assert_eq!(native.stdout, "");
         assert_eq!(native.stderr, "start\nleaving\n");
-        let (dir, traced) = record_raw(&exe, &["_exit", "4"]);
+        let Recorded { dir, run: traced } = record_any(&exe, &["_exit", "4"], &[]);
         let ctx = format!("endings {opt} _exit 4 (trace {})", dir.path.display());
         assert_same_behaviour(&native, &traced, &ctx);
-        let (_, tree) = replay_tree(&dir.path);
+        let tree = replay(&dir.path);
         assert_outline_eq(&own_outline(&tree), &deep_outline("_exit() (open)"), &ctx);
         assert_eq!(report(&dir.path).calls("descend"), 6, "{ctx}");
         assert_counts_match_callgrind(&exe, &["_exit", "0"], &CompareOptions::default());
@@ -236,11 +164,11 @@ fn abort_from_deep_inside() {
         let exe = endings(opt);
         let native = run_with_timeout(Command::new(&exe).arg("abort"), LIMIT);
         assert_eq!(native.signal(), Some(SIGABRT), "{}", native.describe());
-        let (dir, traced) = record_raw(&exe, &["abort"]);
+        let Recorded { dir, run: traced } = record_any(&exe, &["abort"], &[]);
         let ctx = format!("endings {opt} abort (trace {})", dir.path.display());
         // fctrace finishes the trace, then dies by SIGABRT too.
         assert_same_behaviour(&native, &traced, &ctx);
-        let (_, tree) = replay_tree(&dir.path);
+        let tree = replay(&dir.path);
         assert_outline_eq(&own_outline(&tree), &deep_outline("abort() (open)"), &ctx);
         let rep = report(&dir.path);
         assert_eq!((rep.calls("descend"), rep.calls("abort")), (6, 1), "{ctx}");
@@ -257,10 +185,10 @@ fn segfault_deep_inside() {
         let exe = endings(opt);
         let native = run_with_timeout(Command::new(&exe).arg("segv"), LIMIT);
         assert_eq!(native.signal(), Some(SIGSEGV), "{}", native.describe());
-        let (dir, traced) = record_raw(&exe, &["segv"]);
+        let Recorded { dir, run: traced } = record_any(&exe, &["segv"], &[]);
         let ctx = format!("endings {opt} segv (trace {})", dir.path.display());
         assert_same_behaviour(&native, &traced, &ctx);
-        let (_, tree) = replay_tree(&dir.path);
+        let tree = replay(&dir.path);
         assert_outline_eq(&own_outline(&tree), &deep_outline("crash() (open)"), &ctx);
         assert_eq!(report(&dir.path).calls("crash"), 1, "{ctx}");
         assert_eq!(
@@ -277,9 +205,9 @@ fn segfault_deep_inside() {
 fn segfault_signal_is_the_last_event() {
     for opt in ["-O0", "-O2"] {
         let exe = endings(opt);
-        let (dir, traced) = record_raw(&exe, &["segv"]);
+        let Recorded { dir, run: traced } = record_any(&exe, &["segv"], &[]);
         assert_eq!(traced.signal(), Some(SIGSEGV), "{}", traced.describe());
-        let (text, _) = replay_tree(&dir.path);
+        let (text, _) = replay_with_text(&dir.path);
         let lines = first_task_lines(&text);
         let last_event = lines
             .iter()
@@ -294,11 +222,7 @@ fn segfault_signal_is_the_last_event() {
             "endings {opt} segv: the last event is the signal, inside crash()\n{}",
             clip(&text, 6000)
         );
-        assert_eq!(
-            lines.iter().filter(|l| is_signal_line(l)).count(),
-            1,
-            "{text}"
-        );
+        assert_eq!(marker_lines(lines.iter().copied()).len(), 1, "{text}");
     }
 }
 
@@ -354,58 +278,6 @@ impl Fifo {
     }
 }
 
-/// A started command whose output is being collected.
-struct Running {
-    child: Child,
-    stdin: Option<std::process::ChildStdin>,
-    cmdline: String,
-    out: std::thread::JoinHandle<Vec<u8>>,
-    err: std::thread::JoinHandle<Vec<u8>>,
-}
-
-fn start(cmd: &mut Command) -> Running {
-    let cmdline = format!("{cmd:?}");
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let stdin = child.stdin.take();
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = so.read_to_end(&mut v);
-        v
-    });
-    let err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = se.read_to_end(&mut v);
-        v
-    });
-    Running {
-        child,
-        stdin,
-        cmdline,
-        out,
-        err,
-    }
-}
-
-impl Running {
-    /// Waits for the end (no time limit needed: the caller has already
-    /// made the program end; the readiness wait has its own limit).
-    fn finish(mut self) -> Run {
-        drop(self.stdin.take());
-        let status = self.child.wait().unwrap();
-        Run {
-            cmdline: self.cmdline,
-            status,
-            stdout: String::from_utf8_lossy(&self.out.join().unwrap()).into_owned(),
-            stderr: String::from_utf8_lossy(&self.err.join().unwrap()).into_owned(),
-        }
-    }
-}
-
 /// Waits until process `pid` is blocked in pause() (its readiness line is
 /// written just before: this makes the state the test stops it in exact).
 /// Watches /proc/PID/syscall, which shows the system call a blocked
@@ -429,7 +301,7 @@ fn wait_in_pause(pid: u32) {
 }
 
 /// Types Ctrl-C on the terminal of a command run by [`Stop::TerminalCtrlC`].
-fn type_ctrl_c(running: &mut Running) {
+fn type_ctrl_c(running: &mut Spawned) {
     use std::io::Write;
     let stdin = running.stdin.as_mut().unwrap();
     stdin.write_all(b"\x03").unwrap();
@@ -471,9 +343,11 @@ fn sh_quote(word: &OsStr) -> String {
 }
 
 /// Runs `endings wait FIFO` natively and under fctrace, each in its own
-/// process group, stops it with `stop` once it is ready; returns both runs
-/// and the trace.
-fn run_stopped(opt: &str, stop: Stop) -> (Run, Run, TraceDir) {
+/// process group, stops it with `stop` once it is ready; asserts both
+/// behave the same and the trace is that of the stopped program
+/// ([`check_stopped_trace`]). Returns the native run and the trace.
+#[track_caller]
+fn run_stopped(opt: &str, stop: Stop, what: &str) -> (Run, TraceDir) {
     let exe = endings(opt);
     let go = |fctrace: Option<&Path>| -> Run {
         let fifo = Fifo::new();
@@ -505,7 +379,7 @@ fn run_stopped(opt: &str, stop: Stop) -> (Run, Run, TraceDir) {
                 .env("SHELL", "/bin/sh");
             cmd = script;
         }
-        let mut running = start(&mut cmd);
+        let mut running = spawn_captured(&mut cmd, Stdio::piped());
         let top = running.child.id();
         let program = fifo.wait_ready();
         wait_in_pause(program);
@@ -523,15 +397,18 @@ fn run_stopped(opt: &str, stop: Stop) -> (Run, Run, TraceDir) {
     let native = go(None);
     let dir = TraceDir::new("endings-stopped");
     let traced = go(Some(&dir.path));
-    assert!(!traced.stderr.contains("panicked"), "{}", traced.describe());
-    (native, traced, dir)
+    assert_recorder_ending(&traced, &dir.path);
+    let ctx = format!("endings wait, {what} (trace {})", dir.path.display());
+    assert_same_behaviour(&native, &traced, &ctx);
+    check_stopped_trace(&dir.path, &ctx);
+    (native, dir)
 }
 
 /// The trace of a program stopped while blocked in pause(): everything
 /// before is there, ready() returned, the rest is open.
 #[track_caller]
 fn check_stopped_trace(dir: &Path, ctx: &str) {
-    let (_, tree) = replay_tree(dir);
+    let tree = replay(dir);
     assert_outline_eq(
         &own_outline(&tree),
         &deep_outline(
@@ -551,12 +428,9 @@ fn check_stopped_trace(dir: &Path, ctx: &str) {
 
 #[test]
 fn sigkill_of_the_program() {
-    let (native, traced, dir) = run_stopped("-O2", Stop::KillProgram);
-    let ctx = format!("endings wait, SIGKILL (trace {})", dir.path.display());
+    let (native, dir) = run_stopped("-O2", Stop::KillProgram, "SIGKILL");
     assert_eq!(native.signal(), Some(SIGKILL), "{}", native.describe());
-    assert_same_behaviour(&native, &traced, &ctx);
     assert_eq!(native.stderr, "start\nleaving\n");
-    check_stopped_trace(&dir.path, &ctx);
     assert_eq!(
         info_exit_line(&dir.path),
         "Exit status:    killed by signal 9 (SIGKILL)"
@@ -565,11 +439,8 @@ fn sigkill_of_the_program() {
 
 #[test]
 fn ctrl_c_to_the_process_group() {
-    let (native, traced, dir) = run_stopped("-O2", Stop::CtrlC);
-    let ctx = format!("endings wait, Ctrl-C (trace {})", dir.path.display());
+    let (native, dir) = run_stopped("-O2", Stop::CtrlC, "Ctrl-C");
     assert_eq!(native.signal(), Some(SIGINT), "{}", native.describe());
-    assert_same_behaviour(&native, &traced, &ctx);
-    check_stopped_trace(&dir.path, &ctx);
     assert_eq!(
         info_exit_line(&dir.path),
         "Exit status:    killed by signal 2 (SIGINT)"
@@ -578,14 +449,8 @@ fn ctrl_c_to_the_process_group() {
 
 #[test]
 fn sigterm_to_fctrace_only() {
-    let (native, traced, dir) = run_stopped("-O0", Stop::TermFctrace);
-    let ctx = format!(
-        "endings wait, SIGTERM to fctrace (trace {})",
-        dir.path.display()
-    );
+    let (native, dir) = run_stopped("-O0", Stop::TermFctrace, "SIGTERM to fctrace");
     assert_eq!(native.signal(), Some(SIGTERM), "{}", native.describe());
-    assert_same_behaviour(&native, &traced, &ctx);
-    check_stopped_trace(&dir.path, &ctx);
     assert_eq!(
         info_exit_line(&dir.path),
         "Exit status:    killed by signal 15 (SIGTERM)"
@@ -596,14 +461,8 @@ fn sigterm_to_fctrace_only() {
 /// get it: fctrace passes it on, and the program stops as by Ctrl-C.
 #[test]
 fn sigint_to_fctrace_only() {
-    let (native, traced, dir) = run_stopped("-O0", Stop::IntFctrace);
-    let ctx = format!(
-        "endings wait, SIGINT to fctrace (trace {})",
-        dir.path.display()
-    );
+    let (native, _dir) = run_stopped("-O0", Stop::IntFctrace, "SIGINT to fctrace");
     assert_eq!(native.signal(), Some(SIGINT), "{}", native.describe());
-    assert_same_behaviour(&native, &traced, &ctx);
-    check_stopped_trace(&dir.path, &ctx);
 }
 
 /// Ctrl-C from a real (pseudo-)terminal: the program and fctrace both get
@@ -612,11 +471,7 @@ fn sigint_to_fctrace_only() {
 /// dies by SIGINT too (`script -e` reports 130 for both).
 #[test]
 fn ctrl_c_from_a_terminal() {
-    let (native, traced, dir) = run_stopped("-O2", Stop::TerminalCtrlC);
-    let ctx = format!(
-        "endings wait, Ctrl-C on a terminal (trace {})",
-        dir.path.display()
-    );
+    let (native, dir) = run_stopped("-O2", Stop::TerminalCtrlC, "Ctrl-C on a terminal");
     assert_eq!(native.code(), Some(128 + SIGINT), "{}", native.describe());
     // On a terminal stdout is line-buffered: its line is shown too; the
     // terminal echoes the Ctrl-C.
@@ -626,8 +481,6 @@ fn ctrl_c_from_a_terminal() {
         "{}",
         native.describe()
     );
-    assert_same_behaviour(&native, &traced, &ctx);
-    check_stopped_trace(&dir.path, &ctx);
     assert_eq!(
         info_exit_line(&dir.path),
         "Exit status:    killed by signal 2 (SIGINT)"

@@ -12,7 +12,6 @@ use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn exits(opt: &str) -> PathBuf {
     c_program("exits.c", opt, &[opt])
@@ -86,19 +85,13 @@ fn program_not_found() {
 #[test]
 fn program_found_in_path() {
     let exe = exits("-O0");
-    let dir = TraceDir::new("path");
     let path = format!(
         "{}:{}",
         exe.parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let r = run(std::process::Command::new(fctrace_bin())
-        .env("PATH", path)
-        .arg("record")
-        .arg("-d")
-        .arg(&dir.path)
-        .arg(exe.file_name().unwrap())
-        .args(["args", "x"]));
+    let bare = Path::new(exe.file_name().unwrap());
+    let r = record_env(bare, &["args", "x"], &[("PATH", &path)]).run;
     assert_no_panic(&r);
     assert!(r.success(), "{}", r.describe());
     assert_eq!(r.stdout, "[x]\n");
@@ -470,20 +463,8 @@ fn record_exit_status_of_a_killed_program() {
         (libc::SIGKILL, "SIGKILL"),
     ] {
         // fctrace writes the trace, then dies by the same signal as the
-        // program (so a shell sees the same status): not through
-        // `record_any`, which takes any death by a signal for a crash.
-        let dir = TraceDir::new("exits-signal");
-        let sig_arg = sig.to_string();
-        let r = run(Command::new(fctrace_bin()).args([
-            OsStr::new("record"),
-            OsStr::new("-d"),
-            dir.path.as_os_str(),
-            exe.as_os_str(),
-            OsStr::new("signal"),
-            OsStr::new(&sig_arg),
-        ]));
-        assert!(!r.stderr.contains("panicked"), "{}", r.describe());
-        let rec = Recorded { dir, run: r };
+        // program (so a shell sees the same status).
+        let rec = record_any(&exe, &["signal", &sig.to_string()], &[]);
         assert_eq!(
             rec.run.signal(),
             Some(sig),
@@ -492,7 +473,7 @@ fn record_exit_status_of_a_killed_program() {
         );
         // What was recorded before the signal is readable: main() never
         // returned, work() did.
-        let replay = replay_without_signals(&rec.dir.path);
+        let replay = replay(&rec.dir.path);
         let main = replay
             .main_thread()
             .and_then(|t| t.find("main()"))
@@ -503,21 +484,6 @@ fn record_exit_status_of_a_killed_program() {
             outline(std::slice::from_ref(main))
         );
     }
-}
-
-/// `replay`, parsed, without its signal markers (`/* signal SIGABRT */`
-/// lines, which the harness's parser does not know).
-#[track_caller]
-fn replay_without_signals(dir: &Path) -> Replay {
-    let text: String = replay_text(dir)
-        .lines()
-        .filter(|l| {
-            !l.split_once("] | ")
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with("/* signal "))
-        })
-        .map(|l| format!("{l}\n"))
-        .collect();
-    parse_replay(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
 /// Everything after PROGRAM is the program's, options included.

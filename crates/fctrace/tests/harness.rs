@@ -377,3 +377,127 @@ fn replay_parser_reads_not_returned_frames() {
         "main() (open)\n  work()\n  raise() (open)\n"
     );
 }
+
+/// What replay prints besides calls, written from its documentation
+/// (src/output/tree.rs): `# task N:` headers (an exec'd program is a new
+/// task with the same tid: another tree), signal markers (leaves at the
+/// interrupted call's depth, which `strip_markers` removes and
+/// `marker_lines` lists), and a fork child's first line, the exit of the
+/// `fork` its parent entered (it closes nothing).
+#[test]
+fn replay_parser_reads_tasks_and_signal_markers() {
+    let text = "\
+# DURATION     TID     FUNCTION
+# task 0: pid 7, tid 7 (prog), /bin/prog, the program started
+            [    7] | main() {
+            [    7] |   raise() {
+            [    7] |     /* signal SIGUSR1 */
+   0.100 us [    7] |     on_usr1();
+   1.000 us [    7] |   } /* raise */
+   0.200 us [    7] |   fork();
+            [    7] |   execl() {
+            [    7] |   } /* execl */ (not returned)
+            [    7] | } /* main */ (not returned)
+
+# task 1: pid 8, tid 8 (prog), /bin/prog, forked by task 0
+   1.000 us [    8] | } /* fork */ (entry not recorded)
+   0.500 us [    8] | work();
+
+# task 2: pid 7, tid 7 (other), /bin/other, exec by task 0
+   0.300 us [    7] | main();
+";
+    let r = parse_replay(text).unwrap();
+    assert_eq!(
+        r.threads
+            .iter()
+            .map(|t| (t.task, t.tid))
+            .collect::<Vec<_>>(),
+        [(Some(0), 7), (Some(1), 8), (Some(2), 7)]
+    );
+    assert_eq!(
+        outline(&r.threads[0].roots),
+        expected_outline(
+            "
+            main() (open)
+              raise()
+                /* signal SIGUSR1 */
+                on_usr1()
+              fork()
+              execl() (open)
+            "
+        )
+    );
+    assert!(is_marker(
+        &r.threads[0].roots[0].children[0].children[0].label
+    ));
+    assert_eq!(
+        outline(&strip_markers(&r.threads[0].roots)),
+        expected_outline(
+            "
+            main() (open)
+              raise()
+                on_usr1()
+              fork()
+              execl() (open)
+            "
+        )
+    );
+    assert_eq!(r.count("/* signal SIGUSR1 */"), 1);
+    assert_eq!(r.without_markers().count("/* signal SIGUSR1 */"), 0);
+    assert_eq!(r.without_markers().count("on_usr1()"), 1);
+    assert_eq!(marker_lines(text.lines()), [(2, "/* signal SIGUSR1 */")]);
+    assert_eq!(outline(&r.threads[1].roots), "work()\n");
+    assert_eq!(outline(&r.threads[2].roots), "main()\n");
+
+    let misplaced_marker = "            [ 1] | main() {\n            [ 1] | /* signal SIGUSR1 */\n";
+    assert!(parse_replay(misplaced_marker).is_err());
+    let fork_exit_inside_a_call =
+        "            [ 1] | main() {\n   1.0 us [ 1] |   } /* fork */ (entry not recorded)\n";
+    assert!(parse_replay(fork_exit_inside_a_call).is_err());
+}
+
+/// Beyond the indentation cap (depth 100) lines keep the cap's indentation
+/// and say their depth: `(depth N) `.
+#[test]
+fn replay_parser_reads_depth_prefixes() {
+    const CAP: usize = 100;
+    const DEEPEST: usize = 103;
+    let indent = |depth: usize| {
+        if depth <= CAP {
+            "  ".repeat(depth)
+        } else {
+            format!("{}(depth {depth}) ", "  ".repeat(CAP))
+        }
+    };
+    let mut text = String::new();
+    for d in 0..DEEPEST {
+        text.push_str(&format!("            [ 1] | {}f() {{\n", indent(d)));
+    }
+    text.push_str(&format!("   1.0 us [ 1] | {}leaf();\n", indent(DEEPEST)));
+    for d in (0..DEEPEST).rev() {
+        text.push_str(&format!("   1.0 us [ 1] | {}}} /* f */\n", indent(d)));
+    }
+    let line = text.lines().nth(CAP + 1).unwrap();
+    assert_eq!(
+        split_replay_line(line),
+        Ok(ReplayLine {
+            duration: "",
+            tid: 1,
+            depth: CAP + 1,
+            text: "f() {"
+        })
+    );
+    let r = parse_replay(&text).unwrap();
+    let mut n = &r.threads[0].roots[0];
+    let mut depth = 0;
+    while let [child] = n.children.as_slice() {
+        assert_eq!(n.label, "f()");
+        assert!(n.closed);
+        n = child;
+        depth += 1;
+    }
+    assert_eq!((depth, n.label.as_str()), (DEEPEST, "leaf()"));
+    // A prefix that disagrees with the calls open is an error.
+    let wrong = text.replace("(depth 102) f() {", "(depth 101) f() {");
+    assert!(parse_replay(&wrong).is_err());
+}

@@ -5,11 +5,9 @@
 //! both longjmp and siglongjmp become `__longjmp_chk`).
 
 mod common;
-mod unwinding;
 
 use common::*;
 use std::path::PathBuf;
-use unwinding::*;
 
 fn builds() -> Vec<(&'static str, PathBuf)> {
     vec![
@@ -20,6 +18,16 @@ fn builds() -> Vec<(&'static str, PathBuf)> {
             c_program("longjmp.c", "-O2-fortify", &["-O2", "-D_FORTIFY_SOURCE=2"]),
         ),
     ]
+}
+
+/// The names of a build's longjmp, siglongjmp and printf calls: with
+/// _FORTIFY_SOURCE, `__longjmp_chk` for both jumps and `__printf_chk`.
+fn call_names(opt: &str) -> (&'static str, &'static str, &'static str) {
+    if opt.contains("fortify") {
+        ("__longjmp_chk", "__longjmp_chk", "__printf_chk")
+    } else {
+        ("longjmp", "siglongjmp", "printf")
+    }
 }
 
 /// The tree of `./longjmp tree`, from the source; `lj`, `slj` and `pf`
@@ -67,13 +75,8 @@ fn longjmp_tree() {
         let native = run_native(&exe, &["tree"]);
         assert_eq!(native.stdout, "tree: a=2 b=-7 c=-4 d=-9\n");
         let rec = record(&exe, &["tree"], &[]);
-        assert_eq!(rec.run.stdout, native.stdout, "{}", rec.run.describe());
-        assert_eq!(rec.run.stderr, native.stderr);
-        let (lj, slj, pf) = if opt.contains("fortify") {
-            ("__longjmp_chk", "__longjmp_chk", "__printf_chk")
-        } else {
-            ("longjmp", "siglongjmp", "printf")
-        };
+        assert_same_behaviour(&native, &rec.run, opt);
+        let (lj, slj, pf) = call_names(opt);
         let replay = replay(&rec.dir.path);
         assert_outline_eq(
             &outline(std::slice::from_ref(replay.main())),
@@ -101,8 +104,7 @@ fn longjmp_loop_counts_match_callgrind() {
         assert_eq!(rep.calls("_setjmp"), 3 * N, "{opt}");
         assert_eq!(rep.calls("__sigsetjmp"), N, "{opt}");
         let rec = record(&exe, &args, &[]);
-        assert_eq!(rec.run.stdout, native.stdout);
-        assert_eq!(rec.run.stderr, native.stderr);
+        assert_same_behaviour(&native, &rec.run, opt);
         let replay = replay(&rec.dir.path);
         let main = replay.main();
         let mut top: std::collections::BTreeMap<&str, u64> = Default::default();
@@ -110,18 +112,14 @@ fn longjmp_loop_counts_match_callgrind() {
             assert!(c.closed && !c.unwound, "{opt}: {c:?}");
             *top.entry(c.label.as_str()).or_default() += 1;
         }
-        let pf = if opt.contains("fortify") {
-            "__printf_chk()"
-        } else {
-            "printf()"
-        };
+        let pf = format!("{}()", call_names(opt).2);
         let want: std::collections::BTreeMap<&str, u64> = [
             ("strcmp()", 4), // main compares argv[1] with "flat", "late", "signal", "loop"
             // glibc's headers turn atoi into strtol when optimising
             (if opt == "-O0" { "atoi()" } else { "strtol()" }, 1),
             ("pcall()", 2 * N),
             ("sig_pcall()", N),
-            (pf, 1),
+            (pf.as_str(), 1),
         ]
         .into_iter()
         .collect();
@@ -139,11 +137,7 @@ fn siglongjmp_out_of_signal_handler() {
     const N: u64 = 2000;
     let n = N.to_string();
     for (opt, exe) in builds() {
-        let slj = if opt.contains("fortify") {
-            "__longjmp_chk"
-        } else {
-            "siglongjmp"
-        };
+        let (_, slj, _) = call_names(opt);
         let args = ["signal", n.as_str()];
         let native = run_native(&exe, &args);
         assert_eq!(
@@ -159,14 +153,11 @@ fn siglongjmp_out_of_signal_handler() {
         assert_eq!(rep.calls("raise"), N, "{opt}");
         assert_eq!(rep.calls("sig_handler_pcall"), N, "{opt}");
         let rec = record(&exe, &args, &[]);
-        assert_eq!(rec.run.stdout, native.stdout);
-        assert_eq!(rec.run.stderr, native.stderr);
-        let (text, replay) = replay_calls(&rec.dir.path);
-        let signals = text
-            .lines()
-            .filter(|l| l.ends_with("/* signal SIGUSR1 */"))
-            .count() as u64;
+        assert_same_behaviour(&native, &rec.run, opt);
+        let replay = replay(&rec.dir.path);
+        let signals = replay.count("/* signal SIGUSR1 */") as u64;
         assert_eq!(signals, N, "{opt}: signal markers");
+        let replay = replay.without_markers();
         let main = replay.main();
         // Each handler's calls (on_usr1, siglongjmp) follow its marker
         // inside raise(), and are left by the jump like the frames below.
@@ -212,15 +203,10 @@ fn setjmp_called_again_right_after_the_jump() {
         let (rep, _) = assert_counts_match_callgrind(&exe, &args, &CompareOptions::default());
         assert_eq!(rep.calls("_setjmp"), N, "{opt}");
         assert_eq!(rep.calls("flat_deep"), N, "{opt}");
-        let lj = if opt.contains("fortify") {
-            "__longjmp_chk"
-        } else {
-            "longjmp"
-        };
+        let (lj, _, _) = call_names(opt);
         assert_eq!(rep.calls(lj), N, "{opt}");
         let rec = record(&exe, &args, &[]);
-        assert_eq!(rec.run.stdout, native.stdout);
-        assert_eq!(rec.run.stderr, native.stderr);
+        assert_same_behaviour(&native, &rec.run, opt);
         let replay = replay(&rec.dir.path);
         let main = replay.main();
         let deep: Vec<&Node> = main
@@ -255,19 +241,9 @@ fn longjmp_exits_are_recorded_at_the_jump() {
         let native = run_native(&exe, &args);
         assert_eq!(native.stdout, "late: 2\n");
         let rec = record(&exe, &args, &[]);
-        assert_eq!(rec.run.stdout, native.stdout);
-        assert_eq!(rec.run.stderr, native.stderr);
+        assert_same_behaviour(&native, &rec.run, opt);
         let replay = replay(&rec.dir.path);
-        let lj = if opt.contains("fortify") {
-            "__longjmp_chk()"
-        } else {
-            "longjmp()"
-        };
-        let pf = if opt.contains("fortify") {
-            "__printf_chk()"
-        } else {
-            "printf()"
-        };
+        let (lj, _, pf) = call_names(opt);
         let tree = outline(&project(std::slice::from_ref(replay.main()), &|l| {
             !["strcmp()", "atol()", "strtol()"].contains(&l)
         }));
@@ -279,9 +255,9 @@ fn longjmp_exits_are_recorded_at_the_jump() {
                   _setjmp()
                   flat_deep() (unwound)
                     flat_fail() (unwound)
-                      {lj} (unwound)
+                      {lj}() (unwound)
                   after()
-                  {pf}
+                  {pf}()
                 "
             )),
             "{opt}"

@@ -6,11 +6,9 @@
 //! function of the executable (std's included) equal callgrind's.
 
 mod common;
-mod unwinding;
 
 use common::*;
 use std::path::PathBuf;
-use unwinding::*;
 
 fn rsunwind() -> PathBuf {
     cargo_program("rsunwind", "rsunwind.rs", "debug = true")
@@ -86,11 +84,7 @@ fn panic_caught_by_catch_unwind_tree() {
     // The whole thread is well nested (parse_replay checked it) and every
     // call was closed: nothing is left open by the unwinding.
     let t = replay.main_thread().unwrap();
-    for r in &t.roots {
-        r.walk(&mut Vec::new(), &mut |n, path| {
-            assert!(n.closed, "{} left open under {path:?}", n.label);
-        });
-    }
+    assert_all_closed(&t.roots, "rsunwind tree");
 }
 
 #[test]
@@ -99,7 +93,6 @@ fn panics_counts_match_callgrind() {
     let args = ["loop", "1500"];
     let native = run_env(&exe, &args, ENV);
     assert!(native.success(), "{}", native.describe());
-    // i % 3 == 0 does not panic: 1000 of 1500 rounds do.
     // i % 3 == 0 does not panic (level1 gives 2): 1000 of 1500 rounds do;
     // after(i) adds i + 1.
     let sum = 500 * 2 + 1500 * 1501 / 2;
@@ -126,6 +119,5 @@ fn panics_counts_match_callgrind() {
     );
     let rec = record_env(&exe, &args, ENV);
     assert!(rec.run.success(), "{}", rec.run.describe());
-    assert_eq!(rec.run.stdout, native.stdout);
-    assert_eq!(rec.run.stderr, native.stderr);
+    assert_same_behaviour(&native, &rec.run, "loop");
 }

@@ -6,10 +6,8 @@
 //! from the file on disk.
 
 mod common;
-mod sigcommon;
 
 use common::*;
-use sigcommon::{record_same, replay_with_markers};
 use std::path::Path;
 
 fn program(opt: &str) -> std::path::PathBuf {
@@ -49,7 +47,7 @@ fn takes_its_own_address() {
             rec.run.stdout, "selfaddr: same=1 registered_same=1\n",
             "{opt}"
         );
-        let (r, _) = replay_with_markers(&rec.dir.path);
+        let r = replay(&rec.dir.path);
         assert_eq!(
             r.main().count("self_addr()"),
             1,
@@ -143,7 +141,7 @@ fn own_sigtrap_handler() {
             rec.run.stdout, "trap before: SIG_DFL\ntrap: hits=2 rip_ok=1 codes=12\n",
             "{opt}"
         );
-        let (r, text) = replay_with_markers(&rec.dir.path);
+        let (text, r) = replay_with_text(&rec.dir.path);
         let keep = [
             "main()",
             "breakpoint()",
@@ -152,7 +150,7 @@ fn own_sigtrap_handler() {
             "on_trap()",
         ];
         let got = outline(&project(&r.main_thread().unwrap().roots, &|l| {
-            l.starts_with('@') || keep.contains(&l)
+            is_marker(l) || keep.contains(&l)
         }));
         assert_outline_eq(
             &got,
@@ -160,11 +158,11 @@ fn own_sigtrap_handler() {
                 "
                 main()
                   breakpoint()
-                    @SIGTRAP
+                    /* signal SIGTRAP */
                     on_trap()
                   raise_trap()
                     raise()
-                      @SIGTRAP
+                      /* signal SIGTRAP */
                       on_trap()
                 ",
             ),
@@ -181,7 +179,7 @@ fn own_sigsegv_handler_write_barrier() {
             rec.run.stdout, "segv before: SIG_DFL flags=0\nsegv: faults=8 sum=108 handler_kept=1\n",
             "{opt}"
         );
-        let (r, text) = replay_with_markers(&rec.dir.path);
+        let (text, r) = replay_with_text(&rec.dir.path);
         let main = r.main();
         let stores: Vec<&Node> = main
             .children
@@ -194,7 +192,7 @@ fn own_sigsegv_handler_write_barrier() {
         for (k, s) in stores.iter().enumerate() {
             let labels: Vec<&str> = s.children.iter().map(|c| c.label.as_str()).collect();
             let want: &[&str] = if k < 8 {
-                &["@SIGSEGV", "on_segv()"]
+                &["/* signal SIGSEGV */", "on_segv()"]
             } else {
                 &[]
             };

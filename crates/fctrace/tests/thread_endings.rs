@@ -43,6 +43,16 @@ impl Variant {
             format!("{name}()")
         }
     }
+
+    /// A function's name in the report: the bare name in C, with its
+    /// parameter types in C++.
+    fn report_name(&self, name: &str, cxx_params: &str) -> String {
+        if self.cxx {
+            format!("{name}({cxx_params})")
+        } else {
+            name.to_string()
+        }
+    }
 }
 
 const CLEANUP_CLASS: &str = "__pthread_cleanup_class";
@@ -147,8 +157,7 @@ fn pthread_exit_from_deep_inside() {
         let native = run_native(&v.exe, &["exit"]);
         assert_eq!(native.stdout, "exit: cleanups=1 ret=42\n");
         let rec = record(&v.exe, &["exit"], &[]);
-        assert_eq!(rec.run.stdout, native.stdout, "{}", rec.run.describe());
-        assert_eq!(rec.run.stderr, native.stderr);
+        assert_same_behaviour(&native, &rec.run, v.label);
         let ctx = format!("{} (trace {})", v.label, rec.dir.path.display());
         let replay = replay(&rec.dir.path);
         let want = format!(
@@ -190,8 +199,7 @@ fn pthread_cancel_of_a_blocked_thread() {
         let native = run_native(&v.exe, &["cancel"]);
         assert_eq!(native.stdout, "cancel: cleanups=2 canceled=1\n");
         let rec = record(&v.exe, &["cancel"], &[]);
-        assert_eq!(rec.run.stdout, native.stdout, "{}", rec.run.describe());
-        assert_eq!(rec.run.stderr, native.stderr);
+        assert_same_behaviour(&native, &rec.run, v.label);
         let ctx = format!("{} (trace {})", v.label, rec.dir.path.display());
         let replay = replay(&rec.dir.path);
         let want = format!(
@@ -223,8 +231,7 @@ fn detached_thread_still_running_at_exit() {
         );
         let rec = record_any(&v.exe, &["detached"], &[]);
         assert_eq!(rec.run.code(), Some(3), "{}", rec.run.describe());
-        assert_eq!(rec.run.stdout, native.stdout);
-        assert_eq!(rec.run.stderr, native.stderr);
+        assert_same_behaviour(&native, &rec.run, v.label);
         let ctx = format!("{} (trace {})", v.label, rec.dir.path.display());
         let replay = replay(&rec.dir.path);
         assert_outline_eq(
@@ -238,17 +245,7 @@ fn detached_thread_still_running_at_exit() {
         );
         let rep = report(&rec.dir.path);
         assert_eq!(rep.lost_events, 0, "{ctx}");
-        let d_inner = v.f("d_inner", "");
-        assert_eq!(
-            rep.calls(
-                d_inner
-                    .strip_suffix("()")
-                    .filter(|_| !v.cxx)
-                    .unwrap_or(&d_inner)
-            ),
-            1,
-            "{ctx}"
-        );
+        assert_eq!(rep.calls(&v.report_name("d_inner", "")), 1, "{ctx}");
     }
 }
 
@@ -260,33 +257,16 @@ fn thread_endings_counts_match_callgrind() {
         let native = run_native(&v.exe, &args);
         assert_eq!(native.stdout, "loop: cleanups=600\n");
         let (rep, _) = assert_counts_match_callgrind(&v.exe, &args, &CompareOptions::default());
-        let calls = |name: &str, params: &str| {
-            let label = v.f(name, params);
-            rep.calls(
-                label
-                    .strip_suffix("()")
-                    .filter(|_| !v.cxx)
-                    .unwrap_or(&label),
-            )
-        };
+        let calls = |name: &str, params: &str| rep.calls(&v.report_name(name, params));
         assert_eq!(calls("cleanup", "void*"), 600, "{}", v.label);
         assert_eq!(calls("x_inner", "int"), 200, "{}", v.label);
         assert_eq!(calls("c_inner", "int"), 200, "{}", v.label);
         let rec = record(&v.exe, &args, &[]);
-        assert_eq!(rec.run.stdout, native.stdout);
-        assert_eq!(rec.run.stderr, native.stderr);
+        assert_same_behaviour(&native, &rec.run, v.label);
         // Every call of every thread was closed (returned or unwound).
         let replay = replay(&rec.dir.path);
         for t in &replay.threads {
-            for r in &t.roots {
-                r.walk(&mut Vec::new(), &mut |n, path| {
-                    assert!(
-                        n.closed,
-                        "{}: {} left open under {path:?}",
-                        v.label, n.label
-                    );
-                });
-            }
+            assert_all_closed(&t.roots, v.label);
         }
     }
 }

@@ -19,7 +19,13 @@
 //! lands inside the displaced bytes, or loops back to the entry, the whole
 //! function is relocated into the stub instead (only for functions without
 //! calls or indirect jumps, so that no return address or jump-table target
-//! points into the moved code). Anything else is refused with a reason.
+//! points into the moved code). A function with calls or indirect jumps
+//! whose branch targets all lie after its first instructions covering 2
+//! bytes gets a 2-byte `jmp rel8` entry instead, to a 5-byte `jmp rel32`
+//! placed in padding within reach (after the function, before it, or dead
+//! alignment padding inside it): see [`plan_short`]. A branch back to the
+//! entry itself is never patched over (it would count a call that did not
+//! happen). Anything else is refused with a reason.
 //!
 //! Most stubs come from a byte template, the moved instructions copied as
 //! they are (a start-up cost of a few hundred nanoseconds per function);
@@ -54,9 +60,42 @@ pub struct Plan {
     /// Where execution continues after the moved instructions, if they can
     /// fall through.
     pub resume: Option<u64>,
-    /// For a 2-byte `jmp rel8` entry: where in the padding after the
-    /// function the 5-byte `jmp rel32` to the stub goes.
+    /// For a 2-byte `jmp rel8` entry: where (in padding within reach) the
+    /// 5-byte `jmp rel32` to the stub goes.
     pub trampoline: Option<u64>,
+}
+
+impl Plan {
+    /// The end of the bytes the plan writes (entry patch and trampoline):
+    /// the padding after the function from there on is still free.
+    pub fn writes_end(&self) -> u64 {
+        let entry = self.patch_at + self.patch_len as u64;
+        match self.trampoline {
+            Some(t) => entry.max(t + JMP_LEN as u64),
+            None => entry,
+        }
+    }
+}
+
+/// The padding before a function (after the previous one), which a 2-byte
+/// entry jump may use for its 5-byte trampoline.
+#[derive(Clone, Copy, Debug)]
+pub struct Before<'a> {
+    /// Where the padding starts (the previous function's end).
+    pub at: u64,
+    /// Its bytes (up to the function, or to the first byte that is not
+    /// padding); checked again here.
+    pub bytes: &'a [u8],
+    /// The previous function's own patch may write up to here: the
+    /// trampoline starts at or after it.
+    pub free_from: u64,
+}
+
+/// Room outside the function that its patch may use, besides the padding
+/// after it (the end of `code`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Around<'a> {
+    pub before: Option<Before<'a>>,
 }
 
 fn is_terminator(i: &Instruction) -> bool {
@@ -92,6 +131,43 @@ fn branch_target(i: &Instruction) -> Option<u64> {
     }
 }
 
+/// Whether `i` is an alignment-padding instruction (`nop` forms, `int3`).
+fn is_padding_insn(i: &Instruction) -> bool {
+    matches!(i.mnemonic(), Mnemonic::Nop | Mnemonic::Int3)
+}
+
+/// Whether the bytes at the start of `b` are padding instructions covering
+/// at least `n` bytes (the last one may extend past them).
+fn padding_covers(b: &[u8], ip: u64, n: usize) -> bool {
+    let mut d = Decoder::with_ip(64, b, ip, DecoderOptions::NONE);
+    let mut covered = 0;
+    while covered < n {
+        if !d.can_decode() {
+            return false;
+        }
+        let i = d.decode();
+        if i.is_invalid() || !is_padding_insn(&i) {
+            return false;
+        }
+        covered += i.len();
+    }
+    true
+}
+
+/// Length of the run of padding instructions at the start of `b`.
+fn padding_run(b: &[u8], ip: u64) -> usize {
+    let mut d = Decoder::with_ip(64, b, ip, DecoderOptions::NONE);
+    let mut run = 0;
+    while d.can_decode() {
+        let i = d.decode();
+        if i.is_invalid() || !is_padding_insn(&i) {
+            break;
+        }
+        run += i.len();
+    }
+    run
+}
+
 /// The extent of a function whose symbol has no size (hand-written
 /// assembly, crt files): a linear sweep from its entry that stops at a
 /// terminator once every forward branch seen so far has been passed, and
@@ -118,8 +194,9 @@ pub fn infer_size(addr: u64, code: &[u8]) -> Option<usize> {
 }
 
 /// `addr`: runtime address of the function; `code`: its bytes from `addr`
-/// to the end of the padding after it; `size`: the function's size.
-pub fn plan(addr: u64, size: usize, code: &[u8]) -> Result<Plan, String> {
+/// to the end of the padding after it; `size`: the function's size;
+/// `around`: other padding its patch may use.
+pub fn plan(addr: u64, size: usize, code: &[u8], around: Around) -> Result<Plan, String> {
     if size == 0 {
         return Err("symbol has no size".into());
     }
@@ -156,6 +233,9 @@ pub fn plan(addr: u64, size: usize, code: &[u8]) -> Result<Plan, String> {
         if !is_terminator(moved.last().unwrap()) {
             return Err(format!("only {size} bytes long and falls through its end"));
         }
+        if !padding_covers(&code[size..], addr + size as u64, off + JMP_LEN - size) {
+            return Err(format!("only {size} bytes long with no padding after it"));
+        }
         patch_len = JMP_LEN;
     }
     let range = start..start + patch_len as u64;
@@ -183,11 +263,23 @@ pub fn plan(addr: u64, size: usize, code: &[u8]) -> Result<Plan, String> {
         }
     }
     if conflict {
-        if has_call {
-            return Err("a branch targets its first bytes, and it makes calls".into());
-        }
-        if has_indirect {
-            return Err("a branch targets its first bytes, and it has an indirect jump".into());
+        if has_call || has_indirect {
+            // Moving the whole function would leave return addresses (or
+            // jump-table targets) pointing into moved code: a 2-byte entry
+            // jump moves fewer bytes, if every branch lands after them.
+            let what = if has_call {
+                "it makes calls"
+            } else {
+                "it has an indirect jump"
+            };
+            return plan_short(addr, size, code, off, &body, around).map_err(|why| match why {
+                Short::LoopsToEntry => format!("a branch loops back to its entry, and {what}"),
+                Short::Conflict => format!("a branch targets its first bytes, and {what}"),
+                Short::NoPadding => format!(
+                    "a branch targets its first 5 bytes, {what}, and no padding is within reach of a 2-byte jump"
+                ),
+                Short::Unmovable(e) => e,
+            });
         }
         let last = body.last().unwrap();
         let resume = if is_terminator(last) {
@@ -205,7 +297,7 @@ pub fn plan(addr: u64, size: usize, code: &[u8]) -> Result<Plan, String> {
     }
     for i in &moved {
         if let Err(e) = check_movable(i, moved.last().map(|l| l.ip()) == Some(i.ip())) {
-            return plan_short(addr, size, code, off, &body).ok_or(e);
+            return plan_short(addr, size, code, off, &body, around).map_err(|_| e);
         }
     }
     let last = moved.last().unwrap();
@@ -224,24 +316,55 @@ pub fn plan(addr: u64, size: usize, code: &[u8]) -> Result<Plan, String> {
 }
 
 const SHORT_JMP_LEN: usize = 2;
+/// How far a `jmp rel8` reaches, from the end of the jump.
+const REL8_BACK: u64 = 128;
+const REL8_FORWARD: u64 = 127;
+
+/// Why a 2-byte entry jump cannot be used.
+#[derive(Debug)]
+enum Short {
+    /// A branch goes to the entry itself.
+    LoopsToEntry,
+    /// A branch lands inside the instructions the jump displaces.
+    Conflict,
+    /// No 5 bytes of padding within reach.
+    NoPadding,
+    /// An instruction among the first 2 bytes cannot be moved.
+    Unmovable(String),
+}
 
 /// The entry takes a 2-byte `jmp rel8` to a 5-byte `jmp rel32` placed in
-/// the padding after the function: for tiny functions such as
-/// `push rax; call rdi; pop rax; ret`, where a 5-byte patch would cover the
-/// return address of a call. Only the first instructions covering 2 bytes
-/// move, so a call among them ends the moved block and returns into intact
-/// code.
+/// padding within reach of it. Only the first instructions covering 2
+/// bytes move, so:
+///
+/// - for tiny functions such as `push rax; call rdi; pop rax; ret`, where a
+///   5-byte patch would cover the return address of a call, a call among
+///   them ends the moved block and returns into intact code;
+/// - for functions with calls or jump tables whose loop (or other branch)
+///   lands inside their first 5 bytes but after the first instructions
+///   covering 2 (`push rbx; mov rbx, rsi; loop: ...`, Lua's
+///   `reallymarkobject`), the branch lands in intact code, and no return
+///   address or jump-table target points into moved code.
+///
+/// A branch to the entry itself (or into the moved bytes) refuses it.
+///
+/// The 5-byte jump goes, first that fits and is in reach, into: the
+/// padding after the function (if the function ends with a terminator or a
+/// call, so that nothing falls through into it); the padding before it
+/// (the previous function's, from where that one's patch stops); or dead
+/// alignment padding inside it: a run of `nop`/`int3` right after a
+/// terminator (`ret`, `jmp`, ...), ending at an 8-byte boundary (an
+/// aligned label: gcc's `.p2align`), that no direct branch of the function
+/// lands in.
 fn plan_short(
     addr: u64,
     size: usize,
     code: &[u8],
     off: usize,
     body: &[Instruction],
-) -> Option<Plan> {
+    around: Around,
+) -> Result<Plan, Short> {
     let start = addr + off as u64;
-    if code.len() < size + JMP_LEN || size - off > 127 {
-        return None;
-    }
     let mut moved = Vec::new();
     let mut len = 0;
     for i in body {
@@ -252,35 +375,90 @@ fn plan_short(
         }
     }
     if len < SHORT_JMP_LEN {
-        return None;
+        return Err(Short::NoPadding);
     }
     for i in &moved {
-        check_movable(i, moved.last().map(|l| l.ip()) == Some(i.ip())).ok()?;
+        check_movable(i, moved.last().map(|l| l.ip()) == Some(i.ip())).map_err(Short::Unmovable)?;
     }
     let range = start..start + len as u64;
     let moved_ips: Vec<u64> = moved.iter().map(|i| i.ip()).collect();
+    let mut targets = Vec::new();
     for i in body {
         if let Some(t) = branch_target(i) {
             let is_call = i.flow_control() == FlowControl::Call;
-            let loops_to_entry = !is_call && (addr..=start).contains(&t);
-            let lands_inside = !moved_ips.contains(&i.ip()) && t > start && range.contains(&t);
-            if loops_to_entry || lands_inside {
-                return None;
+            if !is_call && (addr..=start).contains(&t) {
+                return Err(Short::LoopsToEntry);
+            }
+            if !moved_ips.contains(&i.ip()) && t > start && range.contains(&t) {
+                return Err(Short::Conflict);
+            }
+            targets.push(t);
+        }
+    }
+    let from = start + SHORT_JMP_LEN as u64;
+    let in_reach = |t: u64| t + REL8_BACK >= from && t <= from + REL8_FORWARD;
+    let fn_end = addr + size as u64;
+    let last = body.last().unwrap();
+    // After the function.
+    let after = (is_terminator(last) || last.flow_control() == FlowControl::Call)
+        && in_reach(fn_end)
+        && padding_covers(&code[size..], fn_end, JMP_LEN);
+    let mut trampoline = after.then_some(fn_end);
+    // Before it.
+    if trampoline.is_none() {
+        if let Some(b) = around.before {
+            let run = padding_run(b.bytes, b.at) as u64;
+            let end = b.at + run; // the padding's end (at most `addr`)
+            if end <= addr && end >= b.at.max(b.free_from) + JMP_LEN as u64 {
+                // As close to the function as possible.
+                let t = end - JMP_LEN as u64;
+                if in_reach(t) {
+                    trampoline = Some(t);
+                }
             }
         }
     }
+    // Dead alignment padding inside it.
+    if trampoline.is_none() {
+        let mut k = 0;
+        while k < body.len() {
+            if !is_terminator(&body[k]) || is_padding_insn(&body[k]) {
+                k += 1;
+                continue;
+            }
+            let run_start = body[k].next_ip();
+            let mut run_end = run_start;
+            let mut j = k + 1;
+            while j < body.len() && is_padding_insn(&body[j]) {
+                run_end = body[j].next_ip();
+                j += 1;
+            }
+            let dead = run_end - run_start >= JMP_LEN as u64
+                && run_end.is_multiple_of(8)
+                && run_start >= range.end
+                && !targets.iter().any(|&t| (run_start..run_end).contains(&t));
+            if dead && in_reach(run_start) {
+                trampoline = Some(run_start);
+                break;
+            }
+            k = j.max(k + 1);
+        }
+    }
+    let Some(trampoline) = trampoline else {
+        return Err(Short::NoPadding);
+    };
     let last = moved.last().unwrap();
     let resume = if is_terminator(last) {
         None
     } else {
         Some(start + len as u64)
     };
-    Some(Plan {
+    Ok(Plan {
         patch_at: start,
         patch_len: len,
         moved,
         resume,
-        trampoline: Some(addr + size as u64),
+        trampoline: Some(trampoline),
     })
 }
 

@@ -68,9 +68,11 @@ pub(crate) struct ShadowStack {
 }
 
 impl ShadowStack {
+    #[inline(always)]
     pub(crate) fn top(&self) -> Option<u32> {
         self.stack.last().copied()
     }
+    #[inline(always)]
     pub(crate) fn apply(&mut self, kind: EventKind, func: u32) {
         match kind {
             EventKind::Entry => {
@@ -91,12 +93,22 @@ impl ShadowStack {
     }
 }
 
+#[inline(always)]
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
+    // Most codes and time deltas take one or two bytes.
+    if v < 0x80 {
+        out.push(v as u8);
+        return;
     }
-    out.push(v as u8);
+    let mut buf = [0u8; 10];
+    let mut n = 0;
+    while v >= 0x80 {
+        buf[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    buf[n] = v as u8;
+    out.extend_from_slice(&buf[..=n]);
 }
 
 /// Reads a varint at `*pos`, advancing it; `None` if it runs past the end
@@ -129,45 +141,19 @@ pub(crate) fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-const fn crc_table() -> [u32; 256] {
-    let mut table = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        table[i] = c;
-        i += 1;
-    }
-    table
-}
-
-static CRC_TABLE: [u32; 256] = crc_table();
-
 /// Incremental CRC-32 (IEEE 802.3, reflected, as zlib's `crc32`).
-#[derive(Clone, Copy)]
-pub(crate) struct Crc32(u32);
+#[derive(Clone)]
+pub(crate) struct Crc32(crc32fast::Hasher);
 
 impl Crc32 {
     pub(crate) fn new() -> Crc32 {
-        Crc32(0xFFFF_FFFF)
+        Crc32(crc32fast::Hasher::new())
     }
     pub(crate) fn update(&mut self, data: &[u8]) {
-        let mut c = self.0;
-        for &b in data {
-            c = CRC_TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
-        }
-        self.0 = c;
+        self.0.update(data);
     }
     pub(crate) fn finish(self) -> u32 {
-        self.0 ^ 0xFFFF_FFFF
+        self.0.finalize()
     }
 }
 
@@ -245,27 +231,21 @@ pub(crate) struct ChunkEncoder {
     events: u32,
     first_tsc: u64,
     prev_tsc: u64,
-    stack: ShadowStack,
 }
 
 impl ChunkEncoder {
+    #[inline]
     pub(crate) fn push(&mut self, kind: EventKind, func: u32, tsc: u64) {
         if self.events == 0 {
             self.first_tsc = tsc;
             self.prev_tsc = tsc;
         }
-        let is_predicted_exit = kind == EventKind::Exit && self.stack.top() == Some(func);
-        let code = if is_predicted_exit {
-            0
-        } else {
-            ((u64::from(func) << KIND_BITS) | kind_code(kind)) + 1
-        };
+        let code = ((u64::from(func) << KIND_BITS) | kind_code(kind)) + 1;
         put_varint(&mut self.codes, code);
         put_varint(
             &mut self.deltas,
             zigzag(tsc.wrapping_sub(self.prev_tsc) as i64),
         );
-        self.stack.apply(kind, func);
         self.prev_tsc = tsc;
         self.events += 1;
     }
@@ -294,7 +274,6 @@ impl ChunkEncoder {
         self.codes.clear();
         self.deltas.clear();
         self.events = 0;
-        self.stack.clear();
         // Give back the memory of an unusually large chunk.
         if self.codes.capacity() > CHUNK_MAX_RAW {
             self.codes.shrink_to(CHUNK_MAX_RAW / 4);

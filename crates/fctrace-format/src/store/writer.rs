@@ -2,7 +2,7 @@
 //! (`tasks/<tid>.dat`, or `tasks/<tid>-<n>.dat` for the n-th task with the
 //! same tid) and writes info.json at the end.
 
-use super::codec::{self, ChunkEncoder, ChunkHeader, CHUNK_HEADER_LEN, CODEC_ZSTD};
+use super::codec::{self, ChunkEncoder, ChunkHeader, CODEC_ZSTD};
 use super::{info, task_file_name, StoreError, TaskInfo, TraceInfo, FORMAT_VERSION};
 use super::{INFO_FILE, SESSIONS_DIR, TASKS_DIR};
 use crate::event::RawEvent;
@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// zstd level of the chunks: fast, and the varint streams compress well.
-const ZSTD_LEVEL: i32 = 3;
+const ZSTD_LEVEL: i32 = 1;
 
 /// When the encoded events buffered for all tasks together exceed this,
 /// every task's partial chunk is written out (bounds memory with many
@@ -40,6 +40,9 @@ pub struct TraceWriter {
     bytes: u64,
     compressor: zstd::bulk::Compressor<'static>,
     payload: Vec<u8>,
+    compressed: Vec<u8>,
+    /// The bytes of one chunk as written (headers and compressed data).
+    out: Vec<u8>,
 }
 
 struct TaskStream {
@@ -111,6 +114,8 @@ impl TraceWriter {
             bytes: 0,
             compressor,
             payload: Vec::new(),
+            compressed: Vec::new(),
+            out: Vec::new(),
         })
     }
 
@@ -280,10 +285,14 @@ impl TraceWriter {
         self.buffered -= stream.encoder.buffered();
         let (events, first_tsc, last_tsc) = stream.encoder.take_payload(&mut self.payload);
         let path = self.dir.join(&stream.file);
-        let compressed = self
-            .compressor
-            .compress(&self.payload)
+        // Into a buffer kept from chunk to chunk: no fresh pages per chunk.
+        self.compressed.clear();
+        self.compressed
+            .reserve(zstd::zstd_safe::compress_bound(self.payload.len()));
+        self.compressor
+            .compress_to_buffer(&self.payload, &mut self.compressed)
             .map_err(|e| StoreError::io("cannot compress events for", &path, e))?;
+        let compressed = &self.compressed;
         let too_big = |what: &str| StoreError::Io {
             action: "cannot write",
             path: path.clone(),
@@ -298,16 +307,16 @@ impl TraceWriter {
             codec: CODEC_ZSTD,
             crc: 0,
         };
-        header.crc = ChunkHeader::checksum(&header.to_bytes(), &compressed);
+        header.crc = ChunkHeader::checksum(&header.to_bytes(), compressed);
         let header_bytes = header.to_bytes();
 
-        let mut out =
-            Vec::with_capacity(codec::FILE_HEADER_LEN + CHUNK_HEADER_LEN + compressed.len());
+        let out = &mut self.out;
+        out.clear();
         if !stream.started {
             out.extend_from_slice(&codec::file_header(stream.tid));
         }
         out.extend_from_slice(&header_bytes);
-        out.extend_from_slice(&compressed);
+        out.extend_from_slice(compressed);
         let mut options = OpenOptions::new();
         if stream.started {
             options.append(true);
@@ -317,7 +326,7 @@ impl TraceWriter {
         let mut file = options
             .open(&path)
             .map_err(|e| StoreError::io("cannot open", &path, e))?;
-        file.write_all(&out)
+        file.write_all(out)
             .map_err(|e| StoreError::io("cannot write", &path, e))?;
         stream.started = true;
         self.bytes += out.len() as u64;

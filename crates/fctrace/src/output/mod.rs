@@ -29,6 +29,39 @@ pub fn duration(ns: u64) -> String {
 #[derive(Clone, Copy, Debug)]
 pub struct Duration(pub u64);
 
+impl Duration {
+    /// Appends the column to `out`: the same text as `Display`, without the
+    /// formatting machinery for the common case (below a millisecond, where
+    /// the three decimals are exactly the nanoseconds).
+    pub fn push_to(self, out: &mut Vec<u8>) {
+        let ns = self.0;
+        if ns <= 999_999 {
+            let (int, frac) = (ns / 1000, ns % 1000);
+            let mut b = *b"   0.000 us";
+            // int < 1000: at most three digits, right-aligned before the point.
+            let mut i = int;
+            let mut at = 3;
+            loop {
+                b[at] = b'0' + (i % 10) as u8;
+                i /= 10;
+                if i == 0 {
+                    break;
+                }
+                at -= 1;
+            }
+            b[5] = b'0' + (frac / 100) as u8;
+            b[6] = b'0' + (frac / 10 % 10) as u8;
+            b[7] = b'0' + (frac % 10) as u8;
+            // `{:7.3}` is 7 wide: the first byte of `b` is the space the
+            // caller's format put before it.
+            out.extend_from_slice(&b[1..]);
+        } else {
+            use std::io::Write as _;
+            let _ = write!(out, "{self}");
+        }
+    }
+}
+
 impl std::fmt::Display for Duration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         const UNITS: [(f64, &str); 2] = [(1e3, "us"), (1e6, "ms")];
@@ -41,6 +74,82 @@ impl std::fmt::Display for Duration {
             }
         }
         write!(f, "{:7.3} s ", ns / 1e9)
+    }
+}
+
+/// A progress line on stderr for long passes over a trace: shown only when
+/// `enabled` (stderr is a terminal that is not also receiving the output)
+/// and the pass has taken more than a second; erased when done.
+pub struct Progress {
+    label: &'static str,
+    total: u64,
+    next_check: u64,
+    start: std::time::Instant,
+    last_draw: std::time::Instant,
+    enabled: bool,
+    shown: bool,
+}
+
+impl Progress {
+    /// `total`: the events the pass will read (info.json's count).
+    pub fn new(label: &'static str, total: u64, enabled: bool) -> Progress {
+        Progress {
+            label,
+            total,
+            next_check: 1 << 16,
+            start: std::time::Instant::now(),
+            last_draw: std::time::Instant::now(),
+            enabled,
+            shown: false,
+        }
+    }
+
+    /// Whether stderr is a terminal (and, when the pass prints its output
+    /// as it goes, stdout is not: the lines would mix).
+    pub fn wanted(output_streams: bool) -> bool {
+        use std::io::IsTerminal;
+        io::stderr().is_terminal() && !(output_streams && io::stdout().is_terminal())
+    }
+
+    /// `done` events read so far; cheap unless it is time to redraw.
+    #[inline]
+    pub fn update(&mut self, done: u64) {
+        if done >= self.next_check {
+            self.redraw(done);
+        }
+    }
+
+    fn redraw(&mut self, done: u64) {
+        self.next_check = done + (1 << 18);
+        if !self.enabled
+            || self.start.elapsed() < std::time::Duration::from_secs(1)
+            || (self.shown && self.last_draw.elapsed() < std::time::Duration::from_millis(200))
+        {
+            return;
+        }
+        self.last_draw = std::time::Instant::now();
+        let pct = (done.min(self.total) * 100)
+            .checked_div(self.total)
+            .map_or_else(|| "?".to_string(), |p| format!("{p}%"));
+        eprint!(
+            "\r{}: {pct} ({} of {} events)\x1b[K",
+            self.label, done, self.total
+        );
+        self.shown = true;
+    }
+
+    /// Erases the line, if it was shown.
+    pub fn finish(&mut self) {
+        if self.shown {
+            eprint!("\r\x1b[K");
+            self.shown = false;
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
@@ -103,6 +212,32 @@ pub fn signal_name(signal: i32) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn push_to_writes_what_display_writes() {
+        let mut values: Vec<u64> = (0..2_000).collect();
+        values.extend((0..2_000).map(|k| k * 499 + 7));
+        values.extend([
+            9_999,
+            10_000,
+            99_999,
+            100_000,
+            999_499,
+            999_500,
+            999_999,
+            1_000_000,
+            1_000_500,
+            999_999_499,
+            999_999_500,
+            12_345_678_901,
+            u64::MAX,
+        ]);
+        for ns in values {
+            let mut v = Vec::new();
+            Duration(ns).push_to(&mut v);
+            assert_eq!(String::from_utf8(v).unwrap(), duration(ns), "{ns}");
+        }
+    }
 
     #[test]
     fn durations() {

@@ -48,10 +48,11 @@ fn has_parameter_list(name: &str) -> bool {
     })
 }
 
-/// Caches the tree names of functions, per session.
+/// Caches the tree names of functions, per session (function ids are dense
+/// indices of the session's symbol table: a vector per session).
 pub struct CallNames<'t> {
     trace: &'t Trace,
-    cache: HashMap<(u32, u32), Rc<str>>,
+    cache: HashMap<u32, Vec<Option<Rc<str>>>>,
 }
 
 impl<'t> CallNames<'t> {
@@ -65,16 +66,24 @@ impl<'t> CallNames<'t> {
     /// The tree name of function `func` of `session`, or `<unknown #id>`.
     pub fn get(&mut self, session: u32, func: u32) -> Rc<str> {
         let trace = self.trace;
-        self.cache
-            .entry((session, func))
-            .or_insert_with(|| {
-                let name = match lookup(trace.sessions.get(&session), func) {
-                    Some(raw) => call_name(raw),
-                    None => unknown(func),
-                };
-                Rc::from(name)
-            })
-            .clone()
+        let names = self.cache.entry(session).or_default();
+        let i = func as usize;
+        if let Some(Some(name)) = names.get(i) {
+            return name.clone();
+        }
+        let name: Rc<str> = Rc::from(match lookup(trace.sessions.get(&session), func) {
+            Some(raw) => call_name(raw),
+            None => unknown(func),
+        });
+        // Ids beyond the table (a corrupt trace) are not cached: no huge
+        // vector for a stray id.
+        if i < names.len() + 1_000_000 {
+            if names.len() <= i {
+                names.resize(i + 1, None);
+            }
+            names[i] = Some(name.clone());
+        }
+        name
     }
 }
 

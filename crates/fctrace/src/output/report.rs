@@ -13,8 +13,8 @@
 //!   `Unwind`); a call still open when its task ends counts in `calls`
 //!   only.
 
-use super::duration;
 use super::names::unknown;
+use super::{duration, Progress};
 use crate::cli::SortKey;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{StoreError, Trace};
@@ -77,8 +77,11 @@ pub fn aggregate(trace: &Trace) -> Report {
     let mut report = Report::default();
     // (module, symbol) -> index in report.functions
     let mut by_key: HashMap<(String, String), usize> = HashMap::new();
-    // (session, func id) -> index in report.functions
-    let mut by_id: HashMap<(u32, u32), usize> = HashMap::new();
+    // (session, func id) -> index in report.functions: a vector per
+    // session (ids are dense), looked up once per entry.
+    let mut by_id: HashMap<u32, Vec<usize>> = HashMap::new();
+    let mut progress = Progress::new("report", trace.info.events, Progress::wanted(false));
+    let mut done = 0u64;
 
     for task in &trace.info.tasks {
         let events = match trace.task_events(task) {
@@ -90,8 +93,10 @@ pub fn aggregate(trace: &Trace) -> Report {
         };
         let session = task.session;
         let mut stack: Vec<Frame> = Vec::new();
-        // Open calls per function in this task, for recursion.
-        let mut open: HashMap<usize, u32> = HashMap::new();
+        // Open calls per function (by index in report.functions) in this
+        // task, for recursion.
+        let mut open: Vec<u32> = Vec::new();
+        let mut ids = by_id.remove(&session).unwrap_or_default();
         for event in events {
             let event = match event {
                 Ok(event) => event,
@@ -100,24 +105,42 @@ pub fn aggregate(trace: &Trace) -> Report {
                     break;
                 }
             };
+            done += 1;
+            progress.update(done);
             match event.kind {
                 EventKind::Entry => {
-                    let stats = *by_id.entry((session, event.func)).or_insert_with(|| {
-                        let (name, symbol, module) = describe(trace, session, event.func);
-                        *by_key
-                            .entry((module.clone(), symbol.clone()))
-                            .or_insert_with(|| {
-                                report.functions.push(FuncStats {
-                                    name,
-                                    symbol,
-                                    module,
-                                    ..FuncStats::default()
+                    let i = event.func as usize;
+                    let known = ids.get(i).copied().filter(|&x| x != usize::MAX);
+                    let stats = match known {
+                        Some(x) => x,
+                        None => {
+                            let (name, symbol, module) = describe(trace, session, event.func);
+                            let x = *by_key
+                                .entry((module.clone(), symbol.clone()))
+                                .or_insert_with(|| {
+                                    report.functions.push(FuncStats {
+                                        name,
+                                        symbol,
+                                        module,
+                                        ..FuncStats::default()
+                                    });
+                                    report.functions.len() - 1
                                 });
-                                report.functions.len() - 1
-                            })
-                    });
+                            // A stray huge id (corrupt trace) is not cached.
+                            if i < ids.len() + 1_000_000 {
+                                if ids.len() <= i {
+                                    ids.resize(i + 1, usize::MAX);
+                                }
+                                ids[i] = x;
+                            }
+                            x
+                        }
+                    };
                     report.functions[stats].calls += 1;
-                    *open.entry(stats).or_insert(0) += 1;
+                    if open.len() <= stats {
+                        open.resize(stats + 1, 0);
+                    }
+                    open[stats] += 1;
                     stack.push(Frame {
                         func: event.func,
                         stats,
@@ -131,17 +154,21 @@ pub fn aggregate(trace: &Trace) -> Report {
                     };
                     // Frames above it did not return: no time for them.
                     for frame in stack.drain(j + 1..) {
-                        if let Some(n) = open.get_mut(&frame.stats) {
-                            *n -= 1;
+                        if let Some(n) = open.get_mut(frame.stats) {
+                            *n = n.saturating_sub(1);
                         }
                     }
                     let Some(frame) = stack.pop() else {
                         continue;
                     };
                     let dur = event.ns.saturating_sub(frame.entry_ns);
-                    let n = open.entry(frame.stats).or_insert(1);
-                    *n -= 1;
-                    let outermost = *n == 0;
+                    let outermost = match open.get_mut(frame.stats) {
+                        Some(n) => {
+                            *n = n.saturating_sub(1);
+                            *n == 0
+                        }
+                        None => true,
+                    };
                     let f = &mut report.functions[frame.stats];
                     f.returned += 1;
                     f.sum_ns = f.sum_ns.saturating_add(dur);
@@ -166,6 +193,7 @@ pub fn aggregate(trace: &Trace) -> Report {
                 }
             }
         }
+        by_id.insert(session, ids);
     }
     report
 }

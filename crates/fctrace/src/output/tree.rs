@@ -39,7 +39,7 @@
 //! - a `Lost` record prints `... N events lost ...`.
 
 use super::names::CallNames;
-use super::{is_broken_pipe, signal_name, warn, Duration};
+use super::{is_broken_pipe, signal_name, warn, Duration, Progress};
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, StoreError, TaskEvents, TaskInfo, TaskOrigin, Trace};
 use std::io::{self, BufWriter, Write};
@@ -138,6 +138,7 @@ pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary>
     let mut out = BufWriter::with_capacity(1 << 16, out);
     let mut summary = TreeSummary::default();
     let mut names = CallNames::new(trace);
+    let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
     writeln!(out, "{HEADER}")?;
 
     for (n, info) in trace.info.tasks.iter().enumerate() {
@@ -158,14 +159,17 @@ pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary>
             events,
             head: None,
             stack: Vec::new(),
+            buf: Vec::with_capacity(256),
         };
         task.advance(&mut summary);
         while let Some(event) = task.head.take() {
             task.advance(&mut summary);
             task.handle(event, &mut out, &mut names, &mut summary)?;
+            progress.update(summary.events);
         }
         task.finish(&mut out)?;
     }
+    progress.finish();
     out.flush()?;
     Ok(summary)
 }
@@ -183,29 +187,59 @@ struct TaskState {
     /// The next event (one of lookahead, for leaf detection).
     head: Option<Event>,
     stack: Vec<Frame>,
+    /// The line being composed.
+    buf: Vec<u8>,
 }
 
-/// One line: duration column, task, indent, text.
+/// One line: duration column, task, indent, text (the concatenation of
+/// `parts`). Composed in `buf` (reused from line to line) without the
+/// formatting machinery: replay prints one line per call.
 fn line(
     out: &mut impl Write,
+    buf: &mut Vec<u8>,
     dur: Option<u64>,
     tid: u32,
     depth: usize,
-    text: std::fmt::Arguments<'_>,
+    parts: &[&str],
 ) -> io::Result<()> {
+    buf.clear();
     match dur {
-        Some(ns) => write!(out, " {} ", Duration(ns))?,
-        None => out.write_all(b"            ")?,
+        Some(ns) => {
+            buf.push(b' ');
+            Duration(ns).push_to(buf);
+            buf.push(b' ');
+        }
+        None => buf.extend_from_slice(b"            "),
     }
-    write!(out, "[{tid:>5}] | ")?;
+    buf.push(b'[');
+    let mut digits = [b' '; 10];
+    let mut at = digits.len();
+    let mut t = tid;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (t % 10) as u8;
+        t /= 10;
+        if t == 0 {
+            break;
+        }
+    }
+    // `{tid:>5}`: right-aligned in 5 columns, wider if needed.
+    let start = at.min(digits.len() - 5);
+    buf.extend_from_slice(&digits[start..]);
+    buf.extend_from_slice(b"] | ");
     const SPACES: &[u8; 2 * MAX_INDENT_DEPTH] = &[b' '; 2 * MAX_INDENT_DEPTH];
     if depth <= MAX_INDENT_DEPTH {
-        out.write_all(&SPACES[..depth * 2])?;
-        writeln!(out, "{text}")
+        buf.extend_from_slice(&SPACES[..depth * 2]);
     } else {
-        out.write_all(SPACES)?;
-        writeln!(out, "(depth {depth}) {text}")
+        buf.extend_from_slice(SPACES);
+        use std::io::Write as _;
+        let _ = write!(buf, "(depth {depth}) ");
     }
+    for p in parts {
+        buf.extend_from_slice(p.as_bytes());
+    }
+    buf.push(b'\n');
+    out.write_all(buf)
 }
 
 /// The closing-line name: without the `()` appended for C/Rust names.
@@ -255,10 +289,17 @@ impl TaskState {
                         self.advance(summary);
                         let dur = exit.ns.saturating_sub(event.ns);
                         let note = unwound_note(exit.kind);
-                        line(out, Some(dur), tid, depth, format_args!("{name};{note}"))
+                        line(
+                            out,
+                            &mut self.buf,
+                            Some(dur),
+                            tid,
+                            depth,
+                            &[&name, ";", note],
+                        )
                     }
                     None => {
-                        line(out, None, tid, depth, format_args!("{name} {{"))?;
+                        line(out, &mut self.buf, None, tid, depth, &[&name, " {"])?;
                         self.stack.push(Frame {
                             func: event.func,
                             name,
@@ -281,45 +322,49 @@ impl TaskState {
                         let note = unwound_note(event.kind);
                         line(
                             out,
+                            &mut self.buf,
                             Some(dur),
                             tid,
                             j,
-                            format_args!("}} /* {} */{note}", bare(&frame.name)),
+                            &["} /* ", bare(&frame.name), " */", note],
                         )
                     }
                     None => {
                         let name = names.get(self.session, event.func);
                         line(
                             out,
+                            &mut self.buf,
                             None,
                             tid,
                             depth,
-                            format_args!("}} /* {} */ (entry not recorded)", bare(&name)),
+                            &["} /* ", bare(&name), " */ (entry not recorded)"],
                         )
                     }
                 }
             }
             EventKind::Signal => {
                 let sig = i32::try_from(event.func).unwrap_or(i32::MAX);
-                match signal_name(sig) {
-                    Some(name) => line(out, None, tid, depth, format_args!("/* signal {name} */")),
-                    None => line(
-                        out,
-                        None,
-                        tid,
-                        depth,
-                        format_args!("/* signal {} */", event.func),
-                    ),
-                }
-            }
-            EventKind::Lost => {
-                summary.lost_in_streams += u64::from(event.func);
+                let number = event.func.to_string();
+                let name = signal_name(sig).unwrap_or(&number);
                 line(
                     out,
+                    &mut self.buf,
                     None,
                     tid,
                     depth,
-                    format_args!("... {} events lost ...", event.func),
+                    &["/* signal ", name, " */"],
+                )
+            }
+            EventKind::Lost => {
+                summary.lost_in_streams += u64::from(event.func);
+                let count = event.func.to_string();
+                line(
+                    out,
+                    &mut self.buf,
+                    None,
+                    tid,
+                    depth,
+                    &["... ", &count, " events lost ..."],
                 )
             }
         }
@@ -330,10 +375,11 @@ impl TaskState {
             let depth = self.stack.len();
             line(
                 out,
+                &mut self.buf,
                 None,
                 self.tid,
                 depth,
-                format_args!("}} /* {} */ (not returned)", bare(&frame.name)),
+                &["} /* ", bare(&frame.name), " */ (not returned)"],
             )?;
         }
         Ok(())

@@ -56,7 +56,12 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
         0
     };
     let mem = shm::SharedMemory::create(Layout::DEFAULT, flags)?;
-    let (_agent_fd, agent_path) = shm::agent_file(AGENT)?;
+    let (_agent_fd, mut agent_path) = shm::agent_file(AGENT)?;
+    // For profiling fctrace itself: an agent loaded from a file has symbols
+    // that perf and gdb can resolve (the embedded one is a memfd).
+    if let Some(p) = std::env::var_os("FCTRACE_AGENT_PATH") {
+        agent_path = p.to_string_lossy().into_owned();
+    }
 
     let mut env = vec![
         ("FCTRACE_SHM".to_string(), mem.path()),

@@ -1,12 +1,15 @@
 //! Shared helpers of fctrace's integration tests.
 //!
-//! * building the test programs of `tests/programs/` (gcc, g++, rustc),
+//! * building the test programs of `tests/programs/` (gcc, g++, rustc;
+//!   cargo for Rust programs that need its profiles),
 //!   cached under `CARGO_TARGET_TMPDIR` by a hash of compiler, flags and
 //!   sources, so reruns do not recompile (safe for parallel tests and for
 //!   parallel `cargo test` runs: file locks plus atomic renames);
 //! * running fctrace (`record`, `replay`, `report --format json`, `info`)
-//!   with a time limit, and checking it never panicked;
-//! * parsing `replay`'s call tree, per thread, checking it nests properly;
+//!   with a time limit, checking it never panicked, and comparing a
+//!   program's behaviour natively and under `fctrace record`;
+//! * parsing `replay`'s call tree, per task and thread, checking it nests
+//!   properly (signal markers are leaves, which [`strip_markers`] removes);
 //! * reading ELF symbols (readelf) and disassembly (objdump);
 //! * running callgrind and counting calls per function, and comparing those
 //!   counts with fctrace's, function by function, for the main executable.
@@ -74,8 +77,9 @@ use std::fs;
 use std::io::Read;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Whether a branch from inside a function to its own first instruction is
@@ -294,56 +298,88 @@ fn describe_command(cmd: &Command) -> String {
     s
 }
 
-/// Runs a command to its end, stdin closed, stdout and stderr captured,
-/// killed (and the test failed) if it runs longer than `timeout`.
-pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Run {
+/// A started command whose stdout and stderr are being collected.
+pub struct Spawned {
+    pub child: Child,
+    /// Its stdin, when it was started with a pipe there.
+    pub stdin: Option<ChildStdin>,
+    pub cmdline: String,
+    out: JoinHandle<Vec<u8>>,
+    err: JoinHandle<Vec<u8>>,
+}
+
+/// Starts a command with `stdin` as its stdin, its stdout and stderr
+/// captured.
+pub fn spawn_captured(cmd: &mut Command, stdin: Stdio) -> Spawned {
     let cmdline = describe_command(cmd);
-    cmd.stdin(Stdio::null())
+    cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start `{cmdline}`: {e}"));
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
+    fn read_all(mut from: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = from.read_to_end(&mut v);
+            v
+        })
+    }
+    Spawned {
+        stdin: child.stdin.take(),
+        out: read_all(child.stdout.take().unwrap()),
+        err: read_all(child.stderr.take().unwrap()),
+        child,
+        cmdline,
+    }
+}
+
+impl Spawned {
+    /// Closes its stdin and waits for its end, with no time limit (for
+    /// callers that have made it end, under a time limit of their own).
+    pub fn finish(mut self) -> Run {
+        drop(self.stdin.take());
+        let status = self
+            .child
+            .wait()
+            .unwrap_or_else(|e| panic!("waiting for `{}`: {e}", self.cmdline));
+        self.output(status)
+    }
+
+    /// Everything it wrote, once it has ended with `status`.
+    fn output(self, status: ExitStatus) -> Run {
+        Run {
+            cmdline: self.cmdline,
+            status,
+            stdout: String::from_utf8_lossy(&self.out.join().unwrap()).into_owned(),
+            stderr: String::from_utf8_lossy(&self.err.join().unwrap()).into_owned(),
+        }
+    }
+}
+
+/// Runs a command to its end, stdin closed, stdout and stderr captured,
+/// killed (and the test failed) if it runs longer than `timeout`.
+pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Run {
+    let mut spawned = spawn_captured(cmd, Stdio::null());
     let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
+    loop {
+        match spawned.child.try_wait() {
+            Ok(Some(status)) => return spawned.output(status),
             Ok(None) => {}
-            Err(e) => panic!("waiting for `{cmdline}`: {e}"),
+            Err(e) => panic!("waiting for `{}`: {e}", spawned.cmdline),
         }
         if start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            let so = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).into_owned();
-            let se = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).into_owned();
+            let _ = spawned.child.kill();
+            let r = spawned.finish();
             panic!(
-                "`{cmdline}` still running after {timeout:?}: killed\n--- stdout ---\n{}\n--- stderr ---\n{}",
-                clip(&so, 4000),
-                clip(&se, 4000)
+                "`{}` still running after {timeout:?}: killed\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                r.cmdline,
+                clip(&r.stdout, 4000),
+                clip(&r.stderr, 4000)
             );
         }
         // Polling for the time limit only; the result does not depend on it.
         std::thread::sleep(Duration::from_millis(5));
-    };
-    let stdout = String::from_utf8_lossy(&t_out.join().unwrap()).into_owned();
-    let stderr = String::from_utf8_lossy(&t_err.join().unwrap()).into_owned();
-    Run {
-        cmdline,
-        status,
-        stdout,
-        stderr,
     }
 }
 
@@ -550,6 +586,75 @@ pub fn rust_prog(opt: u32, v0: bool) -> PathBuf {
     Build::new(Lang::Rust, &name, &[program_source("prog.rs")], &flags).build()
 }
 
+/// `tests/programs/<file>` built by `cargo build --release` as the binary of
+/// a one-file package named `package`, with `[profile.release]` set to
+/// `profile` (TOML lines): for Rust programs that need cargo's profiles
+/// (`rust_prog` calls rustc directly). The package is written into the
+/// cache, with a target directory of its own, keyed by the hash of its
+/// manifest, its source and the toolchain's versions. Returns the
+/// executable's path.
+pub fn cargo_program(package: &str, file: &str, profile: &str) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let source = program_source(file);
+    let manifest = format!(
+        "[package]\nname = \"{package}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\n\n[profile.release]\n{profile}\n\n\
+         # Not part of any enclosing workspace.\n[workspace]\n"
+    );
+    let key = Fnv::new()
+        .str(&compiler_version(&cargo))
+        .str(&compiler_version("rustc"))
+        .str(&manifest)
+        .file(&source)
+        .hex();
+    let dir = cache_subdir("cargo").join(format!("{package}-{key}"));
+    let out = dir.join("bin").join(package);
+    if out.exists() {
+        return out;
+    }
+    let _lock = FileLock::acquire(&format!("cargo-{package}-{key}"));
+    if out.exists() {
+        return out;
+    }
+    fs::create_dir_all(dir.join("src")).unwrap();
+    fs::create_dir_all(dir.join("bin")).unwrap();
+    fs::write(dir.join("Cargo.toml"), &manifest).unwrap();
+    fs::copy(&source, dir.join("src").join("main.rs")).unwrap();
+    let target = dir.join("target");
+    let mut cmd = Command::new(&cargo);
+    cmd.arg("build")
+        .arg("--release")
+        .arg("--offline")
+        .arg("--manifest-path")
+        .arg(dir.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(&dir);
+    // Independent of the environment `cargo test` runs in.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_BUILD_TARGET",
+        "CARGO_MAKEFLAGS",
+    ] {
+        cmd.env_remove(var);
+    }
+    let r = run_with_timeout(&mut cmd, Duration::from_secs(900));
+    assert!(
+        r.success(),
+        "cargo build of {package} failed\n{}",
+        r.describe()
+    );
+    let tmp = dir
+        .join("bin")
+        .join(format!(".{package}.tmp-{}", unique_suffix()));
+    fs::copy(target.join("release").join(package), &tmp).unwrap();
+    fs::rename(&tmp, &out).unwrap();
+    out
+}
+
 /// Writes `text` to a file of the cache named by its content hash and
 /// returns its path (for programs a test writes itself).
 pub fn write_cached_source(name: &str, text: &str) -> PathBuf {
@@ -570,6 +675,12 @@ pub fn run_native(exe: &Path, args: &[&str]) -> Run {
     let r = run(Command::new(exe).args(args));
     r.expect_success();
     r
+}
+
+/// Runs a program natively with extra environment variables; whatever its
+/// exit status.
+pub fn run_env(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run(Command::new(exe).args(args).envs(env.iter().copied()))
 }
 
 // ---------------------------------------------------------------------------
@@ -674,18 +785,84 @@ pub fn record(exe: &Path, args: &[&str], opts: &[&str]) -> Recorded {
 /// `fctrace record`, whatever its exit status.
 #[track_caller]
 pub fn record_any(exe: &Path, args: &[&str], opts: &[&str]) -> Recorded {
+    let (dir, mut cmd) = record_command(exe, args, opts);
+    let run = run_with_timeout(&mut cmd, FCTRACE_TIMEOUT);
+    assert_recorder_ending(&run, &dir.path);
+    Recorded { dir, run }
+}
+
+/// `fctrace record -d DIR exe args` with extra environment variables (for
+/// fctrace and the program), whatever its exit status. Checks only that
+/// fctrace was not killed: not [`assert_no_panic`], since the program's own
+/// panic messages pass through fctrace's stderr (callers compare that
+/// stderr with the program's).
+#[track_caller]
+pub fn record_env(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Recorded {
+    let (dir, mut cmd) = record_command(exe, args, &[]);
+    let run = run_with_timeout(cmd.envs(env.iter().copied()), FCTRACE_TIMEOUT);
+    assert!(
+        run.signal().is_none(),
+        "fctrace was killed\n{}",
+        run.describe()
+    );
+    Recorded { dir, run }
+}
+
+/// `fctrace record -d DIR [opts] exe args`, in a fresh trace directory.
+fn record_command(exe: &Path, args: &[&str], opts: &[&str]) -> (TraceDir, Command) {
     let label = exe
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let dir = TraceDir::new(&label);
-    let mut argv: Vec<&OsStr> = vec![OsStr::new("record"), OsStr::new("-d"), dir.path.as_os_str()];
-    argv.extend(opts.iter().map(OsStr::new));
-    argv.push(exe.as_os_str());
-    argv.extend(args.iter().map(OsStr::new));
-    let run = run_with_timeout(Command::new(fctrace_bin()).args(&argv), FCTRACE_TIMEOUT);
-    assert_recorder_ending(&run, &dir.path);
-    Recorded { dir, run }
+    let mut cmd = Command::new(fctrace_bin());
+    cmd.arg("record")
+        .arg("-d")
+        .arg(&dir.path)
+        .args(opts)
+        .arg(exe)
+        .args(args);
+    (dir, cmd)
+}
+
+/// The program behaves the same natively and under fctrace: the same exit
+/// status (or death by the same signal), stdout and stderr.
+#[track_caller]
+pub fn assert_same_behaviour(native: &Run, traced: &Run, ctx: &str) {
+    assert_eq!(
+        (native.code(), native.signal()),
+        (traced.code(), traced.signal()),
+        "{ctx}: exit status\n--- native ---\n{}\n--- fctrace ---\n{}",
+        native.describe(),
+        traced.describe()
+    );
+    assert_eq!(
+        native.stdout,
+        traced.stdout,
+        "{ctx}: stdout\n{}",
+        traced.describe()
+    );
+    assert_eq!(
+        native.stderr,
+        traced.stderr,
+        "{ctx}: stderr\n{}",
+        traced.describe()
+    );
+}
+
+/// Runs `exe args` natively and under `fctrace record`, whatever their
+/// ending, and asserts they behave the same ([`assert_same_behaviour`]).
+/// Returns the recording.
+#[track_caller]
+pub fn record_same(exe: &Path, args: &[&str]) -> Recorded {
+    let native = run(Command::new(exe).args(args));
+    let rec = record_any(exe, args, &[]);
+    assert_same_behaviour(
+        &native,
+        &rec.run,
+        &format!("{} (trace {})", native.cmdline, rec.dir.path.display()),
+    );
+    rec
 }
 
 /// `fctrace replay -d DIR`: its stdout; asserts success.
@@ -696,17 +873,34 @@ pub fn replay_text(dir: &Path) -> String {
     r.stdout
 }
 
-/// `fctrace replay -d DIR`, parsed and checked for nesting.
+/// `fctrace replay -d DIR`, parsed and checked for nesting; signal markers
+/// are leaves of the tree (see [`is_marker`]).
 #[track_caller]
 pub fn replay(dir: &Path) -> Replay {
+    replay_with_text(dir).1
+}
+
+/// `fctrace replay -d DIR`: its text, and its tree as [`replay`] gives it.
+#[track_caller]
+pub fn replay_with_text(dir: &Path) -> (String, Replay) {
     let text = replay_text(dir);
-    parse_replay(&text).unwrap_or_else(|e| {
+    let tree = parse_replay(&text).unwrap_or_else(|e| {
         panic!(
             "replay of {} is not a well-formed call tree: {e}\n--- replay ---\n{}",
             dir.display(),
             clip(&text, 8000)
         )
-    })
+    });
+    (text, tree)
+}
+
+/// `fctrace replay -d DIR`: its text, and its tree of calls only, without
+/// the signal markers (a handler's calls follow the marker at the
+/// interrupted call's depth, so they stay where they are).
+#[track_caller]
+pub fn replay_calls(dir: &Path) -> (String, Replay) {
+    let (text, tree) = replay_with_text(dir);
+    (text, tree.without_markers())
 }
 
 /// `fctrace info -d DIR`: its stdout; asserts success.
@@ -907,6 +1101,31 @@ impl Replay {
     pub fn count(&self, label: &str) -> usize {
         self.threads.iter().map(|t| t.count(label)).sum()
     }
+    /// The same replay without its signal markers ([`strip_markers`]).
+    pub fn without_markers(&self) -> Replay {
+        Replay {
+            threads: self
+                .threads
+                .iter()
+                .map(|t| ThreadTree {
+                    roots: strip_markers(&t.roots),
+                    ..t.clone()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Whether a node's label is a marker line of the replay, not a call:
+/// `/* signal SIGUSR1 */` (or `/* signal 34 */` for a signal without a
+/// standard name).
+pub fn is_marker(label: &str) -> bool {
+    label.starts_with("/*")
+}
+
+/// The calls of `nodes`, without the marker leaves.
+pub fn strip_markers(nodes: &[Node]) -> Vec<Node> {
+    project(nodes, &|l| !is_marker(l))
 }
 
 /// One line of the tree.
@@ -931,12 +1150,22 @@ struct Marks {
     entry_not_recorded: bool,
 }
 
-/// Splits `  0.210 us [ 4321] |     strtol();` into (duration, tid, depth,
-/// kind, marks).
-fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, Marks), String> {
+/// One line of the replay's call tree, split:
+/// `  0.210 us [ 4321] |     strtol();` has the duration `0.210 us`, the
+/// tid 4321, the depth 2 (two spaces per level, or a `(depth N) ` prefix
+/// beyond the indentation cap) and the text `strtol();`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayLine<'a> {
+    pub duration: &'a str,
+    pub tid: u64,
+    pub depth: usize,
+    pub text: &'a str,
+}
+
+pub fn split_replay_line(line: &str) -> Result<ReplayLine<'_>, String> {
     let open = line.find('[').ok_or("no `[tid]`")?;
     let close = open + line[open..].find(']').ok_or("no `]` after `[`")?;
-    let duration = line[..open].trim().to_string();
+    let duration = line[..open].trim();
     let tid: u64 = line[open + 1..close]
         .trim()
         .parse()
@@ -949,13 +1178,40 @@ fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, Marks), Strin
         return Err(format!("odd indentation ({spaces} spaces)"));
     }
     let mut depth = spaces / 2;
-    let mut text = rest[spaces..].trim_end().to_string();
-    // Beyond the indentation cap, lines say their depth.
+    let mut text = rest[spaces..].trim_end();
     if let Some(t) = text.strip_prefix("(depth ") {
         let (n, t) = t.split_once(") ").ok_or("bad `(depth N)` prefix")?;
         depth = n.parse().map_err(|_| "bad depth number")?;
-        text = t.to_string();
+        text = t;
     }
+    Ok(ReplayLine {
+        duration,
+        tid,
+        depth,
+        text,
+    })
+}
+
+/// The markers among replay lines (see [`is_marker`]), as (depth, text).
+pub fn marker_lines<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<(usize, &'a str)> {
+    lines
+        .into_iter()
+        .filter_map(|l| split_replay_line(l).ok())
+        .filter(|l| is_marker(l.text))
+        .map(|l| (l.depth, l.text))
+        .collect()
+}
+
+/// Splits a line into (duration, tid, depth, kind, marks).
+fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, Marks), String> {
+    let ReplayLine {
+        duration,
+        tid,
+        depth,
+        text,
+    } = split_replay_line(line)?;
+    let duration = duration.to_string();
+    let mut text = text.to_string();
     let mut marks = Marks::default();
     loop {
         if let Some(t) = text.strip_suffix(" (unwound)") {
@@ -1190,6 +1446,17 @@ pub fn project(nodes: &[Node], keep: &dyn Fn(&str) -> bool) -> Vec<Node> {
         }
     }
     out
+}
+
+/// Asserts every call of `nodes`, and of their subtrees, was closed
+/// (returned or unwound).
+#[track_caller]
+pub fn assert_all_closed(nodes: &[Node], ctx: &str) {
+    for n in nodes {
+        n.walk(&mut Vec::new(), &mut |n, path| {
+            assert!(n.closed, "{ctx}: {} left open under {path:?}", n.label);
+        });
+    }
 }
 
 /// The tree as an outline: one call a line, two spaces per depth, ` (unwound)`
