@@ -145,6 +145,18 @@ fn module_of(addr: u64) -> Option<String> {
     }
 }
 
+/// The path of the agent itself, looked up once.
+fn agent_module() -> Option<&'static str> {
+    static PATH: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| module_of(agent_module as *const () as u64))
+        .as_deref()
+}
+
+/// Whether `addr` lies in the agent (a function it interposes).
+fn in_agent(addr: u64) -> bool {
+    agent_module().is_some() && module_of(addr).as_deref() == agent_module()
+}
+
 /// Where `name` is defined, and whether the agent defines it itself (exec,
 /// unwinder entry points, ...): then the address is that of the definition
 /// the agent forwards to, so that the program's calls are attributed to the
@@ -156,16 +168,12 @@ fn resolve(name: &str) -> Option<(u64, bool)> {
     if p.is_null() {
         return None;
     }
-    let ours = module_of(resolve as *const () as u64);
-    if ours.is_some() && module_of(p as u64) == ours {
-        // SAFETY: dlsym with a valid C string.
-        let next = unsafe { libc::dlsym(libc::RTLD_NEXT, c.as_ptr()) };
-        if !next.is_null() {
-            return Some((next as u64, true));
-        }
-        return Some((p as u64, true));
+    if !in_agent(p as u64) {
+        return Some((p as u64, false));
     }
-    Some((p as u64, false))
+    // SAFETY: dlsym with a valid C string.
+    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, c.as_ptr()) };
+    Some((if next.is_null() { p } else { next } as u64, true))
 }
 
 /// One function to patch.
@@ -256,7 +264,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         arenas: Vec::new(),
         free_arenas: Vec::new(),
     };
-    let me = module_of(instrument_process as *const () as u64).unwrap_or_default();
+    let me = agent_module().unwrap_or_default();
 
     // Libraries first (with -l), so that the program's PLT entries for
     // functions traced inside a library can be left alone.
@@ -292,7 +300,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         *rt = Some(Runtime {
             s,
             known,
-            me,
+            me: me.to_string(),
             interp,
             pid,
         });
@@ -482,11 +490,12 @@ fn instrument_main(
         // SAFETY: the GOT slot lies in the module's mapped data (relocated
         // before constructors run).
         let target = unsafe { (slot as *const u64).read() };
-        let lib = match resolve(&g.name) {
-            Some((real, true)) if module_of(target) == module_of(resolve as *const () as u64) => {
-                module_of(real)
-            }
-            _ => module_of(target),
+        // A slot bound to the agent's interposer: named after the library
+        // the agent forwards to.
+        let lib = if in_agent(target) {
+            resolve(&g.name).and_then(|(real, _)| module_of(real))
+        } else {
+            module_of(target)
         };
         let midx = match &lib {
             Some(path) if *path != m.path => s.module_index(path, 0)?,

@@ -198,8 +198,8 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
                 }
             }
         }
-        let mut digits = [0u8; 16];
-        let parent_s = parent.map(|s| format_u32(s, &mut digits));
+        let mut digits = [0u8; 20];
+        let parent_s = parent.map(|s| fctrace_format::digits::decimal(u64::from(s), &mut digits));
         let made = (|| {
             let shm = b.string(&[&inj.shm])?;
             let dir = b.string(&[&inj.dir])?;
@@ -227,19 +227,6 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         push(std::ptr::null());
         f(arr as *const *const c_char)
     })
-}
-
-fn format_u32(mut v: u32, out: &mut [u8; 16]) -> &[u8] {
-    let mut i = out.len();
-    loop {
-        i -= 1;
-        out[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    &out[i..]
 }
 
 /// The task slot of the calling thread, when it has agent state.
@@ -290,7 +277,10 @@ fn after_failed_exec(flushed: bool) {
         if let (Some(shm), p) = (shm::get(), tls::state()) {
             if !p.is_null() {
                 // SAFETY: this thread's state.
-                thread::refill_buffer(shm, unsafe { &mut *p });
+                let st = unsafe { &mut *p };
+                if !thread::take_next_buffer(shm, st) {
+                    st.buf = crate::scratch_buffer();
+                }
             }
         }
     }

@@ -156,7 +156,7 @@ pub fn after_fork_child(shm: &Shm) {
 }
 
 /// Hands the thread's buffer to the recorder now (before an exec); the
-/// thread writes into the scratch buffer until `refill_buffer`. Only while
+/// thread writes into the scratch buffer until `take_next_buffer`. Only while
 /// the thread is busy.
 pub fn flush_buffer(shm: &Shm, st: &mut ThreadState) {
     crate::signal::release_parked(shm, st);
@@ -164,21 +164,9 @@ pub fn flush_buffer(shm: &Shm, st: &mut ThreadState) {
     st.buf = crate::scratch_buffer();
 }
 
-/// Gives a thread whose buffer was flushed a fresh one.
-pub fn refill_buffer(shm: &Shm, st: &mut ThreadState) {
-    st.seq += 1;
-    match shm.acquire(st.tid, st.pid, st.session, st.task_slot, st.seq) {
-        Some(i) => {
-            st.buf_index = i;
-            st.buf = shm.buffer(i);
-        }
-        None => st.buf = crate::scratch_buffer(),
-    }
-}
-
-/// Replaces the thread's full buffer with a fresh one.
-fn switch_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
-    crate::signal::release_buffer(shm, st);
+/// Gives the thread its next buffer (after its last one was handed over);
+/// false if the recorder is gone (the thread's buffer is then unchanged).
+pub fn take_next_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
     st.seq += 1;
     match shm.acquire(st.tid, st.pid, st.session, st.task_slot, st.seq) {
         Some(i) => {
@@ -188,6 +176,12 @@ fn switch_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
         }
         None => false,
     }
+}
+
+/// Replaces the thread's full buffer with a fresh one.
+fn switch_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
+    crate::signal::release_buffer(shm, st);
+    take_next_buffer(shm, st)
 }
 
 /// Appends an event from Rust, switching buffers as needed.

@@ -436,32 +436,6 @@ fn unescape(text: &str) -> Result<String, String> {
 
 /// Writes `s` with `\`, tab, newline and carriage return escaped, without
 /// allocating.
-/// `v` in decimal, in the tail of `buf`.
-fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return &buf[i..];
-        }
-    }
-}
-
-/// `v` in lower-case hexadecimal without prefix, in the tail of `buf`.
-fn hex(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b"0123456789abcdef"[(v & 15) as usize];
-        v >>= 4;
-        if v == 0 {
-            return &buf[i..];
-        }
-    }
-}
-
 fn write_escaped(w: &mut impl Write, s: &str) -> io::Result<()> {
     let bytes = s.as_bytes();
     let mut start = 0;
@@ -515,13 +489,16 @@ pub fn write_function(w: &mut impl Write, function: &Function) -> io::Result<()>
     };
     let mut digits = [0u8; 20];
     put(b"func\t");
-    put(decimal(u64::from(function.id), &mut digits));
+    put(crate::digits::decimal(u64::from(function.id), &mut digits));
     put(b"\t");
-    put(decimal(u64::from(function.module), &mut digits));
+    put(crate::digits::decimal(
+        u64::from(function.module),
+        &mut digits,
+    ));
     put(b"\t0x");
-    put(hex(function.addr, &mut digits));
+    put(crate::digits::hex(function.addr, &mut digits));
     put(b"\t");
-    put(decimal(function.size, &mut digits));
+    put(crate::digits::decimal(function.size, &mut digits));
     put(b"\t");
     put(function.kind.as_str().as_bytes());
     put(b"\t");

@@ -461,8 +461,12 @@ fn sigterm_to_fctrace_only() {
 /// get it: fctrace passes it on, and the program stops as by Ctrl-C.
 #[test]
 fn sigint_to_fctrace_only() {
-    let (native, _dir) = run_stopped("-O0", Stop::IntFctrace, "SIGINT to fctrace");
+    let (native, dir) = run_stopped("-O0", Stop::IntFctrace, "SIGINT to fctrace");
     assert_eq!(native.signal(), Some(SIGINT), "{}", native.describe());
+    assert_eq!(
+        info_exit_line(&dir.path),
+        "Exit status:    killed by signal 2 (SIGINT)"
+    );
 }
 
 /// Ctrl-C from a real (pseudo-)terminal: the program and fctrace both get

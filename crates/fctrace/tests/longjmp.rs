@@ -157,7 +157,6 @@ fn siglongjmp_out_of_signal_handler() {
         let replay = replay(&rec.dir.path);
         let signals = replay.count("/* signal SIGUSR1 */") as u64;
         assert_eq!(signals, N, "{opt}: signal markers");
-        let replay = replay.without_markers();
         let main = replay.main();
         // Each handler's calls (on_usr1, siglongjmp) follow its marker
         // inside raise(), and are left by the jump like the frames below.
@@ -174,6 +173,7 @@ fn siglongjmp_out_of_signal_handler() {
                   __sigsetjmp()
                   signal_depth() (unwound)
                     raise() (unwound)
+                      /* signal SIGUSR1 */
                       on_usr1() (unwound)
                         {slj}() (unwound)
                 "

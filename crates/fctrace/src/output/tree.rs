@@ -212,20 +212,11 @@ fn line(
         None => buf.extend_from_slice(b"            "),
     }
     buf.push(b'[');
-    let mut digits = [b' '; 10];
-    let mut at = digits.len();
-    let mut t = tid;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (t % 10) as u8;
-        t /= 10;
-        if t == 0 {
-            break;
-        }
-    }
+    let mut digits = [0u8; 20];
+    let tid = fctrace_format::digits::decimal(u64::from(tid), &mut digits);
     // `{tid:>5}`: right-aligned in 5 columns, wider if needed.
-    let start = at.min(digits.len() - 5);
-    buf.extend_from_slice(&digits[start..]);
+    buf.extend_from_slice(&b"     "[tid.len().min(5)..]);
+    buf.extend_from_slice(tid);
     buf.extend_from_slice(b"] | ");
     const SPACES: &[u8; 2 * MAX_INDENT_DEPTH] = &[b' '; 2 * MAX_INDENT_DEPTH];
     if depth <= MAX_INDENT_DEPTH {

@@ -8,9 +8,7 @@ mod shm;
 use crate::cli::TraceOptions;
 use anyhow::{Context, Result};
 use fctrace_format::event::RawEvent;
-use fctrace_format::shm::{
-    Layout, FLAG_NEST_LIBCALL, ORIGIN_EXEC, ORIGIN_FORK, ORIGIN_START, ORIGIN_THREAD,
-};
+use fctrace_format::shm::{Layout, FLAG_NEST_LIBCALL, ORIGIN_EXEC, ORIGIN_FORK, ORIGIN_THREAD};
 use fctrace_format::store::{Clock, ExitStatus, TaskInfo, TaskOrigin, TraceInfo, TraceWriter};
 use std::ffi::OsString;
 use std::path::Path;
@@ -185,16 +183,9 @@ fn task_info(t: &shm::TaskSlotCopy, slots: &[shm::TaskSlotCopy]) -> TaskInfo {
         (ORIGIN_EXEC, Some(p)) if p.pid == t.pid => TaskOrigin::Exec,
         (ORIGIN_EXEC, Some(_)) => TaskOrigin::Spawn,
         (ORIGIN_EXEC, None) => TaskOrigin::Exec,
-        (_, None) => TaskOrigin::Start,
-        // An agent that does not say: a new tid of the same process is a
-        // thread, another process a fork.
-        (ORIGIN_START, Some(p)) | (_, Some(p)) => {
-            if p.pid == t.pid {
-                TaskOrigin::Thread
-            } else {
-                TaskOrigin::Fork
-            }
-        }
+        // The agent registers only the program it starts as ORIGIN_START
+        // (the agent and this recorder come from the same binary).
+        _ => TaskOrigin::Start,
     };
     TaskInfo {
         id: t.slot,
