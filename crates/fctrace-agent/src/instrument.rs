@@ -274,7 +274,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         if !nest {
             break;
         }
-        if !is_instrumentable_lib(m, &me, &interp) {
+        if !is_instrumentable_lib(m, me, &interp) {
             continue;
         }
         match analyze(&m.path).and_then(|info| instrument_module(&mut s, m, &info, false)) {
