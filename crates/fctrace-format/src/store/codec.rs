@@ -50,10 +50,6 @@ pub(crate) fn kind_bits_of_version(version: u16) -> u32 {
 /// Kind bits of the version written.
 pub(crate) const KIND_BITS: u32 = 3;
 
-fn kind_code(kind: EventKind) -> u64 {
-    kind as u64
-}
-
 /// The kind in the low `bits` bits of `v`; `None` for a value that is not
 /// a kind.
 pub(crate) fn kind_from_bits(v: u64, bits: u32) -> Option<EventKind> {
@@ -100,6 +96,10 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
         out.push(v as u8);
         return;
     }
+    if v < 0x4000 {
+        out.extend_from_slice(&[(v as u8) | 0x80, (v >> 7) as u8]);
+        return;
+    }
     let mut buf = [0u8; 10];
     let mut n = 0;
     while v >= 0x80 {
@@ -109,6 +109,29 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     }
     buf[n] = v as u8;
     out.extend_from_slice(&buf[..=n]);
+}
+
+/// Writes `v` as a varint at `buf[pos..]` (which has room for 10 bytes);
+/// returns the position after it.
+#[inline(always)]
+pub(crate) fn put_varint_at(buf: &mut [u8], pos: usize, mut v: u64) -> usize {
+    if v < 0x80 {
+        buf[pos] = v as u8;
+        return pos + 1;
+    }
+    if v < 0x4000 {
+        buf[pos] = (v as u8) | 0x80;
+        buf[pos + 1] = (v >> 7) as u8;
+        return pos + 2;
+    }
+    let mut p = pos;
+    while v >= 0x80 {
+        buf[p] = (v as u8) | 0x80;
+        v >>= 7;
+        p += 1;
+    }
+    buf[p] = v as u8;
+    p + 1
 }
 
 /// Reads a varint at `*pos`, advancing it; `None` if it runs past the end
@@ -223,7 +246,11 @@ pub(crate) fn file_header(tid: u32) -> [u8; FILE_HEADER_LEN] {
     b
 }
 
-/// Builds the uncompressed payload of one chunk, one event at a time.
+/// Builds the uncompressed payload of one chunk from the agent's records.
+///
+/// The encoder keeps the same [`ShadowStack`] as the decoder, so that the
+/// exit of the function on top of it is written as code 0 (one byte, and
+/// the most frequent byte of the code stream).
 #[derive(Default)]
 pub(crate) struct ChunkEncoder {
     codes: Vec<u8>,
@@ -231,36 +258,121 @@ pub(crate) struct ChunkEncoder {
     events: u32,
     first_tsc: u64,
     prev_tsc: u64,
+    stack: ShadowStack,
+}
+
+/// Most events one call of [`ChunkEncoder::push_records`] encodes: bounds
+/// how far a chunk can go past [`CHUNK_MAX_RAW`] (20 bytes per event).
+const PUSH_BATCH: usize = 4096;
+
+/// Room to encode one batch into, shared by all of a writer's encoders.
+pub(crate) struct EncodeScratch {
+    codes: Box<[u8]>,
+    deltas: Box<[u8]>,
+}
+
+impl Default for EncodeScratch {
+    fn default() -> EncodeScratch {
+        EncodeScratch {
+            codes: vec![0; PUSH_BATCH * 10].into_boxed_slice(),
+            deltas: vec![0; PUSH_BATCH * 10].into_boxed_slice(),
+        }
+    }
+}
+
+/// What [`ChunkEncoder::push_records`] did with a slice of records.
+pub(crate) struct Pushed {
+    /// Records consumed from the front of the slice.
+    pub used: usize,
+    /// Events stored.
+    pub stored: u32,
+    /// Records skipped because their kind is invalid.
+    pub invalid: u32,
 }
 
 impl ChunkEncoder {
-    #[inline]
+    /// Encodes one event (tests; the writer uses [`push_records`](Self::push_records)).
+    #[cfg(test)]
     pub(crate) fn push(&mut self, kind: EventKind, func: u32, tsc: u64) {
-        if self.events == 0 {
-            self.first_tsc = tsc;
-            self.prev_tsc = tsc;
-        }
-        let code = ((u64::from(func) << KIND_BITS) | kind_code(kind)) + 1;
-        put_varint(&mut self.codes, code);
-        put_varint(
-            &mut self.deltas,
-            zigzag(tsc.wrapping_sub(self.prev_tsc) as i64),
+        let p = self.push_records(
+            &[crate::event::RawEvent::new(kind, func, tsc)],
+            &mut EncodeScratch::default(),
         );
-        self.prev_tsc = tsc;
-        self.events += 1;
+        debug_assert_eq!(p.stored, 1);
+    }
+
+    /// Encodes records from the front of `records` until they run out or
+    /// the chunk is full. A record whose timestamp is 0 was reserved by the
+    /// agent but never written (its process died in between): it is
+    /// skipped and not counted.
+    pub(crate) fn push_records(
+        &mut self,
+        records: &[crate::event::RawEvent],
+        scratch: &mut EncodeScratch,
+    ) -> Pushed {
+        let room = if self.buffered() >= CHUNK_MAX_RAW {
+            0
+        } else {
+            CHUNK_MAX_EVENTS.saturating_sub(self.events) as usize
+        };
+        let take = records.len().min(room).min(PUSH_BATCH);
+        if self.events == 0 {
+            if let Some(first) = records[..take].iter().find(|r| r.tsc != 0) {
+                self.first_tsc = first.tsc;
+                self.prev_tsc = first.tsc;
+            }
+        }
+        // Encoded by index into the scratch (at most 10 + 10 bytes per
+        // event), then appended.
+        let codes = &mut scratch.codes[..];
+        let deltas = &mut scratch.deltas[..];
+        let (mut cp, mut dp) = (0usize, 0usize);
+        let mut prev = self.prev_tsc;
+        let mut stored = 0u32;
+        let mut invalid = 0u32;
+        for r in &records[..take] {
+            if r.tsc == 0 {
+                continue;
+            }
+            let kind_bits = r.word & ((1 << crate::event::KIND_BITS) - 1);
+            let Some(kind) = EventKind::from_u8(kind_bits as u8) else {
+                invalid += 1;
+                continue;
+            };
+            let func = r.func();
+            let code = if kind == EventKind::Exit && self.stack.top() == Some(func) {
+                0
+            } else {
+                ((u64::from(func) << KIND_BITS) | kind_bits) + 1
+            };
+            self.stack.apply(kind, func);
+            cp = put_varint_at(codes, cp, code);
+            dp = put_varint_at(deltas, dp, zigzag(r.tsc.wrapping_sub(prev) as i64));
+            prev = r.tsc;
+            stored += 1;
+        }
+        self.codes.extend_from_slice(&codes[..cp]);
+        self.deltas.extend_from_slice(&deltas[..dp]);
+        self.prev_tsc = prev;
+        self.events += stored;
+        Pushed {
+            used: take,
+            stored,
+            invalid,
+        }
     }
 
     pub(crate) fn events(&self) -> u32 {
         self.events
     }
 
+    pub(crate) fn is_full(&self) -> bool {
+        self.events >= CHUNK_MAX_EVENTS || self.buffered() >= CHUNK_MAX_RAW
+    }
+
     /// Bytes held (for the writer's memory budget).
     pub(crate) fn buffered(&self) -> usize {
         self.codes.len() + self.deltas.len()
-    }
-
-    pub(crate) fn is_full(&self) -> bool {
-        self.events >= CHUNK_MAX_EVENTS || self.buffered() >= CHUNK_MAX_RAW
     }
 
     /// Writes the payload (`varint(len(codes)) codes deltas`) into `out`
@@ -274,6 +386,7 @@ impl ChunkEncoder {
         self.codes.clear();
         self.deltas.clear();
         self.events = 0;
+        self.stack.clear();
         // Give back the memory of an unusually large chunk.
         if self.codes.capacity() > CHUNK_MAX_RAW {
             self.codes.shrink_to(CHUNK_MAX_RAW / 4);

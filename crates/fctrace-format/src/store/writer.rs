@@ -2,7 +2,7 @@
 //! (`tasks/<tid>.dat`, or `tasks/<tid>-<n>.dat` for the n-th task with the
 //! same tid) and writes info.json at the end.
 
-use super::codec::{self, ChunkEncoder, ChunkHeader, CODEC_ZSTD};
+use super::codec::{self, ChunkEncoder, ChunkHeader, EncodeScratch, CODEC_ZSTD};
 use super::{info, task_file_name, StoreError, TaskInfo, TraceInfo, FORMAT_VERSION};
 use super::{INFO_FILE, SESSIONS_DIR, TASKS_DIR};
 use crate::event::RawEvent;
@@ -39,6 +39,7 @@ pub struct TraceWriter {
     invalid: u64,
     bytes: u64,
     compressor: zstd::bulk::Compressor<'static>,
+    scratch: EncodeScratch,
     payload: Vec<u8>,
     compressed: Vec<u8>,
     /// The bytes of one chunk as written (headers and compressed data).
@@ -113,6 +114,7 @@ impl TraceWriter {
             invalid: 0,
             bytes: 0,
             compressor,
+            scratch: EncodeScratch::default(),
             payload: Vec::new(),
             compressed: Vec::new(),
             out: Vec::new(),
@@ -152,7 +154,9 @@ impl TraceWriter {
     /// for different tasks may interleave freely). The first call for an
     /// id names its file: `tasks/<tid>.dat` for the first task with that
     /// tid, `tasks/<tid>-<n>.dat` for the n-th. Records whose kind is
-    /// invalid are skipped and counted in `invalid_events`.
+    /// invalid are skipped and counted in `invalid_events`; records whose
+    /// timestamp is 0 (reserved by the agent but never written, because
+    /// their process died in between) are skipped.
     pub fn append_task(
         &mut self,
         id: u32,
@@ -175,28 +179,18 @@ impl TraceWriter {
         let mut rest = events;
         while let Some(stream) = self.tasks.get_mut(&id) {
             let before = stream.encoder.buffered();
-            let mut used = rest.len();
-            let mut full = false;
-            for (i, e) in rest.iter().enumerate() {
-                let Some(kind) = e.kind() else {
-                    self.invalid += 1;
-                    continue;
-                };
-                stream.encoder.push(kind, e.func(), e.tsc);
-                stream.events += 1;
-                self.events += 1;
-                if stream.encoder.is_full() {
-                    used = i + 1;
-                    full = true;
-                    break;
-                }
-            }
+            let pushed = stream.encoder.push_records(rest, &mut self.scratch);
+            stream.events += u64::from(pushed.stored);
+            self.events += u64::from(pushed.stored);
+            self.invalid += u64::from(pushed.invalid);
             self.buffered = self.buffered - before + stream.encoder.buffered();
-            rest = &rest[used..];
-            if !full {
+            rest = &rest[pushed.used..];
+            if rest.is_empty() {
                 break;
             }
-            self.write_chunk(id)?;
+            if stream.encoder.is_full() {
+                self.write_chunk(id)?;
+            }
         }
         if self.buffered > GLOBAL_BUFFER_LIMIT {
             self.flush()?;

@@ -86,7 +86,6 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
     let first = shm::clock_pair();
     let child = process::spawn(&program, &command[0], &command[1..], &env)?;
 
-    let mut scratch: Vec<RawEvent> = Vec::with_capacity(mem.layout.events_per_buffer());
     // Streams are keyed by task slot: an exec keeps the tid but is a new
     // task (new slot), and tids can be reused.
     let mut sink = |task: shm::TaskKey, ev: &[RawEvent]| -> Result<()> {
@@ -97,11 +96,11 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
     let mut last_reclaim = std::time::Instant::now();
     loop {
         let mut busy = false;
-        while mem.drain_one(&mut scratch, &mut sink)? {
+        while mem.drain_one(&mut sink)? {
             busy = true;
         }
         if last_reclaim.elapsed() > std::time::Duration::from_millis(20) {
-            mem.reclaim_dead(&mut scratch, &mut sink)?;
+            mem.reclaim_dead(&mut sink)?;
             last_reclaim = std::time::Instant::now();
         }
         for sig in process::take_forward() {
@@ -119,7 +118,7 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
         }
     }
     mem.set_recorder_gone();
-    mem.drain_orphans(&mut scratch, &mut sink)?;
+    mem.drain_orphans(&mut sink)?;
     let last = shm::clock_pair();
 
     let slots = mem.tasks();

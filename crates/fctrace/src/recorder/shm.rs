@@ -119,13 +119,16 @@ impl SharedMemory {
         unsafe { &*(self.base.add(self.layout.buffer_offset(index)) as *const BufHeader) }
     }
 
-    /// The events of buffer `index` (a copy); returns its task.
-    fn events(&self, index: u32, out: &mut Vec<RawEvent>) -> TaskKey {
+    /// The records of buffer `index`, in place, and its task. Records
+    /// reserved but never written (their process died in between) are
+    /// still zero; the trace writer skips them.
+    fn events(&self, index: u32) -> (TaskKey, &[RawEvent]) {
         let h = self.buf_header(index);
         let pos = (h.pos.load(Ordering::Acquire) as usize).min(self.layout.buf_size as usize);
         let n = pos.saturating_sub(BUF_HEADER_SIZE) / RawEvent::SIZE;
-        out.clear();
-        // SAFETY: the n records lie inside the buffer; RawEvent is plain data.
+        // SAFETY: the n records lie inside the buffer; RawEvent is plain
+        // data; the buffer is the recorder's (full, or its thread is gone)
+        // until `recycle` gives it back, after the caller is done.
         let recs = unsafe {
             std::slice::from_raw_parts(
                 self.base
@@ -134,13 +137,11 @@ impl SharedMemory {
                 n,
             )
         };
-        // A record reserved but never written (its process died in between)
-        // is still zero: skip it.
-        out.extend(recs.iter().filter(|r| r.tsc != 0).copied());
-        TaskKey {
+        let task = TaskKey {
             slot: h.task_slot,
             tid: h.tid,
-        }
+        };
+        (task, recs)
     }
 
     /// Clears a buffer and gives it back to the agents.
@@ -163,14 +164,13 @@ impl SharedMemory {
     /// Takes one full buffer, if any: calls `sink(task, events)` and recycles it.
     pub fn drain_one(
         &self,
-        scratch: &mut Vec<RawEvent>,
         sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
     ) -> Result<bool> {
         let Some(i) = self.full_queue().pop() else {
             return Ok(false);
         };
-        let task = self.events(i as u32, scratch);
-        sink(task, scratch)?;
+        let (task, records) = self.events(i as u32);
+        sink(task, records)?;
         self.recycle(i as u32);
         Ok(true)
     }
@@ -180,10 +180,9 @@ impl SharedMemory {
     /// they hold up to their `pos` was written before the end.
     pub fn drain_orphans(
         &self,
-        scratch: &mut Vec<RawEvent>,
         sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
     ) -> Result<()> {
-        while self.drain_one(scratch, sink)? {}
+        while self.drain_one(sink)? {}
         let mut owned: Vec<(u32, u32, u32)> = (0..self.layout.buf_count)
             .filter_map(|i| {
                 let h = self.buf_header(i);
@@ -192,8 +191,8 @@ impl SharedMemory {
             .collect();
         owned.sort();
         for (_, _, i) in owned {
-            let task = self.events(i, scratch);
-            sink(task, scratch)?;
+            let (task, records) = self.events(i);
+            sink(task, records)?;
             self.recycle(i);
         }
         Ok(())
@@ -206,7 +205,6 @@ impl SharedMemory {
     /// written first.
     pub fn reclaim_dead(
         &self,
-        scratch: &mut Vec<RawEvent>,
         sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
     ) -> Result<()> {
         // A thread can leave more than one buffer behind (one held back
@@ -234,8 +232,8 @@ impl SharedMemory {
         }
         dead.sort_unstable();
         for (_, _, i) in dead {
-            let task = self.events(i, scratch);
-            sink(task, scratch)?;
+            let (task, records) = self.events(i);
+            sink(task, records)?;
             self.recycle(i);
         }
         Ok(())
