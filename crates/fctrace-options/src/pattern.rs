@@ -1,0 +1,228 @@
+//! Function patterns: `FUNC` or `FUNC@MODULE`, where FUNC is a name, or a
+//! regular expression when it contains a regular-expression character
+//! (as in uftrace: the expression may match anywhere in the name, so
+//! `^ns::` matches every function of namespace `ns`).
+
+use regex::Regex;
+use std::fmt;
+
+/// Characters that make a pattern a regular expression.
+const REGEX_CHARS: &[char] = &[
+    '.', '^', '$', '*', '+', '?', '(', ')', '[', ']', '{', '}', '|', '\\',
+];
+
+/// A pattern naming functions, optionally limited to one module.
+#[derive(Clone)]
+pub struct FuncPattern {
+    /// As the user wrote it (with its `@MODULE`).
+    text: String,
+    matcher: Matcher,
+    module: Option<String>,
+}
+
+#[derive(Clone)]
+enum Matcher {
+    Exact(String),
+    Regex(Regex),
+}
+
+impl fmt::Debug for FuncPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FuncPattern({:?})", self.text)
+    }
+}
+
+impl PartialEq for FuncPattern {
+    fn eq(&self, other: &FuncPattern) -> bool {
+        self.text == other.text
+    }
+}
+
+impl FuncPattern {
+    /// Parses `FUNC` or `FUNC@MODULE`.
+    pub fn parse(text: &str) -> Result<FuncPattern, String> {
+        let (func, module) = match text.rsplit_once('@') {
+            Some((f, m)) => (f, Some(m)),
+            None => (text, None),
+        };
+        if let Some(m) = module {
+            if m.is_empty() {
+                return Err(format!("`{text}`: the module after `@` is empty"));
+            }
+        }
+        FuncPattern::with_module(func, module).map(|mut p| {
+            p.text = text.to_string();
+            p
+        })
+    }
+
+    /// A pattern for FUNC, limited to MODULE if given.
+    pub fn with_module(func: &str, module: Option<&str>) -> Result<FuncPattern, String> {
+        if func.is_empty() {
+            return Err("an empty function name".to_string());
+        }
+        let matcher = if func.contains(REGEX_CHARS) {
+            Matcher::Regex(
+                Regex::new(func)
+                    .map_err(|e| format!("`{func}` is not a valid regular expression: {e}"))?,
+            )
+        } else {
+            Matcher::Exact(func.to_string())
+        };
+        let text = match module {
+            Some(m) => format!("{func}@{m}"),
+            None => func.to_string(),
+        };
+        Ok(FuncPattern {
+            text,
+            matcher,
+            module: module.map(str::to_string),
+        })
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether it is a regular expression (else an exact name).
+    pub fn is_regex(&self) -> bool {
+        matches!(self.matcher, Matcher::Regex(_))
+    }
+
+    /// The module it is limited to, if any.
+    pub fn module(&self) -> Option<&str> {
+        self.module.as_deref()
+    }
+
+    /// Whether a function called `name` matches (its module aside).
+    /// Give it every form of the name you have (symbol, demangled, the
+    /// demangled name without its parameter list) through
+    /// [`matches_names`](Self::matches_names).
+    pub fn matches_name(&self, name: &str) -> bool {
+        match &self.matcher {
+            Matcher::Exact(n) => n == name,
+            Matcher::Regex(r) => r.is_match(name),
+        }
+    }
+
+    /// Whether any of the names matches.
+    pub fn matches_names<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> bool {
+        names.into_iter().any(|n| self.matches_name(n))
+    }
+
+    /// Whether a function of the module at `path` can match: always when
+    /// the pattern names no module; else when MODULE is the module's path,
+    /// its file name, or its file name up to a `.` or `-` (`libc` matches
+    /// `/lib/x86_64-linux-gnu/libc.so.6`, `app` matches `/usr/bin/app`).
+    pub fn matches_module(&self, path: &str) -> bool {
+        let Some(m) = &self.module else {
+            return true;
+        };
+        if path == m {
+            return true;
+        }
+        let file = path.rsplit('/').next().unwrap_or(path);
+        file == m
+            || (file.starts_with(m.as_str())
+                && matches!(file.as_bytes().get(m.len()), Some(b'.') | Some(b'-')))
+    }
+
+    /// Both: the module and any of the names.
+    pub fn matches<'a>(&self, module_path: &str, names: impl IntoIterator<Item = &'a str>) -> bool {
+        self.matches_module(module_path) && self.matches_names(names)
+    }
+}
+
+/// The name forms a pattern is matched against, for a symbol `raw` whose
+/// display name (demangled) is `display`: the raw name, the display name,
+/// and the display name without its parameter list (`ns::f(int) const`
+/// gives `ns::f`).
+pub fn name_forms<'a>(raw: &'a str, display: &'a str) -> [&'a str; 3] {
+    [raw, display, without_params(display)]
+}
+
+/// `ns::f(int) const` → `ns::f`; a name without parameters is unchanged.
+/// Template arguments before the parameter list are kept
+/// (`f<int>(int)` → `f<int>`).
+pub fn without_params(name: &str) -> &str {
+    // The parameter list is the last top-level `( ... )` group.
+    let bytes = name.as_bytes();
+    let mut depth_angle = 0i32;
+    let mut depth_paren = 0i32;
+    let mut start = None;
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'<' => depth_angle += 1,
+            b'>' => depth_angle -= 1,
+            b'(' => {
+                // `operator()` names its operator with a `()`.
+                if depth_paren == 0 && depth_angle <= 0 && !name[..i].ends_with("operator") {
+                    start = Some(i);
+                }
+                depth_paren += 1;
+            }
+            b')' => depth_paren -= 1,
+            _ => {}
+        }
+    }
+    match start {
+        Some(s) if s > 0 => &name[..s],
+        _ => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_and_regex() {
+        let p = FuncPattern::parse("main").unwrap();
+        assert!(!p.is_regex());
+        assert!(p.matches_name("main"));
+        assert!(!p.matches_name("main2"));
+        assert!(!p.matches_name("xmain"));
+        let r = FuncPattern::parse("^ns::").unwrap();
+        assert!(r.is_regex());
+        assert!(r.matches_name("ns::f"));
+        assert!(!r.matches_name("other::ns::f"));
+        let r = FuncPattern::parse("alloc").unwrap();
+        assert!(!r.matches_name("malloc"));
+        let r = FuncPattern::parse("a.*c").unwrap();
+        assert!(r.matches_name("malloc"), "a regex matches anywhere");
+        assert!(FuncPattern::parse("f(").is_err());
+        assert!(FuncPattern::parse("").is_err());
+        assert!(FuncPattern::parse("f@").is_err());
+    }
+
+    #[test]
+    fn modules() {
+        let p = FuncPattern::parse("malloc@libc").unwrap();
+        assert_eq!(p.module(), Some("libc"));
+        assert!(p.matches("/lib/x86_64-linux-gnu/libc.so.6", ["malloc"]));
+        assert!(!p.matches("/usr/bin/app", ["malloc"]));
+        assert!(!p.matches("/lib/libcrypt.so.1", ["malloc"]));
+        assert!(FuncPattern::parse("f@libc.so.6")
+            .unwrap()
+            .matches_module("/lib/x86_64-linux-gnu/libc.so.6"));
+        assert!(FuncPattern::parse("f@/usr/bin/app")
+            .unwrap()
+            .matches_module("/usr/bin/app"));
+        assert!(FuncPattern::parse("f").unwrap().matches_module("/any"));
+    }
+
+    #[test]
+    fn params_are_cut() {
+        assert_eq!(without_params("ns::f(int) const"), "ns::f");
+        assert_eq!(without_params("f<int>(int)"), "f<int>");
+        assert_eq!(without_params("A::operator()(int)"), "A::operator()");
+        assert_eq!(without_params("plain"), "plain");
+        assert_eq!(
+            without_params("(anonymous namespace)::g()"),
+            "(anonymous namespace)::g"
+        );
+        let p = FuncPattern::parse("ns::f").unwrap();
+        assert!(p.matches_names(name_forms("_ZN2ns1fEi", "ns::f(int)")));
+    }
+}

@@ -1,0 +1,286 @@
+//! Filters, triggers, signals, times and thread lists: their syntax (as
+//! uftrace's where it has one) and parsing.
+
+use crate::pattern::FuncPattern;
+
+/// What a trigger or a signal does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Start recording.
+    TraceOn,
+    /// Stop recording (the calls underneath are not recorded either).
+    TraceOff,
+    /// Record only N levels of calls from this function down (this
+    /// function being level 1).
+    Depth(u32),
+    /// Record the chain of calls that led to this function.
+    Backtrace,
+    /// Stop tracing for good and let the program run on untraced.
+    Finish,
+}
+
+impl Action {
+    /// Parses one action name (`trace_on`, `trace-on`, `trace_off`,
+    /// `depth=N`, `backtrace`, `finish`); `None` if it is not one.
+    pub fn parse(s: &str) -> Option<Result<Action, String>> {
+        Some(Ok(match s {
+            "trace_on" | "trace-on" | "traceon" => Action::TraceOn,
+            "trace_off" | "trace-off" | "traceoff" => Action::TraceOff,
+            "backtrace" => Action::Backtrace,
+            "finish" => Action::Finish,
+            _ => {
+                let n = s.strip_prefix("depth=")?;
+                return Some(match n.parse::<u32>() {
+                    Ok(d) if d > 0 => Ok(Action::Depth(d)),
+                    _ => Err(format!("`{s}`: the depth must be a number of at least 1")),
+                });
+            }
+        }))
+    }
+}
+
+/// `-T FUNC@[MODULE,]ACTION[,ACTION...][,global]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trigger {
+    /// As the user wrote it.
+    pub source: String,
+    pub pattern: FuncPattern,
+    pub actions: Vec<Action>,
+    /// The actions switch tracing for every thread, not only for the
+    /// thread that called the function.
+    pub global: bool,
+}
+
+impl Trigger {
+    pub fn parse(spec: &str) -> Result<Trigger, String> {
+        let (func, rest) = spec.split_once('@').ok_or_else(|| {
+            format!(
+                "trigger `{spec}`: expected FUNC@ACTION[,ACTION...] (actions: trace_on, \
+                 trace_off, depth=N, backtrace, finish; add `global` to act on every thread)"
+            )
+        })?;
+        let mut module = None;
+        let mut actions = Vec::new();
+        let mut global = false;
+        for (i, item) in rest.split(',').enumerate() {
+            let item = item.trim();
+            if item == "global" {
+                global = true;
+                continue;
+            }
+            match Action::parse(item) {
+                Some(a) => actions.push(a.map_err(|e| format!("trigger `{spec}`: {e}"))?),
+                None if i == 0 && !item.is_empty() => module = Some(item),
+                None => {
+                    return Err(format!(
+                        "trigger `{spec}`: unknown action `{item}` (actions: trace_on, \
+                         trace_off, depth=N, backtrace, finish, global)"
+                    ))
+                }
+            }
+        }
+        if actions.is_empty() {
+            return Err(format!("trigger `{spec}` has no action"));
+        }
+        let pattern =
+            FuncPattern::with_module(func, module).map_err(|e| format!("trigger `{spec}`: {e}"))?;
+        Ok(Trigger {
+            source: spec.to_string(),
+            pattern,
+            actions,
+            global,
+        })
+    }
+}
+
+/// `--signal SIG@ACTION[,ACTION...]`: what a signal sent to the program
+/// does (to every thread). Only `trace_on`, `trace_off` and `finish`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignalTrigger {
+    /// As the user wrote it.
+    pub source: String,
+    pub signal: i32,
+    pub actions: Vec<Action>,
+}
+
+impl SignalTrigger {
+    pub fn parse(spec: &str) -> Result<SignalTrigger, String> {
+        let (sig, rest) = spec
+            .split_once('@')
+            .ok_or_else(|| format!("signal trigger `{spec}`: expected SIGNAL@ACTION"))?;
+        let signal = parse_signal(sig).ok_or_else(|| {
+            format!("signal trigger `{spec}`: `{sig}` is not a signal name or number")
+        })?;
+        if matches!(signal, 9 | 19) {
+            return Err(format!(
+                "signal trigger `{spec}`: SIGKILL and SIGSTOP cannot be caught"
+            ));
+        }
+        let mut actions = Vec::new();
+        for item in rest.split(',') {
+            match Action::parse(item.trim()) {
+                Some(Ok(a @ (Action::TraceOn | Action::TraceOff | Action::Finish))) => {
+                    actions.push(a)
+                }
+                _ => return Err(format!(
+                    "signal trigger `{spec}`: `{item}` is not one of trace_on, trace_off, finish"
+                )),
+            }
+        }
+        Ok(SignalTrigger {
+            source: spec.to_string(),
+            signal,
+            actions,
+        })
+    }
+}
+
+const SIGNALS: &[(&str, i32)] = &[
+    ("HUP", 1),
+    ("INT", 2),
+    ("QUIT", 3),
+    ("ILL", 4),
+    ("TRAP", 5),
+    ("ABRT", 6),
+    ("BUS", 7),
+    ("FPE", 8),
+    ("KILL", 9),
+    ("USR1", 10),
+    ("SEGV", 11),
+    ("USR2", 12),
+    ("PIPE", 13),
+    ("ALRM", 14),
+    ("TERM", 15),
+    ("STKFLT", 16),
+    ("CHLD", 17),
+    ("CONT", 18),
+    ("STOP", 19),
+    ("TSTP", 20),
+    ("TTIN", 21),
+    ("TTOU", 22),
+    ("URG", 23),
+    ("XCPU", 24),
+    ("XFSZ", 25),
+    ("VTALRM", 26),
+    ("PROF", 27),
+    ("WINCH", 28),
+    ("IO", 29),
+    ("PWR", 30),
+    ("SYS", 31),
+];
+
+/// `SIGUSR1`, `USR1`, `usr1`, `10`, `SIGRTMIN+2` → the signal number.
+pub fn parse_signal(s: &str) -> Option<i32> {
+    let s = s.trim();
+    if let Ok(n) = s.parse::<i32>() {
+        return (1..=64).contains(&n).then_some(n);
+    }
+    let up = s.to_ascii_uppercase();
+    let name = up.strip_prefix("SIG").unwrap_or(&up);
+    if let Some(rest) = name.strip_prefix("RTMIN") {
+        // glibc reserves 32 and 33: SIGRTMIN is 34.
+        let off = if rest.is_empty() {
+            0
+        } else {
+            rest.strip_prefix('+')?.parse::<i32>().ok()?
+        };
+        return (off <= 30).then_some(34 + off);
+    }
+    SIGNALS.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+}
+
+/// The name of signal `n` (`SIGUSR1`), or its number.
+pub fn signal_name(n: i32) -> String {
+    match SIGNALS.iter().find(|&&(_, v)| v == n) {
+        Some((name, _)) => format!("SIG{name}"),
+        None if (34..=64).contains(&n) => format!("SIGRTMIN+{}", n - 34),
+        None => n.to_string(),
+    }
+}
+
+/// `500ns`, `10us`, `2ms`, `1.5s`, `1m`, or a bare number of nanoseconds.
+pub fn parse_time(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit {
+        "" | "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" | "sec" => 1e9,
+        "m" | "min" => 60e9,
+        _ => {
+            return Err(format!(
+                "`{s}`: unknown time unit `{unit}` (use ns, us, ms, s or m)"
+            ))
+        }
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a time such as 500ns, 10us or 2ms"))?;
+    Ok((v * scale).round() as u64)
+}
+
+/// `1234,1240` → the thread ids.
+pub fn parse_tids(s: &str) -> Result<Vec<u32>, String> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            p.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("`{p}` is not a thread id"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn triggers() {
+        let t = Trigger::parse("foo@trace_on").unwrap();
+        assert_eq!(t.actions, vec![Action::TraceOn]);
+        assert!(!t.global);
+        assert!(t.pattern.matches_name("foo"));
+        let t = Trigger::parse("foo@libx,depth=2,backtrace,global").unwrap();
+        assert_eq!(t.actions, vec![Action::Depth(2), Action::Backtrace]);
+        assert!(t.global);
+        assert_eq!(t.pattern.module(), Some("libx"));
+        assert!(Trigger::parse("foo").is_err());
+        assert!(Trigger::parse("foo@").is_err());
+        assert!(Trigger::parse("foo@depth=0").is_err());
+        assert!(Trigger::parse("foo@trace_on,bogus").is_err());
+        assert!(Trigger::parse("@trace_on").is_err());
+    }
+
+    #[test]
+    fn signals() {
+        assert_eq!(parse_signal("SIGUSR1"), Some(10));
+        assert_eq!(parse_signal("usr2"), Some(12));
+        assert_eq!(parse_signal("15"), Some(15));
+        assert_eq!(parse_signal("SIGRTMIN+2"), Some(36));
+        assert_eq!(parse_signal("SIGNOPE"), None);
+        assert_eq!(parse_signal("0"), None);
+        assert_eq!(signal_name(10), "SIGUSR1");
+        let s = SignalTrigger::parse("SIGUSR1@trace_on").unwrap();
+        assert_eq!((s.signal, s.actions), (10, vec![Action::TraceOn]));
+        assert!(SignalTrigger::parse("SIGKILL@trace_on").is_err());
+        assert!(SignalTrigger::parse("USR1@depth=3").is_err());
+    }
+
+    #[test]
+    fn times() {
+        assert_eq!(parse_time("500ns"), Ok(500));
+        assert_eq!(parse_time("500"), Ok(500));
+        assert_eq!(parse_time("10us"), Ok(10_000));
+        assert_eq!(parse_time("2ms"), Ok(2_000_000));
+        assert_eq!(parse_time("1.5s"), Ok(1_500_000_000));
+        assert!(parse_time("2 parsecs").is_err());
+        assert!(parse_time("ms").is_err());
+        assert_eq!(parse_tids("1, 2,3"), Ok(vec![1, 2, 3]));
+        assert!(parse_tids("1,x").is_err());
+    }
+}
