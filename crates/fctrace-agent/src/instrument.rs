@@ -5,7 +5,8 @@ use crate::shm::Shm;
 use crate::x86_64::arena::Arena;
 use crate::x86_64::codegen::{self, Common, Params};
 use crate::x86_64::patch::{self, Mode, Plan};
-use fctrace_format::symtab::{self, FuncKind, FuncStatus, Function, Module};
+use fctrace_format::symtab::{self, FuncKind, FuncStatus, FunctionLine, Module};
+use fctrace_symbols::{ElfInfo, FuncRef};
 use std::ffi::CStr;
 use std::io::Write;
 
@@ -176,25 +177,16 @@ fn resolve(name: &str) -> Option<(u64, bool)> {
     Some((if next.is_null() { p } else { next } as u64, true))
 }
 
-/// One function to patch.
-struct Job {
-    id: u32,
-    plan: Plan,
-    mode: Mode,
-    /// For GOT imports: the GOT slot to redirect (no code is patched).
-    got_slot: Option<u64>,
-}
-
 struct Session {
     out: std::io::BufWriter<std::fs::File>,
-    functions: Vec<Function>,
     modules: Vec<Module>,
     params: Params,
     /// Per function id: the address its traced frames return to.
     ret_sites: Vec<u64>,
-    /// Modules and functions already written to the symbol table.
+    /// Modules already written to the symbol table.
     written_modules: usize,
-    written_functions: usize,
+    /// The next function id (every smaller one is in the symbol table).
+    next_id: u32,
     /// Stub arenas: (module path, module base, arena base, arena size).
     arenas: Vec<(String, u64, u64, usize)>,
     /// Arenas of unloaded libraries: (module path, module base, arena).
@@ -222,11 +214,27 @@ impl Session {
         Ok(self.modules.len() as u32 - 1)
     }
 
-    fn add(&mut self, f: Function) -> u32 {
-        let id = self.functions.len() as u32;
-        self.functions.push(Function { id, ..f });
-        id
+    /// Writes the lines of the modules not written yet.
+    fn write_new_modules(&mut self) -> Result<(), String> {
+        for m in &self.modules[self.written_modules..] {
+            symtab::write_module(&mut self.out, m).map_err(|e| e.to_string())?;
+        }
+        self.written_modules = self.modules.len();
+        Ok(())
     }
+
+    /// Writes one function's line.
+    fn write_line(&mut self, line: &FunctionLine) -> Result<(), String> {
+        symtab::write_function_line(&mut self.out, line).map_err(|e| e.to_string())
+    }
+}
+
+/// Asks the CPU to bring the cache line at `p` in (a hint: any address).
+#[inline]
+fn prefetch(p: *const u8) {
+    // SAFETY: a prefetch never faults, whatever the address; SSE is part
+    // of x86_64.
+    unsafe { std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0) };
 }
 
 fn read_code(addr: u64, len: usize) -> &'static [u8] {
@@ -241,7 +249,9 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
     let sym_path = format!("{dir}/sessions/{sid}.sym");
     let file =
         std::fs::File::create(&sym_path).map_err(|e| format!("cannot write {sym_path}: {e}"))?;
-    let mut out = std::io::BufWriter::new(file);
+    // A large buffer: one line per function of every module (a program may
+    // have hundreds of thousands), written with few system calls.
+    let mut out = std::io::BufWriter::with_capacity(1 << 18, file);
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
     symtab::write_header(&mut out, sid, pid, &main.path).map_err(|e| e.to_string())?;
@@ -255,12 +265,11 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
     };
     let mut s = Session {
         out,
-        functions: Vec::new(),
         modules: Vec::new(),
         params,
         ret_sites: Vec::new(),
         written_modules: 0,
-        written_functions: 0,
+        next_id: 0,
         arenas: Vec::new(),
         free_arenas: Vec::new(),
     };
@@ -277,7 +286,9 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         if !is_instrumentable_lib(m, me, &interp) {
             continue;
         }
-        match analyze(&m.path).and_then(|info| instrument_module(&mut s, m, &info, false)) {
+        match with_analysis(&m.path, |info, funcs| {
+            instrument_module(&mut s, m, info, funcs, false)
+        }) {
             Ok(entries) => {
                 known.push(Known::new(m, &entries));
                 lib_entries.extend(entries);
@@ -309,20 +320,13 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
 }
 
 /// Publishes the return sites of every function id (a new table, read
-/// atomically by other threads) and appends the modules and functions not
-/// yet written to the session's symbol table.
+/// atomically by other threads) and completes the session's symbol table
+/// (the functions' lines are written as their modules are instrumented).
 fn publish(s: &mut Session) -> Result<(), String> {
     let mut sites = s.ret_sites.clone();
-    sites.resize(s.functions.len(), 0);
+    sites.resize(s.next_id as usize, 0);
     crate::unwind::set_ret_sites(sites);
-    for m in &s.modules[s.written_modules..] {
-        symtab::write_module(&mut s.out, m).map_err(|e| e.to_string())?;
-    }
-    for f in &s.functions[s.written_functions..] {
-        symtab::write_function(&mut s.out, f).map_err(|e| e.to_string())?;
-    }
-    s.written_modules = s.modules.len();
-    s.written_functions = s.functions.len();
+    s.write_new_modules()?;
     s.out.flush().map_err(|e| e.to_string())?;
     Ok(())
 }
@@ -334,23 +338,85 @@ fn is_instrumentable_lib(m: &Loaded, me: &str, interp: &Option<String>) -> bool 
         || m.path.contains("linux-vdso"))
 }
 
-/// Patches every function of a module. Returns the runtime entry addresses
-/// that are traced.
-fn analyze(path: &str) -> Result<fctrace_symbols::ElfInfo, String> {
-    let data = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    fctrace_symbols::analyze(&data).map_err(|e| e.to_string())
+/// A file mapped read-only (a module's symbol tables are not among its
+/// loaded segments); unmapped on drop.
+struct MappedFile {
+    at: *mut libc::c_void,
+    len: usize,
 }
 
+impl MappedFile {
+    fn open(path: &str) -> Result<MappedFile, String> {
+        use std::os::fd::AsRawFd;
+        let err = |e: std::io::Error| format!("cannot read {path}: {e}");
+        let file = std::fs::File::open(path).map_err(err)?;
+        let len = file.metadata().map_err(err)?.len() as usize;
+        if len == 0 {
+            return Err(format!("{path}: empty file"));
+        }
+        // SAFETY: a new private read-only mapping of a file we opened.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return Err(err(std::io::Error::last_os_error()));
+        }
+        Ok(MappedFile { at, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping is readable and lives as long as self.
+        unsafe { std::slice::from_raw_parts(self.at as *const u8, self.len) }
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, no longer borrowed.
+        unsafe { libc::munmap(self.at, self.len) };
+    }
+}
+
+/// Runs `f` on the analysis of the ELF file at `path` (its functions'
+/// names borrowed from the mapped file).
+fn with_analysis<R>(
+    path: &str,
+    f: impl FnOnce(&ElfInfo, &[FuncRef]) -> Result<R, String>,
+) -> Result<R, String> {
+    let file = MappedFile::open(path)?;
+    let (info, funcs) =
+        fctrace_symbols::analyze_borrowed(file.bytes()).map_err(|e| e.to_string())?;
+    f(&info, &funcs)
+}
+
+/// Patches every function of a module and writes their lines. Returns the
+/// runtime entry addresses that are traced (for libraries only: `is_main`
+/// gives none).
 fn instrument_module(
     s: &mut Session,
     m: &Loaded,
-    info: &fctrace_symbols::ElfInfo,
+    info: &ElfInfo,
+    funcs: &[FuncRef],
     is_main: bool,
 ) -> Result<Vec<u64>, String> {
     let midx = s.module_index(&m.path, m.base)?;
-    let mut jobs = Vec::with_capacity(info.functions.len());
-    let mut traced = Vec::with_capacity(info.functions.len());
-    s.functions.reserve(info.functions.len());
+    s.write_new_modules()?;
+    let first = s.next_id;
+    s.next_id += funcs.len() as u32;
+    s.ret_sites.resize(s.next_id as usize, 0);
+    let mut traced = Vec::new();
+    let mut scratch = Vec::with_capacity(64);
+    // Stubs are built (and lines written) function by function; the code
+    // patches are applied at the end, once every stub is built from the
+    // original code.
+    let mut stubs = Stubs::open(s, m, 4096 + funcs.len() * STUB_ESTIMATE);
     // The padding after the previous function (runtime addresses: start,
     // end) and how far that function's patch writes into it: a 2-byte
     // entry jump may put its trampoline in the rest, so that two functions
@@ -362,11 +428,16 @@ fn instrument_module(
         .any(|k| k == "__patchable_function_entries");
     let mut prev_pad: Option<(u64, u64)> = None;
     let mut prev_writes_end = 0u64;
-    for (k, f) in info.functions.iter().enumerate() {
+    for (k, f) in funcs.iter().enumerate() {
+        // The names lie in the file's string table in symbol order, not
+        // in address order: each is a cache miss unless asked for ahead.
+        if let Some(ahead) = funcs.get(k + 8) {
+            prefetch(ahead.name.as_ptr());
+        }
+        let name: &str = &f.name;
         let addr = m.base + f.addr;
         // A symbol without a size ends at the latest where the next begins.
-        let next = info
-            .functions
+        let next = funcs
             .get(k + 1)
             .map(|n| n.addr)
             .unwrap_or(f.addr + 4096)
@@ -379,13 +450,13 @@ fn instrument_module(
         } else {
             (f.size, f.pad_end)
         };
-        let status = if f.ifunc {
+        let planned = if f.ifunc {
             Err("IFUNC resolver, not the function".to_string())
-        } else if NOT_CALLED.contains(&f.name.as_str()) || (is_main && f.addr == info.entry) {
+        } else if NOT_CALLED.contains(&name) || (is_main && f.addr == info.entry) {
             Err("entered without a call".to_string())
-        } else if !is_main && is_unwinder(&m.path, &f.name) {
+        } else if !is_main && is_unwinder(&m.path, name) {
             Err("part of the unwinder, whose frames must stay untouched".to_string())
-        } else if !is_main && is_wrapped_switch(&f.name) {
+        } else if !is_main && is_wrapped_switch(name) {
             Err("wrapped by the agent: traced where the program calls it".to_string())
         } else if addr < m.lo || m.base + pad_end > m.hi {
             Err("outside the loaded segments".to_string())
@@ -401,39 +472,42 @@ fn instrument_module(
                 }
                 _ => None,
             };
-            patch::plan(addr, size as usize, code, patch::Around { before })
+            patch::plan(
+                addr,
+                size as usize,
+                code,
+                patch::Around { before },
+                &mut scratch,
+            )
         };
         prev_pad = Some((addr + size, m.base + pad_end.max(f.addr + size)));
-        prev_writes_end = status.as_ref().map_or(0, |p| p.writes_end());
-        let mode = if RETURNS_TWICE.contains(&f.name.as_str()) {
+        prev_writes_end = planned.as_ref().map_or(0, |p| p.writes_end());
+        let mode = if RETURNS_TWICE.contains(&name) {
             Mode::EntryOnly
         } else {
             Mode::Traced
         };
-        let func = Function {
-            id: 0,
+        let id = first + k as u32;
+        let status = match planned {
+            Ok(plan) => {
+                if !is_main {
+                    traced.push(addr);
+                }
+                Stubs::add(&mut stubs, s, m, id, &plan, mode, None)
+            }
+            Err(reason) => FuncStatus::NotTraced(reason),
+        };
+        s.write_line(&FunctionLine {
+            id,
             module: midx,
             addr: f.addr,
             size,
             kind: FuncKind::Function,
-            status: FuncStatus::Traced,
-            name: f.name.clone(),
-        };
-        let id = s.add(func);
-        match status {
-            Ok(plan) => {
-                traced.push(addr);
-                jobs.push(Job {
-                    id,
-                    plan,
-                    mode,
-                    got_slot: None,
-                });
-            }
-            Err(reason) => s.functions[id as usize].status = FuncStatus::NotTraced(reason),
-        }
+            status: &status,
+            name,
+        })?;
     }
-    apply(s, m, jobs)?;
+    Stubs::finish(stubs)?;
     Ok(traced)
 }
 
@@ -442,54 +516,47 @@ fn instrument_main(
     m: &Loaded,
     lib_entries: &std::collections::HashSet<u64>,
 ) -> Result<(), String> {
-    let info = analyze(&m.path)?;
-    // The program's own functions.
-    instrument_module(s, m, &info, true)?;
-    // Its calls into libraries, through the PLT and through the GOT.
-    let mut jobs = Vec::new();
+    with_analysis(&m.path, |info, funcs| {
+        // The program's own functions.
+        instrument_module(s, m, info, funcs, true)?;
+        instrument_imports(s, m, info, lib_entries)
+    })
+}
+
+/// The program's calls into libraries, through the PLT and through the GOT.
+fn instrument_imports(
+    s: &mut Session,
+    m: &Loaded,
+    info: &ElfInfo,
+    lib_entries: &std::collections::HashSet<u64>,
+) -> Result<(), String> {
+    let n = info.plt.len() + info.got_imports.len();
+    if n == 0 {
+        return Ok(());
+    }
+    let first = s.next_id;
+    s.next_id += n as u32;
+    s.ret_sites.resize(s.next_id as usize, 0);
+    // The modules of the imports, with their lines first.
+    let mut modules = Vec::with_capacity(n);
+    let mut targets = Vec::with_capacity(n);
     for p in &info.plt {
         let resolved = resolve(&p.name);
         // A call the agent interposes never reaches the library's own
         // entry: the PLT entry stays traced even with -l.
-        let target = resolved.and_then(|(t, interposed)| (!interposed).then_some(t));
+        targets.push(resolved.and_then(|(t, interposed)| (!interposed).then_some(t)));
         let lib = resolved.and_then(|(t, _)| module_of(t));
-        let midx = match &lib {
+        modules.push(match &lib {
             Some(path) if *path != m.path => s.module_index(path, 0)?,
             _ => 0,
-        };
-        let addr = m.base + p.addr;
-        let func = Function {
-            id: 0,
-            module: midx,
-            addr: p.addr,
-            size: p.size,
-            kind: FuncKind::Plt,
-            status: FuncStatus::Traced,
-            name: p.name.clone(),
-        };
-        let id = s.add(func);
-        if target.is_some_and(|t| lib_entries.contains(&t)) {
-            s.functions[id as usize].status =
-                FuncStatus::NotTraced("traced inside its library (-l)".into());
-            continue;
-        }
-        let mode = import_mode(&p.name);
-        let code = read_code(addr, p.size as usize);
-        match patch::plan(addr, p.size as usize, code, patch::Around::default()) {
-            Ok(plan) => jobs.push(Job {
-                id,
-                plan,
-                mode,
-                got_slot: None,
-            }),
-            Err(reason) => s.functions[id as usize].status = FuncStatus::NotTraced(reason),
-        }
+        });
     }
     for g in &info.got_imports {
         let slot = m.base + g.got;
         // SAFETY: the GOT slot lies in the module's mapped data (relocated
         // before constructors run).
         let target = unsafe { (slot as *const u64).read() };
+        targets.push(Some(target));
         // A slot bound to the agent's interposer: named after the library
         // the agent forwards to.
         let lib = if in_agent(target) {
@@ -497,73 +564,230 @@ fn instrument_main(
         } else {
             module_of(target)
         };
-        let midx = match &lib {
+        modules.push(match &lib {
             Some(path) if *path != m.path => s.module_index(path, 0)?,
             _ => 0,
+        });
+    }
+    s.write_new_modules()?;
+    let mut stubs = Stubs::open(s, m, 4096 + n * STUB_ESTIMATE);
+    let mut scratch = Vec::new();
+    for (k, p) in info.plt.iter().enumerate() {
+        let id = first + k as u32;
+        let addr = m.base + p.addr;
+        let status = if targets[k].is_some_and(|t| lib_entries.contains(&t)) {
+            FuncStatus::NotTraced("traced inside its library (-l)".into())
+        } else {
+            let code = read_code(addr, p.size as usize);
+            let around = patch::Around::default();
+            match patch::plan(addr, p.size as usize, code, around, &mut scratch) {
+                Ok(plan) => Stubs::add(&mut stubs, s, m, id, &plan, import_mode(&p.name), None),
+                Err(reason) => FuncStatus::NotTraced(reason),
+            }
         };
-        let func = Function {
-            id: 0,
-            module: midx,
+        s.write_line(&FunctionLine {
+            id,
+            module: modules[k],
+            addr: p.addr,
+            size: p.size,
+            kind: FuncKind::Plt,
+            status: &status,
+            name: &p.name,
+        })?;
+    }
+    for (k, g) in info.got_imports.iter().enumerate() {
+        let k = info.plt.len() + k;
+        let id = first + k as u32;
+        let slot = m.base + g.got;
+        let target = targets[k].unwrap_or(0);
+        let status = if target == 0 {
+            FuncStatus::NotTraced("unresolved (weak) import".into())
+        } else if lib_entries.contains(&target) {
+            FuncStatus::NotTraced("traced inside its library (-l)".into())
+        } else {
+            // The stub's body is a jump to the real target.
+            let plan = Plan {
+                patch_at: 0,
+                patch_len: 0,
+                moved_at: slot, // any address that no instruction uses
+                moved_len: 0,
+                moved_count: 0,
+                verbatim: true,
+                resume: Some(target),
+                trampoline: None,
+            };
+            Stubs::add(
+                &mut stubs,
+                s,
+                m,
+                id,
+                &plan,
+                import_mode(&g.name),
+                Some(slot),
+            )
+        };
+        s.write_line(&FunctionLine {
+            id,
+            module: modules[k],
             addr: g.got,
             size: 8,
             kind: FuncKind::Got,
-            status: FuncStatus::Traced,
-            name: g.name.clone(),
-        };
-        let id = s.add(func);
-        if target == 0 {
-            s.functions[id as usize].status =
-                FuncStatus::NotTraced("unresolved (weak) import".into());
-            continue;
-        }
-        if lib_entries.contains(&target) {
-            s.functions[id as usize].status =
-                FuncStatus::NotTraced("traced inside its library (-l)".into());
-            continue;
-        }
-        let mode = import_mode(&g.name);
-        // The stub's body is a jump to the real target.
-        let jmp = iced_x86::Instruction::with_branch(iced_x86::Code::Jmp_rel32_64, target)
-            .map_err(|e| e.to_string())?;
-        let mut jmp = jmp;
-        jmp.set_ip(slot); // any address that no other instruction uses
-        let plan = Plan {
-            patch_at: 0,
-            patch_len: 0,
-            moved: vec![jmp],
-            resume: None,
-            trampoline: None,
-        };
-        jobs.push(Job {
-            id,
-            plan,
-            mode,
-            got_slot: Some(slot),
-        });
+            status: &status,
+            name: &g.name,
+        })?;
     }
-    apply(s, m, jobs)?;
-    Ok(())
+    Stubs::finish(stubs)
 }
 
-/// Builds the stubs of `jobs` in an arena near the module, then patches.
-fn apply(s: &mut Session, m: &Loaded, jobs: Vec<Job>) -> Result<(), String> {
-    // Write the symbol table lines first: ids are known, statuses final
-    // except for jobs that fail below (rewritten then).
-    if jobs.is_empty() {
-        return Ok(());
+/// Arena bytes reserved per function for its stub (a typical stub takes
+/// 48; an arena that fills up is followed by another).
+const STUB_ESTIMATE: usize = 128;
+
+/// The stubs of one module being built, in arenas near it, and the code
+/// patches that divert its functions to them (applied by `finish`, once
+/// every stub is built from the original code).
+struct Stubs {
+    arena: Arena,
+    common: Common,
+    /// Code patches, one record each: address (8 bytes, little-endian),
+    /// length (1 byte), the bytes.
+    writes: Vec<u8>,
+    /// The range the patches cover.
+    lo: u64,
+    hi: u64,
+    /// GOT slots to redirect: (slot, stub).
+    got_writes: Vec<(u64, u64)>,
+    /// The stub being built.
+    stub: Vec<u8>,
+}
+
+impl Stubs {
+    /// An arena of `size` bytes for the stubs of `m`, or why there is none
+    /// (then no function of the module gets one).
+    fn open(s: &mut Session, m: &Loaded, size: usize) -> Result<Stubs, String> {
+        let (arena, common) = open_arena(s, m, size, true)?;
+        Ok(Stubs {
+            arena,
+            common,
+            writes: Vec::new(),
+            lo: u64::MAX,
+            hi: 0,
+            got_writes: Vec::new(),
+            stub: Vec::with_capacity(256),
+        })
     }
-    let size = 4096
-        + jobs
-            .iter()
-            .map(|j| 96 + j.plan.moved.iter().map(|i| i.len() + 16).sum::<usize>())
-            .sum::<usize>();
-    // A library loaded again where it was unloaded from gets the arena of
-    // its previous load back (nothing can run the stubs of an unloaded
-    // library), so that load/unload loops do not pile up arenas.
+
+    /// Builds the stub of function `id` and notes its patch; returns the
+    /// function's status.
+    fn add(
+        stubs: &mut Result<Stubs, String>,
+        s: &mut Session,
+        m: &Loaded,
+        id: u32,
+        plan: &Plan,
+        mode: Mode,
+        got_slot: Option<u64>,
+    ) -> FuncStatus {
+        let st = match stubs {
+            Ok(st) => st,
+            Err(e) => return FuncStatus::NotTraced(e.clone()),
+        };
+        let mut new_arena = false;
+        let site = loop {
+            let at = st.arena.cursor();
+            st.stub.clear();
+            let built =
+                patch::build_stub_with(plan, read_code, at, &st.common, id, mode, &mut st.stub);
+            match built {
+                Err(e) => return FuncStatus::NotTraced(e),
+                Ok(site) if st.stub.len() <= st.arena.remaining() => break site,
+                Ok(_) if new_arena => return FuncStatus::NotTraced("stub arena full".into()),
+                Ok(_) => {}
+            }
+            // This arena is full: another one.
+            match open_arena(s, m, (1 << 20).max(2 * st.stub.len()), false) {
+                Ok((arena, common)) => {
+                    st.arena.seal();
+                    st.arena = arena;
+                    st.common = common;
+                    new_arena = true;
+                }
+                Err(_) => return FuncStatus::NotTraced("stub arena full".into()),
+            }
+        };
+        match got_slot {
+            Some(slot) => {
+                let at = st.arena.put(&st.stub);
+                st.got_writes.push((slot, at));
+            }
+            None => {
+                if !patch::reachable(plan, st.arena.cursor()) {
+                    return FuncStatus::NotTraced("stub out of jump range".into());
+                }
+                let at = st.arena.put(&st.stub);
+                patch::patch_bytes(plan, at, |a, b| {
+                    st.writes.extend_from_slice(&a.to_le_bytes());
+                    st.writes.push(b.len() as u8);
+                    st.writes.extend_from_slice(b);
+                    st.lo = st.lo.min(a);
+                    st.hi = st.hi.max(a + b.len() as u64);
+                });
+            }
+        }
+        if let Some(site) = site {
+            s.ret_sites[id as usize] = site;
+        }
+        match mode {
+            Mode::EntryOnly => FuncStatus::EntryOnly,
+            Mode::Traced => FuncStatus::Traced,
+        }
+    }
+
+    /// Seals the arena and applies the patches.
+    fn finish(stubs: Result<Stubs, String>) -> Result<(), String> {
+        let st = stubs?;
+        st.arena.seal();
+        if st.lo < st.hi {
+            // Pages stay executable throughout (the agent itself may be
+            // running library code on them).
+            protect(
+                st.lo,
+                st.hi,
+                libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+            )?;
+            let mut w = &st.writes[..];
+            while w.len() > 9 {
+                let at = u64::from_le_bytes(w[..8].try_into().unwrap());
+                let len = w[8] as usize;
+                let bytes = &w[9..9 + len];
+                // SAFETY: the range was made writable above; no other
+                // thread runs code of the module yet.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, len) };
+                w = &w[9 + len..];
+            }
+            protect(st.lo, st.hi, libc::PROT_READ | libc::PROT_EXEC)?;
+        }
+        for (slot, stub) in st.got_writes {
+            write_word(slot, stub)?;
+        }
+        Ok(())
+    }
+}
+
+/// An arena of at least `size` bytes near `m`, with its common block.
+/// `reuse`: the arena of an earlier load of the same library at the same
+/// address may be taken back (nothing can run the stubs of an unloaded
+/// library), so that load/unload loops do not pile up arenas.
+fn open_arena(
+    s: &mut Session,
+    m: &Loaded,
+    size: usize,
+    reuse: bool,
+) -> Result<(Arena, Common), String> {
     let reused = s
         .free_arenas
         .iter()
-        .position(|(p, b, a)| *p == m.path && *b == m.base && a.size >= size)
+        .position(|(p, b, a)| reuse && *p == m.path && *b == m.base && a.size >= size)
         .map(|i| s.free_arenas.swap_remove(i).2)
         .filter(|a| {
             // SAFETY: the arena is the agent's own mapping.
@@ -594,50 +818,7 @@ fn apply(s: &mut Session, m: &Loaded, jobs: Vec<Job>) -> Result<(), String> {
         crate::signal::note_hot_code(arena.cursor(), &code);
     }
     arena.put(&code);
-    let mut writes: Vec<(u64, Vec<u8>)> = Vec::new();
-    let mut got_writes: Vec<(u64, u64)> = Vec::new();
-    for j in jobs {
-        let at = arena.cursor();
-        let built = patch::build_stub_with(&j.plan, read_code, at, &common, j.id, j.mode);
-        let stub = match built {
-            Ok(st) if st.code.len() <= arena.remaining() => st,
-            Ok(_) => {
-                s.functions[j.id as usize].status = FuncStatus::NotTraced("stub arena full".into());
-                continue;
-            }
-            Err(e) => {
-                s.functions[j.id as usize].status = FuncStatus::NotTraced(e);
-                continue;
-            }
-        };
-        if let Some(slot) = j.got_slot {
-            let at = arena.put(&stub.code);
-            got_writes.push((slot, at));
-        } else {
-            if !patch::reachable(&j.plan, at) {
-                s.functions[j.id as usize].status =
-                    FuncStatus::NotTraced("stub out of jump range".into());
-                continue;
-            }
-            let at = arena.put(&stub.code);
-            writes.extend(patch::patch_bytes(&j.plan, at));
-        }
-        if let Some(site) = stub.ret_site {
-            if s.ret_sites.len() <= j.id as usize {
-                s.ret_sites.resize(j.id as usize + 1, 0);
-            }
-            s.ret_sites[j.id as usize] = site;
-        }
-        if j.mode == Mode::EntryOnly {
-            s.functions[j.id as usize].status = FuncStatus::EntryOnly;
-        }
-    }
-    arena.seal();
-    write_code(&writes)?;
-    for (slot, stub) in got_writes {
-        write_word(slot, stub)?;
-    }
-    Ok(())
+    Ok((arena, common))
 }
 
 const PAGE: u64 = 4096;
@@ -650,23 +831,6 @@ fn protect(lo: u64, hi: u64, prot: i32) -> Result<(), String> {
     if r != 0 {
         return Err(format!("mprotect: {}", std::io::Error::last_os_error()));
     }
-    Ok(())
-}
-
-/// Applies code patches, page range by page range. Pages stay executable
-/// throughout (the agent itself may be running library code on them).
-fn write_code(writes: &[(u64, Vec<u8>)]) -> Result<(), String> {
-    if writes.is_empty() {
-        return Ok(());
-    }
-    let lo = writes.iter().map(|w| w.0).min().unwrap();
-    let hi = writes.iter().map(|w| w.0 + w.1.len() as u64).max().unwrap();
-    protect(lo, hi, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC)?;
-    for (at, bytes) in writes {
-        // SAFETY: the range was made writable above; no other thread runs yet.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), *at as *mut u8, bytes.len()) };
-    }
-    protect(lo, hi, libc::PROT_READ | libc::PROT_EXEC)?;
     Ok(())
 }
 
@@ -889,9 +1053,18 @@ fn install_load_hook(modules: &[Loaded], interp: &Option<String>) -> Result<(), 
     let from = brk + at as u64;
     let rel = t as i64 - (from as i64 + 5);
     let rel = i32::try_from(rel).map_err(|_| "trampoline out of reach")?;
-    let mut jmp = vec![0xe9];
-    jmp.extend_from_slice(&rel.to_le_bytes());
-    write_code(&[(from, jmp)])
+    let mut jmp = [0xe9, 0, 0, 0, 0];
+    jmp[1..].copy_from_slice(&rel.to_le_bytes());
+    let end = from + jmp.len() as u64;
+    protect(
+        from,
+        end,
+        libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+    )?;
+    // SAFETY: the bytes were made writable above; they are padding after
+    // the notification function, which nothing runs.
+    unsafe { std::ptr::copy_nonoverlapping(jmp.as_ptr(), from as *mut u8, jmp.len()) };
+    protect(from, end, libc::PROT_READ | libc::PROT_EXEC)
 }
 
 /// The dynamic linker changed its list of objects (it holds its load lock:
@@ -955,14 +1128,15 @@ fn sync_modules(rt: &mut Runtime) {
         {
             continue;
         }
-        let entries =
-            match analyze(&m.path).and_then(|info| instrument_module(&mut rt.s, m, &info, false)) {
-                Ok(e) => e,
-                Err(e) => {
-                    crate::warn(&format!("{}: {e}", m.path));
-                    Vec::new()
-                }
-            };
+        let entries = match with_analysis(&m.path, |info, funcs| {
+            instrument_module(&mut rt.s, m, info, funcs, false)
+        }) {
+            Ok(e) => e,
+            Err(e) => {
+                crate::warn(&format!("{}: {e}", m.path));
+                Vec::new()
+            }
+        };
         rt.known.push(Known::new(m, &entries));
         changed = true;
     }

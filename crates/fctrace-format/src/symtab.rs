@@ -477,42 +477,121 @@ pub fn write_module(w: &mut impl Write, module: &Module) -> io::Result<()> {
     w.write_all(b"\n")
 }
 
+/// The fields of one `func` line, borrowed (what [`write_function_line`]
+/// writes without the caller building a [`Function`]).
+#[derive(Clone, Copy, Debug)]
+pub struct FunctionLine<'a> {
+    pub id: u32,
+    pub module: u32,
+    pub addr: u64,
+    pub size: u64,
+    pub kind: FuncKind,
+    pub status: &'a FuncStatus,
+    pub name: &'a str,
+}
+
 /// Writes one `func` line.
 pub fn write_function(w: &mut impl Write, function: &Function) -> io::Result<()> {
+    write_function_line(
+        w,
+        &FunctionLine {
+            id: function.id,
+            module: function.module,
+            addr: function.addr,
+            size: function.size,
+            kind: function.kind,
+            status: &function.status,
+            name: &function.name,
+        },
+    )
+}
+
+/// A line being assembled on the stack.
+struct LineBuf {
+    buf: [u8; 160],
+    n: usize,
+}
+
+impl LineBuf {
+    /// Appends `bytes` (callers keep within the buffer: the fixed fields
+    /// take at most 5 + 3 × 20 + 2 + 3 + 6 + 11 bytes).
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.buf[self.n..self.n + bytes.len()].copy_from_slice(bytes);
+        self.n += bytes.len();
+    }
+
+    /// Appends `v` in base `RADIX` (10 or 16, lower case), digit by digit
+    /// in place (no copy of a digit buffer: there are several numbers on
+    /// each of hundreds of thousands of lines).
+    #[inline]
+    fn put_number<const RADIX: u64>(&mut self, v: u64) {
+        let mut len = 1;
+        let mut rest = v / RADIX;
+        while rest != 0 {
+            len += 1;
+            rest /= RADIX;
+        }
+        let mut v = v;
+        for i in (self.n..self.n + len).rev() {
+            self.buf[i] = b"0123456789abcdef"[(v % RADIX) as usize];
+            v /= RADIX;
+        }
+        self.n += len;
+    }
+
+    fn room(&self) -> usize {
+        self.buf.len() - self.n
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.n]
+    }
+}
+
+/// Writes one `func` line from its fields.
+pub fn write_function_line(w: &mut impl Write, function: &FunctionLine) -> io::Result<()> {
     // Without the formatting machinery: an agent writes one line per
     // function of every module it instruments (hundreds of thousands).
-    let mut line = [0u8; 96];
-    let mut n = 0;
-    let mut put = |bytes: &[u8]| {
-        line[n..n + bytes.len()].copy_from_slice(bytes);
-        n += bytes.len();
+    // Most lines are assembled here and written with one call.
+    let mut line = LineBuf {
+        buf: [0; 160],
+        n: 0,
     };
-    let mut digits = [0u8; 20];
-    put(b"func\t");
-    put(crate::digits::decimal(u64::from(function.id), &mut digits));
-    put(b"\t");
-    put(crate::digits::decimal(
-        u64::from(function.module),
-        &mut digits,
-    ));
-    put(b"\t0x");
-    put(crate::digits::hex(function.addr, &mut digits));
-    put(b"\t");
-    put(crate::digits::decimal(function.size, &mut digits));
-    put(b"\t");
-    put(function.kind.as_str().as_bytes());
-    put(b"\t");
-    w.write_all(&line[..n])?;
-    match &function.status {
-        FuncStatus::Traced => w.write_all(b"traced")?,
-        FuncStatus::EntryOnly => w.write_all(b"entry-only")?,
+    line.put(b"func\t");
+    line.put_number::<10>(u64::from(function.id));
+    line.put(b"\t");
+    line.put_number::<10>(u64::from(function.module));
+    line.put(b"\t0x");
+    line.put_number::<16>(function.addr);
+    line.put(b"\t");
+    line.put_number::<10>(function.size);
+    line.put(b"\t");
+    line.put(function.kind.as_str().as_bytes());
+    line.put(b"\t");
+    match function.status {
+        FuncStatus::Traced => line.put(b"traced\t"),
+        FuncStatus::EntryOnly => line.put(b"entry-only\t"),
         FuncStatus::NotTraced(reason) => {
+            w.write_all(line.bytes())?;
             w.write_all(b"notrace:")?;
             write_escaped(w, reason)?;
+            w.write_all(b"\t")?;
+            write_escaped(w, function.name)?;
+            return w.write_all(b"\n");
         }
     }
-    w.write_all(b"\t")?;
-    write_escaped(w, &function.name)?;
+    let name = function.name.as_bytes();
+    let plain = !name
+        .iter()
+        .any(|b| matches!(b, b'\\' | b'\t' | b'\n' | b'\r'));
+    if plain && name.len() < line.room() {
+        line.put(name);
+        line.put(b"\n");
+        return w.write_all(line.bytes());
+    }
+    w.write_all(line.bytes())?;
+    write_escaped(w, function.name)?;
     w.write_all(b"\n")
 }
 

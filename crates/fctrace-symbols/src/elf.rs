@@ -1,5 +1,6 @@
 //! The ELF walk behind [`crate::analyze`].
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use object::elf;
@@ -9,9 +10,21 @@ use object::read::elf::{
 };
 use object::{Endianness, SectionIndex, SymbolIndex};
 
-use crate::{x86, ElfInfo, ElfKind, FuncSym, GotImport, PltEntry, SymbolError};
+use crate::{x86, ElfInfo, ElfKind, FuncRef, GotImport, PltEntry, SymbolError};
 
 type Result<T> = std::result::Result<T, SymbolError>;
+
+/// What [`analyze`] finds: the file's description (without functions),
+/// its functions borrowed from its bytes, and its section names (which
+/// [`FuncRef::section`] indexes), and the functions' other names.
+pub(crate) struct Analysis<'data> {
+    pub info: ElfInfo,
+    pub functions: Vec<FuncRef<'data>>,
+    /// The other names of functions: (index in `functions`, name), in
+    /// order of function, best first.
+    pub aliases: Vec<(usize, Cow<'data, str>)>,
+    pub section_names: Vec<std::sync::Arc<str>>,
+}
 
 fn malformed(e: object::read::Error) -> SymbolError {
     SymbolError(format!("malformed ELF file: {e}"))
@@ -20,7 +33,7 @@ fn malformed(e: object::read::Error) -> SymbolError {
 /// With `full` false, only the headers are read: no functions, PLT or GOT
 /// imports, markers; `has_symtab` says whether a `.symtab` section with
 /// symbols exists.
-pub(crate) fn analyze(data: &[u8], full: bool) -> Result<ElfInfo> {
+pub(crate) fn analyze(data: &[u8], full: bool) -> Result<Analysis<'_>> {
     if data.len() < 16 || !data.starts_with(b"\x7fELF") {
         return Err(SymbolError("not an ELF file".into()));
     }
@@ -57,15 +70,25 @@ fn machine_name(m: u16) -> String {
 
 /// Strip a `@VERSION` / `@@VERSION` suffix stored in a symbol name.
 fn strip_version(name: &str) -> &str {
-    match name.find('@') {
+    // (a byte loop: names are short, and there are many)
+    match name.bytes().position(|b| b == b'@') {
         Some(i) if i > 0 => &name[..i],
         _ => name,
     }
 }
 
+/// A symbol name from the file, without its version suffix: borrowed from
+/// the file's bytes unless it is not UTF-8.
+fn symbol_name(raw: &[u8]) -> Cow<'_, str> {
+    match String::from_utf8_lossy(raw) {
+        Cow::Borrowed(s) => Cow::Borrowed(strip_version(s)),
+        Cow::Owned(s) => Cow::Owned(strip_version(&s).to_string()),
+    }
+}
+
 /// GCC's hot/cold splitting puts the cold part in `foo.cold` or `foo.cold.N`.
 fn is_cold_part(name: &str) -> bool {
-    name.split('.').skip(1).any(|part| part == "cold")
+    name.bytes().any(|b| b == b'.') && name.split('.').skip(1).any(|part| part == "cold")
 }
 
 /// Preference rank of a symbol's binding: lower is better.
@@ -100,16 +123,6 @@ impl Section<'_> {
     }
 }
 
-struct Candidate {
-    name: String,
-    addr: u64,
-    size: u64,
-    rank: u8,
-    global: bool,
-    ifunc: bool,
-    section: usize,
-}
-
 /// Instrumentation hooks reported in [`ElfInfo::markers`], in this order.
 const MARKERS: [&str; 3] = ["mcount", "__fentry__", "__cyg_profile_func_enter"];
 
@@ -122,7 +135,10 @@ fn marker_index(name: &str) -> Option<usize> {
     }
 }
 
-fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> Result<ElfInfo> {
+fn analyze_as<Elf: FileHeader<Endian = Endianness>>(
+    data: &[u8],
+    full: bool,
+) -> Result<Analysis<'_>> {
     let header = Elf::parse(data).map_err(malformed)?;
     let endian = header.endian().map_err(malformed)?;
     let e_type = header.e_type(endian);
@@ -234,7 +250,7 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> 
         .unwrap_or_default();
 
     if !full {
-        return Ok(ElfInfo {
+        let info = ElfInfo {
             kind,
             machine: machine_name(e_machine),
             is_x86_64,
@@ -246,11 +262,17 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> 
             plt: Vec::new(),
             got_imports: Vec::new(),
             markers: Vec::new(),
+        };
+        return Ok(Analysis {
+            info,
+            functions: Vec::new(),
+            aliases: Vec::new(),
+            section_names: Vec::new(),
         });
     }
 
     // Symbols.
-    let mut candidates = Vec::new();
+    let mut candidates = Vec::with_capacity(symtab.len() + dynsym.len());
     let mut boundaries: Vec<Vec<u64>> = vec![Vec::new(); sections.len()];
     let mut marker_found = [false; MARKERS.len()];
     let mut has_symtab = false;
@@ -261,12 +283,11 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> 
                 continue;
             }
             let raw = syms.symbol_name(endian, sym).unwrap_or_default();
-            let raw = String::from_utf8_lossy(raw);
-            let name = strip_version(&raw);
+            let name = symbol_name(raw);
             let section = syms.symbol_section(endian, sym, index).ok().flatten();
             // A reference to a hook, or a hook defined by a program (libc
             // defines mcount for everyone).
-            if let Some(m) = marker_index(name) {
+            if let Some(m) = marker_index(&name) {
                 if section.is_none() || kind != ElfKind::SharedObject {
                     marker_found[m] = true;
                 }
@@ -289,18 +310,19 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> 
             if is_symtab {
                 has_symtab = true;
             }
-            if is_cold_part(name) {
+            if is_cold_part(&name) {
                 continue;
             }
             let bind = sym.st_bind().0;
-            candidates.push(Candidate {
-                name: name.to_string(),
+            candidates.push(FuncRef {
+                name,
                 addr,
                 size: sym.st_size(endian).into(),
-                rank: bind_rank(bind, sym.st_visibility().0),
+                pad_end: 0,
+                section: sec as u32,
                 global: bind != elf::STB_LOCAL.0,
                 ifunc: st_type == elf::STT_GNU_IFUNC,
-                section: sec,
+                rank: bind_rank(bind, sym.st_visibility().0),
             });
         }
     }
@@ -309,13 +331,14 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> 
         b.dedup();
     }
 
-    let functions: Vec<FuncSym> = group_functions(candidates, &sections)
-        .into_iter()
-        .map(|(mut f, sec)| {
-            f.pad_end = pad_end(&f, sec, &sections, &boundaries, is_x86, has_symtab);
-            f
-        })
-        .collect();
+    let mut functions = candidates;
+    let aliases = group_functions(&mut functions, &sections);
+    // Per section: where the last lookup of the next boundary ended (the
+    // functions come in address order).
+    let mut cursors = vec![0usize; sections.len()];
+    for f in &mut functions {
+        f.pad_end = pad_end(f, &sections, &boundaries, &mut cursors, is_x86, has_symtab);
+    }
 
     let (plt, got_imports) = if is_x86_64 {
         imports(data, endian, &table, &dynsym, &sections, &functions)?
@@ -333,7 +356,7 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> 
         markers.push("__patchable_function_entries".into());
     }
 
-    Ok(ElfInfo {
+    let info = ElfInfo {
         kind,
         machine: machine_name(e_machine),
         is_x86_64,
@@ -341,67 +364,81 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> 
         has_symtab,
         entry: header.e_entry(endian).into(),
         build_id,
-        functions,
+        functions: Vec::new(),
         plt,
         got_imports,
         markers,
+    };
+    let section_names = sections.iter().map(|s| s.name.clone()).collect();
+    Ok(Analysis {
+        info,
+        functions,
+        aliases,
+        section_names,
     })
 }
 
-/// One [`FuncSym`] per address, with its section index; `pad_end` is left at
-/// `addr + size`.
-fn group_functions(mut candidates: Vec<Candidate>, sections: &[Section]) -> Vec<(FuncSym, usize)> {
-    // Unstable: equal keys are the same name at the same address (a
-    // symbol listed in both tables), interchangeable.
-    candidates.sort_unstable_by(|a, b| {
-        a.addr
-            .cmp(&b.addr)
-            .then_with(|| name_key(a.rank, &a.name).cmp(&name_key(b.rank, &b.name)))
-    });
-    let mut out = Vec::with_capacity(candidates.len());
+/// Makes `candidates` (one per symbol) one [`FuncRef`] per address, in
+/// place, and returns the other names; `pad_end` is left at `addr + size`.
+fn group_functions<'data>(
+    candidates: &mut Vec<FuncRef<'data>>,
+    sections: &[Section],
+) -> Vec<(usize, Cow<'data, str>)> {
+    // By address first (an integer key); only the rare groups of several
+    // names at one address are then ordered by preference. Unstable: equal
+    // keys are the same name at the same address (a symbol listed in both
+    // tables), interchangeable.
+    candidates.sort_unstable_by_key(|c| c.addr);
+    let mut aliases = Vec::new();
+    let mut out = 0;
     let mut i = 0;
     while i < candidates.len() {
         let addr = candidates[i].addr;
-        let group_end = i + candidates[i..].partition_point(|c| c.addr == addr);
-        let group = &candidates[i..group_end];
-        let best = &group[0];
-        let mut aliases: Vec<String> = Vec::new();
-        for c in &group[1..] {
-            if c.name != best.name && !aliases.contains(&c.name) {
-                aliases.push(c.name.clone());
+        let mut group_end = i + 1;
+        while group_end < candidates.len() && candidates[group_end].addr == addr {
+            group_end += 1;
+        }
+        let group = &mut candidates[i..group_end];
+        let mut size = group[0].size;
+        let mut ifunc = group[0].ifunc;
+        if group.len() > 1 {
+            group
+                .sort_unstable_by(|a, b| name_key(a.rank, &a.name).cmp(&name_key(b.rank, &b.name)));
+            let first_alias = aliases.len();
+            for k in 1..group.len() {
+                size = size.max(group[k].size);
+                ifunc |= group[k].ifunc;
+                let dup = group[k].name == group[0].name
+                    || aliases[first_alias..]
+                        .iter()
+                        .any(|(_, a): &(usize, Cow<str>)| *a == group[k].name);
+                if !dup {
+                    aliases.push((out, std::mem::take(&mut group[k].name)));
+                }
             }
         }
-        let size = group.iter().map(|c| c.size).max().unwrap_or(0);
         // A bogus size running past the section end is not trusted.
-        let size = match sections.get(best.section) {
+        let size = match sections.get(group[0].section as usize) {
             Some(s) if addr.saturating_add(size) <= s.end() => size,
             _ => 0,
         };
-        let (global, section) = (best.global, best.section);
-        let ifunc = group.iter().any(|c| c.ifunc);
-        let func = FuncSym {
-            name: std::mem::take(&mut candidates[i].name),
-            aliases,
-            addr,
-            size,
-            pad_end: addr + size,
-            global,
-            ifunc,
-            section: sections
-                .get(section)
-                .map_or_else(|| std::sync::Arc::from(""), |s| s.name.clone()),
-        };
-        out.push((func, section));
+        candidates.swap(out, i);
+        let f = &mut candidates[out];
+        f.size = size;
+        f.ifunc = ifunc;
+        f.pad_end = addr + size;
+        out += 1;
         i = group_end;
     }
-    out
+    candidates.truncate(out);
+    aliases
 }
 
 fn pad_end(
-    f: &FuncSym,
-    sec: usize,
+    f: &FuncRef,
     sections: &[Section],
     boundaries: &[Vec<u64>],
+    cursors: &mut [usize],
     is_x86: bool,
     has_symtab: bool,
 ) -> u64 {
@@ -412,6 +449,7 @@ fn pad_end(
     if !is_x86 {
         return end;
     }
+    let sec = f.section as usize;
     let Some(section) = sections.get(sec) else {
         return end;
     };
@@ -420,11 +458,24 @@ fn pad_end(
         return end;
     }
     let b = &boundaries[sec];
-    let mut limit = b
-        .get(b.partition_point(|&a| a < end))
-        .copied()
-        .unwrap_or(section_end)
-        .min(section_end);
+    // The first boundary at or after `end`: forward from the last one
+    // (ends mostly grow), else a binary search.
+    let mut i = cursors[sec];
+    if i > 0 && b[i - 1] >= end {
+        i = b[..i].partition_point(|&a| a < end);
+    } else {
+        let mut steps = 0;
+        while i < b.len() && b[i] < end {
+            i += 1;
+            steps += 1;
+            if steps == 16 {
+                i += b[i..].partition_point(|&a| a < end);
+                break;
+            }
+        }
+    }
+    cursors[sec] = i;
+    let mut limit = b.get(i).copied().unwrap_or(section_end).min(section_end);
     if !has_symtab {
         limit = limit.min(end.saturating_add(15) & !15);
     }
@@ -473,7 +524,7 @@ fn imports<Elf: FileHeader<Endian = Endianness>>(
     table: &SectionTable<Elf>,
     dynsym: &SymbolTable<Elf>,
     sections: &[Section],
-    functions: &[FuncSym],
+    functions: &[FuncRef],
 ) -> Result<Imports> {
     const R_JUMP_SLOT: u32 = elf::R_X86_64_JUMP_SLOT.0;
     const R_GLOB_DAT: u32 = elf::R_X86_64_GLOB_DAT.0;
@@ -511,7 +562,7 @@ fn imports<Elf: FileHeader<Endian = Endianness>>(
             let resolver = r.addend as u64;
             let i = functions.partition_point(|f| f.addr < resolver);
             let f = functions.get(i).filter(|f| f.addr == resolver)?;
-            return Some((f.name.clone(), None));
+            return Some((f.name.to_string(), None));
         }
         dyn_name(endian, dynsym, versions.as_ref(), r.sym).map(|(n, v, _)| (n, v))
     };

@@ -77,6 +77,7 @@ mod demangle;
 #[cfg(feature = "demangle")]
 pub use demangle::demangle;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::path::Path;
 
@@ -167,6 +168,31 @@ impl FuncSym {
     }
 }
 
+/// One function as [`analyze_borrowed`] gives it: a [`FuncSym`] whose
+/// name points into the file's bytes (nothing is allocated per function,
+/// which matters for programs with hundreds of thousands of them), without
+/// its aliases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FuncRef<'data> {
+    /// The preferred name (see the crate docs); owned only when the
+    /// symbol is not valid UTF-8.
+    pub name: Cow<'data, str>,
+    /// ELF virtual address (`st_value`).
+    pub addr: u64,
+    /// `st_size`, 0 if unknown.
+    pub size: u64,
+    /// Exclusive end of the alignment padding after `addr + size`.
+    pub pad_end: u64,
+    /// Index of the containing section in the file's section table.
+    pub section: u32,
+    /// The preferred name is not `STB_LOCAL`.
+    pub global: bool,
+    /// `STT_GNU_IFUNC`: `addr` is the resolver, not the function.
+    pub ifunc: bool,
+    /// Preference rank of the name's binding (lower is better).
+    pub(crate) rank: u8,
+}
+
 /// A callable PLT stub.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PltEntry {
@@ -234,7 +260,46 @@ impl ElfInfo {
 /// object) or is malformed. Other architectures are analyzed too (no PLT
 /// decoding); check [`ElfInfo::is_x86_64`] or [`ElfInfo::check_traceable`].
 pub fn analyze(data: &[u8]) -> Result<ElfInfo, SymbolError> {
-    elf::analyze(data, true)
+    elf::analyze(data, true).map(owned)
+}
+
+/// Like [`analyze`], but the functions are returned apart, borrowing their
+/// names from `data`, without their aliases ([`ElfInfo::functions`] is left
+/// empty). Same order as [`ElfInfo::functions`].
+pub fn analyze_borrowed(data: &[u8]) -> Result<(ElfInfo, Vec<FuncRef<'_>>), SymbolError> {
+    elf::analyze(data, true).map(|a| (a.info, a.functions))
+}
+
+/// The owned form of an analysis: functions in [`ElfInfo::functions`].
+fn owned(a: elf::Analysis) -> ElfInfo {
+    let mut info = a.info;
+    let mut aliases = a.aliases.into_iter().peekable();
+    info.functions = a
+        .functions
+        .into_iter()
+        .enumerate()
+        .map(|(k, f)| {
+            let mut names = Vec::new();
+            while let Some((_, name)) = aliases.next_if(|(i, _)| *i == k) {
+                names.push(name.into_owned());
+            }
+            FuncSym {
+                name: f.name.into_owned(),
+                aliases: names,
+                addr: f.addr,
+                size: f.size,
+                pad_end: f.pad_end,
+                global: f.global,
+                ifunc: f.ifunc,
+                section: a
+                    .section_names
+                    .get(f.section as usize)
+                    .cloned()
+                    .unwrap_or_else(|| std::sync::Arc::from("")),
+            }
+        })
+        .collect();
+    info
 }
 
 /// Read and analyze an ELF file, with user-facing errors that name the path.
@@ -260,22 +325,171 @@ fn read(path: &Path, full: bool) -> Result<ElfInfo, SymbolError> {
             return Err(SymbolError(format!("{shown} is not a regular file")));
         }
     }
-    let data = match std::fs::read(path) {
-        Ok(data) => data,
-        Err(e) => {
-            return Err(SymbolError(match e.kind() {
-                std::io::ErrorKind::NotFound => format!("program not found: {shown}"),
-                std::io::ErrorKind::PermissionDenied => {
-                    format!("cannot read {shown}: permission denied")
-                }
-                _ => format!("cannot read {shown}: {e}"),
-            }))
-        }
+    let read_err = |e: std::io::Error| {
+        SymbolError(match e.kind() {
+            std::io::ErrorKind::NotFound => format!("program not found: {shown}"),
+            std::io::ErrorKind::PermissionDenied => {
+                format!("cannot read {shown}: permission denied")
+            }
+            _ => format!("cannot read {shown}: {e}"),
+        })
+    };
+    // The headers of a big file are read alone (what they point to stays
+    // zero, never touched): a program may be hundreds of megabytes.
+    let sparse = if full {
+        None
+    } else {
+        let file = std::fs::File::open(path).map_err(read_err)?;
+        let len = file.metadata().map_err(read_err)?.len();
+        read_headers_sparse(&file, len, SPARSE_MIN).map_err(read_err)?
+    };
+    let data = match sparse {
+        Some(data) => data,
+        None => std::fs::read(path).map_err(read_err)?,
     };
     if data.starts_with(b"#!") {
         return Err(SymbolError(format!(
             "{shown}: not an ELF file (a #! script; trace its interpreter instead)"
         )));
     }
-    elf::analyze(&data, full).map_err(|e| SymbolError(format!("{shown}: {e}")))
+    let analysis = elf::analyze(&data, full);
+    if analysis.is_err() && !full && data.len() >= SPARSE_MIN as usize {
+        // Whatever the headers-only read missed, the error is the one a
+        // full read gives.
+        let data = std::fs::read(path).map_err(read_err)?;
+        return elf::analyze(&data, full)
+            .map(owned)
+            .map_err(|e| SymbolError(format!("{shown}: {e}")));
+    }
+    analysis
+        .map(owned)
+        .map_err(|e| SymbolError(format!("{shown}: {e}")))
+}
+
+/// Files from this size on are read headers-only by [`read_headers`].
+const SPARSE_MIN: u64 = 1 << 20;
+
+/// The file's bytes as a buffer of its length where only what a
+/// headers-only analysis looks at is read: the ELF header, the program
+/// headers and the interpreter, dynamic and note segments they point to,
+/// the section headers, the section name table and note sections. The rest
+/// stays zero (allocated, never touched). `None` when the file is smaller
+/// than `min`, or is not an ELF file whose headers can be found this way:
+/// then it is read whole.
+fn read_headers_sparse(
+    file: &std::fs::File,
+    len: u64,
+    min: u64,
+) -> std::io::Result<Option<Vec<u8>>> {
+    use std::os::unix::fs::FileExt;
+    if len < min || len > usize::MAX as u64 {
+        return Ok(None);
+    }
+    let mut data = vec![0u8; len as usize];
+    // Reads [off, off + n) if it lies in the file.
+    let fill = |data: &mut Vec<u8>, off: u64, n: u64| -> std::io::Result<bool> {
+        let Some(end) = off.checked_add(n).filter(|&e| e <= len) else {
+            return Ok(false);
+        };
+        file.read_exact_at(&mut data[off as usize..end as usize], off)?;
+        Ok(true)
+    };
+    if !fill(&mut data, 0, 64)? || !data.starts_with(b"\x7fELF") {
+        return Ok(None);
+    }
+    let is64 = match data[4] {
+        1 => false,
+        2 => true,
+        _ => return Ok(None),
+    };
+    let le = match data[5] {
+        1 => true,
+        2 => false,
+        _ => return Ok(None),
+    };
+    let int = |d: &[u8], off: usize, size: usize| -> u64 {
+        let b = &d[off..off + size];
+        let mut v = 0u64;
+        for k in 0..size {
+            let byte = if le { b[size - 1 - k] } else { b[k] };
+            v = (v << 8) | u64::from(byte);
+        }
+        v
+    };
+    // (offset, size) of the header fields, by class.
+    let w = if is64 { 8 } else { 4 };
+    let (phoff, shoff) = if is64 {
+        (int(&data, 32, 8), int(&data, 40, 8))
+    } else {
+        (int(&data, 28, 4), int(&data, 32, 4))
+    };
+    let base = if is64 { 54 } else { 42 };
+    let phentsize = int(&data, base, 2);
+    let phnum = int(&data, base + 2, 2);
+    let shentsize = int(&data, base + 4, 2);
+    let shnum = int(&data, base + 6, 2);
+    let shstrndx = int(&data, base + 8, 2);
+    // Extended numbering (counts in the first section header): read whole.
+    if shnum == 0 || shstrndx == 0xffff || phnum == 0xffff {
+        return Ok(None);
+    }
+    if !fill(&mut data, phoff, phentsize * phnum)? || !fill(&mut data, shoff, shentsize * shnum)? {
+        return Ok(None);
+    }
+    const MAX_PART: u64 = 1 << 20;
+    for k in 0..phnum {
+        let ph = (phoff + k * phentsize) as usize;
+        let p_type = int(&data, ph, 4);
+        let (off, size) = if is64 {
+            (int(&data, ph + 8, 8), int(&data, ph + 32, 8))
+        } else {
+            (int(&data, ph + 4, 4), int(&data, ph + 16, 4))
+        };
+        // PT_DYNAMIC, PT_INTERP, PT_NOTE
+        if matches!(p_type, 2..=4) && size <= MAX_PART && !fill(&mut data, off, size)? {
+            return Ok(None);
+        }
+    }
+    for k in 0..shnum {
+        let sh = (shoff + k * shentsize) as usize;
+        let sh_type = int(&data, sh + 4, 4);
+        let (off, size) = (int(&data, sh + 8 + 2 * w, w), int(&data, sh + 8 + 3 * w, w));
+        // The section names, SHT_DYNAMIC, SHT_NOTE (SHT_NOBITS has none).
+        let wanted = k == shstrndx || sh_type == 6 || sh_type == 7;
+        if wanted && sh_type != 8 && size <= MAX_PART && !fill(&mut data, off, size)? {
+            return Ok(None);
+        }
+    }
+    Ok(Some(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A headers-only read of a file gives what a full read does.
+    #[test]
+    fn sparse_headers_match_full_read() {
+        let exe = std::env::current_exe().unwrap();
+        let mut paths = vec![exe];
+        for lib in ["/lib/x86_64-linux-gnu/libc.so.6", "/bin/sh", "/usr/bin/env"] {
+            paths.push(lib.into());
+        }
+        let mut checked = 0;
+        for path in paths {
+            let Ok(data) = std::fs::read(&path) else {
+                continue;
+            };
+            let file = std::fs::File::open(&path).unwrap();
+            let sparse = read_headers_sparse(&file, data.len() as u64, 0)
+                .unwrap()
+                .expect("an ELF file");
+            assert_eq!(sparse.len(), data.len());
+            let a = elf::analyze(&sparse, false).map(owned).unwrap();
+            let b = elf::analyze(&data, false).map(owned).unwrap();
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{}", path.display());
+            checked += 1;
+        }
+        assert!(checked >= 2);
+    }
 }

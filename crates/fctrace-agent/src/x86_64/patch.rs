@@ -55,8 +55,16 @@ pub struct Plan {
     pub patch_at: u64,
     /// Bytes overwritten (the jmp plus int3 filler).
     pub patch_len: usize,
-    /// Instructions moved into the stub, with their original addresses.
-    pub moved: Vec<Instruction>,
+    /// The instructions moved into the stub: `moved_len` bytes of code at
+    /// `moved_at` (decoded again from there when the stub is built, before
+    /// anything is patched), `moved_count` instructions. With none (a GOT
+    /// import's stub, whose body is a jump to `resume`), `moved_at` is an
+    /// address no instruction uses.
+    pub moved_at: u64,
+    pub moved_len: usize,
+    pub moved_count: usize,
+    /// Every moved instruction can be copied byte for byte.
+    pub verbatim: bool,
     /// Where execution continues after the moved instructions, if they can
     /// fall through.
     pub resume: Option<u64>,
@@ -109,9 +117,10 @@ fn is_terminator(i: &Instruction) -> bool {
         || i.mnemonic() == Mnemonic::Hlt
 }
 
-fn decode_all(bytes: &[u8], ip: u64) -> Result<Vec<Instruction>, String> {
+/// Decodes `bytes` at `ip` into `v` (cleared first).
+fn decode_all(bytes: &[u8], ip: u64, v: &mut Vec<Instruction>) -> Result<(), String> {
+    v.clear();
     let mut d = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE);
-    let mut v = Vec::new();
     while d.can_decode() {
         let i = d.decode();
         if i.is_invalid() {
@@ -119,7 +128,29 @@ fn decode_all(bytes: &[u8], ip: u64) -> Result<Vec<Instruction>, String> {
         }
         v.push(i);
     }
-    Ok(v)
+    Ok(())
+}
+
+/// A plan moving `moved` (the first instructions of a function).
+fn moved_plan(
+    patch_at: u64,
+    patch_len: usize,
+    moved: &[Instruction],
+    resume: Option<u64>,
+    trampoline: Option<u64>,
+) -> Plan {
+    let first = moved[0].ip();
+    let last = moved.last().unwrap();
+    Plan {
+        patch_at,
+        patch_len,
+        moved_at: first,
+        moved_len: (last.next_ip() - first) as usize,
+        moved_count: moved.len(),
+        verbatim: moved.iter().all(copies_verbatim),
+        resume,
+        trampoline,
+    }
 }
 
 fn branch_target(i: &Instruction) -> Option<u64> {
@@ -195,8 +226,15 @@ pub fn infer_size(addr: u64, code: &[u8]) -> Option<usize> {
 
 /// `addr`: runtime address of the function; `code`: its bytes from `addr`
 /// to the end of the padding after it; `size`: the function's size;
-/// `around`: other padding its patch may use.
-pub fn plan(addr: u64, size: usize, code: &[u8], around: Around) -> Result<Plan, String> {
+/// `around`: other padding its patch may use; `scratch`: room for the
+/// decoded function (reused from one call to the next).
+pub fn plan(
+    addr: u64,
+    size: usize,
+    code: &[u8],
+    around: Around,
+    scratch: &mut Vec<Instruction>,
+) -> Result<Plan, String> {
     if size == 0 {
         return Err("symbol has no size".into());
     }
@@ -211,20 +249,22 @@ pub fn plan(addr: u64, size: usize, code: &[u8], around: Around) -> Result<Plan,
     if room < JMP_LEN {
         return Err(format!("only {size} bytes long with no padding after it"));
     }
-    let body = decode_all(&code[off..size], start)?;
+    decode_all(&code[off..size], start, scratch)?;
+    let body: &[Instruction] = scratch;
     if body.is_empty() {
         return Err("no instructions after endbr64".into());
     }
     // Displace the first instructions covering 5 bytes.
-    let mut moved = Vec::new();
+    let mut n_moved = 0;
     let mut len = 0usize;
-    for i in &body {
-        moved.push(*i);
+    for i in body {
+        n_moved += 1;
         len += i.len();
         if len >= JMP_LEN {
             break;
         }
     }
+    let moved = &body[..n_moved];
     let end_of_fn = off + len == size;
     let mut patch_len = len;
     if len < JMP_LEN {
@@ -239,11 +279,11 @@ pub fn plan(addr: u64, size: usize, code: &[u8], around: Around) -> Result<Plan,
         patch_len = JMP_LEN;
     }
     let range = start..start + patch_len as u64;
-    let moved_ips: Vec<u64> = moved.iter().map(|i| i.ip()).collect();
+    let moved_end = start + len as u64;
     let mut conflict = false;
     let mut has_call = false;
     let mut has_indirect = false;
-    for i in &body {
+    for i in body {
         match i.flow_control() {
             FlowControl::Call | FlowControl::IndirectCall => has_call = true,
             FlowControl::IndirectBranch => has_indirect = true,
@@ -251,7 +291,7 @@ pub fn plan(addr: u64, size: usize, code: &[u8], around: Around) -> Result<Plan,
         }
         if let Some(t) = branch_target(i) {
             let is_call = i.flow_control() == FlowControl::Call;
-            let from_moved = moved_ips.contains(&i.ip());
+            let from_moved = i.ip() < moved_end;
             // A jump back to the entry would run the patched jmp again and
             // count a call that did not happen.
             if !is_call && (addr..=start).contains(&t) {
@@ -272,7 +312,7 @@ pub fn plan(addr: u64, size: usize, code: &[u8], around: Around) -> Result<Plan,
             } else {
                 "it has an indirect jump"
             };
-            return plan_short(addr, size, code, off, &body, around).map_err(|why| match why {
+            return plan_short(addr, size, code, off, body, around).map_err(|why| match why {
                 Short::LoopsToEntry => format!("a branch loops back to its entry, and {what}"),
                 Short::Conflict => format!("a branch targets its first bytes, and {what}"),
                 Short::NoPadding => format!(
@@ -287,17 +327,11 @@ pub fn plan(addr: u64, size: usize, code: &[u8], around: Around) -> Result<Plan,
         } else {
             Some(addr + size as u64)
         };
-        return Ok(Plan {
-            patch_at: start,
-            patch_len: JMP_LEN,
-            moved: body,
-            resume,
-            trampoline: None,
-        });
+        return Ok(moved_plan(start, JMP_LEN, body, resume, None));
     }
-    for i in &moved {
-        if let Err(e) = check_movable(i, moved.last().map(|l| l.ip()) == Some(i.ip())) {
-            return plan_short(addr, size, code, off, &body, around).map_err(|_| e);
+    for (k, i) in moved.iter().enumerate() {
+        if let Err(e) = check_movable(i, k + 1 == moved.len()) {
+            return plan_short(addr, size, code, off, body, around).map_err(|_| e);
         }
     }
     let last = moved.last().unwrap();
@@ -306,13 +340,7 @@ pub fn plan(addr: u64, size: usize, code: &[u8], around: Around) -> Result<Plan,
     } else {
         Some(start + len as u64)
     };
-    Ok(Plan {
-        patch_at: start,
-        patch_len,
-        moved,
-        resume,
-        trampoline: None,
-    })
+    Ok(moved_plan(start, patch_len, moved, resume, None))
 }
 
 const SHORT_JMP_LEN: usize = 2;
@@ -365,10 +393,10 @@ fn plan_short(
     around: Around,
 ) -> Result<Plan, Short> {
     let start = addr + off as u64;
-    let mut moved = Vec::new();
+    let mut n_moved = 0;
     let mut len = 0;
     for i in body {
-        moved.push(*i);
+        n_moved += 1;
         len += i.len();
         if len >= SHORT_JMP_LEN {
             break;
@@ -377,11 +405,11 @@ fn plan_short(
     if len < SHORT_JMP_LEN {
         return Err(Short::NoPadding);
     }
-    for i in &moved {
-        check_movable(i, moved.last().map(|l| l.ip()) == Some(i.ip())).map_err(Short::Unmovable)?;
+    let moved = &body[..n_moved];
+    for (k, i) in moved.iter().enumerate() {
+        check_movable(i, k + 1 == moved.len()).map_err(Short::Unmovable)?;
     }
     let range = start..start + len as u64;
-    let moved_ips: Vec<u64> = moved.iter().map(|i| i.ip()).collect();
     let mut targets = Vec::new();
     for i in body {
         if let Some(t) = branch_target(i) {
@@ -389,7 +417,7 @@ fn plan_short(
             if !is_call && (addr..=start).contains(&t) {
                 return Err(Short::LoopsToEntry);
             }
-            if !moved_ips.contains(&i.ip()) && t > start && range.contains(&t) {
+            if i.ip() >= range.end && t > start && range.contains(&t) {
                 return Err(Short::Conflict);
             }
             targets.push(t);
@@ -453,13 +481,7 @@ fn plan_short(
     } else {
         Some(start + len as u64)
     };
-    Ok(Plan {
-        patch_at: start,
-        patch_len: len,
-        moved,
-        resume,
-        trampoline: Some(trampoline),
-    })
+    Ok(moved_plan(start, len, moved, resume, Some(trampoline)))
 }
 
 fn check_movable(i: &Instruction, is_last: bool) -> Result<(), String> {
@@ -561,13 +583,6 @@ fn rewrite_call(i: &Instruction, out: &mut Vec<Instruction>) -> Result<(), Strin
     Ok(())
 }
 
-pub struct Stub {
-    pub code: Vec<u8>,
-    /// Address the stub's `call body` returns to (what unwinders would see
-    /// in the caller's return slot while the function runs).
-    pub ret_site: Option<u64>,
-}
-
 /// Whether `i` can be copied byte for byte to another address: no operand
 /// depends on where it is.
 fn copies_verbatim(i: &Instruction) -> bool {
@@ -581,8 +596,9 @@ fn rel32(from_end: u64, to: u64) -> Option<[u8; 4]> {
 }
 
 /// The common case of `build_stub`, without an assembler: a fixed template
-/// with the moved instructions copied verbatim. `None` when an instruction
-/// needs relocating (or a displacement does not fit).
+/// with the moved instructions copied verbatim, appended to `v`. Returns
+/// the return site, `None` if a displacement to the common block does not
+/// fit (then `v` is left with partial code).
 fn build_stub_fast(
     plan: &Plan,
     code: &[u8],
@@ -590,8 +606,8 @@ fn build_stub_fast(
     common: &Common,
     id: u32,
     mode: Mode,
-) -> Option<Stub> {
-    let mut v = Vec::with_capacity(48 + code.len());
+    v: &mut Vec<u8>,
+) -> Option<Option<u64>> {
     v.push(0x50); // push rax
     v.push(0xB8); // mov eax, id
     v.extend_from_slice(&id.to_le_bytes());
@@ -621,15 +637,27 @@ fn build_stub_fast(
     }
     v.extend_from_slice(code);
     if let Some(r) = plan.resume {
-        v.push(0xE9);
-        v.extend_from_slice(&rel32(at + v.len() as u64 + 4, r)?);
+        match rel32(at + v.len() as u64 + 5, r) {
+            Some(d) => {
+                v.push(0xE9); // jmp rel32
+                v.extend_from_slice(&d);
+            }
+            None => {
+                // Out of reach (a library's function, for a GOT import):
+                // jmp [rip+0] with the address after it.
+                v.extend_from_slice(&[0xFF, 0x25, 0, 0, 0, 0]);
+                v.extend_from_slice(&r.to_le_bytes());
+            }
+        }
     }
-    Some(Stub { code: v, ret_site })
+    Some(ret_site)
 }
 
-/// Builds the stub for `plan`, to be placed at `at`; `read(addr, len)`
-/// gives the current bytes at an address of the function (for the common
-/// case where the moved instructions are copied as they are).
+/// Appends to `out` the stub for `plan`, to be placed at `at`, and returns
+/// its return site: the address the stub's `call body` returns to (what
+/// unwinders see in the caller's return slot while the function runs).
+/// `read(addr, len)` gives the current bytes at an address of the function
+/// (not patched yet).
 pub fn build_stub_with<'a>(
     plan: &Plan,
     read: impl FnOnce(u64, usize) -> &'a [u8],
@@ -637,33 +665,40 @@ pub fn build_stub_with<'a>(
     common: &Common,
     id: u32,
     mode: Mode,
-) -> Result<Stub, String> {
-    let first = plan.moved[0].ip();
-    let last = plan.moved.last().unwrap();
-    let contiguous = plan
-        .moved
-        .windows(2)
-        .all(|w| w[0].ip() + w[0].len() as u64 == w[1].ip());
-    if contiguous && plan.moved.iter().all(copies_verbatim) {
-        let len = (last.ip() + last.len() as u64 - first) as usize;
-        if let Some(st) = build_stub_fast(plan, read(first, len), at, common, id, mode) {
-            return Ok(st);
+    out: &mut Vec<u8>,
+) -> Result<Option<u64>, String> {
+    let code = if plan.moved_count == 0 {
+        &[][..]
+    } else {
+        read(plan.moved_at, plan.moved_len)
+    };
+    let mark = out.len();
+    if plan.verbatim {
+        if let Some(site) = build_stub_fast(plan, code, at, common, id, mode, out) {
+            return Ok(site);
         }
+        out.truncate(mark);
     }
-    build_stub(plan, at, common, id, mode)
+    let mut moved = Vec::with_capacity(plan.moved_count);
+    decode_all(code, plan.moved_at, &mut moved)?;
+    build_stub(plan, &moved, at, common, id, mode, out)
 }
 
-/// Builds the stub for `plan`, to be placed at `at`.
-pub fn build_stub(
+/// Appends to `out` the stub for `plan` (whose moved instructions are
+/// `moved`), to be placed at `at`, relocating the moved instructions with
+/// iced's block encoder; returns its return site.
+fn build_stub(
     plan: &Plan,
+    moved: &[Instruction],
     at: u64,
     common: &Common,
     id: u32,
     mode: Mode,
-) -> Result<Stub, String> {
+    out: &mut Vec<u8>,
+) -> Result<Option<u64>, String> {
     let err = |e: iced_x86::IcedError| e.to_string();
-    let body_ip = plan.moved[0].ip();
-    let mut v: Vec<Instruction> = Vec::with_capacity(plan.moved.len() + 12);
+    let body_ip = plan.moved_at;
+    let mut v: Vec<Instruction> = Vec::with_capacity(moved.len() + 12);
     v.push(Instruction::with1(Code::Push_r64, Register::RAX).map_err(err)?);
     v.push(Instruction::with2(Code::Mov_r32_imm32, Register::EAX, id).map_err(err)?);
     let ret_index;
@@ -690,8 +725,9 @@ pub fn build_stub(
             ret_index = None;
         }
     }
-    let moved_range = body_ip..plan.moved.last().map_or(body_ip, |l| l.next_ip());
-    for i in &plan.moved {
+    let body_start = v.len();
+    let moved_range = body_ip..moved.last().map_or(body_ip, |l| l.next_ip());
+    for i in moved {
         if matches!(
             i.flow_control(),
             FlowControl::Call | FlowControl::IndirectCall
@@ -706,6 +742,11 @@ pub fn build_stub(
     if let Some(r) = plan.resume {
         v.push(Instruction::with_branch(Code::Jmp_rel32_64, r).map_err(err)?);
     }
+    if moved.is_empty() {
+        // The body is the jump alone: it takes the body's address, the
+        // target of the branches above.
+        v[body_start].set_ip(body_ip);
+    }
     let block = InstructionBlock::new(&v, at);
     let res = BlockEncoder::encode(
         64,
@@ -713,11 +754,8 @@ pub fn build_stub(
         BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
     )
     .map_err(|e| format!("cannot relocate its first instructions: {e}"))?;
-    let ret_site = ret_index.map(|k| at + res.new_instruction_offsets[k] as u64);
-    Ok(Stub {
-        code: res.code_buffer,
-        ret_site,
-    })
+    out.extend_from_slice(&res.code_buffer);
+    Ok(ret_index.map(|k| at + res.new_instruction_offsets[k] as u64))
 }
 
 /// A moved instruction whose RIP-relative operand points into the moved
@@ -740,26 +778,31 @@ fn own_code_address(i: &Instruction) -> Result<Instruction, String> {
     }
 }
 
-fn jmp_rel32(at: u64, to: u64) -> Vec<u8> {
+fn jmp_rel32(at: u64, to: u64) -> [u8; JMP_LEN] {
     let rel = to as i64 - (at as i64 + JMP_LEN as i64);
-    let mut b = vec![0xE9];
-    b.extend_from_slice(&(rel as i32).to_le_bytes());
+    let mut b = [0xE9, 0, 0, 0, 0];
+    b[1..].copy_from_slice(&(rel as i32).to_le_bytes());
     b
 }
 
-/// The writes that divert the function to its stub: (address, bytes).
-pub fn patch_bytes(plan: &Plan, stub: u64) -> Vec<(u64, Vec<u8>)> {
+/// The writes that divert the function to its stub, each passed to
+/// `write(address, bytes)`.
+pub fn patch_bytes(plan: &Plan, stub: u64, mut write: impl FnMut(u64, &[u8])) {
+    // The entry patch, int3-filled: at most the moved instructions
+    // covering 5 bytes (each at most 15 bytes long).
+    let mut b = [0xCCu8; JMP_LEN + 15];
+    let n = plan.patch_len.min(b.len());
     match plan.trampoline {
         None => {
-            let mut b = jmp_rel32(plan.patch_at, stub);
-            b.resize(plan.patch_len, 0xCC);
-            vec![(plan.patch_at, b)]
+            b[..JMP_LEN].copy_from_slice(&jmp_rel32(plan.patch_at, stub));
+            write(plan.patch_at, &b[..n.max(JMP_LEN)]);
         }
         Some(t) => {
             let rel = t as i64 - (plan.patch_at as i64 + SHORT_JMP_LEN as i64);
-            let mut b = vec![0xEB, rel as i8 as u8];
-            b.resize(plan.patch_len, 0xCC);
-            vec![(t, jmp_rel32(t, stub)), (plan.patch_at, b)]
+            b[0] = 0xEB;
+            b[1] = rel as i8 as u8;
+            write(t, &jmp_rel32(t, stub));
+            write(plan.patch_at, &b[..n.max(SHORT_JMP_LEN)]);
         }
     }
 }
