@@ -398,95 +398,178 @@ impl ChunkEncoder {
     }
 }
 
-/// Decodes the events of one uncompressed chunk payload, lazily.
+/// Decodes the events of uncompressed chunk payloads, a whole chunk at a
+/// time.
 pub(crate) struct ChunkDecoder {
-    payload: Vec<u8>,
-    code_pos: usize,
-    codes_end: usize,
-    delta_pos: usize,
-    remaining: u32,
-    prev_tsc: u64,
-    last_tsc: u64,
-    stack: ShadowStack,
+    /// The shadow stack of [`ShadowStack`] (same rule: entries push up to
+    /// [`PREDICT_STACK_MAX`] deep, an exit or unwind of the function on top
+    /// pops), held in a fixed array: `stack[..depth]`.
+    stack: Box<[u32; PREDICT_STACK_MAX]>,
     /// Bits of a code holding the kind (by the file's version).
     kind_bits: u32,
 }
 
+/// Reads a varint at `*pos` as [`get_varint`] does, with the one- and
+/// two-byte forms (nearly every code and time delta) inline.
+#[inline(always)]
+fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let p = *pos;
+    if let Some(&b0) = buf.get(p) {
+        if b0 < 0x80 {
+            *pos = p + 1;
+            return Some(u64::from(b0));
+        }
+        if let Some(&b1) = buf.get(p + 1) {
+            if b1 < 0x80 {
+                *pos = p + 2;
+                return Some(u64::from(b0 & 0x7f) | (u64::from(b1) << 7));
+            }
+        }
+    }
+    get_varint(buf, pos)
+}
+
+/// Events are gathered in blocks this long before they are appended.
+const DECODE_BLOCK: usize = 64;
+
 impl ChunkDecoder {
     /// A decoder for a task file of major version `version`.
-    pub(crate) fn empty(version: u16) -> ChunkDecoder {
+    pub(crate) fn new(version: u16) -> ChunkDecoder {
         ChunkDecoder {
-            payload: Vec::new(),
-            code_pos: 0,
-            codes_end: 0,
-            delta_pos: 0,
-            remaining: 0,
-            prev_tsc: 0,
-            last_tsc: 0,
-            stack: ShadowStack::default(),
+            stack: Box::new([0; PREDICT_STACK_MAX]),
             kind_bits: kind_bits_of_version(version),
         }
     }
 
-    /// Starts decoding `payload`; `Err` with a reason if its layout is wrong.
-    pub(crate) fn reset(&mut self, payload: Vec<u8>, header: &ChunkHeader) -> Result<(), String> {
+    /// Decodes every event of `payload` (the chunk `header` describes) and
+    /// appends them to `out`, each with `ns = to_ns(tsc)`. `Err` with a
+    /// reason if the payload does not hold what its header says: the
+    /// events appended before the fault are good (in order, the same events
+    /// an event-at-a-time decoder would give before failing).
+    pub(crate) fn decode(
+        &mut self,
+        payload: &[u8],
+        header: &ChunkHeader,
+        out: &mut Vec<super::Event>,
+        to_ns: impl Fn(u64) -> u64,
+    ) -> Result<(), String> {
         let mut pos = 0;
         let codes_len =
-            get_varint(&payload, &mut pos).ok_or("the code stream length is unreadable")?;
+            get_varint(payload, &mut pos).ok_or("the code stream length is unreadable")?;
         let codes_end = usize::try_from(codes_len)
             .ok()
             .and_then(|l| pos.checked_add(l))
             .filter(|&end| end <= payload.len())
             .ok_or("the code stream is longer than the chunk")?;
-        self.code_pos = pos;
-        self.codes_end = codes_end;
-        self.delta_pos = codes_end;
-        self.payload = payload;
-        self.remaining = header.events;
-        self.prev_tsc = header.first_tsc;
-        self.last_tsc = header.last_tsc;
-        self.stack.clear();
+        let codes = &payload[pos..codes_end];
+        let deltas = &payload[codes_end..];
+        // Each event takes at least one byte of each stream: a corrupt
+        // count does not make this reserve more than the payload's size.
+        out.reserve((header.events as usize).min(deltas.len()));
+        let (fault, prev) = if self.kind_bits == 2 {
+            self.events::<2>(codes, deltas, header, out, to_ns)
+        } else {
+            self.events::<3>(codes, deltas, header, out, to_ns)
+        };
+        if let Some(reason) = fault {
+            return Err(reason.into());
+        }
+        if prev != header.last_tsc {
+            return Err("the last timestamp does not match the chunk header".into());
+        }
         Ok(())
     }
 
-    /// The next event, `Ok(None)` at the end of the chunk, `Err` with a
-    /// reason if the payload does not hold what its header says.
-    pub(crate) fn next_event(&mut self) -> Result<Option<(EventKind, u32, u64)>, String> {
-        if self.remaining == 0 {
-            if self.code_pos != self.codes_end || self.delta_pos != self.payload.len() {
-                return Err("the chunk has bytes after its last event".into());
-            }
-            if self.prev_tsc != self.last_tsc {
-                return Err("the last timestamp does not match the chunk header".into());
-            }
-            return Ok(None);
-        }
-        let mut code_pos = self.code_pos;
-        let code = get_varint(&self.payload[..self.codes_end], &mut code_pos)
-            .ok_or("the code stream ends early")?;
-        let mut delta_pos = self.delta_pos;
-        let delta =
-            get_varint(&self.payload, &mut delta_pos).ok_or("the timestamp stream ends early")?;
-        let (kind, func) = if code == 0 {
-            let func = self
-                .stack
-                .top()
-                .ok_or("an exit is predicted but no function is open")?;
-            (EventKind::Exit, func)
-        } else {
-            let v = code - 1;
-            let func =
-                u32::try_from(v >> self.kind_bits).map_err(|_| "function id out of range")?;
-            let kind = kind_from_bits(v, self.kind_bits).ok_or("unknown event kind")?;
-            (kind, func)
+    /// The loop of [`decode`](Self::decode), for `BITS` bits of kind:
+    /// the fault that stopped it, if any, and the last timestamp.
+    #[inline(always)]
+    fn events<const BITS: u32>(
+        &mut self,
+        codes: &[u8],
+        deltas: &[u8],
+        header: &ChunkHeader,
+        out: &mut Vec<super::Event>,
+        to_ns: impl Fn(u64) -> u64,
+    ) -> (Option<&'static str>, u64) {
+        let stack = &mut self.stack[..];
+        let mut depth = 0usize;
+        let (mut cp, mut dp) = (0usize, 0usize);
+        let mut prev = header.first_tsc;
+        let blank = super::Event {
+            kind: EventKind::Entry,
+            func: 0,
+            tsc: 0,
+            ns: 0,
         };
-        let tsc = self.prev_tsc.wrapping_add(unzigzag(delta) as u64);
-        self.stack.apply(kind, func);
-        self.prev_tsc = tsc;
-        self.code_pos = code_pos;
-        self.delta_pos = delta_pos;
-        self.remaining -= 1;
-        Ok(Some((kind, func, tsc)))
+        let mut block = [blank; DECODE_BLOCK];
+        let mut filled = 0usize;
+        let mut fault = None;
+        for _ in 0..header.events {
+            let Some(code) = read_varint(codes, &mut cp) else {
+                fault = Some("the code stream ends early");
+                break;
+            };
+            let Some(delta) = read_varint(deltas, &mut dp) else {
+                fault = Some("the timestamp stream ends early");
+                break;
+            };
+            let (kind, func) = if code == 0 {
+                match depth.checked_sub(1).map(|top| stack[top]) {
+                    Some(func) => {
+                        // The exit of the function on top: it pops.
+                        depth -= 1;
+                        (EventKind::Exit, func)
+                    }
+                    None => {
+                        fault = Some("an exit is predicted but no function is open");
+                        break;
+                    }
+                }
+            } else {
+                let v = code - 1;
+                let Ok(func) = u32::try_from(v >> BITS) else {
+                    fault = Some("function id out of range");
+                    break;
+                };
+                let Some(kind) = kind_from_bits(v, BITS) else {
+                    fault = Some("unknown event kind");
+                    break;
+                };
+                match kind {
+                    EventKind::Entry => {
+                        if let Some(slot) = stack.get_mut(depth) {
+                            *slot = func;
+                            depth += 1;
+                        }
+                    }
+                    EventKind::Exit | EventKind::Unwind => {
+                        if depth > 0 && stack[depth - 1] == func {
+                            depth -= 1;
+                        }
+                    }
+                    EventKind::Lost | EventKind::Signal => {}
+                }
+                (kind, func)
+            };
+            let tsc = prev.wrapping_add(unzigzag(delta) as u64);
+            prev = tsc;
+            block[filled] = super::Event {
+                kind,
+                func,
+                tsc,
+                ns: to_ns(tsc),
+            };
+            filled += 1;
+            if filled == DECODE_BLOCK {
+                out.extend_from_slice(&block);
+                filled = 0;
+            }
+        }
+        out.extend_from_slice(&block[..filled]);
+        if fault.is_none() && (cp != codes.len() || dp != deltas.len()) {
+            fault = Some("the chunk has bytes after its last event");
+        }
+        (fault, prev)
     }
 }
 
@@ -528,6 +611,18 @@ mod tests {
         }
     }
 
+    /// `(kind, func, tsc)` of every event of a payload.
+    fn decode_all(
+        version: u16,
+        payload: &[u8],
+        header: &ChunkHeader,
+    ) -> Result<Vec<(EventKind, u32, u64)>, String> {
+        let mut out = Vec::new();
+        ChunkDecoder::new(version).decode(payload, header, &mut out, |t| t.wrapping_mul(3))?;
+        assert!(out.iter().all(|e| e.ns == e.tsc.wrapping_mul(3)));
+        Ok(out.iter().map(|e| (e.kind, e.func, e.tsc)).collect())
+    }
+
     fn round_trip(events: &[(EventKind, u32, u64)]) -> Vec<(EventKind, u32, u64)> {
         let mut enc = ChunkEncoder::default();
         for &(k, f, t) in events {
@@ -544,13 +639,7 @@ mod tests {
             codec: CODEC_ZSTD,
             crc: 0,
         };
-        let mut dec = ChunkDecoder::empty(TASK_FILE_VERSION);
-        dec.reset(payload, &header).unwrap();
-        let mut out = Vec::new();
-        while let Some(e) = dec.next_event().unwrap() {
-            out.push(e);
-        }
-        out
+        decode_all(TASK_FILE_VERSION, &payload, &header).unwrap()
     }
 
     #[test]
@@ -598,14 +687,8 @@ mod tests {
             codec: CODEC_ZSTD,
             crc: 0,
         };
-        let mut dec = ChunkDecoder::empty(1);
-        dec.reset(payload, &header).unwrap();
-        let mut out = Vec::new();
-        while let Some(e) = dec.next_event().unwrap() {
-            out.push(e);
-        }
         assert_eq!(
-            out,
+            decode_all(1, &payload, &header).unwrap(),
             vec![
                 (EventKind::Entry, 3, 10),
                 (EventKind::Exit, 3, 15),
@@ -632,9 +715,10 @@ mod tests {
                 codec: CODEC_ZSTD,
                 crc: 0,
             };
-            let mut dec = ChunkDecoder::empty(TASK_FILE_VERSION);
-            dec.reset(payload, &header).unwrap();
-            assert_eq!(dec.next_event(), Err("unknown event kind".to_string()));
+            assert_eq!(
+                decode_all(TASK_FILE_VERSION, &payload, &header),
+                Err("unknown event kind".to_string())
+            );
         }
     }
 

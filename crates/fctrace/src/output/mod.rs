@@ -33,34 +33,51 @@ impl Duration {
     /// Appends the column to `out`: the same text as `Display`, without the
     /// formatting machinery for the common case (below a millisecond, where
     /// the three decimals are exactly the nanoseconds).
+    #[inline]
     pub fn push_to(self, out: &mut Vec<u8>) {
         let ns = self.0;
         if ns <= 999_999 {
-            let (int, frac) = (ns / 1000, ns % 1000);
-            let mut b = *b"   0.000 us";
-            // int < 1000: at most three digits, right-aligned before the point.
-            let mut i = int;
-            let mut at = 3;
-            loop {
-                b[at] = b'0' + (i % 10) as u8;
-                i /= 10;
-                if i == 0 {
-                    break;
-                }
-                at -= 1;
-            }
-            b[5] = b'0' + (frac / 100) as u8;
-            b[6] = b'0' + (frac / 10 % 10) as u8;
-            b[7] = b'0' + (frac % 10) as u8;
-            // `{:7.3}` is 7 wide: the first byte of `b` is the space the
-            // caller's format put before it.
-            out.extend_from_slice(&b[1..]);
+            // `{:7.3}` of the microseconds without the leading space the
+            // caller's format puts before it: `III.FFF us`, the integer
+            // part right-aligned.
+            let (int, frac) = ((ns / 1000) as usize, (ns % 1000) as usize);
+            let i = &THREE_DIGITS.aligned[int];
+            let f = &THREE_DIGITS.padded[frac];
+            out.extend_from_slice(&[i[0], i[1], i[2], b'.', f[0], f[1], f[2], b' ', b'u', b's']);
         } else {
             use std::io::Write as _;
             let _ = write!(out, "{self}");
         }
     }
 }
+
+/// The numbers 0 to 999 in three columns: right-aligned with spaces
+/// (`  7`) and zero-padded (`007`).
+struct ThreeDigits {
+    aligned: [[u8; 3]; 1000],
+    padded: [[u8; 3]; 1000],
+}
+
+static THREE_DIGITS: ThreeDigits = {
+    let mut t = ThreeDigits {
+        aligned: [[b' '; 3]; 1000],
+        padded: [[b'0'; 3]; 1000],
+    };
+    let mut n = 0;
+    while n < 1000 {
+        let d = [(n / 100) as u8, (n / 10 % 10) as u8, (n % 10) as u8];
+        t.padded[n] = [b'0' + d[0], b'0' + d[1], b'0' + d[2]];
+        t.aligned[n] = t.padded[n];
+        if n < 100 {
+            t.aligned[n][0] = b' ';
+        }
+        if n < 10 {
+            t.aligned[n][1] = b' ';
+        }
+        n += 1;
+    }
+    t
+};
 
 impl std::fmt::Display for Duration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -48,11 +48,90 @@ fn has_parameter_list(name: &str) -> bool {
     })
 }
 
+/// Line texts are stored padded to a multiple of this many bytes (so that
+/// they can be copied in whole pieces of this size: see
+/// [`TreeName::open_line`]).
+pub const PIECE: usize = 16;
+
+/// A function's name as the call tree prints it, with the ends of its
+/// lines ready to copy.
+pub struct TreeName {
+    /// [`call_name`], or `<unknown #id>`.
+    pub name: String,
+    /// `name {\n`, `name;\n` and `} /* bare */\n`, each padded to a
+    /// multiple of [`PIECE`] bytes.
+    text: Vec<u8>,
+    /// `(start, len)` of each in `text`.
+    open: (usize, usize),
+    leaf: (usize, usize),
+    close: (usize, usize),
+}
+
+impl TreeName {
+    pub fn new(name: String) -> TreeName {
+        let mut text = Vec::new();
+        let mut add = |parts: &[&str]| {
+            let start = text.len();
+            for p in parts {
+                text.extend_from_slice(p.as_bytes());
+            }
+            let len = text.len() - start;
+            text.resize(start + len.div_ceil(PIECE).max(1) * PIECE, b' ');
+            (start, len)
+        };
+        let open = add(&[&name, " {\n"]);
+        let leaf = add(&[&name, ";\n"]);
+        let close = add(&["} /* ", bare(&name), " */\n"]);
+        TreeName {
+            name,
+            text,
+            open,
+            leaf,
+            close,
+        }
+    }
+
+    /// The closing-line name: without the `()` appended for C/Rust names.
+    pub fn bare(&self) -> &str {
+        bare(&self.name)
+    }
+
+    fn piece(&self, (start, len): (usize, usize)) -> (&[u8], usize) {
+        let end = start + len.div_ceil(PIECE).max(1) * PIECE;
+        (&self.text[start..end], len)
+    }
+
+    /// `name {` and a newline: the text, padded to whole [`PIECE`]s, and
+    /// its length.
+    pub fn open_line(&self) -> (&[u8], usize) {
+        self.piece(self.open)
+    }
+
+    /// `name;` and a newline, as [`open_line`](Self::open_line).
+    pub fn leaf_line(&self) -> (&[u8], usize) {
+        self.piece(self.leaf)
+    }
+
+    /// `} /* bare */` and a newline, as [`open_line`](Self::open_line).
+    pub fn close_line(&self) -> (&[u8], usize) {
+        self.piece(self.close)
+    }
+}
+
+/// The closing-line name: without the `()` appended for C/Rust names.
+pub fn bare(name: &str) -> &str {
+    name.strip_suffix("()").unwrap_or(name)
+}
+
 /// Caches the tree names of functions, per session (function ids are dense
-/// indices of the session's symbol table: a vector per session).
+/// indices of the session's symbol table: a vector per session, the one of
+/// the session last asked for at hand).
 pub struct CallNames<'t> {
     trace: &'t Trace,
-    cache: HashMap<u32, Vec<Option<Rc<str>>>>,
+    /// The other sessions' vectors.
+    cache: HashMap<u32, Vec<Option<Rc<TreeName>>>>,
+    session: u32,
+    names: Vec<Option<Rc<TreeName>>>,
 }
 
 impl<'t> CallNames<'t> {
@@ -60,21 +139,42 @@ impl<'t> CallNames<'t> {
         CallNames {
             trace,
             cache: HashMap::new(),
+            session: 0,
+            names: Vec::new(),
         }
     }
 
-    /// The tree name of function `func` of `session`, or `<unknown #id>`.
-    pub fn get(&mut self, session: u32, func: u32) -> Rc<str> {
-        let trace = self.trace;
-        let names = self.cache.entry(session).or_default();
+    /// The tree name of function `func` of `session` (`<unknown #id>` for
+    /// one the session's symbol table does not have).
+    #[inline]
+    pub fn get(&mut self, session: u32, func: u32) -> Rc<TreeName> {
+        if session == self.session {
+            if let Some(Some(name)) = self.names.get(func as usize) {
+                return name.clone();
+            }
+        }
+        self.get_slow(session, func)
+    }
+
+    #[cold]
+    fn get_slow(&mut self, session: u32, func: u32) -> Rc<TreeName> {
+        if session != self.session {
+            let names = self.cache.remove(&session).unwrap_or_default();
+            let old = std::mem::replace(&mut self.names, names);
+            self.cache.insert(self.session, old);
+            self.session = session;
+        }
+        let names = &mut self.names;
         let i = func as usize;
         if let Some(Some(name)) = names.get(i) {
             return name.clone();
         }
-        let name: Rc<str> = Rc::from(match lookup(trace.sessions.get(&session), func) {
-            Some(raw) => call_name(raw),
-            None => unknown(func),
-        });
+        let name = Rc::new(TreeName::new(
+            match lookup(self.trace.sessions.get(&session), func) {
+                Some(raw) => call_name(raw),
+                None => unknown(func),
+            },
+        ));
         // Ids beyond the table (a corrupt trace) are not cached: no huge
         // vector for a stray id.
         if i < names.len() + 1_000_000 {
@@ -107,6 +207,27 @@ mod tests {
         );
         assert_eq!(call_name("_Zbogus"), "_Zbogus()");
         assert_eq!(call_name(""), "()");
+    }
+
+    #[test]
+    fn line_texts() {
+        for name in [
+            "main()",
+            "S::get() const",
+            "",
+            "a_rather_long_function_name_of_40_chars()",
+        ] {
+            let t = TreeName::new(name.to_string());
+            for ((text, len), want) in [
+                (t.open_line(), format!("{name} {{\n")),
+                (t.leaf_line(), format!("{name};\n")),
+                (t.close_line(), format!("}} /* {} */\n", bare(name))),
+            ] {
+                assert_eq!(&text[..len], want.as_bytes());
+                assert_eq!(text.len() % PIECE, 0);
+                assert!(text.len() >= len && text.len() < len + PIECE);
+            }
+        }
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub fn aggregate(trace: &Trace) -> Report {
     let mut done = 0u64;
 
     for task in &trace.info.tasks {
-        let events = match trace.task_events(task) {
+        let mut events = match trace.task_events(task) {
             Ok(events) => events,
             Err(e) => {
                 report.errors.push(e);
@@ -94,26 +94,18 @@ pub fn aggregate(trace: &Trace) -> Report {
         let session = task.session;
         let mut stack: Vec<Frame> = Vec::new();
         // Open calls per function (by index in report.functions) in this
-        // task, for recursion.
-        let mut open: Vec<u32> = Vec::new();
+        // task, for recursion; as long as report.functions.
+        let mut open: Vec<u32> = vec![0; report.functions.len()];
         let mut ids = by_id.remove(&session).unwrap_or_default();
-        for event in events {
-            let event = match event {
-                Ok(event) => event,
-                Err(e) => {
-                    report.errors.push(e);
-                    break;
-                }
-            };
+        while let Some(event) = events.next_event() {
             done += 1;
             progress.update(done);
             match event.kind {
                 EventKind::Entry => {
                     let i = event.func as usize;
-                    let known = ids.get(i).copied().filter(|&x| x != usize::MAX);
-                    let stats = match known {
-                        Some(x) => x,
-                        None => {
+                    let stats = match ids.get(i) {
+                        Some(&x) if x != usize::MAX => x,
+                        _ => {
                             let (name, symbol, module) = describe(trace, session, event.func);
                             let x = *by_key
                                 .entry((module.clone(), symbol.clone()))
@@ -126,6 +118,9 @@ pub fn aggregate(trace: &Trace) -> Report {
                                     });
                                     report.functions.len() - 1
                                 });
+                            if open.len() < report.functions.len() {
+                                open.resize(report.functions.len(), 0);
+                            }
                             // A stray huge id (corrupt trace) is not cached.
                             if i < ids.len() + 1_000_000 {
                                 if ids.len() <= i {
@@ -137,9 +132,6 @@ pub fn aggregate(trace: &Trace) -> Report {
                         }
                     };
                     report.functions[stats].calls += 1;
-                    if open.len() <= stats {
-                        open.resize(stats + 1, 0);
-                    }
                     open[stats] += 1;
                     stack.push(Frame {
                         func: event.func,
@@ -149,26 +141,27 @@ pub fn aggregate(trace: &Trace) -> Report {
                     });
                 }
                 EventKind::Exit | EventKind::Unwind => {
-                    let Some(j) = stack.iter().rposition(|f| f.func == event.func) else {
-                        continue; // entry not recorded: no duration
-                    };
-                    // Frames above it did not return: no time for them.
-                    for frame in stack.drain(j + 1..) {
-                        if let Some(n) = open.get_mut(frame.stats) {
-                            *n = n.saturating_sub(1);
+                    // Nearly always the call on top; otherwise the frames
+                    // above it did not return: no time for them.
+                    let frame = match stack.last() {
+                        Some(top) if top.func == event.func => stack.pop(),
+                        _ => {
+                            let Some(j) = stack.iter().rposition(|f| f.func == event.func) else {
+                                continue; // entry not recorded: no duration
+                            };
+                            for frame in stack.drain(j + 1..) {
+                                open[frame.stats] -= 1;
+                            }
+                            stack.pop()
                         }
-                    }
-                    let Some(frame) = stack.pop() else {
+                    };
+                    let Some(frame) = frame else {
                         continue;
                     };
                     let dur = event.ns.saturating_sub(frame.entry_ns);
-                    let outermost = match open.get_mut(frame.stats) {
-                        Some(n) => {
-                            *n = n.saturating_sub(1);
-                            *n == 0
-                        }
-                        None => true,
-                    };
+                    let n = &mut open[frame.stats];
+                    *n -= 1;
+                    let outermost = *n == 0;
                     let f = &mut report.functions[frame.stats];
                     f.returned += 1;
                     f.sum_ns = f.sum_ns.saturating_add(dur);
@@ -192,6 +185,9 @@ pub fn aggregate(trace: &Trace) -> Report {
                         report.lost_in_streams.saturating_add(u64::from(event.func));
                 }
             }
+        }
+        if let Some(e) = events.take_error() {
+            report.errors.push(e);
         }
         by_id.insert(session, ids);
     }

@@ -8,9 +8,15 @@ use fctrace_format::store::{
 use fctrace_format::symtab::{self, FuncKind, FuncStatus, Function, Module, SymTab};
 use tempfile::TempDir;
 
-pub fn ev(kind: EventKind, func: u32, tsc: u64) -> RawEvent {
-    RawEvent::new(kind, func, tsc)
+/// An event at time `t` (ns from the start of the fake trace). The record
+/// holds `t + TSC_BASE`: the writer takes a zero timestamp for a record the
+/// agent reserved but never wrote.
+pub fn ev(kind: EventKind, func: u32, t: u64) -> RawEvent {
+    RawEvent::new(kind, func, t + TSC_BASE)
 }
+
+/// Timestamp counter value at time 0 of the fake traces.
+pub const TSC_BASE: u64 = 1_000;
 
 pub struct FakeTask {
     /// The task id (defaults to the tid).
@@ -104,7 +110,7 @@ pub fn default_symtab(session: u32) -> SymTab {
     }
 }
 
-/// A trace of `tasks` with `default_symtab(0)`; tsc == ns.
+/// A trace of `tasks` with `default_symtab(0)`; the `t` of [`ev`] is ns.
 pub fn fake_trace(tasks: &[FakeTask]) -> (TempDir, Trace) {
     fake_trace_with(&[default_symtab(0)], tasks)
 }
@@ -151,7 +157,7 @@ pub fn fake_trace_with(sessions: &[SymTab], tasks: &[FakeTask]) -> (TempDir, Tra
             .collect(),
         clock: Clock {
             tsc_hz: 1e9,
-            pairs: vec![(0, 0), (1_000_000_000, 1_000_000_000)],
+            pairs: vec![(TSC_BASE, 0), (1_000_000_000 + TSC_BASE, 1_000_000_000)],
         },
         ..TraceInfo::default()
     };

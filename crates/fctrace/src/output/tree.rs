@@ -38,11 +38,11 @@
 //!   not returned;
 //! - a `Lost` record prints `... N events lost ...`.
 
-use super::names::CallNames;
+use super::names::{CallNames, TreeName, PIECE};
 use super::{is_broken_pipe, signal_name, warn, Duration, Progress};
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, StoreError, TaskEvents, TaskInfo, TaskOrigin, Trace};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::rc::Rc;
 
 /// The first line of the tree.
@@ -135,7 +135,10 @@ pub fn session_program(trace: &Trace, session: u32) -> String {
 /// Writes the call tree of `trace` to `out`. Errors reading a task are
 /// collected in the summary, not returned; only a write error is.
 pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary> {
-    let mut out = BufWriter::with_capacity(1 << 16, out);
+    let mut out = Sink {
+        buf: Vec::with_capacity(SINK_CAPACITY + 1024),
+        out,
+    };
     let mut summary = TreeSummary::default();
     let mut names = CallNames::new(trace);
     let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
@@ -154,12 +157,11 @@ pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary>
             }
         };
         let mut task = TaskState {
-            tid: info.tid,
+            column: Column::new(info.tid),
             session: info.session,
             events,
             head: None,
             stack: Vec::new(),
-            buf: Vec::with_capacity(256),
         };
         task.advance(&mut summary);
         while let Some(event) = task.head.take() {
@@ -174,94 +176,170 @@ pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary>
     Ok(summary)
 }
 
+/// Bytes gathered before they are written out.
+const SINK_CAPACITY: usize = 1 << 16;
+
+/// The output: lines are composed in place at the end of `buf`, which goes
+/// to `out` when it holds [`SINK_CAPACITY`] bytes (no formatting machinery
+/// and no copy per line: replay prints one line per call).
+struct Sink<'a> {
+    buf: Vec<u8>,
+    out: &'a mut dyn Write,
+}
+
+/// Spaces of the deepest indent, in whole [`PIECE`]s.
+const INDENT: [u8; (2 * MAX_INDENT_DEPTH).div_ceil(PIECE) * PIECE] =
+    [b' '; (2 * MAX_INDENT_DEPTH).div_ceil(PIECE) * PIECE];
+
+/// Appends the first `len` bytes of `padded` (whole [`PIECE`]s, at least
+/// `len` bytes) to `buf`: copies of a fixed size are a few instructions,
+/// where the short copies of a line would each call `memcpy`.
+#[inline(always)]
+fn put_padded(buf: &mut Vec<u8>, padded: &[u8], len: usize) {
+    let start = buf.len();
+    for piece in padded[..len.div_ceil(PIECE) * PIECE].chunks_exact(PIECE) {
+        let piece: &[u8; PIECE] = piece.try_into().unwrap_or(&[b' '; PIECE]);
+        buf.extend_from_slice(piece);
+    }
+    buf.truncate(start + len);
+}
+
+impl Sink<'_> {
+    /// A line was appended to `buf`.
+    #[inline]
+    fn line_done(&mut self) -> io::Result<()> {
+        if self.buf.len() >= SINK_CAPACITY {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// The start of a line: duration column, task column, indent.
+    #[inline(always)]
+    fn start(&mut self, dur: Option<u64>, column: &Column, depth: usize) {
+        let buf = &mut self.buf;
+        match dur {
+            Some(ns) => {
+                buf.push(b' ');
+                Duration(ns).push_to(buf);
+                buf.push(b' ');
+            }
+            None => buf.extend_from_slice(b"            "),
+        }
+        put_padded(buf, &column.padded, column.len);
+        if depth <= MAX_INDENT_DEPTH {
+            put_padded(buf, &INDENT, depth * 2);
+        } else {
+            put_padded(buf, &INDENT, MAX_INDENT_DEPTH * 2);
+            let _ = write!(buf, "(depth {depth}) ");
+        }
+    }
+
+    /// A whole line whose text (after the indent) is the first `len` bytes
+    /// of `padded`, newline included.
+    #[inline(always)]
+    fn text_line(
+        &mut self,
+        dur: Option<u64>,
+        column: &Column,
+        depth: usize,
+        (padded, len): (&[u8], usize),
+    ) -> io::Result<()> {
+        self.start(dur, column, depth);
+        put_padded(&mut self.buf, padded, len);
+        self.line_done()
+    }
+
+    /// One line whose text is the concatenation of `parts`.
+    fn line(
+        &mut self,
+        dur: Option<u64>,
+        column: &Column,
+        depth: usize,
+        parts: &[&str],
+    ) -> io::Result<()> {
+        self.start(dur, column, depth);
+        for p in parts {
+            self.buf.extend_from_slice(p.as_bytes());
+        }
+        self.buf.push(b'\n');
+        self.line_done()
+    }
+}
+
+impl Write for Sink<'_> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        self.line_done()?;
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.write_all(&self.buf)?;
+        self.buf.clear();
+        self.out.flush()
+    }
+}
+
+/// The task column of a task's lines, `[{tid:>5}] | ` (wider if
+/// needed), padded to whole [`PIECE`]s.
+struct Column {
+    padded: Vec<u8>,
+    len: usize,
+}
+
+impl Column {
+    fn new(tid: u32) -> Column {
+        let mut digits = [0u8; 20];
+        let tid = fctrace_format::digits::decimal(u64::from(tid), &mut digits);
+        let mut padded = b"[".to_vec();
+        padded.extend_from_slice(&b"     "[tid.len().min(5)..]);
+        padded.extend_from_slice(tid);
+        padded.extend_from_slice(b"] | ");
+        let len = padded.len();
+        padded.resize(len.div_ceil(PIECE) * PIECE, b' ');
+        Column { padded, len }
+    }
+}
+
 struct Frame {
-    func: u32,
-    name: Rc<str>,
+    /// The function id, widened: a frame without padding bytes is stored
+    /// whole (a 4-byte id and padding made a slow partial copy).
+    func: u64,
+    name: Rc<TreeName>,
     entry_ns: u64,
 }
 
 struct TaskState {
-    tid: u32,
+    /// `[  tid] | `
+    column: Column,
     session: u32,
     events: TaskEvents,
     /// The next event (one of lookahead, for leaf detection).
     head: Option<Event>,
     stack: Vec<Frame>,
-    /// The line being composed.
-    buf: Vec<u8>,
-}
-
-/// One line: duration column, task, indent, text (the concatenation of
-/// `parts`). Composed in `buf` (reused from line to line) without the
-/// formatting machinery: replay prints one line per call.
-fn line(
-    out: &mut impl Write,
-    buf: &mut Vec<u8>,
-    dur: Option<u64>,
-    tid: u32,
-    depth: usize,
-    parts: &[&str],
-) -> io::Result<()> {
-    buf.clear();
-    match dur {
-        Some(ns) => {
-            buf.push(b' ');
-            Duration(ns).push_to(buf);
-            buf.push(b' ');
-        }
-        None => buf.extend_from_slice(b"            "),
-    }
-    buf.push(b'[');
-    let mut digits = [0u8; 20];
-    let tid = fctrace_format::digits::decimal(u64::from(tid), &mut digits);
-    // `{tid:>5}`: right-aligned in 5 columns, wider if needed.
-    buf.extend_from_slice(&b"     "[tid.len().min(5)..]);
-    buf.extend_from_slice(tid);
-    buf.extend_from_slice(b"] | ");
-    const SPACES: &[u8; 2 * MAX_INDENT_DEPTH] = &[b' '; 2 * MAX_INDENT_DEPTH];
-    if depth <= MAX_INDENT_DEPTH {
-        buf.extend_from_slice(&SPACES[..depth * 2]);
-    } else {
-        buf.extend_from_slice(SPACES);
-        use std::io::Write as _;
-        let _ = write!(buf, "(depth {depth}) ");
-    }
-    for p in parts {
-        buf.extend_from_slice(p.as_bytes());
-    }
-    buf.push(b'\n');
-    out.write_all(buf)
-}
-
-/// The closing-line name: without the `()` appended for C/Rust names.
-fn bare(name: &str) -> &str {
-    name.strip_suffix("()").unwrap_or(name)
 }
 
 impl TaskState {
     /// Reads the next event into `head`; a read error ends the task.
+    #[inline]
     fn advance(&mut self, summary: &mut TreeSummary) {
-        self.head = match self.events.next() {
-            Some(Ok(event)) => {
-                summary.events += 1;
-                Some(event)
-            }
-            Some(Err(e)) => {
-                summary.errors.push(e);
-                None
-            }
-            None => None,
-        };
+        self.head = self.events.next_event();
+        match self.head {
+            Some(_) => summary.events += 1,
+            None => summary.errors.extend(self.events.take_error()),
+        }
     }
 
     fn handle(
         &mut self,
         event: Event,
-        out: &mut impl Write,
+        out: &mut Sink,
         names: &mut CallNames,
         summary: &mut TreeSummary,
     ) -> io::Result<()> {
-        let tid = self.tid;
+        let column = &self.column;
         let depth = self.stack.len();
         match event.kind {
             EventKind::Entry => {
@@ -277,22 +355,19 @@ impl TaskState {
                 };
                 match leaf_exit {
                     Some(exit) => {
-                        self.advance(summary);
                         let dur = exit.ns.saturating_sub(event.ns);
-                        let note = unwound_note(exit.kind);
-                        line(
-                            out,
-                            &mut self.buf,
-                            Some(dur),
-                            tid,
-                            depth,
-                            &[&name, ";", note],
-                        )
+                        if exit.kind == EventKind::Exit {
+                            out.text_line(Some(dur), column, depth, name.leaf_line())?;
+                        } else {
+                            out.line(Some(dur), column, depth, &[&name.name, "; (unwound)"])?;
+                        }
+                        self.advance(summary);
+                        Ok(())
                     }
                     None => {
-                        line(out, &mut self.buf, None, tid, depth, &[&name, " {"])?;
+                        out.text_line(None, column, depth, name.open_line())?;
                         self.stack.push(Frame {
-                            func: event.func,
+                            func: u64::from(event.func),
                             name,
                             entry_ns: event.ns,
                         });
@@ -301,7 +376,14 @@ impl TaskState {
                 }
             }
             EventKind::Exit | EventKind::Unwind => {
-                match self.stack.iter().rposition(|f| f.func == event.func) {
+                let j = match self.stack.last() {
+                    Some(top) if top.func == u64::from(event.func) => Some(depth - 1),
+                    _ => self
+                        .stack
+                        .iter()
+                        .rposition(|f| f.func == u64::from(event.func)),
+                };
+                match j {
                     Some(j) => {
                         while self.stack.len() > j + 1 {
                             self.close_not_returned(out)?;
@@ -310,25 +392,24 @@ impl TaskState {
                             return Ok(());
                         };
                         let dur = event.ns.saturating_sub(frame.entry_ns);
-                        let note = unwound_note(event.kind);
-                        line(
-                            out,
-                            &mut self.buf,
-                            Some(dur),
-                            tid,
-                            j,
-                            &["} /* ", bare(&frame.name), " */", note],
-                        )
+                        if event.kind == EventKind::Exit {
+                            out.text_line(Some(dur), &self.column, j, frame.name.close_line())
+                        } else {
+                            out.line(
+                                Some(dur),
+                                &self.column,
+                                j,
+                                &["} /* ", frame.name.bare(), " */ (unwound)"],
+                            )
+                        }
                     }
                     None => {
                         let name = names.get(self.session, event.func);
-                        line(
-                            out,
-                            &mut self.buf,
+                        out.line(
                             None,
-                            tid,
+                            column,
                             depth,
-                            &["} /* ", bare(&name), " */ (entry not recorded)"],
+                            &["} /* ", name.bare(), " */ (entry not recorded)"],
                         )
                     }
                 }
@@ -337,59 +418,35 @@ impl TaskState {
                 let sig = i32::try_from(event.func).unwrap_or(i32::MAX);
                 let number = event.func.to_string();
                 let name = signal_name(sig).unwrap_or(&number);
-                line(
-                    out,
-                    &mut self.buf,
-                    None,
-                    tid,
-                    depth,
-                    &["/* signal ", name, " */"],
-                )
+                out.line(None, column, depth, &["/* signal ", name, " */"])
             }
             EventKind::Lost => {
                 summary.lost_in_streams += u64::from(event.func);
                 let count = event.func.to_string();
-                line(
-                    out,
-                    &mut self.buf,
-                    None,
-                    tid,
-                    depth,
-                    &["... ", &count, " events lost ..."],
-                )
+                out.line(None, column, depth, &["... ", &count, " events lost ..."])
             }
         }
     }
 
-    fn close_not_returned(&mut self, out: &mut impl Write) -> io::Result<()> {
+    fn close_not_returned(&mut self, out: &mut Sink) -> io::Result<()> {
         if let Some(frame) = self.stack.pop() {
             let depth = self.stack.len();
-            line(
-                out,
-                &mut self.buf,
+            out.line(
                 None,
-                self.tid,
+                &self.column,
                 depth,
-                &["} /* ", bare(&frame.name), " */ (not returned)"],
+                &["} /* ", frame.name.bare(), " */ (not returned)"],
             )?;
         }
         Ok(())
     }
 
     /// The task's events have ended: close what is still open.
-    fn finish(&mut self, out: &mut impl Write) -> io::Result<()> {
+    fn finish(&mut self, out: &mut Sink) -> io::Result<()> {
         while !self.stack.is_empty() {
             self.close_not_returned(out)?;
         }
         Ok(())
-    }
-}
-
-fn unwound_note(kind: EventKind) -> &'static str {
-    if kind == EventKind::Unwind {
-        " (unwound)"
-    } else {
-        ""
     }
 }
 
