@@ -122,9 +122,11 @@ impl SignalTrigger {
                 Some(Ok(a @ (Action::TraceOn | Action::TraceOff | Action::Finish))) => {
                     actions.push(a)
                 }
-                _ => return Err(format!(
+                _ => {
+                    return Err(format!(
                     "signal trigger `{spec}`: `{item}` is not one of trace_on, trace_off, finish"
-                )),
+                ))
+                }
             }
         }
         Ok(SignalTrigger {
