@@ -28,7 +28,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FCTRSHM1");
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Size of the header page.
 pub const HEADER_SIZE: usize = 4096;
@@ -75,6 +75,11 @@ pub struct ShmHeader {
     /// Set by the recorder when it stops draining (it is shutting down):
     /// agents then stop waiting for free buffers and count losses instead.
     pub recorder_gone: AtomicU32,
+    /// One more than the highest buffer index ever taken: buffers from
+    /// here on were never touched (the free stack hands them out in
+    /// order), so the recorder's scans stop here instead of faulting in
+    /// every buffer's header page.
+    pub buffers_used: AtomicU32,
 }
 
 #[repr(C)]

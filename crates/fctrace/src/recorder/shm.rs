@@ -183,7 +183,7 @@ impl SharedMemory {
         sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
     ) -> Result<()> {
         while self.drain_one(sink)? {}
-        let mut owned: Vec<(u32, u32, u32)> = (0..self.layout.buf_count)
+        let mut owned: Vec<(u32, u32, u32)> = (0..self.buffers_used())
             .filter_map(|i| {
                 let h = self.buf_header(i);
                 (h.state.load(Ordering::Acquire) == BUF_OWNED).then_some((h.task_slot, h.seq, i))
@@ -211,7 +211,7 @@ impl SharedMemory {
         // while a signal handler switched buffers): written in the
         // task's order.
         let mut dead: Vec<(u32, u32, u32)> = Vec::new();
-        for i in 0..self.layout.buf_count {
+        for i in 0..self.buffers_used() {
             let h = self.buf_header(i);
             if h.state.load(Ordering::Acquire) != BUF_OWNED {
                 continue;
@@ -268,6 +268,14 @@ impl SharedMemory {
                 })
             })
             .collect()
+    }
+
+    /// Buffers that agents ever took (the others were never touched).
+    fn buffers_used(&self) -> u32 {
+        self.header()
+            .buffers_used
+            .load(Ordering::Acquire)
+            .min(self.layout.buf_count)
     }
 
     pub fn lost_events(&self) -> u64 {
