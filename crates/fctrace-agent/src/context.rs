@@ -29,9 +29,8 @@
 //! and a frame's `(unwound)` exit marks the moment its context was left
 //! for good, as far as this part of the tree is concerned.
 
-use crate::thread::{self, ShadowEntry, ThreadState};
+use crate::thread::{ShadowEntry, ThreadState};
 use crate::tls;
-use fctrace_format::event::EventKind;
 use std::ffi::c_void;
 
 /// Links kept per thread; deeper chains (contexts that keep switching to
@@ -227,8 +226,8 @@ fn resumed(oucp: u64, sp: u64) {
         // SAFETY: the shadow stack is not empty above link.top.
         unsafe {
             st.shadow_top = st.shadow_top.sub(1);
-            let func = (*st.shadow_top).func as u32;
-            thread::append(shm, st, EventKind::Unwind, func);
+            let func = (*st.shadow_top).func;
+            crate::filter::unwound(shm, st, func);
         }
     }
     hijack_range(st, link.base, link.top, sp);
@@ -282,7 +281,7 @@ fn leave_frames(target_sp: u64, sp: u64) {
             }
             restore_range(st, top_index(st) - 1, top_index(st), sp);
             st.shadow_top = st.shadow_top.sub(1);
-            thread::append(shm, st, EventKind::Unwind, e.func as u32);
+            crate::filter::unwound(shm, st, e.func);
         }
     }
 }

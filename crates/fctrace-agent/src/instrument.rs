@@ -183,6 +183,8 @@ struct Session {
     params: Params,
     /// Per function id: the address its traced frames return to.
     ret_sites: Vec<u64>,
+    /// Per function id: its filter flags (`crate::filter`), with filters.
+    flags: Vec<u64>,
     /// Modules already written to the symbol table.
     written_modules: usize,
     /// The next function id (every smaller one is in the symbol table).
@@ -221,6 +223,22 @@ impl Session {
         }
         self.written_modules = self.modules.len();
         Ok(())
+    }
+
+    /// Notes the filter flags of function `id` and returns them.
+    fn note_flags(&mut self, id: u32, module_path: &str, name: &str, addr: u64) -> u64 {
+        if !crate::filter::active() {
+            return 0;
+        }
+        let f = crate::filter::flags_for(id, module_path, name, addr);
+        if f == 0 {
+            return 0;
+        }
+        if self.flags.len() <= id as usize {
+            self.flags.resize(id as usize + 1, 0);
+        }
+        self.flags[id as usize] = f;
+        f
     }
 
     /// Writes one function's line.
@@ -262,12 +280,15 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         slow_path: crate::thread::slow_path as *const () as u64,
         lost_counter: &shm.header().lost_events as *const _ as u64,
         xsave_size: codegen::xsave_size(),
+        filter: crate::filter::active().then_some(&crate::filter::GLOBAL as *const _ as u64),
+        finished: &crate::filter::FINISHED as *const _ as u64,
     };
     let mut s = Session {
         out,
         modules: Vec::new(),
         params,
         ret_sites: Vec::new(),
+        flags: Vec::new(),
         written_modules: 0,
         next_id: 0,
         arenas: Vec::new(),
@@ -326,6 +347,11 @@ fn publish(s: &mut Session) -> Result<(), String> {
     let mut sites = s.ret_sites.clone();
     sites.resize(s.next_id as usize, 0);
     crate::unwind::set_ret_sites(sites);
+    if crate::filter::active() {
+        let mut flags = s.flags.clone();
+        flags.resize(s.next_id as usize, 0);
+        crate::filter::set_flags(flags);
+    }
     s.write_new_modules()?;
     s.out.flush().map_err(|e| e.to_string())?;
     Ok(())
@@ -493,7 +519,8 @@ fn instrument_module(
                 if !is_main {
                     traced.push(addr);
                 }
-                Stubs::add(&mut stubs, s, m, id, &plan, mode, None)
+                let flags = s.note_flags(id, &m.path, name, addr);
+                Stubs::add(&mut stubs, s, m, id, &plan, mode, None, flags)
             }
             Err(reason) => FuncStatus::NotTraced(reason),
         };
@@ -581,7 +608,12 @@ fn instrument_imports(
             let code = read_code(addr, p.size as usize);
             let around = patch::Around::default();
             match patch::plan(addr, p.size as usize, code, around, &mut scratch) {
-                Ok(plan) => Stubs::add(&mut stubs, s, m, id, &plan, import_mode(&p.name), None),
+                Ok(plan) => {
+                    let path = s.modules[modules[k] as usize].path.clone();
+                    let flags = s.note_flags(id, &path, &p.name, addr);
+                    let mode = import_mode(&p.name);
+                    Stubs::add(&mut stubs, s, m, id, &plan, mode, None, flags)
+                }
                 Err(reason) => FuncStatus::NotTraced(reason),
             }
         };
@@ -616,6 +648,8 @@ fn instrument_imports(
                 resume: Some(target),
                 trampoline: None,
             };
+            let path = s.modules[modules[k] as usize].path.clone();
+            let flags = s.note_flags(id, &path, &g.name, target);
             Stubs::add(
                 &mut stubs,
                 s,
@@ -624,6 +658,7 @@ fn instrument_imports(
                 &plan,
                 import_mode(&g.name),
                 Some(slot),
+                flags,
             )
         };
         s.write_line(&FunctionLine {
@@ -678,7 +713,8 @@ impl Stubs {
     }
 
     /// Builds the stub of function `id` and notes its patch; returns the
-    /// function's status.
+    /// function's status. `flags`: its filter flags (`crate::filter`).
+    #[allow(clippy::too_many_arguments)]
     fn add(
         stubs: &mut Result<Stubs, String>,
         s: &mut Session,
@@ -687,6 +723,7 @@ impl Stubs {
         plan: &Plan,
         mode: Mode,
         got_slot: Option<u64>,
+        flags: u64,
     ) -> FuncStatus {
         let st = match stubs {
             Ok(st) => st,
@@ -696,8 +733,17 @@ impl Stubs {
         let site = loop {
             let at = st.arena.cursor();
             st.stub.clear();
+            // A function with filter flags enters through the flagged
+            // entry (the slow path), a -N function alone through the
+            // generated -N entry.
+            let entry = match flags {
+                0 => st.common.entry,
+                crate::filter::F_NOTRACE => st.common.entry_notrace,
+                _ => st.common.entry_flagged,
+            };
+            let common = Common { entry, ..st.common };
             let built =
-                patch::build_stub_with(plan, read_code, at, &st.common, id, mode, &mut st.stub);
+                patch::build_stub_with(plan, read_code, at, &common, id, mode, &mut st.stub);
             match built {
                 Err(e) => return FuncStatus::NotTraced(e),
                 Ok(site) if st.stub.len() <= st.arena.remaining() => break site,
@@ -816,6 +862,7 @@ fn open_arena(
     if !is_reused {
         // (a reused arena's common block was noted at the same place)
         crate::signal::note_hot_code(arena.cursor(), &code);
+        crate::signal::note_notrace_windows(arena.cursor(), &common.notrace_windows);
     }
     arena.put(&code);
     Ok((arena, common))

@@ -11,7 +11,9 @@
 //! agent cannot set itself up, it says so on stderr and leaves the program
 //! untraced.
 
+mod args;
 mod context;
+mod filter;
 mod instrument;
 mod interpose;
 mod process;
@@ -79,11 +81,14 @@ struct Config {
     /// Set if a traced process exec'd or spawned this program: the slot of
     /// the task that did (u32::MAX if it is unknown).
     parent: Option<u32>,
+    /// Filters, triggers and argument specs (`Options::to_wire`), if any.
+    options: String,
 }
 
 pub(crate) const ENV_SHM: &str = "FCTRACE_SHM";
 pub(crate) const ENV_DIR: &str = "FCTRACE_DIR";
 pub(crate) const ENV_PRELOAD: &str = "FCTRACE_LD_PRELOAD";
+pub(crate) const ENV_OPTIONS: &str = "FCTRACE_OPTIONS";
 
 fn take_config() -> Option<Config> {
     let shm = std::env::var(ENV_SHM).ok()?;
@@ -101,12 +106,14 @@ fn take_config() -> Option<Config> {
         .ok()
         .map(|v| v.parse().unwrap_or(u32::MAX));
     // Give the program back the environment it was started with.
+    let options = std::env::var(ENV_OPTIONS).unwrap_or_default();
     let orig_preload = std::env::var_os(ENV_PRELOAD);
     // SAFETY: the constructor runs before any other thread of the program exists.
     unsafe {
         std::env::remove_var(ENV_SHM);
         std::env::remove_var(ENV_DIR);
         std::env::remove_var(ENV_PRELOAD);
+        std::env::remove_var(ENV_OPTIONS);
         std::env::remove_var(process::ENV_PARENT);
         match orig_preload {
             Some(v) if !v.is_empty() && v != "\0" => std::env::set_var("LD_PRELOAD", v),
@@ -118,6 +125,7 @@ fn take_config() -> Option<Config> {
         dir,
         agent,
         parent,
+        options,
     })
 }
 
@@ -142,6 +150,10 @@ fn start(cfg: &Config) -> Result<(), String> {
     if !x86_64::codegen::has_xsave() {
         return Err("this CPU lacks xsave".into());
     }
+    let options = fctrace_options::Options::from_wire(&cfg.options)
+        .map_err(|e| format!("bad options from the recorder: {e}"))?;
+    let signal_triggers = options.signals.clone();
+    filter::init(options);
     let shm = shm::Shm::open(&cfg.shm)?;
     let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
     SESSION.store(sid, Ordering::Relaxed);
@@ -154,8 +166,9 @@ fn start(cfg: &Config) -> Result<(), String> {
     if thread::init_thread(shm, sid, parent, origin).is_none() {
         return Err("cannot register the main thread".into());
     }
-    process::init(&cfg.shm, &cfg.dir, &cfg.agent);
+    process::init(&cfg.shm, &cfg.dir, &cfg.agent, &cfg.options);
     signal::init();
+    signal::init_triggers(&signal_triggers);
     // SAFETY: registers plain extern "C" handlers.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
     Ok(())

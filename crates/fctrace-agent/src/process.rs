@@ -33,17 +33,25 @@ struct Inject {
     dir: Vec<u8>,
     /// The agent's path, first in the new `LD_PRELOAD`.
     agent: Vec<u8>,
+    /// `FCTRACE_OPTIONS=...` (filters, triggers: `crate::filter`), empty
+    /// when there are none.
+    opts: Vec<u8>,
 }
 
 static INJECT: OnceLock<Inject> = OnceLock::new();
 
 /// Remembers how to trace programs this process executes. `agent` is the
 /// path the agent was preloaded from.
-pub fn init(shm_path: &str, dir: &str, agent: &str) {
+pub fn init(shm_path: &str, dir: &str, agent: &str, opts: &str) {
     let _ = INJECT.set(Inject {
         shm: format!("{}={shm_path}", crate::ENV_SHM).into_bytes(),
         dir: format!("{}={dir}", crate::ENV_DIR).into_bytes(),
         agent: agent.as_bytes().to_vec(),
+        opts: if opts.is_empty() {
+            Vec::new()
+        } else {
+            format!("{}={opts}", crate::ENV_OPTIONS).into_bytes()
+        },
     });
 }
 
@@ -164,6 +172,7 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         + 64
         + inj.shm.len()
         + inj.dir.len()
+        + inj.opts.len()
         + inj.agent.len()
         + 2 * preload_len
         + 128
@@ -178,7 +187,7 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         let mut n = 0;
         let mut push = |p: *const c_char| {
             // SAFETY: the array has room for count + 8 pointers, and at most
-            // count + 6 are pushed before the final NULL.
+            // count + 7 are pushed before the final NULL.
             unsafe { *arr.add(n) = p };
             n += 1;
         };
@@ -203,6 +212,11 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         let made = (|| {
             let shm = b.string(&[&inj.shm])?;
             let dir = b.string(&[&inj.dir])?;
+            let opts = if inj.opts.is_empty() {
+                None
+            } else {
+                Some(b.string(&[&inj.opts])?)
+            };
             let preload = match user_preload {
                 Some(v) if !v.is_empty() => {
                     let orig = b.string(&[crate::ENV_PRELOAD.as_bytes(), b"=", v])?;
@@ -213,13 +227,16 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
             };
             // "-": exec'd by a thread the agent has no state for.
             let par = b.string(&[ENV_PARENT.as_bytes(), b"=", parent_s.unwrap_or(b"-")])?;
-            Some((shm, dir, preload, par))
+            Some((shm, dir, opts, preload, par))
         })();
-        let Some((shm, dir, preload, par)) = made else {
+        let Some((shm, dir, opts, preload, par)) = made else {
             return f(envp);
         };
         push(shm);
         push(dir);
+        if let Some(o) = opts {
+            push(o);
+        }
         for p in preload.into_iter().flatten() {
             push(p);
         }

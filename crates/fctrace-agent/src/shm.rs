@@ -134,7 +134,9 @@ impl Shm {
         loop {
             if let Some(i) = self.free_queue().pop() {
                 let i = i as u32;
-                self.header().buffers_used.fetch_max(i + 1, Ordering::AcqRel);
+                self.header()
+                    .buffers_used
+                    .fetch_max(i + 1, Ordering::AcqRel);
                 let b = self.buffer(i);
                 // SAFETY: the buffer was free: nobody else touches it now.
                 unsafe {

@@ -35,7 +35,7 @@ use crate::thread::{self, ThreadState};
 use crate::tls;
 use fctrace_format::event::EventKind;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Signal numbers are 1..NSIG.
 const NSIG: usize = 65;
@@ -44,6 +44,18 @@ const NSIG: usize = 65;
 const NONE: usize = 0;
 /// [`ACTIONS`] value: the agent's fatal-signal marker is installed.
 const MARKER: usize = 1;
+/// [`ACTIONS`] value: a `--signal` trigger's entry is installed while the
+/// program's disposition is SIG_DFL or SIG_IGN ([`PROG_DISP`]): the entry
+/// switches tracing and returns, whatever that disposition.
+const TMARK: usize = 2;
+
+/// Per signal: the `--signal` actions (`TRIG_*` bits), 0 for none.
+static TRIGGERS: [AtomicU8; NSIG] = [const { AtomicU8::new(0) }; NSIG];
+/// Per signal under [`TMARK`]: the program's disposition (SIG_DFL, SIG_IGN).
+static PROG_DISP: [AtomicUsize; NSIG] = [const { AtomicUsize::new(0) }; NSIG];
+const TRIG_ON: u8 = 1;
+const TRIG_OFF: u8 = 2;
+const TRIG_FINISH: u8 = 4;
 
 /// Per signal: `NONE`, `MARKER`, or the program's handler address (which
 /// the kernel reaches through [`signal_entry`]).
@@ -141,6 +153,13 @@ struct Hot {
     pop_lo: AtomicU64,
     pop_store: AtomicU64,
     pop_next: AtomicU64,
+    /// The same for the generated `-N` entry and exit (with filters;
+    /// `x86_64::codegen::NotraceWindows`).
+    n_restart: AtomicU64,
+    n_push_lo: AtomicU64,
+    n_push_hi: AtomicU64,
+    n_pop: AtomicU64,
+    n_pop_next: AtomicU64,
 }
 
 const MAX_HOT: usize = 256;
@@ -154,6 +173,11 @@ static HOT: [Hot; MAX_HOT] = [const {
         pop_lo: AtomicU64::new(0),
         pop_store: AtomicU64::new(0),
         pop_next: AtomicU64::new(0),
+        n_restart: AtomicU64::new(0),
+        n_push_lo: AtomicU64::new(0),
+        n_push_hi: AtomicU64::new(0),
+        n_pop: AtomicU64::new(0),
+        n_pop_next: AtomicU64::new(0),
     }
 }; MAX_HOT];
 static HOT_LEN: AtomicUsize = AtomicUsize::new(0);
@@ -211,6 +235,26 @@ pub fn note_hot_code(at: u64, code: &[u8]) {
     HOT_LEN.store(i + 1, Ordering::Release);
 }
 
+/// Notes the `-N` entry's and exit's windows of the common block at `at`
+/// (noted by [`note_hot_code`] just before).
+pub fn note_notrace_windows(at: u64, w: &crate::x86_64::codegen::NotraceWindows) {
+    if w.push_lo == 0 {
+        return;
+    }
+    let n = HOT_LEN.load(Ordering::Acquire);
+    if let Some(h) = HOT[..n]
+        .iter()
+        .rev()
+        .find(|h| h.lo.load(Ordering::Relaxed) == at)
+    {
+        h.n_restart.store(w.restart, Ordering::Relaxed);
+        h.n_pop.store(w.pop, Ordering::Relaxed);
+        h.n_pop_next.store(w.pop_next, Ordering::Relaxed);
+        h.n_push_hi.store(w.push_hi, Ordering::Relaxed);
+        h.n_push_lo.store(w.push_lo, Ordering::Release);
+    }
+}
+
 fn hot_block(rip: u64) -> Option<&'static Hot> {
     let n = HOT_LEN.load(Ordering::Acquire);
     HOT[..n]
@@ -240,6 +284,23 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
             if top == rcx + ent {
                 st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
                 g[libc::REG_RIP as usize] = h.retry.load(Ordering::Relaxed) as i64;
+            }
+            return;
+        }
+        // The -N entry: the same, restarting at its reservation (the
+        // region is already counted); its exit: the pop.
+        let n_lo = h.n_push_lo.load(Ordering::Acquire);
+        if n_lo != 0 && rip >= n_lo && rip < h.n_push_hi.load(Ordering::Relaxed) {
+            if top == rcx + ent {
+                st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
+                g[libc::REG_RIP as usize] = h.n_restart.load(Ordering::Relaxed) as i64;
+            }
+            return;
+        }
+        if n_lo != 0 && rip == h.n_pop.load(Ordering::Relaxed) {
+            if top == rcx + ent {
+                st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
+                g[libc::REG_RIP as usize] = h.n_pop_next.load(Ordering::Relaxed) as i64;
             }
             return;
         }
@@ -328,6 +389,16 @@ fn record(sig: i32, uc: *mut c_void) {
         }
     }
 
+    if crate::filter::active() {
+        // Not shown where calls are not recorded (the fix-up above is
+        // needed all the same).
+        if st.gen != crate::filter::GLOBAL.load(Ordering::Acquire) {
+            crate::filter::resync(st);
+        }
+        if !crate::filter::records_plain(st) {
+            return;
+        }
+    }
     thread::append(shm, st, EventKind::Signal, sig as u32);
 }
 
@@ -338,8 +409,24 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, uc: *mut c_void) -
     }
     let s = sig as usize;
     let action = ACTIONS[s].load(Ordering::Acquire);
+    let trig = TRIGGERS[s].load(Ordering::Relaxed);
+    if trig != 0 {
+        // One atomic update each: async-signal-safe.
+        for (bit, a) in [
+            (TRIG_OFF, fctrace_options::Action::TraceOff),
+            (TRIG_ON, fctrace_options::Action::TraceOn),
+            (TRIG_FINISH, fctrace_options::Action::Finish),
+        ] {
+            if trig & bit != 0 {
+                crate::filter::signal_action(a);
+            }
+        }
+    }
     record(sig, uc);
     match action {
+        // The program ignores the signal or leaves it at its default
+        // action: the trigger is all it does.
+        TMARK => return_to_kernel as *const () as usize,
         MARKER => {
             fatal_default(sig, info);
             return_to_kernel as *const () as usize
@@ -556,6 +643,7 @@ fn translate_old(old: &mut libc::sigaction, sig: i32, prev: usize) {
             old.sa_restorer =
                 (r != 0).then(|| unsafe { std::mem::transmute::<usize, extern "C" fn()>(r) });
         }
+        TMARK => old.sa_sigaction = PROG_DISP[s].load(Ordering::Relaxed),
         h => old.sa_sigaction = h,
     }
 }
@@ -583,7 +671,10 @@ fn install_with(
             ACTIONS[s].store(prev, Ordering::Release);
             return old;
         }
-        return translate_handler(old, prev);
+        return translate_handler(old, prev, sig);
+    }
+    if is_trigger(sig) && (handler == libc::SIG_DFL || handler == libc::SIG_IGN) {
+        return set_trigger_disp(sig, handler);
     }
     let prev = ACTIONS[s].load(Ordering::Acquire);
     let old = call(handler);
@@ -595,17 +686,94 @@ fn install_with(
     } else if handler != 2 {
         let _ = ACTIONS[s].compare_exchange(prev, NONE, Ordering::AcqRel, Ordering::Relaxed);
     }
-    translate_handler(old, prev)
+    translate_handler(old, prev, sig)
 }
 
-fn translate_handler(old: usize, prev: usize) -> usize {
+fn translate_handler(old: usize, prev: usize, sig: i32) -> usize {
     if old != entry_addr() {
         return old;
     }
     match prev {
         MARKER | NONE => libc::SIG_DFL,
+        TMARK => PROG_DISP[sig as usize].load(Ordering::Relaxed),
         h => h,
     }
+}
+
+/// The program sets SIG_DFL or SIG_IGN (`handler`) for a `--signal`
+/// trigger's signal: the trigger's entry stays (or comes back), the
+/// disposition is kept for queries. Returns the previous handler as the
+/// program would see it.
+fn set_trigger_disp(sig: i32, handler: usize) -> usize {
+    let s = sig as usize;
+    let prev = ACTIONS[s].load(Ordering::Acquire);
+    let old = match prev {
+        MARKER | NONE => libc::SIG_DFL,
+        TMARK => PROG_DISP[s].load(Ordering::Relaxed),
+        h => h,
+    };
+    PROG_DISP[s].store(handler, Ordering::Relaxed);
+    if prev != TMARK {
+        install_trigger_entry(sig);
+    }
+    old
+}
+
+/// Installs the agent's entry for a trigger signal the program does not
+/// handle (invisible: queries show [`PROG_DISP`]).
+fn install_trigger_entry(sig: i32) {
+    let _busy = tls::Busy::enter();
+    let s = sig as usize;
+    // SAFETY: a zeroed sigaction is a valid value.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = entry_addr();
+    act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+    ACTIONS[s].store(TMARK, Ordering::Release);
+    // SAFETY: installs the agent's entry with an empty mask.
+    unsafe { real_sigaction(sig, &act, std::ptr::null_mut()) };
+}
+
+/// `--signal` triggers: their signals get the agent's entry now (after
+/// [`init`]); a handler the program installs later runs after the
+/// trigger, a disposition it sets (SIG_DFL, SIG_IGN) is kept for queries
+/// while the trigger stays.
+pub fn init_triggers(list: &[fctrace_options::SignalTrigger]) {
+    for t in list {
+        if !in_range(t.signal) || is_fatal(t.signal) {
+            crate::warn(&format!(
+                "--signal {}: this signal cannot be a trigger",
+                t.source
+            ));
+            continue;
+        }
+        let mut bits = 0;
+        for a in &t.actions {
+            bits |= match a {
+                fctrace_options::Action::TraceOn => TRIG_ON,
+                fctrace_options::Action::TraceOff => TRIG_OFF,
+                fctrace_options::Action::Finish => TRIG_FINISH,
+                _ => 0,
+            };
+        }
+        let s = t.signal as usize;
+        TRIGGERS[s].fetch_or(bits, Ordering::Relaxed);
+        // An ignored signal stays ignored for the program (an exec'd
+        // program inherits SIG_IGN).
+        // SAFETY: a zeroed sigaction is a valid value; query only.
+        let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+        unsafe { real_sigaction(t.signal, std::ptr::null(), &mut cur) };
+        let disp = if cur.sa_sigaction == libc::SIG_IGN {
+            libc::SIG_IGN
+        } else {
+            libc::SIG_DFL
+        };
+        PROG_DISP[s].store(disp, Ordering::Relaxed);
+        install_trigger_entry(t.signal);
+    }
+}
+
+fn is_trigger(sig: i32) -> bool {
+    TRIGGERS[sig as usize].load(Ordering::Relaxed) != 0
 }
 
 /// # Safety
@@ -669,6 +837,18 @@ unsafe fn sigaction_impl(
             translate_old(unsafe { &mut *old }, sig, prev);
         }
         return r;
+    }
+    if is_trigger(sig) && (handler == libc::SIG_DFL || handler == libc::SIG_IGN) {
+        if !old.is_null() {
+            let prev = ACTIONS[s].load(Ordering::Acquire);
+            // SAFETY: query with the caller's output pointer.
+            if unsafe { real_sigaction(sig, std::ptr::null(), old) } == 0 {
+                // SAFETY: the kernel filled *old.
+                translate_old(unsafe { &mut *old }, sig, prev);
+            }
+        }
+        set_trigger_disp(sig, handler);
+        return 0;
     }
     let prev = ACTIONS[s].load(Ordering::Acquire);
     // SAFETY: the caller's arguments, unchanged.

@@ -51,12 +51,39 @@ pub struct ThreadState {
     /// The thread's chain of ucontext switches (`context`), allocated at
     /// its first `swapcontext`; null before.
     pub contexts: *mut crate::context::Chain,
+    /// With filters (`crate::filter`): calls that are not flagged are
+    /// recorded only while `shadow_top` is below this (0: none are).
+    pub limit: u64,
+    /// With filters: the global switch word this thread last applied.
+    pub gen: u32,
+    /// With filters: non-zero while nothing may be recorded: open `-N`
+    /// regions (bits 0..24) and `crate::filter::B_*` bits.
+    pub block: u32,
+    /// With filters: shadow entries of calls that were not recorded
+    /// (region owners).
+    pub hidden: u64,
+    /// With filters: the depth limit in recorded levels (`u32::MAX`: none).
+    pub max: u32,
+    /// With filters: the thread's filter state.
+    pub filt: crate::filter::FilterState,
 }
+
+pub const OFF_LIMIT: i32 = std::mem::offset_of!(ThreadState, limit) as i32;
+pub const OFF_GEN: i32 = std::mem::offset_of!(ThreadState, gen) as i32;
+pub const OFF_BLOCK: i32 = std::mem::offset_of!(ThreadState, block) as i32;
+pub const OFF_HIDDEN: i32 = std::mem::offset_of!(ThreadState, hidden) as i32;
+pub const OFF_MAX: i32 = std::mem::offset_of!(ThreadState, max) as i32;
 
 pub const SLOW_INIT: u64 = 1;
 pub const SLOW_FULL: u64 = 2;
 pub const SLOW_MISMATCH: u64 = 3;
 pub const SLOW_UNWINDING: u64 = 4;
+/// With filters: the global switch word changed; apply it.
+pub const SLOW_RESYNC: u64 = 5;
+/// With filters: the entry of a flagged function.
+pub const SLOW_FLAGGED_ENTRY: u64 = 6;
+/// With filters: the exit of a frame whose shadow entry asks for one.
+pub const SLOW_FLAGGED_EXIT: u64 = 7;
 
 fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
@@ -110,6 +137,12 @@ pub fn init_thread(
         session,
         unwind_sp: 0,
         contexts: std::ptr::null_mut(),
+        limit: u64::MAX,
+        gen: crate::filter::NEVER,
+        block: 0,
+        hidden: 0,
+        max: u32::MAX,
+        filt: crate::filter::FilterState::default(),
     }));
     tls::set_state(st);
     crate::unwind::watch_thread_exit();
@@ -198,11 +231,19 @@ pub fn append(shm: &Shm, st: &mut ThreadState, kind: EventKind, func: u32) {
     }
 }
 
-/// Called by the generated code with every register saved.
+/// Called by the generated code with every register saved: `xsave` is
+/// the saved extended state, `gprs` the saved general registers (rbx,
+/// r11, r10, r9, r8, rdi, rsi, rdx, rcx, rax in that order).
 ///
 /// # Safety
 /// Only the generated hot path calls this, on the thread whose state it is.
-pub unsafe extern "C" fn slow_path(reason: u64, arg: u64, func: u64) -> u64 {
+pub unsafe extern "C" fn slow_path(
+    reason: u64,
+    arg: u64,
+    func: u64,
+    xsave: *const u8,
+    gprs: *const u64,
+) -> u64 {
     if reason == SLOW_UNWINDING {
         return crate::unwind::call_while_unwinding(arg, func as u32);
     }
@@ -244,6 +285,23 @@ pub unsafe extern "C" fn slow_path(reason: u64, arg: u64, func: u64) -> u64 {
             unwind_to(shm, st, arg);
             0
         }
+        SLOW_RESYNC => {
+            // SAFETY: as above.
+            let st = unsafe { &mut *tls::state() };
+            crate::filter::resync(st);
+            0
+        }
+        SLOW_FLAGGED_ENTRY => {
+            // SAFETY: as above; the generated code passes its saved registers.
+            unsafe {
+                crate::filter::flagged_entry(shm, &mut *tls::state(), func as u32, arg, xsave, gprs)
+            }
+        }
+        SLOW_FLAGGED_EXIT => {
+            // SAFETY: as above.
+            unsafe { crate::filter::flagged_exit(shm, &mut *tls::state(), arg, xsave) };
+            0
+        }
         _ => 0,
     }
 }
@@ -267,9 +325,43 @@ fn unwind_to(shm: &Shm, st: &mut ThreadState, slot: u64) {
         }
         while st.shadow_top > p {
             let e = st.shadow_top.sub(1);
-            let func = (*e).func as u32;
+            let func = (*e).func;
             st.shadow_top = e;
-            append(shm, st, EventKind::Unwind, func);
+            crate::filter::unwound(shm, st, func);
         }
     }
+}
+
+/// Reserves `n` contiguous records in the thread's current buffer (for an
+/// event followed by its payload records), switching to a fresh buffer
+/// first if they do not fit. The records are this thread's to write; null
+/// if there is no buffer to write into (the event is counted as lost).
+pub fn reserve(shm: &Shm, st: &mut ThreadState, n: usize) -> *mut fctrace_format::event::RawEvent {
+    use fctrace_format::event::RawEvent;
+    use std::sync::atomic::Ordering;
+    let size = shm.layout.buf_size as u64;
+    let want = (n * RawEvent::SIZE) as u64;
+    for _ in 0..2 {
+        let buf = st.buf;
+        // SAFETY: st.buf is this thread's current buffer; pos is only
+        // advanced by this thread.
+        let pos = unsafe { (*buf).pos.fetch_add(want, Ordering::Relaxed) };
+        if pos + want <= size {
+            // SAFETY: within the buffer.
+            return unsafe { (buf as *mut u8).add(pos as usize) as *mut RawEvent };
+        }
+        if pos < size {
+            // The records that did fit count as written: zero timestamps
+            // make the writer skip them.
+            // SAFETY: within the buffer, reserved by this thread.
+            unsafe {
+                std::ptr::write_bytes((buf as *mut u8).add(pos as usize), 0, (size - pos) as usize)
+            };
+        }
+        if !switch_buffer(shm, st) {
+            break;
+        }
+    }
+    shm.add_lost(1);
+    std::ptr::null_mut()
 }

@@ -59,7 +59,13 @@ pub(crate) fn ret_site(func: u64) -> u64 {
     }
     // SAFETY: published tables are leaked, never mutated after publication.
     let v = unsafe { &*p };
-    v.get(func as usize).copied().unwrap_or(0)
+    // Bits above the id: filter bits (`crate::filter`), ignored; a
+    // suspended context's entry (bit 63, `context`) has no site to take
+    // over.
+    if func >> 63 != 0 {
+        return 0;
+    }
+    v.get(func as u32 as usize).copied().unwrap_or(0)
 }
 
 fn entries(st: &ThreadState) -> &[ShadowEntry] {
@@ -122,7 +128,7 @@ pub fn repair(st: &mut ThreadState, slot: u64, keep_top: bool) {
                 break;
             }
             st.shadow_top = st.shadow_top.sub(1);
-            thread::append(shm, st, EventKind::Unwind, e.func as u32);
+            crate::filter::unwound(shm, st, e.func);
         }
         if let Some(e) = kept {
             *st.shadow_top = e;
@@ -182,8 +188,10 @@ pub fn call_while_unwinding(slot: u64, func: u32) -> u64 {
         tls::set_busy(0);
         return 1;
     }
-    thread::append(shm, st, EventKind::Entry, func);
-    thread::append(shm, st, EventKind::Exit, func);
+    if crate::filter::records_plain(st) {
+        thread::append(shm, st, EventKind::Entry, func);
+        thread::append(shm, st, EventKind::Exit, func);
+    }
     tls::set_busy(tls::BUSY_UNWINDING);
     0
 }
@@ -536,7 +544,7 @@ extern "C" fn thread_exit(_: *mut c_void) {
                     }
                 }
                 st.shadow_top = st.shadow_top.sub(1);
-                thread::append(shm, st, EventKind::Unwind, e.func as u32);
+                crate::filter::unwound(shm, st, e.func);
             }
         }
     }
@@ -799,7 +807,7 @@ fn before_longjmp(env: *const u64) {
                         break;
                     }
                     st.shadow_top = st.shadow_top.sub(1);
-                    thread::append(shm, st, EventKind::Unwind, e.func as u32);
+                    crate::filter::unwound(shm, st, e.func);
                 }
             }
         }

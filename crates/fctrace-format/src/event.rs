@@ -22,6 +22,19 @@ pub enum EventKind {
     /// function the signal interrupted; a fatal signal without a handler
     /// is the task's last event.
     Signal = 4,
+    /// The argument values of the function whose `Entry` is just before
+    /// (same `func`). In a shared-memory buffer the record is followed by
+    /// [`RawEvent::payload_records`] records holding the payload bytes
+    /// (see [`crate::argval`]); decoded, it is followed by `Data` events.
+    Args = 5,
+    /// The return value of the function whose `Exit` follows (same
+    /// `func`), with a payload as for `Args`.
+    Retval = 6,
+    /// Decoded events only (never in a buffer or a file): up to 16 bytes of
+    /// the payload of the `Args`/`Retval` before it. `func` is the number of
+    /// bytes used (1..=16); `tsc` holds bytes 0..8 and `ns` bytes 8..16,
+    /// little-endian. See [`crate::store::Event::data_bytes`].
+    Data = 7,
 }
 
 impl EventKind {
@@ -32,6 +45,9 @@ impl EventKind {
             2 => EventKind::Unwind,
             3 => EventKind::Lost,
             4 => EventKind::Signal,
+            5 => EventKind::Args,
+            6 => EventKind::Retval,
+            7 => EventKind::Data,
             _ => return None,
         })
     }
@@ -70,4 +86,29 @@ impl RawEvent {
     pub fn func(&self) -> u32 {
         (self.word >> KIND_BITS) as u32
     }
+
+    /// An `Args` or `Retval` record announcing `len` payload bytes (at most
+    /// [`MAX_PAYLOAD`]); the payload records follow it in the buffer.
+    pub fn with_payload(kind: EventKind, func: u32, len: u16, tsc: u64) -> RawEvent {
+        RawEvent {
+            word: (u64::from(len) << PAYLOAD_LEN_SHIFT)
+                | ((func as u64) << KIND_BITS)
+                | kind as u64,
+            tsc,
+        }
+    }
+    /// Payload bytes announced by an `Args`/`Retval` record.
+    pub fn payload_len(&self) -> usize {
+        (self.word >> PAYLOAD_LEN_SHIFT) as u16 as usize
+    }
+    /// Records after this one that hold its payload.
+    pub fn payload_records(&self) -> usize {
+        self.payload_len().div_ceil(RawEvent::SIZE)
+    }
 }
+
+/// Bit of [`RawEvent::word`] where an `Args`/`Retval` record's payload
+/// length (16 bits) starts: above the 32-bit function id.
+pub const PAYLOAD_LEN_SHIFT: u32 = KIND_BITS + 32;
+/// Largest payload of one `Args`/`Retval` record, in bytes.
+pub const MAX_PAYLOAD: usize = 4096;

@@ -7,6 +7,7 @@
 //! - [`store`] (feature `store`): the on-disk trace directory, writer and
 //!   reader. See `docs/format.md` for the byte-level description.
 
+pub mod argval;
 pub mod digits;
 pub mod event;
 pub mod shm;

@@ -45,6 +45,23 @@ pub fn demangle(raw: &str) -> String {
     raw.to_string()
 }
 
+/// As [`demangle`], without ever running `c++filt` (for code that runs
+/// inside a traced program, which must not start processes): the few names
+/// cpp_demangle cannot parse stay unchanged.
+pub fn demangle_in_process(raw: &str) -> String {
+    if raw.starts_with("_R") || (raw.starts_with("_ZN") && has_rust_hash(raw)) {
+        if let Ok(d) = rustc_demangle::try_demangle(raw) {
+            return format!("{d:#}");
+        }
+    }
+    if raw.starts_with("_Z") {
+        if let Some(d) = demangle_cxx(raw) {
+            return d;
+        }
+    }
+    raw.to_string()
+}
+
 /// The few names cpp_demangle cannot parse (some template expressions)
 /// are handed to binutils' `c++filt` when it is installed; results are
 /// cached.

@@ -69,13 +69,14 @@
 //! (`-finstrument-functions`), and a `__patchable_function_entries` section
 //! (`-fpatchable-function-entry`). Detection only.
 
+pub mod dwarf;
 mod elf;
 mod x86;
 
 #[cfg(feature = "demangle")]
 mod demangle;
 #[cfg(feature = "demangle")]
-pub use demangle::demangle;
+pub use demangle::{demangle, demangle_in_process};
 
 use std::borrow::Cow;
 use std::fmt;

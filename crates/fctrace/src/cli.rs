@@ -44,12 +44,160 @@ pub struct TraceOptions {
     /// calls from the program into them)
     #[arg(short = 'l', long = "nest-libcall")]
     pub nest_libcall: bool,
+    /// Start with tracing off (a `trace_on` trigger or signal turns it on)
+    #[arg(long = "disable", help_heading = "Triggers")]
+    pub disable: bool,
+    /// SIG@ACTION[,ACTION]: a signal sent to the program switches tracing
+    /// for every thread (actions: trace_on, trace_off, finish), e.g.
+    /// SIGUSR1@trace_on
+    #[arg(long = "signal", value_name = "SIG@ACTION", help_heading = "Triggers")]
+    pub signal: Vec<String>,
+    /// FUNC@arg1,arg2/s,fparg1,...: record these arguments of FUNC (formats
+    /// /i /u /x with sizes 8..64, /c, /s, /p, /f32 /f64)
+    #[arg(
+        short = 'A',
+        long = "argument",
+        value_name = "SPEC",
+        help_heading = "Arguments"
+    )]
+    pub argument: Vec<String>,
+    /// FUNC@retval[/FMT]: record the return value of FUNC
+    #[arg(
+        short = 'R',
+        long = "retval",
+        value_name = "SPEC",
+        help_heading = "Arguments"
+    )]
+    pub retval: Vec<String>,
+    /// Record arguments and return values of every function described by
+    /// debug information, and of known C library functions
+    #[arg(short = 'a', long = "auto-args", help_heading = "Arguments")]
+    pub auto_args: bool,
+    /// Longest string argument shown, in bytes (longer ones end in `...`)
+    #[arg(long = "max-string", value_name = "BYTES", default_value_t = fctrace_options::DEFAULT_STRING_MAX, help_heading = "Arguments")]
+    pub max_string: u32,
+}
+
+/// Which calls to show: on `record` and live mode they also limit what is
+/// recorded; on `replay` and `report` they apply to the recorded trace.
+#[derive(Args, Debug, Clone, Default)]
+pub struct FilterArgs {
+    /// Only FUNC and the functions it calls (a name, or a regular
+    /// expression when it has regex characters; FUNC@MODULE limits it to
+    /// one library or the executable). Repeatable
+    #[arg(
+        short = 'F',
+        long = "filter",
+        value_name = "FUNC",
+        help_heading = "Filters"
+    )]
+    pub filter: Vec<String>,
+    /// Hide FUNC and the functions it calls. Repeatable
+    #[arg(
+        short = 'N',
+        long = "notrace",
+        value_name = "FUNC",
+        help_heading = "Filters"
+    )]
+    pub notrace: Vec<String>,
+    /// Show the calls of FUNC with the chain of callers that led to each. Repeatable
+    #[arg(
+        short = 'C',
+        long = "caller-filter",
+        value_name = "FUNC",
+        help_heading = "Filters"
+    )]
+    pub caller_filter: Vec<String>,
+    /// Only the N outermost levels of calls (1: only the top-level calls)
+    #[arg(short = 'D', long = "depth", value_name = "N", help_heading = "Filters", value_parser = clap::value_parser!(u32).range(1..))]
+    pub depth: Option<u32>,
+    /// Hide calls shorter than TIME (500ns, 10us, 2ms, 1s); their callers
+    /// keep their full durations
+    #[arg(
+        short = 't',
+        long = "time-filter",
+        value_name = "TIME",
+        help_heading = "Filters"
+    )]
+    pub time_filter: Option<String>,
+    /// Only these threads (TID,TID,...). Repeatable
+    #[arg(long = "tid", value_name = "TID,...", help_heading = "Filters")]
+    pub tid: Vec<String>,
+    /// FUNC@ACTION[,ACTION...]: actions trace_on, trace_off, depth=N,
+    /// backtrace, finish; they act on the thread that called FUNC, or on
+    /// every thread with `global` (finish: always the whole process), e.g.
+    /// load_config@trace_off. Repeatable
+    #[arg(
+        short = 'T',
+        long = "trigger",
+        value_name = "FUNC@ACTION",
+        help_heading = "Triggers"
+    )]
+    pub trigger: Vec<String>,
+}
+
+impl FilterArgs {
+    /// The filters as the options the agent and the output share.
+    pub fn to_options(&self) -> anyhow::Result<fctrace_options::Options> {
+        self.to_options_with(&TraceOptions::default())
+    }
+
+    /// The filters together with the recording options of `trace`.
+    pub fn to_options_with(
+        &self,
+        trace: &TraceOptions,
+    ) -> anyhow::Result<fctrace_options::Options> {
+        use fctrace_options as o;
+        let bad = |what: &str, e: String| anyhow::anyhow!("invalid {what}: {e}");
+        let patterns = |list: &[String], what: &str| -> anyhow::Result<Vec<o::FuncPattern>> {
+            list.iter()
+                .map(|p| o::FuncPattern::parse(p).map_err(|e| bad(what, e)))
+                .collect()
+        };
+        let mut tids = Vec::new();
+        for t in &self.tid {
+            tids.extend(o::parse_tids(t).map_err(|e| bad("--tid", e))?);
+        }
+        let mut args = Vec::new();
+        for a in trace.argument.iter().chain(&trace.retval) {
+            args.push(o::ArgSpec::parse(a).map_err(|e| bad("argument spec", e))?);
+        }
+        Ok(o::Options {
+            filters: patterns(&self.filter, "-F/--filter")?,
+            notrace: patterns(&self.notrace, "-N/--notrace")?,
+            callers: patterns(&self.caller_filter, "-C/--caller-filter")?,
+            depth: self.depth,
+            time_filter: self
+                .time_filter
+                .as_deref()
+                .map(o::parse_time)
+                .transpose()
+                .map_err(|e| bad("-t/--time-filter", e))?,
+            tids,
+            triggers: self
+                .trigger
+                .iter()
+                .map(|t| o::Trigger::parse(t).map_err(|e| bad("-T/--trigger", e)))
+                .collect::<anyhow::Result<_>>()?,
+            disabled: trace.disable,
+            signals: trace
+                .signal
+                .iter()
+                .map(|s| o::SignalTrigger::parse(s).map_err(|e| bad("--signal", e)))
+                .collect::<anyhow::Result<_>>()?,
+            args,
+            auto_args: trace.auto_args,
+            string_max: trace.max_string,
+        })
+    }
 }
 
 #[derive(Args, Debug)]
 pub struct LiveArgs {
     #[command(flatten)]
     pub trace: TraceOptions,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// The program to run, then its arguments
     #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
     pub command: Vec<OsString>,
@@ -62,6 +210,8 @@ pub struct RecordArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub trace: TraceOptions,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// The program to run, then its arguments
     #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
     pub command: Vec<OsString>,
@@ -72,6 +222,8 @@ pub struct ReplayArgs {
     /// Trace directory to read
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +251,8 @@ pub struct ReportArgs {
     /// Output format
     #[arg(long = "format", value_enum, default_value = "text")]
     pub format: Format,
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 #[derive(Args, Debug)]

@@ -15,8 +15,9 @@
 //! one `fs:`-relative load at the agent's initial-exec TLS offset.
 
 use crate::thread::{
-    OFF_BUF, OFF_SHADOW_END, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE, SLOW_FULL, SLOW_INIT,
-    SLOW_MISMATCH, SLOW_UNWINDING,
+    OFF_BLOCK, OFF_BUF, OFF_GEN, OFF_HIDDEN, OFF_LIMIT, OFF_MAX, OFF_SHADOW_END, OFF_SHADOW_TOP,
+    SHADOW_ENTRY_SIZE, SLOW_FLAGGED_ENTRY, SLOW_FLAGGED_EXIT, SLOW_FULL, SLOW_INIT, SLOW_MISMATCH,
+    SLOW_RESYNC, SLOW_UNWINDING,
 };
 use crate::tls::BUSY_UNWINDING;
 use fctrace_format::event::{EventKind, RawEvent, KIND_BITS};
@@ -35,12 +36,41 @@ pub struct Params {
     pub lost_counter: u64,
     /// Bytes needed by `xsave` for the enabled state components.
     pub xsave_size: u32,
+    /// With record-time filters (`crate::filter`): the address of the
+    /// global switch word. The common block is then the filtered variant.
+    pub filter: Option<u64>,
+    /// With filters: the address of the byte set by `finish`.
+    pub finished: u64,
+}
+
+/// Addresses in the generated `-N` entry and exit (see `signal`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NotraceWindows {
+    /// The entry's `mov ecx, SIZE` before its `xadd`: where it restarts
+    /// after an interrupted reservation is undone.
+    pub restart: u64,
+    /// From the instruction after the `xadd` to (excluded) the first one
+    /// after its last store.
+    pub push_lo: u64,
+    pub push_hi: u64,
+    /// The exit's pop (the slot already holds the real return address),
+    /// and the instruction after it.
+    pub pop: u64,
+    pub pop_next: u64,
 }
 
 /// Entry points of an assembled common block.
 #[derive(Clone, Copy, Debug)]
 pub struct Common {
     pub entry: u64,
+    /// The entry of flagged functions (filtered variant only; else `entry`).
+    pub entry_flagged: u64,
+    /// The entry of functions whose only flag is `-N` (filtered variant
+    /// only; else `entry`).
+    pub entry_notrace: u64,
+    /// The shadow-stack updates of the `-N` entry and exit that a signal
+    /// must not split (`signal::fix_interrupted`); zero when unfiltered.
+    pub notrace_windows: NotraceWindows,
     pub entry_only: u64,
     pub exit: u64,
 }
@@ -74,6 +104,8 @@ fn slow_call(
         None => a.xor(esi, esi)?,
     }
     a.mov(rdx, qword_ptr(rbx + 72))?; // the saved rax: the function id on entry paths
+    a.mov(rcx, rsp)?; // the xsave area
+    a.mov(r8, rbx)?; // the saved general registers
     a.mov(rax, p.slow_path)?;
     a.call(rax)?;
     // The result is passed back in ZF (nothing below changes the flags).
@@ -134,6 +166,18 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     a.mov(r11, tls_state)?;
     a.test(r11, r11)?;
     a.jz(init)?;
+    let mut resync = a.create_label();
+    if let Some(g) = p.filter {
+        // Filtered: the global switch applied, then one comparison with
+        // the thread's limit decides (hidden: no record, no shadow entry).
+        a.mov(rcx, g)?;
+        a.mov(ecx, dword_ptr(rcx))?;
+        a.cmp(ecx, dword_ptr(r11 + OFF_GEN))?;
+        a.jne(resync)?;
+        a.mov(rcx, qword_ptr(r11 + OFF_SHADOW_TOP))?;
+        a.cmp(rcx, qword_ptr(r11 + OFF_LIMIT))?;
+        a.jae(pass)?;
+    }
     a.mov(ecx, ent as u32)?;
     a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve the shadow entry first
     a.cmp(rcx, qword_ptr(r11 + OFF_SHADOW_END))?;
@@ -177,6 +221,11 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     a.set_label(&mut full)?;
     slow_call(&mut a, p, SLOW_FULL, None)?;
     a.jmp(rec)?;
+    if p.filter.is_some() {
+        a.set_label(&mut resync)?;
+        slow_call(&mut a, p, SLOW_RESYNC, None)?;
+        a.jmp(retry)?;
+    }
 
     // ---- entry_only: eax = function id; records an entry and an exit at
     // the same time, never touches the return address.
@@ -196,6 +245,18 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     a.mov(r11, tls_state)?;
     a.test(r11, r11)?;
     a.jz(eo_done)?;
+    if let Some(g) = p.filter {
+        let mut synced = a.create_label();
+        a.mov(rcx, g)?;
+        a.mov(ecx, dword_ptr(rcx))?;
+        a.cmp(ecx, dword_ptr(r11 + OFF_GEN))?;
+        a.je(synced)?;
+        slow_call(&mut a, p, SLOW_RESYNC, None)?;
+        a.set_label(&mut synced)?;
+        a.mov(rcx, qword_ptr(r11 + OFF_SHADOW_TOP))?;
+        a.cmp(rcx, qword_ptr(r11 + OFF_LIMIT))?;
+        a.jae(eo_done)?;
+    }
     a.shl(rax, KIND_BITS)?;
     a.set_label(&mut eo_rec)?;
     record(&mut a, p, eo_full)?;
@@ -239,14 +300,28 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     a.lea(rdx, qword_ptr(rsp + 32))?;
     a.cmp(qword_ptr(rcx + 8), rdx)?;
     a.jne(mismatch)?;
+    let mut slow_exit = a.create_label();
+    if p.filter.is_some() {
+        // A region owner or a -R function (crate::filter::E_SLOW_EXIT).
+        a.test(byte_ptr(rcx + 20), 1)?;
+        a.jnz(slow_exit)?;
+    }
     a.mov(rax, qword_ptr(rcx))?;
     a.mov(qword_ptr(rsp + 32), rax)?;
     a.mov(rax, qword_ptr(rcx + 16))?;
     a.mov(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // pop after reading it all
     a.shl(rax, KIND_BITS)?;
     a.or(rax, EventKind::Exit as i32)?;
+    let mut xtail = a.create_label();
+    if p.filter.is_some() {
+        // After `finish`, not even the exits of open calls are recorded.
+        a.mov(rcx, p.finished)?;
+        a.cmp(byte_ptr(rcx), 0)?;
+        a.jne(xtail)?;
+    }
     a.set_label(&mut xrec)?;
     record(&mut a, p, xfull)?;
+    a.set_label(&mut xtail)?;
     a.pop(r11)?;
     a.pop(rdx)?;
     a.pop(rcx)?;
@@ -259,9 +334,149 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     slow_call(&mut a, p, SLOW_FULL, None)?;
     a.jmp(xrec)?;
 
+    // ---- filtered variant: the exit of a frame that asks for the slow
+    // path, and the entry of flagged functions (always the slow path).
+    let mut fentry = a.create_label();
+    let mut nentry = a.create_label();
+    let mut l_npop = a.create_label();
+    let mut l_npop_next = a.create_label();
+    let mut l_nrestart = a.create_label();
+    let mut l_npush_lo = a.create_label();
+    let mut l_npush_hi = a.create_label();
+    if p.filter.is_some() {
+        a.set_label(&mut slow_exit)?;
+        // The exit of a -N region made by the generated -N entry (below):
+        // pop, count the region closed, and if nothing else blocks
+        // recording and there is no depth limit, open again.
+        let mut real_slow = a.create_label();
+        let mut reopen_slow = a.create_label();
+        a.mov(rax, qword_ptr(rcx + 16))?;
+        a.shr(rax, 32)?;
+        a.cmp(eax, (crate::filter::NOTRACE_ENTRY_BITS >> 32) as i32)?;
+        a.jne(real_slow)?;
+        a.mov(rax, qword_ptr(rcx))?;
+        a.mov(qword_ptr(rsp + 32), rax)?;
+        a.set_label(&mut l_npop)?;
+        a.mov(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?;
+        a.set_label(&mut l_npop_next)?;
+        a.sub(qword_ptr(r11 + OFF_HIDDEN), 1)?;
+        a.sub(dword_ptr(r11 + OFF_BLOCK), 1)?;
+        a.jnz(xtail)?;
+        a.cmp(dword_ptr(r11 + OFF_MAX), -1)?;
+        a.jne(reopen_slow)?;
+        a.mov(qword_ptr(r11 + OFF_LIMIT), -1)?;
+        a.jmp(xtail)?;
+        a.set_label(&mut reopen_slow)?;
+        slow_call(&mut a, p, SLOW_RESYNC, None)?;
+        a.jmp(xtail)?;
+        a.set_label(&mut real_slow)?;
+        slow_call(&mut a, p, SLOW_FLAGGED_EXIT, Some(32))?;
+        a.jmp(xtail)?;
+
+        let mut fretry = a.create_label();
+        let mut fbusy = a.create_label();
+        let mut finit = a.create_label();
+        a.set_label(&mut fentry)?;
+        a.push(rcx)?;
+        a.push(rdx)?;
+        a.push(r11)?;
+        a.set_label(&mut fretry)?;
+        a.cmp(tls_busy, 0)?;
+        a.jne(fbusy)?;
+        a.mov(r11, tls_state)?;
+        a.test(r11, r11)?;
+        a.jz(finit)?;
+        slow_call(&mut a, p, SLOW_FLAGGED_ENTRY, Some(40))?;
+        // ZF=1 (the slow path returned 0): traced.
+        a.pop(r11)?;
+        a.pop(rdx)?;
+        a.pop(rcx)?;
+        a.ret()?;
+        a.set_label(&mut fbusy)?;
+        a.cmp(tls_busy, BUSY_UNWINDING as i32)?;
+        a.jne(pass)?;
+        slow_call(&mut a, p, SLOW_UNWINDING, Some(40))?;
+        a.jnz(fretry)?;
+        a.jmp(pass)?;
+        a.set_label(&mut finit)?;
+        slow_call(&mut a, p, SLOW_INIT, None)?;
+        a.jmp(fretry)?;
+
+        // ---- the entry of a function whose only flag is -N: a hidden
+        // region entry, without the slow path. Anything unusual (busy,
+        // first call, global switch, full shadow stack) goes to the
+        // flagged entry's slow path, which does the same in Rust.
+        let mut nfull = a.create_label();
+        a.set_label(&mut nentry)?;
+        a.push(rcx)?;
+        a.push(rdx)?;
+        a.push(r11)?;
+        a.cmp(tls_busy, 0)?;
+        a.jne(fretry)?;
+        a.mov(r11, tls_state)?;
+        a.test(r11, r11)?;
+        a.jz(fretry)?;
+        a.mov(rcx, p.filter.unwrap_or(0))?;
+        a.mov(ecx, dword_ptr(rcx))?;
+        a.cmp(ecx, dword_ptr(r11 + OFF_GEN))?;
+        a.jne(fretry)?;
+        // Closed first, so that a signal handler running from here on
+        // records nothing either.
+        a.add(dword_ptr(r11 + OFF_BLOCK), 1)?;
+        a.add(qword_ptr(r11 + OFF_HIDDEN), 1)?;
+        a.mov(qword_ptr(r11 + OFF_LIMIT), 0)?;
+        a.set_label(&mut l_nrestart)?;
+        a.mov(ecx, ent as u32)?;
+        a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve first
+        a.set_label(&mut l_npush_lo)?;
+        a.cmp(rcx, qword_ptr(r11 + OFF_SHADOW_END))?;
+        a.jae(nfull)?;
+        a.mov(rdx, qword_ptr(rsp + 40))?;
+        a.mov(qword_ptr(rcx), rdx)?;
+        a.lea(rdx, qword_ptr(rsp + 40))?;
+        a.mov(qword_ptr(rcx + 8), rdx)?;
+        a.mov(rdx, crate::filter::NOTRACE_ENTRY_BITS)?;
+        a.or(rdx, rax)?;
+        a.mov(qword_ptr(rcx + 16), rdx)?;
+        a.set_label(&mut l_npush_hi)?;
+        a.pop(r11)?;
+        a.pop(rdx)?;
+        a.pop(rcx)?;
+        a.cmp(eax, eax)?; // ZF=1: its return is taken over
+        a.ret()?;
+        a.set_label(&mut nfull)?;
+        a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ent)?;
+        a.sub(dword_ptr(r11 + OFF_BLOCK), 1)?;
+        a.sub(qword_ptr(r11 + OFF_HIDDEN), 1)?;
+        slow_call(&mut a, p, SLOW_RESYNC, None)?;
+        a.jmp(pass)?;
+    }
+
     let res = a.assemble_options(at, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
+    let entry_ip = res.label_ip(&entry)?;
     let common = Common {
-        entry: res.label_ip(&entry)?,
+        entry: entry_ip,
+        entry_flagged: if p.filter.is_some() {
+            res.label_ip(&fentry)?
+        } else {
+            entry_ip
+        },
+        entry_notrace: if p.filter.is_some() {
+            res.label_ip(&nentry)?
+        } else {
+            entry_ip
+        },
+        notrace_windows: if p.filter.is_some() {
+            NotraceWindows {
+                restart: res.label_ip(&l_nrestart)?,
+                push_lo: res.label_ip(&l_npush_lo)?,
+                push_hi: res.label_ip(&l_npush_hi)?,
+                pop: res.label_ip(&l_npop)?,
+                pop_next: res.label_ip(&l_npop_next)?,
+            }
+        } else {
+            NotraceWindows::default()
+        },
         entry_only: res.label_ip(&eo)?,
         exit: res.label_ip(&exit)?,
     };

@@ -8,8 +8,9 @@ use crate::event::EventKind;
 pub(crate) const FILE_MAGIC: [u8; 8] = *b"fctrtask";
 /// Major version of the task file encoding written. Version 2 packs the
 /// event kind in 3 bits of the code (version 1 had 2 bits and no
-/// `Signal` kind); readers accept both.
-pub(crate) const TASK_FILE_VERSION: u16 = 2;
+/// `Signal` kind); version 3 adds the data stream of `Args`/`Retval`
+/// payloads; readers accept all three.
+pub(crate) const TASK_FILE_VERSION: u16 = 3;
 /// Oldest major version readers accept.
 pub(crate) const TASK_FILE_OLDEST: u16 = 1;
 /// Minor version written (readers accept any minor of their major).
@@ -50,12 +51,6 @@ pub(crate) fn kind_bits_of_version(version: u16) -> u32 {
 /// Kind bits of the version written.
 pub(crate) const KIND_BITS: u32 = 3;
 
-/// The kind in the low `bits` bits of `v`; `None` for a value that is not
-/// a kind.
-pub(crate) fn kind_from_bits(v: u64, bits: u32) -> Option<EventKind> {
-    EventKind::from_u8((v & ((1 << bits) - 1)) as u8)
-}
-
 /// The shadow stack both encoder and decoder keep: entries push, an exit or
 /// unwind of the function on top pops. It only serves to predict exits.
 #[derive(Default)]
@@ -81,7 +76,11 @@ impl ShadowStack {
                     self.stack.pop();
                 }
             }
-            EventKind::Lost | EventKind::Signal => {}
+            EventKind::Lost
+            | EventKind::Signal
+            | EventKind::Args
+            | EventKind::Retval
+            | EventKind::Data => {}
         }
     }
     pub(crate) fn clear(&mut self) {
@@ -255,6 +254,8 @@ pub(crate) fn file_header(tid: u32) -> [u8; FILE_HEADER_LEN] {
 pub(crate) struct ChunkEncoder {
     codes: Vec<u8>,
     deltas: Vec<u8>,
+    /// `varint(len) bytes` of each `Args`/`Retval` payload.
+    data: Vec<u8>,
     events: u32,
     first_tsc: u64,
     prev_tsc: u64,
@@ -304,7 +305,12 @@ impl ChunkEncoder {
     /// Encodes records from the front of `records` until they run out or
     /// the chunk is full. A record whose timestamp is 0 was reserved by the
     /// agent but never written (its process died in between): it is
-    /// skipped and not counted.
+    /// skipped and not counted. An `Args`/`Retval` record is taken with
+    /// the payload records that follow it (even past the batch), as one
+    /// event; without its timestamp (never completed) it is skipped with
+    /// them. `records` must end at the end of what the agent wrote (a
+    /// payload is never split across buffers): a payload running past it
+    /// is counted as one invalid event.
     pub(crate) fn push_records(
         &mut self,
         records: &[crate::event::RawEvent],
@@ -316,12 +322,8 @@ impl ChunkEncoder {
             CHUNK_MAX_EVENTS.saturating_sub(self.events) as usize
         };
         let take = records.len().min(room).min(PUSH_BATCH);
-        if self.events == 0 {
-            if let Some(first) = records[..take].iter().find(|r| r.tsc != 0) {
-                self.first_tsc = first.tsc;
-                self.prev_tsc = first.tsc;
-            }
-        }
+        // The chunk's first timestamp is that of its first stored event.
+        let mut first_pending = self.events == 0;
         // Encoded by index into the scratch (at most 10 + 10 bytes per
         // event), then appended.
         let codes = &mut scratch.codes[..];
@@ -330,15 +332,59 @@ impl ChunkEncoder {
         let mut prev = self.prev_tsc;
         let mut stored = 0u32;
         let mut invalid = 0u32;
-        for r in &records[..take] {
+        let mut i = 0usize;
+        let mut used = take;
+        while i < take {
+            let r = &records[i];
+            i += 1;
+            let kind_bits = r.word & ((1 << crate::event::KIND_BITS) - 1);
+            let kind = EventKind::from_u8(kind_bits as u8);
+            if let Some(EventKind::Args | EventKind::Retval) = kind {
+                let n = r.payload_records();
+                let len = r.payload_len();
+                let end = i + n;
+                if end > records.len() || len > crate::event::MAX_PAYLOAD {
+                    invalid += 1;
+                    used = records.len();
+                    break;
+                }
+                let payload = &records[i..end];
+                i = end;
+                used = used.max(end);
+                if r.tsc == 0 {
+                    continue;
+                }
+                if first_pending {
+                    first_pending = false;
+                    self.first_tsc = r.tsc;
+                    prev = r.tsc;
+                }
+                let code = ((u64::from(r.func()) << KIND_BITS) | kind_bits) + 1;
+                cp = put_varint_at(codes, cp, code);
+                // No time of its own: that of the event before it.
+                dp = put_varint_at(deltas, dp, 0);
+                put_varint(&mut self.data, len as u64);
+                let start = self.data.len();
+                for p in payload {
+                    self.data.extend_from_slice(&p.word.to_le_bytes());
+                    self.data.extend_from_slice(&p.tsc.to_le_bytes());
+                }
+                self.data.truncate(start + len);
+                stored += 1;
+                continue;
+            }
             if r.tsc == 0 {
                 continue;
             }
-            let kind_bits = r.word & ((1 << crate::event::KIND_BITS) - 1);
-            let Some(kind) = EventKind::from_u8(kind_bits as u8) else {
+            let Some(kind) = kind.filter(|&k| k != EventKind::Data) else {
                 invalid += 1;
                 continue;
             };
+            if first_pending {
+                first_pending = false;
+                self.first_tsc = r.tsc;
+                prev = r.tsc;
+            }
             let func = r.func();
             let code = if kind == EventKind::Exit && self.stack.top() == Some(func) {
                 0
@@ -356,7 +402,7 @@ impl ChunkEncoder {
         self.prev_tsc = prev;
         self.events += stored;
         Pushed {
-            used: take,
+            used,
             stored,
             invalid,
         }
@@ -372,19 +418,23 @@ impl ChunkEncoder {
 
     /// Bytes held (for the writer's memory budget).
     pub(crate) fn buffered(&self) -> usize {
-        self.codes.len() + self.deltas.len()
+        self.codes.len() + self.deltas.len() + self.data.len()
     }
 
-    /// Writes the payload (`varint(len(codes)) codes deltas`) into `out`
-    /// and returns `(events, first_tsc, last_tsc)`; resets the encoder.
+    /// Writes the payload (`varint(len(codes)) codes varint(len(data))
+    /// data deltas`) into `out` and returns `(events, first_tsc,
+    /// last_tsc)`; resets the encoder.
     pub(crate) fn take_payload(&mut self, out: &mut Vec<u8>) -> (u32, u64, u64) {
         out.clear();
         put_varint(out, self.codes.len() as u64);
         out.extend_from_slice(&self.codes);
+        put_varint(out, self.data.len() as u64);
+        out.extend_from_slice(&self.data);
         out.extend_from_slice(&self.deltas);
         let r = (self.events, self.first_tsc, self.prev_tsc);
         self.codes.clear();
         self.deltas.clear();
+        self.data.clear();
         self.events = 0;
         self.stack.clear();
         // Give back the memory of an unusually large chunk.
@@ -393,6 +443,9 @@ impl ChunkEncoder {
         }
         if self.deltas.capacity() > CHUNK_MAX_RAW {
             self.deltas.shrink_to(CHUNK_MAX_RAW / 4);
+        }
+        if self.data.capacity() > CHUNK_MAX_RAW {
+            self.data.shrink_to(CHUNK_MAX_RAW / 4);
         }
         r
     }
@@ -407,6 +460,8 @@ pub(crate) struct ChunkDecoder {
     stack: Box<[u32; PREDICT_STACK_MAX]>,
     /// Bits of a code holding the kind (by the file's version).
     kind_bits: u32,
+    /// Whether chunks have a data stream (version 3 on).
+    has_data: bool,
 }
 
 /// Reads a varint at `*pos` as [`get_varint`] does, with the one- and
@@ -438,6 +493,7 @@ impl ChunkDecoder {
         ChunkDecoder {
             stack: Box::new([0; PREDICT_STACK_MAX]),
             kind_bits: kind_bits_of_version(version),
+            has_data: version >= 3,
         }
     }
 
@@ -451,7 +507,7 @@ impl ChunkDecoder {
         payload: &[u8],
         header: &ChunkHeader,
         out: &mut Vec<super::Event>,
-        to_ns: impl Fn(u64) -> u64,
+        to_ns: impl Fn(u64) -> u64 + Copy,
     ) -> Result<(), String> {
         let mut pos = 0;
         let codes_len =
@@ -462,14 +518,29 @@ impl ChunkDecoder {
             .filter(|&end| end <= payload.len())
             .ok_or("the code stream is longer than the chunk")?;
         let codes = &payload[pos..codes_end];
-        let deltas = &payload[codes_end..];
+        let mut pos = codes_end;
+        let data = if self.has_data {
+            let data_len =
+                get_varint(payload, &mut pos).ok_or("the data stream length is unreadable")?;
+            let data_end = usize::try_from(data_len)
+                .ok()
+                .and_then(|l| pos.checked_add(l))
+                .filter(|&end| end <= payload.len())
+                .ok_or("the data stream is longer than the chunk")?;
+            let data = &payload[pos..data_end];
+            pos = data_end;
+            data
+        } else {
+            &[]
+        };
+        let deltas = &payload[pos..];
         // Each event takes at least one byte of each stream: a corrupt
         // count does not make this reserve more than the payload's size.
         out.reserve((header.events as usize).min(deltas.len()));
         let (fault, prev) = if self.kind_bits == 2 {
-            self.events::<2>(codes, deltas, header, out, to_ns)
+            self.events::<2>(codes, deltas, data, header, out, to_ns)
         } else {
-            self.events::<3>(codes, deltas, header, out, to_ns)
+            self.events::<3>(codes, deltas, data, header, out, to_ns)
         };
         if let Some(reason) = fault {
             return Err(reason.into());
@@ -481,101 +552,227 @@ impl ChunkDecoder {
     }
 
     /// The loop of [`decode`](Self::decode), for `BITS` bits of kind:
-    /// the fault that stopped it, if any, and the last timestamp.
+    /// the fault that stopped it, if any, and the last timestamp. The
+    /// events go through [`run`] (the hot loop, which stops at an `Args` or
+    /// `Retval` event) and the payloads through [`push_payload`].
     #[inline(always)]
     fn events<const BITS: u32>(
         &mut self,
         codes: &[u8],
         deltas: &[u8],
+        data: &[u8],
         header: &ChunkHeader,
         out: &mut Vec<super::Event>,
-        to_ns: impl Fn(u64) -> u64,
+        to_ns: impl Fn(u64) -> u64 + Copy,
     ) -> (Option<&'static str>, u64) {
-        let stack = &mut self.stack[..];
-        let mut depth = 0usize;
-        let (mut cp, mut dp) = (0usize, 0usize);
-        let mut prev = header.first_tsc;
-        let blank = super::Event {
-            kind: EventKind::Entry,
-            func: 0,
-            tsc: 0,
-            ns: 0,
+        let mut c = Cursor {
+            cp: 0,
+            dp: 0,
+            prev: header.first_tsc,
+            depth: 0,
         };
-        let mut block = [blank; DECODE_BLOCK];
-        let mut filled = 0usize;
-        let mut fault = None;
-        for _ in 0..header.events {
-            let Some(code) = read_varint(codes, &mut cp) else {
-                fault = Some("the code stream ends early");
-                break;
-            };
-            let Some(delta) = read_varint(deltas, &mut dp) else {
-                fault = Some("the timestamp stream ends early");
-                break;
-            };
-            let (kind, func) = if code == 0 {
-                match depth.checked_sub(1).map(|top| stack[top]) {
-                    Some(func) => {
-                        // The exit of the function on top: it pops.
-                        depth -= 1;
-                        (EventKind::Exit, func)
-                    }
-                    None => {
-                        fault = Some("an exit is predicted but no function is open");
-                        break;
+        let mut xp = 0usize;
+        // Events decoded: those appended but the `Data` events.
+        let start = out.len();
+        let mut data_events = 0usize;
+        let fault = loop {
+            let done = out.len() - start - data_events;
+            let left = (header.events as usize).saturating_sub(done) as u32;
+            match run::<BITS>(&mut self.stack[..], &mut c, codes, deltas, out, to_ns, left) {
+                Stop::End => break None,
+                Stop::Fault(f) => break Some(f),
+                Stop::Payload(kind, func) => {
+                    match push_payload(data, &mut xp, kind, func, c.prev, &to_ns, out) {
+                        Ok(n) => data_events += n,
+                        Err(f) => break Some(f),
                     }
                 }
-            } else {
-                let v = code - 1;
-                let Ok(func) = u32::try_from(v >> BITS) else {
-                    fault = Some("function id out of range");
-                    break;
-                };
-                let Some(kind) = kind_from_bits(v, BITS) else {
-                    fault = Some("unknown event kind");
-                    break;
-                };
-                match kind {
-                    EventKind::Entry => {
-                        if let Some(slot) = stack.get_mut(depth) {
-                            *slot = func;
-                            depth += 1;
-                        }
-                    }
-                    EventKind::Exit | EventKind::Unwind => {
-                        if depth > 0 && stack[depth - 1] == func {
-                            depth -= 1;
-                        }
-                    }
-                    EventKind::Lost | EventKind::Signal => {}
-                }
-                (kind, func)
-            };
-            let tsc = prev.wrapping_add(unzigzag(delta) as u64);
-            prev = tsc;
-            block[filled] = super::Event {
-                kind,
-                func,
-                tsc,
-                ns: to_ns(tsc),
-            };
-            filled += 1;
-            if filled == DECODE_BLOCK {
-                out.extend_from_slice(&block);
-                filled = 0;
             }
-        }
-        out.extend_from_slice(&block[..filled]);
-        if fault.is_none() && (cp != codes.len() || dp != deltas.len()) {
-            fault = Some("the chunk has bytes after its last event");
-        }
-        (fault, prev)
+        };
+        let fault = fault.or_else(|| {
+            (c.cp != codes.len() || c.dp != deltas.len() || xp != data.len())
+                .then_some("the chunk has bytes after its last event")
+        });
+        (fault, c.prev)
     }
+}
+
+/// Where [`run`] is in a chunk's streams.
+struct Cursor {
+    cp: usize,
+    dp: usize,
+    prev: u64,
+    depth: usize,
+}
+
+/// Why [`run`] stopped.
+enum Stop {
+    /// No events left.
+    End,
+    Fault(&'static str),
+    /// An `Args`/`Retval` event of this function (its delta applied):
+    /// its payload is next in the data stream.
+    Payload(EventKind, u32),
+}
+
+/// Decodes up to `n` events into `out`; stops before that at a corrupt
+/// one or one with a payload.
+#[inline(always)]
+fn run<const BITS: u32>(
+    stack: &mut [u32],
+    c: &mut Cursor,
+    codes: &[u8],
+    deltas: &[u8],
+    out: &mut Vec<super::Event>,
+    to_ns: impl Fn(u64) -> u64,
+    n: u32,
+) -> Stop {
+    let (mut cp, mut dp, mut prev, mut depth) = (c.cp, c.dp, c.prev, c.depth);
+    let blank = super::Event {
+        kind: EventKind::Entry,
+        func: 0,
+        tsc: 0,
+        ns: 0,
+    };
+    let mut block = [blank; DECODE_BLOCK];
+    let mut filled = 0usize;
+    let mut stop = Stop::End;
+    for _ in 0..n {
+        let Some(code) = read_varint(codes, &mut cp) else {
+            stop = Stop::Fault("the code stream ends early");
+            break;
+        };
+        let Some(delta) = read_varint(deltas, &mut dp) else {
+            stop = Stop::Fault("the timestamp stream ends early");
+            break;
+        };
+        let (kind, func) = if code == 0 {
+            match depth.checked_sub(1).map(|top| stack[top]) {
+                Some(func) => {
+                    // The exit of the function on top: it pops.
+                    depth -= 1;
+                    (EventKind::Exit, func)
+                }
+                None => {
+                    stop = Stop::Fault("an exit is predicted but no function is open");
+                    break;
+                }
+            }
+        } else {
+            let v = code - 1;
+            let Ok(func) = u32::try_from(v >> BITS) else {
+                stop = Stop::Fault("function id out of range");
+                break;
+            };
+            let kind = match v & ((1 << BITS) - 1) {
+                0 => {
+                    if let Some(slot) = stack.get_mut(depth) {
+                        *slot = func;
+                        depth += 1;
+                    }
+                    EventKind::Entry
+                }
+                b @ (1 | 2) => {
+                    if depth > 0 && stack[depth - 1] == func {
+                        depth -= 1;
+                    }
+                    if b == 1 {
+                        EventKind::Exit
+                    } else {
+                        EventKind::Unwind
+                    }
+                }
+                3 => EventKind::Lost,
+                4 => EventKind::Signal,
+                b => {
+                    // Args or Retval (7: not a kind): the payload is for
+                    // the caller.
+                    stop = match b {
+                        5 => Stop::Payload(EventKind::Args, func),
+                        6 => Stop::Payload(EventKind::Retval, func),
+                        _ => Stop::Fault("unknown event kind"),
+                    };
+                    if b < 7 {
+                        prev = prev.wrapping_add(unzigzag(delta) as u64);
+                    }
+                    break;
+                }
+            };
+            (kind, func)
+        };
+        let tsc = prev.wrapping_add(unzigzag(delta) as u64);
+        prev = tsc;
+        block[filled] = super::Event {
+            kind,
+            func,
+            tsc,
+            ns: to_ns(tsc),
+        };
+        filled += 1;
+        if filled == DECODE_BLOCK {
+            out.extend_from_slice(&block);
+            filled = 0;
+        }
+    }
+    out.extend_from_slice(&block[..filled]);
+    *c = Cursor {
+        cp,
+        dp,
+        prev,
+        depth,
+    };
+    stop
+}
+
+/// Appends an `Args`/`Retval` event and the `Data` events of its payload,
+/// read from `data` at `*xp`; returns the number of `Data` events.
+#[cold]
+#[inline(never)]
+fn push_payload(
+    data: &[u8],
+    xp: &mut usize,
+    kind: EventKind,
+    func: u32,
+    tsc: u64,
+    to_ns: &impl Fn(u64) -> u64,
+    out: &mut Vec<super::Event>,
+) -> Result<usize, &'static str> {
+    let len = get_varint(data, xp).ok_or("the data stream ends early")?;
+    let end = usize::try_from(len)
+        .ok()
+        .filter(|&l| l <= crate::event::MAX_PAYLOAD)
+        .and_then(|l| xp.checked_add(l))
+        .filter(|&end| end <= data.len())
+        .ok_or("an argument payload is longer than the data stream")?;
+    let bytes = &data[*xp..end];
+    *xp = end;
+    out.push(super::Event {
+        kind,
+        func,
+        tsc,
+        ns: to_ns(tsc),
+    });
+    for piece in bytes.chunks(16) {
+        let mut b = [0u8; 16];
+        b[..piece.len()].copy_from_slice(piece);
+        let mut lo = [0u8; 8];
+        let mut hi = [0u8; 8];
+        lo.copy_from_slice(&b[..8]);
+        hi.copy_from_slice(&b[8..]);
+        out.push(super::Event {
+            kind: EventKind::Data,
+            func: piece.len() as u32,
+            tsc: u64::from_le_bytes(lo),
+            ns: u64::from_le_bytes(hi),
+        });
+    }
+    Ok(bytes.len().div_ceil(16))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::RawEvent;
 
     #[test]
     fn varints() {
@@ -699,12 +896,17 @@ mod tests {
 
     #[test]
     fn unknown_kinds_are_corrupt() {
-        for kind in 5u64..8 {
+        for (kind, reason) in [
+            (5u64, "the data stream ends early"),
+            (6, "the data stream ends early"),
+            (7, "unknown event kind"),
+        ] {
             let mut payload = Vec::new();
             let mut code_bytes = Vec::new();
             put_varint(&mut code_bytes, ((1u64 << 3) | kind) + 1);
             put_varint(&mut payload, code_bytes.len() as u64);
             payload.extend_from_slice(&code_bytes);
+            put_varint(&mut payload, 0);
             put_varint(&mut payload, 0);
             let header = ChunkHeader {
                 compressed_len: 0,
@@ -717,9 +919,169 @@ mod tests {
             };
             assert_eq!(
                 decode_all(TASK_FILE_VERSION, &payload, &header),
-                Err("unknown event kind".to_string())
+                Err(reason.to_string())
             );
         }
+    }
+
+    /// The records of an `Args`/`Retval` event with `payload`.
+    fn with_payload(kind: EventKind, func: u32, tsc: u64, payload: &[u8]) -> Vec<RawEvent> {
+        let mut v = vec![RawEvent::with_payload(
+            kind,
+            func,
+            payload.len() as u16,
+            tsc,
+        )];
+        for piece in payload.chunks(16) {
+            let mut b = [0u8; 16];
+            b[..piece.len()].copy_from_slice(piece);
+            v.push(RawEvent {
+                word: u64::from_le_bytes(b[..8].try_into().unwrap()),
+                tsc: u64::from_le_bytes(b[8..].try_into().unwrap()),
+            });
+        }
+        v
+    }
+
+    /// Encodes records (in batches of `batch`) and decodes the chunk:
+    /// events, with the payloads gathered from their `Data` events.
+    fn records_round_trip(records: &[RawEvent]) -> Vec<(EventKind, u32, Vec<u8>)> {
+        let mut enc = ChunkEncoder::default();
+        let mut scratch = EncodeScratch::default();
+        let mut rest = records;
+        while !rest.is_empty() {
+            let p = enc.push_records(rest, &mut scratch);
+            assert!(p.used > 0);
+            rest = &rest[p.used..];
+        }
+        let mut payload = Vec::new();
+        let (n, first, last) = enc.take_payload(&mut payload);
+        let header = ChunkHeader {
+            compressed_len: 0,
+            raw_len: payload.len() as u32,
+            events: n,
+            first_tsc: first,
+            last_tsc: last,
+            codec: CODEC_ZSTD,
+            crc: 0,
+        };
+        let mut out = Vec::new();
+        ChunkDecoder::new(TASK_FILE_VERSION)
+            .decode(&payload, &header, &mut out, |t| t)
+            .unwrap();
+        let mut r: Vec<(EventKind, u32, Vec<u8>)> = Vec::new();
+        for e in out {
+            if e.kind == EventKind::Data {
+                let (b, n) = e.data_bytes();
+                r.last_mut().unwrap().2.extend_from_slice(&b[..n]);
+            } else {
+                r.push((e.kind, e.func, Vec::new()));
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn payloads_round_trip() {
+        use EventKind::*;
+        let long: Vec<u8> = (0..200u8).collect();
+        let mut records = vec![RawEvent::new(Entry, 3, 100)];
+        records.extend(with_payload(Args, 3, 101, b"abc"));
+        records.push(RawEvent::new(Entry, 4, 102));
+        records.extend(with_payload(Args, 4, 103, &long));
+        records.extend(with_payload(Retval, 4, 104, &[]));
+        records.push(RawEvent::new(Exit, 4, 105));
+        records.extend(with_payload(Retval, 3, 106, &[7; 16]));
+        // Never completed (no timestamp): skipped with its payload.
+        records.extend(with_payload(Args, 9, 0, &[0xff; 40]));
+        records.push(RawEvent::new(Exit, 3, 107));
+        let got = records_round_trip(&records);
+        assert_eq!(
+            got,
+            vec![
+                (Entry, 3, vec![]),
+                (Args, 3, b"abc".to_vec()),
+                (Entry, 4, vec![]),
+                (Args, 4, long.clone()),
+                (Retval, 4, vec![]),
+                (Exit, 4, vec![]),
+                (Retval, 3, vec![7; 16]),
+                (Exit, 3, vec![]),
+            ]
+        );
+        // A chunk that starts with a payload event.
+        let records = with_payload(Args, 1, 50, b"x");
+        assert_eq!(records_round_trip(&records), vec![(Args, 1, b"x".to_vec())]);
+    }
+
+    #[test]
+    fn payload_past_the_records_is_invalid() {
+        let mut records = with_payload(EventKind::Args, 1, 50, &[1; 40]);
+        records.pop();
+        let mut enc = ChunkEncoder::default();
+        let p = enc.push_records(&records, &mut EncodeScratch::default());
+        assert_eq!((p.used, p.stored, p.invalid), (records.len(), 0, 1));
+    }
+
+    #[test]
+    fn version_2_chunks_still_decode() {
+        // Version 2: no data stream. Entry f=3, exit predicted, Signal 9.
+        let mut payload = Vec::new();
+        let codes = [(3u64 << 3) + 1, 0, ((9u64 << 3) | 4) + 1];
+        let mut code_bytes = Vec::new();
+        for c in codes {
+            put_varint(&mut code_bytes, c);
+        }
+        put_varint(&mut payload, code_bytes.len() as u64);
+        payload.extend_from_slice(&code_bytes);
+        for d in [0i64, 5, 1] {
+            put_varint(&mut payload, zigzag(d));
+        }
+        let header = ChunkHeader {
+            compressed_len: 0,
+            raw_len: payload.len() as u32,
+            events: 3,
+            first_tsc: 10,
+            last_tsc: 16,
+            codec: CODEC_ZSTD,
+            crc: 0,
+        };
+        assert_eq!(
+            decode_all(2, &payload, &header).unwrap(),
+            vec![
+                (EventKind::Entry, 3, 10),
+                (EventKind::Exit, 3, 15),
+                (EventKind::Signal, 9, 16)
+            ]
+        );
+    }
+
+    #[test]
+    fn corrupt_payloads_are_errors() {
+        // An Args event whose payload length runs past the data stream.
+        let mut payload = Vec::new();
+        let mut code_bytes = Vec::new();
+        put_varint(&mut code_bytes, (1u64 << 3) + 1);
+        put_varint(&mut code_bytes, ((1u64 << 3) | 5) + 1);
+        put_varint(&mut payload, code_bytes.len() as u64);
+        payload.extend_from_slice(&code_bytes);
+        put_varint(&mut payload, 2);
+        payload.extend_from_slice(&[9, 1]);
+        put_varint(&mut payload, 0);
+        put_varint(&mut payload, 0);
+        let header = ChunkHeader {
+            compressed_len: 0,
+            raw_len: payload.len() as u32,
+            events: 2,
+            first_tsc: 1,
+            last_tsc: 1,
+            codec: CODEC_ZSTD,
+            crc: 0,
+        };
+        assert_eq!(
+            decode_all(TASK_FILE_VERSION, &payload, &header),
+            Err("an argument payload is longer than the data stream".to_string())
+        );
     }
 
     #[test]

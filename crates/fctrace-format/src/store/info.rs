@@ -31,6 +31,8 @@ struct InfoFile {
     bytes: u64,
     #[serde(default)]
     warnings: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    options: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -122,6 +124,7 @@ pub(crate) fn to_json(info: &TraceInfo) -> String {
         invalid_events: info.invalid_events,
         bytes: info.bytes,
         warnings: info.warnings.clone(),
+        options: info.options.clone(),
     };
     let mut text = serde_json::to_string_pretty(&file).unwrap_or_else(|_| String::from("{}"));
     text.push('\n');
@@ -229,6 +232,7 @@ pub(crate) fn from_json(dir: &Path, path: &Path, text: &str) -> Result<TraceInfo
         invalid_events: file.invalid_events,
         bytes: file.bytes,
         warnings: file.warnings,
+        options: file.options,
     })
 }
 

@@ -76,6 +76,16 @@ pub struct Event {
     pub ns: u64,
 }
 
+impl Event {
+    /// For a [`EventKind::Data`] event: its bytes of the payload.
+    pub fn data_bytes(&self) -> ([u8; 16], usize) {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.tsc.to_le_bytes());
+        b[8..].copy_from_slice(&self.ns.to_le_bytes());
+        (b, (self.func as usize).min(16))
+    }
+}
+
 /// How the traced program ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitStatus {
@@ -208,6 +218,10 @@ pub struct TraceInfo {
     pub bytes: u64,
     /// Problems met while recording, one line each, for `fctrace info`.
     pub warnings: Vec<String>,
+    /// The record-time filter, trigger and argument options, in the text
+    /// form given to the agent (`fctrace_options::Options::to_wire`);
+    /// empty when there were none.
+    pub options: String,
 }
 
 impl TraceInfo {

@@ -35,6 +35,9 @@ pub fn write_info(out: &mut dyn Write, trace: &Trace) -> anyhow::Result<()> {
     writeln!(out, "Directory:      {}", info.cwd)?;
     writeln!(out, "Started:        {}", utc_time(info.start_unix_ns))?;
     writeln!(out, "Exit status:    {}", exit_text(info.exit))?;
+    if !info.options.is_empty() {
+        writeln!(out, "Record options: {}", options_text(&info.options))?;
+    }
     writeln!(out, "Events:         {}", info.events)?;
     writeln!(out, "Lost events:    {}", info.lost_events)?;
     if info.invalid_events > 0 {
@@ -280,6 +283,41 @@ fn utc_time(unix_ns: u64) -> String {
         rem / 60 % 60,
         rem % 60
     )
+}
+
+/// The record-time options of a trace (their text form for the agent) as
+/// command-line options: `-F main -D 2 --disable`.
+fn options_text(wire: &str) -> String {
+    let mut parts = Vec::new();
+    for line in wire.lines() {
+        let (k, v) = line.split_once(' ').unwrap_or((line, ""));
+        let flag = match k {
+            "F" | "N" | "C" | "D" | "T" => format!("-{k}"),
+            "t" => "-t".to_string(),
+            "tid" => "--tid".to_string(),
+            "disable" => {
+                parts.push("--disable".to_string());
+                continue;
+            }
+            "auto-args" => {
+                parts.push("-a".to_string());
+                continue;
+            }
+            "signal" => "--signal".to_string(),
+            "A" if v.contains("@retval") => "-R".to_string(),
+            "A" => "-A".to_string(),
+            "string-max" if v == fctrace_options::DEFAULT_STRING_MAX.to_string() => continue,
+            "string-max" => "--max-string".to_string(),
+            _ => k.to_string(),
+        };
+        let v = if k == "t" {
+            format!("{v}ns")
+        } else {
+            v.to_string()
+        };
+        parts.push(format!("{flag} {}", shell_words(&[v])));
+    }
+    parts.join(" ")
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@ use crate::recorder;
 use std::process::ExitCode;
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
-    let out = recorder::record(&args.command, &args.dir, &args.trace)?;
+    // Bad filter or argument specs are errors before anything runs.
+    let options = args.filter.to_options_with(&args.trace)?;
+    let out = recorder::record(&args.command, &args.dir, &args.trace, &options)?;
     if out.lost_events > 0 {
         eprintln!("fctrace: {} events were lost", out.lost_events);
     }

@@ -8,11 +8,12 @@ use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    let options = args.filter.to_options()?;
     let trace = Trace::open(&args.dir)?;
     for w in &trace.load_warnings {
         warn(w);
     }
-    let mut stats = report::aggregate(&trace);
+    let mut stats = report::aggregate_with(&trace, &options);
     report::sort(&mut stats.functions, args.sort);
 
     let stdout = io::stdout();

@@ -4,7 +4,11 @@
 //! - [`tree`]: the call tree (`replay`, live mode).
 //! - [`report`]: per-function statistics.
 //! - [`names`]: how functions are named.
+//! - [`filter`]: which calls are shown (`-F`, `-N`, `-C`, `-D`, `-t`,
+//!   `--tid`, `-T`).
 
+pub mod args;
+pub mod filter;
 pub mod names;
 pub mod report;
 pub mod tree;

@@ -12,7 +12,14 @@
 //! - `min`/`avg`/`max`: over the calls that have an exit (`Exit` or
 //!   `Unwind`); a call still open when its task ends counts in `calls`
 //!   only.
+//!
+//! With display filters ([`aggregate_with`], see [`super::filter`]) only
+//! the calls the tree would show are counted, and only their time: a
+//! hidden call (by `-t`, `-N`, `-D`, ...) is no child of its caller here,
+//! so its time stays in the caller's self time, and the caller keeps its
+//! full duration.
 
+use super::filter::{EventSource, Filter};
 use super::names::unknown;
 use super::{duration, Progress};
 use crate::cli::SortKey;
@@ -73,125 +80,165 @@ struct Frame {
 }
 
 /// Reads every task of `trace` once and computes the statistics.
+#[cfg(test)]
 pub fn aggregate(trace: &Trace) -> Report {
-    let mut report = Report::default();
-    // (module, symbol) -> index in report.functions
-    let mut by_key: HashMap<(String, String), usize> = HashMap::new();
-    // (session, func id) -> index in report.functions: a vector per
-    // session (ids are dense), looked up once per entry.
-    let mut by_id: HashMap<u32, Vec<usize>> = HashMap::new();
-    let mut progress = Progress::new("report", trace.info.events, Progress::wanted(false));
-    let mut done = 0u64;
+    aggregate_with(trace, &fctrace_options::Options::default())
+}
+
+/// [`aggregate`] of the calls the display filters of `options` show.
+pub fn aggregate_with(trace: &Trace, options: &fctrace_options::Options) -> Report {
+    let mut filter = Filter::new(trace, options, false);
+    let mut pass = Pass {
+        report: Report::default(),
+        by_key: HashMap::new(),
+        by_id: HashMap::new(),
+        progress: Progress::new("report", trace.info.events, Progress::wanted(false)),
+        done: 0,
+    };
 
     for task in &trace.info.tasks {
-        let mut events = match trace.task_events(task) {
+        if filter.as_ref().is_some_and(|f| !f.wants_task(task)) {
+            continue;
+        }
+        let events = match trace.task_events(task) {
             Ok(events) => events,
             Err(e) => {
-                report.errors.push(e);
+                pass.report.errors.push(e);
                 continue;
             }
         };
-        let session = task.session;
-        let mut stack: Vec<Frame> = Vec::new();
-        // Open calls per function (by index in report.functions) in this
-        // task, for recursion; as long as report.functions.
-        let mut open: Vec<u32> = vec![0; report.functions.len()];
-        let mut ids = by_id.remove(&session).unwrap_or_default();
-        while let Some(event) = events.next_event() {
-            done += 1;
-            progress.update(done);
-            match event.kind {
-                EventKind::Entry => {
-                    let i = event.func as usize;
-                    let stats = match ids.get(i) {
-                        Some(&x) if x != usize::MAX => x,
-                        _ => {
-                            let (name, symbol, module) = describe(trace, session, event.func);
-                            let x = *by_key
-                                .entry((module.clone(), symbol.clone()))
-                                .or_insert_with(|| {
-                                    report.functions.push(FuncStats {
-                                        name,
-                                        symbol,
-                                        module,
-                                        ..FuncStats::default()
-                                    });
-                                    report.functions.len() - 1
+        // One loop per kind of source: the unfiltered one stays as fast.
+        match &mut filter {
+            None => aggregate_task(trace, task.session, events, &mut pass),
+            Some(f) => aggregate_task(trace, task.session, f.task(task, events), &mut pass),
+        }
+    }
+    pass.report
+}
+
+/// The state of [`aggregate_with`] across tasks.
+struct Pass {
+    report: Report,
+    /// (module, symbol) -> index in report.functions
+    by_key: HashMap<(String, String), usize>,
+    /// (session, func id) -> index in report.functions: a vector per
+    /// session (ids are dense), looked up once per entry.
+    by_id: HashMap<u32, Vec<usize>>,
+    progress: Progress,
+    /// Events read.
+    done: u64,
+}
+
+/// Adds the calls of one task to the report.
+fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pass: &mut Pass) {
+    let Pass {
+        report,
+        by_key,
+        by_id,
+        progress,
+        done,
+    } = pass;
+    let mut done_here = *done;
+    let mut stack: Vec<Frame> = Vec::new();
+    // Open calls per function (by index in report.functions) in this
+    // task, for recursion; as long as report.functions.
+    let mut open: Vec<u32> = vec![0; report.functions.len()];
+    let mut ids = by_id.remove(&session).unwrap_or_default();
+    while let Some(event) = events.next_event() {
+        done_here += 1;
+        progress.update(done_here);
+        match event.kind {
+            EventKind::Entry => {
+                let i = event.func as usize;
+                let stats = match ids.get(i) {
+                    Some(&x) if x != usize::MAX => x,
+                    _ => {
+                        let (name, symbol, module) = describe(trace, session, event.func);
+                        let x = *by_key
+                            .entry((module.clone(), symbol.clone()))
+                            .or_insert_with(|| {
+                                report.functions.push(FuncStats {
+                                    name,
+                                    symbol,
+                                    module,
+                                    ..FuncStats::default()
                                 });
-                            if open.len() < report.functions.len() {
-                                open.resize(report.functions.len(), 0);
-                            }
-                            // A stray huge id (corrupt trace) is not cached.
-                            if i < ids.len() + 1_000_000 {
-                                if ids.len() <= i {
-                                    ids.resize(i + 1, usize::MAX);
-                                }
-                                ids[i] = x;
-                            }
-                            x
+                                report.functions.len() - 1
+                            });
+                        if open.len() < report.functions.len() {
+                            open.resize(report.functions.len(), 0);
                         }
-                    };
-                    report.functions[stats].calls += 1;
-                    open[stats] += 1;
-                    stack.push(Frame {
-                        func: event.func,
-                        stats,
-                        entry_ns: event.ns,
-                        children_ns: 0,
-                    });
-                }
-                EventKind::Exit | EventKind::Unwind => {
-                    // Nearly always the call on top; otherwise the frames
-                    // above it did not return: no time for them.
-                    let frame = match stack.last() {
-                        Some(top) if top.func == event.func => stack.pop(),
-                        _ => {
-                            let Some(j) = stack.iter().rposition(|f| f.func == event.func) else {
-                                continue; // entry not recorded: no duration
-                            };
-                            for frame in stack.drain(j + 1..) {
-                                open[frame.stats] -= 1;
+                        // A stray huge id (corrupt trace) is not cached.
+                        if i < ids.len() + 1_000_000 {
+                            if ids.len() <= i {
+                                ids.resize(i + 1, usize::MAX);
                             }
-                            stack.pop()
+                            ids[i] = x;
                         }
-                    };
-                    let Some(frame) = frame else {
-                        continue;
-                    };
-                    let dur = event.ns.saturating_sub(frame.entry_ns);
-                    let n = &mut open[frame.stats];
-                    *n -= 1;
-                    let outermost = *n == 0;
-                    let f = &mut report.functions[frame.stats];
-                    f.returned += 1;
-                    f.sum_ns = f.sum_ns.saturating_add(dur);
-                    f.self_ns = f
-                        .self_ns
-                        .saturating_add(dur.saturating_sub(frame.children_ns));
-                    if outermost {
-                        f.total_ns = f.total_ns.saturating_add(dur);
+                        x
                     }
-                    f.min_ns = Some(f.min_ns.map_or(dur, |m| m.min(dur)));
-                    f.max_ns = Some(f.max_ns.map_or(dur, |m| m.max(dur)));
-                    if let Some(parent) = stack.last_mut() {
-                        parent.children_ns = parent.children_ns.saturating_add(dur);
+                };
+                report.functions[stats].calls += 1;
+                open[stats] += 1;
+                stack.push(Frame {
+                    func: event.func,
+                    stats,
+                    entry_ns: event.ns,
+                    children_ns: 0,
+                });
+            }
+            EventKind::Exit | EventKind::Unwind => {
+                // Nearly always the call on top; otherwise the frames
+                // above it did not return: no time for them.
+                let frame = match stack.last() {
+                    Some(top) if top.func == event.func => stack.pop(),
+                    _ => {
+                        let Some(j) = stack.iter().rposition(|f| f.func == event.func) else {
+                            continue; // entry not recorded: no duration
+                        };
+                        for frame in stack.drain(j + 1..) {
+                            open[frame.stats] -= 1;
+                        }
+                        stack.pop()
                     }
+                };
+                let Some(frame) = frame else {
+                    continue;
+                };
+                let dur = event.ns.saturating_sub(frame.entry_ns);
+                let n = &mut open[frame.stats];
+                *n -= 1;
+                let outermost = *n == 0;
+                let f = &mut report.functions[frame.stats];
+                f.returned += 1;
+                f.sum_ns = f.sum_ns.saturating_add(dur);
+                f.self_ns = f
+                    .self_ns
+                    .saturating_add(dur.saturating_sub(frame.children_ns));
+                if outermost {
+                    f.total_ns = f.total_ns.saturating_add(dur);
                 }
-                // A signal does not change the calls: the handler's calls
-                // are children of the interrupted call.
-                EventKind::Signal => {}
-                EventKind::Lost => {
-                    report.lost_in_streams =
-                        report.lost_in_streams.saturating_add(u64::from(event.func));
+                f.min_ns = Some(f.min_ns.map_or(dur, |m| m.min(dur)));
+                f.max_ns = Some(f.max_ns.map_or(dur, |m| m.max(dur)));
+                if let Some(parent) = stack.last_mut() {
+                    parent.children_ns = parent.children_ns.saturating_add(dur);
                 }
             }
+            EventKind::Lost => {
+                report.lost_in_streams =
+                    report.lost_in_streams.saturating_add(u64::from(event.func));
+            }
+            // A signal does not change the calls (the handler's calls
+            // are children of the interrupted call), nor do argument
+            // values.
+            _ => {}
         }
-        if let Some(e) = events.take_error() {
-            report.errors.push(e);
-        }
-        by_id.insert(session, ids);
     }
-    report
+    if let Some(e) = events.take_error() {
+        report.errors.push(e);
+    }
+    by_id.insert(session, ids);
+    *done = done_here;
 }
 
 /// `(name, symbol, module)` of a function id of a session.

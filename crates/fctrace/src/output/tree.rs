@@ -38,10 +38,12 @@
 //!   not returned;
 //! - a `Lost` record prints `... N events lost ...`.
 
+use super::filter::{EventSource, Filter};
 use super::names::{CallNames, TreeName, PIECE};
 use super::{is_broken_pipe, signal_name, warn, Duration, Progress};
 use fctrace_format::event::EventKind;
-use fctrace_format::store::{Event, StoreError, TaskEvents, TaskInfo, TaskOrigin, Trace};
+use fctrace_format::store::{Event, StoreError, TaskInfo, TaskOrigin, Trace};
+use fctrace_options::Options;
 use std::io::{self, Write};
 use std::rc::Rc;
 
@@ -69,11 +71,22 @@ pub struct TreeSummary {
 /// Fails if a task file is unreadable, truncated or corrupt (after printing
 /// everything that could be read) or if writing fails; a closed pipe
 /// (`| head`) is not a failure.
+#[cfg(test)]
 pub fn print_tree(trace: &Trace, out: &mut dyn Write) -> anyhow::Result<()> {
+    print_tree_with(trace, &Options::default(), out)
+}
+
+/// [`print_tree`] of the calls the display filters of `options` show
+/// (see [`super::filter`]).
+pub fn print_tree_with(
+    trace: &Trace,
+    options: &Options,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     for w in &trace.load_warnings {
         warn(w);
     }
-    let summary = match write_tree(trace, out) {
+    let summary = match write_tree_with(trace, options, out) {
         Ok(summary) => summary,
         Err(e) => {
             let e = anyhow::Error::from(e);
@@ -134,7 +147,19 @@ pub fn session_program(trace: &Trace, session: u32) -> String {
 
 /// Writes the call tree of `trace` to `out`. Errors reading a task are
 /// collected in the summary, not returned; only a write error is.
+#[cfg(test)]
 pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary> {
+    write_tree_with(trace, &Options::default(), out)
+}
+
+/// [`write_tree`] through the display filters of `options`: only the tasks
+/// and calls they show (a task hidden by `--tid` has no header either).
+pub fn write_tree_with(
+    trace: &Trace,
+    options: &Options,
+    out: &mut dyn Write,
+) -> io::Result<TreeSummary> {
+    let mut filter = Filter::new(trace, options, true);
     let mut out = Sink {
         buf: Vec::with_capacity(SINK_CAPACITY + 1024),
         out,
@@ -144,8 +169,12 @@ pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary>
     let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
     writeln!(out, "{HEADER}")?;
 
-    for (n, info) in trace.info.tasks.iter().enumerate() {
-        if n > 0 {
+    let mut first = true;
+    for info in &trace.info.tasks {
+        if filter.as_ref().is_some_and(|f| !f.wants_task(info)) {
+            continue;
+        }
+        if !std::mem::take(&mut first) {
             writeln!(out)?;
         }
         writeln!(out, "{}", task_header(trace, info))?;
@@ -156,24 +185,44 @@ pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary>
                 continue;
             }
         };
-        let mut task = TaskState {
-            column: Column::new(info.tid),
-            session: info.session,
-            events,
-            head: None,
-            stack: Vec::new(),
-        };
-        task.advance(&mut summary);
-        while let Some(event) = task.head.take() {
-            task.advance(&mut summary);
-            task.handle(event, &mut out, &mut names, &mut summary)?;
-            progress.update(summary.events);
+        // One loop per kind of source: the unfiltered one stays as fast.
+        let mut pass = (&mut out, &mut names, &mut summary, &mut progress);
+        match &mut filter {
+            None => write_task(info, events, &mut pass)?,
+            Some(f) => write_task(info, f.task(info, events), &mut pass)?,
         }
-        task.finish(&mut out)?;
     }
     progress.finish();
     out.flush()?;
     Ok(summary)
+}
+
+/// The lines of one task.
+fn write_task<S: EventSource>(
+    info: &TaskInfo,
+    events: S,
+    (out, names, summary, progress): &mut (
+        &mut Sink,
+        &mut CallNames,
+        &mut TreeSummary,
+        &mut Progress,
+    ),
+) -> io::Result<()> {
+    let mut task = TaskState {
+        column: Column::new(info.tid),
+        session: info.session,
+        events,
+        head: None,
+        stack: Vec::new(),
+        retval: None,
+    };
+    task.advance(summary);
+    while let Some(event) = task.head.take() {
+        task.advance(summary);
+        task.handle(event, out, names, summary)?;
+        progress.update(summary.events);
+    }
+    task.finish(out)
 }
 
 /// Bytes gathered before they are written out.
@@ -311,17 +360,20 @@ struct Frame {
     entry_ns: u64,
 }
 
-struct TaskState {
+struct TaskState<S> {
     /// `[  tid] | `
     column: Column,
     session: u32,
-    events: TaskEvents,
+    events: S,
     /// The next event (one of lookahead, for leaf detection).
     head: Option<Event>,
     stack: Vec<Frame>,
+    /// A `Retval` met before the exit of a function that is not a leaf:
+    /// `(func, value)`, shown on its closing line.
+    retval: Option<(u32, String)>,
 }
 
-impl TaskState {
+impl<S: EventSource> TaskState<S> {
     /// Reads the next event into `head`; a read error ends the task.
     #[inline]
     fn advance(&mut self, summary: &mut TreeSummary) {
@@ -343,6 +395,9 @@ impl TaskState {
         let depth = self.stack.len();
         match event.kind {
             EventKind::Entry => {
+                if let Some(callers) = self.events.backtrace(&event) {
+                    self.backtrace_line(&callers, out, names)?;
+                }
                 let name = names.get(self.session, event.func);
                 let leaf_exit = match self.head {
                     Some(next)
@@ -365,6 +420,18 @@ impl TaskState {
                         Ok(())
                     }
                     None => {
+                        // Not a leaf as far as the next event says: it may
+                        // be the call's values.
+                        if let Some(Event {
+                            kind: EventKind::Args | EventKind::Retval,
+                            func,
+                            ..
+                        }) = self.head
+                        {
+                            if func == event.func {
+                                return self.entry_with_values(event, name, out, summary);
+                            }
+                        }
                         out.text_line(None, column, depth, name.open_line())?;
                         self.stack.push(Frame {
                             func: u64::from(event.func),
@@ -392,7 +459,23 @@ impl TaskState {
                             return Ok(());
                         };
                         let dur = event.ns.saturating_sub(frame.entry_ns);
-                        if event.kind == EventKind::Exit {
+                        let retval = match self.retval.take() {
+                            Some((f, text)) if u64::from(f) == frame.func => Some(text),
+                            _ => None,
+                        };
+                        if let Some(text) = retval {
+                            let end = if event.kind == EventKind::Exit {
+                                ""
+                            } else {
+                                " (unwound)"
+                            };
+                            out.line(
+                                Some(dur),
+                                &self.column,
+                                j,
+                                &["} /* ", frame.name.bare(), " */ = ", &text, end],
+                            )
+                        } else if event.kind == EventKind::Exit {
                             out.text_line(Some(dur), &self.column, j, frame.name.close_line())
                         } else {
                             out.line(
@@ -425,7 +508,107 @@ impl TaskState {
                 let count = event.func.to_string();
                 out.line(None, column, depth, &["... ", &count, " events lost ..."])
             }
+            EventKind::Retval => {
+                let text = self.take_values(summary);
+                self.retval = Some((event.func, text));
+                Ok(())
+            }
+            EventKind::Args => {
+                // Without its entry (not expected): skipped.
+                self.take_values(summary);
+                Ok(())
+            }
+            EventKind::Data => Ok(()),
         }
+    }
+
+    /// An entry followed by its argument values and maybe (a leaf) its
+    /// return value: `add(2, 3) = 5;` or `greet("world") {`.
+    #[cold]
+    #[inline(never)]
+    fn entry_with_values(
+        &mut self,
+        event: Event,
+        name: Rc<TreeName>,
+        out: &mut Sink,
+        summary: &mut TreeSummary,
+    ) -> io::Result<()> {
+        let depth = self.stack.len();
+        let mut call = name.name.clone();
+        if matches!(self.head, Some(e) if e.kind == EventKind::Args && e.func == event.func) {
+            self.advance(summary);
+            let args = self.take_values(summary);
+            // A C++ name's parameter list gives way to the values.
+            let bare = fctrace_options::pattern::without_params(name.bare());
+            call = format!("{bare}({args})");
+        }
+        let mut ret = None;
+        if matches!(self.head, Some(e) if e.kind == EventKind::Retval && e.func == event.func) {
+            self.advance(summary);
+            ret = Some(self.take_values(summary));
+        }
+        match self.head {
+            Some(next)
+                if next.func == event.func
+                    && matches!(next.kind, EventKind::Exit | EventKind::Unwind) =>
+            {
+                let dur = next.ns.saturating_sub(event.ns);
+                self.advance(summary);
+                let ret = ret.map(|r| format!(" = {r}")).unwrap_or_default();
+                let end = if next.kind == EventKind::Exit {
+                    ";"
+                } else {
+                    "; (unwound)"
+                };
+                out.line(Some(dur), &self.column, depth, &[&call, &ret, end])
+            }
+            _ => {
+                if let Some(r) = ret {
+                    self.retval = Some((event.func, r));
+                }
+                out.line(None, &self.column, depth, &[&call, " {"])?;
+                self.stack.push(Frame {
+                    func: u64::from(event.func),
+                    name,
+                    entry_ns: event.ns,
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// The values of the payload whose `Data` events start at `head`.
+    fn take_values(&mut self, summary: &mut TreeSummary) -> String {
+        let mut bytes = Vec::new();
+        while let Some(e) = self.head {
+            if e.kind != EventKind::Data {
+                break;
+            }
+            super::args::push_data(&e, &mut bytes);
+            self.advance(summary);
+        }
+        super::args::format_payload(&bytes)
+    }
+
+    /// `/* backtrace: main > a > b */` (a `backtrace` trigger).
+    fn backtrace_line(
+        &self,
+        callers: &[u32],
+        out: &mut Sink,
+        names: &mut CallNames,
+    ) -> io::Result<()> {
+        let mut text = String::from("/* backtrace: ");
+        for (i, &f) in callers.iter().enumerate() {
+            if i > 0 {
+                text.push_str(" > ");
+            }
+            text.push_str(names.get(self.session, f).bare());
+        }
+        if callers.is_empty() {
+            text.push_str("(none)");
+        }
+        text.push_str(" */");
+        out.line(None, &self.column, self.stack.len(), &[&text])
     }
 
     fn close_not_returned(&mut self, out: &mut Sink) -> io::Result<()> {

@@ -41,7 +41,12 @@ fn preflight(command: &[OsString]) -> Result<(std::path::PathBuf, Vec<String>)> 
     Ok((program, warnings))
 }
 
-pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<Outcome> {
+pub fn record(
+    command: &[OsString],
+    dir: &Path,
+    opts: &TraceOptions,
+    options: &fctrace_options::Options,
+) -> Result<Outcome> {
     let (program, warnings) = preflight(command)?;
     for w in &warnings {
         eprintln!("fctrace: {w}");
@@ -68,6 +73,17 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
             abs_dir.to_string_lossy().into_owned(),
         ),
     ];
+    // Filters, triggers and argument specs for the agent (which removes
+    // the variable before the program runs, and passes it on to programs
+    // it executes).
+    let wire = if options.is_empty() {
+        String::new()
+    } else {
+        options.to_wire()
+    };
+    if !wire.is_empty() {
+        env.push(("FCTRACE_OPTIONS".to_string(), wire.clone()));
+    }
     let preload = match std::env::var("LD_PRELOAD") {
         Ok(orig) if !orig.is_empty() => {
             env.push(("FCTRACE_LD_PRELOAD".into(), orig.clone()));
@@ -159,6 +175,7 @@ pub fn record(command: &[OsString], dir: &Path, opts: &TraceOptions) -> Result<O
         },
         lost_events: lost,
         warnings,
+        options: wire,
         ..Default::default()
     };
     writer.finish(info)?;

@@ -1706,6 +1706,9 @@ pub fn listing(f: &DisFunc) -> String {
 // Callgrind
 // ---------------------------------------------------------------------------
 
+/// A function as callgrind names it: (object path, raw name).
+pub type FnKey = (String, String);
+
 /// Call counts of one callgrind run, by (object path, raw function name).
 #[derive(Debug, Clone, Default)]
 pub struct Callgrind {
@@ -1714,6 +1717,9 @@ pub struct Callgrind {
     /// Calls of each function made by itself (same object and name, any
     /// recursion level): for functions that jump to their own entry.
     pub self_calls: BTreeMap<(String, String), u64>,
+    /// Calls by (caller, callee), each as (object, raw name without the
+    /// recursion suffix).
+    pub arcs: BTreeMap<(FnKey, FnKey), u64>,
     /// The output file, for messages.
     pub file: PathBuf,
 }
@@ -1818,6 +1824,11 @@ pub fn parse_callgrind(text: &str) -> Result<Callgrind, String> {
             let callee = (obj, strip_rec_suffix(&name).to_string());
             *out.calls.entry(callee.clone()).or_insert(0) += n;
             if let Some((caller_obj, caller_name)) = &cur_fn {
+                let caller = (
+                    caller_obj.clone(),
+                    strip_rec_suffix(caller_name).to_string(),
+                );
+                *out.arcs.entry((caller, callee.clone())).or_insert(0) += n;
                 if *caller_obj == callee.0 && strip_rec_suffix(caller_name) == callee.1 {
                     *out.self_calls.entry(callee).or_insert(0) += n;
                 }
@@ -1846,12 +1857,72 @@ pub fn callgrind(exe: &Path, args: &[&str]) -> Callgrind {
 }
 
 pub fn callgrind_with_timeout(exe: &Path, args: &[&str], timeout: Duration) -> Callgrind {
+    callgrind_run(exe, args, &[], timeout)
+}
+
+/// The calls made while `func` (a function of `exe`, not recursive) runs,
+/// `func`'s own calls included: what `fctrace -F func` shows. Callgrind
+/// collects only inside `func` (`--toggle-collect`), but still names the
+/// calls that led to it: those are left out (only calls made by `func`
+/// or by a function reachable from it count).
+pub fn callgrind_under(exe: &Path, args: &[&str], func: &str) -> Callgrind {
+    let toggle = format!("--toggle-collect={func}");
+    let cg = callgrind_run(
+        exe,
+        args,
+        &["--collect-atstart=no", &toggle],
+        Duration::from_secs(600),
+    );
+    let root = (exe.to_string_lossy().into_owned(), func.to_string());
+    let same = |a: &(String, String), b: &(String, String)| {
+        a.1 == b.1 && canonical(Path::new(&a.0)) == canonical(Path::new(&b.0))
+    };
+    // Functions reachable from func.
+    let mut inside: Vec<(String, String)> = Vec::new();
+    for (caller, _) in cg.arcs.keys() {
+        if same(caller, &root) && !inside.contains(caller) {
+            inside.push(caller.clone());
+        }
+    }
+    loop {
+        let mut grew = false;
+        for (caller, callee) in cg.arcs.keys() {
+            if inside.contains(caller) && !inside.contains(callee) {
+                inside.push(callee.clone());
+                grew = true;
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    let mut under = Callgrind {
+        file: cg.file.clone(),
+        ..Callgrind::default()
+    };
+    for ((caller, callee), n) in &cg.arcs {
+        if inside.contains(caller) || same(callee, &root) {
+            *under.calls.entry(callee.clone()).or_insert(0) += n;
+            under.arcs.insert((caller.clone(), callee.clone()), *n);
+            if caller == callee {
+                *under.self_calls.entry(callee.clone()).or_insert(0) += n;
+            }
+        }
+    }
+    under
+}
+
+/// Runs `exe args` under callgrind with `extra` options, cached.
+fn callgrind_run(exe: &Path, args: &[&str], extra: &[&str], timeout: Duration) -> Callgrind {
     let mut h = Fnv::new()
         .file(exe)
         .str(&valgrind_version())
         .str(&exe.to_string_lossy());
     for a in args {
         h = h.str(a);
+    }
+    for e in extra {
+        h = h.str("callgrind option").str(e);
     }
     let stem = exe.file_name().unwrap().to_string_lossy().into_owned();
     let key = h.hex();
@@ -1866,6 +1937,7 @@ pub fn callgrind_with_timeout(exe: &Path, args: &[&str], timeout: Duration) -> C
                     .arg("--tool=callgrind")
                     .arg("--demangle=no")
                     .arg("--show-below-main=yes")
+                    .args(extra)
                     .arg(format!("--callgrind-out-file={}", tmp.display()))
                     .arg(exe)
                     .args(args),

@@ -1,0 +1,698 @@
+//! Arguments and return values (`-A`, `-R`, `-a`).
+//!
+//! At start-up [`Specs::from_options`] turns the options into specs; while
+//! functions are instrumented [`Specs::bind`] gives each function id the
+//! values to record (and says whether it has any). The filtered entry and
+//! exit slow paths then call [`on_entry`] right after a flagged function's
+//! `Entry` record and [`on_exit`] right before its `Exit` record: they
+//! encode the values ([`fctrace_format::argval`]) into an `Args`/`Retval`
+//! record followed by its payload records, in one reservation of the
+//! thread's buffer.
+//!
+//! Memory behind pointers (strings) is read with `process_vm_readv` on the
+//! process itself: an unreadable address fails with EFAULT instead of a
+//! SIGSEGV, and the value is recorded as unreadable. Functions without
+//! specs pay nothing: they never reach this module.
+
+use crate::shm;
+use crate::thread::ThreadState;
+use fctrace_format::argval::{IntFmt, Writer};
+use fctrace_format::event::{EventKind, RawEvent, MAX_PAYLOAD};
+use fctrace_options::{ArgSpec, Format, Item, Options, Source};
+use fctrace_symbols::dwarf::{self, Loc, Piece, Signatures, Ty};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The argument registers at a function's entry.
+#[repr(C)]
+pub struct EntryRegs {
+    pub rdi: u64,
+    pub rsi: u64,
+    pub rdx: u64,
+    pub rcx: u64,
+    pub r8: u64,
+    pub r9: u64,
+    /// At function entry: points at the return address.
+    pub rsp: u64,
+    pub xmm: [[u8; 16]; 8],
+}
+
+/// The return-value registers at a function's exit.
+#[repr(C)]
+pub struct ExitRegs {
+    pub rax: u64,
+    pub rdx: u64,
+    pub xmm0: [u8; 16],
+    pub xmm1: [u8; 16],
+}
+
+/// One value to record: as an `-A`/`-R` item says, or by its type (`-a`).
+enum Val {
+    Item(Item),
+    Typed(Ty, Loc),
+}
+
+/// What one function records.
+struct FuncSpec {
+    args: Vec<Val>,
+    retval: Option<Val>,
+    /// Most payload bytes the arguments / the return value can take.
+    args_bound: usize,
+    retval_bound: usize,
+}
+
+/// Functions ids per page of the binding table.
+const PAGE: usize = 4096;
+/// Pages: up to 16 million function ids.
+const PAGES: usize = 4096;
+
+type Page = [AtomicPtr<FuncSpec>; PAGE];
+
+/// Which functions have argument or return-value specs.
+pub struct Specs {
+    specs: Vec<ArgSpec>,
+    string_max: usize,
+    /// `-a`: from debug information and the libc prototypes.
+    auto: bool,
+    /// `-a`: the signatures of each module (by path), read once.
+    modules: Mutex<HashMap<String, Arc<Signatures>>>,
+    /// `func id -> FuncSpec`, written by [`bind`](Self::bind) (at
+    /// instrumentation), read without locks by [`on_entry`]/[`on_exit`].
+    table: Box<[AtomicPtr<Page>]>,
+}
+
+/// Longest string read (bytes, with the byte that tells it was cut): the
+/// read goes through a buffer on the program's stack.
+const STRING_MAX: usize = 1024;
+
+static SPECS: AtomicPtr<Specs> = AtomicPtr::new(std::ptr::null_mut());
+
+impl Specs {
+    pub fn from_options(opts: &Options) -> Specs {
+        Specs {
+            specs: opts.args.clone(),
+            auto: opts.auto_args,
+            modules: Mutex::new(HashMap::new()),
+            string_max: (opts.string_max as usize).clamp(1, STRING_MAX - 1),
+            table: (0..PAGES)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+        }
+    }
+
+    /// Whether no function can have a spec.
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty() && !self.auto
+    }
+
+    /// Makes these the specs [`on_entry`]/[`on_exit`] use (for the whole
+    /// process); returns them.
+    pub fn install(self) -> &'static Specs {
+        let p = Box::into_raw(Box::new(self));
+        let old = SPECS.swap(p, Ordering::AcqRel);
+        // The old specs may still be read by another thread: leaked.
+        let _ = old;
+        // SAFETY: just leaked, never freed.
+        unsafe { &*p }
+    }
+
+    /// (args, retval) for function `func`, remembered for [`on_entry`] and
+    /// [`on_exit`], which from then on use these specs: call it before the
+    /// function can run, on specs that live for the rest of the process
+    /// (a static, or [`install`](Self::install)ed).
+    pub fn bind(
+        &'static self,
+        func: u32,
+        module_path: &str,
+        raw_name: &str,
+        display_name: &str,
+        addr: u64,
+    ) -> (bool, bool) {
+        let f = self.spec_for(module_path, raw_name, display_name, addr);
+        let flags = (!f.args.is_empty(), f.retval.is_some());
+        if flags == (false, false) {
+            return flags;
+        }
+        let me = self as *const Specs as *mut Specs;
+        if SPECS.load(Ordering::Acquire) != me {
+            SPECS.store(me, Ordering::Release);
+        }
+        let (page, idx) = (func as usize / PAGE, func as usize % PAGE);
+        let Some(slot) = self.table.get(page) else {
+            return (false, false);
+        };
+        let mut p = slot.load(Ordering::Acquire);
+        if p.is_null() {
+            let fresh: Box<Page> =
+                Box::new(std::array::from_fn(
+                    |_| AtomicPtr::new(std::ptr::null_mut()),
+                ));
+            let fresh = Box::into_raw(fresh);
+            match slot.compare_exchange(
+                std::ptr::null_mut(),
+                fresh,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => p = fresh,
+                Err(other) => {
+                    // SAFETY: ours, never published.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    p = other;
+                }
+            }
+        }
+        // SAFETY: pages are never freed.
+        let page = unsafe { &*p };
+        // Leaked: a thread may be reading the previous one.
+        page[idx].store(Box::into_raw(Box::new(f)), Ordering::Release);
+        flags
+    }
+
+    fn lookup(&self, func: u32) -> Option<&FuncSpec> {
+        let page = self
+            .table
+            .get(func as usize / PAGE)?
+            .load(Ordering::Acquire);
+        if page.is_null() {
+            return None;
+        }
+        // SAFETY: pages and specs are never freed.
+        let f = unsafe { &*page }[func as usize % PAGE].load(Ordering::Acquire);
+        // SAFETY: as above.
+        (!f.is_null()).then(|| unsafe { &*f })
+    }
+
+    fn spec_for(&self, module_path: &str, raw: &str, display: &str, _addr: u64) -> FuncSpec {
+        let mut f = FuncSpec {
+            args: Vec::new(),
+            retval: None,
+            args_bound: 0,
+            retval_bound: 0,
+        };
+        let names = fctrace_options::pattern::name_forms(raw, display);
+        let mut matched = false;
+        for s in &self.specs {
+            if !s.pattern.matches(module_path, names) {
+                continue;
+            }
+            matched = true;
+            for item in &s.items {
+                if item.source == Source::Retval {
+                    f.retval = Some(Val::Item(*item));
+                } else {
+                    f.args.push(Val::Item(*item));
+                }
+            }
+        }
+        if !matched && self.auto {
+            if let Some(sig) = self.signature(module_path, raw) {
+                let locs = dwarf::arg_locations(&sig.params, &sig.ret);
+                f.args = sig
+                    .params
+                    .into_iter()
+                    .zip(locs)
+                    .map(|(t, l)| Val::Typed(t, l))
+                    .collect();
+                let ret = dwarf::ret_location(&sig.ret);
+                if ret != Loc::None {
+                    f.retval = Some(Val::Typed(sig.ret, ret));
+                }
+            }
+        }
+        f.args_bound = f.args.iter().map(|v| self.bound(v)).sum();
+        f.retval_bound = f.retval.as_ref().map_or(0, |v| self.bound(v));
+        f
+    }
+
+    /// `-a`: the signature of `raw` in the module at `module_path`, from
+    /// its debug information, else from the libc prototypes.
+    fn signature(&self, module_path: &str, raw: &str) -> Option<dwarf::Signature> {
+        let sigs = {
+            let mut m = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+            m.entry(module_path.to_string())
+                .or_insert_with(|| {
+                    Arc::new(
+                        dwarf::signatures_of_file(std::path::Path::new(module_path))
+                            .unwrap_or_default(),
+                    )
+                })
+                .clone()
+        };
+        // A C++ constructor's or destructor's complete-object symbol (C1,
+        // D1) is often an alias of the base-object one (C2, D2) that the
+        // debug information names.
+        let alias = || {
+            ["C1E", "D1E"].iter().find_map(|k| {
+                let i = raw.rfind(k)?;
+                let mut a = raw.to_string();
+                a.replace_range(i + 1..i + 2, "2");
+                sigs.get(&a).cloned()
+            })
+        };
+        sigs.get(raw)
+            .cloned()
+            .or_else(alias)
+            .or_else(|| dwarf::libc_prototype(raw))
+            .or_else(|| {
+                // libc's own aliases: __close, __libc_malloc, ...
+                let base = raw.strip_prefix("__libc_").unwrap_or(raw);
+                let base = base.trim_start_matches('_');
+                (base != raw && !base.is_empty())
+                    .then(|| dwarf::libc_prototype(base))
+                    .flatten()
+            })
+    }
+
+    /// Most payload bytes a value takes.
+    fn bound(&self, v: &Val) -> usize {
+        match v {
+            Val::Item(item) => match item.format {
+                Format::Str => 3 + self.string_max.max(9),
+                _ => 11,
+            },
+            Val::Typed(ty, _) => self.ty_bound(ty, 0),
+        }
+        .min(MAX_PAYLOAD)
+    }
+
+    fn ty_bound(&self, ty: &Ty, depth: u32) -> usize {
+        match ty {
+            Ty::Str => 3 + self.string_max.max(9),
+            Ty::Float { .. } => 10,
+            Ty::Enum { values, .. } => {
+                10 + values
+                    .iter()
+                    .map(|(_, n)| n.len().min(255))
+                    .max()
+                    .unwrap_or(0)
+            }
+            Ty::Struct {
+                fields,
+                union: false,
+                ..
+            } if shown_struct(fields, depth) => {
+                2 + fields
+                    .iter()
+                    .map(|f| 1 + f.name.len().min(255) + self.ty_bound(&f.ty, depth + 1))
+                    .sum::<usize>()
+            }
+            Ty::Struct { .. } | Ty::Array { .. } | Ty::Other { .. } | Ty::Void => 1,
+            _ => 11,
+        }
+    }
+}
+
+/// Most fields of a struct shown, and deepest nesting: beyond, `{...}`.
+const MAX_FIELDS: usize = 16;
+const MAX_NESTING: u32 = 2;
+
+fn shown_struct(fields: &[dwarf::Field], depth: u32) -> bool {
+    fields.len() <= MAX_FIELDS && depth < MAX_NESTING
+}
+
+/// Largest value gathered into bytes (a struct passed in memory).
+const VALUE_MAX: usize = 256;
+
+fn installed() -> Option<&'static Specs> {
+    let p = SPECS.load(Ordering::Acquire);
+    // SAFETY: installed specs are never freed.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Right after the Entry record of `func`.
+pub fn on_entry(st: *mut ThreadState, func: u32, regs: &EntryRegs) {
+    let Some(specs) = installed() else { return };
+    let Some(f) = specs.lookup(func) else { return };
+    if f.args.is_empty() || st.is_null() {
+        return;
+    }
+    // SAFETY: the caller's thread state.
+    let st = unsafe { &mut *st };
+    let pid = st.pid;
+    emit(st, EventKind::Args, func, f.args_bound, |w| {
+        for v in &f.args {
+            let item = match v {
+                Val::Item(item) => item,
+                Val::Typed(ty, loc) => {
+                    let mut b = [0u8; VALUE_MAX];
+                    let ok = match gather_entry(pid, regs, loc, &mut b) {
+                        Some(n) => put_typed(w, pid, specs.string_max, ty, &b[..n], 0),
+                        None => w.missing(),
+                    };
+                    if !ok {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let ok = match item.source {
+                Source::Int(n) => {
+                    let v = int_arg(pid, regs, n);
+                    match v {
+                        Some(v) => put_int(w, pid, specs.string_max, item.format, v),
+                        None => w.missing(),
+                    }
+                }
+                Source::Float(n) => {
+                    let x = &regs.xmm[(n as usize - 1).min(7)];
+                    put_float(w, item.format, x)
+                }
+                Source::Retval => true,
+            };
+            if !ok {
+                break;
+            }
+        }
+    });
+}
+
+/// Right before the Exit record of `func`.
+pub fn on_exit(st: *mut ThreadState, func: u32, regs: &ExitRegs) {
+    let Some(specs) = installed() else { return };
+    let Some(f) = specs.lookup(func) else { return };
+    let Some(v) = &f.retval else { return };
+    if st.is_null() {
+        return;
+    }
+    // SAFETY: the caller's thread state.
+    let st = unsafe { &mut *st };
+    let pid = st.pid;
+    emit(st, EventKind::Retval, func, f.retval_bound, |w| {
+        match v {
+            Val::Item(item) => match item.format {
+                Format::Float(_) => put_float(w, item.format, &regs.xmm0),
+                fmt => put_int(w, pid, specs.string_max, fmt, regs.rax),
+            },
+            Val::Typed(ty, loc) => {
+                let mut b = [0u8; VALUE_MAX];
+                match gather_exit(pid, regs, loc, &mut b) {
+                    Some(n) => put_typed(w, pid, specs.string_max, ty, &b[..n], 0),
+                    None => w.missing(),
+                }
+            }
+        };
+    });
+}
+
+/// The bytes of a value at a function's entry: its length in `out`.
+fn gather_entry(pid: u32, regs: &EntryRegs, loc: &Loc, out: &mut [u8; VALUE_MAX]) -> Option<usize> {
+    match loc {
+        Loc::Pieces(pieces) => {
+            let mut n = 0;
+            for p in pieces.iter().take(2) {
+                let bytes = match *p {
+                    Piece::Gpr(i) => [regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9]
+                        .get(i as usize)?
+                        .to_le_bytes(),
+                    Piece::Xmm(i) => {
+                        let x = regs.xmm.get(i as usize)?;
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(&x[..8]);
+                        b
+                    }
+                    Piece::Stack(off) => {
+                        let mut b = [0u8; 8];
+                        if read_mem(pid, regs.rsp.checked_add(u64::from(off))?, &mut b) != 8 {
+                            return None;
+                        }
+                        b
+                    }
+                };
+                out[n..n + 8].copy_from_slice(&bytes);
+                n += 8;
+            }
+            Some(n)
+        }
+        Loc::Stack { offset, size } => {
+            let n = (*size as usize).min(VALUE_MAX);
+            let at = regs.rsp.checked_add(u64::from(*offset))?;
+            (read_mem(pid, at, &mut out[..n]) == n).then_some(n)
+        }
+        Loc::AtRax { .. } | Loc::None => None,
+    }
+}
+
+/// The bytes of a return value at a function's exit.
+fn gather_exit(pid: u32, regs: &ExitRegs, loc: &Loc, out: &mut [u8; VALUE_MAX]) -> Option<usize> {
+    match loc {
+        Loc::Pieces(pieces) => {
+            let mut n = 0;
+            for p in pieces.iter().take(2) {
+                let bytes = match *p {
+                    Piece::Gpr(0) => regs.rax.to_le_bytes(),
+                    Piece::Gpr(1) => regs.rdx.to_le_bytes(),
+                    Piece::Xmm(i @ (0 | 1)) => {
+                        let x = if i == 0 { &regs.xmm0 } else { &regs.xmm1 };
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(&x[..8]);
+                        b
+                    }
+                    _ => return None,
+                };
+                out[n..n + 8].copy_from_slice(&bytes);
+                n += 8;
+            }
+            Some(n)
+        }
+        Loc::AtRax { size } => {
+            let n = (*size as usize).min(VALUE_MAX);
+            (read_mem(pid, regs.rax, &mut out[..n]) == n).then_some(n)
+        }
+        Loc::Stack { .. } | Loc::None => None,
+    }
+}
+
+/// The little-endian integer of the first `size` bytes of `b`.
+fn le(b: &[u8], size: usize) -> Option<u64> {
+    let b = b.get(..size)?;
+    let mut a = [0u8; 8];
+    a[..size].copy_from_slice(b);
+    Some(u64::from_le_bytes(a))
+}
+
+/// A value of type `ty` whose bytes are `b`.
+fn put_typed(w: &mut Writer, pid: u32, string_max: usize, ty: &Ty, b: &[u8], depth: u32) -> bool {
+    let size = ty.size() as usize;
+    let Some(bits) = le(b, size.min(8)) else {
+        return w.missing();
+    };
+    match ty {
+        Ty::Int { size, signed } => {
+            let fmt = if *signed {
+                IntFmt::Signed
+            } else {
+                IntFmt::Unsigned
+            };
+            w.int(fmt, *size, bits)
+        }
+        Ty::Bool { size } => w.int(IntFmt::Bool, *size, bits),
+        Ty::Char => w.int(IntFmt::Char, 1, bits),
+        Ty::Ptr => w.int(IntFmt::Ptr, 8, bits),
+        Ty::Str => put_string(w, pid, string_max, bits),
+        Ty::Float { size } => w.float(*size, bits),
+        Ty::Enum {
+            size,
+            signed,
+            values,
+        } => {
+            let v = if *signed && *size < 8 {
+                let shift = 64 - u32::from(*size) * 8;
+                ((bits << shift) as i64) >> shift
+            } else {
+                bits as i64
+            };
+            let name = values
+                .iter()
+                .find(|(x, _)| *x == v)
+                .map_or("", |(_, n)| n.as_str());
+            w.enumerator(v as u64, name)
+        }
+        Ty::Struct {
+            fields,
+            union: false,
+            ..
+        } if shown_struct(fields, depth) => {
+            if !w.struct_begin(fields.len() as u8) {
+                return false;
+            }
+            for f in fields {
+                if !w.field(&f.name) {
+                    return false;
+                }
+                let at = f.offset as usize;
+                let ok = match b.get(at..) {
+                    Some(rest) => put_typed(w, pid, string_max, &f.ty, rest, depth + 1),
+                    None => w.missing(),
+                };
+                if !ok {
+                    return false;
+                }
+            }
+            true
+        }
+        Ty::Struct { .. } | Ty::Array { .. } | Ty::Other { .. } | Ty::Void => w.opaque(),
+    }
+}
+
+/// The `n`-th (1-based) integer argument: a register, or the stack above
+/// the return address.
+fn int_arg(pid: u32, regs: &EntryRegs, n: u8) -> Option<u64> {
+    Some(match n {
+        1 => regs.rdi,
+        2 => regs.rsi,
+        3 => regs.rdx,
+        4 => regs.rcx,
+        5 => regs.r8,
+        6 => regs.r9,
+        _ => {
+            let addr = regs.rsp.checked_add(8 * (u64::from(n) - 6))?;
+            let mut b = [0u8; 8];
+            if read_mem(pid, addr, &mut b) != 8 {
+                return None;
+            }
+            u64::from_le_bytes(b)
+        }
+    })
+}
+
+fn mask(v: u64, size: u8) -> u64 {
+    if size >= 8 {
+        v
+    } else {
+        v & ((1u64 << (size * 8)) - 1)
+    }
+}
+
+fn put_int(w: &mut Writer, pid: u32, string_max: usize, fmt: Format, v: u64) -> bool {
+    match fmt {
+        Format::Auto => w.int(IntFmt::Auto, 8, v),
+        Format::Signed(s) => w.int(IntFmt::Signed, s, mask(v, s)),
+        Format::Unsigned(s) => w.int(IntFmt::Unsigned, s, mask(v, s)),
+        Format::Hex(s) => w.int(IntFmt::Hex, s, mask(v, s)),
+        Format::Char => w.int(IntFmt::Char, 1, mask(v, 1)),
+        Format::Ptr => w.int(IntFmt::Ptr, 8, v),
+        Format::Float(_) => w.missing(),
+        Format::Str => put_string(w, pid, string_max, v),
+    }
+}
+
+fn put_float(w: &mut Writer, fmt: Format, x: &[u8; 16]) -> bool {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&x[..8]);
+    let bits = u64::from_le_bytes(b);
+    match fmt {
+        Format::Float(4) => w.float(4, bits & 0xffff_ffff),
+        _ => w.float(8, bits),
+    }
+}
+
+/// The NUL-terminated string at `addr`, at most `max` bytes of it.
+fn put_string(w: &mut Writer, pid: u32, max: usize, addr: u64) -> bool {
+    if addr == 0 {
+        return w.null();
+    }
+    let mut buf = [0u8; STRING_MAX];
+    // One byte more than shown: to know whether it was cut.
+    let want = (max + 1).min(buf.len());
+    let mut got = 0usize;
+    while got < want {
+        let at = addr.wrapping_add(got as u64);
+        // Page by page: a read crossing into an unmapped page would fail
+        // as a whole.
+        let page_left = 4096 - (at as usize & 4095);
+        let n = (want - got).min(page_left);
+        let r = read_mem(pid, at, &mut buf[got..got + n]);
+        if let Some(nul) = buf[got..got + r].iter().position(|&b| b == 0) {
+            return w.string(&buf[..got + nul], false);
+        }
+        got += r;
+        if r < n {
+            break;
+        }
+    }
+    if got == 0 {
+        return w.unreadable(addr);
+    }
+    if got > max {
+        w.string(&buf[..max], true)
+    } else {
+        // Unreadable after `got` bytes without a NUL: shown cut.
+        w.string(&buf[..got], true)
+    }
+}
+
+/// Reads own memory at `addr` into `out` without faulting: the number of
+/// bytes read (0 if unreadable).
+fn read_mem(pid: u32, addr: u64, out: &mut [u8]) -> usize {
+    if out.is_empty() {
+        return 0;
+    }
+    let local = libc::iovec {
+        iov_base: out.as_mut_ptr().cast(),
+        iov_len: out.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: out.len(),
+    };
+    // SAFETY: process_vm_readv writes only into `out` (the local iovec);
+    // the remote address is checked by the kernel (EFAULT, no signal).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_process_vm_readv,
+            pid as libc::c_long,
+            &local as *const libc::iovec,
+            1 as libc::c_ulong,
+            &remote as *const libc::iovec,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if r < 0 {
+        0
+    } else {
+        (r as usize).min(out.len())
+    }
+}
+
+/// Writes an `Args`/`Retval` record of `func` and its payload (at most
+/// `bound` bytes, written by `fill`) into the thread's buffer, in one
+/// reservation.
+fn emit(
+    st: &mut ThreadState,
+    kind: EventKind,
+    func: u32,
+    bound: usize,
+    fill: impl FnOnce(&mut Writer),
+) {
+    let Some(shm) = shm::get() else { return };
+    let bound = bound.min(MAX_PAYLOAD);
+    let n = bound.div_ceil(RawEvent::SIZE);
+    let rec = crate::thread::reserve(shm, st, 1 + n);
+    if rec.is_null() {
+        return;
+    }
+    // SAFETY: `reserve` gave this thread 1 + n records at `rec`, which only
+    // it writes. The header first says "never completed" (no timestamp)
+    // with the whole reservation as payload, so that a process dying
+    // before the end leaves records the writer skips.
+    unsafe {
+        rec.write(RawEvent::with_payload(
+            kind,
+            func,
+            (n * RawEvent::SIZE) as u16,
+            0,
+        ));
+        let body = std::slice::from_raw_parts_mut(rec.add(1).cast::<u8>(), n * RawEvent::SIZE);
+        body.fill(0);
+        let mut w = Writer::new(body);
+        fill(&mut w);
+        let len = w.len();
+        // Records past the payload stay zero: skipped as never written.
+        let word = RawEvent::with_payload(kind, func, len as u16, 0).word;
+        std::ptr::write_volatile(std::ptr::addr_of_mut!((*rec).word), word);
+        std::ptr::write_volatile(std::ptr::addr_of_mut!((*rec).tsc), shm::rdtsc().max(1));
+    }
+}

@@ -1,0 +1,531 @@
+//! Record-time filters and triggers: `-F`, `-N`, `-D`, `-T`, `--disable`
+//! and `--signal` (the options come from the recorder in
+//! `FCTRACE_OPTIONS`, see [`fctrace_options::Options::to_wire`]).
+//!
+//! Only when [`Options::affects_recording`] holds does the agent generate
+//! the *filtered* variant of the common block (`x86_64::codegen`); without
+//! options nothing here runs and the hot path is unchanged.
+//!
+//! Each function gets flag bits at instrumentation ([`flags_for`]). A
+//! function without flags goes through the filtered fast path: it is
+//! recorded while the thread's shadow-stack top lies below the thread's
+//! `limit` word, else it passes straight through: no timestamp, no record,
+//! no shadow entry, no exit hook. `limit` folds every condition into one
+//! comparison: 0 when nothing may be recorded (tracing off, inside a `-N`
+//! function, outside every `-F` function, `finish`), else the top at which
+//! the depth limit is reached (`u64::MAX` without one). A thread also
+//! compares the global switch word ([`GLOBAL`]: `global` triggers,
+//! `--signal`, `finish`) with the value it last applied, and resyncs when
+//! it changed.
+//!
+//! A flagged function (a `-F`/`-N` pattern, a trigger, `-A`/`-R`) goes to
+//! [`flagged_entry`]. The frame of a `-F`/`-N` function, or of a visible
+//! `depth=N` trigger or `-R` function, owns a *region*: its shadow entry
+//! carries bits above the function id (`E_*`) saying what it changed, and
+//! whether it was recorded. Its exit takes the slow path
+//! ([`flagged_exit`]) which undoes the change; every other way a shadow
+//! entry leaves the stack (longjmp, exceptions, thread exit, context
+//! switches, a mismatched return) goes through [`unwound`], which does
+//! the same, so tracing is never left wrongly off or on.
+//!
+//! Semantics (uftrace's): a call is recorded when tracing is on for its
+//! thread at its entry, it is not inside (or itself) a `-N` function, it
+//! is inside (or itself) a `-F` function if any `-F` is given, and its
+//! level among the recorded calls open on its thread is within the depth
+//! limit (`-D N`, or N levels from a `depth=N` trigger function, which is
+//! level 1, for that function's duration). `trace_on`/`trace_off` switch
+//! the calling thread (every thread with `global`) from the function's
+//! entry on (the `trace_on` function itself is recorded, the `trace_off`
+//! one is not); `finish` stops tracing for good (its function is not
+//! recorded). A recorded call always gets its exit recorded.
+
+use crate::shm::Shm;
+use crate::thread::{self, ShadowEntry, ThreadState, SHADOW_ENTRY_SIZE};
+use fctrace_format::event::EventKind;
+use fctrace_options::{pattern::name_forms, Action, Options};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+/// `ThreadState::gen` of a thread that has not applied the options yet.
+pub const NEVER: u32 = u32::MAX;
+
+// Per-function flags.
+pub const F_FILTER: u64 = 1;
+pub const F_NOTRACE: u64 = 2;
+pub const F_TRIGGER: u64 = 4;
+pub const F_ARGS: u64 = 8;
+pub const F_RETVAL: u64 = 16;
+/// Bits 8..64: which triggers (by index) name the function.
+const TRIGGER_SHIFT: u32 = 8;
+const MAX_TRIGGERS: usize = 56;
+
+// Bits of a shadow entry's `func` word above the function id. Bit 32 is
+// tested by the generated exit code (`test byte [entry+20], 1`).
+pub const E_SLOW_EXIT: u64 = 1 << 32;
+const E_HIDDEN: u64 = 1 << 33;
+const E_FILTER: u64 = 1 << 34;
+const E_NOTRACE: u64 = 1 << 35;
+const E_DEPTH: u64 = 1 << 36;
+const E_RETVAL: u64 = 1 << 37;
+/// Bits 40..62: the depth limit before a `depth=N` region.
+const PREV_SHIFT: u32 = 40;
+const PREV_MASK: u64 = (1 << 22) - 1;
+
+/// The global switch: a generation (bits 2..31) and a state (bits 0..1).
+pub static GLOBAL: AtomicU32 = AtomicU32::new(0);
+/// Non-zero once `finish` happened: the generated exit records nothing
+/// more (the calls still open end "not returned").
+pub static FINISHED: AtomicU8 = AtomicU8::new(0);
+const G_ON: u32 = 1;
+const G_OFF: u32 = 2;
+const G_FINISH: u32 = 3;
+
+/// `ThreadState::block`: the open `-N` regions are counted in bits 0..24
+/// (the generated `-N` entry and exit add and subtract 1); these bits are
+/// kept by [`recompute`] from the [`FilterState`].
+const NT_MASK: u32 = (1 << 24) - 1;
+const B_OFF: u32 = 1 << 24;
+const B_FINISHED: u32 = 1 << 25;
+const B_NOFILTER: u32 = 1 << 26;
+/// The `func` word bits (above 32) of a `-N` region entry made by the
+/// generated `-N` entry: its exit is generated too.
+pub const NOTRACE_ENTRY_BITS: u64 = E_SLOW_EXIT | E_HIDDEN | E_NOTRACE;
+
+/// A thread's filter state (with [`ThreadState::limit`], `gen`, `block`,
+/// `hidden` and `max`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FilterState {
+    /// Open `-F` regions.
+    fl: u32,
+    /// Tracing switched off for this thread.
+    off: bool,
+    /// `finish` seen.
+    finished: bool,
+}
+
+struct Config {
+    opts: Options,
+    has_filters: bool,
+    depth: u32,
+    specs: Option<&'static crate::args::Specs>,
+}
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+/// Per function id: its flags (published whole, like the return sites).
+static FLAGS: AtomicPtr<Vec<u64>> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Sets the options up (before instrumentation). Returns whether the
+/// filtered hot path is needed.
+pub fn init(opts: Options) -> bool {
+    if !opts.affects_recording() {
+        return false;
+    }
+    if opts.triggers.len() > MAX_TRIGGERS {
+        crate::warn(&format!(
+            "only the first {MAX_TRIGGERS} triggers are used ({} given)",
+            opts.triggers.len()
+        ));
+    }
+    let specs = crate::args::Specs::from_options(&opts);
+    let specs = (!specs.is_empty()).then(|| specs.install());
+    let cfg = Config {
+        has_filters: !opts.filters.is_empty(),
+        depth: opts.depth.unwrap_or(u32::MAX),
+        specs,
+        opts,
+    };
+    let _ = CONFIG.set(cfg);
+    true
+}
+
+/// Whether filtering is active in this process.
+pub fn active() -> bool {
+    CONFIG.get().is_some()
+}
+
+/// The flags of function `func` of the module at `module_path` whose
+/// symbol is `raw`, loaded at `addr` (0 without filters); its argument
+/// specs are bound to it.
+pub fn flags_for(func: u32, module_path: &str, raw: &str, addr: u64) -> u64 {
+    let Some(cfg) = CONFIG.get() else { return 0 };
+    let display = if raw.starts_with("_Z") || raw.starts_with("_R") {
+        std::borrow::Cow::Owned(fctrace_symbols::demangle_in_process(raw))
+    } else {
+        std::borrow::Cow::Borrowed(raw)
+    };
+    let forms = name_forms(raw, &display);
+    let o = &cfg.opts;
+    let mut f = 0;
+    if o.filters.iter().any(|p| p.matches(module_path, forms)) {
+        f |= F_FILTER;
+    }
+    if o.notrace.iter().any(|p| p.matches(module_path, forms)) {
+        f |= F_NOTRACE;
+    }
+    for (i, t) in o.triggers.iter().take(MAX_TRIGGERS).enumerate() {
+        if t.pattern.matches(module_path, forms) {
+            f |= F_TRIGGER | 1 << (TRIGGER_SHIFT + i as u32);
+        }
+    }
+    let (a, r) = match cfg.specs {
+        Some(sp) => sp.bind(func, module_path, raw, &display, addr),
+        None => (false, false),
+    };
+    if a {
+        f |= F_ARGS;
+    }
+    if r {
+        f |= F_RETVAL;
+    }
+    f
+}
+
+/// Publishes the flags of every function id (a new table; old ones are
+/// never freed, another thread may still read one).
+pub fn set_flags(v: Vec<u64>) {
+    FLAGS.store(Box::leak(Box::new(v)), Ordering::Release);
+}
+
+fn func_flags(func: u32) -> u64 {
+    let p = FLAGS.load(Ordering::Acquire);
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: published tables are leaked, never mutated after publication.
+    unsafe { &*p }.get(func as usize).copied().unwrap_or(0)
+}
+
+/// Switches every thread (each applies it at its next traced call).
+fn global_switch(state: u32) {
+    if state == G_FINISH {
+        FINISHED.store(1, Ordering::Release);
+    }
+    let mut old = GLOBAL.load(Ordering::Acquire);
+    loop {
+        if old & 3 == G_FINISH {
+            return;
+        }
+        let gen = ((old >> 2).wrapping_add(1)) & 0x1FFF_FFFF;
+        match GLOBAL.compare_exchange_weak(
+            old,
+            gen << 2 | state,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return,
+            Err(v) => old = v,
+        }
+    }
+}
+
+/// A `--signal` action: async-signal-safe (one atomic update).
+pub fn signal_action(a: Action) {
+    match a {
+        Action::TraceOn => global_switch(G_ON),
+        Action::TraceOff => global_switch(G_OFF),
+        Action::Finish => global_switch(G_FINISH),
+        _ => {}
+    }
+}
+
+/// Applies the global switch word to this thread (and the options, at
+/// its first traced call).
+pub fn resync(st: &mut ThreadState) {
+    let Some(cfg) = CONFIG.get() else { return };
+    let g = GLOBAL.load(Ordering::Acquire);
+    if st.gen == NEVER {
+        st.filt.off = cfg.opts.disabled;
+        st.max = cfg.depth;
+        st.block = 0;
+        st.hidden = 0;
+    }
+    match g & 3 {
+        G_ON => st.filt.off = false,
+        G_OFF => st.filt.off = true,
+        G_FINISH => st.filt.finished = true,
+        _ => {}
+    }
+    st.gen = g;
+    recompute(st);
+}
+
+fn depth_entries(st: &ThreadState) -> u64 {
+    (st.shadow_top as u64 - st.shadow_base as u64) / SHADOW_ENTRY_SIZE as u64
+}
+
+/// Recorded calls open on the thread.
+fn vdepth(st: &ThreadState) -> u64 {
+    depth_entries(st).saturating_sub(st.hidden)
+}
+
+/// Whether a call made now (not flagged as -F/-N) would be recorded
+/// (`block` as [`recompute`] makes it).
+fn open(st: &ThreadState) -> bool {
+    st.block == 0
+}
+
+/// Recomputes the thread's `block` bits and `limit` word from its state.
+pub fn recompute(st: &mut ThreadState) {
+    let Some(cfg) = CONFIG.get() else { return };
+    let f = &st.filt;
+    let mut b = st.block & NT_MASK;
+    if f.off {
+        b |= B_OFF;
+    }
+    if f.finished {
+        b |= B_FINISHED;
+    }
+    if cfg.has_filters && f.fl == 0 {
+        b |= B_NOFILTER;
+    }
+    st.block = b;
+    st.limit = if !open(st) {
+        0
+    } else if st.max == u32::MAX {
+        u64::MAX
+    } else {
+        // Linear in the top while only recorded calls push and pop (the
+        // generated exit leaves it alone), so it stays right as they do:
+        // the top at which the depth limit is reached, below the top when
+        // the thread is already deeper.
+        let v = vdepth(st) as i64;
+        let top = st.shadow_top as i64;
+        (top + (st.max as i64 - v) * SHADOW_ENTRY_SIZE as i64).max(0) as u64
+    };
+}
+
+/// Whether a plain (unflagged) call made now is recorded (for calls the
+/// agent records outside the hot path).
+pub fn records_plain(st: &ThreadState) -> bool {
+    !active() || (st.shadow_top as u64) < st.limit
+}
+
+/// The entry of a flagged function: `slot` is the stack address of its
+/// return address. Returns 0 when the call is traced (its return is
+/// taken over), 1 to let it run untouched.
+///
+/// # Safety
+/// Called by `thread::slow_path` on the thread whose state `st` is, with
+/// the registers the generated code saved.
+pub unsafe fn flagged_entry(
+    shm: &Shm,
+    st: &mut ThreadState,
+    func: u32,
+    slot: u64,
+    xsave: *const u8,
+    gprs: *const u64,
+) -> u64 {
+    let Some(cfg) = CONFIG.get() else { return 1 };
+    if st.gen != GLOBAL.load(Ordering::Acquire) {
+        resync(st);
+    }
+    if st.filt.finished {
+        return 1;
+    }
+    let flags = func_flags(func);
+    let mut depth = None;
+    let mut backtrace = false;
+    if flags & F_TRIGGER != 0 {
+        let mut switched = false;
+        for (i, t) in cfg.opts.triggers.iter().take(MAX_TRIGGERS).enumerate() {
+            if flags & 1 << (TRIGGER_SHIFT + i as u32) == 0 {
+                continue;
+            }
+            for a in &t.actions {
+                match *a {
+                    Action::TraceOn if t.global => {
+                        global_switch(G_ON);
+                        switched = true;
+                    }
+                    Action::TraceOn => st.filt.off = false,
+                    Action::TraceOff if t.global => {
+                        global_switch(G_OFF);
+                        switched = true;
+                    }
+                    Action::TraceOff => st.filt.off = true,
+                    Action::Finish => {
+                        global_switch(G_FINISH);
+                        switched = true;
+                    }
+                    Action::Depth(n) => depth = Some(n),
+                    Action::Backtrace => backtrace = true,
+                }
+            }
+        }
+        if switched {
+            resync(st);
+        }
+        if st.filt.finished {
+            recompute(st);
+            return 1;
+        }
+    }
+    let v = vdepth(st);
+    recompute(st);
+    let visible = open(st) || (flags & F_FILTER != 0 && !st.filt.off && st.block & NT_MASK == 0);
+    let visible = visible && flags & F_NOTRACE == 0 && v < st.max as u64;
+    let region = flags & (F_FILTER | F_NOTRACE) != 0
+        || (visible && (depth.is_some() || flags & F_RETVAL != 0));
+    if !visible && !region {
+        recompute(st);
+        return 1;
+    }
+    if st.shadow_top >= st.shadow_end {
+        shm.add_lost(if visible { 2 } else { 0 });
+        recompute(st);
+        return 1;
+    }
+    // SAFETY: `slot` is the function's return-address slot on this
+    // thread's stack.
+    let ret = unsafe { (slot as *const u64).read() };
+    let mut word = func as u64;
+    if region {
+        word |= E_SLOW_EXIT;
+    }
+    if !visible {
+        word |= E_HIDDEN;
+        st.hidden += 1;
+    }
+    if flags & F_FILTER != 0 {
+        word |= E_FILTER;
+        st.filt.fl += 1;
+    }
+    if flags & F_NOTRACE != 0 {
+        word |= E_NOTRACE;
+        st.block += 1;
+    }
+    if visible {
+        if let Some(n) = depth {
+            word |= E_DEPTH | (st.max as u64).min(PREV_MASK) << PREV_SHIFT;
+            // It only ever narrows the limit (-D, an outer depth=N).
+            st.max = st.max.min((v + n as u64).min(PREV_MASK - 1) as u32);
+        }
+        if flags & F_RETVAL != 0 {
+            word |= E_RETVAL;
+        }
+    }
+    // SAFETY: below shadow_end (checked); signals are deferred in the slow
+    // path, so the entry is whole before it is published.
+    unsafe {
+        st.shadow_top.write(ShadowEntry {
+            ret,
+            slot,
+            func: word,
+        });
+        st.shadow_top = st.shadow_top.add(1);
+    }
+    if visible {
+        if backtrace {
+            record_backtrace(shm, st);
+        }
+        thread::append(shm, st, EventKind::Entry, func);
+        if flags & F_ARGS != 0 {
+            // SAFETY: the generated code saved the general registers in
+            // this order and the extended state in xsave's layout.
+            let regs = unsafe { entry_regs(slot, xsave, gprs) };
+            crate::args::on_entry(st, func, &regs);
+        }
+    }
+    recompute(st);
+    0
+}
+
+/// # Safety
+/// `gprs` holds 10 saved registers (`thread::slow_path`), `xsave` an
+/// xsave area.
+unsafe fn entry_regs(slot: u64, xsave: *const u8, gprs: *const u64) -> crate::args::EntryRegs {
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        let g = |i: usize| gprs.add(i).read();
+        let mut xmm = [[0u8; 16]; 8];
+        for (i, x) in xmm.iter_mut().enumerate() {
+            std::ptr::copy_nonoverlapping(xsave.add(160 + 16 * i), x.as_mut_ptr(), 16);
+        }
+        crate::args::EntryRegs {
+            rdi: g(5),
+            rsi: g(6),
+            rdx: g(7),
+            rcx: g(8),
+            r8: g(4),
+            r9: g(3),
+            rsp: slot,
+            xmm,
+        }
+    }
+}
+
+/// The chain of recorded calls open on the thread (outermost first) as
+/// `Backtrace` records: not written yet (the trace format has no such
+/// event); see the plan.
+fn record_backtrace(_shm: &Shm, _st: &mut ThreadState) {}
+
+/// The exit of a frame whose shadow entry has `E_SLOW_EXIT` (the top
+/// one, whose slot is `slot`: the generated code checked it).
+///
+/// # Safety
+/// Called by `thread::slow_path` from the generated exit, whose saved
+/// rax and rdx lie at `slot - 8` and `slot - 24`.
+pub unsafe fn flagged_exit(shm: &Shm, st: &mut ThreadState, slot: u64, xsave: *const u8) {
+    // SAFETY: the top entry exists (its slot matched); the slot is on this
+    // thread's stack.
+    let e = unsafe {
+        let e = *st.shadow_top.sub(1);
+        (slot as *mut u64).write(e.ret);
+        st.shadow_top = st.shadow_top.sub(1);
+        e
+    };
+    let func = e.func as u32;
+    if e.func & E_HIDDEN == 0 && FINISHED.load(Ordering::Relaxed) == 0 {
+        if e.func & E_RETVAL != 0 {
+            // SAFETY: the exit's saved registers and xsave area.
+            let regs = unsafe {
+                let mut r = crate::args::ExitRegs {
+                    rax: ((slot - 8) as *const u64).read(),
+                    rdx: ((slot - 24) as *const u64).read(),
+                    xmm0: [0; 16],
+                    xmm1: [0; 16],
+                };
+                std::ptr::copy_nonoverlapping(xsave.add(160), r.xmm0.as_mut_ptr(), 16);
+                std::ptr::copy_nonoverlapping(xsave.add(176), r.xmm1.as_mut_ptr(), 16);
+                r
+            };
+            crate::args::on_exit(st, func, &regs);
+        }
+        thread::append(shm, st, EventKind::Exit, func);
+    }
+    release(st, e.func);
+}
+
+/// Undoes what the region of a popped shadow entry changed.
+fn release(st: &mut ThreadState, word: u64) {
+    if word & E_SLOW_EXIT == 0 {
+        return;
+    }
+    if word & E_HIDDEN != 0 {
+        st.hidden = st.hidden.saturating_sub(1);
+    }
+    if word & E_FILTER != 0 {
+        st.filt.fl = st.filt.fl.saturating_sub(1);
+    }
+    if word & E_NOTRACE != 0 && st.block & NT_MASK != 0 {
+        st.block -= 1;
+    }
+    if word & E_DEPTH != 0 {
+        let p = (word >> PREV_SHIFT) & PREV_MASK;
+        st.max = if p == PREV_MASK { u32::MAX } else { p as u32 };
+    }
+    recompute(st);
+}
+
+/// A shadow entry (its `func` word) was popped because its frame is gone
+/// without returning: records its `Unwind` exit if the call was recorded,
+/// and ends its region.
+pub fn unwound(shm: &Shm, st: &mut ThreadState, word: u64) {
+    if !active() || (word & E_HIDDEN == 0 && FINISHED.load(Ordering::Relaxed) == 0) {
+        thread::append(shm, st, EventKind::Unwind, word as u32);
+    }
+    if active() {
+        release(st, word);
+    }
+}

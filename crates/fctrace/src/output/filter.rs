@@ -1,0 +1,1245 @@
+//! The display-side filters: which recorded calls `replay`, `report` and
+//! live mode show, driven by [`Options`] (`-F`, `-N`, `-C`, `-D`, `-t`,
+//! `--tid`, `-T`), with uftrace's meaning.
+//!
+//! A task's events go through up to three stages, each streaming:
+//!
+//! 1. **Visibility** (`-F`, `-N`, `-D`, `-T`), decided at a call's entry: a
+//!    call is shown when tracing is on for its task, it is not inside (nor
+//!    itself) a `-N` function, and, if any `-F` is given, it is inside (or
+//!    itself) a `-F` function; then `-D N` keeps the N outermost levels of
+//!    what is shown (levels count shown calls only: with `-F`, the `-F`
+//!    function is level 1). Triggers act at the entry of their function,
+//!    whether that call is shown or not: `trace_on` (the function itself is
+//!    shown), `trace_off` (it is not), `depth=N` (the function's shown
+//!    subtree is limited to N levels, the function being level 1, for as
+//!    long as it runs; it only ever narrows `-D`), `backtrace` (a line
+//!    `/* backtrace: main > a > b */`, the callers active at the entry,
+//!    shown or not, is printed before the function in the tree), `finish`
+//!    (nothing of the process is shown after it, not even the exits of the
+//!    calls still open, which end as "not returned", as when the agent
+//!    stops tracing; the function itself is not shown). `trace_on` and
+//!    `trace_off` act on the task that hit them, or with `global` on every
+//!    task of the same process; `finish` always acts on the whole process.
+//!    Acting on other tasks goes in time order: a first pass over the
+//!    process's tasks finds when (only when such a trigger is given). The exit of a shown call is
+//!    shown; signal marks and argument values are shown when the call they
+//!    happened in is; `Lost` marks are always shown. `--disable` and
+//!    `--signal` are recording options only: the recorded trace already
+//!    reflects them, and replay ignores them.
+//! 2. **Callers** (`-C FUNC`): the calls of FUNC with their subtrees, and
+//!    the chain of callers that led to each; every other call is hidden.
+//!    A call outside FUNC is held until a call of FUNC is entered under it
+//!    (it is then shown, with the rest of the chain) or it returns (it is
+//!    then dropped): memory is one held entry per open call.
+//! 3. **Time** (`-t TIME`): calls shorter than TIME are hidden with their
+//!    subtrees; the calls around them keep their full durations (so their
+//!    self time includes the hidden calls' time, in the report too). A call
+//!    is held from its entry until it has lasted TIME (it is then shown:
+//!    the time is taken from the later events) or it returns (it is then
+//!    dropped): what is held is the entries of the open calls that have not
+//!    yet lasted TIME and the marks inside them, never a finished subtree.
+//!    Calls still open when the task's events end are shown (they never
+//!    returned).
+//!
+//! `--tid` keeps only the tasks of those threads ([`Filter::wants_task`]).
+//!
+//! Patterns are resolved to function ids once per session symbol table (a
+//! byte of flags per function), never per event; a trace read without any
+//! of these options does not go through this module at all.
+
+use fctrace_format::event::EventKind;
+use fctrace_format::store::{Event, StoreError, TaskEvents, TaskInfo, Trace};
+use fctrace_options::pattern::name_forms;
+use fctrace_options::{Action, FuncPattern, Options};
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+
+/// A task's events, filtered ([`FilteredEvents`]) or not ([`TaskEvents`]).
+/// The readers are generic over it, so that the unfiltered loop is the
+/// same code as without filters.
+pub trait EventSource {
+    /// The next event to show.
+    fn next_event(&mut self) -> Option<Event>;
+
+    /// The read error that ended the events, once they have all been read.
+    fn take_error(&mut self) -> Option<StoreError>;
+
+    /// For an `Entry` taken from [`next_event`](Self::next_event) (in
+    /// order; the caller may look ahead in between): the function ids of
+    /// the callers to print as a backtrace before it, outermost first.
+    #[inline]
+    fn backtrace(&mut self, _entry: &Event) -> Option<Vec<u32>> {
+        None
+    }
+}
+
+impl EventSource for TaskEvents {
+    #[inline(always)]
+    fn next_event(&mut self) -> Option<Event> {
+        TaskEvents::next_event(self)
+    }
+
+    #[inline]
+    fn take_error(&mut self) -> Option<StoreError> {
+        TaskEvents::take_error(self)
+    }
+}
+
+impl EventSource for FilteredEvents {
+    fn next_event(&mut self) -> Option<Event> {
+        FilteredEvents::next_event(self)
+    }
+
+    fn take_error(&mut self) -> Option<StoreError> {
+        if self.out.is_empty() && self.done {
+            self.src.take_error()
+        } else {
+            None
+        }
+    }
+
+    fn backtrace(&mut self, entry: &Event) -> Option<Vec<u32>> {
+        FilteredEvents::backtrace(self, entry)
+    }
+}
+
+/// Flag bits of a function.
+const FILTER: u8 = 1;
+const NOTRACE: u8 = 2;
+const CALLER: u8 = 4;
+const TRIGGER: u8 = 8;
+
+/// Per session: flags by function id, and the triggers of each triggered
+/// function (indices in `Options::triggers`).
+struct SessionFlags {
+    flags: Vec<u8>,
+    triggers: HashMap<u32, Vec<usize>>,
+}
+
+/// A switch of tracing by a global trigger, at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Switch {
+    On,
+    Off,
+    Finish,
+}
+
+/// The display-side filters of one pass over a trace.
+pub struct Filter<'t> {
+    trace: &'t Trace,
+    opts: Options,
+    sessions: HashMap<u32, Rc<SessionFlags>>,
+    /// Global trigger switches by pid, sorted by time.
+    global: HashMap<u32, Rc<Vec<(u64, Switch)>>>,
+    /// Whether backtraces are kept for the tree (the report has no use).
+    backtraces: bool,
+}
+
+/// Whether `opts` hides anything at display time.
+pub fn filters_display(opts: &Options) -> bool {
+    !opts.filters.is_empty()
+        || !opts.notrace.is_empty()
+        || !opts.callers.is_empty()
+        || opts.depth.is_some()
+        || opts.time_filter.is_some_and(|t| t > 0)
+        || !opts.tids.is_empty()
+        || !opts.triggers.is_empty()
+}
+
+impl<'t> Filter<'t> {
+    /// `None` when `opts` shows everything (the plain, fastest path).
+    /// `backtraces`: keep the `backtrace` triggers' callers for
+    /// [`TaskStream::backtrace`].
+    pub fn new(trace: &'t Trace, opts: &Options, backtraces: bool) -> Option<Filter<'t>> {
+        filters_display(opts).then(|| Filter {
+            trace,
+            opts: opts.clone(),
+            sessions: HashMap::new(),
+            global: HashMap::new(),
+            backtraces,
+        })
+    }
+
+    /// Whether the task is shown at all (`--tid`).
+    pub fn wants_task(&self, task: &TaskInfo) -> bool {
+        self.opts.tids.is_empty() || self.opts.tids.contains(&task.tid)
+    }
+
+    /// The filtered events of `task`.
+    pub fn task(&mut self, task: &TaskInfo, events: TaskEvents) -> FilteredEvents {
+        let flags = self.session(task.session);
+        let global = self.global_switches(task);
+        let o = &self.opts;
+        FilteredEvents {
+            src: events,
+            done: false,
+            out: VecDeque::new(),
+            mid: VecDeque::new(),
+            vis: Visibility {
+                flags: flags.clone(),
+                triggers: o.triggers.clone(),
+                has_filters: !o.filters.is_empty(),
+                on: true,
+                finished: false,
+                notrace_open: 0,
+                filter_open: 0,
+                shown: 0,
+                limit: o.depth.unwrap_or(u32::MAX),
+                stack: Vec::new(),
+                global,
+                global_next: 0,
+                backtraces: self.backtraces,
+                notes: VecDeque::new(),
+            },
+            callers: (!o.callers.is_empty()).then(|| Held::new(Mode::Callers, Some(flags))),
+            time: o
+                .time_filter
+                .filter(|&t| t > 0)
+                .map(|t| Held::new(Mode::Time(t), None)),
+        }
+    }
+
+    /// The flags of a session's functions, computed on first use.
+    fn session(&mut self, session: u32) -> Rc<SessionFlags> {
+        if let Some(f) = self.sessions.get(&session) {
+            return f.clone();
+        }
+        let o = &self.opts;
+        let mut flags = Vec::new();
+        let mut triggers: HashMap<u32, Vec<usize>> = HashMap::new();
+        if let Some(table) = self.trace.sessions.get(&session) {
+            let any = |ps: &[FuncPattern], module: &str, names: [&str; 3]| {
+                ps.iter().any(|p| p.matches(module, names))
+            };
+            for f in &table.functions {
+                let module = table.module(f.module).map_or("", |m| m.path.as_str());
+                let display = fctrace_symbols::demangle(&f.name);
+                let names = name_forms(&f.name, &display);
+                let mut bits = 0;
+                if any(&o.filters, module, names) {
+                    bits |= FILTER;
+                }
+                if any(&o.notrace, module, names) {
+                    bits |= NOTRACE;
+                }
+                if any(&o.callers, module, names) {
+                    bits |= CALLER;
+                }
+                let hits: Vec<usize> = o
+                    .triggers
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| t.pattern.matches(module, names))
+                    .map(|(i, _)| i)
+                    .collect();
+                if !hits.is_empty() {
+                    bits |= TRIGGER;
+                    triggers.insert(f.id, hits);
+                }
+                let id = f.id as usize;
+                if bits != 0 {
+                    if flags.len() <= id {
+                        flags.resize(id + 1, 0);
+                    }
+                    flags[id] = bits;
+                }
+            }
+        }
+        let f = Rc::new(SessionFlags { flags, triggers });
+        self.sessions.insert(session, f.clone());
+        f
+    }
+
+    /// The switches of the global `trace_on`/`trace_off` triggers and of
+    /// the `finish` triggers hit by the tasks of `task`'s process, in time
+    /// order (one pass over those tasks, the first time one of them is
+    /// read).
+    fn global_switches(&mut self, task: &TaskInfo) -> Rc<Vec<(u64, Switch)>> {
+        let global_actions = |t: &fctrace_options::Trigger| {
+            t.actions
+                .iter()
+                .filter_map(|a| match a {
+                    Action::TraceOn if t.global => Some(Switch::On),
+                    Action::TraceOff if t.global => Some(Switch::Off),
+                    Action::Finish => Some(Switch::Finish),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        if !self
+            .opts
+            .triggers
+            .iter()
+            .any(|t| !global_actions(t).is_empty())
+        {
+            return Rc::new(Vec::new());
+        }
+        if let Some(g) = self.global.get(&task.pid) {
+            return g.clone();
+        }
+        let mut switches = Vec::new();
+        let tasks: Vec<TaskInfo> = self
+            .trace
+            .info
+            .tasks
+            .iter()
+            .filter(|t| t.pid == task.pid)
+            .cloned()
+            .collect();
+        for t in &tasks {
+            let flags = self.session(t.session);
+            let Ok(mut events) = self.trace.task_events(t) else {
+                continue;
+            };
+            while let Some(e) = events.next_event() {
+                if e.kind != EventKind::Entry {
+                    continue;
+                }
+                if flags.flags.get(e.func as usize).copied().unwrap_or(0) & TRIGGER == 0 {
+                    continue;
+                }
+                for &i in flags.triggers.get(&e.func).into_iter().flatten() {
+                    let trig = &self.opts.triggers[i];
+                    switches.extend(global_actions(trig).into_iter().map(|s| (e.ns, s)));
+                }
+            }
+        }
+        switches.sort_by_key(|&(ns, _)| ns);
+        let g = Rc::new(switches);
+        self.global.insert(task.pid, g.clone());
+        g
+    }
+}
+
+/// Whether an event carries a real time (the payload events of arguments
+/// do not).
+#[inline]
+fn is_timed(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::Entry
+            | EventKind::Exit
+            | EventKind::Unwind
+            | EventKind::Signal
+            | EventKind::Lost
+    )
+}
+
+/// A task's events through the filter stages.
+pub struct FilteredEvents {
+    src: TaskEvents,
+    done: bool,
+    /// Events ready to be shown.
+    out: VecDeque<Event>,
+    /// Between the callers stage and the time stage.
+    mid: VecDeque<Event>,
+    vis: Visibility,
+    callers: Option<Held>,
+    time: Option<Held>,
+}
+
+impl FilteredEvents {
+    pub fn next_event(&mut self) -> Option<Event> {
+        loop {
+            if let Some(e) = self.out.pop_front() {
+                return Some(e);
+            }
+            if self.done {
+                return None;
+            }
+            match self.src.next_event() {
+                Some(e) => {
+                    if let Some(e) = self.vis.push(e) {
+                        if self.callers.is_none() && self.time.is_none() {
+                            // `out` is empty: straight through.
+                            return Some(e);
+                        }
+                        self.stages(e);
+                    }
+                }
+                None => self.end(),
+            }
+        }
+    }
+
+    /// The task's events have ended: what the stages hold goes out.
+    #[cold]
+    #[inline(never)]
+    fn end(&mut self) {
+        self.done = true;
+        if let Some(c) = &mut self.callers {
+            match &mut self.time {
+                None => c.finish(&mut self.out),
+                Some(t) => {
+                    c.finish(&mut self.mid);
+                    while let Some(m) = self.mid.pop_front() {
+                        t.push(m, &mut self.out);
+                    }
+                }
+            }
+        }
+        if let Some(t) = &mut self.time {
+            t.finish(&mut self.out);
+        }
+    }
+
+    #[inline(never)]
+    fn stages(&mut self, e: Event) {
+        match (&mut self.callers, &mut self.time) {
+            (None, None) => self.out.push_back(e),
+            (Some(c), None) => c.push(e, &mut self.out),
+            (None, Some(t)) => t.push(e, &mut self.out),
+            (Some(c), Some(t)) => {
+                c.push(e, &mut self.mid);
+                while let Some(m) = self.mid.pop_front() {
+                    t.push(m, &mut self.out);
+                }
+            }
+        }
+    }
+
+    fn backtrace(&mut self, entry: &Event) -> Option<Vec<u32>> {
+        let notes = &mut self.vis.notes;
+        // Notes of entries hidden by a later stage are older.
+        while notes.front().is_some_and(|n| n.tsc < entry.tsc) {
+            notes.pop_front();
+        }
+        match notes.front() {
+            Some(n) if n.tsc == entry.tsc && n.func == entry.func => {
+                notes.pop_front().map(|n| n.callers)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A backtrace to print before the entry of `func` at `tsc`.
+struct Note {
+    func: u32,
+    tsc: u64,
+    callers: Vec<u32>,
+}
+
+/// An open call of the task (every recorded one).
+#[derive(Clone, Copy)]
+struct RawFrame {
+    func: u32,
+    /// FILTER / NOTRACE bits this call opened.
+    opened: u8,
+    shown: bool,
+    /// The depth limit before this call (restored at its exit).
+    saved_limit: u32,
+}
+
+/// Stage 1: `-F`, `-N`, `-D`, `-T`.
+struct Visibility {
+    flags: Rc<SessionFlags>,
+    triggers: Vec<fctrace_options::Trigger>,
+    has_filters: bool,
+    on: bool,
+    finished: bool,
+    /// Open -N calls.
+    notrace_open: u32,
+    /// Open -F calls.
+    filter_open: u32,
+    /// Open shown calls.
+    shown: u32,
+    /// Shown calls may be open while `shown < limit`.
+    limit: u32,
+    stack: Vec<RawFrame>,
+    global: Rc<Vec<(u64, Switch)>>,
+    global_next: usize,
+    backtraces: bool,
+    notes: VecDeque<Note>,
+}
+
+impl Visibility {
+    fn apply(&mut self, s: Switch) {
+        match s {
+            Switch::On => self.on = true,
+            Switch::Off => self.on = false,
+            Switch::Finish => self.finished = true,
+        }
+    }
+
+    /// The event if it is shown.
+    fn push(&mut self, e: Event) -> Option<Event> {
+        if self.finished {
+            return (e.kind == EventKind::Lost).then_some(e);
+        }
+        if is_timed(e.kind) {
+            while let Some(&(ns, s)) = self.global.get(self.global_next) {
+                if ns > e.ns {
+                    break;
+                }
+                self.apply(s);
+                self.global_next += 1;
+            }
+            if self.finished {
+                return (e.kind == EventKind::Lost).then_some(e);
+            }
+        }
+        match e.kind {
+            EventKind::Entry => self.entry(e),
+            EventKind::Exit | EventKind::Unwind => {
+                let j = match self.stack.last() {
+                    Some(top) if top.func == e.func => Some(self.stack.len() - 1),
+                    _ => self.stack.iter().rposition(|f| f.func == e.func),
+                };
+                match j {
+                    Some(j) => {
+                        let shown = self.stack[j].shown;
+                        while self.stack.len() > j {
+                            self.pop();
+                        }
+                        shown.then_some(e)
+                    }
+                    // Entry not recorded: shown where a call of it would be.
+                    None => {
+                        let bits = self.bits(e.func);
+                        self.context_shown(bits).then_some(e)
+                    }
+                }
+            }
+            EventKind::Lost => Some(e),
+            // Signal marks, arguments and return values belong to the call
+            // they came in.
+            _ => match self.stack.last() {
+                Some(top) => top.shown.then_some(e),
+                None => self.context_shown(0).then_some(e),
+            },
+        }
+    }
+
+    #[inline]
+    fn bits(&self, func: u32) -> u8 {
+        self.flags.flags.get(func as usize).copied().unwrap_or(0)
+    }
+
+    /// Whether a call with these flags would be shown, depth aside.
+    fn context_shown(&self, bits: u8) -> bool {
+        self.on
+            && self.notrace_open == 0
+            && bits & NOTRACE == 0
+            && (!self.has_filters || self.filter_open > 0 || bits & FILTER != 0)
+    }
+
+    fn entry(&mut self, e: Event) -> Option<Event> {
+        let bits = self.bits(e.func);
+        let saved_limit = self.limit;
+        let mut backtrace = false;
+        if bits & TRIGGER != 0 {
+            backtrace = self.trigger(e.func);
+            if self.finished {
+                return None;
+            }
+        }
+        let shown = self.context_shown(bits) && self.shown < saved_limit.min(self.limit);
+        if shown && backtrace && self.backtraces {
+            self.notes.push_back(Note {
+                func: e.func,
+                tsc: e.tsc,
+                callers: self.stack.iter().map(|f| f.func).collect(),
+            });
+        }
+        let opened = bits & (FILTER | NOTRACE);
+        if opened & NOTRACE != 0 {
+            self.notrace_open += 1;
+        }
+        if opened & FILTER != 0 {
+            self.filter_open += 1;
+        }
+        if shown {
+            self.shown += 1;
+        }
+        self.stack.push(RawFrame {
+            func: e.func,
+            opened,
+            shown,
+            saved_limit,
+        });
+        shown.then_some(e)
+    }
+
+    /// Applies the triggers of `func` at its entry; whether one asks for
+    /// a backtrace.
+    #[inline(never)]
+    fn trigger(&mut self, func: u32) -> bool {
+        let mut backtrace = false;
+        let flags = self.flags.clone();
+        for &i in flags.triggers.get(&func).into_iter().flatten() {
+            for k in 0..self.triggers[i].actions.len() {
+                match self.triggers[i].actions[k] {
+                    Action::TraceOn => self.on = true,
+                    Action::TraceOff => self.on = false,
+                    Action::Finish => self.finished = true,
+                    Action::Depth(n) => {
+                        self.limit = self.limit.min(self.shown.saturating_add(n));
+                    }
+                    Action::Backtrace => backtrace = true,
+                }
+            }
+        }
+        backtrace
+    }
+
+    fn pop(&mut self) {
+        if let Some(f) = self.stack.pop() {
+            if f.opened & NOTRACE != 0 {
+                self.notrace_open -= 1;
+            }
+            if f.opened & FILTER != 0 {
+                self.filter_open -= 1;
+            }
+            if f.shown {
+                self.shown -= 1;
+            }
+            self.limit = f.saved_limit;
+        }
+    }
+}
+
+/// What a [`Held`] stage waits for before showing a call.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// `-C`: a call of a caller-filter function under it.
+    Callers,
+    /// `-t`: to have lasted this long (ns).
+    Time(u64),
+}
+
+/// An open call (of the calls the stage receives).
+struct HeldFrame {
+    func: u32,
+    entry_ns: u64,
+    /// Position of its entry in the stage's buffer (absolute), while held.
+    start: u64,
+    /// `-C`: a call of a caller-filter function.
+    caller: bool,
+}
+
+/// A stage that holds calls until it knows whether to show them (stages 2
+/// and 3 of the module documentation).
+struct Held {
+    mode: Mode,
+    frames: Vec<HeldFrame>,
+    /// `frames[..shown]` have been passed on; the others are held.
+    shown: usize,
+    /// Events held since the entry of `frames[shown]`.
+    buf: VecDeque<Event>,
+    /// Absolute position of `buf[0]`.
+    base: u64,
+    /// `-C`: open calls of caller-filter functions among the shown ones.
+    in_caller: u32,
+    /// `-C`: the flags of the session's functions.
+    callers: Option<Rc<SessionFlags>>,
+}
+
+impl Held {
+    fn new(mode: Mode, callers: Option<Rc<SessionFlags>>) -> Held {
+        Held {
+            mode,
+            frames: Vec::new(),
+            shown: 0,
+            buf: VecDeque::new(),
+            base: 0,
+            in_caller: 0,
+            callers,
+        }
+    }
+
+    /// Passes on or holds an event, in order.
+    #[inline]
+    fn emit(&mut self, e: Event, out: &mut VecDeque<Event>) {
+        if self.shown < self.frames.len() {
+            self.buf.push_back(e);
+        } else {
+            out.push_back(e);
+        }
+    }
+
+    /// Shows the held calls `frames[shown..k]` with what is held under
+    /// them up to the next held call.
+    fn show_upto(&mut self, k: usize, out: &mut VecDeque<Event>) {
+        if k <= self.shown {
+            return;
+        }
+        let end = match self.frames.get(k) {
+            Some(f) => f.start,
+            None => self.base + self.buf.len() as u64,
+        };
+        let n = (end - self.base) as usize;
+        out.extend(self.buf.drain(..n));
+        self.base = end;
+        for f in &self.frames[self.shown..k] {
+            if f.caller {
+                self.in_caller += 1;
+            }
+        }
+        self.shown = k;
+    }
+
+    /// Drops the held calls from `frames[j]` up (`j >= shown`) with
+    /// everything held under them, but `Lost` marks.
+    fn drop_from(&mut self, j: usize) {
+        if let Some(f) = self.frames.get(j) {
+            let keep = (f.start - self.base) as usize;
+            if self.buf.range(keep..).any(|e| e.kind == EventKind::Lost) {
+                let lost: Vec<Event> = self
+                    .buf
+                    .drain(keep..)
+                    .filter(|e| e.kind == EventKind::Lost)
+                    .collect();
+                self.buf.extend(lost);
+            } else {
+                self.buf.truncate(keep);
+            }
+            self.frames.truncate(j);
+        }
+    }
+
+    fn push(&mut self, e: Event, out: &mut VecDeque<Event>) {
+        if let Mode::Time(t) = self.mode {
+            if is_timed(e.kind) && self.shown < self.frames.len() {
+                let k = self.shown
+                    + self.frames[self.shown..]
+                        .iter()
+                        .take_while(|f| e.ns.saturating_sub(f.entry_ns) >= t)
+                        .count();
+                self.show_upto(k, out);
+            }
+        }
+        match e.kind {
+            EventKind::Entry => {
+                let caller = match self.mode {
+                    Mode::Callers => self.is_caller(e.func),
+                    Mode::Time(_) => false,
+                };
+                let start = self.base + self.buf.len() as u64;
+                self.frames.push(HeldFrame {
+                    func: e.func,
+                    entry_ns: e.ns,
+                    start,
+                    caller,
+                });
+                match self.mode {
+                    Mode::Callers if caller || self.in_caller > 0 => {
+                        self.buf.push_back(e);
+                        self.show_upto(self.frames.len(), out);
+                    }
+                    _ => self.buf.push_back(e),
+                }
+            }
+            EventKind::Exit | EventKind::Unwind => {
+                let j = match self.frames.last() {
+                    Some(top) if top.func == e.func => Some(self.frames.len() - 1),
+                    _ => self.frames.iter().rposition(|f| f.func == e.func),
+                };
+                match j {
+                    Some(j) if j >= self.shown => self.drop_from(j),
+                    Some(j) => {
+                        self.drop_from(self.shown);
+                        for f in self.frames.drain(j..) {
+                            if f.caller {
+                                self.in_caller -= 1;
+                            }
+                        }
+                        self.shown = j;
+                        out.push_back(e);
+                    }
+                    None => match self.mode {
+                        Mode::Callers if self.in_caller == 0 => {}
+                        _ => self.emit(e, out),
+                    },
+                }
+            }
+            EventKind::Lost => self.emit(e, out),
+            _ => match self.mode {
+                // Outside the calls shown by -C: only within held callers.
+                Mode::Callers if self.frames.is_empty() => {}
+                _ => self.emit(e, out),
+            },
+        }
+    }
+
+    fn is_caller(&self, func: u32) -> bool {
+        self.callers
+            .as_ref()
+            .is_some_and(|f| f.flags.get(func as usize).copied().unwrap_or(0) & CALLER != 0)
+    }
+
+    /// The task's events have ended.
+    fn finish(&mut self, out: &mut VecDeque<Event>) {
+        match self.mode {
+            // Never led to a call of a caller-filter function.
+            Mode::Callers => self.drop_from(self.shown),
+            // Never returned: shown.
+            Mode::Time(_) => {}
+        }
+        self.show_upto(self.frames.len(), out);
+        out.extend(self.buf.drain(..));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::output::testutil::{ev, fake_trace, FakeTask};
+    use crate::output::tree::write_tree_with;
+    use fctrace_format::event::EventKind::{Entry, Exit, Lost, Signal, Unwind};
+    use fctrace_format::event::RawEvent;
+    use fctrace_format::store::Trace;
+    use fctrace_options::{FuncPattern, Options, Trigger};
+
+    fn opts(f: impl FnOnce(&mut Options)) -> Options {
+        let mut o = Options::default();
+        f(&mut o);
+        o
+    }
+
+    fn pats(list: &[&str]) -> Vec<FuncPattern> {
+        list.iter()
+            .map(|p| FuncPattern::parse(p).unwrap())
+            .collect()
+    }
+
+    fn trigs(list: &[&str]) -> Vec<Trigger> {
+        list.iter().map(|p| Trigger::parse(p).unwrap()).collect()
+    }
+
+    /// The tree's lines after its header, task headers included.
+    fn tree(trace: &Trace, o: &Options) -> String {
+        let mut out = Vec::new();
+        let summary = write_tree_with(trace, o, &mut out).unwrap();
+        assert!(summary.errors.is_empty());
+        let text = String::from_utf8(out).unwrap();
+        text.lines()
+            .skip(1)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    }
+
+    /// Lines of task 1 (after its header), without the task column.
+    fn calls(trace: &Trace, o: &Options) -> String {
+        tree(trace, o)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.replacen(" [    1] | ", " | ", 1) + "\n")
+            .collect()
+    }
+
+    /// ids: 0 main, 1 parse_args, 2 strtol (libc), 3 leaf, 4 foo(int),
+    /// 5 S::get() const.
+    ///
+    /// main (0..10000) { parse_args (100..5100) { strtol (200..300) }
+    /// leaf (6000..6050) foo(int) (7000..9000) { S::get (7100..7200) {
+    /// strtol (7110..7120) } leaf (8000..8001) } }
+    fn sample() -> Vec<RawEvent> {
+        vec![
+            ev(Entry, 0, 0),
+            ev(Entry, 1, 100),
+            ev(Entry, 2, 200),
+            ev(Exit, 2, 300),
+            ev(Exit, 1, 5_100),
+            ev(Entry, 3, 6_000),
+            ev(Exit, 3, 6_050),
+            ev(Entry, 4, 7_000),
+            ev(Entry, 5, 7_100),
+            ev(Entry, 2, 7_110),
+            ev(Exit, 2, 7_120),
+            ev(Exit, 5, 7_200),
+            ev(Entry, 3, 8_000),
+            ev(Exit, 3, 8_001),
+            ev(Exit, 4, 9_000),
+            ev(Exit, 0, 10_000),
+        ]
+    }
+
+    fn one(events: Vec<RawEvent>) -> (tempfile::TempDir, Trace) {
+        fake_trace(&[FakeTask::main(1, events)])
+    }
+
+    #[test]
+    fn no_options_is_the_plain_tree() {
+        let (_d, t) = one(sample());
+        assert_eq!(
+            calls(&t, &Options::default()),
+            "            | main() {
+            |   parse_args() {
+   0.100 us |     strtol();
+   5.000 us |   } /* parse_args */
+   0.050 us |   leaf();
+            |   foo(int) {
+            |     S::get() const {
+   0.010 us |       strtol();
+   0.100 us |     } /* S::get() const */
+   0.001 us |     leaf();
+   2.000 us |   } /* foo(int) */
+  10.000 us | } /* main */
+"
+        );
+        assert!(super::Filter::new(&t, &Options::default(), true).is_none());
+    }
+
+    #[test]
+    fn filter_and_notrace() {
+        let (_d, t) = one(sample());
+        // -F: the function and what it calls, C++ names without their
+        // parameters, regexes anywhere in the name.
+        assert_eq!(
+            calls(&t, &opts(|o| o.filters = pats(&["foo"]))),
+            "            | foo(int) {
+            |   S::get() const {
+   0.010 us |     strtol();
+   0.100 us |   } /* S::get() const */
+   0.001 us |   leaf();
+   2.000 us | } /* foo(int) */
+"
+        );
+        assert_eq!(
+            calls(&t, &opts(|o| o.filters = pats(&["^S::", "parse_args"]))),
+            "            | parse_args() {
+   0.100 us |   strtol();
+   5.000 us | } /* parse_args */
+            | S::get() const {
+   0.010 us |   strtol();
+   0.100 us | } /* S::get() const */
+"
+        );
+        // Modules: strtol is libc's, leaf is not.
+        assert_eq!(
+            calls(
+                &t,
+                &opts(|o| o.filters = pats(&["strtol@libc", "leaf@libc"]))
+            ),
+            "   0.100 us | strtol();
+   0.010 us | strtol();
+"
+        );
+        // -N hides the function and its subtree; with -F both apply.
+        assert_eq!(
+            calls(&t, &opts(|o| o.notrace = pats(&["parse_args", "S::get"]))),
+            "            | main() {
+   0.050 us |   leaf();
+            |   foo(int) {
+   0.001 us |     leaf();
+   2.000 us |   } /* foo(int) */
+  10.000 us | } /* main */
+"
+        );
+        assert_eq!(
+            calls(
+                &t,
+                &opts(|o| {
+                    o.filters = pats(&["foo"]);
+                    o.notrace = pats(&["leaf"]);
+                })
+            ),
+            "            | foo(int) {
+            |   S::get() const {
+   0.010 us |     strtol();
+   0.100 us |   } /* S::get() const */
+   2.000 us | } /* foo(int) */
+"
+        );
+    }
+
+    #[test]
+    fn depth() {
+        let (_d, t) = one(sample());
+        assert_eq!(
+            calls(&t, &opts(|o| o.depth = Some(1))),
+            "  10.000 us | main();\n"
+        );
+        assert_eq!(
+            calls(&t, &opts(|o| o.depth = Some(2))),
+            "            | main() {
+   5.000 us |   parse_args();
+   0.050 us |   leaf();
+   2.000 us |   foo(int);
+  10.000 us | } /* main */
+"
+        );
+        // With -F, the -F function is level 1.
+        assert_eq!(
+            calls(
+                &t,
+                &opts(|o| {
+                    o.filters = pats(&["foo"]);
+                    o.depth = Some(2);
+                })
+            ),
+            "            | foo(int) {
+   0.100 us |   S::get() const;
+   0.001 us |   leaf();
+   2.000 us | } /* foo(int) */
+"
+        );
+    }
+
+    #[test]
+    fn time_filter_keeps_the_callers_durations() {
+        let (_d, t) = one(sample());
+        assert_eq!(
+            calls(&t, &opts(|o| o.time_filter = Some(1_000))),
+            "            | main() {
+   5.000 us |   parse_args();
+   2.000 us |   foo(int);
+  10.000 us | } /* main */
+"
+        );
+        assert_eq!(
+            calls(&t, &opts(|o| o.time_filter = Some(100))),
+            "            | main() {
+            |   parse_args() {
+   0.100 us |     strtol();
+   5.000 us |   } /* parse_args */
+            |   foo(int) {
+   0.100 us |     S::get() const;
+   2.000 us |   } /* foo(int) */
+  10.000 us | } /* main */
+"
+        );
+        // Everything is shorter: nothing is shown.
+        assert_eq!(calls(&t, &opts(|o| o.time_filter = Some(10_001))), "");
+        // The report counts only the shown calls; the hidden ones' time
+        // stays in their callers' self time.
+        let r = crate::output::report::aggregate_with(&t, &opts(|o| o.time_filter = Some(1_000)));
+        let f = |n: &str| r.functions.iter().find(|f| f.name == n).cloned();
+        let main = f("main").unwrap();
+        assert_eq!(
+            (main.calls, main.total_ns, main.self_ns),
+            (1, 10_000, 3_000)
+        );
+        let pa = f("parse_args").unwrap();
+        assert_eq!((pa.calls, pa.total_ns, pa.self_ns), (1, 5_000, 5_000));
+        assert!(f("strtol").is_none() && f("leaf").is_none());
+    }
+
+    #[test]
+    fn time_filter_marks_open_calls_and_unwinds() {
+        // A lost mark inside a hidden call stays; a signal inside it goes;
+        // an exit that closes calls above it; calls never returned are
+        // shown; an unwound long call.
+        let (_d, t) = one(vec![
+            ev(Entry, 0, 0),
+            ev(Entry, 3, 10),
+            ev(Signal, 10, 11),
+            ev(Lost, 7, 12),
+            ev(Exit, 3, 20),
+            ev(Entry, 1, 100),
+            ev(Entry, 3, 110),   // not returned, lasted 4.94 us: shown
+            ev(Entry, 2, 5_000), // not returned, lasted 50 ns: hidden
+            ev(Entry, 5, 5_010), // the same
+            ev(Exit, 1, 5_050),
+            ev(Entry, 4, 6_000),
+            ev(Unwind, 4, 8_000),
+            ev(Entry, 3, 9_000), // open at the end, shown
+        ]);
+        assert_eq!(
+            calls(&t, &opts(|o| o.time_filter = Some(1_000))),
+            "            | main() {
+            |   ... 7 events lost ...
+            |   parse_args() {
+            |     leaf() {
+            |     } /* leaf */ (not returned)
+   4.950 us |   } /* parse_args */
+   2.000 us |   foo(int); (unwound)
+            |   leaf() {
+            |   } /* leaf */ (not returned)
+            | } /* main */ (not returned)
+"
+        );
+    }
+
+    #[test]
+    fn callers() {
+        let (_d, t) = one(sample());
+        assert_eq!(
+            calls(&t, &opts(|o| o.callers = pats(&["strtol"]))),
+            "            | main() {
+            |   parse_args() {
+   0.100 us |     strtol();
+   5.000 us |   } /* parse_args */
+            |   foo(int) {
+            |     S::get() const {
+   0.010 us |       strtol();
+   0.100 us |     } /* S::get() const */
+   2.000 us |   } /* foo(int) */
+  10.000 us | } /* main */
+"
+        );
+        // FUNC's own subtree is shown.
+        assert_eq!(
+            calls(&t, &opts(|o| o.callers = pats(&["S::get"]))),
+            "            | main() {
+            |   foo(int) {
+            |     S::get() const {
+   0.010 us |       strtol();
+   0.100 us |     } /* S::get() const */
+   2.000 us |   } /* foo(int) */
+  10.000 us | } /* main */
+"
+        );
+        // With -t: the callers' chain is shown only if long enough.
+        assert_eq!(
+            calls(
+                &t,
+                &opts(|o| {
+                    o.callers = pats(&["strtol"]);
+                    o.time_filter = Some(1_000);
+                })
+            ),
+            "            | main() {
+   5.000 us |   parse_args();
+   2.000 us |   foo(int);
+  10.000 us | } /* main */
+"
+        );
+        // No call of FUNC: nothing.
+        assert_eq!(calls(&t, &opts(|o| o.callers = pats(&["tiny"]))), "");
+    }
+
+    #[test]
+    fn tids() {
+        let (_d, t) = fake_trace(&[
+            FakeTask::main(1, vec![ev(Entry, 0, 0), ev(Exit, 0, 10)]),
+            FakeTask::thread(2, 1, vec![ev(Entry, 3, 5), ev(Exit, 3, 7)]),
+            FakeTask::thread(3, 1, vec![ev(Entry, 2, 5), ev(Exit, 2, 8)]),
+        ]);
+        assert_eq!(
+            tree(&t, &opts(|o| o.tids = vec![3, 2])),
+            "# task 2: pid 1, tid 2 (prog), /usr/bin/prog, thread of task 1
+   0.002 us [    2] | leaf();
+
+# task 3: pid 1, tid 3 (prog), /usr/bin/prog, thread of task 1
+   0.003 us [    3] | strtol();
+"
+        );
+        let r = crate::output::report::aggregate_with(&t, &opts(|o| o.tids = vec![2]));
+        assert_eq!(r.functions.len(), 1);
+        assert_eq!(r.functions[0].name, "leaf");
+    }
+
+    #[test]
+    fn triggers() {
+        let (_d, t) = one(sample());
+        // trace_off: from the function's entry (it is not shown); the
+        // calls already shown keep their exits. trace_on: the function is
+        // shown.
+        assert_eq!(
+            calls(
+                &t,
+                &opts(|o| o.triggers = trigs(&["leaf@trace_off", "S::get@trace_on"]))
+            ),
+            "            | main() {
+            |   parse_args() {
+   0.100 us |     strtol();
+   5.000 us |   } /* parse_args */
+            |   S::get() const {
+   0.010 us |     strtol();
+   0.100 us |   } /* S::get() const */
+  10.000 us | } /* main */
+"
+        );
+        // depth=N: N levels from the function down, for as long as it runs.
+        assert_eq!(
+            calls(&t, &opts(|o| o.triggers = trigs(&["foo@depth=2"]))),
+            "            | main() {
+            |   parse_args() {
+   0.100 us |     strtol();
+   5.000 us |   } /* parse_args */
+   0.050 us |   leaf();
+            |   foo(int) {
+   0.100 us |     S::get() const;
+   0.001 us |     leaf();
+   2.000 us |   } /* foo(int) */
+  10.000 us | } /* main */
+"
+        );
+        // backtrace: the callers, shown or not.
+        assert_eq!(
+            calls(
+                &t,
+                &opts(|o| {
+                    o.filters = pats(&["strtol"]);
+                    o.triggers = trigs(&["strtol@backtrace"]);
+                })
+            ),
+            "            | /* backtrace: main > parse_args */
+   0.100 us | strtol();
+            | /* backtrace: main > foo(int) > S::get() const */
+   0.010 us | strtol();
+"
+        );
+        // finish: nothing after it, not even exits.
+        assert_eq!(
+            calls(&t, &opts(|o| o.triggers = trigs(&["leaf@finish"]))),
+            "            | main() {
+            |   parse_args() {
+   0.100 us |     strtol();
+   5.000 us |   } /* parse_args */
+            | } /* main */ (not returned)
+"
+        );
+    }
+
+    #[test]
+    fn global_triggers_act_on_every_thread_in_time_order() {
+        // Thread 2 calls leaf at 50 (trace_off, global) and S::get at 500
+        // (trace_on, global); the main thread's calls in between are
+        // hidden.
+        let (_d, t) = fake_trace(&[
+            FakeTask::main(
+                1,
+                vec![
+                    ev(Entry, 0, 0),
+                    ev(Entry, 1, 10),
+                    ev(Exit, 1, 20),
+                    ev(Entry, 2, 100),
+                    ev(Exit, 2, 110),
+                    ev(Entry, 1, 600),
+                    ev(Exit, 1, 610),
+                    ev(Exit, 0, 1_000),
+                ],
+            ),
+            FakeTask::thread(
+                2,
+                1,
+                vec![
+                    ev(Entry, 3, 50),
+                    ev(Exit, 3, 60),
+                    ev(Entry, 5, 500),
+                    ev(Exit, 5, 510),
+                ],
+            ),
+        ]);
+        let o = opts(|o| o.triggers = trigs(&["leaf@trace_off,global", "S::get@trace_on,global"]));
+        assert_eq!(
+            tree(&t, &o),
+            "# task 1: pid 1, tid 1 (prog), /usr/bin/prog, the program started
+            [    1] | main() {
+   0.010 us [    1] |   parse_args();
+   0.010 us [    1] |   parse_args();
+   1.000 us [    1] | } /* main */
+
+# task 2: pid 1, tid 2 (prog), /usr/bin/prog, thread of task 1
+   0.010 us [    2] | S::get() const;
+"
+        );
+        // Not global: only the thread that hit them.
+        let o = opts(|o| o.triggers = trigs(&["leaf@trace_off", "S::get@trace_on"]));
+        assert!(tree(&t, &o).contains("strtol();"));
+        // finish: the whole process, from its time.
+        assert_eq!(
+            tree(&t, &opts(|o| o.triggers = trigs(&["leaf@finish"]))),
+            "# task 1: pid 1, tid 1 (prog), /usr/bin/prog, the program started
+            [    1] | main() {
+   0.010 us [    1] |   parse_args();
+            [    1] | } /* main */ (not returned)
+
+# task 2: pid 1, tid 2 (prog), /usr/bin/prog, thread of task 1
+"
+        );
+    }
+}

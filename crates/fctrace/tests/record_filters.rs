@@ -1,0 +1,414 @@
+//! Record-time filters and triggers (`-F`, `-N`, `-D`, `-T`, `--disable`,
+//! `--signal`), applied by the agent: the recorded trees are exact, the
+//! program behaves as without them, and `record -X; replay` gives the same
+//! tree as `record; replay -X` (the display-side filters).
+//! record_filters.c is built at -O0 (every function patchable).
+
+mod common;
+
+use common::*;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+fn program() -> PathBuf {
+    c_program("record_filters.c", "-O0", &["-O0", "-pthread"])
+}
+
+/// The replay text of a trace (with `opts`), each line as `T<n> <call>`
+/// where n numbers the threads in order of appearance; headers and
+/// durations dropped.
+fn tree(dir: &Path, opts: &[&str]) -> String {
+    let mut args: Vec<&OsStr> = vec![OsStr::new("replay"), OsStr::new("-d"), dir.as_os_str()];
+    args.extend(opts.iter().map(OsStr::new));
+    let r = fctrace(&args);
+    assert!(r.success(), "fctrace replay failed\n{}", r.describe());
+    let mut tids: HashMap<String, usize> = HashMap::new();
+    let mut out = String::new();
+    for line in r.stdout.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let (Some(open), Some(bar)) = (line.find('['), line.find("] | ")) else {
+            panic!("unexpected replay line {line:?}");
+        };
+        let tid = line[open + 1..bar].trim().to_string();
+        let n = tids.len();
+        let t = *tids.entry(tid).or_insert(n);
+        out.push_str(&format!("T{t} {}\n", &line[bar + 4..]));
+    }
+    out
+}
+
+/// The lines of `main()`'s call, `main() {` to `} /* main */` included,
+/// without the thread prefix.
+fn main_call(tree: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for l in tree.lines() {
+        let text = l.split_once(' ').map_or("", |x| x.1);
+        if text == "main() {" || text == "main();" {
+            inside = true;
+        }
+        if inside {
+            out.push_str(text);
+            out.push('\n');
+        }
+        if text == "} /* main */" || text == "main();" {
+            inside = false;
+        }
+    }
+    out
+}
+
+/// Records `mode` with `opts` and checks the program behaves as natively
+/// (`native`: false when the options change what it does on purpose, a
+/// signal that would kill it); returns the recorded tree.
+#[track_caller]
+fn record_tree(mode: &str, opts: &[&str], native: bool) -> String {
+    let exe = program();
+    let rec = record_any(&exe, &[mode], opts);
+    if native {
+        let n = run(std::process::Command::new(&exe).arg(mode));
+        assert_same_behaviour(&n, &rec.run, &format!("{mode} {opts:?}"));
+    } else {
+        assert!(rec.run.success(), "{}", rec.run.describe());
+    }
+    tree(&rec.dir.path, &[])
+}
+
+/// `record -X; replay` == `record; replay -X`, and returns that tree.
+#[track_caller]
+fn same_as_replay(mode: &str, opts: &[&str]) -> String {
+    let filtered = record_tree(mode, opts, true);
+    let exe = program();
+    let rec = record(&exe, &[mode], &[]);
+    let replayed = tree(&rec.dir.path, opts);
+    assert_eq!(
+        filtered, replayed,
+        "{mode} {opts:?}: record-time filtering differs from replay-time filtering\n\
+         --- record {opts:?}; replay ---\n{filtered}--- record; replay {opts:?} ---\n{replayed}"
+    );
+    filtered
+}
+
+const TOP: &str =
+    "top() {\n  mid() {\n    leaf();\n    leaf();\n  } /* mid */\n  leaf();\n} /* top */\n";
+
+fn indent(s: &str, n: usize) -> String {
+    s.lines()
+        .map(|l| format!("{}{l}\n", "  ".repeat(n)))
+        .collect()
+}
+
+#[test]
+fn filter_only_top() {
+    let t = same_as_replay("basic", &["-F", "top"]);
+    assert_eq!(t.replace("T0 ", ""), TOP.repeat(3));
+    // With a depth: top is level 1.
+    let t = same_as_replay("basic", &["-F", "top", "-D", "2"]);
+    let top2 = "top() {\n  mid();\n  leaf();\n} /* top */\n";
+    assert_eq!(t.replace("T0 ", ""), top2.repeat(3));
+    // -F with -N inside it.
+    let t = same_as_replay("basic", &["-F", "top", "-N", "mid"]);
+    let top_no_mid = "top() {\n  leaf();\n} /* top */\n";
+    assert_eq!(t.replace("T0 ", ""), top_no_mid.repeat(3));
+    // Two -F, one by regex.
+    let t = same_as_replay("basic", &["-F", "^oth", "-F", "on"]);
+    let expected = "other() {\n  mid() {\n    leaf();\n    leaf();\n  } /* mid */\n} /* other */\non() {\n  leaf();\n} /* on */\n";
+    assert_eq!(t.replace("T0 ", ""), expected);
+}
+
+#[test]
+fn notrace_and_depth() {
+    let t = same_as_replay("basic", &["-N", "mid", "-N", "leaf"]);
+    let m = main_call(&t);
+    assert!(!m.contains("mid") && !m.contains("leaf"), "{m}");
+    assert!(
+        m.contains("  top();\n  other();\n  off();\n  top();\n  on();\n  top();\n"),
+        "{m}"
+    );
+    let t = same_as_replay("basic", &["-D", "1"]);
+    // Only the outermost calls: main and the start-up/exit functions.
+    assert!(t.contains("T0 main();\n"), "{t}");
+    assert!(!t.contains("top"), "{t}");
+    let t = same_as_replay("basic", &["-D", "3"]);
+    assert_eq!(
+        main_call(&t),
+        "main() {\n  strcmp();\n  top() {\n    mid();\n    leaf();\n  } /* top */\n  other() {\n    mid();\n  } /* other */\n  off() {\n    leaf();\n  } /* off */\n  top() {\n    mid();\n    leaf();\n  } /* top */\n  on() {\n    leaf();\n  } /* on */\n  top() {\n    mid();\n    leaf();\n  } /* top */\n  printf();\n} /* main */\n"
+    );
+    // The generated -N entry and exit with a depth limit, and with a
+    // trace_off inside the -N function (tracing stays off after it).
+    same_as_replay("basic", &["-N", "mid", "-D", "2"]);
+    let t = same_as_replay("longjmp", &["-N", "hidden", "-T", "thrower@trace_off"]);
+    assert_eq!(
+        main_call(&t),
+        "main() {\n  strcmp();\n  strcmp();\n  _setjmp();\n} /* main */\n"
+    );
+    same_as_replay("longjmp", &["-N", "thrower", "-D", "3"]);
+    // depth=N narrows for the function's duration.
+    let t = same_as_replay("basic", &["-T", "top@depth=1", "-F", "main"]);
+    assert_eq!(
+        main_call(&t),
+        "main() {\n  strcmp();\n  top();\n  other() {\n    mid() {\n      leaf();\n      leaf();\n    } /* mid */\n  } /* other */\n  off() {\n    leaf();\n  } /* off */\n  top();\n  on() {\n    leaf();\n  } /* on */\n  top();\n  printf();\n} /* main */\n"
+    );
+}
+
+#[test]
+fn trace_on_off_and_finish() {
+    let t = same_as_replay("basic", &["-T", "off@trace_off", "-T", "on@trace_on"]);
+    // off and what follows are hidden until on, which is shown.
+    assert_eq!(
+        main_call(&t),
+        format!(
+            "main() {{\n  strcmp();\n{}  other() {{\n    mid() {{\n      leaf();\n      leaf();\n    }} /* mid */\n  }} /* other */\n  on() {{\n    leaf();\n  }} /* on */\n{}  printf();\n}} /* main */\n",
+            indent(TOP, 1),
+            indent(TOP, 1)
+        )
+    );
+    // finish: nothing after it, not even the exit of main.
+    let t = same_as_replay("basic", &["-T", "other@finish"]);
+    let expected = format!(
+        "T0 main() {{\nT0   strcmp();\n{}T0 }} /* main */ (not returned)\n",
+        indent(TOP, 1)
+            .lines()
+            .map(|l| format!("T0 {l}\n"))
+            .collect::<String>()
+    );
+    assert!(t.ends_with(&expected), "{t}");
+    // --disable: nothing until on (and then everything).
+    let t = record_tree("basic", &["--disable", "-T", "on@trace_on"], true);
+    assert!(
+        t.starts_with(&format!(
+            "T0 on() {{\nT0   leaf();\nT0 }} /* on */\n{}T0 printf();\n",
+            TOP.lines().map(|l| format!("T0 {l}\n")).collect::<String>()
+        )),
+        "{t}"
+    );
+    // -F limits what trace_on turns on.
+    let t = record_tree(
+        "basic",
+        &["--disable", "-T", "off@trace_on", "-F", "top"],
+        true,
+    );
+    assert_eq!(t.replace("T0 ", ""), TOP.repeat(2));
+}
+
+#[test]
+fn longjmp_out_of_notrace_region() {
+    let t = same_as_replay("longjmp", &["-N", "hidden"]);
+    assert_eq!(
+        main_call(&t),
+        format!(
+            "main() {{\n  strcmp();\n  strcmp();\n  _setjmp();\n{}  printf();\n}} /* main */\n",
+            indent(TOP, 1)
+        )
+    );
+    // A -F region left by longjmp ends too: nothing after it is shown.
+    let t = same_as_replay("longjmp", &["-F", "hidden"]);
+    assert_eq!(
+        t.replace("T0 ", ""),
+        "hidden() {\n  mid() {\n    leaf();\n    leaf();\n  } /* mid */\n  thrower() {\n    leaf();\n    longjmp(); (unwound)\n  } /* thrower */ (unwound)\n} /* hidden */ (unwound)\n"
+    );
+}
+
+#[test]
+fn threads_per_thread_and_global() {
+    // Per thread: the worker stops tracing at off(), main goes on.
+    let t = same_as_replay("threads", &["-T", "off@trace_off"]);
+    assert_eq!(
+        main_call(&t),
+        format!(
+            "main() {{\n  strcmp();\n  strcmp();\n  strcmp();\n{}  pthread_create();\n{}  pthread_join();\n  printf();\n}} /* main */\n",
+            indent(TOP, 1),
+            indent(TOP, 1)
+        )
+    );
+    assert!(t.contains("T1 worker();\n"), "{t}");
+    // Global: main stops too (its later calls come after the worker's
+    // off()); its open call still gets its exit.
+    let t = same_as_replay("threads", &["-T", "off@trace_off,global"]);
+    assert_eq!(
+        main_call(&t),
+        format!(
+            "main() {{\n  strcmp();\n  strcmp();\n  strcmp();\n{}  pthread_create();\n}} /* main */\n",
+            indent(TOP, 1)
+        )
+    );
+    // --disable, turned on in the worker only.
+    let t = record_tree("threads", &["--disable", "-T", "off@trace_on"], true);
+    assert_eq!(
+        t,
+        format!(
+            "T0 off() {{\nT0   leaf();\nT0 }} /* off */\n{}",
+            TOP.lines().map(|l| format!("T0 {l}\n")).collect::<String>()
+        )
+    );
+    // ... and in every thread from there on with `global`: main's top(3)
+    // comes after the worker's off().
+    let t = record_tree("threads", &["--disable", "-T", "off@trace_on,global"], true);
+    let t0: String = format!(
+        "{TOP}pthread_join();\nprintf();\n__do_global_dtors_aux() {{\n  __cxa_finalize();\n  \
+         deregister_tm_clones();\n}} /* __do_global_dtors_aux */\n_fini();\n"
+    )
+    .lines()
+    .map(|l| format!("T0 {l}\n"))
+    .collect();
+    let t1: String = format!("off() {{\n  leaf();\n}} /* off */\n{TOP}")
+        .lines()
+        .map(|l| format!("T1 {l}\n"))
+        .collect();
+    assert_eq!(t, format!("{t0}{t1}"));
+}
+
+#[test]
+fn signal_triggers() {
+    // The program leaves SIGUSR1 at its default action (it would die):
+    // the trigger is all the signal does.
+    let t = record_tree(
+        "signal",
+        &["--disable", "--signal", "SIGUSR1@trace_on"],
+        false,
+    );
+    assert!(
+        t.starts_with(&format!(
+            "T0 /* signal SIGUSR1 */\n{}T0 printf();\n",
+            TOP.lines().map(|l| format!("T0 {l}\n")).collect::<String>()
+        )),
+        "{t}"
+    );
+    // The program's own handler still runs (after the trigger).
+    let t = record_tree("handler", &["--disable", "--signal", "USR1@trace_on"], true);
+    assert!(
+        t.starts_with(&format!(
+            "T0 /* signal SIGUSR1 */\nT0 handler() {{\nT0   leaf();\nT0 }} /* handler */\n{}T0 printf();\n",
+            TOP.lines().map(|l| format!("T0 {l}\n")).collect::<String>()
+        )),
+        "{t}"
+    );
+    // A signal the program ignores stays ignored (and sigaction says so).
+    let t = record_tree("ignore", &["--signal", "SIGUSR1@trace_off"], true);
+    let m = main_call(&t);
+    assert!(
+        m.ends_with(&format!(
+            "  sigaction();\n{}  raise();\n}} /* main */\n",
+            indent(TOP, 1)
+        )),
+        "{m}"
+    );
+}
+
+#[test]
+fn options_in_info() {
+    let exe = program();
+    let rec = record(&exe, &["basic"], &["-F", "top", "-D", "2", "--disable"]);
+    let info = info_text(&rec.dir.path);
+    assert!(
+        info.contains("Record options: -F top -D 2 --disable"),
+        "{info}"
+    );
+    let rec = record(&exe, &["basic"], &[]);
+    assert!(!info_text(&rec.dir.path).contains("Record options"));
+}
+
+#[test]
+fn bad_specs_are_errors() {
+    let exe = program();
+    for opts in [
+        &["-F", "f("][..],
+        &["-T", "top@bogus"],
+        &["--signal", "SIGKILL@trace_on"],
+    ] {
+        let mut args: Vec<&OsStr> = vec![
+            OsStr::new("record"),
+            OsStr::new("-d"),
+            OsStr::new("/nonexistent/x"),
+        ];
+        args.extend(opts.iter().map(OsStr::new));
+        args.push(exe.as_os_str());
+        let r = fctrace(&args);
+        assert!(!r.success(), "{opts:?} accepted\n{}", r.describe());
+        assert!(r.stderr.contains("invalid"), "{}", r.describe());
+    }
+}
+
+const EXCEPTIONS: &str = r#"
+#include <cstdio>
+#include <stdexcept>
+extern "C" {
+__attribute__((noinline)) int leaf(int x) { return x + 1; }
+__attribute__((noinline)) void thrower(int x) { leaf(x); throw std::runtime_error("x"); }
+__attribute__((noinline)) int hidden(int x) { leaf(x); thrower(x); return 0; }
+__attribute__((noinline)) int top(int x) { return leaf(x) + leaf(x + 1); }
+}
+int main() {
+    int s = 0;
+    try {
+        s += hidden(1);
+    } catch (const std::exception &) {
+        s += 10;
+    }
+    s += top(2);
+    std::printf("%d\n", s);
+    return 0;
+}
+"#;
+
+#[test]
+fn exception_out_of_notrace_region() {
+    let src = write_cached_source("record_filters_exc.cpp", EXCEPTIONS);
+    for opt in ["-O0", "-O2"] {
+        let exe = Build::new(
+            Lang::Cxx,
+            &format!("record_filters_exc{opt}"),
+            std::slice::from_ref(&src),
+            &[opt],
+        )
+        .build();
+        let native = run_native(&exe, &[]);
+        let rec = record(&exe, &[], &["-N", "hidden"]);
+        assert_same_behaviour(&native, &rec.run, opt);
+        let t = tree(&rec.dir.path, &[]);
+        let m = main_call(&t);
+        // Everything of hidden() (the throw included) is hidden; the catch
+        // and what follows are traced again.
+        assert!(
+            !m.contains("thrower") && !m.contains("__cxa_throw"),
+            "{opt}: {m}"
+        );
+        assert!(
+            m.contains("  top() {\n    leaf();\n    leaf();\n  } /* top */\n"),
+            "{opt}: {m}"
+        );
+        assert!(m.contains("__cxa_begin_catch"), "{opt}: {m}");
+        // The same tree as filtering at replay.
+        let all = record(&exe, &[], &[]);
+        assert_eq!(t, tree(&all.dir.path, &["-N", "hidden"]), "{opt}");
+    }
+}
+
+/// signals.c's sampling profiler (5000 SIGALRMs whose handler takes a
+/// backtrace(), landing anywhere in a loop of traced calls) under
+/// record-time filters: a signal that interrupts the filtered hot path,
+/// the generated -N entry or exit included, in the middle of a
+/// shadow-stack update must not break the backtrace or the returns.
+#[test]
+fn filters_under_a_signal_storm() {
+    let exe = c_program("signals.c", "-O2", &["-O2"]);
+    let args = ["timer", "5000", "bt"];
+    let native = run_native(&exe, &args);
+    for opts in [
+        &["-N", "step"][..],
+        &["-N", "work"],
+        &["-D", "2"],
+        &["-F", "work"],
+    ] {
+        let rec = record_any(&exe, &args, opts);
+        assert_same_behaviour(&native, &rec.run, &format!("{opts:?}"));
+        let (text, _tree) = replay_with_text(&rec.dir.path);
+        if opts == ["-N", "step"] {
+            assert!(!text.contains("step()"), "{opts:?}");
+            assert!(text.contains("work()"), "{opts:?}");
+        }
+    }
+}
