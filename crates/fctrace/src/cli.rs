@@ -4,6 +4,19 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+/// Shown at the end of `fctrace --help`.
+const EXAMPLES: &str = "Examples:
+  fctrace ./app arg                       the call tree of a run
+  fctrace -F main -D 3 ./app              main and two levels of calls under it
+  fctrace -N printf -t 10us ./app         without printf's calls, nor calls under 10 us
+  fctrace -a -F main ./app                with arguments and return values (debug info, libc)
+  fctrace -A 'add@arg1,arg2' -R add@retval ./app
+  fctrace record --disable --signal SIGUSR1@trace_on ./server   then: kill -USR1 <pid>
+  fctrace record -T 'parse@depth=2' ./app && fctrace replay -C free
+  fctrace report -s self -F '^sqlite3'    per-function times under sqlite3* functions
+
+docs/options.md describes every option; docs/ the engine, trace format and performance.";
+
 /// Default trace directory, as uftrace's `uftrace.data`.
 pub const DEFAULT_DIR: &str = "fctrace.data";
 
@@ -15,6 +28,7 @@ pub const DEFAULT_DIR: &str = "fctrace.data";
     long_about = "Show every function call a program makes, as a call tree with durations.\n\n\
         `fctrace PROGRAM [ARGS...]` runs PROGRAM, lets its output through untouched, and prints \
         its call tree when it ends. No recompilation and no debug information are needed.",
+    after_long_help = EXAMPLES,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
@@ -41,19 +55,23 @@ pub enum Command {
 #[derive(Args, Debug, Clone, Default)]
 pub struct TraceOptions {
     /// Also trace every function inside the shared libraries (not only the
-    /// calls from the program into them)
+    /// calls from the program into them), e.g. `fctrace -l ./app`
     #[arg(short = 'l', long = "nest-libcall")]
     pub nest_libcall: bool,
-    /// Start with tracing off (a `trace_on` trigger or signal turns it on)
+    /// Start with tracing off (a `trace_on` trigger or signal turns it
+    /// on), e.g. `--disable -T handle_request@trace_on`
     #[arg(long = "disable", help_heading = "Triggers")]
     pub disable: bool,
     /// SIG@ACTION[,ACTION]: a signal sent to the program switches tracing
     /// for every thread (actions: trace_on, trace_off, finish), e.g.
-    /// SIGUSR1@trace_on
+    /// `--disable --signal SIGUSR1@trace_on --signal SIGUSR2@trace_off`,
+    /// then `kill -USR1 <pid>` when the program misbehaves
     #[arg(long = "signal", value_name = "SIG@ACTION", help_heading = "Triggers")]
     pub signal: Vec<String>,
-    /// FUNC@arg1,arg2/s,fparg1,...: record these arguments of FUNC (formats
-    /// /i /u /x with sizes 8..64, /c, /s, /p, /f32 /f64)
+    /// FUNC@arg1,arg2/s,fparg1,...: record these arguments of FUNC
+    /// (integers argN: /i signed, /u unsigned, /x hex, with sizes /i8../i64,
+    /// /c char, /s string, /p pointer; floating point fparg1..8 with
+    /// /f32 or /f64), e.g. `-A 'add@arg1,arg2' -A 'open@arg1/s,arg2/x'`
     #[arg(
         short = 'A',
         long = "argument",
@@ -61,7 +79,8 @@ pub struct TraceOptions {
         help_heading = "Arguments"
     )]
     pub argument: Vec<String>,
-    /// FUNC@retval[/FMT]: record the return value of FUNC
+    /// FUNC@retval[/FMT]: record the return value of FUNC (formats as for
+    /// -A, /f64 for a double), e.g. `-R add@retval -R 'greet@retval/s'`
     #[arg(
         short = 'R',
         long = "retval",
@@ -70,10 +89,13 @@ pub struct TraceOptions {
     )]
     pub retval: Vec<String>,
     /// Record arguments and return values of every function described by
-    /// debug information, and of known C library functions
+    /// debug information (-g, or a debug file under /usr/lib/debug), and
+    /// of known C library functions (strlen, open, malloc, ...), e.g.
+    /// `fctrace -a -F main ./app`
     #[arg(short = 'a', long = "auto-args", help_heading = "Arguments")]
     pub auto_args: bool,
-    /// Longest string argument shown, in bytes (longer ones end in `...`)
+    /// Longest string argument shown, in bytes (longer ones end in `...`),
+    /// e.g. `--max-string 200`
     #[arg(long = "max-string", value_name = "BYTES", default_value_t = fctrace_options::DEFAULT_STRING_MAX, help_heading = "Arguments")]
     pub max_string: u32,
 }
@@ -84,7 +106,8 @@ pub struct TraceOptions {
 pub struct FilterArgs {
     /// Only FUNC and the functions it calls (a name, or a regular
     /// expression when it has regex characters; FUNC@MODULE limits it to
-    /// one library or the executable). Repeatable
+    /// one library or the executable). Repeatable, e.g. `-F main`,
+    /// `-F '^sqlite3Btree'`, `-F 'malloc@libc'`
     #[arg(
         short = 'F',
         long = "filter",
@@ -92,7 +115,8 @@ pub struct FilterArgs {
         help_heading = "Filters"
     )]
     pub filter: Vec<String>,
-    /// Hide FUNC and the functions it calls. Repeatable
+    /// Hide FUNC and the functions it calls. Repeatable, e.g.
+    /// `-N printf -N '^std::'`
     #[arg(
         short = 'N',
         long = "notrace",
@@ -100,7 +124,8 @@ pub struct FilterArgs {
         help_heading = "Filters"
     )]
     pub notrace: Vec<String>,
-    /// Show the calls of FUNC with the chain of callers that led to each. Repeatable
+    /// Show the calls of FUNC with the chain of callers that led to each.
+    /// Repeatable, e.g. `-C free`
     #[arg(
         short = 'C',
         long = "caller-filter",
@@ -108,11 +133,12 @@ pub struct FilterArgs {
         help_heading = "Filters"
     )]
     pub caller_filter: Vec<String>,
-    /// Only the N outermost levels of calls (1: only the top-level calls)
+    /// Only the N outermost levels of calls (1: only the top-level calls),
+    /// e.g. `-D 3`
     #[arg(short = 'D', long = "depth", value_name = "N", help_heading = "Filters", value_parser = clap::value_parser!(u32).range(1..))]
     pub depth: Option<u32>,
     /// Hide calls shorter than TIME (500ns, 10us, 2ms, 1s); their callers
-    /// keep their full durations
+    /// keep their full durations, e.g. `-t 10us`
     #[arg(
         short = 't',
         long = "time-filter",
@@ -120,13 +146,16 @@ pub struct FilterArgs {
         help_heading = "Filters"
     )]
     pub time_filter: Option<String>,
-    /// Only these threads (TID,TID,...). Repeatable
+    /// Only these threads (TID,TID,...; `fctrace info` lists them).
+    /// Repeatable, e.g. `--tid 4242,4243`
     #[arg(long = "tid", value_name = "TID,...", help_heading = "Filters")]
     pub tid: Vec<String>,
     /// FUNC@ACTION[,ACTION...]: actions trace_on, trace_off, depth=N,
     /// backtrace, finish; they act on the thread that called FUNC, or on
-    /// every thread with `global` (finish: always the whole process), e.g.
-    /// load_config@trace_off. Repeatable
+    /// every thread with `global` (finish: always the whole process).
+    /// Repeatable, e.g. `-T load_config@trace_off`,
+    /// `-T 'handle_request@trace_on,global'`, `-T parse@depth=2`,
+    /// `-T abort@backtrace`, `-T main_loop@finish`
     #[arg(
         short = 'T',
         long = "trigger",

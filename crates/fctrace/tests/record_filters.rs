@@ -194,6 +194,22 @@ fn trace_on_off_and_finish() {
     assert_eq!(t.replace("T0 ", ""), TOP.repeat(2));
 }
 
+/// `-T FUNC@backtrace` at record time: replay prints the chain of callers
+/// before each call of FUNC, as `record; replay -T FUNC@backtrace` does.
+#[test]
+fn backtrace_trigger() {
+    let t = same_as_replay("basic", &["-T", "leaf@backtrace"]);
+    let m = main_call(&t);
+    assert!(
+        m.contains(
+            "  top() {\n    mid() {\n      /* backtrace: main > top > mid */\n      leaf();\n      \
+             /* backtrace: main > top > mid */\n      leaf();\n    } /* mid */\n    \
+             /* backtrace: main > top */\n    leaf();\n  } /* top */\n"
+        ),
+        "{m}"
+    );
+}
+
 #[test]
 fn longjmp_out_of_notrace_region() {
     let t = same_as_replay("longjmp", &["-N", "hidden"]);

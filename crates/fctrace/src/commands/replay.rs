@@ -7,8 +7,9 @@ use std::io;
 use std::process::ExitCode;
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
-    let options = args.filter.to_options()?;
+    let mut options = args.filter.to_options()?;
     let trace = Trace::open(&args.dir)?;
+    crate::output::filter::add_recorded_backtraces(&mut options, &trace);
     let stdout = io::stdout();
     tree::print_tree_with(&trace, &options, &mut stdout.lock())?;
     Ok(ExitCode::SUCCESS)

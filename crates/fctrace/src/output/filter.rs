@@ -136,6 +136,25 @@ pub struct Filter<'t> {
     backtraces: bool,
 }
 
+/// Adds to `opts` the `backtrace` actions of the triggers the trace was
+/// recorded with (info.json's `options`): the agent records the calls, and
+/// the chain of callers of each triggering call is printed at replay from
+/// them. Callers that record-time filters hid are not in the chain.
+pub fn add_recorded_backtraces(opts: &mut Options, trace: &Trace) {
+    let Ok(recorded) = Options::from_wire(&trace.info.options) else {
+        return;
+    };
+    for t in recorded.triggers {
+        if t.actions.contains(&Action::Backtrace) {
+            opts.triggers.push(fctrace_options::Trigger {
+                actions: vec![Action::Backtrace],
+                global: false,
+                ..t
+            });
+        }
+    }
+}
+
 /// Whether `opts` hides anything at display time.
 pub fn filters_display(opts: &Options) -> bool {
     !opts.filters.is_empty()
