@@ -94,9 +94,9 @@ pub struct TraceOptions {
     /// `fctrace -a -F main ./app`
     #[arg(short = 'a', long = "auto-args", help_heading = "Arguments")]
     pub auto_args: bool,
-    /// Longest string argument shown, in bytes (longer ones end in `...`),
-    /// e.g. `--max-string 200`
-    #[arg(long = "max-string", value_name = "BYTES", default_value_t = fctrace_options::DEFAULT_STRING_MAX, help_heading = "Arguments")]
+    /// Longest string argument shown, in bytes, 1 to 1023 (longer ones
+    /// end in `...`), e.g. `--max-string 200`
+    #[arg(long = "max-string", value_name = "BYTES", default_value_t = fctrace_options::DEFAULT_STRING_MAX, value_parser = clap::value_parser!(u32).range(1..=1023), help_heading = "Arguments")]
     pub max_string: u32,
 }
 
