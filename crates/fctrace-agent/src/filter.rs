@@ -86,7 +86,9 @@ const G_FINISH: u32 = 3;
 const NT_MASK: u32 = (1 << 24) - 1;
 const B_OFF: u32 = 1 << 24;
 const B_FINISHED: u32 = 1 << 25;
-const B_NOFILTER: u32 = 1 << 26;
+/// Outside every `-F` function (with `-F` given): tested by the
+/// generated `-F` entry.
+pub const B_NOFILTER: u32 = 1 << 26;
 /// The `func` word bits (above 32) of a `-N` region entry made by the
 /// generated `-N` entry: its exit is generated too.
 pub const NOTRACE_ENTRY_BITS: u64 = E_SLOW_EXIT | E_HIDDEN | E_NOTRACE;

@@ -734,11 +734,12 @@ impl Stubs {
             let at = st.arena.cursor();
             st.stub.clear();
             // A function with filter flags enters through the flagged
-            // entry (the slow path), a -N function alone through the
-            // generated -N entry.
+            // entry (the slow path), a -N or -F function alone through
+            // the generated -N or -F entry.
             let entry = match flags {
                 0 => st.common.entry,
                 crate::filter::F_NOTRACE => st.common.entry_notrace,
+                crate::filter::F_FILTER => st.common.entry_filter,
                 _ => st.common.entry_flagged,
             };
             let common = Common { entry, ..st.common };

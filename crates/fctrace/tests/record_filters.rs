@@ -194,6 +194,27 @@ fn trace_on_off_and_finish() {
     assert_eq!(t.replace("T0 ", ""), TOP.repeat(2));
 }
 
+/// A recursive -F function: the nested calls take the generated -F entry
+/// (a plain call inside the region), the outermost one opens the region.
+#[test]
+fn recursive_filter_function() {
+    const MID: &str = "mid() {\n  leaf();\n  leaf();\n} /* mid */\n";
+    let rec1 = format!("rec() {{\n  rec() {{\n    leaf();\n  }} /* rec */\n{}}} /* rec */\n", indent(MID, 1));
+    let rec2 = format!("rec() {{\n{}{}}} /* rec */\n", indent(&rec1, 1), indent(MID, 1));
+    let t = same_as_replay("recurse", &["-F", "rec"]);
+    assert_eq!(t.replace("T0 ", ""), format!("{rec2}{rec1}"));
+    // Depth counts from the outermost -F call.
+    let t = same_as_replay("recurse", &["-F", "rec", "-D", "2"]);
+    assert_eq!(
+        t.replace("T0 ", ""),
+        "rec() {\n  rec();\n  mid();\n} /* rec */\nrec() {\n  rec();\n  mid();\n} /* rec */\n"
+    );
+    // -N inside, and a second -F function nested in the first.
+    same_as_replay("recurse", &["-F", "rec", "-N", "mid"]);
+    same_as_replay("recurse", &["-F", "rec", "-F", "mid"]);
+    same_as_replay("recurse", &["-F", "rec", "-T", "rec@trace_off"]);
+}
+
 /// `-T FUNC@backtrace` at record time: replay prints the chain of callers
 /// before each call of FUNC, as `record; replay -T FUNC@backtrace` does.
 #[test]

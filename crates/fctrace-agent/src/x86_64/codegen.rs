@@ -68,6 +68,9 @@ pub struct Common {
     /// The entry of functions whose only flag is `-N` (filtered variant
     /// only; else `entry`).
     pub entry_notrace: u64,
+    /// The entry of functions whose only flag is `-F` (filtered variant
+    /// only; else `entry`).
+    pub entry_filter: u64,
     /// The shadow-stack updates of the `-N` entry and exit that a signal
     /// must not split (`signal::fix_interrupted`); zero when unfiltered.
     pub notrace_windows: NotraceWindows,
@@ -338,6 +341,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     // path, and the entry of flagged functions (always the slow path).
     let mut fentry = a.create_label();
     let mut nentry = a.create_label();
+    let mut fl_entry = a.create_label();
     let mut l_npop = a.create_label();
     let mut l_npop_next = a.create_label();
     let mut l_nrestart = a.create_label();
@@ -402,6 +406,32 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         slow_call(&mut a, p, SLOW_INIT, None)?;
         a.jmp(fretry)?;
 
+        // ---- the entry of a function whose only flag is -F. Inside a -F
+        // region already (the common case: a recursive or repeated -F
+        // function), it is a plain call: another -F frame changes
+        // nothing that a plain one does not. Only the outermost one
+        // opens the region, in the slow path; so does anything unusual
+        // (busy, first call, global switch).
+        a.set_label(&mut fl_entry)?;
+        a.push(rcx)?;
+        a.push(rdx)?;
+        a.push(r11)?;
+        a.cmp(tls_busy, 0)?;
+        a.jne(fretry)?;
+        a.mov(r11, tls_state)?;
+        a.test(r11, r11)?;
+        a.jz(fretry)?;
+        a.mov(rcx, p.filter.unwrap_or(0))?;
+        a.mov(ecx, dword_ptr(rcx))?;
+        a.cmp(ecx, dword_ptr(r11 + OFF_GEN))?;
+        a.jne(fretry)?;
+        a.test(dword_ptr(r11 + OFF_BLOCK), crate::filter::B_NOFILTER as i32)?;
+        a.jnz(fretry)?;
+        a.pop(r11)?;
+        a.pop(rdx)?;
+        a.pop(rcx)?;
+        a.jmp(entry)?;
+
         // ---- the entry of a function whose only flag is -N: a hidden
         // region entry, without the slow path. Anything unusual (busy,
         // first call, global switch, full shadow stack) goes to the
@@ -463,6 +493,11 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         },
         entry_notrace: if p.filter.is_some() {
             res.label_ip(&nentry)?
+        } else {
+            entry_ip
+        },
+        entry_filter: if p.filter.is_some() {
+            res.label_ip(&fl_entry)?
         } else {
             entry_ip
         },

@@ -16,6 +16,7 @@ int on(int x) { return leaf(x); }
 int off(int x) { return leaf(x); }
 void thrower(int x) { leaf(x); longjmp(jb, 1); }
 int hidden(int x) { mid(x); thrower(x); return 0; }
+int rec(int n) { return n <= 0 ? leaf(n) : rec(n - 1) + mid(n); }
 void handler(int sig) { handled = leaf(sig); }
 
 /* Threads: the worker calls off() while main waits for it in a loop
@@ -76,6 +77,11 @@ int main(int argc, char **argv) {
         s += top(2);
         sigaction(SIGUSR1, NULL, &old);
         s += old.sa_handler == SIG_IGN;
+    } else if (!strcmp(mode, "recurse")) {
+        s += top(1);
+        s += rec(2);
+        s += leaf(3);
+        s += rec(1);
     }
     printf("%s %d\n", mode, s);
     return 0;
