@@ -861,29 +861,36 @@ mod tests {
         assert_eq!(round_trip(&events), events);
     }
 
-    #[test]
-    fn version_1_codes_still_decode() {
-        // Version 1: kind in 2 bits. Entry f=3, exit predicted, Lost 9.
-        let mut payload = Vec::new();
-        let codes = [(3u64 << 2) + 1, 0, ((9u64 << 2) | 3) + 1];
+    /// The payload and header of a chunk of an older version (no data
+    /// stream) with these codes and timestamp deltas, from tsc 10.
+    fn legacy_chunk(codes: &[u64], deltas: &[i64]) -> (Vec<u8>, ChunkHeader) {
         let mut code_bytes = Vec::new();
-        for c in codes {
+        for &c in codes {
             put_varint(&mut code_bytes, c);
         }
+        let mut payload = Vec::new();
         put_varint(&mut payload, code_bytes.len() as u64);
         payload.extend_from_slice(&code_bytes);
-        for d in [0i64, 5, 1] {
+        for &d in deltas {
             put_varint(&mut payload, zigzag(d));
         }
         let header = ChunkHeader {
             compressed_len: 0,
             raw_len: payload.len() as u32,
-            events: 3,
+            events: codes.len() as u32,
             first_tsc: 10,
-            last_tsc: 16,
+            last_tsc: 10 + deltas.iter().sum::<i64>() as u64,
             codec: CODEC_ZSTD,
             crc: 0,
         };
+        (payload, header)
+    }
+
+    #[test]
+    fn version_1_codes_still_decode() {
+        // Version 1: kind in 2 bits. Entry f=3, exit predicted, Lost 9.
+        let (payload, header) =
+            legacy_chunk(&[(3u64 << 2) + 1, 0, ((9u64 << 2) | 3) + 1], &[0, 5, 1]);
         assert_eq!(
             decode_all(1, &payload, &header).unwrap(),
             vec![
@@ -1026,26 +1033,8 @@ mod tests {
     #[test]
     fn version_2_chunks_still_decode() {
         // Version 2: no data stream. Entry f=3, exit predicted, Signal 9.
-        let mut payload = Vec::new();
-        let codes = [(3u64 << 3) + 1, 0, ((9u64 << 3) | 4) + 1];
-        let mut code_bytes = Vec::new();
-        for c in codes {
-            put_varint(&mut code_bytes, c);
-        }
-        put_varint(&mut payload, code_bytes.len() as u64);
-        payload.extend_from_slice(&code_bytes);
-        for d in [0i64, 5, 1] {
-            put_varint(&mut payload, zigzag(d));
-        }
-        let header = ChunkHeader {
-            compressed_len: 0,
-            raw_len: payload.len() as u32,
-            events: 3,
-            first_tsc: 10,
-            last_tsc: 16,
-            codec: CODEC_ZSTD,
-            crc: 0,
-        };
+        let (payload, header) =
+            legacy_chunk(&[(3u64 << 3) + 1, 0, ((9u64 << 3) | 4) + 1], &[0, 5, 1]);
         assert_eq!(
             decode_all(2, &payload, &header).unwrap(),
             vec![
