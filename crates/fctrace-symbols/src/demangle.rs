@@ -29,26 +29,17 @@
 /// names without the hash, C++ (`_Z...`) names as `c++filt` prints them;
 /// anything else (or anything that fails to demangle) unchanged.
 pub fn demangle(raw: &str) -> String {
-    if raw.starts_with("_R") || (raw.starts_with("_ZN") && has_rust_hash(raw)) {
-        if let Ok(d) = rustc_demangle::try_demangle(raw) {
-            return format!("{d:#}");
-        }
-    }
-    if raw.starts_with("_Z") {
-        if let Some(d) = demangle_cxx(raw) {
-            return d;
-        }
-        if let Some(d) = cxxfilt(raw) {
-            return d;
-        }
-    }
-    raw.to_string()
+    demangle_with(raw, true)
 }
 
 /// As [`demangle`], without ever running `c++filt` (for code that runs
 /// inside a traced program, which must not start processes): the few names
 /// cpp_demangle cannot parse stay unchanged.
 pub fn demangle_in_process(raw: &str) -> String {
+    demangle_with(raw, false)
+}
+
+fn demangle_with(raw: &str, may_run_cxxfilt: bool) -> String {
     if raw.starts_with("_R") || (raw.starts_with("_ZN") && has_rust_hash(raw)) {
         if let Ok(d) = rustc_demangle::try_demangle(raw) {
             return format!("{d:#}");
@@ -57,6 +48,11 @@ pub fn demangle_in_process(raw: &str) -> String {
     if raw.starts_with("_Z") {
         if let Some(d) = demangle_cxx(raw) {
             return d;
+        }
+        if may_run_cxxfilt {
+            if let Some(d) = cxxfilt(raw) {
+                return d;
+            }
         }
     }
     raw.to_string()

@@ -141,6 +141,31 @@ fn record(a: &mut CodeAssembler, p: &Params, full: CodeLabel) -> Result<(), Iced
     Ok(())
 }
 
+/// The start of the generated -F and -N entries: saves rcx, rdx and r11,
+/// loads the thread's state into r11, and jumps to `slow` (the flagged
+/// entry's retry, which expects those three saved) unless the call is a
+/// usual one: the agent not busy, the thread's state made, the global
+/// switch already applied.
+fn usual_filtered_entry(
+    a: &mut CodeAssembler,
+    p: &Params,
+    slow: CodeLabel,
+) -> Result<(), IcedError> {
+    a.push(rcx)?;
+    a.push(rdx)?;
+    a.push(r11)?;
+    a.cmp(qword_ptr(p.tls + 8).fs(), 0)?;
+    a.jne(slow)?;
+    a.mov(r11, qword_ptr(p.tls).fs())?;
+    a.test(r11, r11)?;
+    a.jz(slow)?;
+    a.mov(rcx, p.filter.unwrap_or(0))?;
+    a.mov(ecx, dword_ptr(rcx))?;
+    a.cmp(ecx, dword_ptr(r11 + OFF_GEN))?;
+    a.jne(slow)?;
+    Ok(())
+}
+
 pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let tls_state = qword_ptr(p.tls).fs();
@@ -413,18 +438,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         // opens the region, in the slow path; so does anything unusual
         // (busy, first call, global switch).
         a.set_label(&mut fl_entry)?;
-        a.push(rcx)?;
-        a.push(rdx)?;
-        a.push(r11)?;
-        a.cmp(tls_busy, 0)?;
-        a.jne(fretry)?;
-        a.mov(r11, tls_state)?;
-        a.test(r11, r11)?;
-        a.jz(fretry)?;
-        a.mov(rcx, p.filter.unwrap_or(0))?;
-        a.mov(ecx, dword_ptr(rcx))?;
-        a.cmp(ecx, dword_ptr(r11 + OFF_GEN))?;
-        a.jne(fretry)?;
+        usual_filtered_entry(&mut a, p, fretry)?;
         a.test(dword_ptr(r11 + OFF_BLOCK), crate::filter::B_NOFILTER as i32)?;
         a.jnz(fretry)?;
         a.pop(r11)?;
@@ -438,18 +452,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         // flagged entry's slow path, which does the same in Rust.
         let mut nfull = a.create_label();
         a.set_label(&mut nentry)?;
-        a.push(rcx)?;
-        a.push(rdx)?;
-        a.push(r11)?;
-        a.cmp(tls_busy, 0)?;
-        a.jne(fretry)?;
-        a.mov(r11, tls_state)?;
-        a.test(r11, r11)?;
-        a.jz(fretry)?;
-        a.mov(rcx, p.filter.unwrap_or(0))?;
-        a.mov(ecx, dword_ptr(rcx))?;
-        a.cmp(ecx, dword_ptr(r11 + OFF_GEN))?;
-        a.jne(fretry)?;
+        usual_filtered_entry(&mut a, p, fretry)?;
         // Closed first, so that a signal handler running from here on
         // records nothing either.
         a.add(dword_ptr(r11 + OFF_BLOCK), 1)?;
