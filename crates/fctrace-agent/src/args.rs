@@ -660,7 +660,7 @@ fn read_mem(pid: u32, addr: u64, out: &mut [u8]) -> usize {
 /// Writes an `Args`/`Retval` record of `func` and its payload (at most
 /// `bound` bytes, written by `fill`) into the thread's buffer, in one
 /// reservation.
-fn emit(
+pub(crate) fn emit(
     st: &mut ThreadState,
     kind: EventKind,
     func: u32,

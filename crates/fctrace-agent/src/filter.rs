@@ -41,6 +41,7 @@
 
 use crate::shm::Shm;
 use crate::thread::{self, ShadowEntry, ThreadState, SHADOW_ENTRY_SIZE};
+use fctrace_format::argval::MAX_BACKTRACE;
 use fctrace_format::event::EventKind;
 use fctrace_options::{pattern::name_forms, Action, Options};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
@@ -108,6 +109,8 @@ pub struct FilterState {
 struct Config {
     opts: Options,
     has_filters: bool,
+    /// A trigger has the `backtrace` action.
+    backtraces: bool,
     depth: u32,
     specs: Option<&'static crate::args::Specs>,
 }
@@ -131,7 +134,15 @@ pub fn init(opts: Options) -> bool {
     }
     let specs = crate::args::Specs::from_options(&opts);
     let specs = (!specs.is_empty()).then(|| specs.install());
+    let backtraces = opts
+        .triggers
+        .iter()
+        .any(|t| t.actions.contains(&Action::Backtrace));
+    if backtraces {
+        backtrace::warm_up();
+    }
     let cfg = Config {
+        backtraces,
         has_filters: !opts.filters.is_empty(),
         depth: opts.depth.unwrap_or(u32::MAX),
         specs,
@@ -378,6 +389,16 @@ pub unsafe fn flagged_entry(
         recompute(st);
         return 1;
     }
+    // The callers, walked before the function's own shadow entry exists
+    // (its slot still holds the real return address).
+    let mut chain = [0u32; MAX_BACKTRACE];
+    let callers = if visible && backtrace {
+        // SAFETY: `slot` is the return-address slot of the call being
+        // entered and `gprs` the registers the generated code saved.
+        unsafe { backtrace::walk(st, slot, gprs, &mut chain) }
+    } else {
+        None
+    };
     // SAFETY: `slot` is the function's return-address slot on this
     // thread's stack.
     let ret = unsafe { (slot as *const u64).read() };
@@ -418,10 +439,10 @@ pub unsafe fn flagged_entry(
         st.shadow_top = st.shadow_top.add(1);
     }
     if visible {
-        if backtrace {
-            record_backtrace(shm, st);
-        }
         thread::append(shm, st, EventKind::Entry, func);
+        if let Some((n, cut)) = callers {
+            record_backtrace(st, func, &chain[..n], cut);
+        }
         if flags & F_ARGS != 0 {
             // SAFETY: the generated code saved the general registers in
             // this order and the extended state in xsave's layout.
@@ -457,10 +478,351 @@ unsafe fn entry_regs(slot: u64, xsave: *const u8, gprs: *const u64) -> crate::ar
     }
 }
 
-/// The chain of recorded calls open on the thread (outermost first) as
-/// `Backtrace` records: not written yet (the trace format has no such
-/// event); see the plan.
-fn record_backtrace(_shm: &Shm, _st: &mut ThreadState) {}
+/// Records the callers of `func` (outermost first) as an `Args` event of
+/// `func` whose payload is a backtrace (`fctrace_format::argval`), right
+/// after its `Entry` and before its own arguments.
+fn record_backtrace(st: &mut ThreadState, func: u32, callers: &[u32], cut: bool) {
+    crate::args::emit(st, EventKind::Args, func, 4 + 4 * callers.len(), |w| {
+        w.backtrace(callers, cut);
+    });
+}
+
+/// Notes that the code of function `id` spans `[addr, addr + size)` (for
+/// the backtraces of `backtrace` triggers; nothing without one).
+pub fn note_range(id: u32, addr: u64, size: u64) {
+    if CONFIG.get().is_some_and(|c| c.backtraces) && size > 0 {
+        backtrace::note_range(id, addr, size);
+    }
+}
+
+/// Notes the code of the library function at `target` that the import
+/// traced as function `id` calls (its symbol's extent, if the library
+/// exports it with a size), so that its frames are named in backtraces
+/// as the calls recorded for it are.
+pub fn note_import_range(id: u32, target: u64) {
+    if !CONFIG.get().is_some_and(|c| c.backtraces) || crate::unwind::in_agent(target) {
+        return;
+    }
+    unsafe extern "C" {
+        fn dladdr1(
+            addr: *const std::ffi::c_void,
+            info: *mut libc::Dl_info,
+            extra: *mut *mut std::ffi::c_void,
+            flags: i32,
+        ) -> i32;
+    }
+    const RTLD_DL_SYMENT: i32 = 1;
+    // SAFETY: a zeroed Dl_info is valid for dladdr1 to fill.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let mut sym: *mut std::ffi::c_void = std::ptr::null_mut();
+    // SAFETY: dladdr1 only reads the loader's tables and writes `info`
+    // and `sym` (a pointer to the symbol's Elf64_Sym, which stays mapped
+    // with its library).
+    let size = unsafe {
+        if dladdr1(target as *const _, &mut info, &mut sym, RTLD_DL_SYMENT) == 0
+            || sym.is_null()
+            || info.dli_saddr as u64 != target
+        {
+            return;
+        }
+        (*(sym as *const libc::Elf64_Sym)).st_size
+    };
+    if size > 0 {
+        backtrace::note_range(id, target, size);
+    }
+}
+
+/// Publishes the ranges noted so far.
+pub fn publish_ranges() {
+    if CONFIG.get().is_some_and(|c| c.backtraces) {
+        backtrace::publish_ranges();
+    }
+}
+
+/// The stack walk of `backtrace` triggers.
+///
+/// The real stack is walked with libgcc's `_Unwind_Backtrace` (DWARF call
+/// frame information), so that callers the filters hid (no shadow entry)
+/// are found too. The walk cannot start in the slow path itself: the
+/// generated code that called it has no unwind information. So it goes in
+/// two steps: a first walk over the agent's own frames stops at the
+/// generated code and reads the program's callee-saved registers there
+/// (rbx is in the saved registers, the generated code changes no other);
+/// then [`fctrace_bt_walk`] calls the unwinder with those registers loaded
+/// and unwind information saying that its caller is the traced function's
+/// caller: its canonical frame address is the traced function's slot + 8,
+/// stored in its frame. Traced frames' slots hold their real return
+/// addresses during the walk (`unwind::restore_all`); signals are deferred
+/// in the slow path. Each frame's address is mapped to the instrumented
+/// function containing it; frames of other code (libraries not traced,
+/// the agent) are left out.
+mod backtrace {
+    use super::MAX_BACKTRACE;
+    use crate::thread::ThreadState;
+    use std::ffi::c_void;
+    use std::sync::atomic::{AtomicPtr, Ordering};
+    use std::sync::Mutex;
+
+    type Callback = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
+    type BacktraceFn = unsafe extern "C" fn(Callback, *mut c_void) -> i32;
+    type GetFn = unsafe extern "C" fn(*mut c_void) -> u64;
+    type GetGrFn = unsafe extern "C" fn(*mut c_void, i32) -> u64;
+
+    /// `_URC_NO_REASON`: go on walking; anything else stops.
+    const GO_ON: i32 = 0;
+    const STOP: i32 = 5;
+
+    fn unwind_backtrace() -> BacktraceFn {
+        // SAFETY: libgcc's _Unwind_Backtrace has this C signature.
+        unsafe { crate::real!("_Unwind_Backtrace", BacktraceFn) }
+    }
+    fn get_ip() -> GetFn {
+        // SAFETY: _Unwind_GetIP(struct _Unwind_Context *) -> _Unwind_Ptr.
+        unsafe { crate::real!("_Unwind_GetIP", GetFn) }
+    }
+    fn get_gr() -> GetGrFn {
+        // SAFETY: _Unwind_GetGR(struct _Unwind_Context *, int) -> _Unwind_Word.
+        unsafe { crate::real!("_Unwind_GetGR", GetGrFn) }
+    }
+
+    unsafe extern "C" fn nothing(_ctx: *mut c_void, _arg: *mut c_void) -> i32 {
+        STOP
+    }
+
+    /// Resolves the unwinder's functions and runs it once, at start-up,
+    /// so that no first-use work (symbol lookup, libgcc's set-up) happens
+    /// in the middle of a traced call.
+    pub fn warm_up() {
+        get_ip();
+        get_gr();
+        crate::unwind::in_agent(0);
+        // SAFETY: a callback that stops at once.
+        unsafe { unwind_backtrace()(nothing, std::ptr::null_mut()) };
+    }
+
+    /// (start, end, id), sorted by start once published.
+    type Ranges = Vec<(u64, u64, u32)>;
+    static PENDING: Mutex<Ranges> = Mutex::new(Vec::new());
+    static RANGES: AtomicPtr<Ranges> = AtomicPtr::new(std::ptr::null_mut());
+
+    pub fn note_range(id: u32, addr: u64, size: u64) {
+        let mut p = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+        p.push((addr, addr + size, id));
+    }
+
+    /// Publishes a new table (old ones are leaked: another thread may be
+    /// reading one).
+    pub fn publish_ranges() {
+        let mut v = PENDING.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        v.sort_unstable();
+        RANGES.store(Box::leak(Box::new(v)), Ordering::Release);
+    }
+
+    fn func_at(pc: u64) -> Option<u32> {
+        let p = RANGES.load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: published tables are leaked, never mutated.
+        let v = unsafe { &*p };
+        let i = v.partition_point(|r| r.0 <= pc);
+        let &(lo, hi, id) = v.get(i.checked_sub(1)?)?;
+        (lo..hi).contains(&pc).then_some(id)
+    }
+
+    /// First walk: the callee-saved registers (rbp, r12..r15) of the first
+    /// frame outside the agent (the generated code that called the slow
+    /// path).
+    struct Regs {
+        found: bool,
+        vals: [u64; 5],
+    }
+
+    unsafe extern "C" fn regs_frame(ctx: *mut c_void, data: *mut c_void) -> i32 {
+        // SAFETY: data is the Regs of `walk`, alive during the walk; ctx
+        // the unwinder's context of this frame.
+        unsafe {
+            let r = &mut *(data as *mut Regs);
+            let ip = get_ip()(ctx);
+            if ip == 0 || crate::unwind::in_agent(ip) {
+                return GO_ON;
+            }
+            for (k, reg) in [6, 12, 13, 14, 15].into_iter().enumerate() {
+                r.vals[k] = get_gr()(ctx, reg);
+            }
+            r.found = true;
+        }
+        STOP
+    }
+
+    /// Second walk: the functions of the program's frames, innermost
+    /// first.
+    struct Chain<'a> {
+        out: &'a mut [u32; MAX_BACKTRACE],
+        n: usize,
+        cut: bool,
+    }
+
+    unsafe extern "C" fn chain_frame(ctx: *mut c_void, data: *mut c_void) -> i32 {
+        // SAFETY: as in regs_frame.
+        unsafe {
+            let c = &mut *(data as *mut Chain);
+            let ip = get_ip()(ctx);
+            if ip == 0 {
+                return STOP;
+            }
+            // A return address: the call is the byte before.
+            if let Some(id) = func_at(ip - 1) {
+                if c.n == MAX_BACKTRACE {
+                    c.cut = true;
+                    return STOP;
+                }
+                c.out[c.n] = id;
+                c.n += 1;
+            }
+        }
+        GO_ON
+    }
+
+    unsafe extern "C" {
+        /// `fctrace_bt_walk(cfa, regs, unwind_backtrace, callback, arg)`.
+        fn fctrace_bt_walk(
+            cfa: u64,
+            regs: *const u64,
+            walker: BacktraceFn,
+            f: Callback,
+            arg: *mut c_void,
+        ) -> i32;
+    }
+
+    // Calls `walker(f, arg)` with rbx, rbp, r12..r15 loaded from `regs`;
+    // its unwind information says that the canonical frame address is the
+    // value stored at its stack pointer (`cfa`), so that the return
+    // address is at `cfa - 8` and the caller's registers are the ones
+    // loaded. Nothing unwinds through it otherwise.
+    std::arch::global_asm!(
+        ".pushsection .text.fctrace_bt_walk,\"ax\",@progbits",
+        ".p2align 4",
+        ".globl fctrace_bt_walk",
+        ".hidden fctrace_bt_walk",
+        ".type fctrace_bt_walk,@function",
+        "fctrace_bt_walk:",
+        ".cfi_startproc",
+        "push rbp",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset rbp, -16",
+        "push rbx",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset rbx, -24",
+        "push r12",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r12, -32",
+        "push r13",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r13, -40",
+        "push r14",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r14, -48",
+        "push r15",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r15, -56",
+        "sub rsp, 8",
+        ".cfi_adjust_cfa_offset 8",
+        "mov [rsp], rdi",
+        "mov rax, rdx",
+        "mov rdi, rcx",
+        "mov rbx, [rsi]",
+        "mov rbp, [rsi + 8]",
+        "mov r12, [rsi + 16]",
+        "mov r13, [rsi + 24]",
+        "mov r14, [rsi + 32]",
+        "mov r15, [rsi + 40]",
+        "mov rsi, r8",
+        ".cfi_remember_state",
+        // DW_CFA_def_cfa_expression { DW_OP_breg7 (rsp) 0; DW_OP_deref }
+        ".cfi_escape 0x0f, 0x03, 0x77, 0x00, 0x06",
+        ".cfi_same_value rbx",
+        ".cfi_same_value rbp",
+        ".cfi_same_value r12",
+        ".cfi_same_value r13",
+        ".cfi_same_value r14",
+        ".cfi_same_value r15",
+        "call rax",
+        ".cfi_restore_state",
+        "add rsp, 8",
+        ".cfi_adjust_cfa_offset -8",
+        "pop r15",
+        ".cfi_adjust_cfa_offset -8",
+        "pop r14",
+        ".cfi_adjust_cfa_offset -8",
+        "pop r13",
+        ".cfi_adjust_cfa_offset -8",
+        "pop r12",
+        ".cfi_adjust_cfa_offset -8",
+        "pop rbx",
+        ".cfi_adjust_cfa_offset -8",
+        "pop rbp",
+        ".cfi_adjust_cfa_offset -8",
+        "ret",
+        ".cfi_endproc",
+        ".size fctrace_bt_walk, .-fctrace_bt_walk",
+        ".popsection",
+    );
+
+    /// The instrumented functions on the stack of the call being entered
+    /// at `slot`, outermost first in `out`: (count, whether outer ones
+    /// were left out); `None` if the walk could not start (nothing is
+    /// recorded then: replay rebuilds the chain from the recorded calls).
+    ///
+    /// # Safety
+    /// In the slow path (busy, signals deferred) of the entry whose return
+    /// slot is `slot`, before its shadow entry is pushed; `gprs` as saved
+    /// by the generated code (rbx first).
+    pub unsafe fn walk(
+        st: &ThreadState,
+        slot: u64,
+        gprs: *const u64,
+        out: &mut [u32; MAX_BACKTRACE],
+    ) -> Option<(usize, bool)> {
+        if RANGES.load(Ordering::Acquire).is_null() {
+            return None;
+        }
+        let mut r = Regs {
+            found: false,
+            vals: [0; 5],
+        };
+        // SAFETY: the callback only reads the context; `r` outlives the walk.
+        unsafe { unwind_backtrace()(regs_frame, &mut r as *mut Regs as *mut c_void) };
+        if !r.found {
+            return None;
+        }
+        // SAFETY: gprs[0] is the saved rbx.
+        let rbx = unsafe { gprs.read() };
+        let regs = [rbx, r.vals[0], r.vals[1], r.vals[2], r.vals[3], r.vals[4]];
+        let mut c = Chain {
+            out,
+            n: 0,
+            cut: false,
+        };
+        crate::unwind::restore_all(st);
+        // SAFETY: the trampoline above, with the traced call's frame
+        // address and registers; the callback only reads the context and
+        // writes `c`, alive during the walk.
+        unsafe {
+            fctrace_bt_walk(
+                slot + 8,
+                regs.as_ptr(),
+                unwind_backtrace(),
+                chain_frame,
+                &mut c as *mut Chain as *mut c_void,
+            )
+        };
+        crate::unwind::hijack_all(st);
+        let (n, cut) = (c.n, c.cut);
+        out[..n].reverse();
+        Some((n, cut))
+    }
+}
 
 /// The exit of a frame whose shadow entry has `E_SLOW_EXIT` (the top
 /// one, whose slot is `slot`: the generated code checked it).

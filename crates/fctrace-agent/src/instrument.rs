@@ -351,6 +351,7 @@ fn publish(s: &mut Session) -> Result<(), String> {
         let mut flags = s.flags.clone();
         flags.resize(s.next_id as usize, 0);
         crate::filter::set_flags(flags);
+        crate::filter::publish_ranges();
     }
     s.write_new_modules()?;
     s.out.flush().map_err(|e| e.to_string())?;
@@ -520,6 +521,9 @@ fn instrument_module(
                     traced.push(addr);
                 }
                 let flags = s.note_flags(id, &m.path, name, addr);
+                if matches!(mode, Mode::Traced) {
+                    crate::filter::note_range(id, addr, size);
+                }
                 Stubs::add(&mut stubs, s, m, id, &plan, mode, None, flags)
             }
             Err(reason) => FuncStatus::NotTraced(reason),
@@ -612,6 +616,9 @@ fn instrument_imports(
                     let path = s.modules[modules[k] as usize].path.clone();
                     let flags = s.note_flags(id, &path, &p.name, addr);
                     let mode = import_mode(&p.name);
+                    if let (Some(t), Mode::Traced) = (targets[k], mode) {
+                        crate::filter::note_import_range(id, t);
+                    }
                     Stubs::add(&mut stubs, s, m, id, &plan, mode, None, flags)
                 }
                 Err(reason) => FuncStatus::NotTraced(reason),
@@ -650,6 +657,9 @@ fn instrument_imports(
             };
             let path = s.modules[modules[k] as usize].path.clone();
             let flags = s.note_flags(id, &path, &g.name, target);
+            if matches!(import_mode(&g.name), Mode::Traced) {
+                crate::filter::note_import_range(id, target);
+            }
             Stubs::add(
                 &mut stubs,
                 s,

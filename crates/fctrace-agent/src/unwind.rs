@@ -79,7 +79,7 @@ fn entries(st: &ThreadState) -> &[ShadowEntry] {
 }
 
 /// Puts the real return address back into every traced frame's slot.
-fn restore_all(st: &ThreadState) {
+pub(crate) fn restore_all(st: &ThreadState) {
     for e in entries(st).iter().rev() {
         let site = ret_site(e.func);
         let slot = e.slot as *mut u64;
@@ -94,7 +94,7 @@ fn restore_all(st: &ThreadState) {
 }
 
 /// Takes over again the slots of frames still alive.
-fn hijack_all(st: &ThreadState) {
+pub(crate) fn hijack_all(st: &ThreadState) {
     for e in entries(st).iter() {
         let site = ret_site(e.func);
         let slot = e.slot as *mut u64;
@@ -603,7 +603,7 @@ fn agent_range() -> (u64, u64) {
     range
 }
 
-fn in_agent(ip: u64) -> bool {
+pub(crate) fn in_agent(ip: u64) -> bool {
     let (lo, hi) = agent_range();
     (lo..hi).contains(&ip)
 }

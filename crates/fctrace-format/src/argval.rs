@@ -13,6 +13,15 @@
 //!        | OPAQUE                             (a value not shown: `{...}`)
 //!        | MISSING                            (a value the agent could not get)
 //! ```
+//! An `Args` payload may instead be a *backtrace* (the whole payload, never
+//! mixed with values): the chain of callers recorded by a `backtrace`
+//! trigger, written right after the `Entry` of the trigger function (and
+//! before its own `Args`, if any):
+//! ```text
+//! backtrace := BACKTRACE flags:u8 count:u16 (func:u32){count}
+//! ```
+//! `func`: function ids of the session, outermost caller first; flags bit
+//! 0: outer callers are missing (the chain was cut to its innermost part).
 //! Every number is little-endian. docs/format.md has the same table.
 
 pub const TAG_INT: u8 = 1;
@@ -25,6 +34,10 @@ pub const TAG_ENUM: u8 = 7;
 pub const TAG_STRUCT: u8 = 8;
 pub const TAG_OPAQUE: u8 = 9;
 pub const TAG_MISSING: u8 = 10;
+/// First byte of an `Args` payload that is a recorded backtrace.
+pub const TAG_BACKTRACE: u8 = 11;
+/// Callers a recorded backtrace holds at most (its innermost ones).
+pub const MAX_BACKTRACE: usize = 256;
 
 /// How an integer is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +156,50 @@ impl<'a> Writer<'a> {
     pub fn missing(&mut self) -> bool {
         self.put(&[&[TAG_MISSING]])
     }
+    /// A whole backtrace payload: `funcs` outermost first; `cut` when outer
+    /// callers are missing. Nothing is written if it does not fit.
+    pub fn backtrace(&mut self, funcs: &[u32], cut: bool) -> bool {
+        let n = funcs.len().min(u16::MAX as usize);
+        if self.full || 4 + 4 * n > self.room() {
+            self.full = true;
+            return false;
+        }
+        self.put(&[&[TAG_BACKTRACE, cut as u8], &(n as u16).to_le_bytes()]);
+        for f in &funcs[..n] {
+            self.put(&[&f.to_le_bytes()]);
+        }
+        true
+    }
+}
+
+/// A recorded backtrace (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backtrace {
+    /// Function ids, outermost caller first.
+    pub funcs: Vec<u32>,
+    /// Outer callers are missing.
+    pub cut: bool,
+}
+
+/// The backtrace an `Args` payload holds, if it is one (`None` for values,
+/// or a corrupt backtrace).
+pub fn decode_backtrace(payload: &[u8]) -> Option<Backtrace> {
+    let (&tag, rest) = payload.split_first()?;
+    if tag != TAG_BACKTRACE || rest.len() < 3 {
+        return None;
+    }
+    let n = u16::from_le_bytes([rest[1], rest[2]]) as usize;
+    let body = &rest[3..];
+    if body.len() != 4 * n {
+        return None;
+    }
+    Some(Backtrace {
+        funcs: body
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        cut: rest[0] & 1 != 0,
+    })
 }
 
 /// A decoded value.
@@ -332,6 +389,45 @@ mod tests {
         }
         assert!(decode(&[99]).is_err());
         assert!(decode(&[TAG_INT, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn backtrace_round_trip() {
+        let mut buf = [0u8; 64];
+        let mut w = Writer::new(&mut buf);
+        assert!(w.backtrace(&[7, 0, 70000], true));
+        let n = w.len();
+        assert_eq!(n, 4 + 12);
+        assert_eq!(
+            decode_backtrace(&buf[..n]),
+            Some(Backtrace {
+                funcs: vec![7, 0, 70000],
+                cut: true
+            })
+        );
+        // Not a value payload, and values are not a backtrace.
+        assert!(decode(&buf[..n]).is_err());
+        for end in 0..n {
+            assert_eq!(decode_backtrace(&buf[..end]), None);
+        }
+        let mut w = Writer::new(&mut buf);
+        assert!(w.backtrace(&[], false));
+        let n = w.len();
+        assert_eq!(
+            decode_backtrace(&buf[..n]),
+            Some(Backtrace {
+                funcs: vec![],
+                cut: false
+            })
+        );
+        let mut w = Writer::new(&mut buf);
+        assert!(w.int(IntFmt::Signed, 4, 1));
+        let n = w.len();
+        assert_eq!(decode_backtrace(&buf[..n]), None);
+        let mut small = [0u8; 8];
+        let mut w = Writer::new(&mut small);
+        assert!(!w.backtrace(&[1, 2], false));
+        assert!(w.is_empty());
     }
 
     #[test]

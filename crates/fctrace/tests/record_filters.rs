@@ -199,8 +199,15 @@ fn trace_on_off_and_finish() {
 #[test]
 fn recursive_filter_function() {
     const MID: &str = "mid() {\n  leaf();\n  leaf();\n} /* mid */\n";
-    let rec1 = format!("rec() {{\n  rec() {{\n    leaf();\n  }} /* rec */\n{}}} /* rec */\n", indent(MID, 1));
-    let rec2 = format!("rec() {{\n{}{}}} /* rec */\n", indent(&rec1, 1), indent(MID, 1));
+    let rec1 = format!(
+        "rec() {{\n  rec() {{\n    leaf();\n  }} /* rec */\n{}}} /* rec */\n",
+        indent(MID, 1)
+    );
+    let rec2 = format!(
+        "rec() {{\n{}{}}} /* rec */\n",
+        indent(&rec1, 1),
+        indent(MID, 1)
+    );
     let t = same_as_replay("recurse", &["-F", "rec"]);
     assert_eq!(t.replace("T0 ", ""), format!("{rec2}{rec1}"));
     // Depth counts from the outermost -F call.
@@ -229,6 +236,61 @@ fn backtrace_trigger() {
         ),
         "{m}"
     );
+}
+
+/// The agent records the chain of callers from the real stack, so that
+/// callers hidden by record-time filters are in it (`-F leaf` records
+/// nothing but leaf): the same lines as `record; replay -F leaf -T
+/// leaf@backtrace`, which has every call.
+#[test]
+fn backtrace_of_hidden_callers() {
+    let opts = ["-F", "leaf", "-T", "leaf@backtrace"];
+    let t = same_as_replay("basic", &opts);
+    let bt = |chain: &str| format!("/* backtrace: main > {chain} */\nleaf();\n");
+    let top = [bt("top > mid"), bt("top > mid"), bt("top")].concat();
+    let expected = [
+        top.clone(),
+        bt("other > mid").repeat(2),
+        bt("off"),
+        top.clone(),
+        bt("on"),
+        top,
+    ]
+    .concat();
+    assert_eq!(t.replace("T0 ", ""), expected);
+    // Another thread: its chain starts at its start routine.
+    let t = same_as_replay("threads", &opts);
+    assert!(
+        t.contains("T1 /* backtrace: worker > off */\nT1 leaf();\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("T1 /* backtrace: worker > top > mid */\n"),
+        "{t}"
+    );
+    // Recursion.
+    let t = same_as_replay("recurse", &opts);
+    assert!(
+        t.contains("/* backtrace: main > rec > rec > rec */\nT0 leaf();\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("/* backtrace: main > rec > rec > mid */\n"),
+        "{t}"
+    );
+    // A signal handler: the interrupted library call (traced where the
+    // program calls it) is in the chain, as in the recorded calls.
+    let t = same_as_replay("handler", &opts);
+    assert!(
+        t.contains("/* backtrace: main > raise > handler */\nT0 leaf();\n"),
+        "{t}"
+    );
+    // Replay's own -T over the recorded backtraces prints one line.
+    let rec = record_any(&program(), &["basic"], &opts);
+    assert!(rec.run.success(), "{}", rec.run.describe());
+    let plain = tree(&rec.dir.path, &[]);
+    assert_eq!(plain, tree(&rec.dir.path, &["-T", "leaf@backtrace"]));
+    assert_eq!(plain.replace("T0 ", ""), expected);
 }
 
 #[test]

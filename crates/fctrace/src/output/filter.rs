@@ -137,9 +137,12 @@ pub struct Filter<'t> {
 }
 
 /// Adds to `opts` the `backtrace` actions of the triggers the trace was
-/// recorded with (info.json's `options`): the agent records the calls, and
-/// the chain of callers of each triggering call is printed at replay from
-/// them. Callers that record-time filters hid are not in the chain.
+/// recorded with (info.json's `options`). The agent records each chain of
+/// callers (from the real stack: callers that record-time filters hid are
+/// in it) as an `Args` payload after the call's entry, which the tree
+/// prints instead of the chain rebuilt here from the recorded calls; this
+/// is the fallback for a call whose chain could not be recorded (and for
+/// traces of older agents).
 pub fn add_recorded_backtraces(opts: &mut Options, trace: &Trace) {
     let Ok(recorded) = Options::from_wire(&trace.info.options) else {
         return;
@@ -876,6 +879,71 @@ mod tests {
 
     fn one(events: Vec<RawEvent>) -> (tempfile::TempDir, Trace) {
         fake_trace(&[FakeTask::main(1, events)])
+    }
+
+    /// An `Args` record of `func` at `t` and its payload records, as the
+    /// agent writes them.
+    fn payload(
+        func: u32,
+        t: u64,
+        fill: impl FnOnce(&mut fctrace_format::argval::Writer),
+    ) -> Vec<RawEvent> {
+        let mut buf = [0u8; 256];
+        let mut w = fctrace_format::argval::Writer::new(&mut buf);
+        fill(&mut w);
+        let n = w.len();
+        let mut v = vec![RawEvent::with_payload(
+            fctrace_format::event::EventKind::Args,
+            func,
+            n as u16,
+            t + crate::output::testutil::TSC_BASE,
+        )];
+        for piece in buf[..n.div_ceil(16) * 16].chunks(16) {
+            v.push(RawEvent {
+                word: u64::from_le_bytes(piece[..8].try_into().unwrap()),
+                tsc: u64::from_le_bytes(piece[8..].try_into().unwrap()),
+            });
+        }
+        v
+    }
+
+    /// Backtraces recorded by the agent (`record -F strtol -T
+    /// strtol@backtrace`): printed whether replay asks for them or not,
+    /// once, before the call's line (with its values after them), and
+    /// hidden with their call.
+    #[test]
+    fn recorded_backtraces() {
+        let mut events = vec![ev(Entry, 2, 200)];
+        events.extend(payload(2, 200, |w| {
+            w.backtrace(&[0, 1], false);
+        }));
+        events.push(ev(Exit, 2, 300));
+        events.push(ev(Entry, 2, 7_110));
+        events.extend(payload(2, 7_110, |w| {
+            w.backtrace(&[4, 5], true);
+        }));
+        events.extend(payload(2, 7_110, |w| {
+            w.int(fctrace_format::argval::IntFmt::Auto, 8, 10);
+        }));
+        events.push(ev(Exit, 2, 7_120));
+        let (_d, t) = one(events);
+        let expected = "            | /* backtrace: main > parse_args */
+   0.100 us | strtol();
+            | /* backtrace: ... > foo(int) > S::get() const */
+   0.010 us | strtol(10);
+";
+        assert_eq!(calls(&t, &Options::default()), expected);
+        let again = opts(|o| o.triggers = trigs(&["strtol@backtrace"]));
+        assert_eq!(calls(&t, &again), expected);
+        let hidden = opts(|o| o.notrace = pats(&["strtol"]));
+        assert_eq!(calls(&t, &hidden), "");
+        let short = opts(|o| o.time_filter = Some(50));
+        assert_eq!(
+            calls(&t, &short),
+            "            | /* backtrace: main > parse_args */
+   0.100 us | strtol();
+"
+        );
     }
 
     #[test]

@@ -395,10 +395,35 @@ impl<S: EventSource> TaskState<S> {
         let depth = self.stack.len();
         match event.kind {
             EventKind::Entry => {
-                if let Some(callers) = self.events.backtrace(&event) {
+                let note = self.events.backtrace(&event);
+                // A backtrace recorded by the agent (an `Args` payload right
+                // after the entry) wins over the one rebuilt from the calls.
+                let mut taken_args = None;
+                if matches!(self.head, Some(e) if e.kind == EventKind::Args && e.func == event.func)
+                {
+                    match self.take_backtrace_or_args(summary) {
+                        Ok(bt) => {
+                            let mut callers = bt.funcs;
+                            if bt.cut {
+                                callers.insert(0, u32::MAX);
+                            }
+                            self.backtrace_line(&callers, out, names)?;
+                        }
+                        Err(args) => {
+                            if let Some(callers) = note {
+                                self.backtrace_line(&callers, out, names)?;
+                            }
+                            taken_args = Some(args);
+                        }
+                    }
+                } else if let Some(callers) = note {
                     self.backtrace_line(&callers, out, names)?;
                 }
                 let name = names.get(self.session, event.func);
+                if let Some(args) = taken_args {
+                    return self.entry_with_values(event, name, out, summary, Some(args));
+                }
+                let column = &self.column;
                 let leaf_exit = match self.head {
                     Some(next)
                         if next.func == event.func
@@ -429,7 +454,7 @@ impl<S: EventSource> TaskState<S> {
                         }) = self.head
                         {
                             if func == event.func {
-                                return self.entry_with_values(event, name, out, summary);
+                                return self.entry_with_values(event, name, out, summary, None);
                             }
                         }
                         out.text_line(None, column, depth, name.open_line())?;
@@ -532,12 +557,20 @@ impl<S: EventSource> TaskState<S> {
         name: Rc<TreeName>,
         out: &mut Sink,
         summary: &mut TreeSummary,
+        taken_args: Option<String>,
     ) -> io::Result<()> {
         let depth = self.stack.len();
         let mut call = name.name.clone();
-        if matches!(self.head, Some(e) if e.kind == EventKind::Args && e.func == event.func) {
-            self.advance(summary);
-            let args = self.take_values(summary);
+        let args = match taken_args {
+            Some(a) => Some(a),
+            None if matches!(self.head, Some(e) if e.kind == EventKind::Args && e.func == event.func) =>
+            {
+                self.advance(summary);
+                Some(self.take_values(summary))
+            }
+            None => None,
+        };
+        if let Some(args) = args {
             // A C++ name's parameter list gives way to the values.
             let bare = fctrace_options::pattern::without_params(name.bare());
             call = format!("{bare}({args})");
@@ -579,6 +612,12 @@ impl<S: EventSource> TaskState<S> {
 
     /// The values of the payload whose `Data` events start at `head`.
     fn take_values(&mut self, summary: &mut TreeSummary) -> String {
+        let bytes = self.take_payload(summary);
+        super::args::format_payload(&bytes)
+    }
+
+    /// The bytes of the payload whose `Data` events start at `head`.
+    fn take_payload(&mut self, summary: &mut TreeSummary) -> Vec<u8> {
         let mut bytes = Vec::new();
         while let Some(e) = self.head {
             if e.kind != EventKind::Data {
@@ -587,7 +626,21 @@ impl<S: EventSource> TaskState<S> {
             super::args::push_data(&e, &mut bytes);
             self.advance(summary);
         }
-        super::args::format_payload(&bytes)
+        bytes
+    }
+
+    /// Takes the `Args` event at `head` and its payload: a recorded
+    /// backtrace, or else the argument values (formatted).
+    #[cold]
+    #[inline(never)]
+    fn take_backtrace_or_args(
+        &mut self,
+        summary: &mut TreeSummary,
+    ) -> Result<fctrace_format::argval::Backtrace, String> {
+        self.advance(summary);
+        let bytes = self.take_payload(summary);
+        fctrace_format::argval::decode_backtrace(&bytes)
+            .ok_or_else(|| super::args::format_payload(&bytes))
     }
 
     /// `/* backtrace: main > a > b */` (a `backtrace` trigger).
@@ -602,7 +655,12 @@ impl<S: EventSource> TaskState<S> {
             if i > 0 {
                 text.push_str(" > ");
             }
-            text.push_str(names.get(self.session, f).bare());
+            if f == u32::MAX {
+                // Outer callers left out of a recorded backtrace.
+                text.push_str("...");
+            } else {
+                text.push_str(names.get(self.session, f).bare());
+            }
         }
         if callers.is_empty() {
             text.push_str("(none)");
