@@ -91,6 +91,35 @@ fn integers_chars_floats_and_strings() {
     assert_eq!(lines, expected);
 }
 
+/// The formats without a size, a 32-bit hex and a pointer.
+#[test]
+fn more_formats() {
+    let lines = record_lines(&[
+        "-F",
+        "main",
+        "-N",
+        "greet",
+        "-N",
+        "slen",
+        "-N",
+        "outer",
+        "-A",
+        "add@arg1/p,arg2/u",
+        "-R",
+        "add@retval/i",
+        "-A",
+        "sizes@arg5/x32,arg7/i,arg8/u",
+    ]);
+    assert_eq!(lines[1], "  add(0x2, 3) = 5;");
+    assert_eq!(
+        lines[2],
+        format!(
+            "  sizes({:#x}, -5000000000, 18000000000000000000);",
+            (-70000i32) as u32
+        )
+    );
+}
+
 #[test]
 fn default_formats_and_max_string() {
     let lines = record_lines(&[
