@@ -196,33 +196,7 @@ mod tests {
         assert_eq!(format_payload(&[]), "");
     }
 
-    /// An `Args`/`Retval` record of `func` at `t` and its payload records,
-    /// as the agent writes them.
-    fn values(
-        kind: fctrace_format::event::EventKind,
-        func: u32,
-        t: u64,
-        fill: impl FnOnce(&mut Writer),
-    ) -> Vec<fctrace_format::event::RawEvent> {
-        use fctrace_format::event::RawEvent;
-        let mut buf = [0u8; 256];
-        let mut w = Writer::new(&mut buf);
-        fill(&mut w);
-        let n = w.len();
-        let mut v = vec![RawEvent::with_payload(
-            kind,
-            func,
-            n as u16,
-            t + crate::output::testutil::TSC_BASE,
-        )];
-        for piece in buf[..n.div_ceil(16) * 16].chunks(16) {
-            v.push(RawEvent {
-                word: u64::from_le_bytes(piece[..8].try_into().unwrap()),
-                tsc: u64::from_le_bytes(piece[8..].try_into().unwrap()),
-            });
-        }
-        v
-    }
+    use crate::output::testutil::payload_events as values;
 
     #[test]
     fn tree_lines_with_values() {

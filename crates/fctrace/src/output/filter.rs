@@ -881,30 +881,18 @@ mod tests {
         fake_trace(&[FakeTask::main(1, events)])
     }
 
-    /// An `Args` record of `func` at `t` and its payload records, as the
-    /// agent writes them.
+    /// An `Args` record of `func` at `t` and its payload records.
     fn payload(
         func: u32,
         t: u64,
         fill: impl FnOnce(&mut fctrace_format::argval::Writer),
     ) -> Vec<RawEvent> {
-        let mut buf = [0u8; 256];
-        let mut w = fctrace_format::argval::Writer::new(&mut buf);
-        fill(&mut w);
-        let n = w.len();
-        let mut v = vec![RawEvent::with_payload(
+        crate::output::testutil::payload_events(
             fctrace_format::event::EventKind::Args,
             func,
-            n as u16,
-            t + crate::output::testutil::TSC_BASE,
-        )];
-        for piece in buf[..n.div_ceil(16) * 16].chunks(16) {
-            v.push(RawEvent {
-                word: u64::from_le_bytes(piece[..8].try_into().unwrap()),
-                tsc: u64::from_le_bytes(piece[8..].try_into().unwrap()),
-            });
-        }
-        v
+            t,
+            fill,
+        )
     }
 
     /// Backtraces recorded by the agent (`record -F strtol -T

@@ -18,6 +18,28 @@ pub fn ev(kind: EventKind, func: u32, t: u64) -> RawEvent {
 /// Timestamp counter value at time 0 of the fake traces.
 pub const TSC_BASE: u64 = 1_000;
 
+/// An `Args`/`Retval` record of `func` at `t` and its payload records, as
+/// the agent writes them; `fill` writes the values.
+pub fn payload_events(
+    kind: EventKind,
+    func: u32,
+    t: u64,
+    fill: impl FnOnce(&mut fctrace_format::argval::Writer),
+) -> Vec<RawEvent> {
+    let mut buf = [0u8; 256];
+    let mut w = fctrace_format::argval::Writer::new(&mut buf);
+    fill(&mut w);
+    let n = w.len();
+    let mut v = vec![RawEvent::with_payload(kind, func, n as u16, t + TSC_BASE)];
+    for piece in buf[..n.div_ceil(16) * 16].chunks(16) {
+        v.push(RawEvent {
+            word: u64::from_le_bytes(piece[..8].try_into().unwrap()),
+            tsc: u64::from_le_bytes(piece[8..].try_into().unwrap()),
+        });
+    }
+    v
+}
+
 pub struct FakeTask {
     /// The task id (defaults to the tid).
     pub id: u32,
