@@ -719,20 +719,7 @@ pub fn arg_locations(params: &[Ty], ret: &Ty) -> Vec<Loc> {
                 let need_gp = classes.iter().filter(|&&c| c == Class::Int).count() as u8;
                 let need_sse = classes.iter().filter(|&&c| c == Class::Sse).count() as u8;
                 if gp + need_gp <= 6 && sse + need_sse <= 8 {
-                    let pieces = classes
-                        .iter()
-                        .map(|c| match c {
-                            Class::Int => {
-                                gp += 1;
-                                Piece::Gpr(gp - 1)
-                            }
-                            _ => {
-                                sse += 1;
-                                Piece::Xmm(sse - 1)
-                            }
-                        })
-                        .collect();
-                    out.push(Loc::Pieces(pieces));
+                    out.push(Loc::Pieces(registers(&classes, &mut gp, &mut sse)));
                 } else {
                     out.push(if classes.len() == 1 {
                         Loc::Pieces(vec![Piece::Stack(stack)])
@@ -758,27 +745,31 @@ pub fn arg_locations(params: &[Ty], ret: &Ty) -> Vec<Loc> {
     out
 }
 
+/// The registers of a value of these classes: the next general-purpose
+/// ones (from `*gp`) and the next vector ones (from `*sse`), in order.
+fn registers(classes: &[Class], gp: &mut u8, sse: &mut u8) -> Vec<Piece> {
+    classes
+        .iter()
+        .map(|c| match c {
+            Class::Int => {
+                *gp += 1;
+                Piece::Gpr(*gp - 1)
+            }
+            _ => {
+                *sse += 1;
+                Piece::Xmm(*sse - 1)
+            }
+        })
+        .collect()
+}
+
 /// Where the return value is at the function's exit.
 pub fn ret_location(ty: &Ty) -> Loc {
     match classify(ty) {
         Ok(classes) if classes.is_empty() => Loc::None,
         Ok(classes) => {
             let (mut gp, mut sse) = (0u8, 0u8);
-            Loc::Pieces(
-                classes
-                    .iter()
-                    .map(|c| match c {
-                        Class::Int => {
-                            gp += 1;
-                            Piece::Gpr(gp - 1)
-                        }
-                        _ => {
-                            sse += 1;
-                            Piece::Xmm(sse - 1)
-                        }
-                    })
-                    .collect(),
-            )
+            Loc::Pieces(registers(&classes, &mut gp, &mut sse))
         }
         Err(()) => Loc::AtRax { size: ty.size() },
     }
