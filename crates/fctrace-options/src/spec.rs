@@ -80,7 +80,13 @@ impl Trigger {
             }
         }
         if actions.is_empty() {
-            return Err(format!("trigger `{spec}` has no action"));
+            return Err(match module {
+                Some(m) => format!(
+                    "trigger `{spec}`: `{m}` is not an action (trace_on, trace_off, depth=N, \
+                     backtrace, finish; a module, FUNC@MODULE,ACTION, comes before one)"
+                ),
+                None => format!("trigger `{spec}` has no action"),
+            });
         }
         let pattern =
             FuncPattern::with_module(func, module).map_err(|e| format!("trigger `{spec}`: {e}"))?;
@@ -253,6 +259,9 @@ mod tests {
         assert_eq!(t.pattern.module(), Some("libx"));
         assert!(Trigger::parse("foo").is_err());
         assert!(Trigger::parse("foo@").is_err());
+        assert!(Trigger::parse("foo@bogus")
+            .unwrap_err()
+            .contains("`bogus` is not an action"));
         assert!(Trigger::parse("foo@depth=0").is_err());
         assert!(Trigger::parse("foo@trace_on,bogus").is_err());
         assert!(Trigger::parse("@trace_on").is_err());

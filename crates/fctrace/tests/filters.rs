@@ -381,6 +381,40 @@ fn triggers() {
 }
 
 #[test]
+fn patterns_naming_no_function_are_warned_about() {
+    for cmd in ["replay", "report"] {
+        let mut args: Vec<&OsStr> = vec![OsStr::new(cmd), OsStr::new("-d"), recorded().as_os_str()];
+        args.extend(
+            [
+                "-F",
+                "main",
+                "-N",
+                "no_such_function",
+                "-T",
+                "nope.*zz@trace_off",
+            ]
+            .iter()
+            .map(OsStr::new),
+        );
+        let r = fctrace(&args);
+        assert!(r.success(), "{}", r.describe());
+        assert!(
+            r.stderr
+                .contains("-N no_such_function matches no function of the trace"),
+            "{}",
+            r.describe()
+        );
+        assert!(
+            r.stderr
+                .contains("-T nope.*zz@trace_off matches no function"),
+            "{}",
+            r.describe()
+        );
+        assert!(!r.stderr.contains("-F main"), "{}", r.describe());
+    }
+}
+
+#[test]
 fn bad_specs_are_errors() {
     for opts in [
         &["-F", "f("][..],

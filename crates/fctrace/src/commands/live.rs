@@ -15,6 +15,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<ExitCode> {
         let out = recorder::record(&args.command, &tmp, &args.trace, &options)?;
         let trace =
             fctrace_format::store::Trace::open(&tmp).context("reading the recorded trace")?;
+        crate::output::filter::warn_unmatched(&trace, &options);
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();
         // The display filters again (idempotent on what the agent already

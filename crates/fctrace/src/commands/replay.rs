@@ -10,6 +10,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let mut options = args.filter.to_options()?;
     let trace = Trace::open(&args.dir)?;
     crate::output::filter::add_recorded_backtraces(&mut options, &trace);
+    crate::output::filter::warn_unmatched(&trace, &options);
     let stdout = io::stdout();
     tree::print_tree_with(&trace, &options, &mut stdout.lock())?;
     Ok(ExitCode::SUCCESS)

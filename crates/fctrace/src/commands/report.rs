@@ -13,6 +13,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     for w in &trace.load_warnings {
         warn(w);
     }
+    crate::output::filter::warn_unmatched(&trace, &options);
     let mut stats = report::aggregate_with(&trace, &options);
     report::sort(&mut stats.functions, args.sort);
 

@@ -158,6 +158,52 @@ pub fn add_recorded_backtraces(opts: &mut Options, trace: &Trace) {
     }
 }
 
+/// The patterns of `opts` (`-F`, `-N`, `-C`, `-T`) that name no function
+/// of the trace, as the user wrote them (a misspelt name would otherwise
+/// just show an empty tree).
+pub fn unmatched_patterns(trace: &Trace, opts: &Options) -> Vec<String> {
+    let mut pats: Vec<(&str, &str, &FuncPattern)> = Vec::new();
+    pats.extend(opts.filters.iter().map(|p| ("-F", p.as_str(), p)));
+    pats.extend(opts.notrace.iter().map(|p| ("-N", p.as_str(), p)));
+    pats.extend(opts.callers.iter().map(|p| ("-C", p.as_str(), p)));
+    pats.extend(
+        opts.triggers
+            .iter()
+            .map(|t| ("-T", t.source.as_str(), &t.pattern)),
+    );
+    if pats.is_empty() {
+        return Vec::new();
+    }
+    let mut found = vec![false; pats.len()];
+    for table in trace.sessions.values() {
+        for f in &table.functions {
+            if found.iter().all(|&x| x) {
+                break;
+            }
+            let module = table.module(f.module).map_or("", |m| m.path.as_str());
+            let display = fctrace_symbols::demangle(&f.name);
+            let names = name_forms(&f.name, &display);
+            for (i, (_, _, p)) in pats.iter().enumerate() {
+                if !found[i] && p.matches(module, names) {
+                    found[i] = true;
+                }
+            }
+        }
+    }
+    pats.iter()
+        .zip(found)
+        .filter(|(_, f)| !f)
+        .map(|((opt, text, _), _)| format!("{opt} {text}"))
+        .collect()
+}
+
+/// Warns (stderr) about each pattern of `opts` that names no function.
+pub fn warn_unmatched(trace: &Trace, opts: &Options) {
+    for p in unmatched_patterns(trace, opts) {
+        super::warn(&format!("{p} matches no function of the trace"));
+    }
+}
+
 /// Whether `opts` hides anything at display time.
 pub fn filters_display(opts: &Options) -> bool {
     !opts.filters.is_empty()
