@@ -26,7 +26,11 @@
 //! ([`flagged_exit`]) which undoes the change; every other way a shadow
 //! entry leaves the stack (longjmp, exceptions, thread exit, context
 //! switches, a mismatched return) goes through [`unwound`], which does
-//! the same, so tracing is never left wrongly off or on.
+//! the same, so tracing is never left wrongly off or on. A function whose
+//! only flag is `-N` or `-F` has a generated entry and exit
+//! (`x86_64::codegen`) for the usual case, which make the same shadow
+//! entries ([`NOTRACE_ENTRY_BITS`], [`FILTER_ENTRY_BITS`]) and the same
+//! changes as these slow paths.
 //!
 //! Semantics (uftrace's): a call is recorded when tracing is on for its
 //! thread at its entry, it is not inside (or itself) a `-N` function, it
@@ -93,17 +97,38 @@ pub const B_NOFILTER: u32 = 1 << 26;
 /// The `func` word bits (above 32) of a `-N` region entry made by the
 /// generated `-N` entry: its exit is generated too.
 pub const NOTRACE_ENTRY_BITS: u64 = E_SLOW_EXIT | E_HIDDEN | E_NOTRACE;
+/// The `func` word bits (above 32) of a recorded `-F` region entry of a
+/// `-F`-only function (made by [`flagged_entry`] or by the generated `-F`
+/// entry): its exit is generated.
+pub const FILTER_ENTRY_BITS: u64 = E_SLOW_EXIT | E_FILTER;
 
 /// A thread's filter state (with [`ThreadState::limit`], `gen`, `block`,
 /// `hidden` and `max`).
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FilterState {
-    /// Open `-F` regions.
+    /// Open `-F` regions (the generated `-F` entry and exit add and
+    /// subtract 1, at [`FL_OFFSET`]).
     fl: u32,
     /// Tracing switched off for this thread.
     off: bool,
     /// `finish` seen.
     finished: bool,
+}
+
+/// Offset of the count of open `-F` regions in [`FilterState`].
+pub const FL_OFFSET: usize = std::mem::offset_of!(FilterState, fl);
+
+/// For `signal::fix_interrupted`: a signal interrupted the generated
+/// `-F` entry or exit around its update of the count of open `-F`
+/// regions. `uncount`: subtract one (the entry's increment is taken back,
+/// or the exit's decrement not done yet is done); then `block` and
+/// `limit` are made from the state again.
+pub fn fix_filter_count(st: &mut ThreadState, uncount: bool) {
+    if uncount {
+        st.filt.fl = st.filt.fl.saturating_sub(1);
+    }
+    recompute(st);
 }
 
 struct Config {

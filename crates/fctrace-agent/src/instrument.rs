@@ -873,7 +873,7 @@ fn open_arena(
     if !is_reused {
         // (a reused arena's common block was noted at the same place)
         crate::signal::note_hot_code(arena.cursor(), &code);
-        crate::signal::note_notrace_windows(arena.cursor(), &common.notrace_windows);
+        crate::signal::note_region_windows(arena.cursor(), &common.region_windows);
     }
     arena.put(&code);
     Ok((arena, common))

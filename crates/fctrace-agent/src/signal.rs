@@ -160,6 +160,16 @@ struct Hot {
     n_push_hi: AtomicU64,
     n_pop: AtomicU64,
     n_pop_next: AtomicU64,
+    /// The generated `-F` entry's and exit's windows (with filters;
+    /// `x86_64::codegen::RegionWindows`).
+    f_check: AtomicU64,
+    f_push_lo: AtomicU64,
+    f_counted: AtomicU64,
+    f_open_hi: AtomicU64,
+    f_pop_lo: AtomicU64,
+    f_pop: AtomicU64,
+    f_uncounted: AtomicU64,
+    f_close_hi: AtomicU64,
 }
 
 const MAX_HOT: usize = 256;
@@ -178,6 +188,14 @@ static HOT: [Hot; MAX_HOT] = [const {
         n_push_hi: AtomicU64::new(0),
         n_pop: AtomicU64::new(0),
         n_pop_next: AtomicU64::new(0),
+        f_check: AtomicU64::new(0),
+        f_push_lo: AtomicU64::new(0),
+        f_counted: AtomicU64::new(0),
+        f_open_hi: AtomicU64::new(0),
+        f_pop_lo: AtomicU64::new(0),
+        f_pop: AtomicU64::new(0),
+        f_uncounted: AtomicU64::new(0),
+        f_close_hi: AtomicU64::new(0),
     }
 }; MAX_HOT];
 static HOT_LEN: AtomicUsize = AtomicUsize::new(0);
@@ -235,9 +253,9 @@ pub fn note_hot_code(at: u64, code: &[u8]) {
     HOT_LEN.store(i + 1, Ordering::Release);
 }
 
-/// Notes the `-N` entry's and exit's windows of the common block at `at`
-/// (noted by [`note_hot_code`] just before).
-pub fn note_notrace_windows(at: u64, w: &crate::x86_64::codegen::NotraceWindows) {
+/// Notes the `-N` and `-F` entries' and exits' windows of the common
+/// block at `at` (noted by [`note_hot_code`] just before).
+pub fn note_region_windows(at: u64, w: &crate::x86_64::codegen::RegionWindows) {
     if w.push_lo == 0 {
         return;
     }
@@ -251,6 +269,14 @@ pub fn note_notrace_windows(at: u64, w: &crate::x86_64::codegen::NotraceWindows)
         h.n_pop.store(w.pop, Ordering::Relaxed);
         h.n_pop_next.store(w.pop_next, Ordering::Relaxed);
         h.n_push_hi.store(w.push_hi, Ordering::Relaxed);
+        h.f_check.store(w.f_check, Ordering::Relaxed);
+        h.f_push_lo.store(w.f_push_lo, Ordering::Relaxed);
+        h.f_counted.store(w.f_counted, Ordering::Relaxed);
+        h.f_open_hi.store(w.f_open_hi, Ordering::Relaxed);
+        h.f_pop_lo.store(w.f_pop_lo, Ordering::Relaxed);
+        h.f_pop.store(w.f_pop, Ordering::Relaxed);
+        h.f_uncounted.store(w.f_uncounted, Ordering::Relaxed);
+        h.f_close_hi.store(w.f_close_hi, Ordering::Relaxed);
         h.n_push_lo.store(w.push_lo, Ordering::Release);
     }
 }
@@ -269,7 +295,9 @@ fn hot_block(rip: u64) -> Option<&'static Hot> {
 /// entry and its last store, the reservation is undone and the entry path
 /// restarts after the handler (its registers are scratch at that point);
 /// in `exit`, between putting the real return address back and the pop,
-/// the pop is completed. Both edit the context the kernel restores.
+/// the pop is completed. The generated `-N` and `-F` region entries and
+/// exits have windows of their own (`x86_64::codegen::RegionWindows`).
+/// All edit the context the kernel restores.
 fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
     let ent = crate::thread::SHADOW_ENTRY_SIZE as u64;
     // SAFETY: the kernel's ucontext for this delivery; the registers named
@@ -302,6 +330,46 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
                 st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
                 g[libc::REG_RIP as usize] = h.n_pop_next.load(Ordering::Relaxed) as i64;
             }
+            return;
+        }
+        // The -F entry, from its checks to the open region: everything
+        // it did is undone (the region count, the shadow entry) and it
+        // starts over at its checks, which see what the handler changed.
+        if n_lo != 0
+            && rip >= h.f_check.load(Ordering::Relaxed)
+            && rip < h.f_open_hi.load(Ordering::Relaxed)
+        {
+            if rip >= h.f_push_lo.load(Ordering::Relaxed) {
+                if top != rcx + ent {
+                    return;
+                }
+                st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
+                if rip >= h.f_counted.load(Ordering::Relaxed) {
+                    crate::filter::fix_filter_count(st, true);
+                }
+            }
+            g[libc::REG_RIP as usize] = h.f_check.load(Ordering::Relaxed) as i64;
+            return;
+        }
+        // The -F exit, from the slot's store to the closed region: the
+        // pop and the closing are completed.
+        if n_lo != 0
+            && rip >= h.f_pop_lo.load(Ordering::Relaxed)
+            && rip < h.f_close_hi.load(Ordering::Relaxed)
+        {
+            if rip <= h.f_pop.load(Ordering::Relaxed) {
+                // rcx = the top entry; the slot holds its real return
+                // address again.
+                if top != rcx + ent {
+                    return;
+                }
+                let e = rcx as *const crate::thread::ShadowEntry;
+                g[libc::REG_RAX as usize] = (*e).func as u32 as i64;
+                st.shadow_top = e as *mut crate::thread::ShadowEntry;
+            }
+            let uncount = rip < h.f_uncounted.load(Ordering::Relaxed);
+            crate::filter::fix_filter_count(st, uncount);
+            g[libc::REG_RIP as usize] = h.f_close_hi.load(Ordering::Relaxed) as i64;
             return;
         }
         let pop_lo = h.pop_lo.load(Ordering::Relaxed);

@@ -73,6 +73,9 @@ pub const OFF_GEN: i32 = std::mem::offset_of!(ThreadState, gen) as i32;
 pub const OFF_BLOCK: i32 = std::mem::offset_of!(ThreadState, block) as i32;
 pub const OFF_HIDDEN: i32 = std::mem::offset_of!(ThreadState, hidden) as i32;
 pub const OFF_MAX: i32 = std::mem::offset_of!(ThreadState, max) as i32;
+/// The count of open `-F` regions (`crate::filter::FilterState`), which
+/// the generated `-F` entry and exit update.
+pub const OFF_FL: i32 = (std::mem::offset_of!(ThreadState, filt) + crate::filter::FL_OFFSET) as i32;
 
 pub const SLOW_INIT: u64 = 1;
 pub const SLOW_FULL: u64 = 2;

@@ -222,6 +222,42 @@ fn recursive_filter_function() {
     same_as_replay("recurse", &["-F", "rec", "-T", "rec@trace_off"]);
 }
 
+/// A -F-only function called from outside every region opens it in the
+/// generated -F entry and closes it in the generated exit (the slow path
+/// only for what is unusual): the same trees as filtering at replay.
+#[test]
+fn filter_regions_opened_outside() {
+    const MID: &str = "mid() {\n  leaf();\n  leaf();\n} /* mid */\n";
+    let t = same_as_replay("basic", &["-F", "leaf"]);
+    assert_eq!(t.replace("T0 ", ""), "leaf();\n".repeat(13));
+    let t = same_as_replay("basic", &["-F", "mid"]);
+    assert_eq!(t.replace("T0 ", ""), MID.repeat(4));
+    // Thousands of regions, and -F functions nested in each other.
+    let t = same_as_replay("loop", &["-F", "leaf"]);
+    assert_eq!(t.replace("T0 ", ""), "leaf();\n".repeat(3000));
+    let t = same_as_replay("loop", &["-F", "leaf", "-F", "mid"]);
+    assert_eq!(t.replace("T0 ", ""), format!("leaf();\n{MID}").repeat(1000));
+    same_as_replay("loop", &["-F", "mid", "-N", "leaf"]);
+    same_as_replay("loop", &["-F", "leaf", "-D", "1"]);
+    same_as_replay("loop", &["-F", "mid", "-T", "mid@trace_off"]);
+    same_as_replay("recurse", &["-F", "leaf"]);
+    same_as_replay("recurse", &["-F", "mid"]);
+    // Threads: each its own regions.
+    let t = same_as_replay("threads", &["-F", "leaf"]);
+    assert!(t.contains("T1 leaf();\n"), "{t}");
+    same_as_replay("threads", &["-F", "mid", "-T", "off@trace_off,global"]);
+    // A signal handler; a longjmp out of a -F function.
+    same_as_replay("handler", &["-F", "leaf"]);
+    same_as_replay("handler", &["-F", "handler"]);
+    let t = same_as_replay("longjmp", &["-F", "thrower"]);
+    assert_eq!(
+        t.replace("T0 ", ""),
+        "thrower() {\n  leaf();\n  longjmp(); (unwound)\n} /* thrower */ (unwound)\n"
+    );
+    same_as_replay("longjmp", &["-F", "leaf", "-F", "thrower"]);
+    same_as_replay("longjmp", &["-F", "thrower", "-F", "top"]);
+}
+
 /// `-T FUNC@backtrace` at record time: replay prints the chain of callers
 /// before each call of FUNC, as `record; replay -T FUNC@backtrace` does.
 #[test]
@@ -483,6 +519,14 @@ fn exception_out_of_notrace_region() {
         // The same tree as filtering at replay.
         let all = record(&exe, &[], &[]);
         assert_eq!(t, tree(&all.dir.path, &["-N", "hidden"]), "{opt}");
+        // An exception out of a -F function (its region opened and closed
+        // in generated code) ends the region.
+        for opts in [&["-F", "thrower"][..], &["-F", "leaf"], &["-F", "hidden"]] {
+            let rec = record(&exe, &[], opts);
+            assert_same_behaviour(&native, &rec.run, &format!("{opt} {opts:?}"));
+            let t = tree(&rec.dir.path, &[]);
+            assert_eq!(t, tree(&all.dir.path, opts), "{opt} {opts:?}");
+        }
     }
 }
 
@@ -501,6 +545,9 @@ fn filters_under_a_signal_storm() {
         &["-N", "work"],
         &["-D", "2"],
         &["-F", "work"],
+        &["-F", "step"],
+        &["-F", "step", "-F", "tick", "-F", "leaf"],
+        &["-F", "leaf", "-F", "work"],
     ] {
         let rec = record_any(&exe, &args, opts);
         assert_same_behaviour(&native, &rec.run, &format!("{opts:?}"));
@@ -508,6 +555,19 @@ fn filters_under_a_signal_storm() {
         if opts == ["-N", "step"] {
             assert!(!text.contains("step()"), "{opts:?}");
             assert!(text.contains("work()"), "{opts:?}");
+        }
+        if opts[..2] == ["-F", "step"] {
+            // Each of the 500,000 calls opens and closes its own region
+            // (generated code, under the signals): every one is there,
+            // returned (those a signal landed in show its handler inside).
+            let opened = text.matches("step() {").count();
+            assert_eq!(text.matches("/* step */").count(), opened, "{opts:?}");
+            assert_eq!(
+                text.matches("step();").count() + opened,
+                500_000,
+                "{opts:?}"
+            );
+            assert!(!text.contains("not returned"), "{opts:?}");
         }
     }
 }

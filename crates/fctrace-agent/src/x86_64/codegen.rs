@@ -14,10 +14,11 @@
 //! takes no lock and makes no system call. Per-thread data is reached with
 //! one `fs:`-relative load at the agent's initial-exec TLS offset.
 
+use crate::filter::{B_NOFILTER, FILTER_ENTRY_BITS};
 use crate::thread::{
-    OFF_BLOCK, OFF_BUF, OFF_GEN, OFF_HIDDEN, OFF_LIMIT, OFF_MAX, OFF_SHADOW_END, OFF_SHADOW_TOP,
-    SHADOW_ENTRY_SIZE, SLOW_FLAGGED_ENTRY, SLOW_FLAGGED_EXIT, SLOW_FULL, SLOW_INIT, SLOW_MISMATCH,
-    SLOW_RESYNC, SLOW_UNWINDING,
+    OFF_BLOCK, OFF_BUF, OFF_FL, OFF_GEN, OFF_HIDDEN, OFF_LIMIT, OFF_MAX, OFF_SHADOW_END,
+    OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE, SLOW_FLAGGED_ENTRY, SLOW_FLAGGED_EXIT, SLOW_FULL, SLOW_INIT,
+    SLOW_MISMATCH, SLOW_RESYNC, SLOW_UNWINDING,
 };
 use crate::tls::BUSY_UNWINDING;
 use fctrace_format::event::{EventKind, RawEvent, KIND_BITS};
@@ -43,20 +44,37 @@ pub struct Params {
     pub finished: u64,
 }
 
-/// Addresses in the generated `-N` entry and exit (see `signal`).
+/// Addresses in the generated `-N` and `-F` region entries and exits
+/// (see `signal::fix_interrupted`).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct NotraceWindows {
-    /// The entry's `mov ecx, SIZE` before its `xadd`: where it restarts
-    /// after an interrupted reservation is undone.
+pub struct RegionWindows {
+    /// The `-N` entry's `mov ecx, SIZE` before its `xadd`: where it
+    /// restarts after an interrupted reservation is undone.
     pub restart: u64,
     /// From the instruction after the `xadd` to (excluded) the first one
     /// after its last store.
     pub push_lo: u64,
     pub push_hi: u64,
-    /// The exit's pop (the slot already holds the real return address),
-    /// and the instruction after it.
+    /// The `-N` exit's pop (the slot already holds the real return
+    /// address), and the instruction after it.
     pub pop: u64,
     pub pop_next: u64,
+    /// The `-F` entry, from its first check (where it restarts) to
+    /// (excluded) the first instruction after the region is open: its
+    /// `xadd`'s next instruction, and the one after the count of open
+    /// `-F` regions is incremented.
+    pub f_check: u64,
+    pub f_push_lo: u64,
+    pub f_counted: u64,
+    pub f_open_hi: u64,
+    /// The `-F` exit, from the instruction after the slot's real return
+    /// address is put back to (excluded) the first one after the region
+    /// is closed: its pop, the instruction after the pop, and the one
+    /// after the count is decremented.
+    pub f_pop_lo: u64,
+    pub f_pop: u64,
+    pub f_uncounted: u64,
+    pub f_close_hi: u64,
 }
 
 /// Entry points of an assembled common block.
@@ -71,9 +89,9 @@ pub struct Common {
     /// The entry of functions whose only flag is `-F` (filtered variant
     /// only; else `entry`).
     pub entry_filter: u64,
-    /// The shadow-stack updates of the `-N` entry and exit that a signal
+    /// The updates of the `-N` and `-F` entries and exits that a signal
     /// must not split (`signal::fix_interrupted`); zero when unfiltered.
-    pub notrace_windows: NotraceWindows,
+    pub region_windows: RegionWindows,
     pub entry_only: u64,
     pub exit: u64,
 }
@@ -154,6 +172,15 @@ fn usual_filtered_entry(
     a.push(rcx)?;
     a.push(rdx)?;
     a.push(r11)?;
+    usual_filtered_checks(a, p, slow)
+}
+
+/// The checks of [`usual_filtered_entry`] after its three pushes.
+fn usual_filtered_checks(
+    a: &mut CodeAssembler,
+    p: &Params,
+    slow: CodeLabel,
+) -> Result<(), IcedError> {
     a.cmp(qword_ptr(p.tls + 8).fs(), 0)?;
     a.jne(slow)?;
     a.mov(r11, qword_ptr(p.tls).fs())?;
@@ -372,6 +399,15 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     let mut l_nrestart = a.create_label();
     let mut l_npush_lo = a.create_label();
     let mut l_npush_hi = a.create_label();
+    let mut l_fcheck = a.create_label();
+    let mut l_fpush_lo = a.create_label();
+    let mut l_fcounted = a.create_label();
+    let mut l_fopen_hi = a.create_label();
+    let mut l_fpop_lo = a.create_label();
+    let mut l_fpop = a.create_label();
+    let mut l_fpop_next = a.create_label();
+    let mut l_funcounted = a.create_label();
+    let mut l_fclose_hi = a.create_label();
     if p.filter.is_some() {
         a.set_label(&mut slow_exit)?;
         // The exit of a -N region made by the generated -N entry (below):
@@ -381,8 +417,9 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         let mut reopen_slow = a.create_label();
         a.mov(rax, qword_ptr(rcx + 16))?;
         a.shr(rax, 32)?;
+        let mut not_notrace = a.create_label();
         a.cmp(eax, (crate::filter::NOTRACE_ENTRY_BITS >> 32) as i32)?;
-        a.jne(real_slow)?;
+        a.jne(not_notrace)?;
         a.mov(rax, qword_ptr(rcx))?;
         a.mov(qword_ptr(rsp + 32), rax)?;
         a.set_label(&mut l_npop)?;
@@ -398,6 +435,33 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.set_label(&mut reopen_slow)?;
         slow_call(&mut a, p, SLOW_RESYNC, None)?;
         a.jmp(xtail)?;
+        a.set_label(&mut not_notrace)?;
+        // The exit of a -F region made by the generated -F entry (or by
+        // the slow path, the same entry): pop, count the region closed,
+        // close recording if it was the last one, record the exit. A
+        // signal from the slot's store up to the closed region completes
+        // the pop and the closing first (`signal::fix_interrupted`).
+        a.cmp(eax, (FILTER_ENTRY_BITS >> 32) as i32)?;
+        a.jne(real_slow)?;
+        a.mov(rax, qword_ptr(rcx))?;
+        a.mov(qword_ptr(rsp + 32), rax)?;
+        a.set_label(&mut l_fpop_lo)?;
+        a.mov(eax, dword_ptr(rcx + 16))?;
+        a.set_label(&mut l_fpop)?;
+        a.mov(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?;
+        a.set_label(&mut l_fpop_next)?;
+        a.sub(dword_ptr(r11 + OFF_FL), 1)?;
+        a.set_label(&mut l_funcounted)?;
+        a.jnz(l_fclose_hi)?;
+        a.or(dword_ptr(r11 + OFF_BLOCK), B_NOFILTER as i32)?;
+        a.mov(qword_ptr(r11 + OFF_LIMIT), 0)?;
+        a.set_label(&mut l_fclose_hi)?;
+        a.shl(rax, KIND_BITS)?;
+        a.or(rax, EventKind::Exit as i32)?;
+        a.mov(rcx, p.finished)?;
+        a.cmp(byte_ptr(rcx), 0)?;
+        a.jne(xtail)?;
+        a.jmp(xrec)?;
         a.set_label(&mut real_slow)?;
         slow_call(&mut a, p, SLOW_FLAGGED_EXIT, Some(32))?;
         a.jmp(xtail)?;
@@ -432,19 +496,59 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.jmp(fretry)?;
 
         // ---- the entry of a function whose only flag is -F. Inside a -F
-        // region already (the common case: a recursive or repeated -F
-        // function), it is a plain call: another -F frame changes
-        // nothing that a plain one does not. Only the outermost one
-        // opens the region, in the slow path; so does anything unusual
-        // (busy, first call, global switch).
+        // region already (a recursive or repeated -F function), it is a
+        // plain call: another -F frame changes nothing that a plain one
+        // does not. The outermost one opens the region here when nothing
+        // else blocks recording and there is no depth limit (what
+        // `filter::flagged_entry` does then): its shadow entry is pushed
+        // whole first (`FILTER_ENTRY_BITS`, so that its exit is generated
+        // too), then the region is counted and opened, then the entry is
+        // recorded. Anything else goes to the slow path. A signal from
+        // the first check up to the open region undoes what was done and
+        // restarts at the checks (`signal::fix_interrupted`): a handler
+        // sees the state from before the call, and the region is never
+        // opened over a change the handler made.
+        let mut fplain = a.create_label();
+        let mut ffull = a.create_label();
         a.set_label(&mut fl_entry)?;
-        usual_filtered_entry(&mut a, p, fretry)?;
-        a.test(dword_ptr(r11 + OFF_BLOCK), crate::filter::B_NOFILTER as i32)?;
-        a.jnz(fretry)?;
+        a.push(rcx)?;
+        a.push(rdx)?;
+        a.push(r11)?;
+        a.set_label(&mut l_fcheck)?;
+        usual_filtered_checks(&mut a, p, fretry)?;
+        a.test(dword_ptr(r11 + OFF_BLOCK), B_NOFILTER as i32)?;
+        a.jz(fplain)?;
+        a.cmp(dword_ptr(r11 + OFF_BLOCK), B_NOFILTER as i32)?;
+        a.jne(fretry)?;
+        a.cmp(dword_ptr(r11 + OFF_MAX), -1)?;
+        a.jne(fretry)?;
+        a.mov(ecx, ent as u32)?;
+        a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve first
+        a.set_label(&mut l_fpush_lo)?;
+        a.cmp(rcx, qword_ptr(r11 + OFF_SHADOW_END))?;
+        a.jae(ffull)?;
+        a.mov(rdx, qword_ptr(rsp + 40))?;
+        a.mov(qword_ptr(rcx), rdx)?;
+        a.lea(rdx, qword_ptr(rsp + 40))?;
+        a.mov(qword_ptr(rcx + 8), rdx)?;
+        a.mov(rdx, FILTER_ENTRY_BITS)?;
+        a.or(rdx, rax)?;
+        a.mov(qword_ptr(rcx + 16), rdx)?;
+        a.add(dword_ptr(r11 + OFF_FL), 1)?;
+        a.set_label(&mut l_fcounted)?;
+        a.and(dword_ptr(r11 + OFF_BLOCK), !B_NOFILTER as i32)?;
+        a.mov(qword_ptr(r11 + OFF_LIMIT), -1)?;
+        a.set_label(&mut l_fopen_hi)?;
+        a.shl(rax, KIND_BITS)?; // EventKind::Entry == 0
+        a.jmp(rec)?;
+        a.set_label(&mut fplain)?;
         a.pop(r11)?;
         a.pop(rdx)?;
         a.pop(rcx)?;
         a.jmp(entry)?;
+        a.set_label(&mut ffull)?;
+        a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ent)?;
+        a.jmp(fretry)?;
 
         // ---- the entry of a function whose only flag is -N: a hidden
         // region entry, without the slow path. Anything unusual (busy,
@@ -504,16 +608,24 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         } else {
             entry_ip
         },
-        notrace_windows: if p.filter.is_some() {
-            NotraceWindows {
+        region_windows: if p.filter.is_some() {
+            RegionWindows {
                 restart: res.label_ip(&l_nrestart)?,
                 push_lo: res.label_ip(&l_npush_lo)?,
                 push_hi: res.label_ip(&l_npush_hi)?,
                 pop: res.label_ip(&l_npop)?,
                 pop_next: res.label_ip(&l_npop_next)?,
+                f_check: res.label_ip(&l_fcheck)?,
+                f_push_lo: res.label_ip(&l_fpush_lo)?,
+                f_counted: res.label_ip(&l_fcounted)?,
+                f_open_hi: res.label_ip(&l_fopen_hi)?,
+                f_pop_lo: res.label_ip(&l_fpop_lo)?,
+                f_pop: res.label_ip(&l_fpop)?,
+                f_uncounted: res.label_ip(&l_funcounted)?,
+                f_close_hi: res.label_ip(&l_fclose_hi)?,
             }
         } else {
-            NotraceWindows::default()
+            RegionWindows::default()
         },
         entry_only: res.label_ip(&eo)?,
         exit: res.label_ip(&exit)?,

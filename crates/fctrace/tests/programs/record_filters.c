@@ -82,6 +82,10 @@ int main(int argc, char **argv) {
         s += rec(2);
         s += leaf(3);
         s += rec(1);
+    } else if (!strcmp(mode, "loop")) {
+        /* Many calls of leaf and mid from outside any function. */
+        for (int i = 0; i < 1000; i++)
+            s += leaf(i) + mid(i);
     }
     printf("%s %d\n", mode, s);
     return 0;
