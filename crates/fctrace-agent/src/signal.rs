@@ -160,6 +160,9 @@ struct Hot {
     n_push_hi: AtomicU64,
     n_pop: AtomicU64,
     n_pop_next: AtomicU64,
+    n_close_lo: AtomicU64,
+    n_close_hi: AtomicU64,
+    x_tail: AtomicU64,
     /// The generated `-F` entry's and exit's windows (with filters;
     /// `x86_64::codegen::RegionWindows`).
     f_check: AtomicU64,
@@ -188,6 +191,9 @@ static HOT: [Hot; MAX_HOT] = [const {
         n_push_hi: AtomicU64::new(0),
         n_pop: AtomicU64::new(0),
         n_pop_next: AtomicU64::new(0),
+        n_close_lo: AtomicU64::new(0),
+        n_close_hi: AtomicU64::new(0),
+        x_tail: AtomicU64::new(0),
         f_check: AtomicU64::new(0),
         f_push_lo: AtomicU64::new(0),
         f_counted: AtomicU64::new(0),
@@ -268,6 +274,9 @@ pub fn note_region_windows(at: u64, w: &crate::x86_64::codegen::RegionWindows) {
         h.n_restart.store(w.restart, Ordering::Relaxed);
         h.n_pop.store(w.pop, Ordering::Relaxed);
         h.n_pop_next.store(w.pop_next, Ordering::Relaxed);
+        h.n_close_lo.store(w.close_lo, Ordering::Relaxed);
+        h.n_close_hi.store(w.close_hi, Ordering::Relaxed);
+        h.x_tail.store(w.tail, Ordering::Relaxed);
         h.n_push_hi.store(w.push_hi, Ordering::Relaxed);
         h.f_check.store(w.f_check, Ordering::Relaxed);
         h.f_push_lo.store(w.f_push_lo, Ordering::Relaxed);
@@ -330,6 +339,18 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
                 st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
                 g[libc::REG_RIP as usize] = h.n_pop_next.load(Ordering::Relaxed) as i64;
             }
+            return;
+        }
+        // The -N exit, its region count down and its limit not yet
+        // written: the limit is computed from the state now (the handler
+        // may change the state; the store would then undo that) and the
+        // exit goes on at its tail.
+        if n_lo != 0
+            && rip >= h.n_close_lo.load(Ordering::Relaxed)
+            && rip < h.n_close_hi.load(Ordering::Relaxed)
+        {
+            crate::filter::recompute(st);
+            g[libc::REG_RIP as usize] = h.x_tail.load(Ordering::Relaxed) as i64;
             return;
         }
         // The -F entry, from its checks to the open region: everything

@@ -59,6 +59,12 @@ pub struct RegionWindows {
     /// address), and the instruction after it.
     pub pop: u64,
     pub pop_next: u64,
+    /// The `-N` exit, from the instruction after the region count's
+    /// decrement to (excluded) the first one after the limit's store;
+    /// and the exit's common tail (restores the registers, returns).
+    pub close_lo: u64,
+    pub close_hi: u64,
+    pub tail: u64,
     /// The `-F` entry, from its first check (where it restarts) to
     /// (excluded) the first instruction after the region is open: its
     /// `xadd`'s next instruction, and the one after the count of open
@@ -396,6 +402,8 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     let mut fl_entry = a.create_label();
     let mut l_npop = a.create_label();
     let mut l_npop_next = a.create_label();
+    let mut l_nclose_lo = a.create_label();
+    let mut l_nclose_hi = a.create_label();
     let mut l_nrestart = a.create_label();
     let mut l_npush_lo = a.create_label();
     let mut l_npush_hi = a.create_label();
@@ -427,10 +435,16 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.set_label(&mut l_npop_next)?;
         a.sub(qword_ptr(r11 + OFF_HIDDEN), 1)?;
         a.sub(dword_ptr(r11 + OFF_BLOCK), 1)?;
+        // From here to the limit's store, a signal handler that changes
+        // the state (a `--signal` trace_off) would have its limit
+        // overwritten: `signal::fix_interrupted` completes the closing
+        // from the state instead.
+        a.set_label(&mut l_nclose_lo)?;
         a.jnz(xtail)?;
         a.cmp(dword_ptr(r11 + OFF_MAX), -1)?;
         a.jne(reopen_slow)?;
         a.mov(qword_ptr(r11 + OFF_LIMIT), -1)?;
+        a.set_label(&mut l_nclose_hi)?;
         a.jmp(xtail)?;
         a.set_label(&mut reopen_slow)?;
         slow_call(&mut a, p, SLOW_RESYNC, None)?;
@@ -615,6 +629,9 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
                 push_hi: res.label_ip(&l_npush_hi)?,
                 pop: res.label_ip(&l_npop)?,
                 pop_next: res.label_ip(&l_npop_next)?,
+                close_lo: res.label_ip(&l_nclose_lo)?,
+                close_hi: res.label_ip(&l_nclose_hi)?,
+                tail: res.label_ip(&xtail)?,
                 f_check: res.label_ip(&l_fcheck)?,
                 f_push_lo: res.label_ip(&l_fpush_lo)?,
                 f_counted: res.label_ip(&l_fcounted)?,
