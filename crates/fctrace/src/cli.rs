@@ -234,7 +234,7 @@ pub struct LiveArgs {
 
 #[derive(Args, Debug)]
 pub struct RecordArgs {
-    /// Trace directory to write
+    /// Trace directory to write, e.g. `-d /tmp/run1.data`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
     #[command(flatten)]
@@ -248,7 +248,7 @@ pub struct RecordArgs {
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
-    /// Trace directory to read
+    /// Trace directory to read, e.g. `-d /tmp/run1.data`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
     #[command(flatten)]
@@ -271,13 +271,13 @@ pub enum Format {
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// Trace directory to read
+    /// Trace directory to read, e.g. `-d /tmp/run1.data`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
-    /// Sort by total time, self time or number of calls
+    /// Sort by total time, self time or number of calls, e.g. `-s self`
     #[arg(short = 's', long = "sort", value_enum, default_value = "total")]
     pub sort: SortKey,
-    /// Output format
+    /// Output format, e.g. `--format json`
     #[arg(long = "format", value_enum, default_value = "text")]
     pub format: Format,
     #[command(flatten)]
@@ -286,7 +286,7 @@ pub struct ReportArgs {
 
 #[derive(Args, Debug)]
 pub struct InfoArgs {
-    /// Trace directory to read
+    /// Trace directory to read, e.g. `-d /tmp/run1.data`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
 }
