@@ -127,9 +127,8 @@ impl Specs {
         module_path: &str,
         raw_name: &str,
         display_name: &str,
-        addr: u64,
     ) -> (bool, bool) {
-        let f = self.spec_for(module_path, raw_name, display_name, addr);
+        let f = self.spec_for(module_path, raw_name, display_name);
         let flags = (!f.args.is_empty(), f.retval.is_some());
         if flags == (false, false) {
             return flags;
@@ -184,7 +183,7 @@ impl Specs {
         (!f.is_null()).then(|| unsafe { &*f })
     }
 
-    fn spec_for(&self, module_path: &str, raw: &str, display: &str, _addr: u64) -> FuncSpec {
+    fn spec_for(&self, module_path: &str, raw: &str, display: &str) -> FuncSpec {
         let mut f = FuncSpec {
             args: Vec::new(),
             retval: None,

@@ -183,9 +183,9 @@ pub fn active() -> bool {
 }
 
 /// The flags of function `func` of the module at `module_path` whose
-/// symbol is `raw`, loaded at `addr` (0 without filters); its argument
+/// symbol is `raw` (0 without filters); its argument
 /// specs are bound to it.
-pub fn flags_for(func: u32, module_path: &str, raw: &str, addr: u64) -> u64 {
+pub fn flags_for(func: u32, module_path: &str, raw: &str) -> u64 {
     let Some(cfg) = CONFIG.get() else { return 0 };
     let display = if raw.starts_with("_Z") || raw.starts_with("_R") {
         std::borrow::Cow::Owned(fctrace_symbols::demangle_in_process(raw))
@@ -207,7 +207,7 @@ pub fn flags_for(func: u32, module_path: &str, raw: &str, addr: u64) -> u64 {
         }
     }
     let (a, r) = match cfg.specs {
-        Some(sp) => sp.bind(func, module_path, raw, &display, addr),
+        Some(sp) => sp.bind(func, module_path, raw, &display),
         None => (false, false),
     };
     if a {
@@ -405,13 +405,12 @@ pub unsafe fn flagged_entry(
     let visible = visible && flags & F_NOTRACE == 0 && v < st.max as u64;
     let region = flags & (F_FILTER | F_NOTRACE) != 0
         || (visible && (depth.is_some() || flags & F_RETVAL != 0));
+    // (The state is recomputed above; nothing changed it since.)
     if !visible && !region {
-        recompute(st);
         return 1;
     }
     if st.shadow_top >= st.shadow_end {
         shm.add_lost(if visible { 2 } else { 0 });
-        recompute(st);
         return 1;
     }
     // The callers, walked before the function's own shadow entry exists

@@ -226,11 +226,11 @@ impl Session {
     }
 
     /// Notes the filter flags of function `id` and returns them.
-    fn note_flags(&mut self, id: u32, module_path: &str, name: &str, addr: u64) -> u64 {
+    fn note_flags(&mut self, id: u32, module_path: &str, name: &str) -> u64 {
         if !crate::filter::active() {
             return 0;
         }
-        let f = crate::filter::flags_for(id, module_path, name, addr);
+        let f = crate::filter::flags_for(id, module_path, name);
         if f == 0 {
             return 0;
         }
@@ -520,7 +520,7 @@ fn instrument_module(
                 if !is_main {
                     traced.push(addr);
                 }
-                let flags = s.note_flags(id, &m.path, name, addr);
+                let flags = s.note_flags(id, &m.path, name);
                 if matches!(mode, Mode::Traced) {
                     crate::filter::note_range(id, addr, size);
                 }
@@ -614,7 +614,7 @@ fn instrument_imports(
             match patch::plan(addr, p.size as usize, code, around, &mut scratch) {
                 Ok(plan) => {
                     let path = s.modules[modules[k] as usize].path.clone();
-                    let flags = s.note_flags(id, &path, &p.name, addr);
+                    let flags = s.note_flags(id, &path, &p.name);
                     let mode = import_mode(&p.name);
                     if let (Some(t), Mode::Traced) = (targets[k], mode) {
                         crate::filter::note_import_range(id, t);
@@ -656,7 +656,7 @@ fn instrument_imports(
                 trampoline: None,
             };
             let path = s.modules[modules[k] as usize].path.clone();
-            let flags = s.note_flags(id, &path, &g.name, target);
+            let flags = s.note_flags(id, &path, &g.name);
             if matches!(import_mode(&g.name), Mode::Traced) {
                 crate::filter::note_import_range(id, target);
             }

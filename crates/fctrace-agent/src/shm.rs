@@ -1,7 +1,6 @@
 //! The agent's side of the shared memory: mapping it, taking and handing
 //! back buffers, registering tasks. Layout and protocol: `fctrace_format::shm`.
 
-use fctrace_format::event::{EventKind, RawEvent};
 use fctrace_format::shm::*;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -239,32 +238,6 @@ impl Shm {
             (*t).state.store(TASK_LIVE, Ordering::Release);
         }
         Some(slot)
-    }
-}
-
-/// Appends an event from Rust code (slow paths only; the hot path is
-/// generated assembly doing the same). Returns false if the buffer is full.
-///
-/// # Safety
-/// `buf` must be the calling thread's current buffer.
-pub unsafe fn try_append(
-    buf: *mut BufHeader,
-    buf_size: u32,
-    kind: EventKind,
-    func: u32,
-    tsc: u64,
-) -> bool {
-    // SAFETY: the caller owns the buffer; pos is only advanced by this thread.
-    unsafe {
-        let pos = (*buf)
-            .pos
-            .fetch_add(RawEvent::SIZE as u64, Ordering::Relaxed);
-        if pos + RawEvent::SIZE as u64 > buf_size as u64 {
-            return false;
-        }
-        let rec = (buf as *mut u8).add(pos as usize) as *mut RawEvent;
-        rec.write(RawEvent::new(kind, func, tsc));
-        true
     }
 }
 

@@ -222,15 +222,16 @@ fn switch_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
 
 /// Appends an event from Rust, switching buffers as needed.
 pub fn append(shm: &Shm, st: &mut ThreadState, kind: EventKind, func: u32) {
-    loop {
-        // SAFETY: st.buf is this thread's current buffer.
-        if unsafe { shm::try_append(st.buf, shm.layout.buf_size, kind, func, shm::rdtsc()) } {
-            return;
-        }
-        if !switch_buffer(shm, st) {
-            shm.add_lost(1);
-            return;
-        }
+    let rec = reserve(shm, st, 1);
+    if !rec.is_null() {
+        // SAFETY: a record of this thread's buffer, reserved for it.
+        unsafe {
+            rec.write(fctrace_format::event::RawEvent::new(
+                kind,
+                func,
+                shm::rdtsc(),
+            ))
+        };
     }
 }
 

@@ -199,6 +199,27 @@ fn usual_filtered_checks(
     Ok(())
 }
 
+/// Fills the shadow entry that an `xadd` on the shadow-stack top just
+/// reserved at rcx, or jumps to `full` when it lies past the end of the
+/// shadow stack: the caller's return address (at rsp+40), its slot, and
+/// the function id in rax with `bits` above it. Clobbers rdx only.
+fn fill_shadow_entry(a: &mut CodeAssembler, bits: u64, full: CodeLabel) -> Result<(), IcedError> {
+    a.cmp(rcx, qword_ptr(r11 + OFF_SHADOW_END))?;
+    a.jae(full)?;
+    a.mov(rdx, qword_ptr(rsp + 40))?;
+    a.mov(qword_ptr(rcx), rdx)?;
+    a.lea(rdx, qword_ptr(rsp + 40))?;
+    a.mov(qword_ptr(rcx + 8), rdx)?;
+    if bits == 0 {
+        a.mov(qword_ptr(rcx + 16), rax)?;
+    } else {
+        a.mov(rdx, bits)?;
+        a.or(rdx, rax)?;
+        a.mov(qword_ptr(rcx + 16), rdx)?;
+    }
+    Ok(())
+}
+
 pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let tls_state = qword_ptr(p.tls).fs();
@@ -241,13 +262,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     }
     a.mov(ecx, ent as u32)?;
     a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve the shadow entry first
-    a.cmp(rcx, qword_ptr(r11 + OFF_SHADOW_END))?;
-    a.jae(overflow)?;
-    a.mov(rdx, qword_ptr(rsp + 40))?;
-    a.mov(qword_ptr(rcx), rdx)?;
-    a.lea(rdx, qword_ptr(rsp + 40))?;
-    a.mov(qword_ptr(rcx + 8), rdx)?;
-    a.mov(qword_ptr(rcx + 16), rax)?;
+    fill_shadow_entry(&mut a, 0, overflow)?;
     a.shl(rax, KIND_BITS)?; // EventKind::Entry == 0
     a.set_label(&mut rec)?;
     record(&mut a, p, full)?;
@@ -539,15 +554,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(ecx, ent as u32)?;
         a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve first
         a.set_label(&mut l_fpush_lo)?;
-        a.cmp(rcx, qword_ptr(r11 + OFF_SHADOW_END))?;
-        a.jae(ffull)?;
-        a.mov(rdx, qword_ptr(rsp + 40))?;
-        a.mov(qword_ptr(rcx), rdx)?;
-        a.lea(rdx, qword_ptr(rsp + 40))?;
-        a.mov(qword_ptr(rcx + 8), rdx)?;
-        a.mov(rdx, FILTER_ENTRY_BITS)?;
-        a.or(rdx, rax)?;
-        a.mov(qword_ptr(rcx + 16), rdx)?;
+        fill_shadow_entry(&mut a, FILTER_ENTRY_BITS, ffull)?;
         a.add(dword_ptr(r11 + OFF_FL), 1)?;
         a.set_label(&mut l_fcounted)?;
         a.and(dword_ptr(r11 + OFF_BLOCK), !B_NOFILTER as i32)?;
@@ -580,15 +587,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(ecx, ent as u32)?;
         a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve first
         a.set_label(&mut l_npush_lo)?;
-        a.cmp(rcx, qword_ptr(r11 + OFF_SHADOW_END))?;
-        a.jae(nfull)?;
-        a.mov(rdx, qword_ptr(rsp + 40))?;
-        a.mov(qword_ptr(rcx), rdx)?;
-        a.lea(rdx, qword_ptr(rsp + 40))?;
-        a.mov(qword_ptr(rcx + 8), rdx)?;
-        a.mov(rdx, crate::filter::NOTRACE_ENTRY_BITS)?;
-        a.or(rdx, rax)?;
-        a.mov(qword_ptr(rcx + 16), rdx)?;
+        fill_shadow_entry(&mut a, crate::filter::NOTRACE_ENTRY_BITS, nfull)?;
         a.set_label(&mut l_npush_hi)?;
         a.pop(r11)?;
         a.pop(rdx)?;
