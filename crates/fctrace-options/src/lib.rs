@@ -14,7 +14,10 @@ pub mod spec;
 
 pub use args::{ArgSpec, Format, Item, Source};
 pub use pattern::FuncPattern;
-pub use spec::{parse_signal, parse_tids, parse_time, signal_name, Action, SignalTrigger, Trigger};
+pub use spec::{
+    known_signal_name, parse_signal, parse_tids, parse_time, signal_name, Action, SignalTrigger,
+    Trigger,
+};
 
 /// Default cut of strings read through pointers, in bytes.
 pub const DEFAULT_STRING_MAX: u32 = 64;

@@ -143,38 +143,39 @@ impl SignalTrigger {
     }
 }
 
-const SIGNALS: &[(&str, i32)] = &[
-    ("HUP", 1),
-    ("INT", 2),
-    ("QUIT", 3),
-    ("ILL", 4),
-    ("TRAP", 5),
-    ("ABRT", 6),
-    ("BUS", 7),
-    ("FPE", 8),
-    ("KILL", 9),
-    ("USR1", 10),
-    ("SEGV", 11),
-    ("USR2", 12),
-    ("PIPE", 13),
-    ("ALRM", 14),
-    ("TERM", 15),
-    ("STKFLT", 16),
-    ("CHLD", 17),
-    ("CONT", 18),
-    ("STOP", 19),
-    ("TSTP", 20),
-    ("TTIN", 21),
-    ("TTOU", 22),
-    ("URG", 23),
-    ("XCPU", 24),
-    ("XFSZ", 25),
-    ("VTALRM", 26),
-    ("PROF", 27),
-    ("WINCH", 28),
-    ("IO", 29),
-    ("PWR", 30),
-    ("SYS", 31),
+/// The names of signals 1 to 31 (Linux numbering), `SIGNALS[n - 1]`.
+const SIGNALS: [&str; 31] = [
+    "SIGHUP",
+    "SIGINT",
+    "SIGQUIT",
+    "SIGILL",
+    "SIGTRAP",
+    "SIGABRT",
+    "SIGBUS",
+    "SIGFPE",
+    "SIGKILL",
+    "SIGUSR1",
+    "SIGSEGV",
+    "SIGUSR2",
+    "SIGPIPE",
+    "SIGALRM",
+    "SIGTERM",
+    "SIGSTKFLT",
+    "SIGCHLD",
+    "SIGCONT",
+    "SIGSTOP",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+    "SIGURG",
+    "SIGXCPU",
+    "SIGXFSZ",
+    "SIGVTALRM",
+    "SIGPROF",
+    "SIGWINCH",
+    "SIGIO",
+    "SIGPWR",
+    "SIGSYS",
 ];
 
 /// `SIGUSR1`, `USR1`, `usr1`, `10`, `SIGRTMIN+2` → the signal number.
@@ -194,13 +195,23 @@ pub fn parse_signal(s: &str) -> Option<i32> {
         };
         return (off <= 30).then_some(34 + off);
     }
-    SIGNALS.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+    (1..)
+        .zip(SIGNALS)
+        .find(|&(_, full)| &full[3..] == name)
+        .map(|(n, _)| n)
 }
 
-/// The name of signal `n` (`SIGUSR1`), or its number.
+/// The name of standard signal `n` (`SIGUSR1`), if it has one: the one
+/// signal-name table of fctrace (the CLI's output uses it too).
+pub fn known_signal_name(n: i32) -> Option<&'static str> {
+    let i = usize::try_from(n).ok()?.checked_sub(1)?;
+    SIGNALS.get(i).copied()
+}
+
+/// The name of signal `n` (`SIGUSR1`, `SIGRTMIN+2`), or its number.
 pub fn signal_name(n: i32) -> String {
-    match SIGNALS.iter().find(|&&(_, v)| v == n) {
-        Some((name, _)) => format!("SIG{name}"),
+    match known_signal_name(n) {
+        Some(name) => name.to_string(),
         None if (34..=64).contains(&n) => format!("SIGRTMIN+{}", n - 34),
         None => n.to_string(),
     }
@@ -276,6 +287,10 @@ mod tests {
         assert_eq!(parse_signal("SIGNOPE"), None);
         assert_eq!(parse_signal("0"), None);
         assert_eq!(signal_name(10), "SIGUSR1");
+        assert_eq!(signal_name(36), "SIGRTMIN+2");
+        assert_eq!(known_signal_name(31), Some("SIGSYS"));
+        assert_eq!(known_signal_name(0), None);
+        assert_eq!(known_signal_name(32), None);
         let s = SignalTrigger::parse("SIGUSR1@trace_on").unwrap();
         assert_eq!((s.signal, s.actions), (10, vec![Action::TraceOn]));
         assert!(SignalTrigger::parse("SIGKILL@trace_on").is_err());

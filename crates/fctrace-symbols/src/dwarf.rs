@@ -197,15 +197,7 @@ impl UnitCtx<'_, '_> {
     }
 
     fn udata(&self, off: UnitOffset, at: gimli::DwAt) -> Option<u64> {
-        match self.attr(off, at)? {
-            AttributeValue::Udata(v) => Some(v),
-            AttributeValue::Data1(v) => Some(u64::from(v)),
-            AttributeValue::Data2(v) => Some(u64::from(v)),
-            AttributeValue::Data4(v) => Some(u64::from(v)),
-            AttributeValue::Data8(v) => Some(v),
-            AttributeValue::Sdata(v) => u64::try_from(v).ok(),
-            _ => None,
-        }
+        self.attr(off, at)?.udata_value()
     }
 
     /// A function's name and signature, for a definition, an abstract
@@ -412,21 +404,20 @@ impl UnitCtx<'_, '_> {
                     if c.attr_value(gimli::DW_AT_bit_size).ok().flatten().is_some() {
                         complex = true;
                     }
+                    // A location expression (not a constant offset) is complex.
                     let offset = match c
                         .attr_value(gimli::DW_AT_data_member_location)
                         .ok()
                         .flatten()
                     {
-                        Some(AttributeValue::Udata(v)) => v as u32,
-                        Some(AttributeValue::Data1(v)) => u32::from(v),
-                        Some(AttributeValue::Data2(v)) => u32::from(v),
-                        Some(AttributeValue::Data4(v)) => v,
-                        Some(AttributeValue::Sdata(v)) => v as u32,
                         None => 0,
-                        _ => {
-                            complex = true;
-                            0
-                        }
+                        Some(v) => match v.udata_value().and_then(|v| u32::try_from(v).ok()) {
+                            Some(v) => v,
+                            None => {
+                                complex = true;
+                                0
+                            }
+                        },
                     };
                     let name = c
                         .attr_value(gimli::DW_AT_name)
@@ -460,20 +451,10 @@ impl UnitCtx<'_, '_> {
                 while let Ok(Some(child)) = children.next() {
                     let c = child.entry();
                     if c.tag() == gimli::DW_TAG_subrange_type {
-                        count = match c.attr_value(gimli::DW_AT_count).ok().flatten() {
-                            Some(AttributeValue::Udata(v)) => Some(v),
-                            Some(AttributeValue::Data1(v)) => Some(u64::from(v)),
-                            Some(AttributeValue::Data2(v)) => Some(u64::from(v)),
-                            Some(AttributeValue::Data4(v)) => Some(u64::from(v)),
-                            _ => match c.attr_value(gimli::DW_AT_upper_bound).ok().flatten() {
-                                Some(AttributeValue::Udata(v)) => Some(v + 1),
-                                Some(AttributeValue::Data1(v)) => Some(u64::from(v) + 1),
-                                Some(AttributeValue::Data2(v)) => Some(u64::from(v) + 1),
-                                Some(AttributeValue::Data4(v)) => Some(u64::from(v) + 1),
-                                Some(AttributeValue::Sdata(v)) => Some((v + 1) as u64),
-                                _ => None,
-                            },
-                        };
+                        let constant = |at| c.attr_value(at).ok().flatten()?.udata_value();
+                        count = constant(gimli::DW_AT_count).or_else(|| {
+                            constant(gimli::DW_AT_upper_bound).map(|v| v.saturating_add(1))
+                        });
                         break;
                     }
                 }

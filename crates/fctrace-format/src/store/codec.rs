@@ -753,17 +753,15 @@ fn push_payload(
         ns: to_ns(tsc),
     });
     for piece in bytes.chunks(16) {
+        // Bytes 0..8 in `tsc`, 8..16 in `ns` (see `Event::data_bytes`).
         let mut b = [0u8; 16];
         b[..piece.len()].copy_from_slice(piece);
-        let mut lo = [0u8; 8];
-        let mut hi = [0u8; 8];
-        lo.copy_from_slice(&b[..8]);
-        hi.copy_from_slice(&b[8..]);
+        let v = u128::from_le_bytes(b);
         out.push(super::Event {
             kind: EventKind::Data,
             func: piece.len() as u32,
-            tsc: u64::from_le_bytes(lo),
-            ns: u64::from_le_bytes(hi),
+            tsc: v as u64,
+            ns: (v >> 64) as u64,
         });
     }
     Ok(bytes.len().div_ceil(16))
@@ -861,9 +859,10 @@ mod tests {
         assert_eq!(round_trip(&events), events);
     }
 
-    /// The payload and header of a chunk of an older version (no data
-    /// stream) with these codes and timestamp deltas, from tsc 10.
-    fn legacy_chunk(codes: &[u64], deltas: &[i64]) -> (Vec<u8>, ChunkHeader) {
+    /// The payload and header of a chunk with these codes, data stream
+    /// (`None` for versions before 3, which have none) and timestamp
+    /// deltas, from tsc 10.
+    fn raw_chunk(codes: &[u64], data: Option<&[u8]>, deltas: &[i64]) -> (Vec<u8>, ChunkHeader) {
         let mut code_bytes = Vec::new();
         for &c in codes {
             put_varint(&mut code_bytes, c);
@@ -871,6 +870,10 @@ mod tests {
         let mut payload = Vec::new();
         put_varint(&mut payload, code_bytes.len() as u64);
         payload.extend_from_slice(&code_bytes);
+        if let Some(data) = data {
+            put_varint(&mut payload, data.len() as u64);
+            payload.extend_from_slice(data);
+        }
         for &d in deltas {
             put_varint(&mut payload, zigzag(d));
         }
@@ -889,8 +892,11 @@ mod tests {
     #[test]
     fn version_1_codes_still_decode() {
         // Version 1: kind in 2 bits. Entry f=3, exit predicted, Lost 9.
-        let (payload, header) =
-            legacy_chunk(&[(3u64 << 2) + 1, 0, ((9u64 << 2) | 3) + 1], &[0, 5, 1]);
+        let (payload, header) = raw_chunk(
+            &[(3u64 << 2) + 1, 0, ((9u64 << 2) | 3) + 1],
+            None,
+            &[0, 5, 1],
+        );
         assert_eq!(
             decode_all(1, &payload, &header).unwrap(),
             vec![
@@ -908,22 +914,7 @@ mod tests {
             (6, "the data stream ends early"),
             (7, "unknown event kind"),
         ] {
-            let mut payload = Vec::new();
-            let mut code_bytes = Vec::new();
-            put_varint(&mut code_bytes, ((1u64 << 3) | kind) + 1);
-            put_varint(&mut payload, code_bytes.len() as u64);
-            payload.extend_from_slice(&code_bytes);
-            put_varint(&mut payload, 0);
-            put_varint(&mut payload, 0);
-            let header = ChunkHeader {
-                compressed_len: 0,
-                raw_len: payload.len() as u32,
-                events: 1,
-                first_tsc: 1,
-                last_tsc: 1,
-                codec: CODEC_ZSTD,
-                crc: 0,
-            };
+            let (payload, header) = raw_chunk(&[((1u64 << 3) | kind) + 1], Some(&[]), &[0]);
             assert_eq!(
                 decode_all(TASK_FILE_VERSION, &payload, &header),
                 Err(reason.to_string())
@@ -1033,8 +1024,11 @@ mod tests {
     #[test]
     fn version_2_chunks_still_decode() {
         // Version 2: no data stream. Entry f=3, exit predicted, Signal 9.
-        let (payload, header) =
-            legacy_chunk(&[(3u64 << 3) + 1, 0, ((9u64 << 3) | 4) + 1], &[0, 5, 1]);
+        let (payload, header) = raw_chunk(
+            &[(3u64 << 3) + 1, 0, ((9u64 << 3) | 4) + 1],
+            None,
+            &[0, 5, 1],
+        );
         assert_eq!(
             decode_all(2, &payload, &header).unwrap(),
             vec![
@@ -1048,25 +1042,11 @@ mod tests {
     #[test]
     fn corrupt_payloads_are_errors() {
         // An Args event whose payload length runs past the data stream.
-        let mut payload = Vec::new();
-        let mut code_bytes = Vec::new();
-        put_varint(&mut code_bytes, (1u64 << 3) + 1);
-        put_varint(&mut code_bytes, ((1u64 << 3) | 5) + 1);
-        put_varint(&mut payload, code_bytes.len() as u64);
-        payload.extend_from_slice(&code_bytes);
-        put_varint(&mut payload, 2);
-        payload.extend_from_slice(&[9, 1]);
-        put_varint(&mut payload, 0);
-        put_varint(&mut payload, 0);
-        let header = ChunkHeader {
-            compressed_len: 0,
-            raw_len: payload.len() as u32,
-            events: 2,
-            first_tsc: 1,
-            last_tsc: 1,
-            codec: CODEC_ZSTD,
-            crc: 0,
-        };
+        let (payload, header) = raw_chunk(
+            &[(1u64 << 3) + 1, ((1u64 << 3) | 5) + 1],
+            Some(&[9, 1]),
+            &[0, 0],
+        );
         assert_eq!(
             decode_all(TASK_FILE_VERSION, &payload, &header),
             Err("an argument payload is longer than the data stream".to_string())
