@@ -168,7 +168,10 @@ pub struct FilterArgs {
 impl FilterArgs {
     /// The filters as the options the agent and the output share.
     pub fn to_options(&self) -> anyhow::Result<fctrace_options::Options> {
-        self.to_options_with(&TraceOptions::default())
+        self.to_options_with(&TraceOptions {
+            max_string: fctrace_options::DEFAULT_STRING_MAX,
+            ..TraceOptions::default()
+        })
     }
 
     /// The filters together with the recording options of `trace`.
@@ -177,44 +180,35 @@ impl FilterArgs {
         trace: &TraceOptions,
     ) -> anyhow::Result<fctrace_options::Options> {
         use fctrace_options as o;
-        let bad = |what: &str, e: String| anyhow::anyhow!("invalid {what}: {e}");
-        let patterns = |list: &[String], what: &str| -> anyhow::Result<Vec<o::FuncPattern>> {
-            list.iter()
-                .map(|p| o::FuncPattern::parse(p).map_err(|e| bad(what, e)))
+        /// Each of `list` parsed by `parse`; the first error names `what`.
+        fn all<'a, T>(
+            list: impl IntoIterator<Item = &'a String>,
+            what: &str,
+            parse: impl Fn(&str) -> Result<T, String>,
+        ) -> anyhow::Result<Vec<T>> {
+            list.into_iter()
+                .map(|s| parse(s).map_err(|e| anyhow::anyhow!("invalid {what}: {e}")))
                 .collect()
-        };
-        let mut tids = Vec::new();
-        for t in &self.tid {
-            tids.extend(o::parse_tids(t).map_err(|e| bad("--tid", e))?);
-        }
-        let mut args = Vec::new();
-        for a in trace.argument.iter().chain(&trace.retval) {
-            args.push(o::ArgSpec::parse(a).map_err(|e| bad("argument spec", e))?);
         }
         Ok(o::Options {
-            filters: patterns(&self.filter, "-F/--filter")?,
-            notrace: patterns(&self.notrace, "-N/--notrace")?,
-            callers: patterns(&self.caller_filter, "-C/--caller-filter")?,
+            filters: all(&self.filter, "-F/--filter", o::FuncPattern::parse)?,
+            notrace: all(&self.notrace, "-N/--notrace", o::FuncPattern::parse)?,
+            callers: all(
+                &self.caller_filter,
+                "-C/--caller-filter",
+                o::FuncPattern::parse,
+            )?,
             depth: self.depth,
-            time_filter: self
-                .time_filter
-                .as_deref()
-                .map(o::parse_time)
-                .transpose()
-                .map_err(|e| bad("-t/--time-filter", e))?,
-            tids,
-            triggers: self
-                .trigger
-                .iter()
-                .map(|t| o::Trigger::parse(t).map_err(|e| bad("-T/--trigger", e)))
-                .collect::<anyhow::Result<_>>()?,
+            time_filter: all(&self.time_filter, "-t/--time-filter", o::parse_time)?.pop(),
+            tids: all(&self.tid, "--tid", o::parse_tids)?.concat(),
+            triggers: all(&self.trigger, "-T/--trigger", o::Trigger::parse)?,
             disabled: trace.disable,
-            signals: trace
-                .signal
-                .iter()
-                .map(|s| o::SignalTrigger::parse(s).map_err(|e| bad("--signal", e)))
-                .collect::<anyhow::Result<_>>()?,
-            args,
+            signals: all(&trace.signal, "--signal", o::SignalTrigger::parse)?,
+            args: all(
+                trace.argument.iter().chain(&trace.retval),
+                "argument spec",
+                o::ArgSpec::parse,
+            )?,
             auto_args: trace.auto_args,
             string_max: trace.max_string,
         })

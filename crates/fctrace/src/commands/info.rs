@@ -1,10 +1,11 @@
 //! `fctrace info`: what a trace holds.
 
 use crate::cli::InfoArgs;
-use crate::output::{is_broken_pipe, signal_name};
+use crate::output::is_broken_pipe;
 use anyhow::Context;
 use fctrace_format::store::{ExitStatus, Trace};
 use fctrace_format::symtab::{FuncKind, FuncStatus, SymTab};
+use fctrace_options::known_signal_name as signal_name;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 

@@ -9,8 +9,10 @@ use std::process::ExitCode;
 pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let mut options = args.filter.to_options()?;
     let trace = Trace::open(&args.dir)?;
-    crate::output::filter::add_recorded_backtraces(&mut options, &trace);
+    // Only the patterns given here are checked, not the record-time
+    // backtrace triggers added next (a replay without options stays quiet).
     crate::output::filter::warn_unmatched(&trace, &options);
+    crate::output::filter::add_recorded_backtraces(&mut options, &trace);
     let stdout = io::stdout();
     tree::print_tree_with(&trace, &options, &mut stdout.lock())?;
     Ok(ExitCode::SUCCESS)

@@ -50,6 +50,7 @@
 
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, StoreError, TaskEvents, TaskInfo, Trace};
+use fctrace_format::symtab::SymTab;
 use fctrace_options::pattern::name_forms;
 use fctrace_options::{Action, FuncPattern, Options};
 use std::collections::{HashMap, VecDeque};
@@ -176,25 +177,35 @@ pub fn unmatched_patterns(trace: &Trace, opts: &Options) -> Vec<String> {
     }
     let mut found = vec![false; pats.len()];
     for table in trace.sessions.values() {
-        for f in &table.functions {
-            if found.iter().all(|&x| x) {
-                break;
-            }
-            let module = table.module(f.module).map_or("", |m| m.path.as_str());
-            let display = fctrace_symbols::demangle(&f.name);
-            let names = name_forms(&f.name, &display);
+        if found.iter().all(|&x| x) {
+            break;
+        }
+        each_function(table, |_, module, names| {
             for (i, (_, _, p)) in pats.iter().enumerate() {
                 if !found[i] && p.matches(module, names) {
                     found[i] = true;
                 }
             }
-        }
+            !found.iter().all(|&x| x)
+        });
     }
     pats.iter()
         .zip(found)
         .filter(|(_, f)| !f)
         .map(|((opt, text, _), _)| format!("{opt} {text}"))
         .collect()
+}
+
+/// Calls `f` with the id, module path and name forms ([`name_forms`]) of
+/// each function of `table`, until it returns false.
+fn each_function(table: &SymTab, mut f: impl FnMut(u32, &str, [&str; 3]) -> bool) {
+    for func in &table.functions {
+        let module = table.module(func.module).map_or("", |m| m.path.as_str());
+        let display = fctrace_symbols::demangle(&func.name);
+        if !f(func.id, module, name_forms(&func.name, &display)) {
+            return;
+        }
+    }
 }
 
 /// Warns (stderr) about each pattern of `opts` that names no function.
@@ -280,10 +291,7 @@ impl<'t> Filter<'t> {
             let any = |ps: &[FuncPattern], module: &str, names: [&str; 3]| {
                 ps.iter().any(|p| p.matches(module, names))
             };
-            for f in &table.functions {
-                let module = table.module(f.module).map_or("", |m| m.path.as_str());
-                let display = fctrace_symbols::demangle(&f.name);
-                let names = name_forms(&f.name, &display);
+            each_function(table, |id, module, names| {
                 let mut bits = 0;
                 if any(&o.filters, module, names) {
                     bits |= FILTER;
@@ -303,16 +311,17 @@ impl<'t> Filter<'t> {
                     .collect();
                 if !hits.is_empty() {
                     bits |= TRIGGER;
-                    triggers.insert(f.id, hits);
+                    triggers.insert(id, hits);
                 }
-                let id = f.id as usize;
+                let id = id as usize;
                 if bits != 0 {
                     if flags.len() <= id {
                         flags.resize(id + 1, 0);
                     }
                     flags[id] = bits;
                 }
-            }
+                true
+            });
         }
         let f = Rc::new(SessionFlags { flags, triggers });
         self.sessions.insert(session, f.clone());
@@ -347,17 +356,10 @@ impl<'t> Filter<'t> {
             return g.clone();
         }
         let mut switches = Vec::new();
-        let tasks: Vec<TaskInfo> = self
-            .trace
-            .info
-            .tasks
-            .iter()
-            .filter(|t| t.pid == task.pid)
-            .cloned()
-            .collect();
-        for t in &tasks {
+        let trace = self.trace;
+        for t in trace.info.tasks.iter().filter(|t| t.pid == task.pid) {
             let flags = self.session(t.session);
-            let Ok(mut events) = self.trace.task_events(t) else {
+            let Ok(mut events) = trace.task_events(t) else {
                 continue;
             };
             while let Some(e) = events.next_event() {
@@ -551,11 +553,8 @@ impl Visibility {
         match e.kind {
             EventKind::Entry => self.entry(e),
             EventKind::Exit | EventKind::Unwind => {
-                let j = match self.stack.last() {
-                    Some(top) if top.func == e.func => Some(self.stack.len() - 1),
-                    _ => self.stack.iter().rposition(|f| f.func == e.func),
-                };
-                match j {
+                // rposition looks at the top first.
+                match self.stack.iter().rposition(|f| f.func == e.func) {
                     Some(j) => {
                         let shown = self.stack[j].shown;
                         while self.stack.len() > j {
@@ -800,11 +799,8 @@ impl Held {
                 }
             }
             EventKind::Exit | EventKind::Unwind => {
-                let j = match self.frames.last() {
-                    Some(top) if top.func == e.func => Some(self.frames.len() - 1),
-                    _ => self.frames.iter().rposition(|f| f.func == e.func),
-                };
-                match j {
+                // rposition looks at the top first.
+                match self.frames.iter().rposition(|f| f.func == e.func) {
                     Some(j) if j >= self.shown => self.drop_from(j),
                     Some(j) => {
                         self.drop_from(self.shown);

@@ -189,47 +189,6 @@ pub fn warn(message: &str) {
     eprintln!("fctrace: warning: {message}");
 }
 
-/// The name of a standard signal (`SIGSEGV`), `None` for other numbers.
-pub fn signal_name(signal: i32) -> Option<&'static str> {
-    const NAMES: [&str; 31] = [
-        "SIGHUP",
-        "SIGINT",
-        "SIGQUIT",
-        "SIGILL",
-        "SIGTRAP",
-        "SIGABRT",
-        "SIGBUS",
-        "SIGFPE",
-        "SIGKILL",
-        "SIGUSR1",
-        "SIGSEGV",
-        "SIGUSR2",
-        "SIGPIPE",
-        "SIGALRM",
-        "SIGTERM",
-        "SIGSTKFLT",
-        "SIGCHLD",
-        "SIGCONT",
-        "SIGSTOP",
-        "SIGTSTP",
-        "SIGTTIN",
-        "SIGTTOU",
-        "SIGURG",
-        "SIGXCPU",
-        "SIGXFSZ",
-        "SIGVTALRM",
-        "SIGPROF",
-        "SIGWINCH",
-        "SIGIO",
-        "SIGPWR",
-        "SIGSYS",
-    ];
-    usize::try_from(signal)
-        .ok()
-        .and_then(|s| s.checked_sub(1))
-        .and_then(|i| NAMES.get(i).copied())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,9 +40,10 @@
 
 use super::filter::{EventSource, Filter};
 use super::names::{CallNames, TreeName, PIECE};
-use super::{is_broken_pipe, signal_name, warn, Duration, Progress};
+use super::{is_broken_pipe, warn, Duration, Progress};
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, StoreError, TaskInfo, TaskOrigin, Trace};
+use fctrace_options::known_signal_name as signal_name;
 use fctrace_options::Options;
 use std::io::{self, Write};
 use std::rc::Rc;
@@ -395,7 +396,7 @@ impl<S: EventSource> TaskState<S> {
         let depth = self.stack.len();
         match event.kind {
             EventKind::Entry => {
-                let note = self.events.backtrace(&event);
+                let mut note = self.events.backtrace(&event);
                 // A backtrace recorded by the agent (an `Args` payload right
                 // after the entry) wins over the one rebuilt from the calls.
                 let mut taken_args = None;
@@ -407,16 +408,12 @@ impl<S: EventSource> TaskState<S> {
                             if bt.cut {
                                 callers.insert(0, u32::MAX);
                             }
-                            self.backtrace_line(&callers, out, names)?;
+                            note = Some(callers);
                         }
-                        Err(args) => {
-                            if let Some(callers) = note {
-                                self.backtrace_line(&callers, out, names)?;
-                            }
-                            taken_args = Some(args);
-                        }
+                        Err(args) => taken_args = Some(args),
                     }
-                } else if let Some(callers) = note {
+                }
+                if let Some(callers) = note {
                     self.backtrace_line(&callers, out, names)?;
                 }
                 let name = names.get(self.session, event.func);
