@@ -13,14 +13,6 @@ fn args_prog() -> PathBuf {
     c_program("args.c", "-O0", &["-O0"])
 }
 
-/// The text of each call line of the replay: what follows `] | `, with
-/// its indent.
-fn call_lines(text: &str) -> Vec<String> {
-    text.lines()
-        .filter_map(|l| l.split_once("] | ").map(|(_, t)| t.to_string()))
-        .collect()
-}
-
 #[track_caller]
 fn record_lines(opts: &[&str]) -> Vec<String> {
     let rec = record(&args_prog(), &[], opts);

@@ -22,24 +22,10 @@ fn recorded() -> &'static Path {
         .path
 }
 
-/// `fctrace CMD -d DIR OPTS...`, asserted successful.
-#[track_caller]
-fn run_on(cmd: &str, dir: &Path, opts: &[&str]) -> String {
-    let mut args: Vec<&OsStr> = vec![OsStr::new(cmd), OsStr::new("-d"), dir.as_os_str()];
-    args.extend(opts.iter().map(OsStr::new));
-    let r = fctrace(&args);
-    assert!(
-        r.success(),
-        "fctrace {cmd} {opts:?} failed\n{}",
-        r.describe()
-    );
-    r.stdout
-}
-
 /// `replay OPTS`: its text and tree.
 #[track_caller]
 fn replay_opts(opts: &[&str]) -> (String, Replay) {
-    let text = run_on("replay", recorded(), opts);
+    let text = fctrace_on("replay", recorded(), opts);
     let tree = parse_replay(&text)
         .unwrap_or_else(|e| panic!("replay {opts:?}: not a call tree: {e}\n{text}"));
     (text, tree)
@@ -82,10 +68,7 @@ outer()
 ";
 
 fn indent(text: &str, levels: usize) -> String {
-    expected_outline(text)
-        .lines()
-        .map(|l| format!("{}{l}\n", "  ".repeat(levels)))
-        .collect()
+    prefix_lines(&expected_outline(text), &"  ".repeat(levels))
 }
 
 /// main()'s whole subtree, from the source.
@@ -239,7 +222,7 @@ fn time_filter() {
     assert!(dur("/* main */") >= dur("/* slow */"), "{text}");
     // The report: only the shown calls, the hidden ones' time in their
     // callers' self time.
-    let rep: Report = serde_json::from_str(&run_on(
+    let rep: Report = serde_json::from_str(&fctrace_on(
         "report",
         recorded(),
         &["--format", "json", "-t", "40ms"],
@@ -273,7 +256,7 @@ fn tids() {
     );
     let list = format!("{},{}", worker.pid, worker.tid);
     assert_eq!(replay_opts(&["--tid", &list]).1.threads.len(), 2);
-    let rep: Report = serde_json::from_str(&run_on(
+    let rep: Report = serde_json::from_str(&fctrace_on(
         "report",
         recorded(),
         &["--format", "json", "--tid", &worker.tid.to_string()],
@@ -338,6 +321,17 @@ fn triggers() {
     let opts = ["-T", "quiet@trace_off,global"];
     let (text, tree) = replay_opts(&opts);
     assert_eq!(tree.threads.len(), 1, "{text}");
+    // main: everything before quiet; main's own return is still shown.
+    assert_outline_eq(
+        &outline(std::slice::from_ref(tree.main())),
+        &format!(
+            "main()\n{}{}{}",
+            indent(OUTER, 1),
+            indent("via1()\n  target()\n    leaf()\n", 1),
+            indent("via2()\n  leaf()\n  target()\n    leaf()\n", 1)
+        ),
+        "trace_off,global",
+    );
     // depth=N, everywhere outer is called.
     assert_outline_eq(
         &worker_outline(&["-T", "outer@depth=2"]),
@@ -446,7 +440,7 @@ fn bad_specs_are_errors() {
 #[track_caller]
 fn filter_counts_match_callgrind(exe: &Path, func: &str, expected_calls: u64) {
     let rec = record(exe, &[], &[]);
-    let rep: Report = serde_json::from_str(&run_on(
+    let rep: Report = serde_json::from_str(&fctrace_on(
         "report",
         &rec.dir.path,
         &["--format", "json", "-F", func],
@@ -499,7 +493,7 @@ fn record_time_and_replay_time_filters_agree() {
     ] {
         let filtered = record(&exe, &[], opts);
         let (text, tree) = {
-            let text = run_on("replay", &filtered.dir.path, &[]);
+            let text = fctrace_on("replay", &filtered.dir.path, &[]);
             let tree = parse_replay(&text).unwrap();
             (text, tree)
         };
@@ -510,7 +504,7 @@ fn record_time_and_replay_time_filters_agree() {
             "record {opts:?} then replay\n{text}\nrecord then replay {opts:?}\n{want_text}"
         );
         // Again on the filtered trace: nothing changes.
-        let again = parse_replay(&run_on("replay", &filtered.dir.path, opts)).unwrap();
+        let again = parse_replay(&fctrace_on("replay", &filtered.dir.path, opts)).unwrap();
         assert_eq!(outlines(&again), outlines(&want), "replay {opts:?} twice");
     }
 }
@@ -527,8 +521,18 @@ fn live_mode_filters() {
         exe.as_os_str(),
     ]);
     assert!(r.success(), "{}", r.describe());
-    // The program's own line comes first.
-    let tree = parse_replay(&r.stdout.replacen("filters: 149\n", "", 1)).unwrap();
+    // The program's own line comes first: the same as natively, and what
+    // filters.c computes (leaf(x) = x+1, helper = 2(x+1), inner = 3(x+1),
+    // outer = 5(x+1), target = x+1, via1 = x+2, via2 = 2(x+1)).
+    let native = run_native(&exe, &[]);
+    let outer = |x: i64| 5 * (x + 1);
+    let sum = outer(1) + (2 + 2) + 2 * (3 + 1) + (4 + 1) + outer(5) + (6 + 1) + outer(7) + outer(8);
+    assert_eq!(native.stdout, format!("filters: {sum}\n"));
+    let replay = r
+        .stdout
+        .strip_prefix(native.stdout.as_str())
+        .unwrap_or_else(|| panic!("not the program's output first\n{}", r.describe()));
+    let tree = parse_replay(replay).unwrap();
     assert_eq!(
         outlines(&tree),
         ["main()\n  slow()\n    nanosleep()\n"],

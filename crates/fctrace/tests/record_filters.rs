@@ -19,23 +19,20 @@ fn program() -> PathBuf {
 /// where n numbers the threads in order of appearance; headers and
 /// durations dropped.
 fn tree(dir: &Path, opts: &[&str]) -> String {
-    let mut args: Vec<&OsStr> = vec![OsStr::new("replay"), OsStr::new("-d"), dir.as_os_str()];
-    args.extend(opts.iter().map(OsStr::new));
-    let r = fctrace(&args);
-    assert!(r.success(), "fctrace replay failed\n{}", r.describe());
-    let mut tids: HashMap<String, usize> = HashMap::new();
+    let text = fctrace_on("replay", dir, opts);
+    let mut tids: HashMap<u64, usize> = HashMap::new();
     let mut out = String::new();
-    for line in r.stdout.lines() {
+    for line in text.lines() {
         if line.starts_with('#') || line.trim().is_empty() {
             continue;
         }
-        let (Some(open), Some(bar)) = (line.find('['), line.find("] | ")) else {
-            panic!("unexpected replay line {line:?}");
-        };
-        let tid = line[open + 1..bar].trim().to_string();
+        let tid = split_replay_line(line)
+            .unwrap_or_else(|e| panic!("unexpected replay line {line:?}: {e}"))
+            .tid;
+        let call = line.split_once("] | ").unwrap().1;
         let n = tids.len();
         let t = *tids.entry(tid).or_insert(n);
-        out.push_str(&format!("T{t} {}\n", &line[bar + 4..]));
+        out.push_str(&format!("T{t} {call}\n"));
     }
     out
 }
@@ -59,6 +56,17 @@ fn main_call(tree: &str) -> String {
         }
     }
     out
+}
+
+/// The main thread's lines after main()'s return (the exit-time calls),
+/// without the thread prefix.
+fn after_main(tree: &str) -> String {
+    let t0: Vec<&str> = tree.lines().filter_map(|l| l.strip_prefix("T0 ")).collect();
+    let end = t0
+        .iter()
+        .position(|l| *l == "} /* main */")
+        .unwrap_or_else(|| panic!("main does not return in\n{tree}"));
+    prefix_lines(&t0[end + 1..].join("\n"), "")
 }
 
 /// Records `mode` with `opts` and checks the program behaves as natively
@@ -96,9 +104,7 @@ const TOP: &str =
     "top() {\n  mid() {\n    leaf();\n    leaf();\n  } /* mid */\n  leaf();\n} /* top */\n";
 
 fn indent(s: &str, n: usize) -> String {
-    s.lines()
-        .map(|l| format!("{}{l}\n", "  ".repeat(n)))
-        .collect()
+    prefix_lines(s, &"  ".repeat(n))
 }
 
 #[test]
@@ -128,10 +134,16 @@ fn notrace_and_depth() {
         m.contains("  top();\n  other();\n  off();\n  top();\n  on();\n  top();\n"),
         "{m}"
     );
+    assert_eq!(
+        m,
+        "main() {\n  strcmp();\n  top();\n  other();\n  off();\n  top();\n  on();\n  top();\n  \
+         printf();\n} /* main */\n"
+    );
     let t = same_as_replay("basic", &["-D", "1"]);
     // Only the outermost calls: main and the start-up/exit functions.
     assert!(t.contains("T0 main();\n"), "{t}");
     assert!(!t.contains("top"), "{t}");
+    assert_eq!(main_call(&t), "main();\n");
     let t = same_as_replay("basic", &["-D", "3"]);
     assert_eq!(
         main_call(&t),
@@ -170,10 +182,7 @@ fn trace_on_off_and_finish() {
     let t = same_as_replay("basic", &["-T", "other@finish"]);
     let expected = format!(
         "T0 main() {{\nT0   strcmp();\n{}T0 }} /* main */ (not returned)\n",
-        indent(TOP, 1)
-            .lines()
-            .map(|l| format!("T0 {l}\n"))
-            .collect::<String>()
+        prefix_lines(&indent(TOP, 1), "T0 ")
     );
     assert!(t.ends_with(&expected), "{t}");
     // --disable: nothing until on (and then everything).
@@ -181,7 +190,7 @@ fn trace_on_off_and_finish() {
     assert!(
         t.starts_with(&format!(
             "T0 on() {{\nT0   leaf();\nT0 }} /* on */\n{}T0 printf();\n",
-            TOP.lines().map(|l| format!("T0 {l}\n")).collect::<String>()
+            prefix_lines(TOP, "T0 ")
         )),
         "{t}"
     );
@@ -376,23 +385,21 @@ fn threads_per_thread_and_global() {
         t,
         format!(
             "T0 off() {{\nT0   leaf();\nT0 }} /* off */\n{}",
-            TOP.lines().map(|l| format!("T0 {l}\n")).collect::<String>()
+            prefix_lines(TOP, "T0 ")
         )
     );
     // ... and in every thread from there on with `global`: main's top(3)
     // comes after the worker's off().
     let t = record_tree("threads", &["--disable", "-T", "off@trace_on,global"], true);
-    let t0: String = format!(
-        "{TOP}pthread_join();\nprintf();\n__do_global_dtors_aux() {{\n  __cxa_finalize();\n  \
-         deregister_tm_clones();\n}} /* __do_global_dtors_aux */\n_fini();\n"
-    )
-    .lines()
-    .map(|l| format!("T0 {l}\n"))
-    .collect();
-    let t1: String = format!("off() {{\n  leaf();\n}} /* off */\n{TOP}")
-        .lines()
-        .map(|l| format!("T1 {l}\n"))
-        .collect();
+    // After main returns: the C runtime's exit-time calls, as an
+    // unfiltered recording of the same mode shows them.
+    let all = record(&program(), &["threads"], &[]);
+    let exit_calls = after_main(&tree(&all.dir.path, &[]));
+    let t0 = prefix_lines(
+        &format!("{TOP}pthread_join();\nprintf();\n{exit_calls}"),
+        "T0 ",
+    );
+    let t1 = prefix_lines(&format!("off() {{\n  leaf();\n}} /* off */\n{TOP}"), "T1 ");
     assert_eq!(t, format!("{t0}{t1}"));
 }
 
@@ -408,7 +415,7 @@ fn signal_triggers() {
     assert!(
         t.starts_with(&format!(
             "T0 /* signal SIGUSR1 */\n{}T0 printf();\n",
-            TOP.lines().map(|l| format!("T0 {l}\n")).collect::<String>()
+            prefix_lines(TOP, "T0 ")
         )),
         "{t}"
     );
@@ -417,7 +424,7 @@ fn signal_triggers() {
     assert!(
         t.starts_with(&format!(
             "T0 /* signal SIGUSR1 */\nT0 handler() {{\nT0   leaf();\nT0 }} /* handler */\n{}T0 printf();\n",
-            TOP.lines().map(|l| format!("T0 {l}\n")).collect::<String>()
+            prefix_lines(TOP, "T0 ")
         )),
         "{t}"
     );

@@ -903,6 +903,35 @@ pub fn replay_calls(dir: &Path) -> (String, Replay) {
     (text, tree.without_markers())
 }
 
+/// `fctrace CMD -d DIR OPTS...` (e.g. `replay` with display filters): its
+/// stdout; asserts success.
+#[track_caller]
+pub fn fctrace_on(cmd: &str, dir: &Path, opts: &[&str]) -> String {
+    let mut args: Vec<&OsStr> = vec![OsStr::new(cmd), OsStr::new("-d"), dir.as_os_str()];
+    args.extend(opts.iter().map(OsStr::new));
+    let r = fctrace(&args);
+    assert!(
+        r.success(),
+        "fctrace {cmd} {opts:?} failed\n{}",
+        r.describe()
+    );
+    r.stdout
+}
+
+/// The text of each call line of a replay: what follows `] | `, with its
+/// indent (headers and other lines left out).
+pub fn call_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.split_once("] | ").map(|(_, t)| t.to_string()))
+        .collect()
+}
+
+/// Every line of `text` with `prefix` before it (an indent, a thread tag),
+/// each ended by a newline.
+pub fn prefix_lines(text: &str, prefix: &str) -> String {
+    text.lines().map(|l| format!("{prefix}{l}\n")).collect()
+}
+
 /// `fctrace info -d DIR`: its stdout; asserts success.
 #[track_caller]
 pub fn info_text(dir: &Path) -> String {
