@@ -316,29 +316,29 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
         let rip = g[libc::REG_RIP as usize] as u64;
         let rcx = g[libc::REG_RCX as usize] as u64;
         let top = st.shadow_top as u64;
-        let push_lo = h.push_lo.load(Ordering::Relaxed);
-        if push_lo != 0 && rip >= push_lo && rip < h.push_hi.load(Ordering::Relaxed) {
+        // The shadow entry at rcx, reserved (or about to be popped) when
+        // the signal came: the top is set to it and the code goes on at
+        // `to` (the reservation undone, or the pop done).
+        let mut top_to_rcx_then = |to: &AtomicU64| {
             if top == rcx + ent {
                 st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
-                g[libc::REG_RIP as usize] = h.retry.load(Ordering::Relaxed) as i64;
+                g[libc::REG_RIP as usize] = to.load(Ordering::Relaxed) as i64;
             }
+        };
+        let push_lo = h.push_lo.load(Ordering::Relaxed);
+        if push_lo != 0 && rip >= push_lo && rip < h.push_hi.load(Ordering::Relaxed) {
+            top_to_rcx_then(&h.retry);
             return;
         }
         // The -N entry: the same, restarting at its reservation (the
         // region is already counted); its exit: the pop.
         let n_lo = h.n_push_lo.load(Ordering::Acquire);
         if n_lo != 0 && rip >= n_lo && rip < h.n_push_hi.load(Ordering::Relaxed) {
-            if top == rcx + ent {
-                st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
-                g[libc::REG_RIP as usize] = h.n_restart.load(Ordering::Relaxed) as i64;
-            }
+            top_to_rcx_then(&h.n_restart);
             return;
         }
         if n_lo != 0 && rip == h.n_pop.load(Ordering::Relaxed) {
-            if top == rcx + ent {
-                st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
-                g[libc::REG_RIP as usize] = h.n_pop_next.load(Ordering::Relaxed) as i64;
-            }
+            top_to_rcx_then(&h.n_pop_next);
             return;
         }
         // The -N exit, its region count down and its limit not yet
