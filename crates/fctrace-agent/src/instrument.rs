@@ -841,6 +841,17 @@ fn open_arena(
     size: usize,
     reuse: bool,
 ) -> Result<(Arena, Common), String> {
+    // The common block comes first in the arena, and `size` is what the
+    // stubs need after it: the block's length (the filtered variant is
+    // several KiB, more than a module with few functions asks for, e.g. a
+    // stripped program traced through its few dynamic symbols) is known by
+    // assembling it once; it does not depend on where it is placed (every
+    // absolute address in it is a 64-bit immediate).
+    let common_len = codegen::assemble_common(0, &s.params)
+        .map_err(|e| format!("code generation: {e}"))?
+        .0
+        .len();
+    let size = size + common_len.next_multiple_of(16);
     let reused = s
         .free_arenas
         .iter()
@@ -870,6 +881,9 @@ fn open_arena(
         .push((m.path.clone(), m.base, arena.base, arena.size));
     let (code, common): (Vec<u8>, Common) = codegen::assemble_common(arena.cursor(), &s.params)
         .map_err(|e| format!("code generation: {e}"))?;
+    if code.len() > arena.remaining() {
+        return Err("the stub arena cannot hold the common code".into());
+    }
     if !is_reused {
         // (a reused arena's common block was noted at the same place)
         crate::signal::note_hot_code(arena.cursor(), &code);
