@@ -508,16 +508,17 @@ const SI_KERNEL: i32 = 0x80;
 /// instruction) is no call: the slot at the stack pointer then holds the
 /// stub's return site, and the context goes to the stub's body instead.
 /// Async-signal-safe: reads only.
-fn agent_trap(info: *mut libc::siginfo_t, uc: *mut c_void) -> bool {
-    if info.is_null() || uc.is_null() {
+fn agent_trap(uc: *mut c_void) -> bool {
+    if uc.is_null() {
         return false;
     }
-    // SAFETY: the kernel passes a valid siginfo and ucontext to the entry
-    // (x86_64 sets both for every handler).
+    // SAFETY: the kernel passes a valid ucontext to the entry (x86_64
+    // sets it for every handler). The siginfo is not read: the kernel
+    // fills it only for SA_SIGINFO handlers, and the program's need not
+    // be one. The address suffices: no instruction starts right after an
+    // int3 of the agent's (it took the first byte of one), so no other
+    // SIGTRAP can be raised there.
     unsafe {
-        if (*info).si_code != SI_KERNEL {
-            return false;
-        }
         let g = &mut (*(uc as *mut libc::ucontext_t)).uc_mcontext.gregs;
         let rip = g[libc::REG_RIP as usize] as u64;
         let Some(t) = find_trap(rip.wrapping_sub(1)) else {
@@ -760,7 +761,7 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, uc: *mut c_void) -
     if !in_range(sig) {
         return return_to_kernel as *const () as usize;
     }
-    if sig == libc::SIGTRAP && agent_trap(info, uc) {
+    if sig == libc::SIGTRAP && agent_trap(uc) {
         return return_to_kernel as *const () as usize;
     }
     let s = sig as usize;
