@@ -556,20 +556,31 @@ fn ensure_trap_entry() {
     } else if cur.sa_sigaction == libc::SIG_IGN {
         set_trigger_disp(libc::SIGTRAP, libc::SIG_IGN);
     }
+    // Handlers the program installed before the traps came (dlopen).
+    for sig in 1..NSIG as i32 {
+        if is_user_handler(ACTIONS[sig as usize].load(Ordering::Acquire)) {
+            edit_installed_for_traps(sig);
+        }
+    }
 }
 
 /// Per signal: what the agent changed in the program's action for its
-/// handler so that traps work (bit 0: SIGTRAP taken out of its mask; bit
-/// 1: SA_NODEFER added), undone in what queries show.
+/// handler so that traps work (SIGTRAP taken out of its mask; for a
+/// SIGTRAP handler, SA_NODEFER added and SA_RESETHAND emulated), undone in
+/// what queries show.
 static TRAP_EDITS: [AtomicU8; NSIG] = [const { AtomicU8::new(0) }; NSIG];
 const EDIT_MASK: u8 = 1;
 const EDIT_NODEFER: u8 = 2;
+const EDIT_RESETHAND: u8 = 4;
 const TRAP_BIT: u64 = 1 << (libc::SIGTRAP - 1);
 
 /// Edits a program handler's action before it is installed, while traps
-/// exist: SIGTRAP out of its mask, and SA_NODEFER for a SIGTRAP handler
-/// (the int3s of the functions it calls must be delivered).
-fn edit_for_traps(sig: i32, act: &mut libc::sigaction) {
+/// exist, and returns the edits: SIGTRAP out of its mask; for a SIGTRAP
+/// handler, SA_NODEFER (the int3s of the functions it calls must be
+/// delivered) and no SA_RESETHAND (the kernel would reset the action at
+/// the agent's own traps: the entry does the reset when the program's
+/// handler really runs).
+fn edit_for_traps(sig: i32, act: &mut libc::sigaction) -> u8 {
     let mut e = 0;
     if traps_active() {
         let w = mask_word(act);
@@ -581,8 +592,12 @@ fn edit_for_traps(sig: i32, act: &mut libc::sigaction) {
             act.sa_flags |= libc::SA_NODEFER;
             e |= EDIT_NODEFER;
         }
+        if sig == libc::SIGTRAP && act.sa_flags & libc::SA_RESETHAND != 0 {
+            act.sa_flags &= !libc::SA_RESETHAND;
+            e |= EDIT_RESETHAND;
+        }
     }
-    TRAP_EDITS[sig as usize].store(e, Ordering::Relaxed);
+    e
 }
 
 /// Undoes [`edit_for_traps`] in an old action shown to the program
@@ -594,14 +609,17 @@ fn unedit(old: &mut libc::sigaction, edits: u8) {
     if edits & EDIT_NODEFER != 0 {
         old.sa_flags &= !libc::SA_NODEFER;
     }
+    if edits & EDIT_RESETHAND != 0 {
+        old.sa_flags |= libc::SA_RESETHAND;
+    }
 }
 
-/// For the `signal` family (which build their action inside libc): once
-/// the entry is installed for a program handler, edits the kernel's
-/// action as [`edit_for_traps`] does.
+/// Once the entry is installed for a program handler by the `signal`
+/// family (which build their action inside libc), or when traps appear
+/// after the program installed its handlers: edits the kernel's action as
+/// [`edit_for_traps`] does.
 fn edit_installed_for_traps(sig: i32) {
     if !traps_active() {
-        TRAP_EDITS[sig as usize].store(0, Ordering::Relaxed);
         return;
     }
     // SAFETY: a zeroed sigaction is a valid value; query, then the same
@@ -612,11 +630,49 @@ fn edit_installed_for_traps(sig: i32) {
         {
             return;
         }
-        edit_for_traps(sig, &mut cur);
-        if TRAP_EDITS[sig as usize].load(Ordering::Relaxed) != 0 {
+        let e = edit_for_traps(sig, &mut cur);
+        if e != 0 {
+            TRAP_EDITS[sig as usize].fetch_or(e, Ordering::Relaxed);
             real_sigaction(sig, &cur, std::ptr::null_mut());
         }
     }
+}
+
+/// The program's SIGTRAP handler installed with SA_RESETHAND (emulated
+/// while traps exist) has just been called: the action becomes the
+/// default one, as the kernel would have made it, under the marker.
+fn reset_trap_handler() {
+    let _busy = tls::Busy::enter();
+    let s = libc::SIGTRAP as usize;
+    let edits = TRAP_EDITS[s].swap(0, Ordering::Relaxed);
+    // SAFETY: a zeroed sigaction is a valid value; query only.
+    let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+    if unsafe { real_sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) } != 0 {
+        return;
+    }
+    unedit(&mut cur, edits);
+    cur.sa_sigaction = libc::SIG_DFL;
+    put_marker(libc::SIGTRAP, &cur);
+}
+
+/// The program sets SIGTRAP to its default action while traps exist: the
+/// kernel's action goes from the agent's entry (with the program's flags
+/// and mask, for what queries show) to the marker, never through SIG_DFL
+/// (another thread's trap in between would kill the process).
+/// `install(entry)` makes the program's call with the entry as handler.
+fn trap_default_via_marker(install: &mut dyn FnMut(usize) -> bool) -> bool {
+    let _busy = tls::Busy::enter();
+    if !install(entry_addr()) {
+        return false;
+    }
+    // SAFETY: a zeroed sigaction is a valid value; query only.
+    let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+    if unsafe { real_sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) } == 0 {
+        cur.sa_sigaction = libc::SIG_DFL;
+        TRAP_EDITS[libc::SIGTRAP as usize].store(0, Ordering::Relaxed);
+        put_marker(libc::SIGTRAP, &cur);
+    }
+    true
 }
 
 /// The program's mask without SIGTRAP while traps exist (`how` as
@@ -809,7 +865,9 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, uc: *mut c_void) -
         }
         h => {
             let flags = USER_FLAGS[s].load(Ordering::Relaxed);
-            if flags & libc::SA_RESETHAND as u64 != 0 && is_fatal(sig) {
+            if sig == libc::SIGTRAP && TRAP_EDITS[s].load(Ordering::Relaxed) & EDIT_RESETHAND != 0 {
+                reset_trap_handler();
+            } else if flags & libc::SA_RESETHAND as u64 != 0 && is_fatal(sig) {
                 // The kernel has just reset the action to SIG_DFL: keep a
                 // crash by this signal visible.
                 install_marker(sig);
@@ -893,7 +951,6 @@ unsafe fn real_sigaction(
 /// Puts the marker on `sig` if its action is the default one now.
 fn install_marker(sig: i32) {
     let _busy = tls::Busy::enter();
-    let s = sig as usize;
     // SAFETY: a zeroed sigaction is a valid value.
     let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: query only.
@@ -903,10 +960,21 @@ fn install_marker(sig: i32) {
     if cur.sa_sigaction != libc::SIG_DFL {
         return;
     }
-    ORIG_FLAGS[s].store(cur.sa_flags as u32 as u64, Ordering::Relaxed);
-    ORIG_MASK[s].store(mask_word(&cur), Ordering::Relaxed);
-    ORIG_RESTORER[s].store(cur.sa_restorer.map_or(0, |f| f as usize), Ordering::Relaxed);
-    // SAFETY: as above.
+    put_marker(sig, &cur);
+}
+
+/// Installs the marker on `sig`, hiding `orig` (a default action: what
+/// queries show).
+fn put_marker(sig: i32, orig: &libc::sigaction) {
+    let _busy = tls::Busy::enter();
+    let s = sig as usize;
+    ORIG_FLAGS[s].store(orig.sa_flags as u32 as u64, Ordering::Relaxed);
+    ORIG_MASK[s].store(mask_word(orig), Ordering::Relaxed);
+    ORIG_RESTORER[s].store(
+        orig.sa_restorer.map_or(0, |f| f as usize),
+        Ordering::Relaxed,
+    );
+    // SAFETY: a zeroed sigaction is a valid value.
     let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
     act.sa_sigaction = entry_addr();
     act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
@@ -1045,11 +1113,24 @@ fn install_with(
             ACTIONS[s].store(prev, Ordering::Release);
             return old;
         }
+        TRAP_EDITS[s].store(0, Ordering::Relaxed);
         edit_installed_for_traps(sig);
         return translate_handler(old, prev, sig);
     }
     if keeps_entry(sig, handler) {
         return set_trigger_disp(sig, handler);
+    }
+    if sig == libc::SIGTRAP && handler == libc::SIG_DFL && traps_active() {
+        let prev = ACTIONS[s].load(Ordering::Acquire);
+        let mut old = usize::MAX;
+        trap_default_via_marker(&mut |entry| {
+            old = call(entry);
+            old != usize::MAX
+        });
+        if old == usize::MAX {
+            return old;
+        }
+        return translate_handler(old, prev, sig);
     }
     let prev = ACTIONS[s].load(Ordering::Acquire);
     let old = call(handler);
@@ -1212,7 +1293,7 @@ unsafe fn sigaction_impl(
         ANY_HANDLER.store(true, Ordering::Relaxed);
         let prev = ACTIONS[s].swap(handler, Ordering::AcqRel);
         new.sa_sigaction = entry_addr();
-        edit_for_traps(sig, &mut new);
+        TRAP_EDITS[s].store(edit_for_traps(sig, &mut new), Ordering::Relaxed);
         // SAFETY: the program's action with the agent's entry as handler.
         let r = unsafe { real_sigaction(sig, &new, old) };
         if r != 0 {
@@ -1237,6 +1318,20 @@ unsafe fn sigaction_impl(
         return 0;
     }
     let prev = ACTIONS[s].load(Ordering::Acquire);
+    if sig == libc::SIGTRAP && handler == libc::SIG_DFL && traps_active() {
+        let mut r = -1;
+        trap_default_via_marker(&mut |entry| {
+            new.sa_sigaction = entry;
+            // SAFETY: the program's action with the agent's entry.
+            r = unsafe { real_sigaction(sig, &new, old) };
+            r == 0
+        });
+        if r == 0 && !old.is_null() {
+            // SAFETY: the kernel filled *old.
+            translate_old(unsafe { &mut *old }, sig, prev, edits);
+        }
+        return r;
+    }
     // SAFETY: the caller's arguments, unchanged.
     let r = unsafe { real_sigaction(sig, act, old) };
     if r != 0 {

@@ -220,6 +220,21 @@ fn trap_fallback_on_an_alternate_signal_stack() {
 }
 
 #[test]
+fn program_sigtrap_handler_with_sa_resethand() {
+    // The agent's traps neither run nor reset it; the program's int3 runs
+    // it once and resets it; signal() back to SIG_DFL; the last int3 kills
+    // the program as natively (record_mode compares).
+    let (rec, _) = record_mode("resethand", "100");
+    assert!(
+        rec.run.stdout.contains("before: mine=1 resethand=1\n")
+            && rec.run.stdout.contains("after: default=1 traps seen=1\n")
+            && rec.run.stdout.contains("signal(): was mine=1\n"),
+        "{}",
+        rec.run.describe()
+    );
+}
+
+#[test]
 fn program_int3_without_handler_still_kills_it() {
     // (record_mode checks it dies by SIGTRAP as natively.)
     let (rec, _) = record_mode("int3", "20");

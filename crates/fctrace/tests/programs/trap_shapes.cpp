@@ -14,8 +14,10 @@
  * handler, installed late, runs its own int3 and calls the shapes),
  * blocked (SIGTRAP blocked by sigprocmask/pthread_sigmask), ignored
  * (SIGTRAP set to SIG_IGN), altstack (the shapes called from a handler on
- * an alternate stack), int3 (the program's own int3 without a handler:
- * killed by SIGTRAP). Each prints the calls it made.
+ * an alternate stack), resethand (a SIGTRAP handler with SA_RESETHAND runs
+ * once, at the program's int3, then the default action through signal()),
+ * int3 (the program's own int3 without a handler: killed by SIGTRAP). Each
+ * prints the calls it made.
  */
 #include <csignal>
 #include <cstdio>
@@ -191,6 +193,32 @@ int main(int argc, char **argv) {
         }
         std::printf("handler on the alternate stack: %d\n", (int)on_alt_stack);
         print_counts(mode, rounds + (rounds + 99) / 100);
+    } else if (!std::strcmp(mode, "resethand")) {
+        struct sigaction sa, q;
+        std::memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_trap;
+        sa.sa_flags = SA_RESETHAND;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTRAP, &sa, nullptr);
+        for (long i = 0; i < rounds; i++) /* the tracer's traps must not reset it */
+            round_of_calls((int)i);
+        sigaction(SIGTRAP, nullptr, &q);
+        std::printf("before: mine=%d resethand=%d\n", q.sa_handler == on_trap,
+                    (q.sa_flags & SA_RESETHAND) != 0);
+        asm volatile("int3"); /* runs the handler once, which resets it */
+        sigaction(SIGTRAP, nullptr, &q);
+        std::printf("after: default=%d traps seen=%d\n", q.sa_handler == SIG_DFL, (int)traps_seen);
+        for (long i = 0; i < rounds; i++)
+            round_of_calls((int)i);
+        signal(SIGTRAP, on_trap);
+        void (*was)(int) = signal(SIGTRAP, SIG_DFL);
+        std::printf("signal(): was mine=%d\n", was == on_trap);
+        for (long i = 0; i < rounds; i++)
+            round_of_calls((int)i);
+        print_counts(mode, 3 * rounds + handler_rounds);
+        std::fflush(stdout);
+        asm volatile("int3"); /* the default action: killed */
+        std::printf("not reached\n");
     } else if (!std::strcmp(mode, "int3")) {
         for (long i = 0; i < rounds; i++)
             round_of_calls((int)i);
