@@ -556,6 +556,9 @@ fn ensure_trap_entry() {
     } else if cur.sa_sigaction == libc::SIG_IGN {
         set_trigger_disp(libc::SIGTRAP, libc::SIG_IGN);
     }
+    // A mask is inherited through exec: a program started with SIGTRAP
+    // blocked would die at its first trap.
+    sigprocmask(libc::SIG_UNBLOCK, &TRAP_BIT, std::ptr::null_mut());
     // Handlers the program installed before the traps came (dlopen).
     for sig in 1..NSIG as i32 {
         if is_user_handler(ACTIONS[sig as usize].load(Ordering::Acquire)) {

@@ -208,6 +208,20 @@ fn sigtrap_blocked_or_ignored_by_the_program() {
 }
 
 #[test]
+fn sigtrap_blocked_through_exec() {
+    // The exec'd image starts with SIGTRAP blocked (the raw system call
+    // went around the interposers): the agent unblocks it at start.
+    let exe = program();
+    let native = run_native(&exe, &["exec_blocked", "100"]);
+    let rec = record_any(&exe, &["exec_blocked", "100"], &[]);
+    assert_same_behaviour(&native, &rec.run, "trap_shapes exec_blocked");
+    let rep = report(&rec.dir.path);
+    for (name, n) in own_counts(&native.stdout, "plain") {
+        assert_eq!(rep.calls(&name), n, "calls of {name}");
+    }
+}
+
+#[test]
 fn trap_fallback_on_an_alternate_signal_stack() {
     let (rec, _) = record_mode("altstack", "300");
     assert!(

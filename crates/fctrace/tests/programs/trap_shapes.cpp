@@ -12,7 +12,8 @@
  *
  * Modes (argv[1]): plain, threads, handler (the program's own SIGTRAP
  * handler, installed late, runs its own int3 and calls the shapes),
- * blocked (SIGTRAP blocked by sigprocmask/pthread_sigmask), ignored
+ * blocked (SIGTRAP blocked by sigprocmask/pthread_sigmask), exec_blocked
+ * (blocked by the raw system call, then exec'd as plain), ignored
  * (SIGTRAP set to SIG_IGN), altstack (the shapes called from a handler on
  * an alternate stack), resethand (a SIGTRAP handler with SA_RESETHAND runs
  * once, at the program's int3, then the default action through signal()),
@@ -24,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 extern "C" {
@@ -219,6 +221,14 @@ int main(int argc, char **argv) {
         std::fflush(stdout);
         asm volatile("int3"); /* the default action: killed */
         std::printf("not reached\n");
+    } else if (!std::strcmp(mode, "exec_blocked")) {
+        /* SIGTRAP blocked by the raw system call, then exec: the new image
+           starts with it blocked. */
+        unsigned long set = 1UL << (SIGTRAP - 1);
+        syscall(SYS_rt_sigprocmask, SIG_BLOCK, &set, nullptr, sizeof set);
+        execl("/proc/self/exe", argv[0], "plain", argv[2], (char *)nullptr);
+        std::perror("execl");
+        return 1;
     } else if (!std::strcmp(mode, "int3")) {
         for (long i = 0; i < rounds; i++)
             round_of_calls((int)i);
