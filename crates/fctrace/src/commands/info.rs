@@ -157,7 +157,7 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab) -> io::Result<()>
     for f in &table.functions {
         if let Some(c) = counts.get_mut(f.module as usize) {
             match f.status {
-                FuncStatus::Traced => c.0 += 1,
+                FuncStatus::Traced | FuncStatus::TracedTrap => c.0 += 1,
                 FuncStatus::EntryOnly => {
                     c.0 += 1;
                     c.1 += 1;
@@ -194,6 +194,21 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab) -> io::Result<()>
         writeln!(out, "  Not instrumented ({}):", not_traced.len())?;
         for (f, reason) in not_traced {
             writeln!(out, "    {}: {reason}", describe(f))?;
+        }
+    }
+    let trapped: Vec<_> = table
+        .functions
+        .iter()
+        .filter(|f| f.status == FuncStatus::TracedTrap)
+        .collect();
+    if !trapped.is_empty() {
+        writeln!(
+            out,
+            "  Traced through the trap fallback, a signal per call ({}):",
+            trapped.len()
+        )?;
+        for f in trapped {
+            writeln!(out, "    {}", describe(f))?;
         }
     }
     let entry_only: Vec<_> = table
@@ -357,6 +372,50 @@ mod tests {
             shell_words(&["a".into(), "b c".into(), "it's".into(), "".into()]),
             "a 'b c' 'it'\\''s' ''"
         );
+    }
+
+    #[test]
+    fn trap_fallback_functions_are_listed() {
+        use fctrace_format::symtab::{Function, Module};
+        let f = |id, name: &str, status| Function {
+            id,
+            module: 0,
+            addr: 0x1000 + u64::from(id) * 4,
+            size: 4,
+            kind: FuncKind::Function,
+            status,
+            name: name.to_string(),
+        };
+        let table = SymTab {
+            session: 0,
+            pid: 7,
+            exe: "/bin/p".into(),
+            modules: vec![Module {
+                index: 0,
+                base: 0,
+                path: "/bin/p".into(),
+            }],
+            functions: vec![
+                f(0, "main", FuncStatus::Traced),
+                f(1, "in_parent", FuncStatus::TracedTrap),
+                f(2, "_ZN1SC2Ei", FuncStatus::TracedTrap),
+            ],
+        };
+        let mut out = Vec::new();
+        write_session(&mut out, 0, &table).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("             3           0           0  /bin/p\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  Traced through the trap fallback, a signal per call (2):\n    \
+                 in_parent (/bin/p)\n    S::S(int) (/bin/p)\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("Not instrumented"), "{text}");
     }
 
     #[test]
