@@ -1,7 +1,7 @@
 //! Function signatures for `-a`/`--auto-args`: the parameter and return
 //! types of each function, from the DWARF debug information of an ELF file
-//! (or of its separate debug file, found by build-id under
-//! `/usr/lib/debug/.build-id/`), and for functions without any, a built-in
+//! (or of its separate debug file, found by build-id or `.gnu_debuglink`:
+//! [`crate::debugfile`]), and for functions without any, a built-in
 //! table of common C library prototypes ([`libc_prototype`]).
 //!
 //! [`arg_locations`] and [`ret_location`] then say where the System V
@@ -12,7 +12,7 @@ use gimli::{AttributeValue, DwTag, EndianSlice, RunTimeEndian, UnitOffset};
 use object::{Object, ObjectSection};
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A type, as far as showing a value of it goes.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,25 +90,11 @@ pub struct Signature {
 /// Signatures by symbol name (the linkage name where there is one).
 pub type Signatures = HashMap<String, Signature>;
 
-/// Where separate debug files are installed.
-pub const DEBUG_ROOT: &str = "/usr/lib/debug";
-
-/// The separate debug file of an ELF file with this build-id under
-/// `root` (`<root>/.build-id/xx/yyyy.debug`), if present.
-pub fn debug_file_by_build_id(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
-    if build_id.len() < 2 {
-        return None;
-    }
-    let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
-    let p = root
-        .join(".build-id")
-        .join(&hex[..2])
-        .join(format!("{}.debug", &hex[2..]));
-    p.is_file().then_some(p)
-}
+pub use crate::debugfile::DEBUG_ROOT;
 
 /// The signatures of the functions of the ELF file at `path` (from its own
-/// DWARF, else from its separate debug file). Empty without debug
+/// DWARF, else from its separate debug file, found by build-id or
+/// `.gnu_debuglink` as [`crate::debugfile`] says). Empty without debug
 /// information.
 pub fn signatures_of_file(path: &Path) -> Result<Signatures, String> {
     signatures_of_file_in(path, Path::new(DEBUG_ROOT))
@@ -121,10 +107,7 @@ pub fn signatures_of_file_in(path: &Path, debug_root: &Path) -> Result<Signature
     if file.section_by_name(".debug_info").is_some() {
         return signatures(&file);
     }
-    let Some(id) = file.build_id().ok().flatten() else {
-        return Ok(Signatures::new());
-    };
-    let Some(debug) = debug_file_by_build_id(debug_root, id) else {
+    let Some(debug) = crate::debugfile::find_in(path, &data, debug_root) else {
         return Ok(Signatures::new());
     };
     let data = std::fs::read(&debug).map_err(|e| format!("{}: {e}", debug.display()))?;

@@ -32,7 +32,8 @@ fn preflight(command: &[OsString]) -> Result<(std::path::PathBuf, Vec<String>)> 
     info.check_traceable()
         .map_err(|e| anyhow::anyhow!("{}: {e}", program.display()))?;
     let mut warnings = Vec::new();
-    if !info.has_symtab {
+    // A stripped program's functions come from its debug file, if installed.
+    if !info.has_symtab && fctrace_symbols::debugfile::find_for_path(&program).is_none() {
         warnings.push(format!(
             "{}: stripped (no .symtab): only functions named in its dynamic symbol table are traced",
             program.display()
