@@ -372,7 +372,7 @@ fn read(path: &Path, full: bool) -> Result<ElfInfo, SymbolError> {
     let data = read_bytes(path, full)?;
     if data.starts_with(b"#!") {
         return Err(SymbolError(format!(
-            "{shown}: not an ELF file (a #! script; trace its interpreter instead)"
+            "{shown}: not an ELF file (a #! script)"
         )));
     }
     let analysis = elf::analyze(&data, full).map(owned);
