@@ -208,6 +208,13 @@ mod tests {
 
         // By .gnu_debuglink: next to the file.
         assert_eq!(find_for_path_in(&linked, &nowhere), Some(d.join("t.debug")));
+        // The same from the headers-only read of a big file.
+        let file = std::fs::File::open(&linked).unwrap();
+        let len = file.metadata().unwrap().len();
+        let sparse = crate::read_headers_sparse(&file, len, 0)
+            .unwrap()
+            .expect("an ELF file");
+        assert_eq!(find_in(&linked, &sparse, &nowhere), Some(d.join("t.debug")));
         // In .debug/.
         std::fs::create_dir(d.join(".debug")).unwrap();
         std::fs::rename(d.join("t.debug"), d.join(".debug/t.debug")).unwrap();
