@@ -307,7 +307,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         if !is_instrumentable_lib(m, me, &interp) {
             continue;
         }
-        match with_analysis(&m.path, |info, funcs| {
+        match with_analysis(&m.path, false, |info, funcs| {
             instrument_module(&mut s, m, info, funcs, false)
         }) {
             Ok(entries) => {
@@ -412,14 +412,26 @@ impl Drop for MappedFile {
 }
 
 /// Runs `f` on the analysis of the ELF file at `path` (its functions'
-/// names borrowed from the mapped file).
+/// names borrowed from the mapped file). With `use_debug_file`, a stripped
+/// file's functions come from its separate debug file when one is
+/// installed: for the program only (a library's debug file, libc's from
+/// libc6-dbg, lists internal functions the engine cannot patch yet; see
+/// docs/engine.md, "Known limits").
 fn with_analysis<R>(
     path: &str,
+    use_debug_file: bool,
     f: impl FnOnce(&ElfInfo, &[FuncRef]) -> Result<R, String>,
 ) -> Result<R, String> {
     let file = MappedFile::open(path)?;
-    let (info, funcs) =
-        fctrace_symbols::analyze_borrowed(file.bytes()).map_err(|e| e.to_string())?;
+    let debug = use_debug_file
+        .then(|| fctrace_symbols::debugfile::find_symbols(std::path::Path::new(path), file.bytes()))
+        .flatten()
+        .and_then(|p| MappedFile::open(&p.to_string_lossy()).ok());
+    let (info, funcs) = fctrace_symbols::analyze_borrowed_with_debug(
+        file.bytes(),
+        debug.as_ref().map(|d| d.bytes()),
+    )
+    .map_err(|e| e.to_string())?;
     f(&info, &funcs)
 }
 
@@ -548,7 +560,7 @@ fn instrument_main(
     m: &Loaded,
     lib_entries: &std::collections::HashSet<u64>,
 ) -> Result<(), String> {
-    with_analysis(&m.path, |info, funcs| {
+    with_analysis(&m.path, true, |info, funcs| {
         // The program's own functions.
         instrument_module(s, m, info, funcs, true)?;
         instrument_imports(s, m, info, lib_entries)
@@ -1229,7 +1241,7 @@ fn sync_modules(rt: &mut Runtime) {
         {
             continue;
         }
-        let entries = match with_analysis(&m.path, |info, funcs| {
+        let entries = match with_analysis(&m.path, false, |info, funcs| {
             instrument_module(&mut rt.s, m, info, funcs, false)
         }) {
             Ok(e) => e,
