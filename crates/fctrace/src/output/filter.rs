@@ -159,6 +159,27 @@ pub fn add_recorded_backtraces(opts: &mut Options, trace: &Trace) {
     }
 }
 
+/// The display options of a pass over `trace`: `given` (the options of
+/// `replay` or `report`), plus the display-only options the trace was
+/// recorded with (`record -C FUNC`, `record -t TIME`: the agent does not
+/// apply them, so they are kept in info.json and act here, as in live
+/// mode) where `given` has none of that kind.
+pub fn with_recorded_display(given: &Options, trace: &Trace) -> Options {
+    let mut opts = given.clone();
+    if let Ok(recorded) = Options::from_wire(&trace.info.options) {
+        if opts.callers.is_empty() {
+            opts.callers = recorded.callers;
+        }
+        if opts.time_filter.is_none() {
+            opts.time_filter = recorded.time_filter;
+        }
+        if opts.tids.is_empty() {
+            opts.tids = recorded.tids;
+        }
+    }
+    opts
+}
+
 /// The patterns of `opts` (`-F`, `-N`, `-C`, `-T`) that name no function
 /// of the trace, as the user wrote them (a misspelt name would otherwise
 /// just show an empty tree).
@@ -208,10 +229,28 @@ fn each_function(table: &SymTab, mut f: impl FnMut(u32, &str, [&str; 3]) -> bool
     }
 }
 
-/// Warns (stderr) about each pattern of `opts` that names no function.
+/// The thread ids of `opts.tids` that no task of the trace has.
+pub fn unmatched_tids(trace: &Trace, opts: &Options) -> Vec<u32> {
+    let mut missing: Vec<u32> = opts
+        .tids
+        .iter()
+        .copied()
+        .filter(|&tid| !trace.info.tasks.iter().any(|t| t.tid == tid))
+        .collect();
+    missing.dedup();
+    missing
+}
+
+/// Warns (stderr) about each pattern of `opts` that names no function,
+/// and each `--tid` that names no task.
 pub fn warn_unmatched(trace: &Trace, opts: &Options) {
     for p in unmatched_patterns(trace, opts) {
         super::warn(&format!("{p} matches no function of the trace"));
+    }
+    for tid in unmatched_tids(trace, opts) {
+        super::warn(&format!(
+            "--tid {tid} names no task of the trace (`fctrace info` lists them)"
+        ));
     }
 }
 
