@@ -12,6 +12,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     // Only the patterns given here are checked, not the record-time
     // options added next (a replay without options stays quiet).
     filter::warn_unmatched(&trace, &given);
+    filter::warn_tracing_gaps(&trace, &given);
     let mut options = filter::with_recorded_display(&given, &trace);
     filter::add_recorded_backtraces(&mut options, &trace);
     let stdout = io::stdout();

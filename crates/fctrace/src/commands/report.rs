@@ -14,6 +14,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         warn(w);
     }
     crate::output::filter::warn_unmatched(&trace, &given);
+    crate::output::filter::warn_tracing_gaps(&trace, &given);
     // `record -C`/`-t`: acting here, as in live mode.
     let options = crate::output::filter::with_recorded_display(&given, &trace);
     let mut stats = report::aggregate_with(&trace, &options);
