@@ -16,6 +16,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<ExitCode> {
     // created 0700, never one that already exists).
     let tmp = tempfile::Builder::new()
         .prefix("fctrace-live-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .context("cannot create a private temporary directory for the trace")?;
     let result = (|| -> anyhow::Result<_> {
