@@ -275,3 +275,45 @@ fn disabled_start_with_a_trigger_inside_the_filter() {
     );
     assert_outline_eq(&tree, &expected, "--disable -T with_fork@trace_on -F main");
 }
+
+#[test]
+fn forked_children_under_a_caller_filter() {
+    let exe = forks_program();
+    // -C with_daemon: with_daemon's calls under main, and what the
+    // daemon's children (forked inside with_daemon) do.
+    let mut expected = String::new();
+    let mut task = 0;
+    for l in EXPECTED_F_MAIN.lines() {
+        if let Some(rest) = l.strip_prefix("task ") {
+            task = rest.split(':').next().unwrap().parse().unwrap();
+            expected.push_str(l);
+            expected.push('\n');
+            continue;
+        }
+        let keep = match task {
+            0 => {
+                l.starts_with("main()")
+                    || l.starts_with("} /* main")
+                    || l.starts_with("  with_daemon")
+                    || l.starts_with("  } /* with_daemon")
+            }
+            2 | 3 => true,
+            _ => false,
+        };
+        if keep {
+            expected.push_str(l);
+            expected.push('\n');
+        }
+        if task == 0 && l.starts_with("    ") {
+            // with_daemon's calls (between its open and close lines).
+            let inside = expected.contains("  with_daemon() {\n")
+                && !expected.contains("  } /* with_daemon */");
+            if inside {
+                expected.push_str(l);
+                expected.push('\n');
+            }
+        }
+    }
+    let tree = three_ways(&exe, &[], &["-C", "with_daemon"]);
+    assert_outline_eq(&tree, &expected, "-C with_daemon");
+}

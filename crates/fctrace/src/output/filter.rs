@@ -138,6 +138,8 @@ pub struct Filter<'t> {
     /// By task id: the visibility state the task starts in (see
     /// [`Filter::start`]), once computed.
     starts: HashMap<u32, Option<Rc<Start>>>,
+    /// [`recorded_with_gaps`], once asked.
+    gaps: Option<bool>,
 }
 
 /// Adds to `opts` the `backtrace` actions of the triggers the trace was
@@ -193,10 +195,22 @@ pub fn warn_tracing_gaps(trace: &Trace, given: &Options) {
     if given.filters.is_empty() && given.notrace.is_empty() {
         return;
     }
+    if recorded_with_gaps(trace) {
+        super::warn(
+            "the trace was recorded with tracing off for a while (--disable or trace_off): \
+             -F/-N cannot see the calls entered then that did not return while tracing was \
+             on; give -F/-N to `fctrace record` to filter on them",
+        );
+    }
+}
+
+/// Whether `trace` was recorded with tracing off for a while
+/// (`--disable`, a `trace_off` trigger or signal).
+fn recorded_with_gaps(trace: &Trace) -> bool {
     let Ok(recorded) = Options::from_wire(&trace.info.options) else {
-        return;
+        return false;
     };
-    let switched_off = recorded.disabled
+    recorded.disabled
         || recorded
             .triggers
             .iter()
@@ -204,14 +218,7 @@ pub fn warn_tracing_gaps(trace: &Trace, given: &Options) {
         || recorded
             .signals
             .iter()
-            .any(|s| s.actions.contains(&Action::TraceOff));
-    if switched_off {
-        super::warn(
-            "the trace was recorded with tracing off for a while (--disable or trace_off): \
-             -F/-N cannot see the calls entered then that did not return while tracing was \
-             on; give -F/-N to `fctrace record` to filter on them",
-        );
-    }
+            .any(|s| s.actions.contains(&Action::TraceOff))
 }
 
 /// The patterns of `opts` (`-F`, `-N`, `-C`, `-T`) that name no function
@@ -311,6 +318,7 @@ impl<'t> Filter<'t> {
             global: HashMap::new(),
             backtraces,
             starts: HashMap::new(),
+            gaps: None,
         })
     }
 
@@ -323,17 +331,28 @@ impl<'t> Filter<'t> {
     pub fn task(&mut self, task: &TaskInfo, events: TaskEvents) -> FilteredEvents {
         let flags = self.session(task.session);
         let mut vis = self.visibility(task);
-        if let Some(start) = self.start(task, 0) {
-            vis.resume(&start);
+        let start = self.start(task, 0);
+        if let Some(start) = &start {
+            vis.resume(start);
         }
         let o = &self.opts;
+        let callers = (!o.callers.is_empty()).then(|| {
+            let mut held = Held::new(Mode::Callers, Some(flags));
+            // The calls the task starts in that stage 1 shows are open
+            // calls of this stage too (`-C do_fork` shows what a child
+            // forked in do_fork does).
+            for f in start.iter().flat_map(|s| &s.stack).filter(|f| f.shown) {
+                held.outer_call(f.func);
+            }
+            held
+        });
         FilteredEvents {
             src: events,
             done: false,
             out: VecDeque::new(),
             mid: VecDeque::new(),
             vis,
-            callers: (!o.callers.is_empty()).then(|| Held::new(Mode::Callers, Some(flags))),
+            callers,
             time: o
                 .time_filter
                 .filter(|&t| t > 0)
@@ -380,10 +399,14 @@ impl<'t> Filter<'t> {
     ///   tracing was on (`--disable`, a thread started inside the C
     ///   library). They count for `-F` and `-N`, not for `-D` (the agent
     ///   counts levels from where recording starts). A call that never
-    ///   returns while recorded cannot be known this way.
+    ///   returns while recorded cannot be known this way. This takes a
+    ///   pass over the task's events, made only when the task's first
+    ///   event is such an exit or the trace was recorded with tracing off
+    ///   for a while ([`recorded_with_gaps`]).
     ///
     /// `None` when the task starts outside any call, or the options do not
-    /// depend on the calls around (`-C`, `-t`, `--tid` only). Computed once
+    /// depend on the calls around (`-t`, `--tid` only). With `-C`, the
+    /// calls it starts in that stage 1 shows are open calls of stage 2. Computed once
     /// per task: the children of one parent together, in one pass over the
     /// parent's events up to its last fork.
     fn start(&mut self, task: &TaskInfo, generation: u32) -> Option<Rc<Start>> {
@@ -392,6 +415,7 @@ impl<'t> Filter<'t> {
             && o.notrace.is_empty()
             && o.depth.is_none()
             && o.triggers.is_empty()
+            && o.callers.is_empty()
         {
             return None;
         }
@@ -490,13 +514,27 @@ impl<'t> Filter<'t> {
     /// The start of a task inside the calls whose exits its events have
     /// at the outermost level without their entries (a pass over them).
     fn outer_calls_start(&mut self, task: &TaskInfo) -> Option<Rc<Start>> {
-        if self.opts.filters.is_empty() && self.opts.notrace.is_empty() {
+        let o = &self.opts;
+        if o.filters.is_empty() && o.notrace.is_empty() && o.callers.is_empty() {
             return None;
         }
         let mut events = self.trace.task_events(task).ok()?;
         let mut stack: Vec<u32> = Vec::new();
         // Innermost first.
         let mut outer: Vec<u32> = Vec::new();
+        // A task that starts with an entry, in a trace recorded with
+        // tracing on all along, starts outside any call: no pass (the
+        // common case: replay -F costs one reading of the events).
+        let gaps = *self
+            .gaps
+            .get_or_insert_with(|| recorded_with_gaps(self.trace));
+        if !gaps {
+            let first = std::iter::from_fn(|| events.next_event()).find(|e| is_timed(e.kind))?;
+            match first.kind {
+                EventKind::Exit | EventKind::Unwind => outer.push(first.func),
+                _ => return None,
+            }
+        }
         while let Some(e) = events.next_event() {
             match e.kind {
                 EventKind::Entry => stack.push(e.func),
@@ -1130,6 +1168,22 @@ impl Held {
         }
     }
 
+    /// A call entered before the task's events begin (outermost first):
+    /// open, its entry not in the stream; shown at once if it or a call
+    /// around it is a caller-filter function.
+    fn outer_call(&mut self, func: u32) {
+        let caller = self.is_caller(func);
+        self.frames.push(HeldFrame {
+            func,
+            entry_ns: 0,
+            start: self.base + self.buf.len() as u64,
+            caller,
+        });
+        if caller || self.in_caller > 0 {
+            self.show_upto(self.frames.len(), &mut VecDeque::new());
+        }
+    }
+
     fn is_caller(&self, func: u32) -> bool {
         self.callers
             .as_ref()
@@ -1729,13 +1783,24 @@ mod tests {
     /// there, `-N main` hides it; they are no level of `-D`.
     #[test]
     fn calls_entered_before_the_events_count_for_filters() {
-        let (_d, t) = one(vec![
+        let (_d, mut t) = one(vec![
             ev(Entry, 1, 100),
             ev(Entry, 2, 200),
             ev(Exit, 2, 300),
             ev(Exit, 1, 400),
             ev(Exit, 0, 500),
         ]);
+        // Known only from a recording with tracing off for a while: in
+        // one without, a task starting with an entry starts outside any
+        // call (no pass over its events to find out): -N main hides only
+        // main's exit.
+        assert_eq!(
+            calls(&t, &opts(|o| o.notrace = pats(&["main"])))
+                .lines()
+                .count(),
+            3
+        );
+        t.info.options = "disable 1\n".to_string();
         let shown = "            | parse_args() {
    0.100 us |   strtol();
    0.300 us | } /* parse_args */
