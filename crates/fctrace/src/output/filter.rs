@@ -53,7 +53,7 @@ use fctrace_format::store::{Event, StoreError, TaskEvents, TaskInfo, TaskOrigin,
 use fctrace_format::symtab::SymTab;
 use fctrace_options::pattern::name_forms;
 use fctrace_options::{Action, FuncPattern, Options};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 /// A task's events, filtered ([`FilteredEvents`]) or not ([`TaskEvents`]).
@@ -406,9 +406,9 @@ impl<'t> Filter<'t> {
     ///
     /// `None` when the task starts outside any call, or the options do not
     /// depend on the calls around (`-t`, `--tid` only). With `-C`, the
-    /// calls it starts in that stage 1 shows are open calls of stage 2. Computed once
-    /// per task: the children of one parent together, in one pass over the
-    /// parent's events up to its last fork.
+    /// calls it starts in that stage 1 shows are open calls of stage 2.
+    /// Computed once per task: the children of one parent together, in one
+    /// pass over the parent's events up to its last fork.
     fn start(&mut self, task: &TaskInfo, generation: u32) -> Option<Rc<Start>> {
         let o = &self.opts;
         if o.filters.is_empty()
@@ -476,21 +476,25 @@ impl<'t> Filter<'t> {
         let Ok(mut events) = trace.task_events(parent) else {
             return;
         };
-        // The parent's state right after the last entry of each child's
-        // first function.
-        let mut at_entry: HashMap<u32, Start> = HashMap::new();
-        let mut done = |id: u32, at_entry: &mut HashMap<u32, Start>, vis: &Visibility| {
-            let s = at_entry.remove(&id).unwrap_or_else(|| vis.snapshot());
-            self.starts.insert(id, Some(Rc::new(s)));
+        // The functions whose exits begin children, and the parent's state
+        // right after the last entry of each so far: a child starts in the
+        // one of its function when the parent's events reach its time.
+        let firsts: HashSet<u32> = pending.iter().filter_map(|&(_, f, _)| f).collect();
+        let mut at_entry: HashMap<u32, Rc<Start>> = HashMap::new();
+        let mut done = |(id, first, _): (u32, Option<u32>, u64),
+                        at_entry: &HashMap<u32, Rc<Start>>,
+                        vis: &Visibility| {
+            let s = first
+                .and_then(|f| at_entry.get(&f).cloned())
+                .unwrap_or_else(|| Rc::new(vis.snapshot()));
+            self.starts.insert(id, Some(s));
         };
         while let Some(e) = events.next_event() {
             if is_timed(e.kind) {
-                while let Some(&(id, _, ns)) = pending.last() {
-                    if ns >= e.ns {
-                        break;
+                while pending.last().is_some_and(|&(_, _, ns)| ns < e.ns) {
+                    if let Some(child) = pending.pop() {
+                        done(child, &at_entry, &vis);
                     }
-                    done(id, &mut at_entry, &vis);
-                    pending.pop();
                 }
                 if pending.is_empty() {
                     break;
@@ -498,16 +502,12 @@ impl<'t> Filter<'t> {
             }
             let entry = (e.kind == EventKind::Entry).then_some(e.func);
             vis.push(e);
-            if let Some(func) = entry {
-                for &(id, first, _) in &pending {
-                    if first == Some(func) {
-                        at_entry.insert(id, vis.snapshot());
-                    }
-                }
+            if let Some(func) = entry.filter(|f| firsts.contains(f)) {
+                at_entry.insert(func, Rc::new(vis.snapshot()));
             }
         }
-        while let Some((id, _, _)) = pending.pop() {
-            done(id, &mut at_entry, &vis);
+        while let Some(child) = pending.pop() {
+            done(child, &at_entry, &vis);
         }
     }
 
