@@ -9,16 +9,59 @@ use fctrace_options::known_signal_name as signal_name;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
+/// Prints what the trace holds. Fails (after printing it all) when event
+/// files are damaged, as `replay` does on the same trace: each task's file
+/// is checked chunk by chunk (headers, sizes, checksums, the count of
+/// events), without decoding the events.
 pub fn run(args: InfoArgs) -> anyhow::Result<ExitCode> {
     let trace = Trace::open(&args.dir)?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let written = write_info(&mut out, &trace).and_then(|()| Ok(out.flush()?));
+    let damaged = damaged_tasks(&trace);
+    let written = write_info(&mut out, &trace)
+        .and_then(|()| write_damaged(&mut out, &damaged))
+        .and_then(|()| Ok(out.flush()?));
     match written {
-        Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(e.context("cannot write the trace information")),
-        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if is_broken_pipe(&e) => return Ok(ExitCode::SUCCESS),
+        Err(e) => return Err(e.context("cannot write the trace information")),
+        Ok(()) => {}
     }
+    match damaged.len() {
+        0 => Ok(ExitCode::SUCCESS),
+        n => anyhow::bail!(
+            "the events of {n} task{} of {} are damaged (see \"Damaged events\"); replay \
+             and report show what can be read",
+            if n == 1 { "" } else { "s" },
+            trace.dir.display()
+        ),
+    }
+}
+
+/// The tasks whose event files cannot be read to the end, with why.
+fn damaged_tasks(trace: &Trace) -> Vec<(u32, String)> {
+    trace
+        .info
+        .tasks
+        .iter()
+        .filter_map(|t| trace.check_task(t).err().map(|e| (t.id, e.to_string())))
+        .collect()
+}
+
+fn write_damaged(out: &mut dyn Write, damaged: &[(u32, String)]) -> anyhow::Result<()> {
+    if damaged.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    let n = damaged.len();
+    writeln!(
+        out,
+        "Damaged events ({n} task{}):",
+        if n == 1 { "" } else { "s" }
+    )?;
+    for (id, e) in damaged {
+        writeln!(out, "  task {id}: {e}")?;
+    }
+    Ok(())
 }
 
 /// The whole human-readable description of `trace`.
