@@ -134,8 +134,10 @@ pub fn fix_filter_count(st: &mut ThreadState, uncount: bool) {
 struct Config {
     opts: Options,
     has_filters: bool,
-    /// A trigger has the `backtrace` action.
-    backtraces: bool,
+    /// A trigger has the `backtrace` or the `trace_on` action: the stack
+    /// is walked at some entries (a backtrace, or the calls open where
+    /// tracing resumes), so the code ranges of functions are kept.
+    walks: bool,
     depth: u32,
     specs: Option<&'static crate::args::Specs>,
 }
@@ -159,15 +161,16 @@ pub fn init(opts: Options) -> bool {
     }
     let specs = crate::args::Specs::from_options(&opts);
     let specs = (!specs.is_empty()).then(|| specs.install());
-    let backtraces = opts
-        .triggers
-        .iter()
-        .any(|t| t.actions.contains(&Action::Backtrace));
-    if backtraces {
+    let walks = opts.triggers.iter().any(|t| {
+        t.actions
+            .iter()
+            .any(|a| matches!(a, Action::Backtrace | Action::TraceOn))
+    });
+    if walks {
         backtrace::warm_up();
     }
     let cfg = Config {
-        backtraces,
+        walks,
         has_filters: !opts.filters.is_empty(),
         depth: opts.depth.unwrap_or(u32::MAX),
         specs,
@@ -364,6 +367,7 @@ pub unsafe fn flagged_entry(
     let flags = func_flags(func);
     let mut depth = None;
     let mut backtrace = false;
+    let was_off = st.filt.off;
     if flags & F_TRIGGER != 0 {
         let mut switched = false;
         for (i, t) in cfg.opts.triggers.iter().take(MAX_TRIGGERS).enumerate() {
@@ -413,10 +417,15 @@ pub unsafe fn flagged_entry(
         shm.add_lost(if visible { 2 } else { 0 });
         return 1;
     }
+    // Tracing resumed for the thread at this entry (a `trace_on`
+    // trigger): the calls open now, entered while it was off, are
+    // recorded so that replay-time -F/-N know them (one walk serves a
+    // `backtrace` too).
+    let resumed = was_off && !st.filt.off;
     // The callers, walked before the function's own shadow entry exists
     // (its slot still holds the real return address).
     let mut chain = [0u32; MAX_BACKTRACE];
-    let callers = if visible && backtrace {
+    let callers = if visible && (backtrace || resumed) {
         // SAFETY: `slot` is the return-address slot of the call being
         // entered and `gprs` the registers the generated code saved.
         unsafe { backtrace::walk(st, slot, gprs, &mut chain) }
@@ -465,7 +474,7 @@ pub unsafe fn flagged_entry(
     if visible {
         thread::append(shm, st, EventKind::Entry, func);
         if let Some((n, cut)) = callers {
-            record_backtrace(st, func, &chain[..n], cut);
+            record_chain(st, func, &chain[..n], cut, !backtrace);
         }
         if flags & F_ARGS != 0 {
             // SAFETY: the generated code saved the general registers in
@@ -503,18 +512,19 @@ unsafe fn entry_regs(slot: u64, xsave: *const u8, gprs: *const u64) -> crate::ar
 }
 
 /// Records the callers of `func` (outermost first) as an `Args` event of
-/// `func` whose payload is a backtrace (`fctrace_format::argval`), right
-/// after its `Entry` and before its own arguments.
-fn record_backtrace(st: &mut ThreadState, func: u32, callers: &[u32], cut: bool) {
+/// `func` whose payload is a chain (`fctrace_format::argval`): a
+/// backtrace, or with `resume` the calls open where tracing resumed;
+/// right after its `Entry` and before its own arguments.
+fn record_chain(st: &mut ThreadState, func: u32, callers: &[u32], cut: bool, resume: bool) {
     crate::args::emit(st, EventKind::Args, func, 4 + 4 * callers.len(), |w| {
-        w.backtrace(callers, cut);
+        w.chain(callers, cut, resume);
     });
 }
 
 /// Notes that the code of function `id` spans `[addr, addr + size)` (for
-/// the backtraces of `backtrace` triggers; nothing without one).
+/// the stack walks of `backtrace` and `trace_on` triggers; nothing without one).
 pub fn note_range(id: u32, addr: u64, size: u64) {
-    if CONFIG.get().is_some_and(|c| c.backtraces) && size > 0 {
+    if CONFIG.get().is_some_and(|c| c.walks) && size > 0 {
         backtrace::note_range(id, addr, size);
     }
 }
@@ -524,7 +534,7 @@ pub fn note_range(id: u32, addr: u64, size: u64) {
 /// exports it with a size), so that its frames are named in backtraces
 /// as the calls recorded for it are.
 pub fn note_import_range(id: u32, target: u64) {
-    if !CONFIG.get().is_some_and(|c| c.backtraces) || crate::unwind::in_agent(target) {
+    if !CONFIG.get().is_some_and(|c| c.walks) || crate::unwind::in_agent(target) {
         return;
     }
     unsafe extern "C" {
@@ -558,7 +568,7 @@ pub fn note_import_range(id: u32, target: u64) {
 
 /// Publishes the ranges noted so far.
 pub fn publish_ranges() {
-    if CONFIG.get().is_some_and(|c| c.backtraces) {
+    if CONFIG.get().is_some_and(|c| c.walks) {
         backtrace::publish_ranges();
     }
 }

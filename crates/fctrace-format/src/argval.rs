@@ -21,7 +21,10 @@
 //! backtrace := BACKTRACE flags:u8 count:u16 (func:u32){count}
 //! ```
 //! `func`: function ids of the session, outermost caller first; flags bit
-//! 0: outer callers are missing (the chain was cut to its innermost part).
+//! 0: outer callers are missing (the chain was cut to its innermost part);
+//! bit 1: the chain is not a `backtrace` trigger's but the calls open
+//! where tracing resumed for the thread (a `trace_on` trigger), for the
+//! display filters, not shown.
 //! Every number is little-endian. docs/format.md has the same table.
 
 pub const TAG_INT: u8 = 1;
@@ -159,12 +162,18 @@ impl<'a> Writer<'a> {
     /// A whole backtrace payload: `funcs` outermost first; `cut` when outer
     /// callers are missing. Nothing is written if it does not fit.
     pub fn backtrace(&mut self, funcs: &[u32], cut: bool) -> bool {
+        self.chain(funcs, cut, false)
+    }
+    /// A whole chain payload: a backtrace (`resume` false) or the calls
+    /// open where tracing resumed (`resume`: flags bit 1).
+    pub fn chain(&mut self, funcs: &[u32], cut: bool, resume: bool) -> bool {
         let n = funcs.len().min(u16::MAX as usize);
         if self.full || 4 + 4 * n > self.room() {
             self.full = true;
             return false;
         }
-        self.put(&[&[TAG_BACKTRACE, cut as u8], &(n as u16).to_le_bytes()]);
+        let flags = cut as u8 | (resume as u8) << 1;
+        self.put(&[&[TAG_BACKTRACE, flags], &(n as u16).to_le_bytes()]);
         for f in &funcs[..n] {
             self.put(&[&f.to_le_bytes()]);
         }
@@ -179,6 +188,9 @@ pub struct Backtrace {
     pub funcs: Vec<u32>,
     /// Outer callers are missing.
     pub cut: bool,
+    /// The calls open where tracing resumed (not a `backtrace` trigger's:
+    /// not shown).
+    pub resume: bool,
 }
 
 /// The backtrace an `Args` payload holds, if it is one (`None` for values,
@@ -199,6 +211,7 @@ pub fn decode_backtrace(payload: &[u8]) -> Option<Backtrace> {
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect(),
         cut: rest[0] & 1 != 0,
+        resume: rest[0] & 2 != 0,
     })
 }
 
@@ -402,7 +415,8 @@ mod tests {
             decode_backtrace(&buf[..n]),
             Some(Backtrace {
                 funcs: vec![7, 0, 70000],
-                cut: true
+                cut: true,
+                resume: false
             })
         );
         // Not a value payload, and values are not a backtrace.
@@ -417,7 +431,19 @@ mod tests {
             decode_backtrace(&buf[..n]),
             Some(Backtrace {
                 funcs: vec![],
-                cut: false
+                cut: false,
+                resume: false
+            })
+        );
+        let mut w = Writer::new(&mut buf);
+        assert!(w.chain(&[3, 4], false, true));
+        let n = w.len();
+        assert_eq!(
+            decode_backtrace(&buf[..n]),
+            Some(Backtrace {
+                funcs: vec![3, 4],
+                cut: false,
+                resume: true
             })
         );
         let mut w = Writer::new(&mut buf);

@@ -110,6 +110,17 @@ const FILTER: u8 = 1;
 const NOTRACE: u8 = 2;
 const CALLER: u8 = 4;
 const TRIGGER: u8 = 8;
+/// A `trace_on` trigger of the recording: the agent records the calls
+/// open where tracing resumed at its entry ([`Visibility::pull`]).
+const RESUMES: u8 = 16;
+
+/// The calls open at an entry, recorded by the agent after it (outermost
+/// first).
+struct Chain {
+    funcs: Vec<u32>,
+    /// Recorded because tracing resumed there (else a backtrace).
+    resume: bool,
+}
 
 /// Per session: flags by function id, and the triggers of each triggered
 /// function (indices in `Options::triggers`).
@@ -140,6 +151,8 @@ pub struct Filter<'t> {
     starts: HashMap<u32, Option<Rc<Start>>>,
     /// [`recorded_with_gaps`], once asked.
     gaps: Option<bool>,
+    /// The patterns of the recording's `trace_on` triggers.
+    resumes: Vec<FuncPattern>,
 }
 
 /// Adds to `opts` the `backtrace` actions of the triggers the trace was
@@ -187,10 +200,12 @@ pub fn with_recorded_display(given: &Options, trace: &Trace) -> Options {
 
 /// Warns (stderr) when `given` filters on calls (`-F`, `-N`) over a trace
 /// recorded with tracing off for a while (`--disable`, a `trace_off`
-/// trigger or signal): a call entered while tracing was off is in the
-/// trace only if it returned while it was on, so what ran inside one that
-/// did not (often `main`) cannot be told apart. Recording with the filter
-/// has no such gap (the agent sees every call).
+/// trigger or signal): a call entered while tracing was off has no
+/// recorded entry nor exit. Where a `trace_on` trigger turned tracing on
+/// for a thread, the agent recorded the calls open then, so what runs
+/// inside them is known, but not when they return; where a signal or a
+/// `global` trigger of another thread did, they are not known. Recording
+/// with the filter has no such gap (the agent sees every call).
 pub fn warn_tracing_gaps(trace: &Trace, given: &Options) {
     if given.filters.is_empty() && given.notrace.is_empty() {
         return;
@@ -198,8 +213,9 @@ pub fn warn_tracing_gaps(trace: &Trace, given: &Options) {
     if recorded_with_gaps(trace) {
         super::warn(
             "the trace was recorded with tracing off for a while (--disable or trace_off): \
-             -F/-N cannot see the calls entered then that did not return while tracing was \
-             on; give -F/-N to `fctrace record` to filter on them",
+             -F/-N know the calls entered then only from where a trace_on trigger turned \
+             tracing on for the thread, and not when they return; give -F/-N to \
+             `fctrace record` to filter on them exactly",
         );
     }
 }
@@ -319,6 +335,15 @@ impl<'t> Filter<'t> {
             backtraces,
             starts: HashMap::new(),
             gaps: None,
+            resumes: Options::from_wire(&trace.info.options)
+                .map(|o| {
+                    o.triggers
+                        .into_iter()
+                        .filter(|t| t.actions.contains(&Action::TraceOn))
+                        .map(|t| t.pattern)
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 
@@ -348,6 +373,7 @@ impl<'t> Filter<'t> {
         });
         FilteredEvents {
             src: events,
+            ahead: VecDeque::new(),
             done: false,
             out: VecDeque::new(),
             mid: VecDeque::new(),
@@ -489,7 +515,8 @@ impl<'t> Filter<'t> {
                 .unwrap_or_else(|| Rc::new(vis.snapshot()));
             self.starts.insert(id, Some(s));
         };
-        while let Some(e) = events.next_event() {
+        let mut ahead = VecDeque::new();
+        while let Some((e, chain)) = vis.pull(&mut events, &mut ahead) {
             if is_timed(e.kind) {
                 while pending.last().is_some_and(|&(_, _, ns)| ns < e.ns) {
                     if let Some(child) = pending.pop() {
@@ -501,7 +528,7 @@ impl<'t> Filter<'t> {
                 }
             }
             let entry = (e.kind == EventKind::Entry).then_some(e.func);
-            vis.push(e);
+            vis.push_with(e, chain.as_ref());
             if let Some(func) = entry.filter(|f| firsts.contains(f)) {
                 at_entry.insert(func, Rc::new(vis.snapshot()));
             }
@@ -580,6 +607,9 @@ impl<'t> Filter<'t> {
                 }
                 if any(&o.callers, module, names) {
                     bits |= CALLER;
+                }
+                if any(&self.resumes, module, names) {
+                    bits |= RESUMES;
                 }
                 let hits: Vec<usize> = o
                     .triggers
@@ -661,6 +691,32 @@ impl<'t> Filter<'t> {
     }
 }
 
+/// The chain of calls open where tracing resumed, recorded by the agent
+/// as the payload of the `Args` event right after the entry of `func`
+/// whose next event `src` holds: the events read are put in `ahead`. A
+/// backtrace (the same chain, for a `backtrace` trigger) serves too.
+#[cold]
+#[inline(never)]
+fn read_chain(func: u32, src: &mut TaskEvents, ahead: &mut VecDeque<Event>) -> Option<Chain> {
+    let args = src.next_event()?;
+    ahead.push_back(args);
+    if args.kind != EventKind::Args || args.func != func {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    while let Some(d) = src.next_event() {
+        ahead.push_back(d);
+        if d.kind != EventKind::Data {
+            break;
+        }
+        super::args::push_data(&d, &mut bytes);
+    }
+    fctrace_format::argval::decode_backtrace(&bytes).map(|b| Chain {
+        funcs: b.funcs,
+        resume: b.resume,
+    })
+}
+
 /// Whether an event carries a real time (the payload events of arguments
 /// do not).
 #[inline]
@@ -678,6 +734,9 @@ fn is_timed(kind: EventKind) -> bool {
 /// A task's events through the filter stages.
 pub struct FilteredEvents {
     src: TaskEvents,
+    /// Events read ahead of the entry of a trigger function (its chain
+    /// payload), not yet through stage 1 ([`Visibility::pull`]).
+    ahead: VecDeque<Event>,
     done: bool,
     /// Events ready to be shown.
     out: VecDeque<Event>,
@@ -697,9 +756,9 @@ impl FilteredEvents {
             if self.done {
                 return None;
             }
-            match self.src.next_event() {
-                Some(e) => {
-                    if let Some(e) = self.vis.push(e) {
+            match self.vis.pull(&mut self.src, &mut self.ahead) {
+                Some((e, chain)) => {
+                    if let Some(e) = self.vis.push_with(e, chain.as_ref()) {
                         if self.callers.is_none() && self.time.is_none() {
                             // `out` is empty: straight through.
                             return Some(e);
@@ -845,6 +904,30 @@ impl Visibility {
         self.stack = s.stack.clone();
     }
 
+    /// Tracing resumed with the calls of `chain` open (outermost first,
+    /// as the agent walked the stack): those the task's events did not
+    /// enter (entered while tracing was off) are added around the open
+    /// calls it knows, as calls entered before its events
+    /// ([`outer_call`](Self::outer_call): they count for `-F` and `-N`,
+    /// not for `-D`, as in the agent). A chain cut to its innermost part
+    /// keeps the known calls below it.
+    #[cold]
+    #[inline(never)]
+    fn open_calls(&mut self, chain: &[u32]) {
+        let known = std::mem::take(&mut self.stack);
+        let mut j = 0;
+        for &func in chain {
+            match known[j..].iter().position(|f| f.func == func) {
+                Some(k) => {
+                    self.stack.extend_from_slice(&known[j..=j + k]);
+                    j += k + 1;
+                }
+                None => self.outer_call(func),
+            }
+        }
+        self.stack.extend_from_slice(&known[j..]);
+    }
+
     /// A call entered before the task's events begin (outermost first).
     fn outer_call(&mut self, func: u32) {
         let bits = self.bits(func);
@@ -873,11 +956,39 @@ impl Visibility {
         }
     }
 
+    /// The next event of `src` (after those read ahead before, in
+    /// `ahead`), with, for the entry of a trigger function, the calls open
+    /// where tracing resumed at it, when the agent recorded them (a chain
+    /// payload right after the entry: `fctrace_format::argval`). The
+    /// events read to find it are kept in `ahead`, in order.
+    fn pull(
+        &self,
+        src: &mut TaskEvents,
+        ahead: &mut VecDeque<Event>,
+    ) -> Option<(Event, Option<Chain>)> {
+        let e = match ahead.pop_front() {
+            Some(e) => e,
+            None => src.next_event()?,
+        };
+        if e.kind != EventKind::Entry || self.bits(e.func) & (TRIGGER | RESUMES) == 0 {
+            return Some((e, None));
+        }
+        Some((e, read_chain(e.func, src, ahead)))
+    }
+
     /// The event if it is shown.
+    #[cfg(test)]
     fn push(&mut self, e: Event) -> Option<Event> {
+        self.push_with(e, None)
+    }
+
+    /// The event if it is shown; `chain`: for an entry, the calls open
+    /// where tracing resumed at it, as the agent found them on the stack.
+    fn push_with(&mut self, e: Event, chain: Option<&Chain>) -> Option<Event> {
         if self.finished {
             return (e.kind == EventKind::Lost).then_some(e);
         }
+        let was_on = self.on;
         if is_timed(e.kind) {
             while let Some(&(ns, s)) = self.global.get(self.global_next) {
                 if ns > e.ns {
@@ -891,7 +1002,7 @@ impl Visibility {
             }
         }
         match e.kind {
-            EventKind::Entry => self.entry(e),
+            EventKind::Entry => self.entry(e, chain.filter(|c| c.resume || !was_on)),
             EventKind::Exit | EventKind::Unwind => {
                 // rposition looks at the top first.
                 match self.stack.iter().rposition(|f| f.func == e.func) {
@@ -932,7 +1043,9 @@ impl Visibility {
             && (!self.has_filters || self.filter_open > 0 || bits & FILTER != 0)
     }
 
-    fn entry(&mut self, e: Event) -> Option<Event> {
+    /// `resumed`: the chain recorded at this entry when tracing resumed
+    /// there (in the recording, or for this display's triggers).
+    fn entry(&mut self, e: Event, resumed: Option<&Chain>) -> Option<Event> {
         let bits = self.bits(e.func);
         let saved_limit = self.limit;
         let mut backtrace = false;
@@ -941,6 +1054,9 @@ impl Visibility {
             if self.finished {
                 return None;
             }
+        }
+        if let Some(chain) = resumed.filter(|c| c.resume || self.on) {
+            self.open_calls(&chain.funcs);
         }
         let shown = self.context_shown(bits) && self.shown < saved_limit.min(self.limit);
         if shown && backtrace && self.backtraces {

@@ -403,6 +403,9 @@ impl<S: EventSource> TaskState<S> {
                 if matches!(self.head, Some(e) if e.kind == EventKind::Args && e.func == event.func)
                 {
                     match self.take_backtrace_or_args(summary) {
+                        // The calls open where tracing resumed: for the
+                        // display filters, not shown.
+                        Ok(bt) if bt.resume => {}
                         Ok(bt) => {
                             let mut callers = bt.funcs;
                             if bt.cut {
