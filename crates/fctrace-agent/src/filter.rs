@@ -72,6 +72,9 @@ const E_FILTER: u64 = 1 << 34;
 const E_NOTRACE: u64 = 1 << 35;
 const E_DEPTH: u64 = 1 << 36;
 const E_RETVAL: u64 = 1 << 37;
+/// A hidden frame open where tracing resumed ([`hook_open_calls`]): its
+/// return (or unwinding) is recorded as an end mark.
+const E_OPENED: u64 = 1 << 38;
 /// Bits 40..62: the depth limit before a `depth=N` region.
 const PREV_SHIFT: u32 = 40;
 const PREV_MASK: u64 = (1 << 22) - 1;
@@ -425,13 +428,17 @@ pub unsafe fn flagged_entry(
     // The callers, walked before the function's own shadow entry exists
     // (its slot still holds the real return address).
     let mut chain = [0u32; MAX_BACKTRACE];
+    let mut slots = [0u64; MAX_BACKTRACE];
     let callers = if visible && (backtrace || resumed) {
         // SAFETY: `slot` is the return-address slot of the call being
         // entered and `gprs` the registers the generated code saved.
-        unsafe { backtrace::walk(st, slot, gprs, &mut chain) }
+        unsafe { backtrace::walk(st, slot, gprs, &mut chain, &mut slots) }
     } else {
         None
     };
+    if let Some((n, _)) = callers.filter(|_| resumed) {
+        hook_open_calls(st, slot, &chain[..n], &slots[..n]);
+    }
     // SAFETY: `slot` is the function's return-address slot on this
     // thread's stack.
     let ret = unsafe { (slot as *const u64).read() };
@@ -509,6 +516,70 @@ unsafe fn entry_regs(slot: u64, xsave: *const u8, gprs: *const u64) -> crate::ar
             xmm,
         }
     }
+}
+
+/// Tracing resumed with the calls of `chain` open (outermost first), whose
+/// return-address slots are `slots`: each that the shadow stack does not
+/// hold (entered while tracing was off) gets a hidden entry there and its
+/// return is taken over, and each hidden one it holds (a `-F`/`-N` region
+/// entered while off) is marked, so that their returns are recorded as
+/// end marks ([`record_end`]): replay-time `-F`/`-N` know when they end.
+/// Only where tracing resumes, never on the hot path. A frame whose
+/// function has no return site, or beyond the shadow stack's room, is
+/// left as it is.
+fn hook_open_calls(st: &mut ThreadState, entered: u64, chain: &[u32], slots: &[u64]) {
+    for (&func, &slot) in chain.iter().zip(slots) {
+        // (Callers' slots lie above the slot of the call being entered.)
+        if slot <= entered || slot % 8 != 0 {
+            continue;
+        }
+        let n = depth_entries(st) as usize;
+        // SAFETY: [base, top) holds this thread's entries; signals are
+        // deferred in the slow path.
+        let entries = unsafe { std::slice::from_raw_parts_mut(st.shadow_base, n) };
+        // Entries are in stack order: outer frames (higher slots) first.
+        let at = entries.partition_point(|e| e.slot > slot);
+        if let Some(e) = entries.get_mut(at).filter(|e| e.slot == slot) {
+            if e.func & E_HIDDEN != 0 && e.func & E_SLOW_EXIT != 0 {
+                e.func |= E_OPENED;
+            }
+            continue;
+        }
+        let site = crate::unwind::ret_site(func as u64);
+        if site == 0 || st.shadow_top >= st.shadow_end {
+            continue;
+        }
+        // SAFETY: `slot` is the return-address slot of a frame open on
+        // this thread's stack (the walk found it); the entries above `at`
+        // move up by one, within the shadow stack (room checked).
+        unsafe {
+            let p = slot as *mut u64;
+            let ret = p.read();
+            if ret == site {
+                continue;
+            }
+            let base = st.shadow_base.add(at);
+            std::ptr::copy(base, base.add(1), n - at);
+            base.write(ShadowEntry {
+                ret,
+                slot,
+                func: func as u64 | E_SLOW_EXIT | E_HIDDEN | E_OPENED,
+            });
+            st.shadow_top = st.shadow_top.add(1);
+            st.hidden += 1;
+            p.write(site);
+        }
+    }
+}
+
+/// The end mark of a call open where tracing resumed, entered while it
+/// was off (no entry recorded): an `Args` event of `func` whose payload
+/// is a chain of `func` alone with the end flag (`fctrace_format::argval`;
+/// the tree skips it, the display filters end the call there).
+fn record_end(st: &mut ThreadState, func: u32) {
+    crate::args::emit(st, EventKind::Args, func, 8, |w| {
+        w.end_mark(func);
+    });
 }
 
 /// Records the callers of `func` (outermost first) as an `Args` event of
@@ -601,6 +672,7 @@ mod backtrace {
     type BacktraceFn = unsafe extern "C" fn(Callback, *mut c_void) -> i32;
     type GetFn = unsafe extern "C" fn(*mut c_void) -> u64;
     type GetGrFn = unsafe extern "C" fn(*mut c_void, i32) -> u64;
+    type GetCfaFn = unsafe extern "C" fn(*mut c_void) -> u64;
 
     /// `_URC_NO_REASON`: go on walking; anything else stops.
     const GO_ON: i32 = 0;
@@ -618,6 +690,10 @@ mod backtrace {
         // SAFETY: _Unwind_GetGR(struct _Unwind_Context *, int) -> _Unwind_Word.
         unsafe { crate::real!("_Unwind_GetGR", GetGrFn) }
     }
+    fn get_cfa() -> GetCfaFn {
+        // SAFETY: _Unwind_GetCFA(struct _Unwind_Context *) -> _Unwind_Word.
+        unsafe { crate::real!("_Unwind_GetCFA", GetCfaFn) }
+    }
 
     unsafe extern "C" fn nothing(_ctx: *mut c_void, _arg: *mut c_void) -> i32 {
         STOP
@@ -629,6 +705,7 @@ mod backtrace {
     pub fn warm_up() {
         get_ip();
         get_gr();
+        get_cfa();
         crate::unwind::in_agent(0);
         // SAFETY: a callback that stops at once.
         unsafe { unwind_backtrace()(nothing, std::ptr::null_mut()) };
@@ -693,6 +770,12 @@ mod backtrace {
     /// first.
     struct Chain<'a> {
         out: &'a mut [u32; MAX_BACKTRACE],
+        /// The return-address slot of each frame: the canonical frame
+        /// address of the frame above it, minus 8 (at a frame, the
+        /// unwinder's CFA is the one of the frame that returns into it).
+        slots: &'a mut [u64; MAX_BACKTRACE],
+        /// The frame whose slot the next frame gives.
+        pending: Option<usize>,
         n: usize,
         cut: bool,
     }
@@ -705,6 +788,9 @@ mod backtrace {
             if ip == 0 {
                 return STOP;
             }
+            if let Some(k) = c.pending.take() {
+                c.slots[k] = get_cfa()(ctx).saturating_sub(8);
+            }
             // A return address: the call is the byte before.
             if let Some(id) = func_at(ip - 1) {
                 if c.n == MAX_BACKTRACE {
@@ -712,6 +798,8 @@ mod backtrace {
                     return STOP;
                 }
                 c.out[c.n] = id;
+                c.slots[c.n] = 0;
+                c.pending = Some(c.n);
                 c.n += 1;
             }
         }
@@ -817,6 +905,7 @@ mod backtrace {
         slot: u64,
         gprs: *const u64,
         out: &mut [u32; MAX_BACKTRACE],
+        slots: &mut [u64; MAX_BACKTRACE],
     ) -> Option<(usize, bool)> {
         if RANGES.load(Ordering::Acquire).is_null() {
             return None;
@@ -835,6 +924,8 @@ mod backtrace {
         let regs = [rbx, r.vals[0], r.vals[1], r.vals[2], r.vals[3], r.vals[4]];
         let mut c = Chain {
             out,
+            slots,
+            pending: None,
             n: 0,
             cut: false,
         };
@@ -854,6 +945,7 @@ mod backtrace {
         crate::unwind::hijack_all(st);
         let (n, cut) = (c.n, c.cut);
         out[..n].reverse();
+        slots[..n].reverse();
         Some((n, cut))
     }
 }
@@ -891,6 +983,8 @@ pub unsafe fn flagged_exit(shm: &Shm, st: &mut ThreadState, slot: u64, xsave: *c
             crate::args::on_exit(st, func, &regs);
         }
         thread::append(shm, st, EventKind::Exit, func);
+    } else if e.func & E_OPENED != 0 && FINISHED.load(Ordering::Relaxed) == 0 {
+        record_end(st, func);
     }
     release(st, e.func);
 }
@@ -922,6 +1016,8 @@ fn release(st: &mut ThreadState, word: u64) {
 pub fn unwound(shm: &Shm, st: &mut ThreadState, word: u64) {
     if !active() || (word & E_HIDDEN == 0 && FINISHED.load(Ordering::Relaxed) == 0) {
         thread::append(shm, st, EventKind::Unwind, word as u32);
+    } else if word & E_OPENED != 0 && FINISHED.load(Ordering::Relaxed) == 0 {
+        record_end(st, word as u32);
     }
     if active() {
         release(st, word);

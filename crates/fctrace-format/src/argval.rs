@@ -24,7 +24,9 @@
 //! 0: outer callers are missing (the chain was cut to its innermost part);
 //! bit 1: the chain is not a `backtrace` trigger's but the calls open
 //! where tracing resumed for the thread (a `trace_on` trigger), for the
-//! display filters, not shown.
+//! display filters, not shown; bits 1 and 2 (an *end mark*, one `func`,
+//! written alone, not after an entry): that call, open where tracing
+//! resumed but entered while it was off, returned or was unwound here.
 //! Every number is little-endian. docs/format.md has the same table.
 
 pub const TAG_INT: u8 = 1;
@@ -39,6 +41,10 @@ pub const TAG_OPAQUE: u8 = 9;
 pub const TAG_MISSING: u8 = 10;
 /// First byte of an `Args` payload that is a recorded backtrace.
 pub const TAG_BACKTRACE: u8 = 11;
+/// Flags of a backtrace payload: the calls open where tracing resumed.
+pub const FLAG_RESUME: u8 = 2;
+/// Flags of a backtrace payload: an end mark ([`Writer::end_mark`]).
+pub const FLAG_END: u8 = 4;
 /// Callers a recorded backtrace holds at most (its innermost ones).
 pub const MAX_BACKTRACE: usize = 256;
 
@@ -164,6 +170,20 @@ impl<'a> Writer<'a> {
     pub fn backtrace(&mut self, funcs: &[u32], cut: bool) -> bool {
         self.chain(funcs, cut, false)
     }
+    /// An end mark: the call of `func` open where tracing resumed (not
+    /// recorded: entered while tracing was off) returned or was unwound.
+    pub fn end_mark(&mut self, func: u32) -> bool {
+        if self.full || 8 > self.room() {
+            self.full = true;
+            return false;
+        }
+        self.put(&[
+            &[TAG_BACKTRACE, FLAG_END | FLAG_RESUME],
+            &1u16.to_le_bytes(),
+        ]);
+        self.put(&[&func.to_le_bytes()]);
+        true
+    }
     /// A whole chain payload: a backtrace (`resume` false) or the calls
     /// open where tracing resumed (`resume`: flags bit 1).
     pub fn chain(&mut self, funcs: &[u32], cut: bool, resume: bool) -> bool {
@@ -172,7 +192,7 @@ impl<'a> Writer<'a> {
             self.full = true;
             return false;
         }
-        let flags = cut as u8 | (resume as u8) << 1;
+        let flags = cut as u8 | if resume { FLAG_RESUME } else { 0 };
         self.put(&[&[TAG_BACKTRACE, flags], &(n as u16).to_le_bytes()]);
         for f in &funcs[..n] {
             self.put(&[&f.to_le_bytes()]);
@@ -191,6 +211,9 @@ pub struct Backtrace {
     /// The calls open where tracing resumed (not a `backtrace` trigger's:
     /// not shown).
     pub resume: bool,
+    /// An end mark: the one call of `funcs`, open where tracing resumed,
+    /// ended here.
+    pub end: bool,
 }
 
 /// The backtrace an `Args` payload holds, if it is one (`None` for values,
@@ -211,7 +234,8 @@ pub fn decode_backtrace(payload: &[u8]) -> Option<Backtrace> {
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect(),
         cut: rest[0] & 1 != 0,
-        resume: rest[0] & 2 != 0,
+        resume: rest[0] & FLAG_RESUME != 0,
+        end: rest[0] & FLAG_END != 0,
     })
 }
 
@@ -416,7 +440,8 @@ mod tests {
             Some(Backtrace {
                 funcs: vec![7, 0, 70000],
                 cut: true,
-                resume: false
+                resume: false,
+                end: false
             })
         );
         // Not a value payload, and values are not a backtrace.
@@ -432,7 +457,8 @@ mod tests {
             Some(Backtrace {
                 funcs: vec![],
                 cut: false,
-                resume: false
+                resume: false,
+                end: false
             })
         );
         let mut w = Writer::new(&mut buf);
@@ -443,7 +469,20 @@ mod tests {
             Some(Backtrace {
                 funcs: vec![3, 4],
                 cut: false,
-                resume: true
+                resume: true,
+                end: false
+            })
+        );
+        let mut w = Writer::new(&mut buf);
+        assert!(w.end_mark(9));
+        let n = w.len();
+        assert_eq!(
+            decode_backtrace(&buf[..n]),
+            Some(Backtrace {
+                funcs: vec![9],
+                cut: false,
+                resume: true,
+                end: true
             })
         );
         let mut w = Writer::new(&mut buf);

@@ -120,6 +120,9 @@ struct Chain {
     funcs: Vec<u32>,
     /// Recorded because tracing resumed there (else a backtrace).
     resume: bool,
+    /// An end mark: the call of `funcs[0]`, open where tracing resumed
+    /// (entered while it was off), ends here.
+    end: bool,
 }
 
 /// Per session: flags by function id, and the triggers of each triggered
@@ -200,24 +203,41 @@ pub fn with_recorded_display(given: &Options, trace: &Trace) -> Options {
 
 /// Warns (stderr) when `given` filters on calls (`-F`, `-N`) over a trace
 /// recorded with tracing off for a while (`--disable`, a `trace_off`
-/// trigger or signal): a call entered while tracing was off has no
-/// recorded entry nor exit. Where a `trace_on` trigger turned tracing on
-/// for a thread, the agent recorded the calls open then, so what runs
-/// inside them is known, but not when they return; where a signal or a
-/// `global` trigger of another thread did, they are not known. Recording
-/// with the filter has no such gap (the agent sees every call).
+/// trigger or signal) where tracing could resume with calls open that
+/// the trace does not know: a call entered while tracing was off has no
+/// recorded entry. Where a `trace_on` trigger turns tracing on for the
+/// thread that hits it, the agent records the calls open then and the
+/// end of each ([`Visibility::pull`]); where a `--signal` or a `global`
+/// trigger hit by another thread does, it does not. Recording with the
+/// filter has no such gap (the agent sees every call).
 pub fn warn_tracing_gaps(trace: &Trace, given: &Options) {
     if given.filters.is_empty() && given.notrace.is_empty() {
         return;
     }
-    if recorded_with_gaps(trace) {
+    if recorded_with_gaps(trace) && resumes_unknown(trace) {
         super::warn(
-            "the trace was recorded with tracing off for a while (--disable or trace_off): \
-             -F/-N know the calls entered then only from where a trace_on trigger turned \
-             tracing on for the thread, and not when they return; give -F/-N to \
-             `fctrace record` to filter on them exactly",
+            "the trace was recorded with tracing off for a while (--disable or trace_off) \
+             and turned on by a signal or a global trigger: -F/-N cannot see the calls \
+             entered while it was off in the threads it turned on; give -F/-N to \
+             `fctrace record` to filter on them",
         );
     }
+}
+
+/// Whether tracing may have been turned on for a thread other than by a
+/// `trace_on` trigger it hit (`--signal ...@trace_on`, a `global` trigger).
+fn resumes_unknown(trace: &Trace) -> bool {
+    let Ok(recorded) = Options::from_wire(&trace.info.options) else {
+        return false;
+    };
+    recorded
+        .signals
+        .iter()
+        .any(|s| s.actions.contains(&Action::TraceOn))
+        || recorded
+            .triggers
+            .iter()
+            .any(|t| t.global && t.actions.contains(&Action::TraceOn))
 }
 
 /// Whether `trace` was recorded with tracing off for a while
@@ -406,6 +426,7 @@ impl<'t> Filter<'t> {
             global_next: 0,
             backtraces: self.backtraces,
             notes: VecDeque::new(),
+            marks: !self.resumes.is_empty(),
         }
     }
 
@@ -711,10 +732,44 @@ fn read_chain(func: u32, src: &mut TaskEvents, ahead: &mut VecDeque<Event>) -> O
         }
         super::args::push_data(&d, &mut bytes);
     }
-    fctrace_format::argval::decode_backtrace(&bytes).map(|b| Chain {
-        funcs: b.funcs,
-        resume: b.resume,
-    })
+    fctrace_format::argval::decode_backtrace(&bytes)
+        .filter(|b| !b.end)
+        .map(|b| Chain {
+            funcs: b.funcs,
+            resume: b.resume,
+            end: false,
+        })
+}
+
+/// For an `Args` event just read from `src`: its payload if it is an end
+/// mark (`fctrace_format::argval`), whose `Data` events are then consumed;
+/// else `None`, and the events read are put in `ahead`, in order.
+#[cold]
+#[inline(never)]
+fn read_end_mark(src: &mut TaskEvents, ahead: &mut VecDeque<Event>) -> Option<Chain> {
+    let mut bytes = Vec::new();
+    let mut data = Vec::new();
+    let mut after = None;
+    while let Some(d) = src.next_event() {
+        if d.kind != EventKind::Data {
+            after = Some(d);
+            break;
+        }
+        super::args::push_data(&d, &mut bytes);
+        data.push(d);
+    }
+    let chain = fctrace_format::argval::decode_backtrace(&bytes)
+        .filter(|b| b.end && b.funcs.len() == 1)
+        .map(|b| Chain {
+            funcs: b.funcs,
+            resume: true,
+            end: true,
+        });
+    if chain.is_none() {
+        ahead.extend(data);
+    }
+    ahead.extend(after);
+    chain
 }
 
 /// Whether an event carries a real time (the payload events of arguments
@@ -879,6 +934,9 @@ struct Visibility {
     global_next: usize,
     backtraces: bool,
     notes: VecDeque<Note>,
+    /// The recording had `trace_on` triggers: its `Args` events may be end
+    /// marks ([`Visibility::pull`]).
+    marks: bool,
 }
 
 impl Visibility {
@@ -966,14 +1024,18 @@ impl Visibility {
         src: &mut TaskEvents,
         ahead: &mut VecDeque<Event>,
     ) -> Option<(Event, Option<Chain>)> {
-        let e = match ahead.pop_front() {
-            Some(e) => e,
-            None => src.next_event()?,
+        let (e, fresh) = match ahead.pop_front() {
+            Some(e) => (e, false),
+            None => (src.next_event()?, true),
         };
-        if e.kind != EventKind::Entry || self.bits(e.func) & (TRIGGER | RESUMES) == 0 {
-            return Some((e, None));
+        match e.kind {
+            // (An entry read ahead is the last event of `ahead`.)
+            EventKind::Entry if self.bits(e.func) & (TRIGGER | RESUMES) != 0 => {
+                Some((e, read_chain(e.func, src, ahead)))
+            }
+            EventKind::Args if fresh && self.marks => Some((e, read_end_mark(src, ahead))),
+            _ => Some((e, None)),
         }
-        Some((e, read_chain(e.func, src, ahead)))
     }
 
     /// The event if it is shown.
@@ -1003,6 +1065,16 @@ impl Visibility {
         }
         match e.kind {
             EventKind::Entry => self.entry(e, chain.filter(|c| c.resume || !was_on)),
+            EventKind::Args if chain.is_some_and(|c| c.end) => {
+                // The end of a call open where tracing resumed: its
+                // frame (and any left above it) is gone; never shown.
+                if let Some(j) = self.stack.iter().rposition(|f| f.func == e.func) {
+                    while self.stack.len() > j {
+                        self.pop();
+                    }
+                }
+                None
+            }
             EventKind::Exit | EventKind::Unwind => {
                 // rposition looks at the top first.
                 match self.stack.iter().rposition(|f| f.func == e.func) {
