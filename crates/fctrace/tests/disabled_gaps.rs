@@ -1,0 +1,151 @@
+//! Tracing turned on by a `trace_on` trigger inside calls entered while it
+//! was off (`--disable`), in a thread (issue 10, "What is shown is right"
+//! 1): the agent records the calls open where tracing resumed and when
+//! each ends, so live mode, `record` with the display filter then
+//! `replay`, and `record` then `replay` with it give the same tree, the
+//! one derived from record_filters.c's source. (tests/fork_filters.rs has
+//! the same over forked children.)
+
+mod common;
+
+use common::*;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::PathBuf;
+
+fn program() -> PathBuf {
+    c_program("record_filters.c", "-O0", &["-O0", "-pthread"])
+}
+
+/// A replay (or live) output's call lines as `T<n> <call>`, n numbering
+/// the threads in order of appearance; headers and durations dropped.
+fn normalized(text: &str) -> String {
+    let mut tids: HashMap<u64, usize> = HashMap::new();
+    let mut out = String::new();
+    for line in text.lines() {
+        let Some((_, call)) = line.split_once("] | ") else {
+            continue;
+        };
+        let tid = split_replay_line(line)
+            .unwrap_or_else(|e| panic!("unexpected replay line {line:?}: {e}"))
+            .tid;
+        let n = tids.len();
+        let t = *tids.entry(tid).or_insert(n);
+        out.push_str(&format!("T{t} {call}\n"));
+    }
+    out
+}
+
+/// The three trees of `mode` with the recording options `rec_opts` and
+/// the display filter `filter`: live mode, `record` with both then
+/// `replay`, and `record` then `replay` with the filter. Checks the
+/// program's behaviour each time, that the three are equal and that the
+/// replay has no warning; returns the tree.
+fn three_ways(mode: &str, rec_opts: &[&str], filter: &[&str]) -> String {
+    let exe = program();
+    let native = run_native(&exe, &[mode]);
+    let ctx = format!("{mode}: record {rec_opts:?}, filter {filter:?}");
+
+    let mut live_args: Vec<&OsStr> = rec_opts.iter().chain(filter).map(OsStr::new).collect();
+    live_args.push(exe.as_os_str());
+    live_args.push(OsStr::new(mode));
+    let live = fctrace(&live_args);
+    assert_eq!(live.code(), Some(0), "{}", live.describe());
+    assert!(
+        live.stdout.starts_with(&native.stdout),
+        "{ctx}: live output\n{}",
+        live.describe()
+    );
+    let live_tree = normalized(&live.stdout[native.stdout.len()..]);
+
+    let both: Vec<&str> = rec_opts.iter().chain(filter).copied().collect();
+    let rec = record(&exe, &[mode], &both);
+    assert_same_behaviour(&native, &rec.run, &ctx);
+    let recorded_tree = normalized(&replay_text(&rec.dir.path));
+
+    let full = record(&exe, &[mode], rec_opts);
+    assert_same_behaviour(&native, &full.run, &ctx);
+    let mut args: Vec<&OsStr> = vec![
+        OsStr::new("replay"),
+        OsStr::new("-d"),
+        full.dir.path.as_os_str(),
+    ];
+    args.extend(filter.iter().map(OsStr::new));
+    let r = fctrace(&args);
+    assert!(r.success(), "{}", r.describe());
+    assert!(!r.stderr.contains("warning"), "{ctx}\n{}", r.describe());
+    let replayed_tree = normalized(&r.stdout);
+
+    assert_eq!(recorded_tree, live_tree, "{ctx}: record+replay vs live");
+    assert_eq!(
+        replayed_tree, live_tree,
+        "{ctx}: replay-time filter vs live"
+    );
+    live_tree
+}
+
+const TOP: &str =
+    "top() {\n  mid() {\n    leaf();\n    leaf();\n  } /* mid */\n  leaf();\n} /* top */\n";
+
+#[test]
+fn trace_on_inside_a_filter_function_in_a_thread() {
+    // "threads": the worker thread calls off() then top(2) and returns;
+    // tracing turns on at off(), inside worker (entered while it was
+    // off). Under -F worker: off and top, in the worker's thread (the
+    // only one recorded: main never calls off). worker's own entry and
+    // return are not recorded.
+    let worker_calls = format!("off() {{\n  leaf();\n}} /* off */\n{TOP}");
+    let t = three_ways(
+        "threads",
+        &["--disable", "-T", "off@trace_on"],
+        &["-F", "worker"],
+    );
+    assert_eq!(t, prefix_lines(&worker_calls, "T0 "));
+    // -D 1 counts from the first recorded level: worker, entered before
+    // tracing was on, is not a level (as in the agent).
+    let t = three_ways(
+        "threads",
+        &["--disable", "-T", "off@trace_on"],
+        &["-F", "worker", "-D", "1"],
+    );
+    assert_eq!(t, "T0 off();\nT0 top();\n");
+    // -N worker hides everything the worker does.
+    let t = three_ways(
+        "threads",
+        &["--disable", "-T", "off@trace_on"],
+        &["-N", "worker"],
+    );
+    assert_eq!(t, "");
+}
+
+#[test]
+fn trace_on_inside_a_filter_function_then_its_return() {
+    // "basic": main calls top(1), other(2), off(3), top(4), on(5), top(6),
+    // then printf. Tracing turns on at on(), inside main (entered while it
+    // was off): under -F main, on and what main calls after it; nothing
+    // after main's return (the exit-time calls are outside main).
+    let t = three_ways(
+        "basic",
+        &["--disable", "-T", "on@trace_on"],
+        &["-F", "main"],
+    );
+    let expected = format!("on() {{\n  leaf();\n}} /* on */\n{TOP}printf();\n");
+    assert_eq!(t, prefix_lines(&expected, "T0 "));
+    // Under -N main: only the exit-time calls after main's return, as an
+    // unfiltered recording shows them after main.
+    let t = three_ways(
+        "basic",
+        &["--disable", "-T", "on@trace_on"],
+        &["-N", "main"],
+    );
+    let all = normalized(&replay_text(&record(&program(), &["basic"], &[]).dir.path));
+    let end = all
+        .find("T0 } /* main */\n")
+        .unwrap_or_else(|| panic!("main does not return in\n{all}"));
+    let exit_calls = &all[end + "T0 } /* main */\n".len()..];
+    assert!(!exit_calls.is_empty(), "{all}");
+    assert_eq!(t, exit_calls);
+    // Under -F top: top(6) only.
+    let t = three_ways("basic", &["--disable", "-T", "on@trace_on"], &["-F", "top"]);
+    assert_eq!(t, prefix_lines(TOP, "T0 "));
+}
