@@ -42,6 +42,13 @@
 //! entry on (the `trace_on` function itself is recorded, the `trace_off`
 //! one is not); `finish` stops tracing for good (its function is not
 //! recorded). A recorded call always gets its exit recorded.
+//!
+//! Where a `trace_on` trigger turns tracing on for the thread that hits
+//! it, the calls open then (entered while it was off: not recorded) are
+//! found by the stack walk of `backtrace` triggers and recorded as a chain
+//! after the trigger function's entry; each gets a hidden shadow entry
+//! ([`hook_open_calls`]) whose return records an end mark, so that the
+//! display filters know them from there to their end.
 
 use crate::shm::Shm;
 use crate::thread::{self, ShadowEntry, ThreadState, SHADOW_ENTRY_SIZE};
@@ -526,8 +533,16 @@ unsafe fn entry_regs(slot: u64, xsave: *const u8, gprs: *const u64) -> crate::ar
 /// end marks ([`record_end`]): replay-time `-F`/`-N` know when they end.
 /// Only where tracing resumes, never on the hot path. A frame whose
 /// function has no return site, or beyond the shadow stack's room, is
-/// left as it is.
+/// left as it is; so is every frame when the slots are not in stack order
+/// (frames on another stack: a handler on `sigaltstack`), where an entry's
+/// place in the shadow stack would be unclear.
 fn hook_open_calls(st: &mut ThreadState, entered: u64, chain: &[u32], slots: &[u64]) {
+    // SAFETY: [base, top) holds this thread's entries.
+    let entries = unsafe { std::slice::from_raw_parts(st.shadow_base, depth_entries(st) as usize) };
+    let known = slots.iter().copied().filter(|&x| x != 0).chain([entered]);
+    if !decreasing(known) || !decreasing(entries.iter().map(|e| e.slot)) {
+        return;
+    }
     for (&func, &slot) in chain.iter().zip(slots) {
         // (Callers' slots lie above the slot of the call being entered.)
         if slot <= entered || slot % 8 != 0 {
@@ -570,6 +585,18 @@ fn hook_open_calls(st: &mut ThreadState, entered: u64, chain: &[u32], slots: &[u
             p.write(site);
         }
     }
+}
+
+/// Whether the values are in strictly decreasing order.
+fn decreasing(v: impl Iterator<Item = u64>) -> bool {
+    let mut last = u64::MAX;
+    for x in v {
+        if x >= last {
+            return false;
+        }
+        last = x;
+    }
+    true
 }
 
 /// The end mark of a call open where tracing resumed, entered while it

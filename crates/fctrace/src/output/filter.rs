@@ -26,7 +26,10 @@
 //!    shown; signal marks and argument values are shown when the call they
 //!    happened in is; `Lost` marks are always shown. `--disable` and
 //!    `--signal` are recording options only: the recorded trace already
-//!    reflects them, and replay ignores them.
+//!    reflects them, and replay ignores them. Where a recorded `trace_on`
+//!    trigger turned tracing on, the agent recorded the calls open then
+//!    (entered while it was off) and marks where each ends: they count as
+//!    open calls from that entry to that mark ([`Visibility::pull`]).
 //! 2. **Callers** (`-C FUNC`): the calls of FUNC with their subtrees, and
 //!    the chain of callers that led to each; every other call is hidden.
 //!    A call outside FUNC is held until a call of FUNC is entered under it
