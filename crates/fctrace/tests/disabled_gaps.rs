@@ -11,10 +11,14 @@ mod common;
 use common::*;
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn program() -> PathBuf {
     c_program("record_filters.c", "-O0", &["-O0", "-pthread"])
+}
+
+fn unwind_program() -> PathBuf {
+    cxx_program("resume_unwind.cpp", "O1", &["-O1"])
 }
 
 /// A replay (or live) output's call lines as `T<n> <call>`, n numbering
@@ -42,13 +46,20 @@ fn normalized(text: &str) -> String {
 /// program's behaviour each time, that the three are equal and that the
 /// replay has no warning; returns the tree.
 fn three_ways(mode: &str, rec_opts: &[&str], filter: &[&str]) -> String {
-    let exe = program();
-    let native = run_native(&exe, &[mode]);
+    three_ways_of(&program(), mode, rec_opts, filter)
+}
+
+/// [`three_ways`] of program `exe`, run with the argument `mode` (none if
+/// empty).
+fn three_ways_of(exe: &Path, mode: &str, rec_opts: &[&str], filter: &[&str]) -> String {
+    let exe = exe.to_path_buf();
+    let args: &[&str] = if mode.is_empty() { &[] } else { &[mode] };
+    let native = run_native(&exe, args);
     let ctx = format!("{mode}: record {rec_opts:?}, filter {filter:?}");
 
     let mut live_args: Vec<&OsStr> = rec_opts.iter().chain(filter).map(OsStr::new).collect();
     live_args.push(exe.as_os_str());
-    live_args.push(OsStr::new(mode));
+    live_args.extend(args.iter().map(OsStr::new));
     let live = fctrace(&live_args);
     assert_eq!(live.code(), Some(0), "{}", live.describe());
     assert!(
@@ -59,11 +70,11 @@ fn three_ways(mode: &str, rec_opts: &[&str], filter: &[&str]) -> String {
     let live_tree = normalized(&live.stdout[native.stdout.len()..]);
 
     let both: Vec<&str> = rec_opts.iter().chain(filter).copied().collect();
-    let rec = record(&exe, &[mode], &both);
+    let rec = record(&exe, args, &both);
     assert_same_behaviour(&native, &rec.run, &ctx);
     let recorded_tree = normalized(&replay_text(&rec.dir.path));
 
-    let full = record(&exe, &[mode], rec_opts);
+    let full = record(&exe, args, rec_opts);
     assert_same_behaviour(&native, &full.run, &ctx);
     let mut args: Vec<&OsStr> = vec![
         OsStr::new("replay"),
@@ -148,4 +159,42 @@ fn trace_on_inside_a_filter_function_then_its_return() {
     // Under -F top: top(6) only.
     let t = three_ways("basic", &["--disable", "-T", "on@trace_on"], &["-F", "top"]);
     assert_eq!(t, prefix_lines(TOP, "T0 "));
+}
+
+#[test]
+fn open_calls_ended_by_an_exception() {
+    // resume_unwind.cpp: tracing turns on at on(), inside thrower <
+    // passthru < catcher < main; the exception leaves thrower and passthru
+    // together (two ends at once), then catcher's handler runs.
+    let exe = unwind_program();
+    assert_eq!(run_native(&exe, &[]).stdout, "5\n");
+    let opts = ["--disable", "-T", "on@trace_on"];
+    // What thrower runs after on() until the throw leaves it.
+    let throw = "on(int) {\n  leaf(int);\n} /* on(int) */\n__cxa_allocate_exception();\n\
+                 std::runtime_error::runtime_error(char const*);\n__cxa_throw(); (unwound)\n";
+    // catcher's handler.
+    let handler = "__cxa_begin_catch();\nleaf(int);\n__cxa_end_catch() {\n  \
+                   std::runtime_error::~runtime_error();\n} /* __cxa_end_catch */\n";
+    let t = three_ways_of(&exe, "", &opts, &["-F", "passthru"]);
+    assert_eq!(t, prefix_lines(throw, "T0 "), "-F passthru");
+    let t = three_ways_of(&exe, "", &opts, &["-F", "catcher"]);
+    assert_eq!(
+        t,
+        prefix_lines(&format!("{throw}{handler}"), "T0 "),
+        "-F catcher"
+    );
+    let t = three_ways_of(&exe, "", &opts, &["-F", "main"]);
+    assert_eq!(
+        t,
+        prefix_lines(&format!("{throw}{handler}leaf(int);\nprintf();\n"), "T0 "),
+        "-F main"
+    );
+    // -N passthru: only what comes after it, in catcher and main, and
+    // after main.
+    let t = three_ways_of(&exe, "", &opts, &["-N", "passthru", "-F", "main"]);
+    assert_eq!(
+        t,
+        prefix_lines(&format!("{handler}leaf(int);\nprintf();\n"), "T0 "),
+        "-N passthru -F main"
+    );
 }

@@ -1027,12 +1027,15 @@ impl Visibility {
         src: &mut TaskEvents,
         ahead: &mut VecDeque<Event>,
     ) -> Option<(Event, Option<Chain>)> {
+        // The last event read ahead is the one after what was looked at
+        // (the events before it belong to an entry or a mark already
+        // looked at): it is looked at as one read now, its following
+        // events being still in `src`.
         let (e, fresh) = match ahead.pop_front() {
-            Some(e) => (e, false),
+            Some(e) => (e, ahead.is_empty()),
             None => (src.next_event()?, true),
         };
         match e.kind {
-            // (An entry read ahead is the last event of `ahead`.)
             EventKind::Entry if self.bits(e.func) & (TRIGGER | RESUMES) != 0 => {
                 Some((e, read_chain(e.func, src, ahead)))
             }
