@@ -1044,12 +1044,6 @@ impl Visibility {
         }
     }
 
-    /// The event if it is shown.
-    #[cfg(test)]
-    fn push(&mut self, e: Event) -> Option<Event> {
-        self.push_with(e, None)
-    }
-
     /// The event if it is shown; `chain`: for an entry, the calls open
     /// where tracing resumed at it, as the agent found them on the stack.
     fn push_with(&mut self, e: Event, chain: Option<&Chain>) -> Option<Event> {
