@@ -1420,7 +1420,7 @@ mod tests {
     fn tree(trace: &Trace, o: &Options) -> String {
         let mut out = Vec::new();
         let summary = write_tree_with(trace, o, &mut out).unwrap();
-        assert!(summary.errors.is_empty());
+        assert!(summary.errors.is_empty(), "{:?}", summary.errors);
         let text = String::from_utf8(out).unwrap();
         text.lines()
             .skip(1)
@@ -1519,6 +1519,39 @@ mod tests {
    0.100 us | strtol();
 "
         );
+    }
+
+    /// The calls open where tracing resumed, recorded by the agent after
+    /// the entry of a `trace_on` trigger function: not shown, but open
+    /// calls for -F/-N from there on.
+    #[test]
+    fn recorded_open_calls_where_tracing_resumed() {
+        let resumed = |with_chain: bool| {
+            let mut events = vec![ev(Entry, 3, 100)];
+            if with_chain {
+                events.extend(payload(3, 100, |w| {
+                    w.chain(&[0], false, true);
+                }));
+            }
+            events.extend([ev(Exit, 3, 200), ev(Entry, 4, 300), ev(Exit, 4, 400)]);
+            one(events)
+        };
+        let (_d, t) = resumed(true);
+        let plain = "   0.100 us | leaf();\n   0.100 us | foo(int);\n";
+        assert_eq!(calls(&t, &Options::default()), plain);
+        let f_main = opts(|o| {
+            o.filters = pats(&["main"]);
+            o.triggers = trigs(&["leaf@trace_on"]);
+        });
+        assert_eq!(calls(&t, &f_main), plain);
+        let n_main = opts(|o| {
+            o.notrace = pats(&["main"]);
+            o.triggers = trigs(&["leaf@trace_on"]);
+        });
+        assert_eq!(calls(&t, &n_main), "");
+        // Without the chain (an older agent), main is not known.
+        let (_d2, old) = resumed(false);
+        assert_eq!(calls(&old, &f_main), "");
     }
 
     #[test]
