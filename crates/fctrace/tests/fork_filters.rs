@@ -280,6 +280,14 @@ fn disabled_start_with_a_trigger_inside_the_filter() {
         &["-F", "main"],
     );
     assert_outline_eq(&tree, &expected, "--disable -T with_fork@trace_on -F main");
+    // With a backtrace too: one chain, shown as the backtrace (main).
+    let tree = three_ways(
+        &exe,
+        &["--disable", "-T", "with_fork@trace_on,backtrace"],
+        &["-F", "main"],
+    );
+    let with_bt = expected.replacen("with_fork() {", "/* backtrace: main */\nwith_fork() {", 1);
+    assert_outline_eq(&tree, &with_bt, "-T with_fork@trace_on,backtrace -F main");
 }
 
 #[test]

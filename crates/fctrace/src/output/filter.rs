@@ -1037,7 +1037,14 @@ impl Visibility {
         };
         match e.kind {
             EventKind::Entry if self.bits(e.func) & (TRIGGER | RESUMES) != 0 => {
-                Some((e, read_chain(e.func, src, ahead)))
+                // A backtrace recorded where the recording's trace_on
+                // function resumed tracing is that chain too.
+                let resumes = self.bits(e.func) & RESUMES != 0;
+                let chain = read_chain(e.func, src, ahead).map(|mut c| {
+                    c.resume |= resumes;
+                    c
+                });
+                Some((e, chain))
             }
             EventKind::Args if fresh && self.marks => Some((e, read_end_mark(src, ahead))),
             _ => Some((e, None)),
