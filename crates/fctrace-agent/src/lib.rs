@@ -155,6 +155,12 @@ fn start(cfg: &Config) -> Result<(), String> {
     let signal_triggers = options.signals.clone();
     filter::init(options);
     let shm = shm::Shm::open(&cfg.shm)?;
+    if !shm.recording() {
+        // A program started after the recorder stopped (or died) runs
+        // untraced, and quietly: its output is its own.
+        shm.note_untraced_thread();
+        return Ok(());
+    }
     let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
     SESSION.store(sid, Ordering::Relaxed);
     let nest = shm.header().flags & fctrace_format::shm::FLAG_NEST_LIBCALL != 0;

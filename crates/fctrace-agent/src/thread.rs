@@ -119,7 +119,7 @@ pub fn init_thread(
     if shadow == libc::MAP_FAILED {
         return None;
     }
-    let slot = shm.register_task(tid, pid, ppid, session, parent_slot, origin)?;
+    let slot = shm.register_task(tid, pid, ppid, session, parent_slot, origin);
     let buf_index = shm.acquire(tid, pid, session, slot, 0)?;
     // One spare entry below the base: an exit with an empty shadow stack
     // reads it (slot 0 never matches) instead of unmapped memory.
@@ -167,17 +167,14 @@ pub fn after_fork_child(shm: &Shm) {
     let tid = gettid();
     // SAFETY: getpid/getppid have no preconditions.
     let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
-    let Some(slot) = shm.register_task(
+    let slot = shm.register_task(
         tid,
         pid,
         ppid,
         st.session,
         parent_slot,
         fctrace_format::shm::ORIGIN_FORK,
-    ) else {
-        tls::set_state(std::ptr::null_mut());
-        return;
-    };
+    );
     st.tid = tid;
     st.pid = pid;
     st.task_slot = slot;
@@ -214,10 +211,33 @@ pub fn take_next_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
     }
 }
 
-/// Replaces the thread's full buffer with a fresh one.
-fn switch_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
+/// Replaces the thread's full buffer with a fresh one; afterwards the
+/// thread's buffer always has room.
+///
+/// Once the recorder does not record any more (it stopped, or died), the
+/// thread keeps the buffer it has and writes it again from the start: what
+/// it held is counted as lost, exactly, and the program runs on without
+/// waiting for anyone. A thread without a buffer of its own (its last one
+/// was handed over just before the recorder went away) writes into the
+/// process's scratch buffer, counted the same way.
+fn switch_buffer(shm: &Shm, st: &mut ThreadState) {
+    if st.buf != shm.buffer(st.buf_index) {
+        // The scratch buffer.
+        shm.recycle_own(st.buf);
+        if shm.recording() {
+            take_next_buffer(shm, st);
+        }
+        return;
+    }
+    if !shm.recording() {
+        crate::signal::release_parked(shm, st);
+        shm.recycle_own(st.buf);
+        return;
+    }
     crate::signal::release_buffer(shm, st);
-    take_next_buffer(shm, st)
+    if !take_next_buffer(shm, st) {
+        st.buf = crate::scratch_buffer();
+    }
 }
 
 /// Appends an event from Rust, switching buffers as needed.
@@ -265,22 +285,17 @@ pub unsafe extern "C" fn slow_path(
             );
             if made.is_none() {
                 // Leave the thread untraced for good rather than retry on
-                // every call.
+                // every call; the recorder says how many were.
                 std::mem::forget(_busy);
                 tls::set_busy(1);
-                shm.add_lost(1);
+                shm.note_untraced_thread();
             }
             0
         }
         SLOW_FULL => {
             // SAFETY: state is set for a thread that reached SLOW_FULL.
             let st = unsafe { &mut *tls::state() };
-            if !switch_buffer(shm, st) {
-                // No recorder any more: keep writing into a private scratch
-                // buffer so the program runs on; count what is lost.
-                shm.add_lost(1);
-                st.buf = crate::scratch_buffer();
-            }
+            switch_buffer(shm, st);
             0
         }
         SLOW_MISMATCH => {
@@ -362,9 +377,7 @@ pub fn reserve(shm: &Shm, st: &mut ThreadState, n: usize) -> *mut fctrace_format
                 std::ptr::write_bytes((buf as *mut u8).add(pos as usize), 0, (size - pos) as usize)
             };
         }
-        if !switch_buffer(shm, st) {
-            break;
-        }
+        switch_buffer(shm, st);
     }
     shm.add_lost(1);
     std::ptr::null_mut()
