@@ -229,9 +229,16 @@ pub fn record(
         ));
     }
     if lost > 0 {
-        notes.push(format!("{lost} events were lost in all"));
+        notes.push(format!("{lost}{TOTAL_LOST}"));
     }
-    warnings.extend(notes.iter().cloned());
+    // In the trace, marked so that replay and report can say why events
+    // are missing (`loss_reasons`).
+    warnings.extend(
+        notes
+            .iter()
+            .filter(|n| !n.ends_with(TOTAL_LOST))
+            .map(|n| format!("{LOSS_MARK}{n}")),
+    );
     if tasks.is_empty() {
         warnings.push("no task was traced: the agent did not start in the program".into());
     }
@@ -267,6 +274,20 @@ pub fn record(
         ));
     }
     Ok(Outcome { exit, notes })
+}
+
+/// How the trace's warnings about events that were not recorded begin.
+const LOSS_MARK: &str = "not recorded: ";
+const TOTAL_LOST: &str = " events were lost in all";
+
+/// Why events are missing from a trace, as the recorder wrote it in the
+/// trace's warnings (for replay and report).
+pub fn loss_reasons(info: &TraceInfo) -> String {
+    info.warnings
+        .iter()
+        .filter_map(|w| w.strip_prefix(LOSS_MARK))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Where the recorder puts what it drains: the trace writer until writing
