@@ -67,7 +67,7 @@ impl Shm {
         let sane = layout.buf_count.is_power_of_two()
             && layout.buf_count <= 1 << 20
             && (4096..=1 << 24).contains(&layout.buf_size)
-            && layout.buf_size % 4096 == 0
+            && layout.buf_size.is_multiple_of(4096)
             && layout.task_slots <= 1 << 24
             && layout.total_size() as u64 <= file_size;
         if !sane {

@@ -532,6 +532,50 @@ mod tests {
     }
 
     #[test]
+    fn damaged_structures_end_in_bounded_time() {
+        // A queue whose cells hold garbage: pop and push give up.
+        let c = cells(4);
+        let (h, t) = (AtomicU64::new(0), AtomicU64::new(0));
+        let q = Queue {
+            cells: &c,
+            head: &h,
+            tail: &t,
+        };
+        q.init();
+        for cell in &c {
+            cell.seq.store(u64::MAX / 3, Ordering::Relaxed);
+        }
+        assert_eq!(q.pop(), Pop::Damaged);
+        assert!(!q.push(1));
+        // A stack whose head names a cell that does not exist.
+        let sh = AtomicU64::new(0x1234_5678_9abc);
+        let st = FreeStack {
+            cells: &c,
+            head: &sh,
+        };
+        assert_eq!(st.pop(), Pop::Damaged);
+    }
+
+    #[test]
+    fn events_are_counted_as_the_writer_stores_them() {
+        use crate::event::{EventKind, RawEvent};
+        let mut recs = vec![
+            RawEvent::new(EventKind::Entry, 1, 10),
+            RawEvent::new(EventKind::Exit, 1, 0), // reserved, never written
+            RawEvent::with_payload(EventKind::Args, 1, 20, 11),
+            RawEvent { word: 7, tsc: 8 }, // payload: not an event
+            RawEvent { word: 9, tsc: 0 }, // payload
+            RawEvent::new(EventKind::Exit, 1, 12),
+        ];
+        assert_eq!(count_events(&recs), 3);
+        recs.push(RawEvent {
+            word: 0xff,
+            tsc: 13,
+        }); // no such kind
+        assert_eq!(count_events(&recs), 3);
+    }
+
+    #[test]
     fn queue_fifo_and_bounds() {
         let c = cells(4);
         let (h, t) = (AtomicU64::new(0), AtomicU64::new(0));
