@@ -197,6 +197,7 @@ impl Shm {
                         (*b).session = session;
                         (*b).seq = seq;
                         (*b).task_slot = slot;
+                        (*b).pidns = pid_namespace(pid);
                         (*b).pos.store(BUF_HEADER_SIZE as u64, Ordering::Relaxed);
                         (*b).state.store(BUF_OWNED, Ordering::Release);
                     }

@@ -187,7 +187,10 @@ pub struct BufHeader {
     /// Per-task sequence number of this buffer.
     pub seq: u32,
     pub task_slot: u32,
-    pub _pad: [u8; 32],
+    /// Inode of the owner's PID namespace (0: unknown): `tid` and `pid`
+    /// are numbers of that namespace.
+    pub pidns: u64,
+    pub _pad: [u8; 24],
 }
 
 const _: () = assert!(std::mem::size_of::<ShmHeader>() <= HEADER_SIZE);

@@ -310,7 +310,13 @@ fn threads_beyond_the_task_table_are_counted_exactly() {
     let args = ["serial", &threads.to_string(), &n.to_string()];
     let args: Vec<&str> = args.iter().map(|s| s.as_ref()).collect();
     let native = run_native(&exe, &args);
-    let rec = record_env(&exe, &args, &[("FCTRACE_TASK_SLOTS", "4")]);
+    // Few buffers too: those of the threads without a slot must come
+    // back when the threads end, or the program would wait for them.
+    let rec = record_env(
+        &exe,
+        &args,
+        &[("FCTRACE_TASK_SLOTS", "4"), ("FCTRACE_BUFFERS", "8")],
+    );
     same_behaviour(&native, &rec.run, "task table");
     // Slot 0 is the main thread; threads run one after the other, so the
     // first three get the other slots.

@@ -271,7 +271,6 @@ impl SharedMemory {
         sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
     ) -> Result<()> {
         let own_ns = self.header().recorder_pidns;
-        let tasks = self.task_count();
         // A thread can leave more than one buffer behind (one held back
         // while a signal handler switched buffers): written in the
         // task's order.
@@ -282,14 +281,7 @@ impl SharedMemory {
             if h.state.load(Ordering::Acquire) != BUF_OWNED {
                 continue;
             }
-            let (pid, tid, slot) = (h.pid, h.tid, h.task_slot);
-            let ns = if slot < tasks {
-                self.task_slot(slot).pidns
-            } else {
-                // No slot (the table was full) or a damaged one: the
-                // namespace is unknown.
-                0
-            };
+            let (pid, tid, ns) = (h.pid, h.tid, h.pidns);
             if own_ns == 0 || ns != own_ns {
                 if foreign && ns != 0 {
                     elsewhere.push((ns, pid, tid, i));
