@@ -153,6 +153,11 @@ impl Shm {
         self.header().recorder_state.load(Ordering::Acquire) == RECORDER_RUNNING
     }
 
+    /// Whether the recorder was found dead (killed: no heartbeat).
+    pub fn recorder_dead(&self) -> bool {
+        self.header().recorder_state.load(Ordering::Acquire) == RECORDER_DEAD
+    }
+
     /// Says that the recorder cannot be relied on any more (`state` is
     /// [`RECORDER_DEAD`] or [`RECORDER_STOPPED`]), unless it said so first.
     fn give_up(&self, state: u32) {

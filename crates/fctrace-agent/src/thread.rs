@@ -272,6 +272,7 @@ pub unsafe extern "C" fn slow_path(
         return crate::unwind::call_while_unwinding(arg, func as u32);
     }
     let _defer = crate::signal::DeferSignals::new();
+    let was_busy = tls::busy();
     let _busy = tls::Busy::enter();
     let Some(shm) = shm::get() else { return 0 };
     match reason {
@@ -296,6 +297,13 @@ pub unsafe extern "C" fn slow_path(
             // SAFETY: state is set for a thread that reached SLOW_FULL.
             let st = unsafe { &mut *tls::state() };
             switch_buffer(shm, st);
+            if was_busy == 0 && shm.recorder_dead() {
+                // Nobody will read anything any more: the thread's calls
+                // pass through untraced from now on, at nearly their
+                // native cost (as for a thread that could not be set up);
+                // frames entered before still return through the agent.
+                std::mem::forget(_busy);
+            }
             0
         }
         SLOW_MISMATCH => {
