@@ -496,9 +496,16 @@ fn put_typed(w: &mut Writer, pid: u32, string_max: usize, ty: &Ty, b: &[u8], dep
             signed,
             values,
         } => {
-            let v = if *signed && *size < 8 {
+            // The enum's own bytes, sign- or zero-extended as the
+            // enumerators' values are (fctrace_symbols::dwarf): the rest
+            // of the register is not part of the value.
+            let v = if *size < 8 {
                 let shift = 64 - u32::from(*size) * 8;
-                ((bits << shift) as i64) >> shift
+                if *signed {
+                    ((bits << shift) as i64) >> shift
+                } else {
+                    ((bits << shift) >> shift) as i64
+                }
             } else {
                 bits as i64
             };

@@ -307,7 +307,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         if !is_instrumentable_lib(m, me, &interp) {
             continue;
         }
-        match with_analysis(&m.path, |info, funcs| {
+        match with_analysis(&m.path, false, |info, funcs| {
             instrument_module(&mut s, m, info, funcs, false)
         }) {
             Ok(entries) => {
@@ -412,14 +412,26 @@ impl Drop for MappedFile {
 }
 
 /// Runs `f` on the analysis of the ELF file at `path` (its functions'
-/// names borrowed from the mapped file).
+/// names borrowed from the mapped file). With `use_debug_file`, a stripped
+/// file's functions come from its separate debug file when one is
+/// installed: for the program only (a library's debug file, libc's from
+/// libc6-dbg, lists internal functions the engine cannot patch yet; see
+/// docs/engine.md, "Known limits").
 fn with_analysis<R>(
     path: &str,
+    use_debug_file: bool,
     f: impl FnOnce(&ElfInfo, &[FuncRef]) -> Result<R, String>,
 ) -> Result<R, String> {
     let file = MappedFile::open(path)?;
-    let (info, funcs) =
-        fctrace_symbols::analyze_borrowed(file.bytes()).map_err(|e| e.to_string())?;
+    let debug = use_debug_file
+        .then(|| fctrace_symbols::debugfile::find_symbols(std::path::Path::new(path), file.bytes()))
+        .flatten()
+        .and_then(|p| MappedFile::open(&p.to_string_lossy()).ok());
+    let (info, funcs) = fctrace_symbols::analyze_borrowed_with_debug(
+        file.bytes(),
+        debug.as_ref().map(|d| d.bytes()),
+    )
+    .map_err(|e| e.to_string())?;
     f(&info, &funcs)
 }
 
@@ -455,6 +467,7 @@ fn instrument_module(
         .any(|k| k == "__patchable_function_entries");
     let mut prev_pad: Option<(u64, u64)> = None;
     let mut prev_writes_end = 0u64;
+    let trap = may_trap(&m.path);
     for (k, f) in funcs.iter().enumerate() {
         // The names lie in the file's string table in symbol order, not
         // in address order: each is a cache miss unless asked for ahead.
@@ -503,7 +516,7 @@ fn instrument_module(
                 addr,
                 size as usize,
                 code,
-                patch::Around { before },
+                patch::Around { before, trap },
                 &mut scratch,
             )
         };
@@ -547,7 +560,7 @@ fn instrument_main(
     m: &Loaded,
     lib_entries: &std::collections::HashSet<u64>,
 ) -> Result<(), String> {
-    with_analysis(&m.path, |info, funcs| {
+    with_analysis(&m.path, true, |info, funcs| {
         // The program's own functions.
         instrument_module(s, m, info, funcs, true)?;
         instrument_imports(s, m, info, lib_entries)
@@ -654,6 +667,7 @@ fn instrument_imports(
                 verbatim: true,
                 resume: Some(target),
                 trampoline: None,
+                trap: false,
             };
             let path = s.modules[modules[k] as usize].path.clone();
             let flags = s.note_flags(id, &path, &g.name);
@@ -704,6 +718,8 @@ struct Stubs {
     got_writes: Vec<(u64, u64)>,
     /// The stub being built.
     stub: Vec<u8>,
+    /// The functions that take the trap fallback.
+    traps: Vec<crate::signal::Trap>,
 }
 
 impl Stubs {
@@ -719,6 +735,7 @@ impl Stubs {
             hi: 0,
             got_writes: Vec::new(),
             stub: Vec::with_capacity(256),
+            traps: Vec::new(),
         })
     }
 
@@ -757,7 +774,7 @@ impl Stubs {
                 patch::build_stub_with(plan, read_code, at, &common, id, mode, &mut st.stub);
             match built {
                 Err(e) => return FuncStatus::NotTraced(e),
-                Ok(site) if st.stub.len() <= st.arena.remaining() => break site,
+                Ok(b) if st.stub.len() <= st.arena.remaining() => break b,
                 Ok(_) if new_arena => return FuncStatus::NotTraced("stub arena full".into()),
                 Ok(_) => {}
             }
@@ -782,6 +799,15 @@ impl Stubs {
                     return FuncStatus::NotTraced("stub out of jump range".into());
                 }
                 let at = st.arena.put(&st.stub);
+                if plan.trap {
+                    st.traps.push(crate::signal::Trap {
+                        at: plan.patch_at,
+                        stub: at,
+                        body: site.body,
+                        ret_site: site.ret_site.unwrap_or(0),
+                        module: m.base,
+                    });
+                }
                 patch::patch_bytes(plan, at, |a, b| {
                     st.writes.extend_from_slice(&a.to_le_bytes());
                     st.writes.push(b.len() as u8);
@@ -791,11 +817,12 @@ impl Stubs {
                 });
             }
         }
-        if let Some(site) = site {
-            s.ret_sites[id as usize] = site;
+        if let Some(r) = site.ret_site {
+            s.ret_sites[id as usize] = r;
         }
         match mode {
             Mode::EntryOnly => FuncStatus::EntryOnly,
+            Mode::Traced if plan.trap => FuncStatus::TracedTrap,
             Mode::Traced => FuncStatus::Traced,
         }
     }
@@ -804,6 +831,8 @@ impl Stubs {
     fn finish(stubs: Result<Stubs, String>) -> Result<(), String> {
         let st = stubs?;
         st.arena.seal();
+        // The handler knows every trap before the first int3 is written.
+        crate::signal::add_traps(&st.traps);
         if st.lo < st.hi {
             // Pages stay executable throughout (the agent itself may be
             // running library code on them).
@@ -841,6 +870,17 @@ fn open_arena(
     size: usize,
     reuse: bool,
 ) -> Result<(Arena, Common), String> {
+    // The common block comes first in the arena, and `size` is what the
+    // stubs need after it: the block's length (the filtered variant is
+    // several KiB, more than a module with few functions asks for, e.g. a
+    // stripped program traced through its few dynamic symbols) is known by
+    // assembling it once; it does not depend on where it is placed (every
+    // absolute address in it is a 64-bit immediate).
+    let common_len = codegen::assemble_common(0, &s.params)
+        .map_err(|e| format!("code generation: {e}"))?
+        .0
+        .len();
+    let size = size + common_len.next_multiple_of(16);
     let reused = s
         .free_arenas
         .iter()
@@ -870,6 +910,9 @@ fn open_arena(
         .push((m.path.clone(), m.base, arena.base, arena.size));
     let (code, common): (Vec<u8>, Common) = codegen::assemble_common(arena.cursor(), &s.params)
         .map_err(|e| format!("code generation: {e}"))?;
+    if code.len() > arena.remaining() {
+        return Err("the stub arena cannot hold the common code".into());
+    }
     if !is_reused {
         // (a reused arena's common block was noted at the same place)
         crate::signal::note_hot_code(arena.cursor(), &code);
@@ -928,6 +971,16 @@ fn page_prot(addr: u64) -> Option<i32> {
         }
     }
     None
+}
+
+/// Whether functions of the module at `path` may take the trap fallback
+/// (an `int3` entry handled by the agent's SIGTRAP handler). Not in libc:
+/// glibc runs some of its own code with every signal blocked (a new
+/// thread before its mask is restored, `posix_spawn`'s child, ...), where
+/// an int3 would kill the process.
+fn may_trap(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    !file.starts_with("libc.so") && !file.starts_with("libc-")
 }
 
 /// The unwinder walks its own frames: with `-l`, none of its functions may
@@ -1158,6 +1211,8 @@ fn sync_modules(rt: &mut Runtime) {
         .partition(|k| modules.iter().any(|m| k.is(m)));
     rt.known = kept;
     for k in gone {
+        // Its int3s are gone with it (another object may be loaded there).
+        crate::signal::drop_traps(k.base);
         let s = &mut rt.s;
         let mut i = 0;
         while i < s.arenas.len() {
@@ -1186,7 +1241,7 @@ fn sync_modules(rt: &mut Runtime) {
         {
             continue;
         }
-        let entries = match with_analysis(&m.path, |info, funcs| {
+        let entries = match with_analysis(&m.path, false, |info, funcs| {
             instrument_module(&mut rt.s, m, info, funcs, false)
         }) {
             Ok(e) => e,

@@ -155,6 +155,14 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
     let Some(inj) = INJECT.get() else {
         return f(envp);
     };
+    // The agent's variables are gone from the program's environment: a
+    // program that passes its own `FCTRACE_SHM` is another fctrace, which
+    // records what it runs into a trace of its own (fctrace tracing
+    // fctrace). That program is its, with its agent: not traced here.
+    // SAFETY: the caller's environment array.
+    if unsafe { entries(envp) }.any(|e| e.starts_with(b"FCTRACE_SHM=")) {
+        return f(envp);
+    }
     let parent = parent_slot();
     let mut count = 0usize;
     let mut bytes = 0usize;

@@ -29,6 +29,17 @@
 //!   handler returns. The old buffer is therefore *parked* instead of
 //!   handed to the recorder, and handed over at the thread's next switch
 //!   (in order, before the newer one).
+//! * The trap fallback. A function no jump fits has a one-byte `int3` at
+//!   its entry (`x86_64::patch::plan_trap`); the SIGTRAP it raises reaches
+//!   the agent's entry (the marker, or the entry in front of the program's
+//!   own SIGTRAP handler, or the entry kept while the program ignores
+//!   SIGTRAP), which first asks [`agent_trap`]: an int3 of the agent's
+//!   resumes at the function's stub, anything else goes on as any SIGTRAP
+//!   would. While trap functions exist, SIGTRAP is never blocked: not in a
+//!   handler's mask, not by `sigprocmask`/`pthread_sigmask`, and the
+//!   program's SIGTRAP handler runs with SA_NODEFER (the kernel kills a
+//!   thread whose int3 raises a blocked SIGTRAP); queries show what the
+//!   program asked for.
 
 use crate::shm::{self, Shm};
 use crate::thread::{self, ThreadState};
@@ -407,6 +418,319 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
     }
 }
 
+// ---------------------------------------------------------------------------
+// The trap fallback
+// ---------------------------------------------------------------------------
+
+/// A function entered through the trap fallback: the `int3` at `at`, its
+/// stub, the stub's body (the relocated first instruction, then a jump to
+/// the second) and return site (0 for an entry-only stub), and the base of
+/// its module (whose traps go when it is unloaded).
+#[derive(Clone, Copy, Debug)]
+pub struct Trap {
+    pub at: u64,
+    pub stub: u64,
+    pub body: u64,
+    pub ret_site: u64,
+    pub module: u64,
+}
+
+/// The traps, sorted by address, read by the handler without a lock: a
+/// new table replaces the old one, which is never freed (a handler on
+/// another thread may still be reading it; tables change only at start-up
+/// and at `dlopen`/`dlclose`).
+static TRAPS: std::sync::atomic::AtomicPtr<Vec<Trap>> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+/// Writers of [`TRAPS`] (start-up, the dynamic linker's notifications).
+static TRAPS_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Whether any function uses the trap fallback (then SIGTRAP must reach
+/// the agent, unblocked).
+pub fn traps_active() -> bool {
+    let p = TRAPS.load(Ordering::Acquire);
+    // SAFETY: a published table is never freed.
+    !p.is_null() && !unsafe { &*p }.is_empty()
+}
+
+fn replace_traps(f: impl FnOnce(&mut Vec<Trap>)) {
+    let _g = TRAPS_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let old = TRAPS.load(Ordering::Acquire);
+    // SAFETY: a published table is never freed.
+    let mut v = if old.is_null() {
+        Vec::new()
+    } else {
+        unsafe { &*old }.clone()
+    };
+    f(&mut v);
+    v.sort_by_key(|t| t.at);
+    TRAPS.store(Box::into_raw(Box::new(v)), Ordering::Release);
+}
+
+/// Adds traps; called before their int3s are written.
+pub fn add_traps(traps: &[Trap]) {
+    if traps.is_empty() {
+        return;
+    }
+    replace_traps(|v| v.extend_from_slice(traps));
+    if enabled() {
+        // A library loaded later (dlopen) brings the first traps.
+        ensure_trap_entry();
+    }
+}
+
+/// Forgets the traps of the module loaded at `base` (it was unloaded).
+pub fn drop_traps(base: u64) {
+    let p = TRAPS.load(Ordering::Acquire);
+    // SAFETY: a published table is never freed.
+    if p.is_null() || !unsafe { &*p }.iter().any(|t| t.module == base) {
+        return;
+    }
+    replace_traps(|v| v.retain(|t| t.module != base));
+}
+
+fn find_trap(at: u64) -> Option<&'static Trap> {
+    let p = TRAPS.load(Ordering::Acquire);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a published table is never freed nor changed.
+    let v: &'static Vec<Trap> = unsafe { &*p };
+    v.binary_search_by_key(&at, |t| t.at).ok().map(|i| &v[i])
+}
+
+/// The kernel's `si_code` for an int3 (and other traps it raises itself).
+const SI_KERNEL: i32 = 0x80;
+
+/// A SIGTRAP: if it is an int3 of the agent's, points the interrupted
+/// context at the function's stub and returns true (the signal is then
+/// the agent's alone: no event, no program handler). A branch back to the
+/// entry from inside a traced call (a loop whose head is the first
+/// instruction) is no call: the slot at the stack pointer then holds the
+/// stub's return site, and the context goes to the stub's body instead.
+/// Async-signal-safe: reads only.
+fn agent_trap(uc: *mut c_void) -> bool {
+    if uc.is_null() {
+        return false;
+    }
+    // SAFETY: the kernel passes a valid ucontext to the entry (x86_64
+    // sets it for every handler). The siginfo is not read: the kernel
+    // fills it only for SA_SIGINFO handlers, and the program's need not
+    // be one. The address suffices: no instruction starts right after an
+    // int3 of the agent's (it took the first byte of one), so no other
+    // SIGTRAP can be raised there.
+    unsafe {
+        let g = &mut (*(uc as *mut libc::ucontext_t)).uc_mcontext.gregs;
+        let rip = g[libc::REG_RIP as usize] as u64;
+        let Some(t) = find_trap(rip.wrapping_sub(1)) else {
+            return false;
+        };
+        let rsp = g[libc::REG_RSP as usize] as u64;
+        // The function's entry: rsp points at a return address (a valid,
+        // mapped stack slot).
+        let slot = (rsp as *const u64).read();
+        let to = if t.ret_site != 0 && slot == t.ret_site {
+            t.body
+        } else {
+            t.stub
+        };
+        g[libc::REG_RIP as usize] = to as i64;
+    }
+    true
+}
+
+/// While traps exist, SIGTRAP reaches the agent's entry whatever the
+/// program set: the marker at the default action, the entry (as a
+/// trigger-like mark keeping [`PROG_DISP`]) when it is ignored.
+fn ensure_trap_entry() {
+    if !traps_active() {
+        return;
+    }
+    let _busy = tls::Busy::enter();
+    // SAFETY: a zeroed sigaction is a valid value; query only.
+    let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+    if unsafe { real_sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) } != 0 {
+        return;
+    }
+    if cur.sa_sigaction == libc::SIG_DFL {
+        install_marker(libc::SIGTRAP);
+    } else if cur.sa_sigaction == libc::SIG_IGN {
+        set_trigger_disp(libc::SIGTRAP, libc::SIG_IGN);
+    }
+    // A mask is inherited through exec: a program started with SIGTRAP
+    // blocked would die at its first trap.
+    sigprocmask(libc::SIG_UNBLOCK, &TRAP_BIT, std::ptr::null_mut());
+    // Handlers the program installed before the traps came (dlopen).
+    for sig in 1..NSIG as i32 {
+        if is_user_handler(ACTIONS[sig as usize].load(Ordering::Acquire)) {
+            edit_installed_for_traps(sig);
+        }
+    }
+}
+
+/// Per signal: what the agent changed in the program's action for its
+/// handler so that traps work (SIGTRAP taken out of its mask; for a
+/// SIGTRAP handler, SA_NODEFER added and SA_RESETHAND emulated), undone in
+/// what queries show.
+static TRAP_EDITS: [AtomicU8; NSIG] = [const { AtomicU8::new(0) }; NSIG];
+const EDIT_MASK: u8 = 1;
+const EDIT_NODEFER: u8 = 2;
+const EDIT_RESETHAND: u8 = 4;
+const TRAP_BIT: u64 = 1 << (libc::SIGTRAP - 1);
+
+/// Edits a program handler's action before it is installed, while traps
+/// exist, and returns the edits: SIGTRAP out of its mask; for a SIGTRAP
+/// handler, SA_NODEFER (the int3s of the functions it calls must be
+/// delivered) and no SA_RESETHAND (the kernel would reset the action at
+/// the agent's own traps: the entry does the reset when the program's
+/// handler really runs).
+fn edit_for_traps(sig: i32, act: &mut libc::sigaction) -> u8 {
+    let mut e = 0;
+    if traps_active() {
+        let w = mask_word(act);
+        if w & TRAP_BIT != 0 {
+            set_mask_word(act, w & !TRAP_BIT);
+            e |= EDIT_MASK;
+        }
+        if sig == libc::SIGTRAP && act.sa_flags & libc::SA_NODEFER == 0 {
+            act.sa_flags |= libc::SA_NODEFER;
+            e |= EDIT_NODEFER;
+        }
+        if sig == libc::SIGTRAP && act.sa_flags & libc::SA_RESETHAND != 0 {
+            act.sa_flags &= !libc::SA_RESETHAND;
+            e |= EDIT_RESETHAND;
+        }
+    }
+    e
+}
+
+/// Undoes [`edit_for_traps`] in an old action shown to the program
+/// (`edits`: the edits of the handler it describes).
+fn unedit(old: &mut libc::sigaction, edits: u8) {
+    if edits & EDIT_MASK != 0 {
+        set_mask_word(old, mask_word(old) | TRAP_BIT);
+    }
+    if edits & EDIT_NODEFER != 0 {
+        old.sa_flags &= !libc::SA_NODEFER;
+    }
+    if edits & EDIT_RESETHAND != 0 {
+        old.sa_flags |= libc::SA_RESETHAND;
+    }
+}
+
+/// Once the entry is installed for a program handler by the `signal`
+/// family (which build their action inside libc), or when traps appear
+/// after the program installed its handlers: edits the kernel's action as
+/// [`edit_for_traps`] does.
+fn edit_installed_for_traps(sig: i32) {
+    if !traps_active() {
+        return;
+    }
+    // SAFETY: a zeroed sigaction is a valid value; query, then the same
+    // action with the edits.
+    unsafe {
+        let mut cur: libc::sigaction = std::mem::zeroed();
+        if real_sigaction(sig, std::ptr::null(), &mut cur) != 0 || cur.sa_sigaction != entry_addr()
+        {
+            return;
+        }
+        let e = edit_for_traps(sig, &mut cur);
+        if e != 0 {
+            TRAP_EDITS[sig as usize].fetch_or(e, Ordering::Relaxed);
+            real_sigaction(sig, &cur, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The program's SIGTRAP handler installed with SA_RESETHAND (emulated
+/// while traps exist) has just been called: the action becomes the
+/// default one, as the kernel would have made it, under the marker.
+fn reset_trap_handler() {
+    let _busy = tls::Busy::enter();
+    let s = libc::SIGTRAP as usize;
+    let edits = TRAP_EDITS[s].swap(0, Ordering::Relaxed);
+    // SAFETY: a zeroed sigaction is a valid value; query only.
+    let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+    if unsafe { real_sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) } != 0 {
+        return;
+    }
+    unedit(&mut cur, edits);
+    cur.sa_sigaction = libc::SIG_DFL;
+    put_marker(libc::SIGTRAP, &cur);
+}
+
+/// The program sets SIGTRAP to its default action while traps exist: the
+/// kernel's action goes from the agent's entry (with the program's flags
+/// and mask, for what queries show) to the marker, never through SIG_DFL
+/// (another thread's trap in between would kill the process).
+/// `install(entry)` makes the program's call with the entry as handler.
+fn trap_default_via_marker(install: &mut dyn FnMut(usize) -> bool) -> bool {
+    let _busy = tls::Busy::enter();
+    if !install(entry_addr()) {
+        return false;
+    }
+    // SAFETY: a zeroed sigaction is a valid value; query only.
+    let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+    if unsafe { real_sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) } == 0 {
+        cur.sa_sigaction = libc::SIG_DFL;
+        TRAP_EDITS[libc::SIGTRAP as usize].store(0, Ordering::Relaxed);
+        put_marker(libc::SIGTRAP, &cur);
+    }
+    true
+}
+
+/// The program's mask without SIGTRAP while traps exist (`how` as
+/// sigprocmask's): the kernel kills a thread whose int3 raises a blocked
+/// SIGTRAP.
+fn unblock_trap(
+    how: i32,
+    set: *const libc::sigset_t,
+    copy: &mut libc::sigset_t,
+) -> *const libc::sigset_t {
+    if set.is_null() || how == libc::SIG_UNBLOCK || !traps_active() {
+        return set;
+    }
+    // SAFETY: the caller's set is valid; sigset_t is plain data.
+    unsafe {
+        *copy = *set;
+        libc::sigdelset(copy, libc::SIGTRAP);
+    }
+    copy
+}
+
+type SigmaskFn = unsafe extern "C" fn(i32, *const libc::sigset_t, *mut libc::sigset_t) -> i32;
+
+/// # Safety
+/// As sigprocmask(2).
+#[unsafe(export_name = "sigprocmask")]
+pub unsafe extern "C" fn fctrace_sigprocmask(
+    how: i32,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> i32 {
+    // SAFETY: a zeroed sigset_t is valid; forwards valid pointers.
+    unsafe {
+        let mut copy: libc::sigset_t = std::mem::zeroed();
+        let set = unblock_trap(how, set, &mut copy);
+        crate::real!("sigprocmask", SigmaskFn)(how, set, old)
+    }
+}
+
+/// # Safety
+/// As pthread_sigmask(3).
+#[unsafe(export_name = "pthread_sigmask")]
+pub unsafe extern "C" fn fctrace_pthread_sigmask(
+    how: i32,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> i32 {
+    // SAFETY: as above.
+    unsafe {
+        let mut copy: libc::sigset_t = std::mem::zeroed();
+        let set = unblock_trap(how, set, &mut copy);
+        crate::real!("pthread_sigmask", SigmaskFn)(how, set, old)
+    }
+}
+
 /// Per task slot: bit 63 = the next buffer switch must park the old
 /// buffer; low 32 bits = index + 1 of the parked buffer (0: none).
 const PARK_SLOTS: usize = 32768;
@@ -496,6 +820,9 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, uc: *mut c_void) -
     if !in_range(sig) {
         return return_to_kernel as *const () as usize;
     }
+    if sig == libc::SIGTRAP && agent_trap(uc) {
+        return return_to_kernel as *const () as usize;
+    }
     let s = sig as usize;
     let action = ACTIONS[s].load(Ordering::Acquire);
     let trig = TRIGGERS[s].load(Ordering::Relaxed);
@@ -513,6 +840,18 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, uc: *mut c_void) -
     }
     record(sig, uc);
     match action {
+        // An int3 of the program's while it ignores SIGTRAP (the entry
+        // kept for the agent's traps): the kernel would have reset the
+        // action and killed the process.
+        TMARK
+            if sig == libc::SIGTRAP
+                && !info.is_null()
+                // SAFETY: the kernel's siginfo.
+                && unsafe { (*info).si_code } == SI_KERNEL =>
+        {
+            fatal_default(sig, info);
+            return_to_kernel as *const () as usize
+        }
         // The program ignores the signal or leaves it at its default
         // action: the trigger is all it does.
         TMARK => return_to_kernel as *const () as usize,
@@ -529,7 +868,9 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, uc: *mut c_void) -
         }
         h => {
             let flags = USER_FLAGS[s].load(Ordering::Relaxed);
-            if flags & libc::SA_RESETHAND as u64 != 0 && is_fatal(sig) {
+            if sig == libc::SIGTRAP && TRAP_EDITS[s].load(Ordering::Relaxed) & EDIT_RESETHAND != 0 {
+                reset_trap_handler();
+            } else if flags & libc::SA_RESETHAND as u64 != 0 && is_fatal(sig) {
                 // The kernel has just reset the action to SIG_DFL: keep a
                 // crash by this signal visible.
                 install_marker(sig);
@@ -613,7 +954,6 @@ unsafe fn real_sigaction(
 /// Puts the marker on `sig` if its action is the default one now.
 fn install_marker(sig: i32) {
     let _busy = tls::Busy::enter();
-    let s = sig as usize;
     // SAFETY: a zeroed sigaction is a valid value.
     let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: query only.
@@ -623,10 +963,21 @@ fn install_marker(sig: i32) {
     if cur.sa_sigaction != libc::SIG_DFL {
         return;
     }
-    ORIG_FLAGS[s].store(cur.sa_flags as u32 as u64, Ordering::Relaxed);
-    ORIG_MASK[s].store(mask_word(&cur), Ordering::Relaxed);
-    ORIG_RESTORER[s].store(cur.sa_restorer.map_or(0, |f| f as usize), Ordering::Relaxed);
-    // SAFETY: as above.
+    put_marker(sig, &cur);
+}
+
+/// Installs the marker on `sig`, hiding `orig` (a default action: what
+/// queries show).
+fn put_marker(sig: i32, orig: &libc::sigaction) {
+    let _busy = tls::Busy::enter();
+    let s = sig as usize;
+    ORIG_FLAGS[s].store(orig.sa_flags as u32 as u64, Ordering::Relaxed);
+    ORIG_MASK[s].store(mask_word(orig), Ordering::Relaxed);
+    ORIG_RESTORER[s].store(
+        orig.sa_restorer.map_or(0, |f| f as usize),
+        Ordering::Relaxed,
+    );
+    // SAFETY: a zeroed sigaction is a valid value.
     let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
     act.sa_sigaction = entry_addr();
     act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
@@ -649,6 +1000,7 @@ pub fn init() {
     for sig in FATAL {
         install_marker(sig);
     }
+    ensure_trap_entry();
 }
 
 /// Set once the program has installed a handler of its own.
@@ -716,8 +1068,9 @@ fn enabled() -> bool {
 }
 
 /// Rewrites an old action the kernel returned so that it shows what the
-/// program installed: `prev` is the table's value before the call.
-fn translate_old(old: &mut libc::sigaction, sig: i32, prev: usize) {
+/// program installed: `prev` is the table's value before the call,
+/// `edits` the [`TRAP_EDITS`] of that action.
+fn translate_old(old: &mut libc::sigaction, sig: i32, prev: usize, edits: u8) {
     if old.sa_sigaction != entry_addr() {
         return;
     }
@@ -733,7 +1086,10 @@ fn translate_old(old: &mut libc::sigaction, sig: i32, prev: usize) {
                 (r != 0).then(|| unsafe { std::mem::transmute::<usize, extern "C" fn()>(r) });
         }
         TMARK => old.sa_sigaction = PROG_DISP[s].load(Ordering::Relaxed),
-        h => old.sa_sigaction = h,
+        h => {
+            old.sa_sigaction = h;
+            unedit(old, edits);
+        }
     }
 }
 
@@ -760,10 +1116,24 @@ fn install_with(
             ACTIONS[s].store(prev, Ordering::Release);
             return old;
         }
+        TRAP_EDITS[s].store(0, Ordering::Relaxed);
+        edit_installed_for_traps(sig);
         return translate_handler(old, prev, sig);
     }
-    if is_trigger(sig) && (handler == libc::SIG_DFL || handler == libc::SIG_IGN) {
+    if keeps_entry(sig, handler) {
         return set_trigger_disp(sig, handler);
+    }
+    if sig == libc::SIGTRAP && handler == libc::SIG_DFL && traps_active() {
+        let prev = ACTIONS[s].load(Ordering::Acquire);
+        let mut old = usize::MAX;
+        trap_default_via_marker(&mut |entry| {
+            old = call(entry);
+            old != usize::MAX
+        });
+        if old == usize::MAX {
+            return old;
+        }
+        return translate_handler(old, prev, sig);
     }
     let prev = ACTIONS[s].load(Ordering::Acquire);
     let old = call(handler);
@@ -865,6 +1235,14 @@ fn is_trigger(sig: i32) -> bool {
     TRIGGERS[sig as usize].load(Ordering::Relaxed) != 0
 }
 
+/// Whether setting `handler` (SIG_DFL, SIG_IGN) keeps the agent's entry in
+/// place, the disposition kept for queries ([`set_trigger_disp`]): for a
+/// `--signal` trigger, and for SIGTRAP ignored while traps exist.
+fn keeps_entry(sig: i32, handler: usize) -> bool {
+    (is_trigger(sig) && (handler == libc::SIG_DFL || handler == libc::SIG_IGN))
+        || (sig == libc::SIGTRAP && handler == libc::SIG_IGN && traps_active())
+}
+
 /// # Safety
 /// As sigaction(2).
 #[unsafe(export_name = "sigaction")]
@@ -899,13 +1277,14 @@ unsafe fn sigaction_impl(
         return unsafe { real_sigaction(sig, act, old) };
     }
     let s = sig as usize;
+    let edits = TRAP_EDITS[s].load(Ordering::Relaxed);
     if act.is_null() {
         let prev = ACTIONS[s].load(Ordering::Acquire);
         // SAFETY: query with the caller's output pointer.
         let r = unsafe { real_sigaction(sig, act, old) };
         if r == 0 && !old.is_null() {
             // SAFETY: the kernel filled *old.
-            translate_old(unsafe { &mut *old }, sig, prev);
+            translate_old(unsafe { &mut *old }, sig, prev, edits);
         }
         return r;
     }
@@ -917,29 +1296,45 @@ unsafe fn sigaction_impl(
         ANY_HANDLER.store(true, Ordering::Relaxed);
         let prev = ACTIONS[s].swap(handler, Ordering::AcqRel);
         new.sa_sigaction = entry_addr();
+        TRAP_EDITS[s].store(edit_for_traps(sig, &mut new), Ordering::Relaxed);
         // SAFETY: the program's action with the agent's entry as handler.
         let r = unsafe { real_sigaction(sig, &new, old) };
         if r != 0 {
             ACTIONS[s].store(prev, Ordering::Release);
+            TRAP_EDITS[s].store(edits, Ordering::Relaxed);
         } else if !old.is_null() {
             // SAFETY: the kernel filled *old.
-            translate_old(unsafe { &mut *old }, sig, prev);
+            translate_old(unsafe { &mut *old }, sig, prev, edits);
         }
         return r;
     }
-    if is_trigger(sig) && (handler == libc::SIG_DFL || handler == libc::SIG_IGN) {
+    if keeps_entry(sig, handler) {
         if !old.is_null() {
             let prev = ACTIONS[s].load(Ordering::Acquire);
             // SAFETY: query with the caller's output pointer.
             if unsafe { real_sigaction(sig, std::ptr::null(), old) } == 0 {
                 // SAFETY: the kernel filled *old.
-                translate_old(unsafe { &mut *old }, sig, prev);
+                translate_old(unsafe { &mut *old }, sig, prev, edits);
             }
         }
         set_trigger_disp(sig, handler);
         return 0;
     }
     let prev = ACTIONS[s].load(Ordering::Acquire);
+    if sig == libc::SIGTRAP && handler == libc::SIG_DFL && traps_active() {
+        let mut r = -1;
+        trap_default_via_marker(&mut |entry| {
+            new.sa_sigaction = entry;
+            // SAFETY: the program's action with the agent's entry.
+            r = unsafe { real_sigaction(sig, &new, old) };
+            r == 0
+        });
+        if r == 0 && !old.is_null() {
+            // SAFETY: the kernel filled *old.
+            translate_old(unsafe { &mut *old }, sig, prev, edits);
+        }
+        return r;
+    }
     // SAFETY: the caller's arguments, unchanged.
     let r = unsafe { real_sigaction(sig, act, old) };
     if r != 0 {
@@ -947,7 +1342,7 @@ unsafe fn sigaction_impl(
     }
     if !old.is_null() {
         // SAFETY: the kernel filled *old.
-        translate_old(unsafe { &mut *old }, sig, prev);
+        translate_old(unsafe { &mut *old }, sig, prev, edits);
     }
     if handler == libc::SIG_DFL && is_fatal(sig) {
         install_marker(sig);

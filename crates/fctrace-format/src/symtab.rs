@@ -24,6 +24,10 @@ pub enum FuncKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FuncStatus {
     Traced,
+    /// Traced like `Traced`, through the trap fallback: its entry is a
+    /// one-byte `int3` that the agent's SIGTRAP handler sends to its stub
+    /// (no jump fits it), so each call costs a signal delivery.
+    TracedTrap,
     /// Traced, but only its calls are seen: it returns twice (setjmp,
     /// vfork) so its return cannot be captured. Its exit is recorded at the
     /// same time as its entry.
@@ -113,7 +117,8 @@ impl fmt::Display for FuncKind {
 }
 
 impl FuncStatus {
-    /// Whether events are recorded for the function (`Traced` or `EntryOnly`).
+    /// Whether events are recorded for the function (`Traced`,
+    /// `TracedTrap` or `EntryOnly`).
     pub fn is_traced(&self) -> bool {
         !matches!(self, FuncStatus::NotTraced(_))
     }
@@ -125,6 +130,7 @@ impl fmt::Display for FuncStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FuncStatus::Traced => f.write_str("traced"),
+            FuncStatus::TracedTrap => f.write_str("traced-trap"),
             FuncStatus::EntryOnly => f.write_str("entry-only"),
             FuncStatus::NotTraced(reason) => write!(f, "notrace:{reason}"),
         }
@@ -395,6 +401,7 @@ impl<'a> LineParser<'a> {
         let text = self.field(i, "function status")?;
         match text {
             "traced" => Ok(FuncStatus::Traced),
+            "traced-trap" => Ok(FuncStatus::TracedTrap),
             "entry-only" => Ok(FuncStatus::EntryOnly),
             _ => match text.strip_prefix("notrace:") {
                 Some(reason) => Ok(FuncStatus::NotTraced(unescape(reason).map_err(|msg| {
@@ -403,7 +410,7 @@ impl<'a> LineParser<'a> {
                 None => Err(SymTabError::at(
                     self.no,
                     format!(
-                        "unknown function status {text:?} (expected traced, entry-only or notrace:<reason>)"
+                        "unknown function status {text:?} (expected traced, traced-trap, entry-only or notrace:<reason>)"
                     ),
                 )),
             },
@@ -571,6 +578,7 @@ pub fn write_function_line(w: &mut impl Write, function: &FunctionLine) -> io::R
     line.put(b"\t");
     match function.status {
         FuncStatus::Traced => line.put(b"traced\t"),
+        FuncStatus::TracedTrap => line.put(b"traced-trap\t"),
         FuncStatus::EntryOnly => line.put(b"entry-only\t"),
         FuncStatus::NotTraced(reason) => {
             w.write_all(line.bytes())?;
@@ -839,6 +847,16 @@ mod tests {
         assert!(e.to_string().contains("not an fctrace symbol table"), "{e}");
         let e = SymTab::parse("fctrace-symtab 1\nsession\t1\npid\t9\n").unwrap_err();
         assert_eq!(e.to_string(), "missing `exe` line");
+    }
+
+    #[test]
+    fn trap_fallback_status_round_trips() {
+        let mut t = sample();
+        t.functions[0].status = FuncStatus::TracedTrap;
+        let text = text_of(&t);
+        assert!(text.contains("\ttraced-trap\tmain\n"), "{text}");
+        assert_eq!(SymTab::parse(&text).unwrap(), t);
+        assert!(FuncStatus::TracedTrap.is_traced());
     }
 
     #[test]

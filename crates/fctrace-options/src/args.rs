@@ -104,7 +104,15 @@ impl ArgSpec {
             let raw = raw.trim();
             match parse_item(raw) {
                 Some(item) => items.push(item.map_err(|e| format!("`{spec}`: {e}"))?),
-                None if i == 0 && !raw.is_empty() => module = Some(raw),
+                None if i == 0 && !raw.is_empty() => {
+                    if let Some(what) = crate::spec::action_word(raw) {
+                        return Err(format!(
+                            "`{spec}`: `{raw}` is {what}, not a module or an argument \
+                             (argN[/FMT], fpargN, retval[/FMT]); for an action use -T '{func}@{raw}'"
+                        ));
+                    }
+                    module = Some(raw)
+                }
                 None => {
                     return Err(format!(
                         "`{spec}`: `{raw}` is not argN[/FMT], fpargN or retval[/FMT]"
@@ -246,6 +254,8 @@ mod tests {
             "f@arg1/f",
             "f@fparg1/s",
             "f@fparg9",
+            "f@depth=1,arg1",
+            "f@trace_on,retval",
         ] {
             assert!(ArgSpec::parse(bad).is_err(), "{bad}");
         }

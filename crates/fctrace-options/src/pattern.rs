@@ -49,6 +49,13 @@ impl FuncPattern {
             if m.is_empty() {
                 return Err(format!("`{text}`: the module after `@` is empty"));
             }
+            if let Some(what) = crate::spec::action_word(m) {
+                return Err(format!(
+                    "`{text}`: `{m}` is {what}, not a module (FUNC@MODULE limits FUNC to one \
+                     library or the executable); for an action when {func} is called use \
+                     -T '{func}@{m}'"
+                ));
+            }
         }
         FuncPattern::with_module(func, module).map(|mut p| {
             p.text = text.to_string();
@@ -194,6 +201,24 @@ mod tests {
         assert!(FuncPattern::parse("f(").is_err());
         assert!(FuncPattern::parse("").is_err());
         assert!(FuncPattern::parse("f@").is_err());
+    }
+
+    #[test]
+    fn actions_are_not_modules() {
+        for bad in [
+            "f@depth=1",
+            "f@trace_on",
+            "f@backtrace",
+            "f@filter",
+            "f@global",
+        ] {
+            let e = FuncPattern::parse(bad).unwrap_err();
+            assert!(
+                e.contains("not a module") && e.contains("-T 'f@"),
+                "{bad}: {e}"
+            );
+        }
+        assert!(FuncPattern::parse("f@libdepth").is_ok());
     }
 
     #[test]

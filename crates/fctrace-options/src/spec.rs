@@ -39,6 +39,36 @@ impl Action {
     }
 }
 
+/// Actions of uftrace's triggers that fctrace does not have, with what to
+/// use instead.
+const UFTRACE_ONLY_ACTIONS: &[(&str, &str)] = &[
+    ("filter", "use -F FUNC to show only FUNC and what it calls"),
+    ("notrace", "use -N FUNC to hide FUNC and what it calls"),
+    ("recover", "fctrace restores return addresses itself"),
+    ("hide", "use -N FUNC to hide FUNC and what it calls"),
+    ("color", "fctrace's output has no colours"),
+    ("time", "use -t TIME to hide calls shorter than TIME"),
+    ("read", "fctrace does not read counters"),
+    ("trace", "use trace_on or trace_off"),
+];
+
+/// What `word` is if it is a trigger action (or one of uftrace's): used
+/// to refuse it where a module is expected (`-F f@depth=1`), with the
+/// reason.
+pub fn action_word(word: &str) -> Option<&'static str> {
+    let name = word.split_once('=').map_or(word, |(n, _)| n);
+    if Action::parse(word).is_some() || name == "depth" {
+        return Some("a trigger action");
+    }
+    if word == "global" {
+        return Some("a trigger option");
+    }
+    UFTRACE_ONLY_ACTIONS
+        .iter()
+        .any(|&(a, _)| a == name)
+        .then_some("a trigger action of uftrace")
+}
+
 /// `-T FUNC@[MODULE,]ACTION[,ACTION...][,global]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Trigger {
@@ -67,6 +97,14 @@ impl Trigger {
             if item == "global" {
                 global = true;
                 continue;
+            }
+            let name = item.split_once('=').map_or(item, |(n, _)| n);
+            if let Some((_, instead)) = UFTRACE_ONLY_ACTIONS.iter().find(|&&(a, _)| a == name) {
+                return Err(format!(
+                    "trigger `{spec}`: `{item}` is a uftrace action that fctrace does not have \
+                     ({instead}); fctrace's actions: trace_on, trace_off, depth=N, backtrace, \
+                     finish, global"
+                ));
             }
             match Action::parse(item) {
                 Some(a) => actions.push(a.map_err(|e| format!("trigger `{spec}`: {e}"))?),
@@ -276,6 +314,25 @@ mod tests {
         assert!(Trigger::parse("foo@depth=0").is_err());
         assert!(Trigger::parse("foo@trace_on,bogus").is_err());
         assert!(Trigger::parse("@trace_on").is_err());
+        for bad in [
+            "foo@filter",
+            "foo@filter,depth=1",
+            "foo@notrace",
+            "foo@time=1us",
+        ] {
+            let e = Trigger::parse(bad).unwrap_err();
+            assert!(
+                e.contains("uftrace action that fctrace does not have"),
+                "{bad}: {e}"
+            );
+        }
+        assert!(Trigger::parse("foo@filter,depth=1")
+            .unwrap_err()
+            .contains("use -F FUNC"));
+        assert_eq!(action_word("depth=1"), Some("a trigger action"));
+        assert_eq!(action_word("depth=x"), Some("a trigger action"));
+        assert_eq!(action_word("notrace"), Some("a trigger action of uftrace"));
+        assert_eq!(action_word("libc"), None);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Function signatures for `-a`/`--auto-args`: the parameter and return
 //! types of each function, from the DWARF debug information of an ELF file
-//! (or of its separate debug file, found by build-id under
-//! `/usr/lib/debug/.build-id/`), and for functions without any, a built-in
+//! (or of its separate debug file, found by build-id or `.gnu_debuglink`:
+//! [`crate::debugfile`]), and for functions without any, a built-in
 //! table of common C library prototypes ([`libc_prototype`]).
 //!
 //! [`arg_locations`] and [`ret_location`] then say where the System V
@@ -12,7 +12,7 @@ use gimli::{AttributeValue, DwTag, EndianSlice, RunTimeEndian, UnitOffset};
 use object::{Object, ObjectSection};
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A type, as far as showing a value of it goes.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,25 +90,11 @@ pub struct Signature {
 /// Signatures by symbol name (the linkage name where there is one).
 pub type Signatures = HashMap<String, Signature>;
 
-/// Where separate debug files are installed.
-pub const DEBUG_ROOT: &str = "/usr/lib/debug";
-
-/// The separate debug file of an ELF file with this build-id under
-/// `root` (`<root>/.build-id/xx/yyyy.debug`), if present.
-pub fn debug_file_by_build_id(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
-    if build_id.len() < 2 {
-        return None;
-    }
-    let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
-    let p = root
-        .join(".build-id")
-        .join(&hex[..2])
-        .join(format!("{}.debug", &hex[2..]));
-    p.is_file().then_some(p)
-}
+pub use crate::debugfile::DEBUG_ROOT;
 
 /// The signatures of the functions of the ELF file at `path` (from its own
-/// DWARF, else from its separate debug file). Empty without debug
+/// DWARF, else from its separate debug file, found by build-id or
+/// `.gnu_debuglink` as [`crate::debugfile`] says). Empty without debug
 /// information.
 pub fn signatures_of_file(path: &Path) -> Result<Signatures, String> {
     signatures_of_file_in(path, Path::new(DEBUG_ROOT))
@@ -121,10 +107,7 @@ pub fn signatures_of_file_in(path: &Path, debug_root: &Path) -> Result<Signature
     if file.section_by_name(".debug_info").is_some() {
         return signatures(&file);
     }
-    let Some(id) = file.build_id().ok().flatten() else {
-        return Ok(Signatures::new());
-    };
-    let Some(debug) = debug_file_by_build_id(debug_root, id) else {
+    let Some(debug) = crate::debugfile::find_in(path, &data, debug_root) else {
         return Ok(Signatures::new());
     };
     let data = std::fs::read(&debug).map_err(|e| format!("{}: {e}", debug.display()))?;
@@ -151,6 +134,7 @@ pub fn signatures(file: &object::File) -> Result<Signatures, String> {
         let u = UnitCtx {
             dwarf: &dwarf,
             unit: &unit,
+            gnu: produced_by_gcc(&dwarf, &unit),
         };
         let mut cursor = unit.entries();
         while let Some((_, entry)) = cursor.next_dfs().map_err(|e| e.to_string())? {
@@ -169,6 +153,61 @@ pub fn signatures(file: &object::File) -> Result<Signatures, String> {
 struct UnitCtx<'a, 'd> {
     dwarf: &'a gimli::Dwarf<R<'d>>,
     unit: &'a gimli::Unit<R<'d>>,
+    /// Produced by GCC (see [`enumerator_value`]).
+    gnu: bool,
+}
+
+/// Whether the compilation unit was produced by GCC (`DW_AT_producer`
+/// "GNU C17 12.2.0 ...", "GNU C++17 ...").
+fn produced_by_gcc(dwarf: &gimli::Dwarf<R>, unit: &gimli::Unit<R>) -> bool {
+    let mut cursor = unit.entries();
+    let Ok(Some((_, root))) = cursor.next_dfs() else {
+        return false;
+    };
+    root.attr_value(gimli::DW_AT_producer)
+        .ok()
+        .flatten()
+        .and_then(|v| dwarf.attr_string(unit, v).ok())
+        .is_some_and(|s| s.starts_with(b"GNU "))
+}
+
+/// The value of an enumerator of an enum of `size` bytes, signed or not,
+/// as the agent reads a value of that enum from a register: sign-extended
+/// from `size` bytes for a signed enum, zero-extended for an unsigned one.
+///
+/// `DW_FORM_data1/2/4/8` carry no sign: the type gives it. A form as wide
+/// as the enum holds all its bits. A narrower one is read as the
+/// producer writes it: GCC writes the value unsigned in the smallest form
+/// that holds it and negative values as `DW_FORM_sdata` (`32768` of a
+/// signed enum is `data2 0x8000`), other producers (LLVM) sign-extend a
+/// signed value from the form (`-2` is `data1 0xfe`).
+fn enumerator_value(v: AttributeValue<R>, size: u8, signed: bool, gnu: bool) -> Option<i64> {
+    let (bits, width) = match v {
+        AttributeValue::Sdata(v) => (v, 8),
+        AttributeValue::Udata(v) => (v as i64, 8),
+        AttributeValue::Data1(v) => (i64::from(v), 1),
+        AttributeValue::Data2(v) => (i64::from(v), 2),
+        AttributeValue::Data4(v) => (i64::from(v), 4),
+        AttributeValue::Data8(v) => (v as i64, 8),
+        _ => return None,
+    };
+    let extend = |v: i64, bytes: u8, signed: bool| -> i64 {
+        if bytes >= 8 {
+            return v;
+        }
+        let shift = 64 - u32::from(bytes) * 8;
+        if signed {
+            (v << shift) >> shift
+        } else {
+            ((v as u64) << shift >> shift) as i64
+        }
+    };
+    let v = if width < 8 && signed && (width >= size || !gnu) {
+        extend(bits, width, true)
+    } else {
+        bits
+    };
+    Some(extend(v, size, signed))
 }
 
 /// Deepest nesting of types followed.
@@ -277,6 +316,28 @@ impl UnitCtx<'_, '_> {
         Some(self.unit.entry(off).ok()?.tag())
     }
 
+    /// The `DW_AT_encoding` of the base type at `off`, through typedefs
+    /// and qualifiers.
+    fn base_encoding(&self, off: UnitOffset, depth: u32) -> Option<gimli::DwAte> {
+        if depth > MAX_TYPE_DEPTH {
+            return None;
+        }
+        match self.tag(off)? {
+            gimli::DW_TAG_base_type => match self.attr(off, gimli::DW_AT_encoding)? {
+                AttributeValue::Encoding(e) => Some(e),
+                _ => None,
+            },
+            gimli::DW_TAG_typedef
+            | gimli::DW_TAG_const_type
+            | gimli::DW_TAG_volatile_type
+            | gimli::DW_TAG_atomic_type => {
+                let t = self.unit_ref(self.attr(off, gimli::DW_AT_type))?;
+                self.base_encoding(t, depth + 1)
+            }
+            _ => None,
+        }
+    }
+
     /// The type at `off`, through typedefs and qualifiers.
     fn ty(&self, off: UnitOffset, depth: u32) -> Ty {
         self.ty_inner(off, depth).unwrap_or(Ty::Other { size: 8 })
@@ -340,11 +401,17 @@ impl UnitCtx<'_, '_> {
             }
             gimli::DW_TAG_reference_type | gimli::DW_TAG_rvalue_reference_type => Ty::Ptr,
             gimli::DW_TAG_enumeration_type => {
-                let (size, signed) = match under().and_then(|t| self.ty_inner(t, depth + 1)) {
-                    Some(Ty::Int { size, signed }) => (size, signed),
-                    _ => (size.unwrap_or(4) as u8, true),
+                let size = size.or_else(|| {
+                    // No byte size of its own: its underlying type's.
+                    under()
+                        .and_then(|t| self.ty_inner(t, depth + 1))
+                        .map(|t| u64::from(t.size()))
+                });
+                let size = match size {
+                    Some(s @ (1 | 2 | 4 | 8)) => s as u8,
+                    _ => 4,
                 };
-                let mut values = Vec::new();
+                let mut raw = Vec::new();
                 let mut tree = self.unit.entries_tree(Some(off)).ok()?;
                 let root = tree.root().ok()?;
                 let mut children = root.children();
@@ -353,14 +420,8 @@ impl UnitCtx<'_, '_> {
                     if c.tag() != gimli::DW_TAG_enumerator {
                         continue;
                     }
-                    let v = match c.attr_value(gimli::DW_AT_const_value).ok().flatten() {
-                        Some(AttributeValue::Sdata(v)) => v,
-                        Some(AttributeValue::Udata(v)) => v as i64,
-                        Some(AttributeValue::Data1(v)) => i64::from(v as i8),
-                        Some(AttributeValue::Data2(v)) => i64::from(v as i16),
-                        Some(AttributeValue::Data4(v)) => i64::from(v as i32),
-                        Some(AttributeValue::Data8(v)) => v as i64,
-                        _ => continue,
+                    let Some(v) = c.attr_value(gimli::DW_AT_const_value).ok().flatten() else {
+                        continue;
                     };
                     let name = c
                         .attr_value(gimli::DW_AT_name)
@@ -368,8 +429,28 @@ impl UnitCtx<'_, '_> {
                         .flatten()
                         .and_then(|n| self.string(n))
                         .unwrap_or_default();
-                    values.push((v, name));
+                    raw.push((v, name));
                 }
+                // Signed or not: the encoding gcc puts on the enum itself,
+                // else its underlying type's (DW_AT_type), else (old DWARF
+                // without either) signed when a value is negative, as C
+                // compilers choose.
+                let encoding = match self.attr(off, gimli::DW_AT_encoding) {
+                    Some(AttributeValue::Encoding(e)) => Some(e),
+                    _ => under().and_then(|t| self.base_encoding(t, depth + 1)),
+                };
+                let signed = match encoding {
+                    Some(e) => matches!(e, gimli::DW_ATE_signed | gimli::DW_ATE_signed_char),
+                    None => raw
+                        .iter()
+                        .any(|(v, _)| matches!(v, AttributeValue::Sdata(x) if *x < 0)),
+                };
+                let values = raw
+                    .into_iter()
+                    .filter_map(|(v, name)| {
+                        Some((enumerator_value(v, size, signed, self.gnu)?, name))
+                    })
+                    .collect();
                 Ty::Enum {
                     size,
                     signed,
@@ -992,6 +1073,34 @@ mod tests {
         );
         let sigs2 = signatures_of_file_in(&stripped, &root).unwrap();
         assert_eq!(sigs2["pick"], sigs["pick"]);
+    }
+
+    /// Enumerator constants read by the enum's signedness and size.
+    #[test]
+    fn enumerator_values() {
+        use AttributeValue::*;
+        let v = |a, size, signed, gnu| enumerator_value(a, size, signed, gnu).unwrap();
+        // Unsigned 4-byte enum: never sign-extended, whatever the form.
+        assert_eq!(v(Data2(0xffff), 4, false, true), 0xffff);
+        assert_eq!(v(Data4(0xffff_0000), 4, false, true), 0xffff_0000);
+        assert_eq!(v(Data4(0xffff_0000), 4, false, false), 0xffff_0000);
+        assert_eq!(v(Udata(0xffff_0000), 4, false, false), 0xffff_0000);
+        // ... nor from a signed form (as the agent zero-extends it).
+        assert_eq!(v(Sdata(-65536), 4, false, false), 0xffff_0000);
+        // 8 bytes: all bits (compared as the agent's `bits as i64`).
+        assert_eq!(v(Data8(u64::MAX), 8, false, true), -1);
+        // Signed 4-byte enum: GCC writes 0x8000 unsigned in data2 and -2
+        // as sdata; LLVM sign-extends from the form (-2: data1 0xfe,
+        // 0x8000: data4).
+        assert_eq!(v(Data2(0x8000), 4, true, true), 0x8000);
+        assert_eq!(v(Sdata(-2), 4, true, true), -2);
+        assert_eq!(v(Data1(0xfe), 4, true, false), -2);
+        assert_eq!(v(Data4(0x8000), 4, true, false), 0x8000);
+        // A form as wide as the enum holds all its bits.
+        assert_eq!(v(Data4(0xffff_fffe), 4, true, true), -2);
+        assert_eq!(v(Data1(0x80), 1, true, true), -128);
+        assert_eq!(v(Data1(0x80), 1, false, true), 0x80);
+        assert!(enumerator_value(Flag(true), 4, true, true).is_none());
     }
 
     #[test]

@@ -34,15 +34,57 @@ fn malformed(e: object::read::Error) -> SymbolError {
 /// imports, markers; `has_symtab` says whether a `.symtab` section with
 /// symbols exists.
 pub(crate) fn analyze(data: &[u8], full: bool) -> Result<Analysis<'_>> {
+    analyze_with(data, None, full)
+}
+
+/// [`analyze`] with the `.symtab` of `debug`, the file's separate debug
+/// file (see [`crate::debugfile`]), when the file itself has none.
+pub(crate) fn analyze_with<'data>(
+    data: &'data [u8],
+    debug: Option<&'data [u8]>,
+    full: bool,
+) -> Result<Analysis<'data>> {
     if data.len() < 16 || !data.starts_with(b"\x7fELF") {
         return Err(SymbolError("not an ELF file".into()));
     }
     match data[4] {
         // EI_CLASS
-        1 => analyze_as::<elf::FileHeader32<Endianness>>(data, full),
-        2 => analyze_as::<elf::FileHeader64<Endianness>>(data, full),
+        1 => analyze_as::<elf::FileHeader32<Endianness>>(data, debug, full),
+        2 => analyze_as::<elf::FileHeader64<Endianness>>(data, debug, full),
         c => Err(SymbolError(format!("unsupported ELF class {c}"))),
     }
+}
+
+/// The `.symtab` of a separate debug file, and for each of its section
+/// indices the index of the section of the same name and address in the
+/// stripped file (its code sections are `SHT_NOBITS` in the debug file).
+/// `None` when it is not an ELF file of the same class and byte order, or
+/// has no `.symtab`.
+fn debug_symtab<'data, Elf: FileHeader<Endian = Endianness>>(
+    debug: &'data [u8],
+    endian: Endianness,
+    sections: &[Section],
+) -> Option<(SymbolTable<'data, Elf>, Vec<Option<usize>>)> {
+    let header = Elf::parse(debug).ok()?;
+    if header.endian().ok()? != endian {
+        return None;
+    }
+    let table = header.sections(endian, debug).ok()?;
+    let symtab = table.symbols(endian, debug, elf::SHT_SYMTAB).ok()?;
+    if symtab.len() <= 1 {
+        return None;
+    }
+    let map = table
+        .iter()
+        .map(|sh| {
+            let name = table.section_name(endian, sh).ok()?;
+            let addr: u64 = sh.sh_addr(endian).into();
+            sections
+                .iter()
+                .position(|s| s.addr == addr && s.name.as_bytes() == name)
+        })
+        .collect();
+    Some((symtab, map))
 }
 
 /// Human name of an `e_machine` value.
@@ -135,10 +177,11 @@ fn marker_index(name: &str) -> Option<usize> {
     }
 }
 
-fn analyze_as<Elf: FileHeader<Endian = Endianness>>(
-    data: &[u8],
+fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
+    data: &'data [u8],
+    debug: Option<&'data [u8]>,
     full: bool,
-) -> Result<Analysis<'_>> {
+) -> Result<Analysis<'data>> {
     let header = Elf::parse(data).map_err(malformed)?;
     let endian = header.endian().map_err(malformed)?;
     let e_type = header.e_type(endian);
@@ -271,12 +314,29 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(
         });
     }
 
+    // A stripped file's symbols come from its debug file, whose section
+    // indices are mapped to the file's own.
+    let from_debug = if symtab.len() <= 1 {
+        debug.and_then(|d| debug_symtab::<Elf>(d, endian, &sections))
+    } else {
+        None
+    };
+    let (symtab, debug_sections) = match from_debug {
+        Some((t, map)) => (t, Some(map)),
+        None => (symtab, None),
+    };
+
     // Symbols.
     let mut candidates = Vec::with_capacity(symtab.len() + dynsym.len());
     let mut boundaries: Vec<Vec<u64>> = vec![Vec::new(); sections.len()];
     let mut marker_found = [false; MARKERS.len()];
     let mut has_symtab = false;
     for (is_symtab, syms) in [(true, &symtab), (false, &dynsym)] {
+        let map = if is_symtab {
+            debug_sections.as_deref()
+        } else {
+            None
+        };
         for (index, sym) in syms.enumerate().skip(1) {
             let st_type = sym.st_type();
             if st_type == elf::STT_SECTION || st_type == elf::STT_FILE {
@@ -294,6 +354,13 @@ fn analyze_as<Elf: FileHeader<Endian = Endianness>>(
             }
             let Some(SectionIndex(sec)) = section else {
                 continue;
+            };
+            let sec = match map {
+                Some(map) => match map.get(sec).copied().flatten() {
+                    Some(sec) => sec,
+                    None => continue,
+                },
+                None => sec,
             };
             let Some(section) = sections.get(sec) else {
                 continue;

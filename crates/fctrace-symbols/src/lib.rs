@@ -69,6 +69,7 @@
 //! (`-finstrument-functions`), and a `__patchable_function_entries` section
 //! (`-fpatchable-function-entry`). Detection only.
 
+pub mod debugfile;
 pub mod dwarf;
 mod elf;
 mod x86;
@@ -271,6 +272,17 @@ pub fn analyze_borrowed(data: &[u8]) -> Result<(ElfInfo, Vec<FuncRef<'_>>), Symb
     elf::analyze(data, true).map(|a| (a.info, a.functions))
 }
 
+/// [`analyze_borrowed`] of a file whose separate debug file (see
+/// [`debugfile`]) holds `debug`: a stripped file's functions and names are
+/// those of the debug file's `.symtab` (its code, PLT and GOT are the
+/// file's own). `debug` is not used when the file has a `.symtab`.
+pub fn analyze_borrowed_with_debug<'data>(
+    data: &'data [u8],
+    debug: Option<&'data [u8]>,
+) -> Result<(ElfInfo, Vec<FuncRef<'data>>), SymbolError> {
+    elf::analyze_with(data, debug, true).map(|a| (a.info, a.functions))
+}
+
 /// The owned form of an analysis: functions in [`ElfInfo::functions`].
 fn owned(a: elf::Analysis) -> ElfInfo {
     let mut info = a.info;
@@ -303,7 +315,9 @@ fn owned(a: elf::Analysis) -> ElfInfo {
     info
 }
 
-/// Read and analyze an ELF file, with user-facing errors that name the path.
+/// Read and analyze an ELF file, with user-facing errors that name the
+/// path. The file alone: a stripped file's debug file is for
+/// [`analyze_borrowed_with_debug`].
 pub fn read_file(path: &Path) -> Result<ElfInfo, SymbolError> {
     read(path, true)
 }
@@ -315,7 +329,10 @@ pub fn read_headers(path: &Path) -> Result<ElfInfo, SymbolError> {
     read(path, false)
 }
 
-fn read(path: &Path, full: bool) -> Result<ElfInfo, SymbolError> {
+/// The bytes of the file at `path`: all of them, or with `full` false
+/// only what a headers-only analysis reads (see [`read_headers_sparse`]).
+/// Errors name the path.
+fn read_bytes(path: &Path, full: bool) -> Result<Vec<u8>, SymbolError> {
     let shown = path.display();
     // Don't read from a FIFO or device.
     if let Ok(meta) = std::fs::metadata(path) {
@@ -344,27 +361,30 @@ fn read(path: &Path, full: bool) -> Result<ElfInfo, SymbolError> {
         let len = file.metadata().map_err(read_err)?.len();
         read_headers_sparse(&file, len, SPARSE_MIN).map_err(read_err)?
     };
-    let data = match sparse {
-        Some(data) => data,
-        None => std::fs::read(path).map_err(read_err)?,
-    };
+    match sparse {
+        Some(data) => Ok(data),
+        None => std::fs::read(path).map_err(read_err),
+    }
+}
+
+fn read(path: &Path, full: bool) -> Result<ElfInfo, SymbolError> {
+    let shown = path.display();
+    let data = read_bytes(path, full)?;
     if data.starts_with(b"#!") {
         return Err(SymbolError(format!(
-            "{shown}: not an ELF file (a #! script; trace its interpreter instead)"
+            "{shown}: not an ELF file (a #! script)"
         )));
     }
-    let analysis = elf::analyze(&data, full);
+    let analysis = elf::analyze(&data, full).map(owned);
     if analysis.is_err() && !full && data.len() >= SPARSE_MIN as usize {
         // Whatever the headers-only read missed, the error is the one a
         // full read gives.
-        let data = std::fs::read(path).map_err(read_err)?;
+        let data = read_bytes(path, true)?;
         return elf::analyze(&data, full)
             .map(owned)
             .map_err(|e| SymbolError(format!("{shown}: {e}")));
     }
-    analysis
-        .map(owned)
-        .map_err(|e| SymbolError(format!("{shown}: {e}")))
+    analysis.map_err(|e| SymbolError(format!("{shown}: {e}")))
 }
 
 /// Files from this size on are read headers-only by [`read_headers`].
@@ -459,6 +479,27 @@ fn read_headers_sparse(
         let wanted = k == shstrndx || sh_type == 6 || sh_type == 7;
         if wanted && sh_type != 8 && size <= MAX_PART && !fill(&mut data, off, size)? {
             return Ok(None);
+        }
+    }
+    // The `.gnu_debuglink` section (a file name and a CRC), found by name
+    // once the section name table is read.
+    let names = (shstrndx < shnum).then(|| {
+        let sh = (shoff + shstrndx * shentsize) as usize;
+        (int(&data, sh + 8 + 2 * w, w), int(&data, sh + 8 + 3 * w, w))
+    });
+    if let Some((names_off, names_size)) = names.filter(|&(_, n)| n <= MAX_PART) {
+        const LINK: &[u8] = b".gnu_debuglink\0";
+        for k in 0..shnum {
+            let sh = (shoff + k * shentsize) as usize;
+            let name = int(&data, sh, 4);
+            let (off, size) = (int(&data, sh + 8 + 2 * w, w), int(&data, sh + 8 + 3 * w, w));
+            let at = names_off.saturating_add(name);
+            let is_link = at.saturating_add(LINK.len() as u64) <= names_off + names_size
+                && at.saturating_add(LINK.len() as u64) <= len
+                && &data[at as usize..at as usize + LINK.len()] == LINK;
+            if is_link && size <= 4096 && !fill(&mut data, off, size)? {
+                return Ok(None);
+            }
         }
     }
     Ok(Some(data))

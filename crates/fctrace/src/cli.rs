@@ -222,7 +222,7 @@ pub struct LiveArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     /// The program to run, then its arguments
-    #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
+    #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, num_args = 1..)]
     pub command: Vec<OsString>,
 }
 
@@ -236,7 +236,7 @@ pub struct RecordArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     /// The program to run, then its arguments
-    #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
+    #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, num_args = 1..)]
     pub command: Vec<OsString>,
 }
 

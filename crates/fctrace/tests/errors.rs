@@ -132,16 +132,21 @@ fn program_not_elf() {
     assert_record_fails(&e, &["not an elf"]);
 }
 
-/// A `#!` script is not an ELF executable: refused, and not run.
+/// A `#!` script runs as the kernel runs it (tests/scripts.rs); one whose
+/// interpreter is not an ELF program (a text file) is refused, and not run.
 #[test]
 fn program_is_a_shell_script() {
     let d = scratch("script");
     let marker = d.path.join("script-ran");
+    let interp = d.path.join("not-a-program");
+    fs::write(&interp, "this is not a program\n").unwrap();
+    fs::set_permissions(&interp, fs::Permissions::from_mode(0o755)).unwrap();
     let p = d.path.join("script.sh");
     fs::write(
         &p,
         format!(
-            "#!/bin/sh\necho script output\ntouch '{}'\n",
+            "#!{}\necho script output\ntouch '{}'\n",
+            interp.display(),
             marker.display()
         ),
     )

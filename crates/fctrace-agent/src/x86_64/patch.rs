@@ -71,6 +71,10 @@ pub struct Plan {
     /// For a 2-byte `jmp rel8` entry: where (in padding within reach) the
     /// 5-byte `jmp rel32` to the stub goes.
     pub trampoline: Option<u64>,
+    /// The trap fallback: the entry is a one-byte `int3`, which the
+    /// agent's SIGTRAP handler turns into a jump to the stub (see
+    /// [`plan_trap`]); the first instruction alone is moved.
+    pub trap: bool,
 }
 
 impl Plan {
@@ -100,10 +104,12 @@ pub struct Before<'a> {
 }
 
 /// Room outside the function that its patch may use, besides the padding
-/// after it (the end of `code`).
+/// after it (the end of `code`), and whether the trap fallback may be used
+/// when no jump fits.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Around<'a> {
     pub before: Option<Before<'a>>,
+    pub trap: bool,
 }
 
 fn is_terminator(i: &Instruction) -> bool {
@@ -150,6 +156,7 @@ fn moved_plan(
         verbatim: moved.iter().all(copies_verbatim),
         resume,
         trampoline,
+        trap: false,
     }
 }
 
@@ -229,6 +236,67 @@ pub fn infer_size(addr: u64, code: &[u8]) -> Option<usize> {
 /// `around`: other padding its patch may use; `scratch`: room for the
 /// decoded function (reused from one call to the next).
 pub fn plan(
+    addr: u64,
+    size: usize,
+    code: &[u8],
+    around: Around,
+    scratch: &mut Vec<Instruction>,
+) -> Result<Plan, String> {
+    match plan_jump(addr, size, code, around, scratch) {
+        Err(why) if around.trap && size != 0 => {
+            plan_trap(addr, size, code, scratch).map_err(|e| format!("{why}; no trap either: {e}"))
+        }
+        r => r,
+    }
+}
+
+/// The trap fallback, for an entry no jump fits (shorter than 5 bytes
+/// without padding, a loop back to the entry in a function that makes
+/// calls, a branch into its first bytes with no padding in reach...): a
+/// one-byte `int3` replaces the first byte of the first instruction (after
+/// `endbr64`). The agent's SIGTRAP handler (`signal::agent_trap`) sets the
+/// interrupted context's instruction pointer to the function's stub, a
+/// normal one whose body is that first instruction, relocated, then a jump
+/// to the second. Nothing else of the function changes, so any branch may
+/// land anywhere after its first instruction; a branch back to the entry
+/// traps again, and the handler tells it from a call by the stack: the
+/// slot at the stack pointer then holds the stub's own return site.
+fn plan_trap(
+    addr: u64,
+    size: usize,
+    code: &[u8],
+    scratch: &mut Vec<Instruction>,
+) -> Result<Plan, String> {
+    let size = size.min(code.len());
+    let off = if code[..size].starts_with(&ENDBR64) {
+        ENDBR64.len()
+    } else {
+        0
+    };
+    let start = addr + off as u64;
+    decode_all(&code[off..size], start, scratch)?;
+    let body: &[Instruction] = scratch;
+    let Some(first) = body.first() else {
+        return Err("no instructions after endbr64".into());
+    };
+    check_movable(first, true)?;
+    let end = first.next_ip();
+    for i in body {
+        if let Some(t) = branch_target(i) {
+            if t > start && t < end {
+                return Err("a branch lands inside its first instruction".into());
+            }
+        }
+    }
+    let resume = (!is_terminator(first)).then_some(end);
+    Ok(Plan {
+        trap: true,
+        ..moved_plan(start, 1, &body[..1], resume, None)
+    })
+}
+
+/// [`plan`] with a jump at the entry.
+fn plan_jump(
     addr: u64,
     size: usize,
     code: &[u8],
@@ -595,10 +663,21 @@ fn rel32(from_end: u64, to: u64) -> Option<[u8; 4]> {
     i32::try_from(d).ok().map(i32::to_le_bytes)
 }
 
+/// Addresses in a stub that was built.
+#[derive(Clone, Copy, Debug)]
+pub struct Built {
+    /// The return site: where the stub's `call body` returns (what
+    /// unwinders see in the caller's return slot while the function runs);
+    /// `None` for an entry-only stub.
+    pub ret_site: Option<u64>,
+    /// The body: the moved instructions, relocated.
+    pub body: u64,
+}
+
 /// The common case of `build_stub`, without an assembler: a fixed template
-/// with the moved instructions copied verbatim, appended to `v`. Returns
-/// the return site, `None` if a displacement to the common block does not
-/// fit (then `v` is left with partial code).
+/// with the moved instructions copied verbatim, appended to `v`. `None` if
+/// a displacement to the common block does not fit (then `v` is left with
+/// partial code).
 fn build_stub_fast(
     plan: &Plan,
     code: &[u8],
@@ -607,7 +686,8 @@ fn build_stub_fast(
     id: u32,
     mode: Mode,
     v: &mut Vec<u8>,
-) -> Option<Option<u64>> {
+) -> Option<Built> {
+    let base = v.len() as u64;
     v.push(0x50); // push rax
     v.push(0xB8); // mov eax, id
     v.extend_from_slice(&id.to_le_bytes());
@@ -635,6 +715,7 @@ fn build_stub_fast(
             ret_site = None;
         }
     }
+    let body = at + v.len() as u64 - base;
     v.extend_from_slice(code);
     if let Some(r) = plan.resume {
         match rel32(at + v.len() as u64 + 5, r) {
@@ -650,13 +731,11 @@ fn build_stub_fast(
             }
         }
     }
-    Some(ret_site)
+    Some(Built { ret_site, body })
 }
 
 /// Appends to `out` the stub for `plan`, to be placed at `at`, and returns
-/// its return site: the address the stub's `call body` returns to (what
-/// unwinders see in the caller's return slot while the function runs).
-/// `read(addr, len)` gives the current bytes at an address of the function
+/// its addresses. `read(addr, len)` gives the current bytes at an address of the function
 /// (not patched yet).
 pub fn build_stub_with<'a>(
     plan: &Plan,
@@ -666,7 +745,7 @@ pub fn build_stub_with<'a>(
     id: u32,
     mode: Mode,
     out: &mut Vec<u8>,
-) -> Result<Option<u64>, String> {
+) -> Result<Built, String> {
     let code = if plan.moved_count == 0 {
         &[][..]
     } else {
@@ -686,7 +765,7 @@ pub fn build_stub_with<'a>(
 
 /// Appends to `out` the stub for `plan` (whose moved instructions are
 /// `moved`), to be placed at `at`, relocating the moved instructions with
-/// iced's block encoder; returns its return site.
+/// iced's block encoder; returns its addresses.
 fn build_stub(
     plan: &Plan,
     moved: &[Instruction],
@@ -695,7 +774,7 @@ fn build_stub(
     id: u32,
     mode: Mode,
     out: &mut Vec<u8>,
-) -> Result<Option<u64>, String> {
+) -> Result<Built, String> {
     let err = |e: iced_x86::IcedError| e.to_string();
     let body_ip = plan.moved_at;
     let mut v: Vec<Instruction> = Vec::with_capacity(moved.len() + 12);
@@ -755,7 +834,10 @@ fn build_stub(
     )
     .map_err(|e| format!("cannot relocate its first instructions: {e}"))?;
     out.extend_from_slice(&res.code_buffer);
-    Ok(ret_index.map(|k| at + res.new_instruction_offsets[k] as u64))
+    Ok(Built {
+        ret_site: ret_index.map(|k| at + res.new_instruction_offsets[k] as u64),
+        body: at + res.new_instruction_offsets[body_start] as u64,
+    })
 }
 
 /// A moved instruction whose RIP-relative operand points into the moved
@@ -792,6 +874,10 @@ pub fn patch_bytes(plan: &Plan, stub: u64, mut write: impl FnMut(u64, &[u8])) {
     // covering 5 bytes (each at most 15 bytes long).
     let mut b = [0xCCu8; JMP_LEN + 15];
     let n = plan.patch_len.min(b.len());
+    if plan.trap {
+        write(plan.patch_at, &b[..1]);
+        return;
+    }
     match plan.trampoline {
         None => {
             b[..JMP_LEN].copy_from_slice(&jmp_rel32(plan.patch_at, stub));
@@ -809,6 +895,10 @@ pub fn patch_bytes(plan: &Plan, stub: u64, mut write: impl FnMut(u64, &[u8])) {
 
 /// Whether the 5-byte jump of `plan` reaches `stub`.
 pub fn reachable(plan: &Plan, stub: u64) -> bool {
+    if plan.trap {
+        // The handler sets the instruction pointer: any address.
+        return true;
+    }
     let from = plan.trampoline.unwrap_or(plan.patch_at);
     let d = stub as i64 - (from as i64 + JMP_LEN as i64);
     d >= i32::MIN as i64 && d <= i32::MAX as i64

@@ -258,6 +258,23 @@ impl Trace {
         })))
     }
 
+    /// Checks the event file of `task` without decoding its events,
+    /// streaming (one chunk in memory): its header, each chunk's header,
+    /// size and checksum, and that it holds the events info.json counts.
+    /// Cheap next to reading the events (no decompression): what `info`
+    /// uses to tell whether the events are damaged. The error is the one
+    /// reading the events would end with (`replay` fails with it too).
+    pub fn check_task(&self, task: &TaskInfo) -> Result<(), StoreError> {
+        let mut events = self.task_events(task)?;
+        let Source::Inline(reader) = &mut events.source else {
+            // No file: a task without events.
+            return Ok(());
+        };
+        reader.keep_open = true;
+        while reader.check_chunk()? {}
+        Ok(())
+    }
+
     /// Bytes the trace directory occupies (its files, not recursing further
     /// than `sessions/` and `tasks/`).
     pub fn disk_size(&self) -> Result<u64, StoreError> {
@@ -605,18 +622,56 @@ impl ChunkReader {
     fn next_chunk(&mut self, out: &mut Vec<Event>) -> Result<bool, StoreError> {
         out.clear();
         let offset = self.offset;
-        let mut file = match self.file.take() {
-            Some(file) => file,
+        let mut file = self.open_at(offset)?;
+        let Some(header) = self.read_raw_chunk(&mut file, offset)? else {
+            return Ok(false);
+        };
+        self.decompress(offset, header.raw_len as usize)?;
+        let clock = self.clock;
+        self.decoder
+            .decode(&self.payload, &header, out, |tsc| clock.to_ns(tsc))
+            .map_err(|reason| self.corrupt(offset, reason))?;
+        self.chunk_done(file, offset, &header);
+        Ok(true)
+    }
+
+    /// Checks the chunk at `self.offset` without decoding it (its header,
+    /// its size and its checksum): `Ok(true)` for a good chunk, `Ok(false)`
+    /// at the end of the file.
+    fn check_chunk(&mut self) -> Result<bool, StoreError> {
+        let offset = self.offset;
+        let mut file = self.open_at(offset)?;
+        let Some(header) = self.read_raw_chunk(&mut file, offset)? else {
+            return Ok(false);
+        };
+        self.chunk_done(file, offset, &header);
+        Ok(true)
+    }
+
+    /// The file, positioned at `offset`.
+    fn open_at(&mut self, offset: u64) -> Result<File, StoreError> {
+        match self.file.take() {
+            Some(file) => Ok(file),
             None => {
                 let mut file = File::open(&self.path)
                     .map_err(|e| StoreError::io("cannot open", &self.path, e))?;
                 file.seek(SeekFrom::Start(offset))
                     .map_err(|e| StoreError::io("cannot read", &self.path, e))?;
-                file
+                Ok(file)
             }
-        };
+        }
+    }
+
+    /// Reads the chunk at `offset` (the file is there) into `self.data`
+    /// and checks it, without decompressing it: its header, or `None` at
+    /// the end of the file.
+    fn read_raw_chunk(
+        &mut self,
+        file: &mut File,
+        offset: u64,
+    ) -> Result<Option<ChunkHeader>, StoreError> {
         let mut header_bytes = [0u8; CHUNK_HEADER_LEN];
-        let n = read_full(&mut file, &mut header_bytes)
+        let n = read_full(file, &mut header_bytes)
             .map_err(|e| StoreError::io("cannot read", &self.path, e))?;
         if n == 0 {
             if self
@@ -625,7 +680,7 @@ impl ChunkReader {
             {
                 return Err(self.truncated());
             }
-            return Ok(false);
+            return Ok(None);
         }
         if n < CHUNK_HEADER_LEN {
             return Err(self.truncated());
@@ -641,7 +696,7 @@ impl ChunkReader {
         let len = header.compressed_len as usize;
         self.data.clear();
         self.data.resize(len, 0);
-        let n = read_full(&mut file, &mut self.data)
+        let n = read_full(file, &mut self.data)
             .map_err(|e| StoreError::io("cannot read", &self.path, e))?;
         if n < len {
             return Err(self.truncated());
@@ -658,11 +713,11 @@ impl ChunkReader {
                 ),
             ));
         }
-        self.decompress(offset, header.raw_len as usize)?;
-        let clock = self.clock;
-        self.decoder
-            .decode(&self.payload, &header, out, |tsc| clock.to_ns(tsc))
-            .map_err(|reason| self.corrupt(offset, reason))?;
+        Ok(Some(header))
+    }
+
+    /// After the chunk at `offset`: on to the next one.
+    fn chunk_done(&mut self, file: File, offset: u64, header: &ChunkHeader) {
         self.decoded += u64::from(header.events);
         self.offset = offset + (CHUNK_HEADER_LEN as u64) + u64::from(header.compressed_len);
         if self.keep_open {
@@ -674,7 +729,6 @@ impl ChunkReader {
                 None => fs::metadata(&self.path).map_or(0, |m| m.len()),
             };
         }
-        Ok(true)
     }
 
     /// Decompresses `self.data` into `self.payload`, which must come out

@@ -81,8 +81,69 @@ fn is_empty_dir(dir: &Path) -> Result<bool, StoreError> {
     Ok(entries.next().is_none())
 }
 
-fn mkdir(path: &Path) -> Result<(), StoreError> {
-    fs::create_dir_all(path).map_err(|e| StoreError::io("cannot create directory", path, e))
+/// Permissions of what the writer creates: the events hold argument
+/// strings and memory contents, for the user's eyes only, whatever the
+/// umask.
+const DIR_MODE: u32 = 0o700;
+const FILE_MODE: u32 = 0o600;
+
+/// Creates the directory `path` (not its parents), private: 0700 whatever
+/// the umask. Fails if anything exists there.
+fn mkdir_private(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    fs::DirBuilder::new()
+        .mode(DIR_MODE)
+        .create(path)
+        .map_err(|e| StoreError::io("cannot create directory", path, e))?;
+    // The umask may have removed bits of the mode, never added any; the
+    // directory is new and empty, set its mode exactly.
+    fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE))
+        .map_err(|e| StoreError::io("cannot set the permissions of", path, e))
+}
+
+/// Opens a new file `path` for writing, private (0600 whatever the umask),
+/// never through a symbolic link and never an existing file (O_EXCL,
+/// O_NOFOLLOW): nobody else can have planted it.
+pub(crate) fn create_private(path: &Path) -> Result<fs::File, StoreError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .map_err(|e| StoreError::io("cannot create", path, e))?;
+    file.set_permissions(fs::Permissions::from_mode(FILE_MODE))
+        .map_err(|e| StoreError::io("cannot set the permissions of", path, e))?;
+    Ok(file)
+}
+
+/// Refuses an existing directory that another user could change under
+/// the writer: owned by another user, or writable by others (a sticky
+/// `/tmp` included). `meta` is the directory's own metadata (not a
+/// symbolic link's).
+fn check_private_dir(dir: &Path, meta: &fs::Metadata) -> Result<(), StoreError> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let refuse = |reason: String| StoreError::WontOverwrite {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    if meta.uid() != me {
+        return Err(refuse(format!(
+            "it belongs to another user (uid {}), who could read the trace or plant files in \
+             it; choose a directory of your own with -d",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o002 != 0 {
+        return Err(refuse(format!(
+            "it is writable by every user (mode {:o}), who could plant files in it; \
+             `chmod o-w` it or choose another directory with -d",
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(())
 }
 
 impl TraceWriter {
@@ -91,33 +152,59 @@ impl TraceWriter {
     /// An existing empty directory is used as is. An existing trace
     /// directory (one with info.json or tasks/) is renamed to `<dir>.old`,
     /// replacing an older `<dir>.old` trace. Anything else that exists is
-    /// refused with [`StoreError::WontOverwrite`].
+    /// refused with [`StoreError::WontOverwrite`], and so is an existing
+    /// directory of another user or writable by every user (or a symbolic
+    /// link of another user to one).
+    ///
+    /// What the writer creates is private (directories 0700, files 0600,
+    /// whatever the umask), and every file is new: never opened through a
+    /// symbolic link, never one that already exists.
     pub fn create(dir: &Path) -> Result<TraceWriter, StoreError> {
-        match fs::metadata(dir) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        let exists = match fs::symlink_metadata(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
             Err(e) => return Err(StoreError::io("cannot access", dir, e)),
-            Ok(meta) if !meta.is_dir() => {
+            Ok(link) => {
+                if link.file_type().is_symlink() {
+                    // A link is followed only if it is the user's own.
+                    check_private_dir(dir, &link).map_err(|_| StoreError::WontOverwrite {
+                        dir: dir.to_path_buf(),
+                        reason: "it is a symbolic link of another user; choose a directory \
+                                 of your own with -d"
+                            .to_string(),
+                    })?;
+                }
+                true
+            }
+        };
+        if exists {
+            let meta = fs::metadata(dir).map_err(|e| StoreError::io("cannot access", dir, e))?;
+            if !meta.is_dir() {
                 return Err(StoreError::WontOverwrite {
                     dir: dir.to_path_buf(),
                     reason: "it exists and is not a directory".to_string(),
-                })
+                });
             }
-            Ok(_) => {
-                if looks_like_trace(dir) {
-                    move_aside(dir)?;
-                } else if !is_empty_dir(dir)? {
-                    return Err(StoreError::WontOverwrite {
-                        dir: dir.to_path_buf(),
-                        reason: "it is a non-empty directory that is not an fctrace trace; \
-                                 remove it or choose another directory with -d"
-                            .to_string(),
-                    });
-                }
+            check_private_dir(dir, &meta)?;
+            if looks_like_trace(dir) {
+                move_aside(dir)?;
+                mkdir_private(dir)?;
+            } else if !is_empty_dir(dir)? {
+                return Err(StoreError::WontOverwrite {
+                    dir: dir.to_path_buf(),
+                    reason: "it is a non-empty directory that is not an fctrace trace; \
+                             remove it or choose another directory with -d"
+                        .to_string(),
+                });
             }
+        } else {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs::create_dir_all(parent)
+                    .map_err(|e| StoreError::io("cannot create directory", parent, e))?;
+            }
+            mkdir_private(dir)?;
         }
-        mkdir(dir)?;
-        mkdir(&dir.join(SESSIONS_DIR))?;
-        mkdir(&dir.join(TASKS_DIR))?;
+        mkdir_private(&dir.join(SESSIONS_DIR))?;
+        mkdir_private(&dir.join(TASKS_DIR))?;
         let compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL)
             .map_err(|e| StoreError::io("cannot set up compression for", dir, e))?;
         Ok(TraceWriter {
@@ -334,7 +421,9 @@ impl TraceWriter {
         let text = info::to_json(&info);
         let tmp = self.dir.join(format!("{INFO_FILE}.tmp"));
         let path = self.dir.join(INFO_FILE);
-        fs::write(&tmp, text).map_err(|e| StoreError::io("cannot write", &tmp, e))?;
+        create_private(&tmp)?
+            .write_all(text.as_bytes())
+            .map_err(|e| StoreError::io("cannot write", &tmp, e))?;
         fs::rename(&tmp, &path).map_err(|e| StoreError::io("cannot write", &path, e))?;
         flushed
     }
@@ -347,11 +436,10 @@ impl TraceWriter {
             return;
         }
         let path = self.dir.join(RESERVE_FILE);
-        let made = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(&vec![0u8; RESERVE_SIZE]));
+        let made = create_private(&path).and_then(|mut f| {
+            f.write_all(&vec![0u8; RESERVE_SIZE])
+                .map_err(|e| StoreError::io("cannot write", &path, e))
+        });
         match made {
             Ok(()) => self.reserved = true,
             Err(_) => {
@@ -416,30 +504,30 @@ impl TraceWriter {
         }
         out.extend_from_slice(&header_bytes);
         out.extend_from_slice(compressed);
-        let mut options = OpenOptions::new();
-        if stream.started {
-            options.append(true);
+        let opened = if stream.started {
+            // The file this writer created (in its private directory).
+            OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .map_err(|e| StoreError::io("cannot open", &path, e))
         } else {
-            options.write(true).create(true).truncate(true);
-        }
-        let written = options
-            .open(&path)
-            .map_err(|e| StoreError::io("cannot open", &path, e))
-            .and_then(|mut file| {
-                let before = if stream.started {
-                    file.metadata().map(|m| m.len()).unwrap_or(0)
-                } else {
-                    0
-                };
-                file.write_all(out).map_err(|e| {
-                    // No half chunk at the end of the file (it would read
-                    // as damaged): back to the whole chunks before it.
-                    if stream.started {
-                        let _ = file.set_len(before);
-                    }
-                    StoreError::io("cannot write", &path, e)
-                })
-            });
+            create_private(&path)
+        };
+        let written = opened.and_then(|mut file| {
+            let before = if stream.started {
+                file.metadata().map(|m| m.len()).unwrap_or(0)
+            } else {
+                0
+            };
+            file.write_all(out).map_err(|e| {
+                // No half chunk at the end of the file (it would read
+                // as damaged): back to the whole chunks before it.
+                if stream.started {
+                    let _ = file.set_len(before);
+                }
+                StoreError::io("cannot write", &path, e)
+            })
+        });
         if let Err(e) = written {
             if !stream.started {
                 let _ = fs::remove_file(&path);

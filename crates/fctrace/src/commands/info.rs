@@ -9,16 +9,59 @@ use fctrace_options::known_signal_name as signal_name;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
+/// Prints what the trace holds. Fails (after printing it all) when event
+/// files are damaged, as `replay` does on the same trace: each task's file
+/// is checked chunk by chunk (headers, sizes, checksums, the count of
+/// events), without decoding the events.
 pub fn run(args: InfoArgs) -> anyhow::Result<ExitCode> {
     let trace = Trace::open(&args.dir)?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let written = write_info(&mut out, &trace).and_then(|()| Ok(out.flush()?));
+    let damaged = damaged_tasks(&trace);
+    let written = write_info(&mut out, &trace)
+        .and_then(|()| write_damaged(&mut out, &damaged))
+        .and_then(|()| Ok(out.flush()?));
     match written {
-        Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(e.context("cannot write the trace information")),
-        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if is_broken_pipe(&e) => return Ok(ExitCode::SUCCESS),
+        Err(e) => return Err(e.context("cannot write the trace information")),
+        Ok(()) => {}
     }
+    match damaged.len() {
+        0 => Ok(ExitCode::SUCCESS),
+        n => anyhow::bail!(
+            "the events of {n} task{} of {} are damaged (see \"Damaged events\"); replay \
+             and report show what can be read",
+            if n == 1 { "" } else { "s" },
+            trace.dir.display()
+        ),
+    }
+}
+
+/// The tasks whose event files cannot be read to the end, with why.
+fn damaged_tasks(trace: &Trace) -> Vec<(u32, String)> {
+    trace
+        .info
+        .tasks
+        .iter()
+        .filter_map(|t| trace.check_task(t).err().map(|e| (t.id, e.to_string())))
+        .collect()
+}
+
+fn write_damaged(out: &mut dyn Write, damaged: &[(u32, String)]) -> anyhow::Result<()> {
+    if damaged.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    let n = damaged.len();
+    writeln!(
+        out,
+        "Damaged events ({n} task{}):",
+        if n == 1 { "" } else { "s" }
+    )?;
+    for (id, e) in damaged {
+        writeln!(out, "  task {id}: {e}")?;
+    }
+    Ok(())
 }
 
 /// The whole human-readable description of `trace`.
@@ -157,7 +200,7 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab) -> io::Result<()>
     for f in &table.functions {
         if let Some(c) = counts.get_mut(f.module as usize) {
             match f.status {
-                FuncStatus::Traced => c.0 += 1,
+                FuncStatus::Traced | FuncStatus::TracedTrap => c.0 += 1,
                 FuncStatus::EntryOnly => {
                     c.0 += 1;
                     c.1 += 1;
@@ -194,6 +237,21 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab) -> io::Result<()>
         writeln!(out, "  Not instrumented ({}):", not_traced.len())?;
         for (f, reason) in not_traced {
             writeln!(out, "    {}: {reason}", describe(f))?;
+        }
+    }
+    let trapped: Vec<_> = table
+        .functions
+        .iter()
+        .filter(|f| f.status == FuncStatus::TracedTrap)
+        .collect();
+    if !trapped.is_empty() {
+        writeln!(
+            out,
+            "  Traced through the trap fallback, a signal per call ({}):",
+            trapped.len()
+        )?;
+        for f in trapped {
+            writeln!(out, "    {}", describe(f))?;
         }
     }
     let entry_only: Vec<_> = table
@@ -357,6 +415,50 @@ mod tests {
             shell_words(&["a".into(), "b c".into(), "it's".into(), "".into()]),
             "a 'b c' 'it'\\''s' ''"
         );
+    }
+
+    #[test]
+    fn trap_fallback_functions_are_listed() {
+        use fctrace_format::symtab::{Function, Module};
+        let f = |id, name: &str, status| Function {
+            id,
+            module: 0,
+            addr: 0x1000 + u64::from(id) * 4,
+            size: 4,
+            kind: FuncKind::Function,
+            status,
+            name: name.to_string(),
+        };
+        let table = SymTab {
+            session: 0,
+            pid: 7,
+            exe: "/bin/p".into(),
+            modules: vec![Module {
+                index: 0,
+                base: 0,
+                path: "/bin/p".into(),
+            }],
+            functions: vec![
+                f(0, "main", FuncStatus::Traced),
+                f(1, "in_parent", FuncStatus::TracedTrap),
+                f(2, "_ZN1SC2Ei", FuncStatus::TracedTrap),
+            ],
+        };
+        let mut out = Vec::new();
+        write_session(&mut out, 0, &table).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("             3           0           0  /bin/p\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  Traced through the trap fallback, a signal per call (2):\n    \
+                 in_parent (/bin/p)\n    S::S(int) (/bin/p)\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("Not instrumented"), "{text}");
     }
 
     #[test]

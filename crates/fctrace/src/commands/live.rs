@@ -1,29 +1,42 @@
-//! Live mode, `fctrace PROGRAM ARGS...`: record into a temporary
-//! directory, then print the call tree.
+//! Live mode, `fctrace PROGRAM ARGS...`: record into a private temporary
+//! directory, then print the call tree, as `fctrace record` followed by
+//! `fctrace replay` would.
 
 use crate::cli::LiveArgs;
+use crate::output::filter;
 use crate::recorder;
 use anyhow::Context;
+use fctrace_options::Options;
 use std::process::ExitCode;
 
 pub fn run(args: LiveArgs) -> anyhow::Result<ExitCode> {
     // Bad filter or argument specs are errors before anything runs.
     let options = args.filter.to_options_with(&args.trace)?;
-    let tmp = std::env::temp_dir().join(format!("fctrace-live-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
+    // A new directory only this user can enter (mkdtemp: a random name,
+    // created 0700, never one that already exists).
+    let tmp = tempfile::Builder::new()
+        .prefix("fctrace-live-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .context("cannot create a private temporary directory for the trace")?;
     let result = (|| -> anyhow::Result<_> {
-        let out = recorder::record(&args.command, &tmp, &args.trace, &options)?;
+        let out = recorder::record(&args.command, tmp.path(), &args.trace, &options)?;
         let trace =
-            fctrace_format::store::Trace::open(&tmp).context("reading the recorded trace")?;
-        crate::output::filter::warn_unmatched(&trace, &options);
+            fctrace_format::store::Trace::open(tmp.path()).context("reading the recorded trace")?;
+        filter::warn_unmatched(&trace, &options);
+        // What the agent applied (-F, -N, -D, -T) is not applied again:
+        // a call whose filtered ancestors were entered while tracing was
+        // off (--disable) is recorded without them. The display-only
+        // options (-C, -t, --tid) act here, as `replay` applies them.
+        let mut display = filter::with_recorded_display(&Options::default(), &trace);
+        filter::add_recorded_backtraces(&mut display, &trace);
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();
-        // The display filters again (idempotent on what the agent already
-        // filtered; -t, --tid and -C act only here).
-        crate::output::tree::print_tree_with(&trace, &options, &mut lock)?;
+        crate::output::tree::print_tree_with(&trace, &display, &mut lock)?;
         Ok(out.exit)
     })();
-    let _ = std::fs::remove_dir_all(&tmp);
+    // Removed before ending like the program (which may mean a signal).
+    let _ = tmp.close();
     // Ends as the program did (by the same signal if one killed it).
     Ok(recorder::exit_like(result?))
 }

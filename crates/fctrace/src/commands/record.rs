@@ -5,6 +5,13 @@ use crate::recorder;
 use std::process::ExitCode;
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    if !args.filter.tid.is_empty() {
+        anyhow::bail!(
+            "--tid selects threads of a recorded trace, whose ids are known only once it \
+             ran: give it to `fctrace replay` or `fctrace report` (`fctrace info` lists the \
+             tasks)"
+        );
+    }
     // Bad filter or argument specs are errors before anything runs.
     let options = args.filter.to_options_with(&args.trace)?;
     let out = recorder::record(&args.command, &args.dir, &args.trace, &options)?;

@@ -8,12 +8,15 @@ use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    let options = args.filter.to_options()?;
+    let given = args.filter.to_options()?;
     let trace = Trace::open(&args.dir)?;
     for w in &trace.load_warnings {
         warn(w);
     }
-    crate::output::filter::warn_unmatched(&trace, &options);
+    crate::output::filter::warn_unmatched(&trace, &given);
+    crate::output::filter::warn_tracing_gaps(&trace, &given);
+    // `record -C`/`-t`: acting here, as in live mode.
+    let options = crate::output::filter::with_recorded_display(&given, &trace);
     let mut stats = report::aggregate_with(&trace, &options);
     report::sort(&mut stats.functions, args.sort);
 

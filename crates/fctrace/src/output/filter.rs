@@ -49,11 +49,11 @@
 //! of these options does not go through this module at all.
 
 use fctrace_format::event::EventKind;
-use fctrace_format::store::{Event, StoreError, TaskEvents, TaskInfo, Trace};
+use fctrace_format::store::{Event, StoreError, TaskEvents, TaskInfo, TaskOrigin, Trace};
 use fctrace_format::symtab::SymTab;
 use fctrace_options::pattern::name_forms;
 use fctrace_options::{Action, FuncPattern, Options};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 /// A task's events, filtered ([`FilteredEvents`]) or not ([`TaskEvents`]).
@@ -135,6 +135,11 @@ pub struct Filter<'t> {
     global: HashMap<u32, Rc<Vec<(u64, Switch)>>>,
     /// Whether backtraces are kept for the tree (the report has no use).
     backtraces: bool,
+    /// By task id: the visibility state the task starts in (see
+    /// [`Filter::start`]), once computed.
+    starts: HashMap<u32, Option<Rc<Start>>>,
+    /// [`recorded_with_gaps`], once asked.
+    gaps: Option<bool>,
 }
 
 /// Adds to `opts` the `backtrace` actions of the triggers the trace was
@@ -157,6 +162,63 @@ pub fn add_recorded_backtraces(opts: &mut Options, trace: &Trace) {
             });
         }
     }
+}
+
+/// The display options of a pass over `trace`: `given` (the options of
+/// `replay` or `report`), plus the display-only options the trace was
+/// recorded with (`record -C FUNC`, `record -t TIME`: the agent does not
+/// apply them, so they are kept in info.json and act here, as in live
+/// mode) where `given` has none of that kind.
+pub fn with_recorded_display(given: &Options, trace: &Trace) -> Options {
+    let mut opts = given.clone();
+    if let Ok(recorded) = Options::from_wire(&trace.info.options) {
+        if opts.callers.is_empty() {
+            opts.callers = recorded.callers;
+        }
+        if opts.time_filter.is_none() {
+            opts.time_filter = recorded.time_filter;
+        }
+        if opts.tids.is_empty() {
+            opts.tids = recorded.tids;
+        }
+    }
+    opts
+}
+
+/// Warns (stderr) when `given` filters on calls (`-F`, `-N`) over a trace
+/// recorded with tracing off for a while (`--disable`, a `trace_off`
+/// trigger or signal): a call entered while tracing was off is in the
+/// trace only if it returned while it was on, so what ran inside one that
+/// did not (often `main`) cannot be told apart. Recording with the filter
+/// has no such gap (the agent sees every call).
+pub fn warn_tracing_gaps(trace: &Trace, given: &Options) {
+    if given.filters.is_empty() && given.notrace.is_empty() {
+        return;
+    }
+    if recorded_with_gaps(trace) {
+        super::warn(
+            "the trace was recorded with tracing off for a while (--disable or trace_off): \
+             -F/-N cannot see the calls entered then that did not return while tracing was \
+             on; give -F/-N to `fctrace record` to filter on them",
+        );
+    }
+}
+
+/// Whether `trace` was recorded with tracing off for a while
+/// (`--disable`, a `trace_off` trigger or signal).
+fn recorded_with_gaps(trace: &Trace) -> bool {
+    let Ok(recorded) = Options::from_wire(&trace.info.options) else {
+        return false;
+    };
+    recorded.disabled
+        || recorded
+            .triggers
+            .iter()
+            .any(|t| t.actions.contains(&Action::TraceOff))
+        || recorded
+            .signals
+            .iter()
+            .any(|s| s.actions.contains(&Action::TraceOff))
 }
 
 /// The patterns of `opts` (`-F`, `-N`, `-C`, `-T`) that name no function
@@ -208,10 +270,28 @@ fn each_function(table: &SymTab, mut f: impl FnMut(u32, &str, [&str; 3]) -> bool
     }
 }
 
-/// Warns (stderr) about each pattern of `opts` that names no function.
+/// The thread ids of `opts.tids` that no task of the trace has.
+pub fn unmatched_tids(trace: &Trace, opts: &Options) -> Vec<u32> {
+    let mut missing: Vec<u32> = opts
+        .tids
+        .iter()
+        .copied()
+        .filter(|&tid| !trace.info.tasks.iter().any(|t| t.tid == tid))
+        .collect();
+    missing.dedup();
+    missing
+}
+
+/// Warns (stderr) about each pattern of `opts` that names no function,
+/// and each `--tid` that names no task.
 pub fn warn_unmatched(trace: &Trace, opts: &Options) {
     for p in unmatched_patterns(trace, opts) {
         super::warn(&format!("{p} matches no function of the trace"));
+    }
+    for tid in unmatched_tids(trace, opts) {
+        super::warn(&format!(
+            "--tid {tid} names no task of the trace (`fctrace info` lists them)"
+        ));
     }
 }
 
@@ -237,6 +317,8 @@ impl<'t> Filter<'t> {
             sessions: HashMap::new(),
             global: HashMap::new(),
             backtraces,
+            starts: HashMap::new(),
+            gaps: None,
         })
     }
 
@@ -248,35 +330,232 @@ impl<'t> Filter<'t> {
     /// The filtered events of `task`.
     pub fn task(&mut self, task: &TaskInfo, events: TaskEvents) -> FilteredEvents {
         let flags = self.session(task.session);
-        let global = self.global_switches(task);
+        let mut vis = self.visibility(task);
+        let start = self.start(task, 0);
+        if let Some(start) = &start {
+            vis.resume(start);
+        }
         let o = &self.opts;
+        let callers = (!o.callers.is_empty()).then(|| {
+            let mut held = Held::new(Mode::Callers, Some(flags));
+            // The calls the task starts in that stage 1 shows are open
+            // calls of this stage too (`-C do_fork` shows what a child
+            // forked in do_fork does).
+            for f in start.iter().flat_map(|s| &s.stack).filter(|f| f.shown) {
+                held.outer_call(f.func);
+            }
+            held
+        });
         FilteredEvents {
             src: events,
             done: false,
             out: VecDeque::new(),
             mid: VecDeque::new(),
-            vis: Visibility {
-                flags: flags.clone(),
-                triggers: o.triggers.clone(),
-                has_filters: !o.filters.is_empty(),
-                on: true,
-                finished: false,
-                notrace_open: 0,
-                filter_open: 0,
-                shown: 0,
-                limit: o.depth.unwrap_or(u32::MAX),
-                stack: Vec::new(),
-                global,
-                global_next: 0,
-                backtraces: self.backtraces,
-                notes: VecDeque::new(),
-            },
-            callers: (!o.callers.is_empty()).then(|| Held::new(Mode::Callers, Some(flags))),
+            vis,
+            callers,
             time: o
                 .time_filter
                 .filter(|&t| t > 0)
                 .map(|t| Held::new(Mode::Time(t), None)),
         }
+    }
+
+    /// Stage 1 of `task`, as it is before the task's first event.
+    fn visibility(&mut self, task: &TaskInfo) -> Visibility {
+        let flags = self.session(task.session);
+        let global = self.global_switches(task);
+        let o = &self.opts;
+        Visibility {
+            flags,
+            triggers: o.triggers.clone(),
+            has_filters: !o.filters.is_empty(),
+            on: true,
+            finished: false,
+            notrace_open: 0,
+            filter_open: 0,
+            shown: 0,
+            limit: o.depth.unwrap_or(u32::MAX),
+            stack: Vec::new(),
+            global,
+            global_next: 0,
+            backtraces: self.backtraces,
+            notes: VecDeque::new(),
+        }
+    }
+
+    /// The visibility state `task` starts in, when its first events are
+    /// inside calls entered before its stream begins:
+    ///
+    /// * a forked child runs on in the calls its parent had open at the
+    ///   fork (`main > do_fork > fork`: the child's stream begins with the
+    ///   exit of `fork`). It starts in the parent's state right after the
+    ///   entry of that function (the last entry before the child's first
+    ///   event), as the agent's state is copied into the child: inside the
+    ///   same `-F` and `-N` calls, with the same depth and the same
+    ///   `trace_on`/`trace_off` state;
+    /// * any other task (and a forked child whose parent's events are not
+    ///   in the trace) starts inside the calls whose exits its events have
+    ///   without their entries at the outermost level: entered before
+    ///   tracing was on (`--disable`, a thread started inside the C
+    ///   library). They count for `-F` and `-N`, not for `-D` (the agent
+    ///   counts levels from where recording starts). A call that never
+    ///   returns while recorded cannot be known this way. This takes a
+    ///   pass over the task's events, made only when the task's first
+    ///   event is such an exit or the trace was recorded with tracing off
+    ///   for a while ([`recorded_with_gaps`]).
+    ///
+    /// `None` when the task starts outside any call, or the options do not
+    /// depend on the calls around (`-t`, `--tid` only). With `-C`, the
+    /// calls it starts in that stage 1 shows are open calls of stage 2.
+    /// Computed once per task: the children of one parent together, in one
+    /// pass over the parent's events up to its last fork.
+    fn start(&mut self, task: &TaskInfo, generation: u32) -> Option<Rc<Start>> {
+        let o = &self.opts;
+        if o.filters.is_empty()
+            && o.notrace.is_empty()
+            && o.depth.is_none()
+            && o.triggers.is_empty()
+            && o.callers.is_empty()
+        {
+            return None;
+        }
+        if let Some(s) = self.starts.get(&task.id) {
+            return s.clone();
+        }
+        if task.origin == TaskOrigin::Fork && generation < MAX_FORK_GENERATIONS {
+            self.fork_starts(task, generation);
+            if let Some(Some(s)) = self.starts.get(&task.id) {
+                return Some(s.clone());
+            }
+        }
+        let s = self.outer_calls_start(task);
+        self.starts.insert(task.id, s.clone());
+        s
+    }
+
+    /// [`start`](Self::start) of the forked children of `task`'s parent
+    /// that start in a state of the parent (not computed for the others).
+    fn fork_starts(&mut self, task: &TaskInfo, generation: u32) {
+        let trace = self.trace;
+        let Some(parent) = task
+            .parent
+            .and_then(|p| trace.info.tasks.iter().find(|t| t.id == p))
+        else {
+            return;
+        };
+        // Each child: the function whose exit begins it, and the time of
+        // its first event.
+        let mut pending: Vec<(u32, Option<u32>, u64)> = Vec::new();
+        for c in trace.info.tasks.iter().filter(|c| {
+            c.origin == TaskOrigin::Fork
+                && c.parent == Some(parent.id)
+                && c.session == parent.session
+                && !self.starts.contains_key(&c.id)
+        }) {
+            let Ok(mut events) = trace.task_events(c) else {
+                continue;
+            };
+            while let Some(e) = events.next_event() {
+                if is_timed(e.kind) {
+                    let func =
+                        matches!(e.kind, EventKind::Exit | EventKind::Unwind).then_some(e.func);
+                    pending.push((c.id, func, e.ns));
+                    break;
+                }
+            }
+        }
+        if pending.is_empty() {
+            return;
+        }
+        pending.sort_by_key(|&(_, _, ns)| std::cmp::Reverse(ns));
+        let mut vis = self.visibility(parent);
+        vis.backtraces = false;
+        if let Some(start) = self.start(parent, generation + 1) {
+            vis.resume(&start);
+        }
+        let Ok(mut events) = trace.task_events(parent) else {
+            return;
+        };
+        // The functions whose exits begin children, and the parent's state
+        // right after the last entry of each so far: a child starts in the
+        // one of its function when the parent's events reach its time.
+        let firsts: HashSet<u32> = pending.iter().filter_map(|&(_, f, _)| f).collect();
+        let mut at_entry: HashMap<u32, Rc<Start>> = HashMap::new();
+        let mut done = |(id, first, _): (u32, Option<u32>, u64),
+                        at_entry: &HashMap<u32, Rc<Start>>,
+                        vis: &Visibility| {
+            let s = first
+                .and_then(|f| at_entry.get(&f).cloned())
+                .unwrap_or_else(|| Rc::new(vis.snapshot()));
+            self.starts.insert(id, Some(s));
+        };
+        while let Some(e) = events.next_event() {
+            if is_timed(e.kind) {
+                while pending.last().is_some_and(|&(_, _, ns)| ns < e.ns) {
+                    if let Some(child) = pending.pop() {
+                        done(child, &at_entry, &vis);
+                    }
+                }
+                if pending.is_empty() {
+                    break;
+                }
+            }
+            let entry = (e.kind == EventKind::Entry).then_some(e.func);
+            vis.push(e);
+            if let Some(func) = entry.filter(|f| firsts.contains(f)) {
+                at_entry.insert(func, Rc::new(vis.snapshot()));
+            }
+        }
+        while let Some(child) = pending.pop() {
+            done(child, &at_entry, &vis);
+        }
+    }
+
+    /// The start of a task inside the calls whose exits its events have
+    /// at the outermost level without their entries (a pass over them).
+    fn outer_calls_start(&mut self, task: &TaskInfo) -> Option<Rc<Start>> {
+        let o = &self.opts;
+        if o.filters.is_empty() && o.notrace.is_empty() && o.callers.is_empty() {
+            return None;
+        }
+        let mut events = self.trace.task_events(task).ok()?;
+        let mut stack: Vec<u32> = Vec::new();
+        // Innermost first.
+        let mut outer: Vec<u32> = Vec::new();
+        // A task that starts with an entry, in a trace recorded with
+        // tracing on all along, starts outside any call: no pass (the
+        // common case: replay -F costs one reading of the events).
+        let gaps = *self
+            .gaps
+            .get_or_insert_with(|| recorded_with_gaps(self.trace));
+        if !gaps {
+            let first = std::iter::from_fn(|| events.next_event()).find(|e| is_timed(e.kind))?;
+            match first.kind {
+                EventKind::Exit | EventKind::Unwind => outer.push(first.func),
+                _ => return None,
+            }
+        }
+        while let Some(e) = events.next_event() {
+            match e.kind {
+                EventKind::Entry => stack.push(e.func),
+                EventKind::Exit | EventKind::Unwind => {
+                    match stack.iter().rposition(|&f| f == e.func) {
+                        Some(j) => stack.truncate(j),
+                        None if stack.is_empty() => outer.push(e.func),
+                        None => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        if outer.is_empty() {
+            return None;
+        }
+        let mut vis = self.visibility(task);
+        for &func in outer.iter().rev() {
+            vis.outer_call(func);
+        }
+        Some(Rc::new(vis.snapshot()))
     }
 
     /// The flags of a session's functions, computed on first use.
@@ -498,8 +777,27 @@ struct RawFrame {
     /// FILTER / NOTRACE bits this call opened.
     opened: u8,
     shown: bool,
+    /// Entered before the task's events begin, not counted as a level of
+    /// `-D` ([`Filter::start`]).
+    outer: bool,
     /// The depth limit before this call (restored at its exit).
     saved_limit: u32,
+}
+
+/// Fork chains longer than this start their deepest children from their
+/// own events only (bounds the recursion of [`Filter::start`]).
+const MAX_FORK_GENERATIONS: u32 = 256;
+
+/// The state of stage 1 a task starts in ([`Filter::start`]).
+#[derive(Clone)]
+struct Start {
+    on: bool,
+    finished: bool,
+    notrace_open: u32,
+    filter_open: u32,
+    shown: u32,
+    limit: u32,
+    stack: Vec<RawFrame>,
 }
 
 /// Stage 1: `-F`, `-N`, `-D`, `-T`.
@@ -525,6 +823,48 @@ struct Visibility {
 }
 
 impl Visibility {
+    fn snapshot(&self) -> Start {
+        Start {
+            on: self.on,
+            finished: self.finished,
+            notrace_open: self.notrace_open,
+            filter_open: self.filter_open,
+            shown: self.shown,
+            limit: self.limit,
+            stack: self.stack.clone(),
+        }
+    }
+
+    fn resume(&mut self, s: &Start) {
+        self.on = s.on;
+        self.finished = s.finished;
+        self.notrace_open = s.notrace_open;
+        self.filter_open = s.filter_open;
+        self.shown = s.shown;
+        self.limit = s.limit;
+        self.stack = s.stack.clone();
+    }
+
+    /// A call entered before the task's events begin (outermost first).
+    fn outer_call(&mut self, func: u32) {
+        let bits = self.bits(func);
+        let shown = self.context_shown(bits);
+        let opened = bits & (FILTER | NOTRACE);
+        if opened & NOTRACE != 0 {
+            self.notrace_open += 1;
+        }
+        if opened & FILTER != 0 {
+            self.filter_open += 1;
+        }
+        self.stack.push(RawFrame {
+            func,
+            opened,
+            shown,
+            outer: true,
+            saved_limit: self.limit,
+        });
+    }
+
     fn apply(&mut self, s: Switch) {
         match s {
             Switch::On => self.on = true,
@@ -624,6 +964,7 @@ impl Visibility {
             func: e.func,
             opened,
             shown,
+            outer: false,
             saved_limit,
         });
         shown.then_some(e)
@@ -659,7 +1000,7 @@ impl Visibility {
             if f.opened & FILTER != 0 {
                 self.filter_open -= 1;
             }
-            if f.shown {
+            if f.shown && !f.outer {
                 self.shown -= 1;
             }
             self.limit = f.saved_limit;
@@ -824,6 +1165,22 @@ impl Held {
                 Mode::Callers if self.frames.is_empty() => {}
                 _ => self.emit(e, out),
             },
+        }
+    }
+
+    /// A call entered before the task's events begin (outermost first):
+    /// open, its entry not in the stream; shown at once if it or a call
+    /// around it is a caller-filter function.
+    fn outer_call(&mut self, func: u32) {
+        let caller = self.is_caller(func);
+        self.frames.push(HeldFrame {
+            func,
+            entry_ns: 0,
+            start: self.base + self.buf.len() as u64,
+            caller,
+        });
+        if caller || self.in_caller > 0 {
+            self.show_upto(self.frames.len(), &mut VecDeque::new());
         }
     }
 
@@ -1357,6 +1714,109 @@ mod tests {
 
 # task 2: pid 1, tid 2 (prog), /usr/bin/prog, thread of task 1
 "
+        );
+    }
+
+    /// A forked child starts inside the calls its parent had open at the
+    /// fork: main (0) > parse_args (1) > strtol (2, "fork"); the child's
+    /// events begin with the exit of strtol, then leaf (3) and the exit of
+    /// parse_args. The parent forks twice: the second child starts inside
+    /// foo (4) > strtol, outside -F parse_args.
+    #[test]
+    fn forked_children_start_in_the_parent_state() {
+        use crate::output::testutil::fake_trace;
+        use fctrace_format::store::TaskOrigin;
+        let parent = FakeTask::main(1, sample());
+        let child = |id: u32, events| FakeTask {
+            id,
+            origin: TaskOrigin::Fork,
+            parent: Some(1),
+            pid: id,
+            ..FakeTask::main(id, events)
+        };
+        let first = child(
+            2,
+            vec![
+                ev(Exit, 2, 250),
+                ev(Entry, 3, 260),
+                ev(Exit, 3, 270),
+                ev(Exit, 1, 280),
+            ],
+        );
+        let second = child(
+            3,
+            vec![ev(Exit, 2, 7_115), ev(Entry, 3, 7_130), ev(Exit, 3, 7_140)],
+        );
+        let (_d, t) = fake_trace(&[parent, first, second]);
+        let text = tree(&t, &opts(|o| o.filters = pats(&["parse_args"])));
+        let task = |n: u32| -> String {
+            text.lines()
+                .skip_while(|l| !l.starts_with(&format!("# task {n}:")))
+                .skip(1)
+                .take_while(|l| !l.starts_with('#') && !l.is_empty())
+                .map(|l| l.split_once("] | ").unwrap().1.to_string() + "\n")
+                .collect()
+        };
+        assert_eq!(
+            task(2),
+            "} /* strtol */ (entry not recorded)\nleaf();\n} /* parse_args */ (entry not recorded)\n",
+            "{text}"
+        );
+        assert_eq!(task(3), "", "{text}");
+        // -D 2: strtol is at level 3 in the parent, so in the child too.
+        let text = tree(&t, &opts(|o| o.depth = Some(2)));
+        let child_lines: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("# task 2:"))
+            .skip(1)
+            .take_while(|l| !l.starts_with('#') && !l.is_empty())
+            .collect();
+        assert_eq!(child_lines.len(), 1, "{text}");
+        assert!(
+            child_lines[0].ends_with("} /* parse_args */ (entry not recorded)"),
+            "{text}"
+        );
+    }
+
+    /// A task whose events end calls they do not enter (entered while
+    /// tracing was off) starts inside them: `-F main` shows what runs
+    /// there, `-N main` hides it; they are no level of `-D`.
+    #[test]
+    fn calls_entered_before_the_events_count_for_filters() {
+        let (_d, mut t) = one(vec![
+            ev(Entry, 1, 100),
+            ev(Entry, 2, 200),
+            ev(Exit, 2, 300),
+            ev(Exit, 1, 400),
+            ev(Exit, 0, 500),
+        ]);
+        // Known only from a recording with tracing off for a while: in
+        // one without, a task starting with an entry starts outside any
+        // call (no pass over its events to find out): -N main hides only
+        // main's exit.
+        assert_eq!(
+            calls(&t, &opts(|o| o.notrace = pats(&["main"])))
+                .lines()
+                .count(),
+            3
+        );
+        t.info.options = "disable 1\n".to_string();
+        let shown = "            | parse_args() {
+   0.100 us |   strtol();
+   0.300 us | } /* parse_args */
+            | } /* main */ (entry not recorded)
+";
+        assert_eq!(calls(&t, &opts(|o| o.filters = pats(&["main"]))), shown);
+        assert_eq!(calls(&t, &opts(|o| o.notrace = pats(&["main"]))), "");
+        assert_eq!(
+            calls(
+                &t,
+                &opts(|o| {
+                    o.filters = pats(&["main"]);
+                    o.depth = Some(1)
+                })
+            ),
+            "   0.300 us | parse_args();\n            | } /* main */ (entry not recorded)\n"
         );
     }
 }

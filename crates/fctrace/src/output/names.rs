@@ -1,8 +1,8 @@
 //! Function names: from a task's session symbol table, demangled.
 
 use fctrace_format::store::Trace;
-use fctrace_format::symtab::SymTab;
-use std::collections::HashMap;
+use fctrace_format::symtab::{FuncStatus, SymTab};
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 /// Name of a function id that the session's symbol table does not have.
@@ -46,6 +46,48 @@ fn has_parameter_list(name: &str) -> bool {
             "const" | "volatile" | "&" | "&&" | "noexcept" | "restrict" | "transaction_safe"
         )
     })
+}
+
+/// A name shown with the module that defines it, for a name two modules
+/// have (uftrace-like `malloc@libc.so.6`): `malloc()` of
+/// `/lib/x86_64-linux-gnu/libc.so.6` is `malloc@libc.so.6()`, a C++
+/// `f(int)` is `f(int)@libx.so`.
+pub fn with_module(name: &str, module_path: &str) -> String {
+    let file = module_file(module_path);
+    match name.strip_suffix("()") {
+        Some(bare) => format!("{bare}@{file}()"),
+        None => format!("{name}@{file}"),
+    }
+}
+
+/// The file name of a module path.
+pub fn module_file(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The ids of the functions of `table` whose symbol name a function of
+/// another module of the table has too (only functions that can appear in
+/// a trace: the traced ones).
+pub fn ambiguous_functions(table: &SymTab) -> HashSet<u32> {
+    let mut modules_of: HashMap<&str, (u32, bool)> = HashMap::new();
+    for f in &table.functions {
+        if matches!(f.status, FuncStatus::NotTraced(_)) {
+            continue;
+        }
+        modules_of
+            .entry(f.name.as_str())
+            .and_modify(|(m, shared)| *shared |= *m != f.module)
+            .or_insert((f.module, false));
+    }
+    table
+        .functions
+        .iter()
+        .filter(|f| {
+            !matches!(f.status, FuncStatus::NotTraced(_))
+                && modules_of.get(f.name.as_str()).is_some_and(|&(_, s)| s)
+        })
+        .map(|f| f.id)
+        .collect()
 }
 
 /// Line texts are stored padded to a multiple of this many bytes (so that
@@ -132,6 +174,8 @@ pub struct CallNames<'t> {
     cache: HashMap<u32, Vec<Option<Rc<TreeName>>>>,
     session: u32,
     names: Vec<Option<Rc<TreeName>>>,
+    /// Per session, [`ambiguous_functions`].
+    ambiguous: HashMap<u32, HashSet<u32>>,
 }
 
 impl<'t> CallNames<'t> {
@@ -141,6 +185,7 @@ impl<'t> CallNames<'t> {
             cache: HashMap::new(),
             session: 0,
             names: Vec::new(),
+            ambiguous: HashMap::new(),
         }
     }
 
@@ -169,12 +214,24 @@ impl<'t> CallNames<'t> {
         if let Some(Some(name)) = names.get(i) {
             return name.clone();
         }
-        let name = Rc::new(TreeName::new(
-            match lookup(self.trace.sessions.get(&session), func) {
-                Some(raw) => call_name(raw),
-                None => unknown(func),
-            },
-        ));
+        let table = self.trace.sessions.get(&session);
+        let name = match lookup(table, func) {
+            Some(raw) => {
+                let ambiguous = self
+                    .ambiguous
+                    .entry(session)
+                    .or_insert_with(|| table.map(ambiguous_functions).unwrap_or_default());
+                let module = table
+                    .and_then(|t| t.module(t.function(func)?.module))
+                    .map(|m| m.path.as_str());
+                match module {
+                    Some(m) if ambiguous.contains(&func) => with_module(&call_name(raw), m),
+                    _ => call_name(raw),
+                }
+            }
+            None => unknown(func),
+        };
+        let name = Rc::new(TreeName::new(name));
         // Ids beyond the table (a corrupt trace) are not cached: no huge
         // vector for a stray id.
         if i < names.len() + 1_000_000 {
@@ -228,6 +285,20 @@ mod tests {
                 assert!(text.len() >= len && text.len() < len + PIECE);
             }
         }
+    }
+
+    #[test]
+    fn names_with_their_module() {
+        assert_eq!(
+            with_module("malloc()", "/lib/x86_64-linux-gnu/libc.so.6"),
+            "malloc@libc.so.6()"
+        );
+        assert_eq!(with_module("f(int)", "/usr/lib/libx.so"), "f(int)@libx.so");
+        assert_eq!(with_module("main()", "prog"), "main@prog()");
+        assert_eq!(
+            bare(&with_module("malloc()", "/l/libc.so.6")),
+            "malloc@libc.so.6"
+        );
     }
 
     #[test]

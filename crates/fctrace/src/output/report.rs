@@ -288,7 +288,23 @@ pub fn write_text(out: &mut dyn Write, functions: &[FuncStats]) -> io::Result<()
         "=".repeat(10),
         "=".repeat(20)
     )?;
+    // A name that rows of two modules have is shown with its module.
+    let mut modules_of: HashMap<&str, &str> = HashMap::new();
+    let mut ambiguous: std::collections::HashSet<&str> = Default::default();
     for f in functions {
+        match modules_of.insert(&f.name, &f.module) {
+            Some(m) if m != f.module => {
+                ambiguous.insert(&f.name);
+            }
+            _ => {}
+        }
+    }
+    for f in functions {
+        let name = if ambiguous.contains(f.name.as_str()) {
+            format!("{}@{}", f.name, super::names::module_file(&f.module))
+        } else {
+            f.name.clone()
+        };
         writeln!(
             out,
             "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {}",
@@ -298,7 +314,7 @@ pub fn write_text(out: &mut dyn Write, functions: &[FuncStats]) -> io::Result<()
             time_column(f.min_ns),
             time_column(f.avg_ns()),
             time_column(f.max_ns),
-            f.name
+            name
         )?;
     }
     Ok(())

@@ -32,11 +32,28 @@ pub struct Outcome {
 /// warnings to show.
 fn preflight(command: &[OsString]) -> Result<(std::path::PathBuf, Vec<String>)> {
     let program = process::resolve_program(&command[0])?;
-    let info = fctrace_symbols::read_headers(&program).map_err(|e| anyhow::anyhow!("{e}"))?;
-    info.check_traceable()
-        .map_err(|e| anyhow::anyhow!("{}: {e}", program.display()))?;
+    // A #! script runs as the kernel runs it: its interpreter is traced,
+    // and what that executes.
+    let runs = process::resolve_interpreter(&program)?;
+    let info = fctrace_symbols::read_headers(&runs).map_err(|e| anyhow::anyhow!("{e}"))?;
+    info.check_traceable().map_err(|e| {
+        if runs == program {
+            anyhow::anyhow!("{}: {e}", program.display())
+        } else {
+            anyhow::anyhow!(
+                "{}: its interpreter {}: {e}",
+                program.display(),
+                runs.display()
+            )
+        }
+    })?;
     let mut warnings = Vec::new();
-    if !info.has_symtab {
+    // A stripped program's functions come from its debug file, if installed
+    // (a script's interpreter is not the program: no warning about it).
+    if runs == program
+        && !info.has_symtab
+        && fctrace_symbols::debugfile::find_for_path(&program).is_none()
+    {
         warnings.push(format!(
             "{}: stripped (no .symtab): only functions named in its dynamic symbol table are traced",
             program.display()

@@ -45,6 +45,80 @@ pub fn resolve_program(name: &OsStr) -> Result<PathBuf> {
     bail!("{shown}: program not found (not in PATH)")
 }
 
+/// The most `#!` scripts the kernel follows in one exec: a script's
+/// interpreter may be a script too, up to 5 of them before the ELF file
+/// (Linux's `exec_binprm`; beyond, exec fails with ELOOP).
+const MAX_SCRIPT_LEVELS: usize = 5;
+
+/// The kernel reads this much of a file for its `#!` line
+/// (`BINPRM_BUF_SIZE`).
+const SCRIPT_LINE_MAX: usize = 256;
+
+/// What the kernel runs when `program` is executed: `program` itself,
+/// or, for a `#!` script, the ELF interpreter at the end of its chain of
+/// `#!` lines (each interpreter taken as is, relative to the current
+/// directory if relative, as the kernel does; its optional argument does
+/// not matter here). Errors say why the kernel would refuse it.
+pub fn resolve_interpreter(program: &Path) -> Result<PathBuf> {
+    let mut file = program.to_path_buf();
+    for _ in 0..=MAX_SCRIPT_LEVELS {
+        match script_interpreter(&file)? {
+            None => return Ok(file),
+            Some(interp) => {
+                let shown = interp.display();
+                let m = match std::fs::metadata(&interp) {
+                    Ok(m) => m,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+                        "{}: bad interpreter: {shown} (in its #! line) not found",
+                        file.display()
+                    ),
+                    Err(e) => bail!("{}: bad interpreter {shown}: {e}", file.display()),
+                };
+                if m.is_dir() || m.permissions().mode() & 0o111 == 0 {
+                    bail!(
+                        "{}: bad interpreter: {shown} (in its #! line) is not an executable file",
+                        file.display()
+                    );
+                }
+                file = interp;
+            }
+        }
+    }
+    bail!(
+        "{}: too many levels of #! interpreters (the kernel follows {MAX_SCRIPT_LEVELS} scripts)",
+        program.display()
+    )
+}
+
+/// The interpreter named by `file`'s `#!` line, or `None` if it has none.
+fn script_interpreter(file: &Path) -> Result<Option<PathBuf>> {
+    use std::io::Read;
+    let shown = file.display();
+    let mut head = Vec::with_capacity(SCRIPT_LINE_MAX);
+    std::fs::File::open(file)
+        .and_then(|f| f.take(SCRIPT_LINE_MAX as u64).read_to_end(&mut head))
+        .map_err(|e| anyhow::anyhow!("cannot read {shown}: {e}"))?;
+    let Some(line) = head.strip_prefix(b"#!") else {
+        return Ok(None);
+    };
+    let end = line.iter().position(|&b| b == b'\n');
+    let line = &line[..end.unwrap_or(line.len())];
+    let is_space = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = line.iter().position(|b| !is_space(b)).unwrap_or(line.len());
+    let name = &line[start..];
+    let len = name
+        .iter()
+        .position(|b| is_space(b) || *b == 0)
+        .unwrap_or(name.len());
+    if len == 0 {
+        bail!("{shown}: its #! line names no interpreter");
+    }
+    if end.is_none() && len == name.len() && head.len() == SCRIPT_LINE_MAX {
+        bail!("{shown}: its #! line is longer than the kernel reads ({SCRIPT_LINE_MAX} bytes)");
+    }
+    Ok(Some(PathBuf::from(OsStr::from_bytes(&name[..len]))))
+}
+
 /// Signals fctrace received that should go to the program (bit N-1 for
 /// signal N).
 static FORWARD: AtomicU64 = AtomicU64::new(0);

@@ -19,10 +19,12 @@
  *                 padding after a `jmp` inside it
  *   far_claimed   asm: the same, where the only padding in reach is the 5
  *                 bytes after donor2 (3 bytes long), whose own 5-byte jump
- *                 takes 2 of them: it must stay untraced, never share them
+ *                 takes 2 of them: it must never share them (it takes
+ *                 the trap fallback)
  *   entry_loop    asm: its loop branches back to its first instruction,
- *                 and it calls: untraced (a 2-byte jump at the entry
- *                 would count every iteration as a call)
+ *                 and it calls (a 2-byte jump at the entry would count
+ *                 every iteration as a call): the trap fallback, which
+ *                 tells a jump back from a call
  *
  * The call counts are in tests/patch_shapes.rs (and equal callgrind's).
  */

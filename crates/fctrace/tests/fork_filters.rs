@@ -1,0 +1,319 @@
+//! Display filters over forked children (issue 10, "What is shown is
+//! right" 1): a child forked inside `main` runs on inside `main`, so
+//! `-F main` shows it. Live mode, `record` with the filter then `replay`,
+//! and `record` then `replay` with the filter give the same tree, which is
+//! the one derived from forks.c's source (fork, daemon(), vfork + exec,
+//! and `--disable` with a trigger inside the `-F` function, where a
+//! replay-time `-F` over a recording without it cannot know that `main`,
+//! entered before tracing was on, is running, and warns).
+
+mod common;
+use common::*;
+use std::ffi::OsStr;
+use std::path::Path;
+
+fn forks_program() -> std::path::PathBuf {
+    c_program("forks.c", "O1", &["-O1"])
+}
+
+/// The program's output, from its source: each child's work (leaf(1) is
+/// 2), then what its parent prints once it has waited for it.
+const OUTPUT: &str = "forked 2\nfork: 0\ndaemon 2\ndaemon: 1 byte\nexec 2\nvfork: 3\n";
+
+/// A replay as `task N: ORIGIN` headers and the call lines (indent and
+/// text after the tid column): what must not depend on pids or times.
+fn normalized(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# task ") {
+            let (id, _) = rest.split_once(':').unwrap();
+            let origin = rest.rsplit(", ").next().unwrap();
+            out.push_str(&format!("task {id}: {origin}\n"));
+        } else if let Some((_, call)) = line.split_once("] | ") {
+            out.push_str(call);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The tree under `-F main`, from forks.c: main's calls in task 0; the
+/// forked child ends with_fork's `fork` (entered in the parent), works and
+/// _exits; the daemon's first child ends `fork`, closes, and _exits inside
+/// daemon; the daemon's child ends `daemon`, works, writes and _exits;
+/// the exec'd program's main works.
+const EXPECTED_F_MAIN: &str = "task 0: the program started
+main() {
+  with_fork() {
+    fork();
+    waitpid();
+    printf();
+    fflush();
+  } /* with_fork */
+  with_daemon() {
+    pipe();
+    fork();
+    close();
+    waitpid();
+    read();
+    read();
+    printf();
+    fflush();
+  } /* with_daemon */
+  with_vfork() {
+    vfork();
+    waitpid();
+    printf();
+    fflush();
+  } /* with_vfork */
+} /* main */
+task 1: forked by task 0
+} /* fork */ (entry not recorded)
+child_work() {
+  leaf();
+  printf();
+  fflush();
+} /* child_work */
+_exit() {
+} /* _exit */ (not returned)
+task 2: forked by task 0
+} /* fork */ (entry not recorded)
+close();
+daemon() {
+} /* daemon */ (not returned)
+task 3: forked by task 2
+} /* daemon */ (entry not recorded)
+child_work() {
+  leaf();
+  printf();
+  fflush();
+} /* child_work */
+write();
+_exit() {
+} /* _exit */ (not returned)
+task 4: spawned by task 0
+main() {
+  child_work() {
+    leaf();
+    printf();
+    fflush();
+  } /* child_work */
+} /* main */
+";
+
+/// `fctrace CMD -d DIR OPTS` with the program's run checked.
+fn recorded(exe: &Path, opts: &[&str]) -> Recorded {
+    let rec = record(exe, &[], opts);
+    assert_eq!(rec.run.stdout, OUTPUT, "{}", rec.run.describe());
+    rec
+}
+
+/// The three ways to the tree of `exe` with `record_opts` (recording
+/// options, e.g. --disable) and `filter` (display filters): live mode,
+/// `record` with both then `replay`, `record` then `replay` with the
+/// filters. All give the same normalized tree, which is returned.
+fn three_ways(exe: &Path, record_opts: &[&str], filter: &[&str]) -> String {
+    let mut live_args: Vec<&OsStr> = record_opts.iter().map(OsStr::new).collect();
+    live_args.extend(filter.iter().map(OsStr::new));
+    live_args.push(exe.as_os_str());
+    let live = fctrace(&live_args);
+    assert_eq!(live.code(), Some(0), "{}", live.describe());
+    let at = live.stdout.find("# DURATION").expect("a tree");
+    assert_eq!(&live.stdout[..at], OUTPUT, "{}", live.describe());
+    let live_tree = normalized(&live.stdout[at..]);
+
+    let both: Vec<&str> = record_opts.iter().chain(filter).copied().collect();
+    let rec = recorded(exe, &both);
+    let recorded_tree = normalized(&replay_text(&rec.dir.path));
+
+    let full = recorded(exe, record_opts);
+    let replayed_tree = normalized(&fctrace_on("replay", &full.dir.path, filter));
+
+    let ctx = format!("record {record_opts:?}, filters {filter:?}");
+    assert_outline_eq(
+        &recorded_tree,
+        &live_tree,
+        &format!("{ctx}: record+replay vs live"),
+    );
+    if record_opts.contains(&"--disable") {
+        // main's entry came before tracing was on: a replay-time -F cannot
+        // know main is running, and says so.
+        let mut args: Vec<&OsStr> = vec![
+            OsStr::new("replay"),
+            OsStr::new("-d"),
+            full.dir.path.as_os_str(),
+        ];
+        args.extend(filter.iter().map(OsStr::new));
+        let r = fctrace(&args);
+        assert!(
+            r.stderr
+                .contains("warning: the trace was recorded with tracing off for a while"),
+            "{}",
+            r.describe()
+        );
+    } else {
+        assert_outline_eq(
+            &replayed_tree,
+            &live_tree,
+            &format!("{ctx}: replay-time filter vs live"),
+        );
+    }
+    live_tree
+}
+
+#[test]
+fn forked_children_inherit_the_filter() {
+    let exe = forks_program();
+    assert_eq!(run_native(&exe, &[]).stdout, OUTPUT);
+    let tree = three_ways(&exe, &[], &["-F", "main"]);
+    assert_outline_eq(&tree, EXPECTED_F_MAIN, "-F main");
+}
+
+#[test]
+fn forked_children_inherit_the_depth() {
+    let exe = forks_program();
+    // -F main -D 2: main and its direct calls. Every fork happens at level
+    // 3 (main > with_* > fork), so nothing of the forked children is
+    // shown; the exec'd program's main starts at level 1.
+    let expected = "task 0: the program started
+main() {
+  with_fork();
+  with_daemon();
+  with_vfork();
+} /* main */
+task 1: forked by task 0
+task 2: forked by task 0
+task 3: forked by task 2
+task 4: spawned by task 0
+main() {
+  child_work();
+} /* main */
+";
+    let tree = three_ways(&exe, &[], &["-F", "main", "-D", "2"]);
+    assert_outline_eq(&tree, expected, "-F main -D 2");
+    // -D 4 -F main: the children's calls at level 4 (main > with_fork >
+    // child_work > leaf) are shown, not deeper ones.
+    let tree = three_ways(&exe, &[], &["-F", "main", "-D", "3"]);
+    let child = normalized_task(&tree, 1);
+    assert_eq!(
+        child,
+        "} /* fork */ (entry not recorded)\nchild_work();\n_exit() {\n} /* _exit */ (not returned)\n",
+        "-F main -D 3: the forked child's child_work is at level 3\n{tree}"
+    );
+}
+
+/// The lines of task `id` in a normalized tree.
+fn normalized_task(tree: &str, id: u32) -> String {
+    let head = format!("task {id}: ");
+    tree.lines()
+        .skip_while(|l| !l.starts_with(&head))
+        .skip(1)
+        .take_while(|l| !l.starts_with("task "))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn forked_children_under_a_narrower_filter() {
+    let exe = forks_program();
+    // -F with_daemon: with_daemon's calls, the daemon's two children.
+    let mut expected = String::new();
+    let mut keep = false;
+    for l in EXPECTED_F_MAIN.lines() {
+        if l.starts_with("task ") {
+            keep = matches!(l, "task 2: forked by task 0" | "task 3: forked by task 2");
+            expected.push_str(l);
+            expected.push('\n');
+        } else if l.starts_with("  with_daemon") || l.starts_with("  } /* with_daemon") {
+            expected.push_str(&l[2..]);
+            expected.push('\n');
+            keep = l.ends_with('{');
+        } else if keep {
+            let l = if l.starts_with("    ") { &l[2..] } else { l };
+            expected.push_str(l);
+            expected.push('\n');
+        }
+    }
+    let tree = three_ways(&exe, &[], &["-F", "with_daemon"]);
+    assert_outline_eq(&tree, &expected, "-F with_daemon");
+}
+
+#[test]
+fn disabled_start_with_a_trigger_inside_the_filter() {
+    let exe = forks_program();
+    // Tracing starts at with_fork's entry: main, entered before, is not
+    // in the trace (the agent does not hook the return of a call entered
+    // while tracing was off), and the exec'd program starts with tracing
+    // off. The forked children inherit tracing on.
+    let mut expected = String::new();
+    let mut task = 0;
+    for l in EXPECTED_F_MAIN.lines() {
+        if let Some(rest) = l.strip_prefix("task ") {
+            task = rest.split(':').next().unwrap().parse().unwrap();
+            expected.push_str(l);
+            expected.push('\n');
+            continue;
+        }
+        match task {
+            0 if l == "main() {" => {}
+            0 if l == "} /* main */" => {}
+            0 => {
+                expected.push_str(&l[2..]);
+                expected.push('\n');
+            }
+            4 => {}
+            _ => {
+                expected.push_str(l);
+                expected.push('\n');
+            }
+        }
+    }
+    let tree = three_ways(
+        &exe,
+        &["--disable", "-T", "with_fork@trace_on"],
+        &["-F", "main"],
+    );
+    assert_outline_eq(&tree, &expected, "--disable -T with_fork@trace_on -F main");
+}
+
+#[test]
+fn forked_children_under_a_caller_filter() {
+    let exe = forks_program();
+    // -C with_daemon: with_daemon's calls under main, and what the
+    // daemon's children (forked inside with_daemon) do.
+    let mut expected = String::new();
+    let mut task = 0;
+    for l in EXPECTED_F_MAIN.lines() {
+        if let Some(rest) = l.strip_prefix("task ") {
+            task = rest.split(':').next().unwrap().parse().unwrap();
+            expected.push_str(l);
+            expected.push('\n');
+            continue;
+        }
+        let keep = match task {
+            0 => {
+                l.starts_with("main()")
+                    || l.starts_with("} /* main")
+                    || l.starts_with("  with_daemon")
+                    || l.starts_with("  } /* with_daemon")
+            }
+            2 | 3 => true,
+            _ => false,
+        };
+        if keep {
+            expected.push_str(l);
+            expected.push('\n');
+        }
+        if task == 0 && l.starts_with("    ") {
+            // with_daemon's calls (between its open and close lines).
+            let inside = expected.contains("  with_daemon() {\n")
+                && !expected.contains("  } /* with_daemon */");
+            if inside {
+                expected.push_str(l);
+                expected.push('\n');
+            }
+        }
+    }
+    let tree = three_ways(&exe, &[], &["-C", "with_daemon"]);
+    assert_outline_eq(&tree, &expected, "-C with_daemon");
+}
