@@ -1,0 +1,93 @@
+//! Hygiene of the agent in someone else's process: it never writes through
+//! a descriptor the program may have reused, keeps its files private, works
+//! with a program's own allocator, frees what each thread used, leaves the
+//! environment as it was, and says when a program cannot be traced.
+
+mod common;
+
+use common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// The modes of the session symbol files of a trace.
+fn sym_modes(dir: &Path) -> Vec<(String, u32)> {
+    let mut v: Vec<(String, u32)> = std::fs::read_dir(dir.join("sessions"))
+        .expect("sessions directory")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".sym"))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().permissions().mode() & 0o7777,
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A program that closes every descriptor, opens its own file (which gets
+/// the number the agent's symbol file had) and then loads a library with
+/// -l: the file holds exactly what the program wrote, and the library's
+/// functions are still in the trace.
+#[test]
+fn symbol_lines_never_go_to_the_programs_descriptor() {
+    let exe = c_program("hygiene_fds.c", "-O2", &["-O2"]);
+    let scratch = TraceDir::new("fds-files");
+    std::fs::create_dir_all(&scratch.path).unwrap();
+    let native_file = scratch.path.join("native.txt");
+    let traced_file = scratch.path.join("traced.txt");
+    let native = run_native(&exe, &[native_file.to_str().unwrap()]);
+    let expected_file = "first line\nsecond line\nthird line\n";
+    assert_eq!(
+        std::fs::read_to_string(&native_file).unwrap(),
+        expected_file
+    );
+    assert_eq!(
+        native.stdout,
+        format!(
+            "cbrt(8) = 2.0\nfile holds {} bytes:\n{expected_file}",
+            expected_file.len()
+        )
+    );
+    let rec = record(&exe, &[traced_file.to_str().unwrap()], &["-l"]);
+    assert_eq!(rec.run.stdout, native.stdout, "{}", rec.run.describe());
+    assert_eq!(
+        std::fs::read_to_string(&traced_file).unwrap(),
+        expected_file
+    );
+    let rep = report(&rec.dir.path);
+    let cbrt: Vec<(String, u64)> = rep
+        .functions
+        .iter()
+        .filter(|f| f.module.contains("libm") && f.name.contains("cbrt"))
+        .map(|f| (f.name.clone(), f.calls))
+        .collect();
+    assert_eq!(
+        cbrt.iter().map(|c| c.1).sum::<u64>(),
+        1,
+        "cbrt traced inside libm: {cbrt:?} (trace {})",
+        rec.dir.path.display()
+    );
+}
+
+/// A program that sets umask 0 and execs itself twice: each image's symbol
+/// file is 0600 all the same.
+#[test]
+fn symbol_files_are_private_whatever_the_umask() {
+    let exe = c_program("hygiene_umask.c", "-O2", &["-O2"]);
+    let native = run_native(&exe, &[]);
+    assert_eq!(native.stdout, "image 0\nimage 1\nimage 2\n");
+    let rec = record(&exe, &[], &[]);
+    assert_eq!(rec.run.stdout, native.stdout, "{}", rec.run.describe());
+    let modes = sym_modes(&rec.dir.path);
+    assert_eq!(modes.len(), 3, "one symbol file per image: {modes:?}");
+    for (name, mode) in &modes {
+        assert_eq!(
+            *mode,
+            0o600,
+            "{name}: mode {mode:o} (trace {})",
+            rec.dir.path.display()
+        );
+    }
+}
