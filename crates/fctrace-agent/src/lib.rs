@@ -11,6 +11,7 @@
 //! agent cannot set itself up, it says so on stderr and leaves the program
 //! untraced.
 
+mod alloc;
 mod args;
 mod context;
 mod filter;
@@ -185,6 +186,7 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
+    alloc::ALLOC.after_fork_child();
     if let Some(shm) = shm::get() {
         thread::after_fork_child(shm);
     }

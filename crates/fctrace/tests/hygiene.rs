@@ -91,3 +91,52 @@ fn symbol_files_are_private_whatever_the_umask() {
         );
     }
 }
+
+/// The counts a program with its own allocator prints at exit
+/// (`malloc=N free=N calloc=N realloc=N`).
+fn printed_counts(stdout: &str) -> Vec<(String, u64)> {
+    let line = stdout.lines().last().unwrap_or("");
+    line.split_whitespace()
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').expect("name=count");
+            (k.to_string(), v.parse().expect("a count"))
+        })
+        .collect()
+}
+
+/// A program with its own malloc, free, calloc and realloc, built -O2
+/// (where its calloc calls itself: only the program may call its allocator
+/// as it expects). It runs as natively, and every call of its allocator is
+/// in the trace, as often as the program counted them.
+#[test]
+fn a_programs_own_allocator() {
+    let exe = c_program(
+        "hygiene_malloc.c",
+        "-O2",
+        &["-O2", "-Wno-free-nonheap-object"],
+    );
+    let native = run_native(&exe, &[]);
+    let counts = printed_counts(&native.stdout);
+    assert_eq!(
+        counts.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(),
+        ["malloc", "free", "calloc", "realloc"],
+        "{}",
+        native.describe()
+    );
+    let rec = record_any(&exe, &[], &[]);
+    assert_same_behaviour(&native, &rec.run, "hygiene_malloc -O2");
+    let rep = report(&rec.dir.path);
+    let exe_path = canonical(&exe);
+    let calls = |name: &str| -> u64 {
+        rep.functions
+            .iter()
+            .filter(|f| f.name == name && canonical(Path::new(&f.module)) == exe_path)
+            .map(|f| f.calls)
+            .sum()
+    };
+    for (name, n) in &counts {
+        assert_eq!(calls(name), *n, "{name} (trace {})", rec.dir.path.display());
+    }
+    assert_eq!(calls("dup_word"), 3);
+    assert_eq!(rep.lost_events, 0);
+}
