@@ -140,3 +140,46 @@ fn a_programs_own_allocator() {
     assert_eq!(calls("dup_word"), 3);
     assert_eq!(rep.lost_events, 0);
 }
+
+/// 40,000 short threads under an address-space limit the program sets
+/// (`RLIMIT_AS`: what it had plus 1 GiB), then a 256 MiB allocation that
+/// fits natively. Each thread's shadow stack is mapped small and unmapped
+/// at its end: the program behaves as natively, and every traced thread's
+/// calls are all there.
+#[test]
+fn many_threads_under_an_address_space_limit() {
+    let exe = c_program("hygiene_threads.c", "-O2", &["-O2", "-pthread"]);
+    let native = run_native(&exe, &[]);
+    assert_eq!(native.stdout, "40000 threads, 256 MiB allocated\n");
+    let rec = record_any(&exe, &[], &[]);
+    assert_eq!(
+        (rec.run.code(), rec.run.stdout.as_str()),
+        (native.code(), native.stdout.as_str()),
+        "{}",
+        rec.run.describe()
+    );
+    let rep = report(&rec.dir.path);
+    let calls = |name: &str| -> u64 {
+        rep.functions
+            .iter()
+            .filter(|f| f.name.split('.').next() == Some(name))
+            .map(|f| f.calls)
+            .sum()
+    };
+    let threads = rep.tasks.len() as u64 - 1;
+    let ctx = format!("trace {}", rec.dir.path.display());
+    assert_eq!(calls("pthread_create"), 40000, "{ctx}");
+    // Every thread that has a task has its calls, whole.
+    assert_eq!(calls("thread_main"), threads, "{ctx}");
+    assert_eq!(calls("work"), threads, "{ctx}");
+    assert_eq!(calls("leaf"), 2 * threads, "{ctx}");
+    if threads < 40000 {
+        // Threads beyond the task table are not traced: never silently.
+        assert!(
+            rep.lost_events > 0,
+            "{ctx}: {threads} threads traced, no loss reported"
+        );
+    } else {
+        assert_eq!(rep.lost_events, 0, "{ctx}");
+    }
+}
