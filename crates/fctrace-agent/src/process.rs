@@ -143,7 +143,7 @@ unsafe fn entries<'a>(v: *const *const c_char) -> impl Iterator<Item = &'a [u8]>
 }
 
 fn is_ours(entry: &[u8]) -> bool {
-    entry.starts_with(b"FCTRACE_") || entry.starts_with(b"LD_PRELOAD=")
+    entry.starts_with(b"FCTRACE_")
 }
 
 /// Calls `f` with `envp` plus the agent's variables; with `envp` itself
@@ -217,13 +217,11 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
             } else {
                 Some(b.string(&[&inj.opts])?)
             };
+            // Last (the loader takes the last one; the new image's agent
+            // removes it): the program's own LD_PRELOAD stays in place.
             let preload = match user_preload {
-                Some(v) if !v.is_empty() => {
-                    let orig = b.string(&[crate::ENV_PRELOAD.as_bytes(), b"=", v])?;
-                    let pre = b.string(&[b"LD_PRELOAD=", &inj.agent, b":", v])?;
-                    [Some(orig), Some(pre)]
-                }
-                _ => [None, Some(b.string(&[b"LD_PRELOAD=", &inj.agent])?)],
+                Some(v) if !v.is_empty() => b.string(&[b"LD_PRELOAD=", &inj.agent, b":", v])?,
+                _ => b.string(&[b"LD_PRELOAD=", &inj.agent])?,
             };
             // "-": exec'd by a thread the agent has no state for.
             let par = b.string(&[ENV_PARENT.as_bytes(), b"=", parent_s.unwrap_or(b"-")])?;
@@ -237,10 +235,8 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         if let Some(o) = opts {
             push(o);
         }
-        for p in preload.into_iter().flatten() {
-            push(p);
-        }
         push(par);
+        push(preload);
         push(std::ptr::null());
         f(arr as *const *const c_char)
     })

@@ -183,3 +183,102 @@ fn many_threads_under_an_address_space_limit() {
         assert_eq!(rep.lost_events, 0, "{ctx}");
     }
 }
+
+/// The program's stderr from fctrace's: without fctrace's own notes
+/// (a stripped program, ...).
+fn without_fctrace_notes(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| !l.starts_with("fctrace: "))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// Runs `cmd` natively and under `fctrace record` with the same small
+/// environment (and `LD_PRELOAD` of the user's own when given); returns
+/// both runs and the trace.
+fn native_and_traced(cmd: &[&str], user_preload: Option<&str>) -> (Run, Recorded) {
+    let mut vars = vec![
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("HOME", "/nonexistent"),
+        ("ZZ_LAST", "last"),
+        ("AA_FIRST", "first"),
+    ];
+    if let Some(p) = user_preload {
+        vars.push(("LD_PRELOAD", p));
+    }
+    let native = run(std::process::Command::new(cmd[0])
+        .args(&cmd[1..])
+        .env_clear()
+        .envs(vars.iter().copied()));
+    let dir = TraceDir::new("env");
+    let traced = run_with_timeout(
+        std::process::Command::new(fctrace_bin())
+            .args(["record", "-d"])
+            .arg(&dir.path)
+            .args(cmd)
+            .env_clear()
+            .envs(vars.iter().copied()),
+        FCTRACE_TIMEOUT,
+    );
+    assert_no_panic(&traced);
+    (native, Recorded { dir, run: traced })
+}
+
+/// The program and the programs it executes see the environment they see
+/// without fctrace, as the C library has it and as the kernel shows it
+/// (`/proc/self/environ`), with and without a `LD_PRELOAD` of the user's;
+/// and they are traced.
+#[test]
+fn the_environment_is_the_programs() {
+    let exe = c_program("hygiene_env.c", "-O2", &["-O2"]);
+    let exe = exe.to_str().unwrap();
+    let libm = "/lib/x86_64-linux-gnu/libm.so.6";
+    for (args, preload) in [
+        (vec![exe], None),
+        (vec![exe, "again"], None),
+        (vec![exe, "again"], Some(libm)),
+    ] {
+        let (native, rec) = native_and_traced(&args, preload);
+        let ctx = format!("{args:?} LD_PRELOAD {preload:?}");
+        assert!(
+            native.stdout.contains("\nAA_FIRST=first\n"),
+            "{}",
+            native.describe()
+        );
+        assert_eq!(
+            native.stdout.matches("ZZ_LAST=last").count(),
+            2,
+            "{}",
+            native.describe()
+        );
+        assert_same_behaviour(&native, &rec.run, &ctx);
+        let rep = report(&rec.dir.path);
+        assert_eq!(rep.tasks.len(), args.len(), "{ctx}: one task per image");
+        let mains: u64 = rep
+            .functions
+            .iter()
+            .filter(|f| f.name == "main")
+            .map(|f| f.calls)
+            .sum();
+        assert_eq!(mains, args.len() as u64, "{ctx}: main traced in each image");
+    }
+}
+
+/// bash reads its environment itself (and defines its own `unsetenv`):
+/// `bash -c env` prints the same variables under fctrace, and `env`, which
+/// bash executes, is traced too.
+#[test]
+fn bash_sees_and_exports_the_programs_environment() {
+    let (native, mut rec) = native_and_traced(&["/bin/bash", "-c", "env"], None);
+    assert!(
+        native.stdout.contains("AA_FIRST=first"),
+        "{}",
+        native.describe()
+    );
+    rec.run.stderr = without_fctrace_notes(&rec.run.stderr);
+    assert_same_behaviour(&native, &rec.run, "bash -c env");
+    let rep = report(&rec.dir.path);
+    let comms: Vec<&str> = rep.tasks.iter().map(|t| t.comm.as_str()).collect();
+    assert!(comms.contains(&"env"), "env traced: {comms:?}");
+}

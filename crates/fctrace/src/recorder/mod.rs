@@ -84,11 +84,11 @@ pub fn record(
     if !wire.is_empty() {
         env.push(("FCTRACE_OPTIONS".to_string(), wire.clone()));
     }
+    // Last: the dynamic loader takes the last LD_PRELOAD of the
+    // environment, and the agent removes exactly this one (the user's own,
+    // if any, stays where it was).
     let preload = match std::env::var("LD_PRELOAD") {
-        Ok(orig) if !orig.is_empty() => {
-            env.push(("FCTRACE_LD_PRELOAD".into(), orig.clone()));
-            format!("{agent_path}:{orig}")
-        }
+        Ok(orig) if !orig.is_empty() => format!("{agent_path}:{orig}"),
         _ => agent_path.clone(),
     };
     env.push(("LD_PRELOAD".into(), preload));

@@ -6,7 +6,6 @@ use fctrace_format::store::ExitStatus;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -165,22 +164,74 @@ pub struct Spawned {
 }
 
 /// Starts the program with extra environment variables. Its argv[0] is
-/// the name the user typed.
+/// the name the user typed. Its environment is fctrace's own, in its own
+/// order, with `extra` after it (the agent takes exactly those away again,
+/// `LD_PRELOAD` included: the dynamic loader reads the last one).
 pub fn spawn(
     program: &Path,
     argv0: &OsStr,
     args: &[OsString],
-    env: &[(String, String)],
+    extra: &[(String, String)],
 ) -> Result<Spawned> {
-    let mut cmd = std::process::Command::new(program);
-    cmd.arg0(argv0).args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
+    use std::ffi::CString;
+    let cstr = |b: &[u8]| CString::new(b).map_err(|_| anyhow::anyhow!("a NUL byte in an argument"));
+    let path = cstr(program.as_os_str().as_bytes())?;
+    let mut argv = vec![cstr(argv0.as_bytes())?];
+    for a in args {
+        argv.push(cstr(a.as_bytes())?);
     }
-    match cmd.spawn() {
-        Ok(child) => Ok(Spawned { pid: child.id() }),
-        Err(e) => bail!("{}: cannot run: {e}", program.display()),
+    let mut envp = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        let mut e = k.as_bytes().to_vec();
+        e.push(b'=');
+        e.extend_from_slice(v.as_bytes());
+        envp.push(cstr(&e)?);
     }
+    for (k, v) in extra {
+        envp.push(cstr(format!("{k}={v}").as_bytes())?);
+    }
+    let mut argv_p: Vec<*mut libc::c_char> = argv.iter().map(|c| c.as_ptr() as *mut _).collect();
+    argv_p.push(std::ptr::null_mut());
+    let mut envp_p: Vec<*mut libc::c_char> = envp.iter().map(|c| c.as_ptr() as *mut _).collect();
+    envp_p.push(std::ptr::null_mut());
+    let mut pid: libc::pid_t = 0;
+    // SAFETY: posix_spawn with NUL-terminated arrays of C strings that
+    // outlive the call, and attributes initialised and destroyed here. As
+    // Rust's own spawning does, the child gets an empty signal mask and
+    // SIGPIPE at its default action (fctrace's runtime ignores it).
+    let r = unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        libc::posix_spawnattr_init(&mut attr);
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        let mut dfl: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut dfl);
+        libc::sigaddset(&mut dfl, libc::SIGPIPE);
+        libc::posix_spawnattr_setsigmask(&mut attr, &empty);
+        libc::posix_spawnattr_setsigdefault(&mut attr, &dfl);
+        libc::posix_spawnattr_setflags(
+            &mut attr,
+            (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as _,
+        );
+        let r = libc::posix_spawn(
+            &mut pid,
+            path.as_ptr(),
+            std::ptr::null(),
+            &attr,
+            argv_p.as_ptr(),
+            envp_p.as_ptr(),
+        );
+        libc::posix_spawnattr_destroy(&mut attr);
+        r
+    };
+    if r != 0 {
+        bail!(
+            "{}: cannot run: {}",
+            program.display(),
+            std::io::Error::from_raw_os_error(r)
+        );
+    }
+    Ok(Spawned { pid: pid as u32 })
 }
 
 /// Result of one non-blocking reaping round.
