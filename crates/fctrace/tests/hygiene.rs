@@ -266,11 +266,18 @@ fn the_environment_is_the_programs() {
 }
 
 /// bash reads its environment itself (and defines its own `unsetenv`):
-/// `bash -c env` prints the same variables under fctrace, and `env`, which
+/// `bash -c env` prints the same variables under fctrace, bash itself has
+/// none of fctrace's, and `env`, which
 /// bash executes, is traced too.
 #[test]
 fn bash_sees_and_exports_the_programs_environment() {
-    let (native, mut rec) = native_and_traced(&["/bin/bash", "-c", "env"], None);
+    let script = "env; echo \"LD_PRELOAD=[$LD_PRELOAD] FCTRACE_SHM=[$FCTRACE_SHM]\"; declare -px | grep -c FCTRACE_ || true";
+    let (native, mut rec) = native_and_traced(&["/bin/bash", "-c", script], None);
+    assert!(
+        native.stdout.ends_with("LD_PRELOAD=[] FCTRACE_SHM=[]\n0\n"),
+        "{}",
+        native.describe()
+    );
     assert!(
         native.stdout.contains("AA_FIRST=first"),
         "{}",
