@@ -29,22 +29,118 @@ pub const ENV_PARENT: &str = "FCTRACE_PARENT";
 
 /// What a new program image needs to be traced, as `KEY=value` strings.
 struct Inject {
-    shm: Vec<u8>,
+    /// The shared memory's path (`/proc/<recorder>/fd/N`).
+    shm_path: Vec<u8>,
     dir: Vec<u8>,
     /// The agent's path, first in the new `LD_PRELOAD`.
     agent: Vec<u8>,
     /// `FCTRACE_OPTIONS=...` (filters, triggers: `crate::filter`), empty
     /// when there are none.
     opts: Vec<u8>,
+    /// Descriptors of the agent file and the shared memory, for a program
+    /// executed where those paths do not lead (a new mount namespace with
+    /// its own /proc): handed to it as `/proc/self/fd/N`.
+    kept: [Kept; 2],
 }
+
+/// A close-on-exec descriptor the agent keeps, and the file it must still
+/// be when used (the program may have closed it and reused its number).
+#[derive(Clone, Copy)]
+struct Kept {
+    fd: c_int,
+    dev: u64,
+    ino: u64,
+}
+
+impl Kept {
+    /// Opens `path` on a high descriptor number, close-on-exec.
+    fn open(path: &str) -> Option<Kept> {
+        let c = std::ffi::CString::new(path).ok()?;
+        // SAFETY: open/fcntl/fstat/close on a descriptor of our own.
+        unsafe {
+            let fd = libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return None;
+            }
+            let mut lim: libc::rlimit = std::mem::zeroed();
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+            let top = lim.rlim_cur.min(65536) as c_int;
+            let mut high = if top > 64 {
+                libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, top - 32)
+            } else {
+                -1
+            };
+            if high < 0 {
+                high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3);
+            }
+            libc::close(fd);
+            if high < 0 {
+                return None;
+            }
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(high, &mut st) != 0 {
+                libc::close(high);
+                return None;
+            }
+            Some(Kept {
+                fd: high,
+                dev: st.st_dev,
+                ino: st.st_ino,
+            })
+        }
+    }
+
+    /// A new inheritable descriptor of the file, if the kept one is still
+    /// it.
+    fn dup_inheritable(&self) -> Option<c_int> {
+        if self.fd < 0 {
+            return None;
+        }
+        // SAFETY: fstat into a local; F_DUPFD makes a new descriptor the
+        // caller closes (or the exec passes on).
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(self.fd, &mut st) != 0 || st.st_dev != self.dev || st.st_ino != self.ino
+            {
+                return None;
+            }
+            let d = libc::fcntl(self.fd, libc::F_DUPFD, 3);
+            (d >= 0).then_some(d)
+        }
+    }
+}
+
+const NO_KEPT: Kept = Kept {
+    fd: -1,
+    dev: 0,
+    ino: 0,
+};
 
 static INJECT: OnceLock<Inject> = OnceLock::new();
 
+/// The descriptor number of a `/proc/self/fd/N` path.
+fn self_fd(path: &str) -> Option<c_int> {
+    path.strip_prefix("/proc/self/fd/")?.parse().ok()
+}
+
 /// Remembers how to trace programs this process executes. `agent` is the
-/// path the agent was preloaded from.
+/// path the agent was preloaded from. A program started in a new mount
+/// namespace got both files as inherited descriptors (`/proc/self/fd/N`):
+/// they are closed here, the program does not see them.
 pub fn init(shm_path: &str, dir: &str, agent: &str, opts: &str) {
+    let kept = [
+        Kept::open(agent).unwrap_or(NO_KEPT),
+        Kept::open(shm_path).unwrap_or(NO_KEPT),
+    ];
+    for p in [agent, shm_path] {
+        if let Some(fd) = self_fd(p) {
+            // SAFETY: the descriptor the exec'ing agent passed on for us;
+            // nothing of the program has run yet.
+            unsafe { libc::close(fd) };
+        }
+    }
     let _ = INJECT.set(Inject {
-        shm: format!("{}={shm_path}", crate::ENV_SHM).into_bytes(),
+        shm_path: shm_path.as_bytes().to_vec(),
         dir: format!("{}={dir}", crate::ENV_DIR).into_bytes(),
         agent: agent.as_bytes().to_vec(),
         opts: if opts.is_empty() {
@@ -52,7 +148,56 @@ pub fn init(shm_path: &str, dir: &str, agent: &str, opts: &str) {
         } else {
             format!("{}={opts}", crate::ENV_OPTIONS).into_bytes()
         },
+        kept,
     });
+}
+
+/// Whether `path` (a NUL-free byte string) names an existing file here.
+fn reachable(path: &[u8]) -> bool {
+    let mut buf = [0u8; 256];
+    if path.len() >= buf.len() {
+        return true;
+    }
+    buf[..path.len()].copy_from_slice(path);
+    // SAFETY: a NUL-terminated path in a local buffer; stat into a local.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::stat(buf.as_ptr().cast(), &mut st) == 0
+    }
+}
+
+/// The paths a new program finds the agent and the shared memory at: the
+/// usual ones, or, where they do not lead, inheritable descriptors made
+/// for it (closed by `Paths::close` if it does not start).
+struct Paths {
+    /// Descriptor numbers in decimal, when descriptors are passed.
+    fds: Option<[c_int; 2]>,
+}
+
+impl Paths {
+    fn choose(inj: &Inject) -> Paths {
+        if reachable(&inj.agent) && reachable(&inj.shm_path) {
+            return Paths { fds: None };
+        }
+        let Some(a) = inj.kept[0].dup_inheritable() else {
+            return Paths { fds: None };
+        };
+        let Some(s) = inj.kept[1].dup_inheritable() else {
+            // SAFETY: the descriptor made just above.
+            unsafe { libc::close(a) };
+            return Paths { fds: None };
+        };
+        Paths { fds: Some([a, s]) }
+    }
+
+    fn close(&self) {
+        if let Some(fds) = self.fds {
+            for fd in fds {
+                // SAFETY: descriptors `choose` made for a new program.
+                unsafe { libc::close(fd) };
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------- scratch
@@ -168,9 +313,26 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         }
     }
     let preload_len = user_preload.map_or(0, |v| v.len());
+    let paths = Paths::choose(inj);
+    let mut fd_digits = [[0u8; 20]; 2];
+    let [agent_fd, shm_fd] = fd_digits.each_mut();
+    let (agent_path, shm_path): (&[&[u8]], &[&[u8]]) = match paths.fds {
+        Some([a, s]) => (
+            &[
+                b"/proc/self/fd/",
+                fctrace_format::digits::decimal(a as u64, agent_fd),
+            ],
+            &[
+                b"/proc/self/fd/",
+                fctrace_format::digits::decimal(s as u64, shm_fd),
+            ],
+        ),
+        None => (&[&inj.agent], &[&inj.shm_path]),
+    };
     let need = (count + 8) * 8
         + 64
-        + inj.shm.len()
+        + 32
+        + inj.shm_path.len()
         + inj.dir.len()
         + inj.opts.len()
         + inj.agent.len()
@@ -178,7 +340,7 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         + 128
         + 16 * 4;
     let _ = bytes;
-    with_scratch(need, |buf| {
+    let r = with_scratch(need, |buf| {
         let mut b = Bump { buf, used: 0 };
         let Some(arr) = b.take((count + 8) * 8, 8) else {
             return f(envp);
@@ -210,7 +372,9 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         let mut digits = [0u8; 20];
         let parent_s = parent.map(|s| fctrace_format::digits::decimal(u64::from(s), &mut digits));
         let made = (|| {
-            let shm = b.string(&[&inj.shm])?;
+            let mut shm_parts: [&[u8]; 4] = [crate::ENV_SHM.as_bytes(), b"=", b"", b""];
+            shm_parts[2..2 + shm_path.len()].copy_from_slice(shm_path);
+            let shm = b.string(&shm_parts)?;
             let dir = b.string(&[&inj.dir])?;
             let opts = if inj.opts.is_empty() {
                 None
@@ -219,10 +383,13 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
             };
             // Last (the loader takes the last one; the new image's agent
             // removes it): the program's own LD_PRELOAD stays in place.
-            let preload = match user_preload {
-                Some(v) if !v.is_empty() => b.string(&[b"LD_PRELOAD=", &inj.agent, b":", v])?,
-                _ => b.string(&[b"LD_PRELOAD=", &inj.agent])?,
-            };
+            let mut pre: [&[u8]; 5] = [b"LD_PRELOAD=", b"", b"", b"", b""];
+            pre[1..1 + agent_path.len()].copy_from_slice(agent_path);
+            if let Some(v) = user_preload.filter(|v| !v.is_empty()) {
+                pre[3] = b":";
+                pre[4] = v;
+            }
+            let preload = b.string(&pre)?;
             // "-": exec'd by a thread the agent has no state for.
             let par = b.string(&[ENV_PARENT.as_bytes(), b"=", parent_s.unwrap_or(b"-")])?;
             Some((shm, dir, opts, preload, par))
@@ -239,7 +406,10 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         push(preload);
         push(std::ptr::null());
         f(arr as *const *const c_char)
-    })
+    });
+    // The program did not start (or was spawned, with its own copies).
+    paths.close();
+    r
 }
 
 /// The task slot of the calling thread, when it has agent state.

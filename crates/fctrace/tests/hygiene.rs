@@ -289,3 +289,42 @@ fn bash_sees_and_exports_the_programs_environment() {
     let comms: Vec<&str> = rep.tasks.iter().map(|t| t.comm.as_str()).collect();
     assert!(comms.contains(&"env"), "env traced: {comms:?}");
 }
+
+/// A program started in new PID and mount namespaces with its own /proc
+/// (where the recorder's /proc/<pid>/fd paths do not exist) runs with the
+/// stderr it has without fctrace, and is traced.
+#[test]
+fn a_new_mount_and_pid_namespace() {
+    let exe = c_program("hygiene_env.c", "-O2", &["-O2"]);
+    let cmd = [
+        "unshare",
+        "--mount-proc",
+        "--pid",
+        "--fork",
+        exe.to_str().unwrap(),
+    ];
+    let (native, mut rec) = native_and_traced(&cmd, None);
+    if !native.success() {
+        eprintln!(
+            "skipped: unshare does not work here (needs root)\n{}",
+            native.describe()
+        );
+        return;
+    }
+    rec.run.stderr = without_fctrace_notes(&rec.run.stderr);
+    assert_same_behaviour(&native, &rec.run, "unshare --mount-proc --pid --fork");
+    let rep = report(&rec.dir.path);
+    let prog = rep
+        .tasks
+        .iter()
+        .find(|t| t.comm.starts_with("hygiene_env"))
+        .unwrap_or_else(|| panic!("the program is traced: {:?}", rep.tasks));
+    assert_eq!(prog.pid, 1, "it is the namespace's first process");
+    let mains: u64 = rep
+        .functions
+        .iter()
+        .filter(|f| f.name == "main")
+        .map(|f| f.calls)
+        .sum();
+    assert_eq!(mains, 1);
+}
