@@ -41,6 +41,8 @@ struct Inject {
     /// executed where those paths do not lead (a new mount namespace with
     /// its own /proc): handed to it as `/proc/self/fd/N`.
     kept: [Kept; 2],
+    /// The trace directory.
+    dir_path: Vec<u8>,
 }
 
 /// A close-on-exec descriptor the agent keeps, and the file it must still
@@ -149,6 +151,7 @@ pub fn init(shm_path: &str, dir: &str, agent: &str, opts: &str) {
             format!("{}={opts}", crate::ENV_OPTIONS).into_bytes()
         },
         kept,
+        dir_path: dir.as_bytes().to_vec(),
     });
 }
 
@@ -430,6 +433,133 @@ fn current_environ() -> *const *const c_char {
     unsafe { environ }
 }
 
+// ------------------------------------------------- set-ID programs
+
+/// Why the dynamic loader will ignore `LD_PRELOAD` for the program in
+/// `path` (a NUL-terminated path): it runs with other credentials
+/// ("secure execution": set-user-ID or set-group-ID to someone else, or
+/// file capabilities for a user other than root), unless the file system
+/// is mounted nosuid or the process has no_new_privs.
+fn secure_exec_reason(path: *const c_char) -> Option<&'static [u8]> {
+    // SAFETY: system calls with a valid path and local out-parameters.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::stat(path, &mut st) != 0 {
+            return None;
+        }
+        let (uid, gid) = (libc::getuid(), libc::getgid());
+        let reason: &'static [u8] = if st.st_mode & libc::S_ISUID != 0 && st.st_uid != uid {
+            b"set-user-ID"
+        } else if st.st_mode & libc::S_ISGID != 0
+            && st.st_mode & libc::S_IXGRP != 0
+            && st.st_gid != gid
+        {
+            b"set-group-ID"
+        } else if uid != 0
+            && libc::getxattr(
+                path,
+                c"security.capability".as_ptr(),
+                std::ptr::null_mut(),
+                0,
+            ) > 0
+        {
+            b"file capabilities"
+        } else {
+            return None;
+        };
+        // (glibc takes the flags from statfs: no allocation)
+        let mut fs: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path, &mut fs) == 0 && fs.f_flag & libc::ST_NOSUID != 0 {
+            return None;
+        }
+        if libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 {
+            return None;
+        }
+        Some(reason)
+    }
+}
+
+/// The program `file` names, searched in PATH as execvp does when it has
+/// no slash, written NUL-terminated into `buf`; null if not found.
+fn find_program(file: *const c_char, search: bool, buf: &mut [u8; 4096]) -> *const c_char {
+    if file.is_null() {
+        return std::ptr::null();
+    }
+    // SAFETY: the program's C string.
+    let name = unsafe { CStr::from_ptr(file) }.to_bytes();
+    if !search || name.contains(&b'/') {
+        return file;
+    }
+    // SAFETY: the process's environment array.
+    let path = unsafe { entries(current_environ()) }
+        .find_map(|e| e.strip_prefix(b"PATH="))
+        .unwrap_or(b"/bin:/usr/bin");
+    for dir in path.split(|&c| c == b':') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let len = dir.len() + 1 + name.len();
+        if len >= buf.len() {
+            continue;
+        }
+        buf[..dir.len()].copy_from_slice(dir);
+        buf[dir.len()] = b'/';
+        buf[dir.len() + 1..len].copy_from_slice(name);
+        buf[len] = 0;
+        // SAFETY: a NUL-terminated path in buf.
+        if unsafe { libc::access(buf.as_ptr().cast(), libc::X_OK) } == 0 {
+            return buf.as_ptr().cast();
+        }
+    }
+    std::ptr::null()
+}
+
+/// Before a program is executed: if the dynamic loader will not load the
+/// agent into it, note it in the trace (`sessions/untraced`, a line
+/// `pid<TAB>path<TAB>reason`), which the recorder reports. Allocates
+/// nothing (a vfork child may run this).
+fn note_untraced(file: *const c_char, search: bool) {
+    let Some(inj) = INJECT.get() else { return };
+    let mut found = [0u8; 4096];
+    let path = find_program(file, search, &mut found);
+    if path.is_null() {
+        return;
+    }
+    let Some(reason) = secure_exec_reason(path) else {
+        return;
+    };
+    // SAFETY: a C string (the program's, or composed in `found`).
+    let shown = unsafe { CStr::from_ptr(path) }.to_bytes();
+    let mut name = [0u8; 4096];
+    let tail: &[u8] = b"/sessions/untraced\0";
+    if inj.dir_path.len() + tail.len() > name.len() {
+        return;
+    }
+    name[..inj.dir_path.len()].copy_from_slice(&inj.dir_path);
+    name[inj.dir_path.len()..inj.dir_path.len() + tail.len()].copy_from_slice(tail);
+    let mut line = [0u8; 4200];
+    let mut digits = [0u8; 20];
+    // SAFETY: getpid has no preconditions.
+    let pid = fctrace_format::digits::decimal(unsafe { libc::getpid() } as u64, &mut digits);
+    let mut n = 0;
+    for part in [pid, b"\t", shown, b"\t", reason, b"\n"] {
+        let take = part.len().min(line.len() - n);
+        line[n..n + take].copy_from_slice(&part[..take]);
+        n += take;
+    }
+    // SAFETY: open/write/close with local buffers; the file is created
+    // private, never through a symbolic link.
+    unsafe {
+        let fd = libc::open(
+            name.as_ptr().cast(),
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        );
+        if fd >= 0 {
+            libc::write(fd, line.as_ptr().cast(), n);
+            libc::close(fd);
+        }
+    }
+}
+
 // ---------------------------------------------------------- around exec
 
 /// Before the process image is replaced: nothing is recorded on this
@@ -494,6 +624,7 @@ type ExecveatFn = unsafe extern "C" fn(c_int, *const c_char, Argv, Argv, c_int) 
 /// As execve(2).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    note_untraced(path, false);
     // SAFETY: forwarding to the real function of the same C signature.
     exec_with(envp, |e| unsafe {
         real!("execve", ExecveFn)(path, argv, e)
@@ -504,6 +635,7 @@ pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> 
 /// As execv(3).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
+    note_untraced(path, false);
     // SAFETY: execv(p, a) is execve(p, a, environ).
     exec_with(current_environ(), |e| unsafe {
         real!("execve", ExecveFn)(path, argv, e)
@@ -514,6 +646,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
 /// As execvp(3).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
+    note_untraced(file, true);
     // SAFETY: execvp(f, a) is execvpe(f, a, environ).
     exec_with(current_environ(), |e| unsafe {
         real!("execvpe", ExecveFn)(file, argv, e)
@@ -524,6 +657,7 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
 /// As execvpe(3).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    note_untraced(file, true);
     // SAFETY: forwarding to the real function of the same C signature.
     exec_with(envp, |e| unsafe {
         real!("execvpe", ExecveFn)(file, argv, e)
@@ -644,6 +778,7 @@ unsafe extern "C" fn execl_common(
             unsafe { *arr.add(i) = vararg(regs, stack, i) };
         }
         let argv = arr as Argv;
+        note_untraced(path, which == EXECLP);
         // SAFETY: forwarding to the real exec of the matching vector form.
         exec_with(envp, |e| unsafe {
             if which == EXECLP {
@@ -691,6 +826,7 @@ pub unsafe extern "C" fn posix_spawn(
     argv: Argv,
     envp: Argv,
 ) -> c_int {
+    note_untraced(path, false);
     // SAFETY: forwarding to the real function of the same C signature.
     spawn_with(envp, |e| unsafe {
         real!("posix_spawn", SpawnFn)(pid, path, actions, attr, argv, e)
@@ -708,6 +844,7 @@ pub unsafe extern "C" fn posix_spawnp(
     argv: Argv,
     envp: Argv,
 ) -> c_int {
+    note_untraced(file, true);
     // SAFETY: forwarding to the real function of the same C signature.
     spawn_with(envp, |e| unsafe {
         real!("posix_spawnp", SpawnFn)(pid, file, actions, attr, argv, e)

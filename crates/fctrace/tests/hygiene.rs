@@ -328,3 +328,92 @@ fn a_new_mount_and_pid_namespace() {
         .sum();
     assert_eq!(mains, 1);
 }
+
+/// A set-user-ID copy of a program (owned by `nobody`): the dynamic loader
+/// ignores LD_PRELOAD for it, so it cannot be traced. fctrace says so at
+/// start when it is the program, at the end when a traced program executes
+/// it, and `info` lists it; the programs run as natively.
+#[test]
+fn set_user_id_programs_are_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let exe = c_program("hygiene_exec.c", "-O2", &["-O2"]);
+    let dir = TraceDir::new("setuid");
+    std::fs::create_dir_all(&dir.path).unwrap();
+    std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let suid = dir.path.join("suid-copy");
+    std::fs::copy(&exe, &suid).unwrap();
+    let c = std::ffi::CString::new(suid.to_str().unwrap()).unwrap();
+    // SAFETY: chown with a valid path.
+    if unsafe { libc::chown(c.as_ptr(), 65534, 65534) } != 0 {
+        eprintln!("skipped: cannot give a file to nobody (needs root)");
+        return;
+    }
+    std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let suid_s = suid.to_str().unwrap();
+    let native = run(&mut std::process::Command::new(&suid));
+    if native.stdout != "no program to run\n" {
+        eprintln!(
+            "skipped: the set-user-ID copy does not run here\n{}",
+            native.describe()
+        );
+        return;
+    }
+    // Owned by someone else: for the real user, set-user-ID takes effect
+    // (unless this file system is nosuid: then it is traced, and fctrace
+    // must not claim otherwise).
+    let nosuid = {
+        // SAFETY: statvfs with a valid path into a local.
+        unsafe {
+            let mut fs: libc::statvfs = std::mem::zeroed();
+            libc::statvfs(c.as_ptr(), &mut fs) == 0 && fs.f_flag & libc::ST_NOSUID != 0
+        }
+    };
+    let note = format!(
+        "{suid_s} is set-user-ID nobody: the dynamic loader ignores LD_PRELOAD for it, so it runs untraced"
+    );
+    let rec = record_any(&suid, &[], &[]);
+    assert_eq!(rec.run.stdout, native.stdout, "{}", rec.run.describe());
+    assert_eq!(rec.run.code(), native.code());
+    let info = info_text(&rec.dir.path);
+    if nosuid {
+        assert!(
+            !rec.run.stderr.contains("set-user-ID"),
+            "{}",
+            rec.run.describe()
+        );
+        return;
+    }
+    assert!(
+        rec.run.stderr.contains(&format!("fctrace: {note}\n")),
+        "{}",
+        rec.run.describe()
+    );
+    assert!(info.contains(&note), "{info}");
+
+    // Executed by a traced program.
+    let native = run_native(&exe, &[suid_s]);
+    let rec = record_any(&exe, &[suid_s], &[]);
+    assert_eq!(rec.run.stdout, native.stdout, "{}", rec.run.describe());
+    assert_eq!(
+        native.stdout,
+        format!("running {suid_s}\nno program to run\n")
+    );
+    let rep = report(&rec.dir.path);
+    let pid = rep.tasks[0].pid;
+    let line = format!(
+        "process {pid} executed {suid_s} (set-user-ID): the dynamic loader ignores LD_PRELOAD for it, so it ran untraced"
+    );
+    assert!(
+        rec.run.stderr.contains(&format!("fctrace: {line}\n")),
+        "{}",
+        rec.run.describe()
+    );
+    let info = info_text(&rec.dir.path);
+    assert!(info.contains(&line), "{info}");
+    assert_eq!(
+        rep.tasks.len(),
+        1,
+        "only the parent is traced: {:?}",
+        rep.tasks
+    );
+}

@@ -32,6 +32,12 @@ fn preflight(command: &[OsString]) -> Result<(std::path::PathBuf, Vec<String>)> 
     info.check_traceable()
         .map_err(|e| anyhow::anyhow!("{}: {e}", program.display()))?;
     let mut warnings = Vec::new();
+    if let Some(why) = process::secure_exec_reason(&program) {
+        warnings.push(format!(
+            "{} is {why}: the dynamic loader ignores LD_PRELOAD for it, so it runs untraced",
+            program.display()
+        ));
+    }
     if !info.has_symtab {
         warnings.push(format!(
             "{}: stripped (no .symtab): only functions named in its dynamic symbol table are traced",
@@ -148,6 +154,10 @@ pub fn record(
     };
     let lost = mem.lost_events();
     let mut warnings = warnings;
+    for w in process::untraced_executions(&abs_dir.join("sessions")) {
+        eprintln!("fctrace: {w}");
+        warnings.push(w);
+    }
     if lost > 0 {
         warnings.push(format!("{lost} events were lost"));
     }
