@@ -417,3 +417,40 @@ fn set_user_id_programs_are_named() {
         rep.tasks
     );
 }
+
+/// Recursions 200,000 calls deep, in a thread and in main: each shadow
+/// stack grows from its first mapping as they go down, with and without
+/// record-time filters (`-N leaf` hides a function at every level), and
+/// no call is lost.
+#[test]
+fn shadow_stacks_grow_on_demand() {
+    let exe = c_program("hygiene_deep.c", "-O2", &["-O2", "-pthread"]);
+    let native = run_native(&exe, &[]);
+    assert_eq!(native.stdout, "199999 199999\n");
+    // With -D 150000 (the filters' depth limit is an address in the
+    // shadow stack, moved with it): in main, main and deep take two
+    // levels, in the thread deep one; down and leaf fill the rest.
+    const D: u64 = 150_000;
+    for opts in [&[][..], &["-N", "leaf"][..], &["-D", "150000"][..]] {
+        let rec = record_any(&exe, &[], opts);
+        assert_same_behaviour(&native, &rec.run, &format!("{opts:?}"));
+        let rep = report(&rec.dir.path);
+        let calls = |name: &str| -> u64 {
+            rep.functions
+                .iter()
+                .filter(|f| f.name.split('.').next() == Some(name))
+                .map(|f| f.calls)
+                .sum()
+        };
+        let ctx = format!("{opts:?} trace {}", rec.dir.path.display());
+        let (down, leaf) = match opts.first() {
+            None => (400_000, 400_000),
+            Some(&"-N") => (400_000, 0),
+            _ => ((D - 2) + (D - 1), (D - 3) + (D - 2)),
+        };
+        assert_eq!(calls("down"), down, "{ctx}");
+        assert_eq!(calls("deep"), 2, "{ctx}");
+        assert_eq!(calls("leaf"), leaf, "{ctx}");
+        assert_eq!(rep.lost_events, 0, "{ctx}");
+    }
+}
