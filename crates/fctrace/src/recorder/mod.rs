@@ -32,12 +32,6 @@ fn preflight(command: &[OsString]) -> Result<(std::path::PathBuf, Vec<String>)> 
     info.check_traceable()
         .map_err(|e| anyhow::anyhow!("{}: {e}", program.display()))?;
     let mut warnings = Vec::new();
-    if let Some(why) = process::secure_exec_reason(&program) {
-        warnings.push(format!(
-            "{} is {why}: the dynamic loader ignores LD_PRELOAD for it, so it runs untraced",
-            program.display()
-        ));
-    }
     if !info.has_symtab {
         warnings.push(format!(
             "{}: stripped (no .symtab): only functions named in its dynamic symbol table are traced",
@@ -53,7 +47,16 @@ pub fn record(
     opts: &TraceOptions,
     options: &fctrace_options::Options,
 ) -> Result<Outcome> {
-    let (program, warnings) = preflight(command)?;
+    let (program, mut warnings) = preflight(command)?;
+    if let Some(why) = process::secure_exec_reason(&program) {
+        warnings.insert(
+            0,
+            format!(
+                "{} is {why}: the dynamic loader ignores LD_PRELOAD for it, so it runs untraced",
+                program.display()
+            ),
+        );
+    }
     for w in &warnings {
         eprintln!("fctrace: {w}");
     }

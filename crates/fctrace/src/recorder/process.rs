@@ -44,83 +44,6 @@ pub fn resolve_program(name: &OsStr) -> Result<PathBuf> {
     bail!("{shown}: program not found (not in PATH)")
 }
 
-/// Why the dynamic loader will not load the agent into `program`: it runs
-/// with other credentials ("secure execution": set-user-ID or
-/// set-group-ID to someone else, or file capabilities for a user other
-/// than root), so `LD_PRELOAD` is ignored; None when it will be traced.
-/// Set-ID bits do nothing on a nosuid file system or with no_new_privs.
-pub fn secure_exec_reason(program: &Path) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(program).ok()?;
-    // SAFETY: getuid/getgid have no preconditions.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let name_of = |id: u32, user: bool| -> String {
-        let file = if user { "/etc/passwd" } else { "/etc/group" };
-        std::fs::read_to_string(file)
-            .ok()
-            .and_then(|t| {
-                t.lines().find_map(|l| {
-                    let mut f = l.split(':');
-                    let name = f.next()?;
-                    (f.nth(1)?.parse::<u32>().ok()? == id).then(|| name.to_string())
-                })
-            })
-            .unwrap_or_else(|| id.to_string())
-    };
-    let reason = if m.mode() & libc::S_ISUID != 0 && m.uid() != uid {
-        format!("set-user-ID {}", name_of(m.uid(), true))
-    } else if m.mode() & libc::S_ISGID != 0 && m.mode() & libc::S_IXGRP != 0 && m.gid() != gid {
-        format!("set-group-ID {}", name_of(m.gid(), false))
-    } else if uid != 0 && has_file_capabilities(program) {
-        "has file capabilities".to_string()
-    } else {
-        return None;
-    };
-    let c = std::ffi::CString::new(program.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs/prctl with a valid path and a local out-parameter.
-    unsafe {
-        let mut fs: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(c.as_ptr(), &mut fs) == 0 && fs.f_flag & libc::ST_NOSUID != 0 {
-            return None;
-        }
-        if libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 {
-            return None;
-        }
-    }
-    Some(reason)
-}
-
-fn has_file_capabilities(program: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(program.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: getxattr with a valid path and a null buffer asks only the size.
-    unsafe {
-        libc::getxattr(
-            c.as_ptr(),
-            c"security.capability".as_ptr(),
-            std::ptr::null_mut(),
-            0,
-        ) > 0
-    }
-}
-
-/// The programs the agent saw executed that run untraced for the same
-/// reason (`sessions/untraced` in the trace, written by the agent's exec
-/// interposers: `pid<TAB>path<TAB>reason` lines), as warnings.
-pub fn untraced_executions(sessions: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(sessions.join("untraced")).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let mut f = l.splitn(3, '\t');
-            let (pid, path, why) = (f.next()?, f.next()?, f.next()?);
-            Some(format!(
-                "process {pid} executed {path} ({why}): the dynamic loader ignores LD_PRELOAD for it, so it ran untraced"
-            ))
-        })
-        .collect()
-}
-
 /// Signals fctrace received that should go to the program (bit N-1 for
 /// signal N).
 static FORWARD: AtomicU64 = AtomicU64::new(0);
@@ -363,4 +286,81 @@ pub fn exit_code(e: &ExitStatus) -> u8 {
         ExitStatus::Code(c) => c as u8,
         ExitStatus::Signal { signal, .. } => (128 + signal) as u8,
     }
+}
+
+/// Why the dynamic loader will not load the agent into `program`: it runs
+/// with other credentials ("secure execution": set-user-ID or
+/// set-group-ID to someone else, or file capabilities for a user other
+/// than root), so `LD_PRELOAD` is ignored; None when it will be traced.
+/// Set-ID bits do nothing on a nosuid file system or with no_new_privs.
+pub fn secure_exec_reason(program: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(program).ok()?;
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let name_of = |id: u32, user: bool| -> String {
+        let file = if user { "/etc/passwd" } else { "/etc/group" };
+        std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| {
+                t.lines().find_map(|l| {
+                    let mut f = l.split(':');
+                    let name = f.next()?;
+                    (f.nth(1)?.parse::<u32>().ok()? == id).then(|| name.to_string())
+                })
+            })
+            .unwrap_or_else(|| id.to_string())
+    };
+    let reason = if m.mode() & libc::S_ISUID != 0 && m.uid() != uid {
+        format!("set-user-ID {}", name_of(m.uid(), true))
+    } else if m.mode() & libc::S_ISGID != 0 && m.mode() & libc::S_IXGRP != 0 && m.gid() != gid {
+        format!("set-group-ID {}", name_of(m.gid(), false))
+    } else if uid != 0 && has_file_capabilities(program) {
+        "has file capabilities".to_string()
+    } else {
+        return None;
+    };
+    let c = std::ffi::CString::new(program.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs/prctl with a valid path and a local out-parameter.
+    unsafe {
+        let mut fs: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut fs) == 0 && fs.f_flag & libc::ST_NOSUID != 0 {
+            return None;
+        }
+        if libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 {
+            return None;
+        }
+    }
+    Some(reason)
+}
+
+fn has_file_capabilities(program: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(program.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: getxattr with a valid path and a null buffer asks only the size.
+    unsafe {
+        libc::getxattr(
+            c.as_ptr(),
+            c"security.capability".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        ) > 0
+    }
+}
+
+/// The programs the agent saw executed that run untraced for the same
+/// reason (`sessions/untraced` in the trace, written by the agent's exec
+/// interposers: `pid<TAB>path<TAB>reason` lines), as warnings.
+pub fn untraced_executions(sessions: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(sessions.join("untraced")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(3, '\t');
+            let (pid, path, why) = (f.next()?, f.next()?, f.next()?);
+            Some(format!(
+                "process {pid} executed {path} ({why}): the dynamic loader ignores LD_PRELOAD for it, so it ran untraced"
+            ))
+        })
+        .collect()
 }
