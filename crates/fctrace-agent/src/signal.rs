@@ -796,6 +796,9 @@ fn record(sig: i32, uc: *mut c_void) {
         let rip = unsafe { (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] } as u64;
         if let Some(h) = hot_block(rip) {
             fix_interrupted(h, st, uc);
+            // The interrupted code may hold shadow-stack addresses until
+            // the handler returns (see `thread::grow_shadow`).
+            st.sig_frame = st.sig_frame.max(uc as u64);
             if let Some(cell) = PARK.get(st.task_slot as usize) {
                 cell.fetch_or(PENDING, Ordering::AcqRel);
             }

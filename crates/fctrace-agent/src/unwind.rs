@@ -523,7 +523,9 @@ extern "C" fn thread_exit(_: *mut c_void) {
     // SAFETY: the state belongs to this thread.
     let st = unsafe { &mut *p };
     if st.shadow_top == st.shadow_base {
-        return; // the usual ending: everything returned
+        // The usual ending: everything returned.
+        crate::thread::release_shadow(st);
+        return;
     }
     tls::set_busy(1);
     let here = marker();
@@ -551,6 +553,7 @@ extern "C" fn thread_exit(_: *mut c_void) {
     if prev == tls::BUSY_UNWINDING {
         hijack_all(st);
     }
+    crate::thread::release_shadow(st);
     tls::set_busy(0);
 }
 

@@ -68,7 +68,16 @@ pub fn record(
     opts: &TraceOptions,
     options: &fctrace_options::Options,
 ) -> Result<Outcome> {
-    let (program, warnings) = preflight(command)?;
+    let (program, mut warnings) = preflight(command)?;
+    if let Some(why) = process::secure_exec_reason(&program) {
+        warnings.insert(
+            0,
+            format!(
+                "{} is {why}: the dynamic loader ignores LD_PRELOAD for it, so it runs untraced",
+                program.display()
+            ),
+        );
+    }
     for w in &warnings {
         eprintln!("fctrace: {w}");
     }
@@ -105,11 +114,11 @@ pub fn record(
     if !wire.is_empty() {
         env.push(("FCTRACE_OPTIONS".to_string(), wire.clone()));
     }
+    // Last: the dynamic loader takes the last LD_PRELOAD of the
+    // environment, and the agent removes exactly this one (the user's own,
+    // if any, stays where it was).
     let preload = match std::env::var("LD_PRELOAD") {
-        Ok(orig) if !orig.is_empty() => {
-            env.push(("FCTRACE_LD_PRELOAD".into(), orig.clone()));
-            format!("{agent_path}:{orig}")
-        }
+        Ok(orig) if !orig.is_empty() => format!("{agent_path}:{orig}"),
         _ => agent_path.clone(),
     };
     env.push(("LD_PRELOAD".into(), preload));
@@ -207,6 +216,10 @@ pub fn record(
         .saturating_add(untabled)
         .saturating_add(damaged_events);
     let mut warnings = warnings;
+    for w in process::untraced_executions(&abs_dir.join("sessions")) {
+        eprintln!("fctrace: {w}");
+        warnings.push(w);
+    }
     let mut notes = Vec::new();
     if let Some(f) = &failure {
         notes.push(format!(
