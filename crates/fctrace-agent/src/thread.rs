@@ -86,6 +86,11 @@ pub struct ThreadState {
     /// The shadow stack after the thread-exit hook; entry 0 is the spare
     /// entry below the base.
     pub exit_stack: [ShadowEntry; EXIT_ENTRIES + 1],
+    /// The buffer a signal handler made this thread leave while an
+    /// interrupted write into it was pending (`signal::release_buffer`):
+    /// bit 63 = the next buffer switch must park the old buffer; low 32
+    /// bits = index + 1 of the parked buffer (0: none).
+    pub park: std::sync::atomic::AtomicU64,
 }
 
 pub const OFF_LIMIT: i32 = std::mem::offset_of!(ThreadState, limit) as i32;
@@ -180,6 +185,7 @@ pub fn init_thread(
             slot: 0,
             func: 0,
         }; EXIT_ENTRIES + 1],
+        park: std::sync::atomic::AtomicU64::new(0),
     }));
     tls::set_state(st);
     crate::unwind::watch_thread_exit();
@@ -314,6 +320,8 @@ pub fn after_fork_child(shm: &Shm) {
     st.pid = pid;
     st.task_slot = slot;
     st.seq = 0;
+    // A buffer the parent parked stays the parent's to hand over.
+    st.park.store(0, std::sync::atomic::Ordering::Relaxed);
     match shm.acquire(tid, pid, st.session, slot, 0) {
         Some(i) => {
             st.buf_index = i;
