@@ -423,7 +423,7 @@ pub unsafe fn flagged_entry(
     if !visible && !region {
         return 1;
     }
-    if st.shadow_top >= st.shadow_end {
+    if st.shadow_top >= st.shadow_end && !crate::thread::grow_shadow(st) {
         shm.add_lost(if visible { 2 } else { 0 });
         return 1;
     }

@@ -177,8 +177,114 @@ fn resolve(name: &str) -> Option<(u64, bool)> {
     Some((if next.is_null() { p } else { next } as u64, true))
 }
 
+/// The session's symbol table (`sessions/<id>.sym`). No descriptor is kept
+/// across the program's code: the program may close it and get its number
+/// back for a file of its own (a daemon closing every descriptor, ...), and
+/// the next batch of lines would land there. Lines are collected in memory
+/// and each batch opens the file, appends and closes it.
+struct SymFile {
+    path: std::ffi::CString,
+    shown: String,
+    pending: Vec<u8>,
+}
+
+/// A batch this large is written out at once (a program may have hundreds
+/// of thousands of functions).
+const SYM_BATCH: usize = 1 << 18;
+
+impl SymFile {
+    /// Creates the file, private to the user whatever the umask (it names
+    /// the program's functions and modules): it must not exist yet, and a
+    /// symbolic link planted in its place is refused.
+    fn create(path: &str) -> Result<SymFile, String> {
+        let c = std::ffi::CString::new(path).map_err(|_| format!("bad path {path}"))?;
+        let err = |e: std::io::Error| format!("cannot create {path}: {e}");
+        // SAFETY: open(2) with a valid C string; the descriptor is closed below.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600 as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(err(std::io::Error::last_os_error()));
+        }
+        // The mode given to open is masked by the umask only ever towards
+        // fewer rights; set it exactly anyway (an ACL default may add some).
+        // SAFETY: fchmod and close of the descriptor opened above.
+        let r = unsafe { libc::fchmod(fd, 0o600) };
+        let e = std::io::Error::last_os_error();
+        // SAFETY: as above.
+        unsafe { libc::close(fd) };
+        if r != 0 {
+            return Err(err(e));
+        }
+        Ok(SymFile {
+            path: c,
+            shown: path.to_string(),
+            pending: Vec::with_capacity(SYM_BATCH),
+        })
+    }
+
+    /// Appends the pending lines to the file: open, write, close.
+    fn write_batch(&mut self) -> std::io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: open(2) with a valid C string; closed below.
+        let fd = unsafe {
+            libc::open(
+                self.path.as_ptr(),
+                libc::O_WRONLY | libc::O_APPEND | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(std::io::Error::new(
+                e.kind(),
+                format!("cannot write {}: {e}", self.shown),
+            ));
+        }
+        let mut done = 0;
+        let mut result = Ok(());
+        while done < self.pending.len() {
+            let rest = &self.pending[done..];
+            // SAFETY: writes from a valid buffer to our own descriptor.
+            let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                result = Err(e);
+                break;
+            }
+            done += n as usize;
+        }
+        // SAFETY: closing the descriptor opened above.
+        unsafe { libc::close(fd) };
+        self.pending.clear();
+        result
+    }
+}
+
+impl std::io::Write for SymFile {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(data);
+        if self.pending.len() >= SYM_BATCH {
+            self.write_batch()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.write_batch()
+    }
+}
+
 struct Session {
-    out: std::io::BufWriter<std::fs::File>,
+    out: SymFile,
     modules: Vec<Module>,
     params: Params,
     /// Per function id: the address its traced frames return to.
@@ -264,12 +370,7 @@ fn read_code(addr: u64, len: usize) -> &'static [u8] {
 pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<(), String> {
     let modules = loaded_modules();
     let main = modules.first().ok_or("no modules loaded")?;
-    let sym_path = format!("{dir}/sessions/{sid}.sym");
-    let file =
-        std::fs::File::create(&sym_path).map_err(|e| format!("cannot write {sym_path}: {e}"))?;
-    // A large buffer: one line per function of every module (a program may
-    // have hundreds of thousands), written with few system calls.
-    let mut out = std::io::BufWriter::with_capacity(1 << 18, file);
+    let mut out = SymFile::create(&format!("{dir}/sessions/{sid}.sym"))?;
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
     symtab::write_header(&mut out, sid, pid, &main.path).map_err(|e| e.to_string())?;

@@ -11,6 +11,7 @@
 //! agent cannot set itself up, it says so on stderr and leaves the program
 //! untraced.
 
+mod alloc;
 mod args;
 mod context;
 mod filter;
@@ -87,46 +88,174 @@ struct Config {
 
 pub(crate) const ENV_SHM: &str = "FCTRACE_SHM";
 pub(crate) const ENV_DIR: &str = "FCTRACE_DIR";
-pub(crate) const ENV_PRELOAD: &str = "FCTRACE_LD_PRELOAD";
 pub(crate) const ENV_OPTIONS: &str = "FCTRACE_OPTIONS";
 
+unsafe extern "C" {
+    static mut environ: *mut *mut std::ffi::c_char;
+}
+
+/// Reads the agent's variables and takes them out of the environment, so
+/// that the program sees the one it would see without fctrace: the
+/// recorder (or the agent's exec interposers) put them after the
+/// program's own, `FCTRACE_*` and the last `LD_PRELOAD` (the one the
+/// dynamic loader used; a `LD_PRELOAD` of the user's own stays where it
+/// was). The array is edited directly, not through `unsetenv`, which the
+/// program may define itself (bash does, working on its shell variables).
+/// Their text is also cut from the end of the process's environment area,
+/// which `/proc/<pid>/environ` shows.
 fn take_config() -> Option<Config> {
-    let shm = std::env::var(ENV_SHM).ok()?;
-    let dir = std::env::var(ENV_DIR).unwrap_or_default();
-    let agent = std::env::var("LD_PRELOAD")
-        .ok()
-        .and_then(|v| {
-            v.split([':', ' '])
-                .find(|s| !s.is_empty())
-                .map(str::to_string)
-        })
-        .unwrap_or_default();
-    // Set (to a slot, or "-" if unknown) when a traced process exec'd this.
-    let parent = std::env::var(process::ENV_PARENT)
-        .ok()
-        .map(|v| v.parse().unwrap_or(u32::MAX));
-    // Give the program back the environment it was started with.
-    let options = std::env::var(ENV_OPTIONS).unwrap_or_default();
-    let orig_preload = std::env::var_os(ENV_PRELOAD);
-    // SAFETY: the constructor runs before any other thread of the program exists.
+    // SAFETY: the constructor runs before any other thread of the program
+    // exists; `environ` is the process's NULL-terminated array of C strings.
     unsafe {
-        std::env::remove_var(ENV_SHM);
-        std::env::remove_var(ENV_DIR);
-        std::env::remove_var(ENV_PRELOAD);
-        std::env::remove_var(ENV_OPTIONS);
-        std::env::remove_var(process::ENV_PARENT);
-        match orig_preload {
-            Some(v) if !v.is_empty() && v != "\0" => std::env::set_var("LD_PRELOAD", v),
-            _ => std::env::remove_var("LD_PRELOAD"),
+        let env = environ;
+        if env.is_null() {
+            return None;
         }
+        let mut n = 0;
+        while !(*env.add(n)).is_null() {
+            n += 1;
+        }
+        let text = |i: usize| std::ffi::CStr::from_ptr(*env.add(i)).to_bytes();
+        if !(0..n).any(|i| text(i).starts_with(b"FCTRACE_SHM=")) {
+            return None;
+        }
+        let last_preload = (0..n).rev().find(|&i| text(i).starts_with(b"LD_PRELOAD="));
+        let ours: Vec<bool> = (0..n)
+            .map(|i| text(i).starts_with(b"FCTRACE_") || Some(i) == last_preload)
+            .collect();
+        let value = |key: &str| -> Option<String> {
+            (0..n).filter(|&i| ours[i]).find_map(|i| {
+                text(i)
+                    .strip_prefix(key.as_bytes())
+                    .and_then(|r| r.strip_prefix(b"="))
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+            })
+        };
+        let cfg = Config {
+            shm: value(ENV_SHM)?,
+            dir: value(ENV_DIR).unwrap_or_default(),
+            agent: value("LD_PRELOAD")
+                .and_then(|v| {
+                    v.split([':', ' '])
+                        .find(|s| !s.is_empty())
+                        .map(str::to_string)
+                })
+                .unwrap_or_default(),
+            // Set (to a slot, or "-" if unknown) when a traced process
+            // exec'd this.
+            parent: value(process::ENV_PARENT).map(|v| v.parse().unwrap_or(u32::MAX)),
+            options: value(ENV_OPTIONS).unwrap_or_default(),
+        };
+        let mut removed = Vec::new();
+        let mut w = 0;
+        for (r, &is_ours) in ours.iter().enumerate() {
+            let p = *env.add(r);
+            if is_ours {
+                removed.push((p as u64, text(r).len() + 1));
+            } else {
+                *env.add(w) = p;
+                w += 1;
+            }
+        }
+        for k in w..=n {
+            *env.add(k) = std::ptr::null_mut();
+        }
+        let kept: Vec<(u64, usize)> = (0..w)
+            .map(|i| (*env.add(i) as u64, text(i).len() + 1))
+            .collect();
+        hide_environment_tail(&removed, &kept);
+        Some(cfg)
     }
-    Some(Config {
-        shm,
-        dir,
-        agent,
-        parent,
-        options,
-    })
+}
+
+/// The kernel's view of the memory layout (`prctl(PR_SET_MM_MAP)`).
+#[repr(C)]
+struct MmMap {
+    start_code: u64,
+    end_code: u64,
+    start_data: u64,
+    end_data: u64,
+    start_brk: u64,
+    brk: u64,
+    start_stack: u64,
+    arg_start: u64,
+    arg_end: u64,
+    env_start: u64,
+    env_end: u64,
+    auxv: *mut u64,
+    auxv_size: u32,
+    exe_fd: u32,
+}
+
+/// Cuts the removed variables' text (`removed`: address and length with
+/// the NUL) from the end of the environment area that the kernel shows as
+/// `/proc/<pid>/environ`, when it is all there, after every variable the
+/// program keeps (`kept`), and zeroes it. Without the kernel's consent
+/// (`PR_SET_MM_MAP` needs CONFIG_CHECKPOINT_RESTORE) the area stays as it is.
+fn hide_environment_tail(removed: &[(u64, usize)], kept: &[(u64, usize)]) {
+    let Some(cut) = removed.iter().map(|r| r.0).min() else {
+        return;
+    };
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return;
+    };
+    // Fields after the command name, which may hold spaces: field 3 first.
+    let Some((_, rest)) = stat.rsplit_once(") ") else {
+        return;
+    };
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|t| t.parse().unwrap_or(0))
+        .collect();
+    let field = |n: usize| f.get(n - 3).copied().unwrap_or(0);
+    let (env_start, env_end) = (field(50), field(51));
+    let inside = |&(a, l): &(u64, usize)| a >= env_start && a + l as u64 <= env_end;
+    if env_end == 0
+        || !removed.iter().all(inside)
+        || removed.iter().map(|r| r.0 + r.1 as u64).max() != Some(env_end)
+        || removed.iter().map(|r| r.1 as u64).sum::<u64>() != env_end - cut
+        || kept
+            .iter()
+            .any(|&(a, l)| inside(&(a, l)) && a + l as u64 > cut)
+    {
+        return;
+    }
+    // SAFETY: brk(0) only reports the current break.
+    let brk = unsafe { libc::syscall(libc::SYS_brk, 0) } as u64;
+    let map = MmMap {
+        start_code: field(26),
+        end_code: field(27),
+        start_data: field(45),
+        end_data: field(46),
+        start_brk: field(47),
+        brk,
+        start_stack: field(28),
+        arg_start: field(48),
+        arg_end: field(49),
+        env_start,
+        env_end: cut,
+        auxv: std::ptr::null_mut(),
+        auxv_size: 0,
+        exe_fd: u32::MAX,
+    };
+    const PR_SET_MM: i32 = 35;
+    const PR_SET_MM_MAP: u64 = 14;
+    // SAFETY: the kernel reads the structure; every field is the current
+    // value but env_end, moved back over text nothing refers to any more.
+    let r = unsafe {
+        libc::prctl(
+            PR_SET_MM,
+            PR_SET_MM_MAP,
+            &map as *const MmMap,
+            std::mem::size_of::<MmMap>(),
+            0,
+        )
+    };
+    if r == 0 {
+        // SAFETY: the removed variables' text, in the stack's environment
+        // area, no longer referred to.
+        unsafe { std::ptr::write_bytes(cut as *mut u8, 0, (env_end - cut) as usize) };
+    }
 }
 
 extern "C" fn agent_init() {
@@ -155,6 +284,12 @@ fn start(cfg: &Config) -> Result<(), String> {
     let signal_triggers = options.signals.clone();
     filter::init(options);
     let shm = shm::Shm::open(&cfg.shm)?;
+    if !shm.recording() {
+        // A program started after the recorder stopped (or died) runs
+        // untraced, and quietly: its output is its own.
+        shm.note_untraced_thread();
+        return Ok(());
+    }
     let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
     SESSION.store(sid, Ordering::Relaxed);
     let nest = shm.header().flags & fctrace_format::shm::FLAG_NEST_LIBCALL != 0;
@@ -185,6 +320,7 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
+    alloc::ALLOC.after_fork_child();
     if let Some(shm) = shm::get() {
         thread::after_fork_child(shm);
     }

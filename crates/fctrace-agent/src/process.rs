@@ -29,22 +29,120 @@ pub const ENV_PARENT: &str = "FCTRACE_PARENT";
 
 /// What a new program image needs to be traced, as `KEY=value` strings.
 struct Inject {
-    shm: Vec<u8>,
+    /// The shared memory's path (`/proc/<recorder>/fd/N`).
+    shm_path: Vec<u8>,
     dir: Vec<u8>,
     /// The agent's path, first in the new `LD_PRELOAD`.
     agent: Vec<u8>,
     /// `FCTRACE_OPTIONS=...` (filters, triggers: `crate::filter`), empty
     /// when there are none.
     opts: Vec<u8>,
+    /// Descriptors of the agent file and the shared memory, for a program
+    /// executed where those paths do not lead (a new mount namespace with
+    /// its own /proc): handed to it as `/proc/self/fd/N`.
+    kept: [Kept; 2],
+    /// The trace directory.
+    dir_path: Vec<u8>,
 }
+
+/// A close-on-exec descriptor the agent keeps, and the file it must still
+/// be when used (the program may have closed it and reused its number).
+#[derive(Clone, Copy)]
+struct Kept {
+    fd: c_int,
+    dev: u64,
+    ino: u64,
+}
+
+impl Kept {
+    /// Opens `path` on a high descriptor number, close-on-exec.
+    fn open(path: &str) -> Option<Kept> {
+        let c = std::ffi::CString::new(path).ok()?;
+        // SAFETY: open/fcntl/fstat/close on a descriptor of our own.
+        unsafe {
+            let fd = libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return None;
+            }
+            let mut lim: libc::rlimit = std::mem::zeroed();
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+            let top = lim.rlim_cur.min(65536) as c_int;
+            let mut high = if top > 64 {
+                libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, top - 32)
+            } else {
+                -1
+            };
+            if high < 0 {
+                high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3);
+            }
+            libc::close(fd);
+            if high < 0 {
+                return None;
+            }
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(high, &mut st) != 0 {
+                libc::close(high);
+                return None;
+            }
+            Some(Kept {
+                fd: high,
+                dev: st.st_dev,
+                ino: st.st_ino,
+            })
+        }
+    }
+
+    /// A new inheritable descriptor of the file, if the kept one is still
+    /// it.
+    fn dup_inheritable(&self) -> Option<c_int> {
+        if self.fd < 0 {
+            return None;
+        }
+        // SAFETY: fstat into a local; F_DUPFD makes a new descriptor the
+        // caller closes (or the exec passes on).
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(self.fd, &mut st) != 0 || st.st_dev != self.dev || st.st_ino != self.ino
+            {
+                return None;
+            }
+            let d = libc::fcntl(self.fd, libc::F_DUPFD, 3);
+            (d >= 0).then_some(d)
+        }
+    }
+}
+
+const NO_KEPT: Kept = Kept {
+    fd: -1,
+    dev: 0,
+    ino: 0,
+};
 
 static INJECT: OnceLock<Inject> = OnceLock::new();
 
+/// The descriptor number of a `/proc/self/fd/N` path.
+fn self_fd(path: &str) -> Option<c_int> {
+    path.strip_prefix("/proc/self/fd/")?.parse().ok()
+}
+
 /// Remembers how to trace programs this process executes. `agent` is the
-/// path the agent was preloaded from.
+/// path the agent was preloaded from. A program started in a new mount
+/// namespace got both files as inherited descriptors (`/proc/self/fd/N`):
+/// they are closed here, the program does not see them.
 pub fn init(shm_path: &str, dir: &str, agent: &str, opts: &str) {
+    let kept = [
+        Kept::open(agent).unwrap_or(NO_KEPT),
+        Kept::open(shm_path).unwrap_or(NO_KEPT),
+    ];
+    for p in [agent, shm_path] {
+        if let Some(fd) = self_fd(p) {
+            // SAFETY: the descriptor the exec'ing agent passed on for us;
+            // nothing of the program has run yet.
+            unsafe { libc::close(fd) };
+        }
+    }
     let _ = INJECT.set(Inject {
-        shm: format!("{}={shm_path}", crate::ENV_SHM).into_bytes(),
+        shm_path: shm_path.as_bytes().to_vec(),
         dir: format!("{}={dir}", crate::ENV_DIR).into_bytes(),
         agent: agent.as_bytes().to_vec(),
         opts: if opts.is_empty() {
@@ -52,7 +150,57 @@ pub fn init(shm_path: &str, dir: &str, agent: &str, opts: &str) {
         } else {
             format!("{}={opts}", crate::ENV_OPTIONS).into_bytes()
         },
+        kept,
+        dir_path: dir.as_bytes().to_vec(),
     });
+}
+
+/// Whether `path` (a NUL-free byte string) names an existing file here.
+fn reachable(path: &[u8]) -> bool {
+    let mut buf = [0u8; 256];
+    if path.len() >= buf.len() {
+        return true;
+    }
+    buf[..path.len()].copy_from_slice(path);
+    // SAFETY: a NUL-terminated path in a local buffer; stat into a local.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::stat(buf.as_ptr().cast(), &mut st) == 0
+    }
+}
+
+/// The paths a new program finds the agent and the shared memory at: the
+/// usual ones, or, where they do not lead, inheritable descriptors made
+/// for it (closed by `Paths::close` if it does not start).
+struct Paths {
+    /// Descriptor numbers in decimal, when descriptors are passed.
+    fds: Option<[c_int; 2]>,
+}
+
+impl Paths {
+    fn choose(inj: &Inject) -> Paths {
+        if reachable(&inj.agent) && reachable(&inj.shm_path) {
+            return Paths { fds: None };
+        }
+        let Some(a) = inj.kept[0].dup_inheritable() else {
+            return Paths { fds: None };
+        };
+        let Some(s) = inj.kept[1].dup_inheritable() else {
+            // SAFETY: the descriptor made just above.
+            unsafe { libc::close(a) };
+            return Paths { fds: None };
+        };
+        Paths { fds: Some([a, s]) }
+    }
+
+    fn close(&self) {
+        if let Some(fds) = self.fds {
+            for fd in fds {
+                // SAFETY: descriptors `choose` made for a new program.
+                unsafe { libc::close(fd) };
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------- scratch
@@ -143,7 +291,7 @@ unsafe fn entries<'a>(v: *const *const c_char) -> impl Iterator<Item = &'a [u8]>
 }
 
 fn is_ours(entry: &[u8]) -> bool {
-    entry.starts_with(b"FCTRACE_") || entry.starts_with(b"LD_PRELOAD=")
+    entry.starts_with(b"FCTRACE_")
 }
 
 /// Calls `f` with `envp` plus the agent's variables; with `envp` itself
@@ -176,9 +324,26 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         }
     }
     let preload_len = user_preload.map_or(0, |v| v.len());
+    let paths = Paths::choose(inj);
+    let mut fd_digits = [[0u8; 20]; 2];
+    let [agent_fd, shm_fd] = fd_digits.each_mut();
+    let (agent_path, shm_path): (&[&[u8]], &[&[u8]]) = match paths.fds {
+        Some([a, s]) => (
+            &[
+                b"/proc/self/fd/",
+                fctrace_format::digits::decimal(a as u64, agent_fd),
+            ],
+            &[
+                b"/proc/self/fd/",
+                fctrace_format::digits::decimal(s as u64, shm_fd),
+            ],
+        ),
+        None => (&[&inj.agent], &[&inj.shm_path]),
+    };
     let need = (count + 8) * 8
         + 64
-        + inj.shm.len()
+        + 32
+        + inj.shm_path.len()
         + inj.dir.len()
         + inj.opts.len()
         + inj.agent.len()
@@ -186,7 +351,7 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         + 128
         + 16 * 4;
     let _ = bytes;
-    with_scratch(need, |buf| {
+    let r = with_scratch(need, |buf| {
         let mut b = Bump { buf, used: 0 };
         let Some(arr) = b.take((count + 8) * 8, 8) else {
             return f(envp);
@@ -218,21 +383,24 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         let mut digits = [0u8; 20];
         let parent_s = parent.map(|s| fctrace_format::digits::decimal(u64::from(s), &mut digits));
         let made = (|| {
-            let shm = b.string(&[&inj.shm])?;
+            let mut shm_parts: [&[u8]; 4] = [crate::ENV_SHM.as_bytes(), b"=", b"", b""];
+            shm_parts[2..2 + shm_path.len()].copy_from_slice(shm_path);
+            let shm = b.string(&shm_parts)?;
             let dir = b.string(&[&inj.dir])?;
             let opts = if inj.opts.is_empty() {
                 None
             } else {
                 Some(b.string(&[&inj.opts])?)
             };
-            let preload = match user_preload {
-                Some(v) if !v.is_empty() => {
-                    let orig = b.string(&[crate::ENV_PRELOAD.as_bytes(), b"=", v])?;
-                    let pre = b.string(&[b"LD_PRELOAD=", &inj.agent, b":", v])?;
-                    [Some(orig), Some(pre)]
-                }
-                _ => [None, Some(b.string(&[b"LD_PRELOAD=", &inj.agent])?)],
-            };
+            // Last (the loader takes the last one; the new image's agent
+            // removes it): the program's own LD_PRELOAD stays in place.
+            let mut pre: [&[u8]; 5] = [b"LD_PRELOAD=", b"", b"", b"", b""];
+            pre[1..1 + agent_path.len()].copy_from_slice(agent_path);
+            if let Some(v) = user_preload.filter(|v| !v.is_empty()) {
+                pre[3] = b":";
+                pre[4] = v;
+            }
+            let preload = b.string(&pre)?;
             // "-": exec'd by a thread the agent has no state for.
             let par = b.string(&[ENV_PARENT.as_bytes(), b"=", parent_s.unwrap_or(b"-")])?;
             Some((shm, dir, opts, preload, par))
@@ -245,13 +413,14 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         if let Some(o) = opts {
             push(o);
         }
-        for p in preload.into_iter().flatten() {
-            push(p);
-        }
         push(par);
+        push(preload);
         push(std::ptr::null());
         f(arr as *const *const c_char)
-    })
+    });
+    // The program did not start (or was spawned, with its own copies).
+    paths.close();
+    r
 }
 
 /// The task slot of the calling thread, when it has agent state.
@@ -270,6 +439,133 @@ fn current_environ() -> *const *const c_char {
     // SAFETY: reading the libc global; the program may change it only as
     // it always could.
     unsafe { environ }
+}
+
+// ------------------------------------------------- set-ID programs
+
+/// Why the dynamic loader will ignore `LD_PRELOAD` for the program in
+/// `path` (a NUL-terminated path): it runs with other credentials
+/// ("secure execution": set-user-ID or set-group-ID to someone else, or
+/// file capabilities for a user other than root), unless the file system
+/// is mounted nosuid or the process has no_new_privs.
+fn secure_exec_reason(path: *const c_char) -> Option<&'static [u8]> {
+    // SAFETY: system calls with a valid path and local out-parameters.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::stat(path, &mut st) != 0 {
+            return None;
+        }
+        let (uid, gid) = (libc::getuid(), libc::getgid());
+        let reason: &'static [u8] = if st.st_mode & libc::S_ISUID != 0 && st.st_uid != uid {
+            b"set-user-ID"
+        } else if st.st_mode & libc::S_ISGID != 0
+            && st.st_mode & libc::S_IXGRP != 0
+            && st.st_gid != gid
+        {
+            b"set-group-ID"
+        } else if uid != 0
+            && libc::getxattr(
+                path,
+                c"security.capability".as_ptr(),
+                std::ptr::null_mut(),
+                0,
+            ) > 0
+        {
+            b"file capabilities"
+        } else {
+            return None;
+        };
+        // (glibc takes the flags from statfs: no allocation)
+        let mut fs: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path, &mut fs) == 0 && fs.f_flag & libc::ST_NOSUID != 0 {
+            return None;
+        }
+        if libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 {
+            return None;
+        }
+        Some(reason)
+    }
+}
+
+/// The program `file` names, searched in PATH as execvp does when it has
+/// no slash, written NUL-terminated into `buf`; null if not found.
+fn find_program(file: *const c_char, search: bool, buf: &mut [u8; 4096]) -> *const c_char {
+    if file.is_null() {
+        return std::ptr::null();
+    }
+    // SAFETY: the program's C string.
+    let name = unsafe { CStr::from_ptr(file) }.to_bytes();
+    if !search || name.contains(&b'/') {
+        return file;
+    }
+    // SAFETY: the process's environment array.
+    let path = unsafe { entries(current_environ()) }
+        .find_map(|e| e.strip_prefix(b"PATH="))
+        .unwrap_or(b"/bin:/usr/bin");
+    for dir in path.split(|&c| c == b':') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let len = dir.len() + 1 + name.len();
+        if len >= buf.len() {
+            continue;
+        }
+        buf[..dir.len()].copy_from_slice(dir);
+        buf[dir.len()] = b'/';
+        buf[dir.len() + 1..len].copy_from_slice(name);
+        buf[len] = 0;
+        // SAFETY: a NUL-terminated path in buf.
+        if unsafe { libc::access(buf.as_ptr().cast(), libc::X_OK) } == 0 {
+            return buf.as_ptr().cast();
+        }
+    }
+    std::ptr::null()
+}
+
+/// Before a program is executed: if the dynamic loader will not load the
+/// agent into it, note it in the trace (`sessions/untraced`, a line
+/// `pid<TAB>path<TAB>reason`), which the recorder reports. Allocates
+/// nothing (a vfork child may run this).
+fn note_untraced(file: *const c_char, search: bool) {
+    let Some(inj) = INJECT.get() else { return };
+    let mut found = [0u8; 4096];
+    let path = find_program(file, search, &mut found);
+    if path.is_null() {
+        return;
+    }
+    let Some(reason) = secure_exec_reason(path) else {
+        return;
+    };
+    // SAFETY: a C string (the program's, or composed in `found`).
+    let shown = unsafe { CStr::from_ptr(path) }.to_bytes();
+    let mut name = [0u8; 4096];
+    let tail: &[u8] = b"/sessions/untraced\0";
+    if inj.dir_path.len() + tail.len() > name.len() {
+        return;
+    }
+    name[..inj.dir_path.len()].copy_from_slice(&inj.dir_path);
+    name[inj.dir_path.len()..inj.dir_path.len() + tail.len()].copy_from_slice(tail);
+    let mut line = [0u8; 4200];
+    let mut digits = [0u8; 20];
+    // SAFETY: getpid has no preconditions.
+    let pid = fctrace_format::digits::decimal(unsafe { libc::getpid() } as u64, &mut digits);
+    let mut n = 0;
+    for part in [pid, b"\t", shown, b"\t", reason, b"\n"] {
+        let take = part.len().min(line.len() - n);
+        line[n..n + take].copy_from_slice(&part[..take]);
+        n += take;
+    }
+    // SAFETY: open/write/close with local buffers; the file is created
+    // private, never through a symbolic link.
+    unsafe {
+        let fd = libc::open(
+            name.as_ptr().cast(),
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        );
+        if fd >= 0 {
+            libc::write(fd, line.as_ptr().cast(), n);
+            libc::close(fd);
+        }
+    }
 }
 
 // ---------------------------------------------------------- around exec
@@ -336,6 +632,7 @@ type ExecveatFn = unsafe extern "C" fn(c_int, *const c_char, Argv, Argv, c_int) 
 /// As execve(2).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    note_untraced(path, false);
     // SAFETY: forwarding to the real function of the same C signature.
     exec_with(envp, |e| unsafe {
         real!("execve", ExecveFn)(path, argv, e)
@@ -346,6 +643,7 @@ pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> 
 /// As execv(3).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
+    note_untraced(path, false);
     // SAFETY: execv(p, a) is execve(p, a, environ).
     exec_with(current_environ(), |e| unsafe {
         real!("execve", ExecveFn)(path, argv, e)
@@ -356,6 +654,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
 /// As execvp(3).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
+    note_untraced(file, true);
     // SAFETY: execvp(f, a) is execvpe(f, a, environ).
     exec_with(current_environ(), |e| unsafe {
         real!("execvpe", ExecveFn)(file, argv, e)
@@ -366,6 +665,7 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
 /// As execvpe(3).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    note_untraced(file, true);
     // SAFETY: forwarding to the real function of the same C signature.
     exec_with(envp, |e| unsafe {
         real!("execvpe", ExecveFn)(file, argv, e)
@@ -486,6 +786,7 @@ unsafe extern "C" fn execl_common(
             unsafe { *arr.add(i) = vararg(regs, stack, i) };
         }
         let argv = arr as Argv;
+        note_untraced(path, which == EXECLP);
         // SAFETY: forwarding to the real exec of the matching vector form.
         exec_with(envp, |e| unsafe {
             if which == EXECLP {
@@ -533,6 +834,7 @@ pub unsafe extern "C" fn posix_spawn(
     argv: Argv,
     envp: Argv,
 ) -> c_int {
+    note_untraced(path, false);
     // SAFETY: forwarding to the real function of the same C signature.
     spawn_with(envp, |e| unsafe {
         real!("posix_spawn", SpawnFn)(pid, path, actions, attr, argv, e)
@@ -550,6 +852,7 @@ pub unsafe extern "C" fn posix_spawnp(
     argv: Argv,
     envp: Argv,
 ) -> c_int {
+    note_untraced(file, true);
     // SAFETY: forwarding to the real function of the same C signature.
     spawn_with(envp, |e| unsafe {
         real!("posix_spawnp", SpawnFn)(pid, file, actions, attr, argv, e)

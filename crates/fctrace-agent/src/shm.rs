@@ -2,7 +2,7 @@
 //! back buffers, registering tasks. Layout and protocol: `fctrace_format::shm`.
 
 use fctrace_format::shm::*;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 pub struct Shm {
     base: *mut u8,
@@ -53,6 +53,28 @@ impl Shm {
             buf_size: word(16),
             task_slots: word(20),
         };
+        // The header is the program's to scribble on too: map only a
+        // layout that makes sense and that the file really holds (touching
+        // a page past its end would be a SIGBUS in the program).
+        // SAFETY: fstat into a local struct.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat of our own fd into a valid struct.
+        let file_size = if unsafe { libc::fstat(fd, &mut stat) } == 0 {
+            stat.st_size as u64
+        } else {
+            0
+        };
+        let sane = layout.buf_count.is_power_of_two()
+            && layout.buf_count <= 1 << 20
+            && (4096..=1 << 24).contains(&layout.buf_size)
+            && layout.buf_size.is_multiple_of(4096)
+            && layout.task_slots <= 1 << 24
+            && layout.total_size() as u64 <= file_size;
+        if !sane {
+            // SAFETY: closing our own fd.
+            unsafe { libc::close(fd) };
+            return Err("the shared memory's header is damaged".into());
+        }
         // SAFETY: maps the whole file shared; checked for failure below.
         let base = unsafe {
             libc::mmap(
@@ -126,71 +148,147 @@ impl Shm {
         }
     }
 
+    /// Whether the recorder still takes buffers.
+    pub fn recording(&self) -> bool {
+        self.header().recorder_state.load(Ordering::Acquire) == RECORDER_RUNNING
+    }
+
+    /// Whether the recorder was found dead (killed: no heartbeat).
+    pub fn recorder_dead(&self) -> bool {
+        self.header().recorder_state.load(Ordering::Acquire) == RECORDER_DEAD
+    }
+
+    /// Says that the recorder cannot be relied on any more (`state` is
+    /// [`RECORDER_DEAD`] or [`RECORDER_STOPPED`]), unless it said so first.
+    fn give_up(&self, state: u32) {
+        let _ = self.header().recorder_state.compare_exchange(
+            RECORDER_RUNNING,
+            state,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
     /// Takes a free buffer for a task, waiting for the recorder if none is
-    /// free. None if the recorder is gone.
+    /// free. None if the recorder is not recording any more (it stopped,
+    /// or died: its heartbeat stopped for [`HEARTBEAT_TIMEOUT_MS`]).
+    ///
+    /// Waiting sleeps on the futex word `free_wake` with a timeout: a
+    /// futex is what every threaded program already uses, so a seccomp
+    /// filter that lets threads work lets this work too.
     pub fn acquire(&self, tid: u32, pid: u32, session: u32, slot: u32, seq: u32) -> Option<u32> {
+        let h = self.header();
         let mut spins = 0u32;
+        let mut beat = h.heartbeat.load(Ordering::Acquire);
+        let mut silent_ms = 0u64;
+        let mut stopped_ms = 0u64;
         loop {
-            if let Some(i) = self.free_queue().pop() {
-                let i = i as u32;
-                self.header()
-                    .buffers_used
-                    .fetch_max(i + 1, Ordering::AcqRel);
-                let b = self.buffer(i);
-                // SAFETY: the buffer was free: nobody else touches it now.
-                unsafe {
-                    (*b).tid = tid;
-                    (*b).pid = pid;
-                    (*b).session = session;
-                    (*b).seq = seq;
-                    (*b).task_slot = slot;
-                    (*b).pos.store(BUF_HEADER_SIZE as u64, Ordering::Relaxed);
-                    (*b).state.store(BUF_OWNED, Ordering::Release);
-                }
-                return Some(i);
-            }
-            if self.header().recorder_gone.load(Ordering::Acquire) != 0 {
+            // A recorder that stopped recording still recycles buffers
+            // (and counts what they hold): a thread takes one if there is
+            // one, so that it has a buffer of its own to write again.
+            let state = h.recorder_state.load(Ordering::Acquire);
+            if state != RECORDER_RUNNING && state != RECORDER_STOPPED {
                 return None;
             }
+            match self.free_queue().pop() {
+                Pop::Some(i) if i < u64::from(self.layout.buf_count) => {
+                    let i = i as u32;
+                    h.buffers_used.fetch_max(i + 1, Ordering::AcqRel);
+                    let b = self.buffer(i);
+                    // SAFETY: the buffer was free: nobody else touches it now.
+                    unsafe {
+                        (*b).tid = tid;
+                        (*b).pid = pid;
+                        (*b).session = session;
+                        (*b).seq = seq;
+                        (*b).task_slot = slot;
+                        (*b).pidns = pid_namespace(pid);
+                        (*b).pos.store(BUF_HEADER_SIZE as u64, Ordering::Relaxed);
+                        (*b).state.store(BUF_OWNED, Ordering::Release);
+                    }
+                    return Some(i);
+                }
+                Pop::Some(_) | Pop::Damaged => {
+                    // Someone wrote into the free stack: nothing taken from
+                    // it can be trusted any more.
+                    self.give_up(RECORDER_STOPPED);
+                    return None;
+                }
+                Pop::Empty => {}
+            }
             spins += 1;
-            if spins < 64 {
+            if spins < 16 {
                 std::hint::spin_loop();
-            } else {
-                // The recorder is behind: wait for it rather than lose
-                // events. The system call itself: libc's nanosleep is a
-                // cancellation point (a pending pthread_cancel must not act
-                // inside the agent) and is traced with -l.
-                let ts = libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 50_000,
-                };
-                // SAFETY: nanosleep with a valid timespec and no remainder;
-                // the kernel clobbers rcx and r11 only.
-                unsafe {
-                    std::arch::asm!(
-                        "syscall",
-                        inlateout("rax") libc::SYS_nanosleep => _,
-                        in("rdi") &ts as *const libc::timespec,
-                        in("rsi") 0usize,
-                        lateout("rcx") _,
-                        lateout("r11") _,
-                        options(nostack),
-                    );
+                continue;
+            }
+            // The recorder is behind: sleep until it frees a buffer (or
+            // for a while, to look at its heartbeat). Registered as a
+            // waiter before looking at the stack again, so that a buffer
+            // freed in between bumps `free_wake` and the wait returns at
+            // once.
+            let seen = h.free_wake.load(Ordering::Acquire);
+            h.free_waiters.fetch_add(1, Ordering::AcqRel);
+            let empty = self.free_queue().pop_would_be_empty();
+            let timed_out = empty && futex_wait(&h.free_wake, seen, WAIT_MS);
+            h.free_waiters.fetch_sub(1, Ordering::AcqRel);
+            if timed_out && state == RECORDER_STOPPED {
+                // It should have recycled something by now: its queue of
+                // full buffers may be damaged. Do not wait for it.
+                stopped_ms += WAIT_MS;
+                if stopped_ms >= HEARTBEAT_TIMEOUT_MS {
+                    return None;
+                }
+            }
+            let now = h.heartbeat.load(Ordering::Acquire);
+            if now != beat {
+                beat = now;
+                silent_ms = 0;
+            } else if timed_out {
+                silent_ms += WAIT_MS;
+                if silent_ms >= HEARTBEAT_TIMEOUT_MS {
+                    self.give_up(RECORDER_DEAD);
+                    return None;
                 }
             }
         }
     }
 
-    /// Hands a buffer over to the recorder.
-    pub fn release(&self, index: u32) {
+    /// Hands a buffer over to the recorder; false if the full queue is
+    /// damaged (the buffer's events are then counted as lost).
+    pub fn release(&self, index: u32) -> bool {
         let b = self.buffer(index);
         // SAFETY: this thread owns the buffer until it is pushed.
         unsafe { (*b).state.store(BUF_FULL, Ordering::Release) };
-        // The queue has one cell per buffer, so it cannot be full.
-        while !self.full_queue().push(index as u64) {
-            std::hint::spin_loop();
+        // The queue has one cell per buffer, so it is never full: a push
+        // that fails found the queue damaged.
+        if !self.full_queue().push(index as u64) {
+            self.add_lost(self.buffer_events(index));
+            self.give_up(RECORDER_STOPPED);
+            return false;
         }
         self.header().full_pushes.fetch_add(1, Ordering::Release);
+        true
+    }
+
+    /// The events buffer `index` holds (as the recorder would store them).
+    pub fn buffer_events(&self, index: u32) -> u64 {
+        events_in(self.buffer(index), self.layout.buf_size)
+    }
+
+    /// Counts the events of a buffer this thread owns as lost and empties
+    /// it, to be written again: what a thread does once the recorder does
+    /// not record any more.
+    pub fn recycle_own(&self, buf: *mut BufHeader) {
+        self.add_lost(events_in(buf, self.layout.buf_size));
+        // SAFETY: the calling thread owns the buffer; pos is atomic.
+        unsafe { (*buf).pos.store(BUF_HEADER_SIZE as u64, Ordering::Relaxed) };
+    }
+
+    /// A thread that could not be set up at all runs untraced.
+    pub fn note_untraced_thread(&self) {
+        self.header()
+            .untraced_threads
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn add_lost(&self, n: u64) {
@@ -208,7 +306,9 @@ impl Shm {
         unsafe { (*t).parent_slot = parent_slot };
     }
 
-    /// Claims a task slot and fills it in.
+    /// Claims a task slot and fills it in; [`NO_TASK_SLOT`] if the table
+    /// is full (the task is traced all the same, and the recorder counts
+    /// its events as lost).
     pub fn register_task(
         &self,
         tid: u32,
@@ -217,11 +317,17 @@ impl Shm {
         session: u32,
         parent_slot: u32,
         origin: u32,
-    ) -> Option<u32> {
-        let slot = self.header().next_task.fetch_add(1, Ordering::Relaxed);
-        if slot >= self.layout.task_slots {
-            return None;
-        }
+    ) -> u32 {
+        let h = self.header();
+        // Never past the end, even after billions of tasks.
+        let Ok(slot) = h
+            .next_task
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.layout.task_slots).then_some(n + 1)
+            })
+        else {
+            return NO_TASK_SLOT;
+        };
         let t = self.task(slot) as *const TaskSlot as *mut TaskSlot;
         let mut comm = [0u8; 16];
         // SAFETY: PR_GET_NAME writes at most 16 bytes.
@@ -235,10 +341,78 @@ impl Shm {
             (*t).parent_slot = parent_slot;
             (*t).origin = origin;
             (*t).comm = comm;
+            (*t).pidns = pid_namespace(pid);
             (*t).state.store(TASK_LIVE, Ordering::Release);
         }
-        Some(slot)
+        slot
     }
+}
+
+/// How long a waiting thread sleeps before it looks at the heartbeat.
+const WAIT_MS: u64 = 100;
+
+/// The events in a buffer (see `fctrace_format::shm::count_events`).
+fn events_in(buf: *mut BufHeader, buf_size: u32) -> u64 {
+    // SAFETY: `buf` is a buffer of `buf_size` bytes; pos is atomic.
+    let pos = unsafe { (*buf).pos.load(Ordering::Acquire) }.min(u64::from(buf_size)) as usize;
+    let n = pos.saturating_sub(BUF_HEADER_SIZE) / fctrace_format::event::RawEvent::SIZE;
+    // SAFETY: the n records lie inside the buffer; RawEvent is plain data.
+    let recs = unsafe {
+        std::slice::from_raw_parts(
+            (buf as *const u8).add(BUF_HEADER_SIZE) as *const fctrace_format::event::RawEvent,
+            n,
+        )
+    };
+    count_events(recs)
+}
+
+/// Sleeps while `*word == seen`, for at most `ms` milliseconds; true if
+/// the time ran out. A shared futex (not FUTEX_PRIVATE): the recorder,
+/// another process, wakes it. The system call itself: libc's `syscall` is
+/// traced with -l, and nothing here may be a cancellation point.
+fn futex_wait(word: &AtomicU32, seen: u32, ms: u64) -> bool {
+    let ts = libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    };
+    let ret: isize;
+    // SAFETY: FUTEX_WAIT on a valid, aligned word with a valid relative
+    // timeout; the kernel clobbers rcx and r11 only.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_futex as isize => ret,
+            in("rdi") word.as_ptr(),
+            in("rsi") libc::FUTEX_WAIT as usize,
+            in("rdx") seen as usize,
+            in("r10") &ts as *const libc::timespec,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret == -(libc::ETIMEDOUT as isize)
+}
+
+/// Inode of the PID namespace of the calling process (0 if unknown: no
+/// /proc). Looked up once per process.
+fn pid_namespace(pid: u32) -> u64 {
+    // (pid << 32 | 1) of the process the cached value belongs to, and it.
+    static CACHE: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+    if CACHE[0].load(Ordering::Acquire) == (u64::from(pid) << 32 | 1) {
+        return CACHE[1].load(Ordering::Relaxed);
+    }
+    // SAFETY: stat of a constant path into a local struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let ino = if unsafe { libc::stat(c"/proc/self/ns/pid".as_ptr(), &mut st) } == 0 {
+        st.st_ino
+    } else {
+        0
+    };
+    CACHE[1].store(ino, Ordering::Relaxed);
+    CACHE[0].store(u64::from(pid) << 32 | 1, Ordering::Release);
+    ino
 }
 
 pub fn rdtsc() -> u64 {

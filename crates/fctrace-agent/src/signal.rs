@@ -731,10 +731,7 @@ pub unsafe extern "C" fn fctrace_pthread_sigmask(
     }
 }
 
-/// Per task slot: bit 63 = the next buffer switch must park the old
-/// buffer; low 32 bits = index + 1 of the parked buffer (0: none).
-const PARK_SLOTS: usize = 32768;
-static PARK: [AtomicU64; PARK_SLOTS] = [const { AtomicU64::new(0) }; PARK_SLOTS];
+/// In `ThreadState::park`: the next buffer switch must park the old buffer.
 const PENDING: u64 = 1 << 63;
 
 /// The kernel flag glibc sets with its own restorer.
@@ -746,10 +743,7 @@ const SA_RESTORER: i32 = 0x0400_0000;
 /// thread's buffers in order. Called by `thread::switch_buffer`.
 pub fn release_buffer(shm: &Shm, st: &ThreadState) {
     let idx = st.buf_index;
-    let Some(cell) = PARK.get(st.task_slot as usize) else {
-        shm.release(idx);
-        return;
-    };
+    let cell = &st.park;
     let v = cell.swap(0, Ordering::AcqRel);
     let parked = (v & 0xffff_ffff) as u32;
     if parked != 0 {
@@ -765,11 +759,9 @@ pub fn release_buffer(shm: &Shm, st: &ThreadState) {
 /// Hands over a buffer parked by [`release_buffer`], if any (before the
 /// thread's current buffer is handed over outside a switch: exec).
 pub fn release_parked(shm: &Shm, st: &ThreadState) {
-    if let Some(cell) = PARK.get(st.task_slot as usize) {
-        let parked = (cell.swap(0, Ordering::AcqRel) & 0xffff_ffff) as u32;
-        if parked != 0 {
-            shm.release(parked - 1);
-        }
+    let parked = (st.park.swap(0, Ordering::AcqRel) & 0xffff_ffff) as u32;
+    if parked != 0 {
+        shm.release(parked - 1);
     }
 }
 
@@ -796,9 +788,10 @@ fn record(sig: i32, uc: *mut c_void) {
         let rip = unsafe { (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] } as u64;
         if let Some(h) = hot_block(rip) {
             fix_interrupted(h, st, uc);
-            if let Some(cell) = PARK.get(st.task_slot as usize) {
-                cell.fetch_or(PENDING, Ordering::AcqRel);
-            }
+            // The interrupted code may hold shadow-stack addresses until
+            // the handler returns (see `thread::grow_shadow`).
+            st.sig_frame = st.sig_frame.max(uc as u64);
+            st.park.fetch_or(PENDING, Ordering::AcqRel);
         }
     }
 

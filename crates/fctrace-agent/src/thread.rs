@@ -21,9 +21,17 @@ pub struct ShadowEntry {
 
 pub const SHADOW_ENTRY_SIZE: usize = std::mem::size_of::<ShadowEntry>();
 
-/// Virtual size reserved for each thread's shadow stack: 2.8 million
-/// nested calls. Only touched pages use memory.
-const SHADOW_BYTES: usize = 64 << 20;
+/// The first mapping of a thread's shadow stack: 2,700 nested calls. It
+/// grows on demand (`grow_shadow`), doubling up to [`SHADOW_MAX`], and is
+/// unmapped when the thread ends, so that a program making many threads,
+/// or limiting its address space (`RLIMIT_AS`), pays only for the depth
+/// its threads reach.
+const SHADOW_INITIAL: usize = 64 << 10;
+/// The largest shadow stack: 2.8 million nested calls.
+const SHADOW_MAX: usize = 64 << 20;
+/// Entries of the shadow stack a thread uses after its thread-exit hook
+/// (the thread library's last calls), kept in its state.
+const EXIT_ENTRIES: usize = 15;
 
 /// Offsets used by the generated assembly: keep in sync with
 /// `x86_64::codegen`.
@@ -66,6 +74,23 @@ pub struct ThreadState {
     pub max: u32,
     /// With filters: the thread's filter state.
     pub filt: crate::filter::FilterState,
+    /// The shadow stack's mapping and its length (0: the thread ended and
+    /// uses `exit_stack`).
+    pub shadow_map: u64,
+    pub shadow_len: usize,
+    /// The signal frame (its ucontext's address) of the last signal that
+    /// interrupted this thread in generated code, while its handler may
+    /// still run (0: none). Interrupted generated code may hold shadow
+    /// stack addresses in registers: the shadow stack does not move then.
+    pub sig_frame: u64,
+    /// The shadow stack after the thread-exit hook; entry 0 is the spare
+    /// entry below the base.
+    pub exit_stack: [ShadowEntry; EXIT_ENTRIES + 1],
+    /// The buffer a signal handler made this thread leave while an
+    /// interrupted write into it was pending (`signal::release_buffer`):
+    /// bit 63 = the next buffer switch must park the old buffer; low 32
+    /// bits = index + 1 of the parked buffer (0: none).
+    pub park: std::sync::atomic::AtomicU64,
 }
 
 pub const OFF_LIMIT: i32 = std::mem::offset_of!(ThreadState, limit) as i32;
@@ -87,6 +112,8 @@ pub const SLOW_RESYNC: u64 = 5;
 pub const SLOW_FLAGGED_ENTRY: u64 = 6;
 /// With filters: the exit of a frame whose shadow entry asks for one.
 pub const SLOW_FLAGGED_EXIT: u64 = 7;
+/// The shadow stack is full: grow it (non-zero if it grew).
+pub const SLOW_GROW: u64 = 8;
 
 fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
@@ -109,7 +136,7 @@ pub fn init_thread(
     let shadow = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            SHADOW_BYTES,
+            SHADOW_INITIAL,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
             -1,
@@ -119,14 +146,18 @@ pub fn init_thread(
     if shadow == libc::MAP_FAILED {
         return None;
     }
-    let slot = shm.register_task(tid, pid, ppid, session, parent_slot, origin)?;
-    let buf_index = shm.acquire(tid, pid, session, slot, 0)?;
+    let slot = shm.register_task(tid, pid, ppid, session, parent_slot, origin);
+    let Some(buf_index) = shm.acquire(tid, pid, session, slot, 0) else {
+        // SAFETY: the mapping made above, not used by anything.
+        unsafe { libc::munmap(shadow, SHADOW_INITIAL) };
+        return None;
+    };
     // One spare entry below the base: an exit with an empty shadow stack
     // reads it (slot 0 never matches) instead of unmapped memory.
     // SAFETY: within the mapping.
     let base = unsafe { (shadow as *mut ShadowEntry).add(1) };
     // SAFETY: within the mapping.
-    let end = unsafe { base.add(SHADOW_BYTES / SHADOW_ENTRY_SIZE - 2) };
+    let end = unsafe { base.add(SHADOW_INITIAL / SHADOW_ENTRY_SIZE - 2) };
     let st = Box::leak(Box::new(ThreadState {
         shadow_top: base,
         shadow_end: end,
@@ -146,10 +177,120 @@ pub fn init_thread(
         hidden: 0,
         max: u32::MAX,
         filt: crate::filter::FilterState::default(),
+        shadow_map: shadow as u64,
+        shadow_len: SHADOW_INITIAL,
+        sig_frame: 0,
+        exit_stack: [ShadowEntry {
+            ret: 0,
+            slot: 0,
+            func: 0,
+        }; EXIT_ENTRIES + 1],
+        park: std::sync::atomic::AtomicU64::new(0),
     }));
     tls::set_state(st);
     crate::unwind::watch_thread_exit();
     Some(st)
+}
+
+/// Whether the shadow stack may move now: no handler of a signal that
+/// interrupted generated code on this thread is still running. Such a
+/// handler's frames lie below its signal frame, on whatever stack it runs:
+/// once the stack pointer is above that frame, the handler has returned.
+fn may_move(st: &mut ThreadState) -> bool {
+    if st.sig_frame == 0 {
+        return true;
+    }
+    let here = std::ptr::addr_of!(*st) as u64;
+    let sp = &here as *const u64 as u64;
+    if sp > st.sig_frame {
+        st.sig_frame = 0;
+        return true;
+    }
+    false
+}
+
+/// Moves every pointer into the shadow stack by `delta` bytes (it was
+/// remapped elsewhere).
+fn rebase(st: &mut ThreadState, from: u64, len: usize, to: u64) {
+    let moved = |p: u64| -> u64 {
+        if p >= from && p <= from + len as u64 {
+            p - from + to
+        } else {
+            p
+        }
+    };
+    st.shadow_top = moved(st.shadow_top as u64) as *mut ShadowEntry;
+    st.shadow_base = moved(st.shadow_base as u64) as *mut ShadowEntry;
+    st.shadow_end = moved(st.shadow_end as u64) as *mut ShadowEntry;
+    // The filters' limit is linear in the top (or 0 / u64::MAX).
+    if st.limit != 0 && st.limit != u64::MAX {
+        st.limit = st.limit.wrapping_sub(from).wrapping_add(to);
+    }
+}
+
+/// The shadow stack is full: doubles it (in place when the address space
+/// after it is free, else elsewhere when nothing holds its addresses),
+/// up to [`SHADOW_MAX`]. False if it cannot grow: the call is then not
+/// traced, and counted as lost.
+pub fn grow_shadow(st: &mut ThreadState) -> bool {
+    let (old, len) = (st.shadow_map, st.shadow_len);
+    if len == 0 || len >= SHADOW_MAX {
+        return false;
+    }
+    let new_len = (len * 2).min(SHADOW_MAX);
+    // SAFETY: remapping the thread's own shadow stack mapping; in place
+    // first (no pointer changes), checked for failure.
+    let mut at = unsafe { libc::mremap(old as *mut libc::c_void, len, new_len, 0) };
+    if at == libc::MAP_FAILED {
+        if !may_move(st) {
+            return false;
+        }
+        // SAFETY: as above; every pointer into it is rebased below before
+        // anything reads it (signals are deferred in the slow path).
+        at = unsafe { libc::mremap(old as *mut libc::c_void, len, new_len, libc::MREMAP_MAYMOVE) };
+        if at == libc::MAP_FAILED {
+            return false;
+        }
+        rebase(st, old, len, at as u64);
+    }
+    st.shadow_map = at as u64;
+    st.shadow_len = new_len;
+    // SAFETY: within the new mapping (one spare entry at each end).
+    st.shadow_end = unsafe { (at as *mut ShadowEntry).add(new_len / SHADOW_ENTRY_SIZE - 1) };
+    true
+}
+
+/// The thread's exit hook ran: its shadow stack is unmapped, and the few
+/// calls the thread library still makes use a small one in the state.
+/// Kept if its live entries do not fit there, or if a signal handler
+/// interrupted generated code and may still run.
+pub fn release_shadow(st: &mut ThreadState) {
+    if st.shadow_len == 0 || !may_move(st) {
+        return;
+    }
+    // SAFETY: base <= top within the mapping.
+    let n = unsafe { st.shadow_top.offset_from(st.shadow_base) } as usize;
+    if n > EXIT_ENTRIES {
+        return;
+    }
+    let (old, len) = (st.shadow_map, st.shadow_len);
+    let dst = st.exit_stack.as_mut_ptr();
+    // SAFETY: n live entries copied into the exit stack after its spare
+    // entry; the pointers are rebased before the mapping goes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(st.shadow_base, dst.add(1), n);
+        *dst = ShadowEntry {
+            ret: 0,
+            slot: 0,
+            func: 0,
+        };
+        let from = st.shadow_base as u64;
+        rebase(st, from, len - (from - old) as usize, dst.add(1) as u64);
+        st.shadow_end = dst.add(EXIT_ENTRIES);
+        libc::munmap(old as *mut libc::c_void, len);
+    }
+    st.shadow_map = 0;
+    st.shadow_len = 0;
 }
 
 /// In the child of `fork`: the calling thread's state is a private copy of
@@ -167,21 +308,20 @@ pub fn after_fork_child(shm: &Shm) {
     let tid = gettid();
     // SAFETY: getpid/getppid have no preconditions.
     let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
-    let Some(slot) = shm.register_task(
+    let slot = shm.register_task(
         tid,
         pid,
         ppid,
         st.session,
         parent_slot,
         fctrace_format::shm::ORIGIN_FORK,
-    ) else {
-        tls::set_state(std::ptr::null_mut());
-        return;
-    };
+    );
     st.tid = tid;
     st.pid = pid;
     st.task_slot = slot;
     st.seq = 0;
+    // A buffer the parent parked stays the parent's to hand over.
+    st.park.store(0, std::sync::atomic::Ordering::Relaxed);
     match shm.acquire(tid, pid, st.session, slot, 0) {
         Some(i) => {
             st.buf_index = i;
@@ -214,10 +354,33 @@ pub fn take_next_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
     }
 }
 
-/// Replaces the thread's full buffer with a fresh one.
-fn switch_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
+/// Replaces the thread's full buffer with a fresh one; afterwards the
+/// thread's buffer always has room.
+///
+/// Once the recorder does not record any more (it stopped, or died), the
+/// thread keeps the buffer it has and writes it again from the start: what
+/// it held is counted as lost, exactly, and the program runs on without
+/// waiting for anyone. A thread without a buffer of its own (its last one
+/// was handed over just before the recorder went away) writes into the
+/// process's scratch buffer, counted the same way.
+fn switch_buffer(shm: &Shm, st: &mut ThreadState) {
+    if st.buf != shm.buffer(st.buf_index) {
+        // The scratch buffer.
+        shm.recycle_own(st.buf);
+        if shm.recording() {
+            take_next_buffer(shm, st);
+        }
+        return;
+    }
+    if !shm.recording() {
+        crate::signal::release_parked(shm, st);
+        shm.recycle_own(st.buf);
+        return;
+    }
     crate::signal::release_buffer(shm, st);
-    take_next_buffer(shm, st)
+    if !take_next_buffer(shm, st) {
+        st.buf = crate::scratch_buffer();
+    }
 }
 
 /// Appends an event from Rust, switching buffers as needed.
@@ -252,6 +415,7 @@ pub unsafe extern "C" fn slow_path(
         return crate::unwind::call_while_unwinding(arg, func as u32);
     }
     let _defer = crate::signal::DeferSignals::new();
+    let was_busy = tls::busy();
     let _busy = tls::Busy::enter();
     let Some(shm) = shm::get() else { return 0 };
     match reason {
@@ -265,21 +429,23 @@ pub unsafe extern "C" fn slow_path(
             );
             if made.is_none() {
                 // Leave the thread untraced for good rather than retry on
-                // every call.
+                // every call; the recorder says how many were.
                 std::mem::forget(_busy);
                 tls::set_busy(1);
-                shm.add_lost(1);
+                shm.note_untraced_thread();
             }
             0
         }
         SLOW_FULL => {
             // SAFETY: state is set for a thread that reached SLOW_FULL.
             let st = unsafe { &mut *tls::state() };
-            if !switch_buffer(shm, st) {
-                // No recorder any more: keep writing into a private scratch
-                // buffer so the program runs on; count what is lost.
-                shm.add_lost(1);
-                st.buf = crate::scratch_buffer();
+            switch_buffer(shm, st);
+            if was_busy == 0 && shm.recorder_dead() {
+                // Nobody will read anything any more: the thread's calls
+                // pass through untraced from now on, at nearly their
+                // native cost (as for a thread that could not be set up);
+                // frames entered before still return through the agent.
+                std::mem::forget(_busy);
             }
             0
         }
@@ -288,6 +454,10 @@ pub unsafe extern "C" fn slow_path(
             let st = unsafe { &mut *tls::state() };
             unwind_to(shm, st, arg);
             0
+        }
+        SLOW_GROW => {
+            // SAFETY: as above.
+            u64::from(grow_shadow(unsafe { &mut *tls::state() }))
         }
         SLOW_RESYNC => {
             // SAFETY: as above.
@@ -362,9 +532,7 @@ pub fn reserve(shm: &Shm, st: &mut ThreadState, n: usize) -> *mut fctrace_format
                 std::ptr::write_bytes((buf as *mut u8).add(pos as usize), 0, (size - pos) as usize)
             };
         }
-        if !switch_buffer(shm, st) {
-            break;
-        }
+        switch_buffer(shm, st);
     }
     shm.add_lost(1);
     std::ptr::null_mut()

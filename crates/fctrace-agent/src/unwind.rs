@@ -483,34 +483,14 @@ pub fn watch_thread_exit() {
     }
 }
 
-/// The calling thread's stack, `[lo, hi)` ((0, 0) if unknown).
-fn current_stack() -> (u64, u64) {
-    // SAFETY: pthread_getattr_np fills the attribute object, which is
-    // destroyed after its stack has been read.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
-            return (0, 0);
-        }
-        let mut addr = std::ptr::null_mut();
-        let mut size = 0usize;
-        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
-        libc::pthread_attr_destroy(&mut attr);
-        if ok {
-            (addr as u64, addr as u64 + size as u64)
-        } else {
-            (0, 0)
-        }
-    }
-}
-
-/// The thread is ending: its start routine is gone. Every shadow entry of
-/// a frame that no longer exists gets its `Unwind` exit: a slot below this
-/// destructor's frame, or one that holds neither its return address nor
-/// its stub's address any more. A frame still alive above the destructor
-/// (only possible for a traced function of glibc's thread-exit path) holds
-/// one of them; the scan stops there, and at any slot that is not on this
-/// thread's stack (nothing is read there).
+/// The thread is ending: its start routine is gone, returned or unwound
+/// (`pthread_exit`, cancellation). glibc runs this destructor from the
+/// thread's first frame (`start_thread`, or `__libc_start_call_main` for a
+/// main thread that called `pthread_exit`), whose callers are never traced:
+/// every shadow entry left belongs to a frame that no longer exists and
+/// gets its `Unwind` exit. (Their stack slots cannot tell: the forced
+/// unwinding put the real return addresses back, and the destructor's own
+/// frames need not overwrite them.)
 extern "C" fn thread_exit(_: *mut c_void) {
     let p = tls::state();
     if p.is_null() {
@@ -523,26 +503,16 @@ extern "C" fn thread_exit(_: *mut c_void) {
     // SAFETY: the state belongs to this thread.
     let st = unsafe { &mut *p };
     if st.shadow_top == st.shadow_base {
-        return; // the usual ending: everything returned
+        // The usual ending: everything returned.
+        crate::thread::release_shadow(st);
+        return;
     }
     tls::set_busy(1);
-    let here = marker();
-    let (lo, hi) = current_stack();
     if let Some(shm) = crate::shm::get() {
-        // SAFETY: entries between base and top were written by this thread;
-        // slots read lie on this thread's stack, at or above this frame.
+        // SAFETY: entries between base and top were written by this thread.
         unsafe {
             while st.shadow_top > st.shadow_base {
                 let e = *st.shadow_top.sub(1);
-                if e.slot >= here {
-                    if e.slot < lo || e.slot.saturating_add(8) > hi {
-                        break;
-                    }
-                    let v = (e.slot as *const u64).read();
-                    if v == e.ret || v == ret_site(e.func) {
-                        break;
-                    }
-                }
                 st.shadow_top = st.shadow_top.sub(1);
                 crate::filter::unwound(shm, st, e.func);
             }
@@ -551,6 +521,7 @@ extern "C" fn thread_exit(_: *mut c_void) {
     if prev == tls::BUSY_UNWINDING {
         hijack_all(st);
     }
+    crate::thread::release_shadow(st);
     tls::set_busy(0);
 }
 

@@ -17,10 +17,30 @@
 //! `xadd`, which signal handlers of the same thread cannot split), then
 //! writes the record. When the buffer is full the thread pushes it onto the
 //! `full` queue and pops a fresh one from `free`, waiting if there is none:
-//! events are never dropped for lack of space. After every traced process
-//! has ended, the recorder also reads the buffers still marked
-//! [`BUF_OWNED`]: their `pos` says how much was written, even if the process
-//! was killed.
+//! events are never dropped for lack of space. A waiting thread sleeps on
+//! the futex word [`ShmHeader::free_wake`] (a shared futex: the memory is
+//! `MAP_SHARED`), which the recorder bumps, and wakes, when it frees
+//! buffers. After every traced process has ended, the recorder also reads
+//! the buffers still marked [`BUF_OWNED`]: their `pos` says how much was
+//! written, even if the process was killed.
+//!
+//! **The recorder may go away.** [`ShmHeader::recorder_state`] is
+//! [`RECORDER_RUNNING`] while it records. It leaves that state when it stops
+//! recording (an error writing the trace, the shared memory found damaged)
+//! or when every traced process has ended; a recorder killed outright
+//! (SIGKILL) cannot say so, but its heartbeat ([`ShmHeader::heartbeat`],
+//! bumped every [`HEARTBEAT_MS`] by a thread of its own) stops, and a
+//! waiting agent that sees no beat for [`HEARTBEAT_TIMEOUT_MS`] sets
+//! [`RECORDER_DEAD`] itself. Both work across PID namespaces. Once the
+//! recorder is not running, no agent waits for it: each thread keeps
+//! reusing the buffer it holds, adding what it overwrites to
+//! [`ShmHeader::lost_events`] (counted as [`count_events`] counts), so the
+//! program runs on at its untraced speed and the loss is exact.
+//!
+//! **Nothing read here is trusted.** The traced program can write anywhere
+//! in this memory. Every index, length and state read from it is checked
+//! by its reader, and every loop over it is bounded ([`Queue`] and
+//! [`FreeStack`] give up after [`MAX_RETRIES`] rounds).
 //!
 //! Everything here is plain data and atomics; mapping the memory is the
 //! business of the agent and of the recorder's process-control module.
@@ -28,7 +48,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FCTRSHM1");
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Size of the header page.
 pub const HEADER_SIZE: usize = 4096;
@@ -39,6 +59,30 @@ pub const BUF_HEADER_SIZE: usize = 64;
 pub const BUF_FREE: u32 = 0;
 pub const BUF_OWNED: u32 = 1;
 pub const BUF_FULL: u32 = 2;
+
+/// [`BufHeader::task_slot`] of a task that got no slot (the task table was
+/// full): its events are written as usual and the recorder counts them as
+/// lost, exactly.
+pub const NO_TASK_SLOT: u32 = u32::MAX;
+
+/// [`ShmHeader::recorder_state`]: recording.
+pub const RECORDER_RUNNING: u32 = 0;
+/// Every traced process has ended; the recorder collects what is left.
+pub const RECORDER_DONE: u32 = 1;
+/// The recorder stopped recording (it could not write the trace, or found
+/// the shared memory damaged) and waits for the program to end.
+pub const RECORDER_STOPPED: u32 = 2;
+/// Set by an agent: the recorder's heartbeat stopped (it was killed).
+pub const RECORDER_DEAD: u32 = 3;
+
+/// The recorder bumps [`ShmHeader::heartbeat`] this often.
+pub const HEARTBEAT_MS: u64 = 50;
+/// An agent waiting for a buffer that sees no heartbeat for this long
+/// takes the recorder for dead.
+pub const HEARTBEAT_TIMEOUT_MS: u64 = 1000;
+/// Rounds after which a lock-free operation on this memory gives up: only
+/// damaged memory makes one take that long.
+pub const MAX_RETRIES: u32 = 1 << 16;
 
 /// Task slot states ([`TaskSlot::state`]).
 pub const TASK_EMPTY: u32 = 0;
@@ -72,14 +116,28 @@ pub struct ShmHeader {
     pub full_tail: AtomicU64,
     /// Incremented whenever a buffer is pushed on the full queue.
     pub full_pushes: AtomicU32,
-    /// Set by the recorder when it stops draining (it is shutting down):
-    /// agents then stop waiting for free buffers and count losses instead.
-    pub recorder_gone: AtomicU32,
+    /// One of the `RECORDER_*` values: anything but [`RECORDER_RUNNING`]
+    /// makes agents stop waiting for free buffers and count losses instead.
+    pub recorder_state: AtomicU32,
     /// One more than the highest buffer index ever taken: buffers from
     /// here on were never touched (the free stack hands them out in
     /// order), so the recorder's scans stop here instead of faulting in
     /// every buffer's header page.
     pub buffers_used: AtomicU32,
+    /// Bumped by the recorder's heartbeat thread every [`HEARTBEAT_MS`].
+    pub heartbeat: AtomicU32,
+    /// Futex word: bumped by the recorder after it freed buffers.
+    pub free_wake: AtomicU32,
+    /// Agent threads sleeping on `free_wake` (the recorder wakes them only
+    /// then: no system call otherwise).
+    pub free_waiters: AtomicU32,
+    /// Threads the agent could not set up at all (no memory for their
+    /// shadow stack): their calls are neither recorded nor counted.
+    pub untraced_threads: AtomicU32,
+    /// Inode of the recorder's PID namespace (`/proc/self/ns/pid`); 0 if
+    /// unknown. Tasks in another namespace have tids that mean nothing to
+    /// the recorder ([`TaskSlot::pidns`]).
+    pub recorder_pidns: u64,
 }
 
 #[repr(C)]
@@ -94,7 +152,10 @@ pub struct TaskSlot {
     pub comm: [u8; 16],
     /// How the task came to be: one of the `ORIGIN_*` values.
     pub origin: u32,
-    pub _pad: [u8; 20],
+    /// Inode of the task's PID namespace (0: unknown). When it is not the
+    /// recorder's, `tid` and `pid` are numbers of that namespace.
+    pub pidns: u64,
+    pub _pad: [u8; 8],
 }
 
 /// [`TaskSlot::origin`]: the program fctrace started.
@@ -126,7 +187,10 @@ pub struct BufHeader {
     /// Per-task sequence number of this buffer.
     pub seq: u32,
     pub task_slot: u32,
-    pub _pad: [u8; 32],
+    /// Inode of the owner's PID namespace (0: unknown): `tid` and `pid`
+    /// are numbers of that namespace.
+    pub pidns: u64,
+    pub _pad: [u8; 24],
 }
 
 const _: () = assert!(std::mem::size_of::<ShmHeader>() <= HEADER_SIZE);
@@ -146,7 +210,10 @@ impl Layout {
     pub const DEFAULT: Layout = Layout {
         buf_count: 4096,
         buf_size: 64 * 1024,
-        task_slots: 32768,
+        // 64 MiB of the memory file, touched only as tasks come: enough
+        // for a million threads over a program's life. Tasks beyond it are
+        // not in the table; their events are counted as lost.
+        task_slots: 1 << 20,
     };
 
     pub fn tasks_offset(&self) -> usize {
@@ -175,6 +242,35 @@ impl Layout {
     }
 }
 
+/// The events among `records` as the trace writer stores them: records
+/// with a timestamp (a record reserved but never written has none) and a
+/// valid kind; an `Args`/`Retval` record with its payload records counts
+/// once. What a thread overwrites or the recorder drops is counted with
+/// this, so lost counts and stored counts are in the same unit.
+pub fn count_events(records: &[crate::event::RawEvent]) -> u64 {
+    use crate::event::{EventKind, MAX_PAYLOAD};
+    let mut n = 0u64;
+    let mut i = 0usize;
+    while i < records.len() {
+        let r = &records[i];
+        i += 1;
+        let kind = r.kind();
+        if let Some(EventKind::Args | EventKind::Retval) = kind {
+            let end = i + r.payload_records();
+            if end > records.len() || r.payload_len() > MAX_PAYLOAD {
+                break;
+            }
+            i = end;
+        } else if kind.is_none() || kind == Some(EventKind::Data) {
+            continue;
+        }
+        if r.tsc != 0 {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// The free buffers: a lock-free LIFO stack of buffer indices (a Treiber
 /// stack whose head carries a modification count against ABA). The most
 /// recently recycled buffer is taken first, so a thread keeps writing into
@@ -194,14 +290,15 @@ impl FreeStack<'_> {
         self.head.store(0, Ordering::Release);
     }
 
-    /// Pushes buffer `index` (< number of cells). Always succeeds: each
-    /// buffer is on the stack at most once.
+    /// Pushes buffer `index` (< number of cells). Succeeds unless the
+    /// index is out of range or the memory is damaged: each buffer is on
+    /// the stack at most once.
     pub fn push(&self, index: u64) -> bool {
         let Some(cell) = self.cells.get(index as usize) else {
             return false;
         };
         let mut head = self.head.load(Ordering::Relaxed);
-        loop {
+        for _ in 0..MAX_RETRIES {
             cell.value.store(head & 0xFFFF_FFFF, Ordering::Relaxed);
             let new = ((head >> 32).wrapping_add(1) << 32) | (index + 1);
             match self
@@ -212,32 +309,58 @@ impl FreeStack<'_> {
                 Err(h) => head = h,
             }
         }
+        false
     }
 
-    /// Takes the most recently pushed index, if any.
-    pub fn pop(&self) -> Option<u64> {
+    /// Whether the stack is empty now.
+    pub fn pop_would_be_empty(&self) -> bool {
+        self.head.load(Ordering::Acquire) & 0xFFFF_FFFF == 0
+    }
+
+    /// Takes the most recently pushed index, if any. An index out of range
+    /// (damaged memory) is returned too: callers check it.
+    pub fn pop(&self) -> Pop {
         let mut head = self.head.load(Ordering::Acquire);
-        loop {
+        for _ in 0..MAX_RETRIES {
             let top = head & 0xFFFF_FFFF;
             if top == 0 {
-                return None;
+                return Pop::Empty;
             }
             // If another thread takes `top` meanwhile, the count in the
             // head changes and the exchange below fails: `next` is only
             // used when it was read from the top it belongs to.
-            let next = self
-                .cells
-                .get(top as usize - 1)?
-                .value
-                .load(Ordering::Relaxed);
+            let Some(cell) = self.cells.get(top as usize - 1) else {
+                return Pop::Damaged;
+            };
+            let next = cell.value.load(Ordering::Relaxed);
             let new = ((head >> 32).wrapping_add(1) << 32) | (next & 0xFFFF_FFFF);
             match self
                 .head
                 .compare_exchange_weak(head, new, Ordering::Acquire, Ordering::Acquire)
             {
-                Ok(_) => return Some(top - 1),
+                Ok(_) => return Pop::Some(top - 1),
                 Err(h) => head = h,
             }
+        }
+        Pop::Damaged
+    }
+}
+
+/// What taking a value from a [`FreeStack`] or a [`Queue`] gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pop {
+    Some(u64),
+    Empty,
+    /// The shared memory holds values no correct user writes (or a
+    /// lock-free loop found no end): the structure is damaged.
+    Damaged,
+}
+
+impl Pop {
+    pub fn some(self) -> Option<u64> {
+        match self {
+            Pop::Some(v) => Some(v),
+            _ => None,
         }
     }
 }
@@ -264,11 +387,11 @@ impl Queue<'_> {
         self.tail.store(0, Ordering::Release);
     }
 
-    /// Appends `value`; false if the queue is full.
+    /// Appends `value`; false if the queue is full (or damaged).
     pub fn push(&self, value: u64) -> bool {
         let mask = self.cells.len() as u64 - 1;
         let mut pos = self.tail.load(Ordering::Relaxed);
-        loop {
+        for _ in 0..MAX_RETRIES {
             let cell = &self.cells[(pos & mask) as usize];
             let seq = cell.seq.load(Ordering::Acquire);
             let diff = seq as i64 - pos as i64;
@@ -292,13 +415,14 @@ impl Queue<'_> {
                 pos = self.tail.load(Ordering::Relaxed);
             }
         }
+        false
     }
 
     /// Takes the oldest value, if any.
-    pub fn pop(&self) -> Option<u64> {
+    pub fn pop(&self) -> Pop {
         let mask = self.cells.len() as u64 - 1;
         let mut pos = self.head.load(Ordering::Relaxed);
-        loop {
+        for _ in 0..MAX_RETRIES {
             let cell = &self.cells[(pos & mask) as usize];
             let seq = cell.seq.load(Ordering::Acquire);
             let diff = seq as i64 - (pos + 1) as i64;
@@ -312,16 +436,17 @@ impl Queue<'_> {
                     Ok(_) => {
                         let v = cell.value.load(Ordering::Relaxed);
                         cell.seq.store(pos + mask + 1, Ordering::Release);
-                        return Some(v);
+                        return Pop::Some(v);
                     }
                     Err(p) => pos = p,
                 }
             } else if diff < 0 {
-                return None;
+                return Pop::Empty;
             } else {
                 pos = self.head.load(Ordering::Relaxed);
             }
         }
+        Pop::Damaged
     }
 }
 
@@ -347,18 +472,18 @@ mod tests {
             head: &h,
         };
         st.init();
-        assert_eq!(st.pop(), None);
+        assert_eq!(st.pop().some(), None);
         for i in 0..4 {
             assert!(st.push(i));
         }
         assert!(!st.push(4), "index out of range");
-        assert_eq!(st.pop(), Some(3));
+        assert_eq!(st.pop().some(), Some(3));
         assert!(st.push(3));
-        assert_eq!(st.pop(), Some(3), "the last pushed comes back first");
+        assert_eq!(st.pop().some(), Some(3), "the last pushed comes back first");
         for i in (0..3).rev() {
-            assert_eq!(st.pop(), Some(i));
+            assert_eq!(st.pop().some(), Some(i));
         }
-        assert_eq!(st.pop(), None);
+        assert_eq!(st.pop().some(), None);
     }
 
     #[test]
@@ -384,7 +509,7 @@ mod tests {
                     let mut mine = Vec::new();
                     for round in 0..20_000u64 {
                         if round % 3 != 2 {
-                            if let Some(i) = st.pop() {
+                            if let Some(i) = st.pop().some() {
                                 let was = owned[i as usize].fetch_add(1, Ordering::SeqCst);
                                 assert_eq!(was, 0, "buffer {i} handed out twice");
                                 mine.push(i);
@@ -402,11 +527,55 @@ mod tests {
             }
         });
         let mut all = Vec::new();
-        while let Some(i) = st.pop() {
+        while let Some(i) = st.pop().some() {
             all.push(i);
         }
         all.sort();
         assert_eq!(all, (0..n as u64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn damaged_structures_end_in_bounded_time() {
+        // A queue whose cells hold garbage: pop and push give up.
+        let c = cells(4);
+        let (h, t) = (AtomicU64::new(0), AtomicU64::new(0));
+        let q = Queue {
+            cells: &c,
+            head: &h,
+            tail: &t,
+        };
+        q.init();
+        for cell in &c {
+            cell.seq.store(u64::MAX / 3, Ordering::Relaxed);
+        }
+        assert_eq!(q.pop(), Pop::Damaged);
+        assert!(!q.push(1));
+        // A stack whose head names a cell that does not exist.
+        let sh = AtomicU64::new(0x1234_5678_9abc);
+        let st = FreeStack {
+            cells: &c,
+            head: &sh,
+        };
+        assert_eq!(st.pop(), Pop::Damaged);
+    }
+
+    #[test]
+    fn events_are_counted_as_the_writer_stores_them() {
+        use crate::event::{EventKind, RawEvent};
+        let mut recs = vec![
+            RawEvent::new(EventKind::Entry, 1, 10),
+            RawEvent::new(EventKind::Exit, 1, 0), // reserved, never written
+            RawEvent::with_payload(EventKind::Args, 1, 20, 11),
+            RawEvent { word: 7, tsc: 8 }, // payload: not an event
+            RawEvent { word: 9, tsc: 0 }, // payload
+            RawEvent::new(EventKind::Exit, 1, 12),
+        ];
+        assert_eq!(count_events(&recs), 3);
+        recs.push(RawEvent {
+            word: 0xff,
+            tsc: 13,
+        }); // no such kind
+        assert_eq!(count_events(&recs), 3);
     }
 
     #[test]
@@ -419,19 +588,19 @@ mod tests {
             tail: &t,
         };
         q.init();
-        assert_eq!(q.pop(), None);
+        assert_eq!(q.pop().some(), None);
         for v in 10..14 {
             assert!(q.push(v));
         }
         assert!(!q.push(99));
         for v in 10..14 {
-            assert_eq!(q.pop(), Some(v));
+            assert_eq!(q.pop().some(), Some(v));
         }
-        assert_eq!(q.pop(), None);
+        assert_eq!(q.pop().some(), None);
         // wraps around
         for round in 0..10u64 {
             assert!(q.push(round));
-            assert_eq!(q.pop(), Some(round));
+            assert_eq!(q.pop().some(), Some(round));
         }
     }
 
@@ -462,7 +631,7 @@ mod tests {
                 s.spawn(move || {
                     let mut mine = Vec::new();
                     while mine.len() < 20_000 {
-                        if let Some(v) = q.pop() {
+                        if let Some(v) = q.pop().some() {
                             mine.push(v);
                         }
                     }

@@ -17,8 +17,8 @@
 use crate::filter::{B_NOFILTER, FILTER_ENTRY_BITS};
 use crate::thread::{
     OFF_BLOCK, OFF_BUF, OFF_FL, OFF_GEN, OFF_HIDDEN, OFF_LIMIT, OFF_MAX, OFF_SHADOW_END,
-    OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE, SLOW_FLAGGED_ENTRY, SLOW_FLAGGED_EXIT, SLOW_FULL, SLOW_INIT,
-    SLOW_MISMATCH, SLOW_RESYNC, SLOW_UNWINDING,
+    OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE, SLOW_FLAGGED_ENTRY, SLOW_FLAGGED_EXIT, SLOW_FULL, SLOW_GROW,
+    SLOW_INIT, SLOW_MISMATCH, SLOW_RESYNC, SLOW_UNWINDING,
 };
 use crate::tls::BUSY_UNWINDING;
 use fctrace_format::event::{EventKind, RawEvent, KIND_BITS};
@@ -287,7 +287,11 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     a.jnz(retry)?;
     a.jmp(pass)?;
     a.set_label(&mut overflow)?;
+    // The shadow stack is full: grown, the call starts over; else it is
+    // not traced and counted as lost.
     a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ent)?;
+    slow_call(&mut a, p, SLOW_GROW, None)?;
+    a.jnz(retry)?;
     a.mov(rcx, p.lost_counter)?;
     a.lock().add(qword_ptr(rcx), 2)?; // this call's entry and exit
     a.jmp(pass)?;
@@ -599,6 +603,9 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.sub(dword_ptr(r11 + OFF_BLOCK), 1)?;
         a.sub(qword_ptr(r11 + OFF_HIDDEN), 1)?;
         slow_call(&mut a, p, SLOW_RESYNC, None)?;
+        // Grown: the entry starts over (its checks see the state again).
+        slow_call(&mut a, p, SLOW_GROW, None)?;
+        a.jnz(fretry)?;
         a.jmp(pass)?;
     }
 

@@ -20,6 +20,13 @@ const ZSTD_LEVEL: i32 = 1;
 /// threads).
 const GLOBAL_BUFFER_LIMIT: usize = 64 << 20;
 
+/// A file of this size is kept in the trace directory while events are
+/// written, and removed before info.json is written: so that a disk that
+/// fills up still leaves room for the info.json that makes the events
+/// written so far readable.
+const RESERVE_SIZE: usize = 256 << 10;
+const RESERVE_FILE: &str = "info.json.reserve";
+
 /// Writes a trace directory. See the module documentation for the layout.
 ///
 /// Memory is bounded: each task buffers at most one chunk (64Ki events or
@@ -44,6 +51,14 @@ pub struct TraceWriter {
     compressed: Vec<u8>,
     /// The bytes of one chunk as written (headers and compressed data).
     out: Vec<u8>,
+    /// Writing failed: nothing more is written; what was buffered then
+    /// was dropped.
+    failed: bool,
+    /// Events dropped because writing failed.
+    dropped: u64,
+    /// The room kept for info.json ([`RESERVE_FILE`]) exists.
+    reserved: bool,
+    reserve_tried: bool,
 }
 
 struct TaskStream {
@@ -205,6 +220,10 @@ impl TraceWriter {
             payload: Vec::new(),
             compressed: Vec::new(),
             out: Vec::new(),
+            failed: false,
+            dropped: 0,
+            reserved: false,
+            reserve_tried: false,
         })
     }
 
@@ -218,9 +237,36 @@ impl TraceWriter {
         self.dir.join(SESSIONS_DIR)
     }
 
-    /// Event records stored so far (buffered ones included).
+    /// Event records stored so far (buffered ones included). After a
+    /// write error: the events in the files, whole chunks only.
     pub fn events_written(&self) -> u64 {
         self.events
+    }
+
+    /// Events dropped because writing failed (see
+    /// [`append_task`](Self::append_task)).
+    pub fn dropped_events(&self) -> u64 {
+        self.dropped
+    }
+
+    /// After a write error: drops every buffered event (counted in
+    /// `dropped`) and writes nothing more.
+    fn fail(&mut self, rest: &[RawEvent]) {
+        self.failed = true;
+        self.release_reserve();
+        self.dropped += crate::shm::count_events(rest);
+        let mut sink = Vec::new();
+        for stream in self.tasks.values_mut() {
+            let n = stream.encoder.events();
+            if n > 0 {
+                stream.encoder.take_payload(&mut sink);
+                sink.clear();
+                stream.events -= u64::from(n);
+                self.events -= u64::from(n);
+                self.dropped += u64::from(n);
+            }
+        }
+        self.buffered = 0;
     }
 
     /// Appends events of the task whose id and tid are both `tid` (for
@@ -250,6 +296,14 @@ impl TraceWriter {
         tid: u32,
         events: &[RawEvent],
     ) -> Result<(), StoreError> {
+        if self.failed {
+            self.dropped += crate::shm::count_events(events);
+            return Err(StoreError::Io {
+                action: "cannot write",
+                path: self.dir.clone(),
+                error: io::Error::other("writing stopped after an earlier error"),
+            });
+        }
         if !self.tasks.contains_key(&id) {
             let file = self.new_file_name(tid);
             self.tasks.insert(
@@ -276,7 +330,10 @@ impl TraceWriter {
                 break;
             }
             if stream.encoder.is_full() {
-                self.write_chunk(id)?;
+                if let Err(e) = self.write_chunk(id) {
+                    self.fail(rest);
+                    return Err(e);
+                }
             }
         }
         if self.buffered > GLOBAL_BUFFER_LIMIT {
@@ -288,7 +345,16 @@ impl TraceWriter {
     /// Writes out every task's partial chunk. Not needed before
     /// [`finish`](TraceWriter::finish); useful to bound what a crash of the
     /// recorder would lose.
+    ///
+    /// A write error (a full disk...) leaves the files as they were before
+    /// the chunk that failed (whole chunks only, readable) and the writer
+    /// failed: every event not yet written is dropped and counted in
+    /// [`dropped_events`](Self::dropped_events), later appends are refused
+    /// (and counted), and [`finish`](Self::finish) still writes info.json.
     pub fn flush(&mut self) -> Result<(), StoreError> {
+        if self.failed {
+            return Ok(());
+        }
         let ids: Vec<u32> = self
             .tasks
             .iter()
@@ -296,7 +362,10 @@ impl TraceWriter {
             .map(|(&id, _)| id)
             .collect();
         for id in ids {
-            self.write_chunk(id)?;
+            if let Err(e) = self.write_chunk(id) {
+                self.fail(&[]);
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -308,7 +377,9 @@ impl TraceWriter {
     /// a file name too, but no file); a task that has events but is
     /// missing from `info.tasks` is added (with pid = tid and a warning).
     pub fn finish(mut self, mut info: TraceInfo) -> Result<(), StoreError> {
-        self.flush()?;
+        // After a failure, info.json is still written: it describes the
+        // whole chunks that were.
+        let flushed = self.flush();
         for (&id, stream) in &self.tasks {
             if stream.started && info.task_by_id(id).is_none() {
                 info.tasks.push(TaskInfo {
@@ -339,6 +410,7 @@ impl TraceWriter {
                 }
             }
         }
+        self.release_reserve();
         info.format_version = FORMAT_VERSION;
         if info.fctrace_version.is_empty() {
             info.fctrace_version = env!("CARGO_PKG_VERSION").to_string();
@@ -353,12 +425,44 @@ impl TraceWriter {
             .write_all(text.as_bytes())
             .map_err(|e| StoreError::io("cannot write", &tmp, e))?;
         fs::rename(&tmp, &path).map_err(|e| StoreError::io("cannot write", &path, e))?;
-        Ok(())
+        flushed
+    }
+
+    /// Keeps [`RESERVE_SIZE`] bytes of the disk for info.json (before the
+    /// first chunk is written). Best effort: a disk too full for it fails
+    /// at the chunk anyway.
+    fn reserve(&mut self) {
+        if self.failed {
+            return;
+        }
+        let path = self.dir.join(RESERVE_FILE);
+        let made = create_private(&path).and_then(|mut f| {
+            f.write_all(&vec![0u8; RESERVE_SIZE])
+                .map_err(|e| StoreError::io("cannot write", &path, e))
+        });
+        match made {
+            Ok(()) => self.reserved = true,
+            Err(_) => {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+
+    /// Gives the room kept for info.json back.
+    fn release_reserve(&mut self) {
+        if self.reserved {
+            let _ = fs::remove_file(self.dir.join(RESERVE_FILE));
+            self.reserved = false;
+        }
     }
 
     /// Compresses task `id`'s buffered events into one chunk and appends it
     /// to its file (creating the file with its header the first time).
     fn write_chunk(&mut self, id: u32) -> Result<(), StoreError> {
+        if !self.reserve_tried {
+            self.reserve_tried = true;
+            self.reserve();
+        }
         let Some(stream) = self.tasks.get_mut(&id) else {
             return Ok(());
         };
@@ -400,17 +504,39 @@ impl TraceWriter {
         }
         out.extend_from_slice(&header_bytes);
         out.extend_from_slice(compressed);
-        let mut file = if stream.started {
+        let opened = if stream.started {
             // The file this writer created (in its private directory).
             OpenOptions::new()
                 .append(true)
                 .open(&path)
-                .map_err(|e| StoreError::io("cannot open", &path, e))?
+                .map_err(|e| StoreError::io("cannot open", &path, e))
         } else {
-            create_private(&path)?
+            create_private(&path)
         };
-        file.write_all(out)
-            .map_err(|e| StoreError::io("cannot write", &path, e))?;
+        let written = opened.and_then(|mut file| {
+            let before = if stream.started {
+                file.metadata().map(|m| m.len()).unwrap_or(0)
+            } else {
+                0
+            };
+            file.write_all(out).map_err(|e| {
+                // No half chunk at the end of the file (it would read
+                // as damaged): back to the whole chunks before it.
+                if stream.started {
+                    let _ = file.set_len(before);
+                }
+                StoreError::io("cannot write", &path, e)
+            })
+        });
+        if let Err(e) = written {
+            if !stream.started {
+                let _ = fs::remove_file(&path);
+            }
+            stream.events -= u64::from(events);
+            self.events -= u64::from(events);
+            self.dropped += u64::from(events);
+            return Err(e);
+        }
         stream.started = true;
         self.bytes += out.len() as u64;
         Ok(())

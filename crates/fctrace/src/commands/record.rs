@@ -15,8 +15,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     // Bad filter or argument specs are errors before anything runs.
     let options = args.filter.to_options_with(&args.trace)?;
     let out = recorder::record(&args.command, &args.dir, &args.trace, &options)?;
-    if out.lost_events > 0 {
-        eprintln!("fctrace: {} events were lost", out.lost_events);
+    // What was not recorded, and why (also in the trace's warnings).
+    for note in &out.notes {
+        eprintln!("fctrace: {note}");
     }
     Ok(recorder::exit_like(out.exit))
 }

@@ -38,8 +38,14 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
 
     let lost = trace.info.lost_events.max(stats.lost_in_streams);
     if lost > 0 {
+        let why = crate::recorder::loss_reasons(&trace.info);
         warn(&format!(
-            "{lost} events were lost: the statistics are incomplete"
+            "{lost} events were lost: the statistics are incomplete{}",
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            }
         ));
     }
     let mut errors = stats.errors.into_iter();

@@ -99,8 +99,14 @@ pub fn print_tree_with(
     };
     let lost = trace.info.lost_events.max(summary.lost_in_streams);
     if lost > 0 {
+        let why = crate::recorder::loss_reasons(&trace.info);
         warn(&format!(
-            "{lost} events were lost: parts of the tree are missing"
+            "{lost} events were lost: parts of the tree are missing{}",
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            }
         ));
     }
     let mut errors = summary.errors.into_iter();

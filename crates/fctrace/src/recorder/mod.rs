@@ -8,7 +8,10 @@ mod shm;
 use crate::cli::TraceOptions;
 use anyhow::{Context, Result};
 use fctrace_format::event::RawEvent;
-use fctrace_format::shm::{Layout, FLAG_NEST_LIBCALL, ORIGIN_EXEC, ORIGIN_FORK, ORIGIN_THREAD};
+use fctrace_format::shm::{
+    count_events, Layout, FLAG_NEST_LIBCALL, NO_TASK_SLOT, ORIGIN_EXEC, ORIGIN_FORK, ORIGIN_THREAD,
+    RECORDER_DEAD, RECORDER_DONE, RECORDER_STOPPED,
+};
 use fctrace_format::store::{Clock, ExitStatus, TaskInfo, TaskOrigin, TraceInfo, TraceWriter};
 use std::ffi::OsString;
 use std::path::Path;
@@ -20,8 +23,9 @@ static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fctrace_agent.so
 
 pub struct Outcome {
     pub exit: Option<ExitStatus>,
-    /// Events that could not be recorded (also in the trace's info).
-    pub lost_events: u64,
+    /// What went wrong while recording and what was not recorded, to say
+    /// on stderr at the end (also in the trace's warnings).
+    pub notes: Vec<String>,
 }
 
 /// Checks that the program can be traced at all; returns its path and
@@ -64,7 +68,16 @@ pub fn record(
     opts: &TraceOptions,
     options: &fctrace_options::Options,
 ) -> Result<Outcome> {
-    let (program, warnings) = preflight(command)?;
+    let (program, mut warnings) = preflight(command)?;
+    if let Some(why) = process::secure_exec_reason(&program) {
+        warnings.insert(
+            0,
+            format!(
+                "{} is {why}: the dynamic loader ignores LD_PRELOAD for it, so it runs untraced",
+                program.display()
+            ),
+        );
+    }
     for w in &warnings {
         eprintln!("fctrace: {w}");
     }
@@ -75,7 +88,7 @@ pub fn record(
     } else {
         0
     };
-    let mem = shm::SharedMemory::create(Layout::DEFAULT, flags)?;
+    let mem = shm::SharedMemory::create(layout(), flags)?;
     let (_agent_fd, mut agent_path) = shm::agent_file(AGENT)?;
     // For profiling fctrace itself: an agent loaded from a file has symbols
     // that perf and gdb can resolve (the embedded one is a memfd).
@@ -101,17 +114,18 @@ pub fn record(
     if !wire.is_empty() {
         env.push(("FCTRACE_OPTIONS".to_string(), wire.clone()));
     }
+    // Last: the dynamic loader takes the last LD_PRELOAD of the
+    // environment, and the agent removes exactly this one (the user's own,
+    // if any, stays where it was).
     let preload = match std::env::var("LD_PRELOAD") {
-        Ok(orig) if !orig.is_empty() => {
-            env.push(("FCTRACE_LD_PRELOAD".into(), orig.clone()));
-            format!("{agent_path}:{orig}")
-        }
+        Ok(orig) if !orig.is_empty() => format!("{agent_path}:{orig}"),
         _ => agent_path.clone(),
     };
     env.push(("LD_PRELOAD".into(), preload));
 
     process::install_signal_handlers();
     process::become_subreaper();
+    let heartbeat = mem.start_heartbeat()?;
     let start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -119,22 +133,36 @@ pub fn record(
     let first = shm::clock_pair();
     let child = process::spawn(&program, &command[0], &command[1..], &env)?;
 
-    // Streams are keyed by task slot: an exec keeps the tid but is a new
-    // task (new slot), and tids can be reused.
-    let mut sink = |task: shm::TaskKey, ev: &[RawEvent]| -> Result<()> {
-        writer.append_task(task.slot, task.tid, ev)?;
-        Ok(())
+    // From here on the program runs: whatever goes wrong, fctrace waits
+    // for it to end, writes what it can and ends as it did.
+    let mut sink = Sink {
+        writer: &mut writer,
+        failure: None,
+        dropped: 0,
+        untabled: 0,
+        damaged: 0,
+        task_count: 0,
     };
     let mut exit = None;
     let mut last_reclaim = std::time::Instant::now();
+    let mut last_foreign = std::time::Instant::now();
     loop {
-        let mut busy = false;
-        while mem.drain_one(&mut sink)? {
-            busy = true;
+        let busy = mem.drain_some(&mut |t, ev| sink.take(&mem, t, ev))?;
+        if sink.failure.is_some() && mem.recording() {
+            mem.set_state(RECORDER_STOPPED);
         }
-        if last_reclaim.elapsed() > std::time::Duration::from_millis(20) {
-            mem.reclaim_dead(&mut sink)?;
+        // Dead threads' buffers: every 20 ms; those of other PID
+        // namespaces (a search through /proc) every second, or at once
+        // when agents wait for buffers.
+        let waiting = mem.waiters() > 0;
+        if waiting || last_reclaim.elapsed() > std::time::Duration::from_millis(20) {
+            let foreign = last_foreign.elapsed() > std::time::Duration::from_secs(1)
+                || (waiting && last_foreign.elapsed() > std::time::Duration::from_millis(20));
+            mem.reclaim_dead(foreign, &mut |t, ev| sink.take(&mem, t, ev))?;
             last_reclaim = std::time::Instant::now();
+            if foreign {
+                last_foreign = last_reclaim;
+            }
         }
         for sig in process::take_forward() {
             process::send_signal(child.pid, sig);
@@ -150,8 +178,16 @@ pub fn record(
             }
         }
     }
-    mem.set_recorder_gone();
-    mem.drain_orphans(&mut sink)?;
+    if mem.recording() {
+        mem.set_state(RECORDER_DONE);
+    }
+    drop(heartbeat);
+    mem.drain_orphans(&mut |t, ev| sink.take(&mem, t, ev))?;
+    if sink.failure.is_none() {
+        if let Err(e) = sink.writer.flush() {
+            sink.fail(&e);
+        }
+    }
     let last = shm::clock_pair();
 
     let slots = mem.tasks();
@@ -163,11 +199,76 @@ pub fn record(
     } else {
         0.0
     };
-    let lost = mem.lost_events();
+    let stored = sink.writer.events_written();
+    let dropped = sink.writer.dropped_events() + sink.dropped;
+    let (untabled, damaged_events) = (sink.untabled, sink.damaged);
+    let failure = sink.failure.take();
+    // Written by the program too if it scribbled over the shared memory:
+    // the agents' own counts are then unknown.
+    let damaged = mem.damaged() > 0 || damaged_events > 0 || mem.state() > RECORDER_DEAD;
+    let (agent_lost, untraced) = if damaged {
+        (0, 0)
+    } else {
+        (mem.lost_events(), mem.untraced_threads())
+    };
+    let lost = agent_lost
+        .saturating_add(dropped)
+        .saturating_add(untabled)
+        .saturating_add(damaged_events);
     let mut warnings = warnings;
-    if lost > 0 {
-        warnings.push(format!("{lost} events were lost"));
+    for w in process::untraced_executions(&abs_dir.join("sessions")) {
+        eprintln!("fctrace: {w}");
+        warnings.push(w);
     }
+    let mut notes = Vec::new();
+    if let Some(f) = &failure {
+        notes.push(format!(
+            "{f} after {stored} events; the program ran on untraced ({dropped} events not written)"
+        ));
+    }
+    if untabled > 0 {
+        notes.push(format!(
+            "{untabled} events of threads beyond the task table ({} tasks) were not recorded",
+            mem.layout.task_slots
+        ));
+    }
+    if damaged {
+        notes.push(format!(
+            "the shared memory was damaged (the program wrote into it?): {} bad values, \
+             {damaged_events} events dropped; what the agents counted \
+             as lost is unknown",
+            mem.damaged(),
+        ));
+    } else if mem.state() == RECORDER_DEAD {
+        notes.push(
+            "an agent took the recorder for dead (no heartbeat for a second): \
+             the rest of the program ran untraced"
+                .into(),
+        );
+    }
+    if agent_lost > 0 {
+        notes.push(format!(
+            "{agent_lost} events could not be recorded by the agent (a shadow stack full, \
+             or written after recording stopped)"
+        ));
+    }
+    if untraced > 0 {
+        notes.push(format!(
+            "{untraced} threads ran untraced (no memory for their shadow stack, or started \
+             after recording stopped): their calls are not counted"
+        ));
+    }
+    if lost > 0 {
+        notes.push(format!("{lost}{TOTAL_LOST}"));
+    }
+    // In the trace, marked so that replay and report can say why events
+    // are missing (`loss_reasons`).
+    warnings.extend(
+        notes
+            .iter()
+            .filter(|n| !n.ends_with(TOTAL_LOST))
+            .map(|n| format!("{LOSS_MARK}{n}")),
+    );
     if tasks.is_empty() {
         warnings.push("no task was traced: the agent did not start in the program".into());
     }
@@ -195,11 +296,103 @@ pub fn record(
         options: wire,
         ..Default::default()
     };
-    writer.finish(info)?;
-    Ok(Outcome {
-        exit,
-        lost_events: lost,
-    })
+    // The program has ended: a trace that cannot be finished is said so,
+    // and fctrace still ends as the program did.
+    if let Err(e) = writer.finish(info) {
+        notes.push(format!(
+            "{e}: the trace has no info.json and cannot be read"
+        ));
+    }
+    Ok(Outcome { exit, notes })
+}
+
+/// How the trace's warnings about events that were not recorded begin.
+const LOSS_MARK: &str = "not recorded: ";
+const TOTAL_LOST: &str = " events were lost in all";
+
+/// Why events are missing from a trace, as the recorder wrote it in the
+/// trace's warnings (for replay and report).
+pub fn loss_reasons(info: &TraceInfo) -> String {
+    info.warnings
+        .iter()
+        .filter_map(|w| w.strip_prefix(LOSS_MARK))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Where the recorder puts what it drains: the trace writer until writing
+/// fails, then nowhere (counted).
+struct Sink<'a> {
+    writer: &'a mut TraceWriter,
+    /// What stopped the writing, said as the user should read it.
+    failure: Option<String>,
+    /// Events dropped after the failure.
+    dropped: u64,
+    /// Events of tasks that got no task slot.
+    untabled: u64,
+    /// Events of buffers naming a task that does not exist.
+    damaged: u64,
+    /// Task slots in use, as last read.
+    task_count: u32,
+}
+
+impl Sink<'_> {
+    fn take(&mut self, mem: &shm::SharedMemory, task: shm::TaskKey, ev: &[RawEvent]) -> Result<()> {
+        if task.slot == NO_TASK_SLOT {
+            self.untabled += count_events(ev);
+            return Ok(());
+        }
+        if task.slot >= self.task_count {
+            // A task registered since the last look?
+            self.task_count = mem.task_count();
+        }
+        if task.slot >= self.task_count {
+            self.damaged += count_events(ev);
+            return Ok(());
+        }
+        if self.failure.is_some() {
+            self.dropped += count_events(ev);
+            return Ok(());
+        }
+        if let Err(e) = self.writer.append_task(task.slot, task.tid, ev) {
+            self.fail(&e);
+            mem.set_state(RECORDER_STOPPED);
+        }
+        Ok(())
+    }
+
+    /// Writing failed: nothing more is written (the writer dropped what it
+    /// could not write, and counts it).
+    fn fail(&mut self, e: &fctrace_format::store::StoreError) {
+        let full = matches!(e, fctrace_format::store::StoreError::Io { error, .. }
+            if error.raw_os_error() == Some(libc::ENOSPC));
+        self.failure = Some(if full {
+            "disk full".to_string()
+        } else {
+            e.to_string()
+        });
+    }
+}
+
+/// The shared memory's layout: the default, or with
+/// `FCTRACE_TASK_SLOTS=N` a smaller task table and `FCTRACE_BUFFERS=N`
+/// fewer buffers (a power of two): to test a full table without starting a
+/// million threads, and a recorder that falls behind.
+fn layout() -> Layout {
+    let mut l = Layout::DEFAULT;
+    if let Some(n) = std::env::var("FCTRACE_BUFFERS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        l.buf_count = n.clamp(2, Layout::DEFAULT.buf_count).next_power_of_two();
+    }
+    if let Some(n) = std::env::var("FCTRACE_TASK_SLOTS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        l.task_slots = n.clamp(1, Layout::DEFAULT.task_slots);
+    }
+    l
 }
 
 /// The trace's description of a task slot: its id is the slot number, its

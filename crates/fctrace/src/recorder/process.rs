@@ -6,7 +6,6 @@ use fctrace_format::store::ExitStatus;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -239,22 +238,74 @@ pub struct Spawned {
 }
 
 /// Starts the program with extra environment variables. Its argv[0] is
-/// the name the user typed.
+/// the name the user typed. Its environment is fctrace's own, in its own
+/// order, with `extra` after it (the agent takes exactly those away again,
+/// `LD_PRELOAD` included: the dynamic loader reads the last one).
 pub fn spawn(
     program: &Path,
     argv0: &OsStr,
     args: &[OsString],
-    env: &[(String, String)],
+    extra: &[(String, String)],
 ) -> Result<Spawned> {
-    let mut cmd = std::process::Command::new(program);
-    cmd.arg0(argv0).args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
+    use std::ffi::CString;
+    let cstr = |b: &[u8]| CString::new(b).map_err(|_| anyhow::anyhow!("a NUL byte in an argument"));
+    let path = cstr(program.as_os_str().as_bytes())?;
+    let mut argv = vec![cstr(argv0.as_bytes())?];
+    for a in args {
+        argv.push(cstr(a.as_bytes())?);
     }
-    match cmd.spawn() {
-        Ok(child) => Ok(Spawned { pid: child.id() }),
-        Err(e) => bail!("{}: cannot run: {e}", program.display()),
+    let mut envp = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        let mut e = k.as_bytes().to_vec();
+        e.push(b'=');
+        e.extend_from_slice(v.as_bytes());
+        envp.push(cstr(&e)?);
     }
+    for (k, v) in extra {
+        envp.push(cstr(format!("{k}={v}").as_bytes())?);
+    }
+    let mut argv_p: Vec<*mut libc::c_char> = argv.iter().map(|c| c.as_ptr() as *mut _).collect();
+    argv_p.push(std::ptr::null_mut());
+    let mut envp_p: Vec<*mut libc::c_char> = envp.iter().map(|c| c.as_ptr() as *mut _).collect();
+    envp_p.push(std::ptr::null_mut());
+    let mut pid: libc::pid_t = 0;
+    // SAFETY: posix_spawn with NUL-terminated arrays of C strings that
+    // outlive the call, and attributes initialised and destroyed here. As
+    // Rust's own spawning does, the child gets an empty signal mask and
+    // SIGPIPE at its default action (fctrace's runtime ignores it).
+    let r = unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        libc::posix_spawnattr_init(&mut attr);
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        let mut dfl: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut dfl);
+        libc::sigaddset(&mut dfl, libc::SIGPIPE);
+        libc::posix_spawnattr_setsigmask(&mut attr, &empty);
+        libc::posix_spawnattr_setsigdefault(&mut attr, &dfl);
+        libc::posix_spawnattr_setflags(
+            &mut attr,
+            (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as _,
+        );
+        let r = libc::posix_spawn(
+            &mut pid,
+            path.as_ptr(),
+            std::ptr::null(),
+            &attr,
+            argv_p.as_ptr(),
+            envp_p.as_ptr(),
+        );
+        libc::posix_spawnattr_destroy(&mut attr);
+        r
+    };
+    if r != 0 {
+        bail!(
+            "{}: cannot run: {}",
+            program.display(),
+            std::io::Error::from_raw_os_error(r)
+        );
+    }
+    Ok(Spawned { pid: pid as u32 })
 }
 
 /// Result of one non-blocking reaping round.
@@ -309,4 +360,81 @@ pub fn exit_code(e: &ExitStatus) -> u8 {
         ExitStatus::Code(c) => c as u8,
         ExitStatus::Signal { signal, .. } => (128 + signal) as u8,
     }
+}
+
+/// Why the dynamic loader will not load the agent into `program`: it runs
+/// with other credentials ("secure execution": set-user-ID or
+/// set-group-ID to someone else, or file capabilities for a user other
+/// than root), so `LD_PRELOAD` is ignored; None when it will be traced.
+/// Set-ID bits do nothing on a nosuid file system or with no_new_privs.
+pub fn secure_exec_reason(program: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(program).ok()?;
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let name_of = |id: u32, user: bool| -> String {
+        let file = if user { "/etc/passwd" } else { "/etc/group" };
+        std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| {
+                t.lines().find_map(|l| {
+                    let mut f = l.split(':');
+                    let name = f.next()?;
+                    (f.nth(1)?.parse::<u32>().ok()? == id).then(|| name.to_string())
+                })
+            })
+            .unwrap_or_else(|| id.to_string())
+    };
+    let reason = if m.mode() & libc::S_ISUID != 0 && m.uid() != uid {
+        format!("set-user-ID {}", name_of(m.uid(), true))
+    } else if m.mode() & libc::S_ISGID != 0 && m.mode() & libc::S_IXGRP != 0 && m.gid() != gid {
+        format!("set-group-ID {}", name_of(m.gid(), false))
+    } else if uid != 0 && has_file_capabilities(program) {
+        "has file capabilities".to_string()
+    } else {
+        return None;
+    };
+    let c = std::ffi::CString::new(program.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs/prctl with a valid path and a local out-parameter.
+    unsafe {
+        let mut fs: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut fs) == 0 && fs.f_flag & libc::ST_NOSUID != 0 {
+            return None;
+        }
+        if libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 {
+            return None;
+        }
+    }
+    Some(reason)
+}
+
+fn has_file_capabilities(program: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(program.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: getxattr with a valid path and a null buffer asks only the size.
+    unsafe {
+        libc::getxattr(
+            c.as_ptr(),
+            c"security.capability".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        ) > 0
+    }
+}
+
+/// The programs the agent saw executed that run untraced for the same
+/// reason (`sessions/untraced` in the trace, written by the agent's exec
+/// interposers: `pid<TAB>path<TAB>reason` lines), as warnings.
+pub fn untraced_executions(sessions: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(sessions.join("untraced")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(3, '\t');
+            let (pid, path, why) = (f.next()?, f.next()?, f.next()?);
+            Some(format!(
+                "process {pid} executed {path} ({why}): the dynamic loader ignores LD_PRELOAD for it, so it ran untraced"
+            ))
+        })
+        .collect()
 }

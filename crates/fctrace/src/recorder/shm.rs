@@ -13,6 +13,9 @@ pub struct SharedMemory {
     fd: OwnedFd,
     base: *mut u8,
     pub layout: Layout,
+    /// Damaged values found in the memory (indices out of range, buffers
+    /// in the wrong state, a queue that cannot be read).
+    damaged: std::cell::Cell<u64>,
 }
 
 impl SharedMemory {
@@ -57,6 +60,7 @@ impl SharedMemory {
             fd,
             base: base.cast(),
             layout,
+            damaged: std::cell::Cell::new(0),
         };
         {
             // SAFETY: the header is the first page of the fresh, zeroed mapping.
@@ -68,6 +72,7 @@ impl SharedMemory {
             h.task_slots = layout.task_slots;
             h.flags = flags;
             h.recorder_pid = std::process::id();
+            h.recorder_pidns = own_pid_namespace();
         }
         shm.free_queue().init();
         shm.full_queue().init();
@@ -115,13 +120,16 @@ impl SharedMemory {
     }
 
     fn buf_header(&self, index: u32) -> &BufHeader {
+        assert!(index < self.layout.buf_count);
         // SAFETY: index < buf_count, within the mapping.
         unsafe { &*(self.base.add(self.layout.buffer_offset(index)) as *const BufHeader) }
     }
 
-    /// The records of buffer `index`, in place, and its task. Records
-    /// reserved but never written (their process died in between) are
-    /// still zero; the trace writer skips them.
+    /// The records of buffer `index` (< buf_count), in place, and its
+    /// task. Records reserved but never written (their process died in
+    /// between) are still zero; the trace writer skips them. The header is
+    /// read once, and only its position is used to find the records
+    /// (clamped to the buffer).
     fn events(&self, index: u32) -> (TaskKey, &[RawEvent]) {
         let h = self.buf_header(index);
         let pos = (h.pos.load(Ordering::Acquire) as usize).min(self.layout.buf_size as usize);
@@ -144,7 +152,8 @@ impl SharedMemory {
         (task, recs)
     }
 
-    /// Clears a buffer and gives it back to the agents.
+    /// Clears a buffer and gives it back to the agents, waking one that
+    /// waits for a buffer.
     fn recycle(&self, index: u32) {
         let h = self.buf_header(index);
         let pos = (h.pos.load(Ordering::Acquire) as usize).min(self.layout.buf_size as usize);
@@ -158,35 +167,80 @@ impl SharedMemory {
             );
         }
         h.state.store(BUF_FREE, Ordering::Release);
-        self.free_queue().push(index as u64);
+        if !self.free_queue().push(index as u64) {
+            self.damaged.set(self.damaged.get() + 1);
+            return;
+        }
+        let hdr = self.header();
+        hdr.free_wake.fetch_add(1, Ordering::SeqCst);
+        if hdr.free_waiters.load(Ordering::SeqCst) != 0 {
+            futex_wake(&hdr.free_wake, 1);
+        }
     }
 
-    /// Takes one full buffer, if any: calls `sink(task, events)` and recycles it.
+    /// Takes one full buffer, if any: calls `sink(task, events)` and
+    /// recycles it. A value that is not a buffer index (the program wrote
+    /// into the queue) is counted in [`damaged`](Self::damaged); a queue
+    /// that cannot be read any more stops the recording.
     pub fn drain_one(
         &self,
         sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
     ) -> Result<bool> {
-        let Some(i) = self.full_queue().pop() else {
-            return Ok(false);
+        let i = match self.full_queue().pop() {
+            Pop::Some(i) => i,
+            Pop::Empty => return Ok(false),
+            Pop::Damaged => {
+                self.damaged.set(self.damaged.get() + 1);
+                self.set_state(RECORDER_STOPPED);
+                return Ok(false);
+            }
         };
-        let (task, records) = self.events(i as u32);
+        let Ok(i) = u32::try_from(i) else {
+            self.damaged.set(self.damaged.get() + 1);
+            return Ok(true);
+        };
+        if i >= self.layout.buf_count
+            || self.buf_header(i).state.load(Ordering::Acquire) != BUF_FULL
+        {
+            self.damaged.set(self.damaged.get() + 1);
+            return Ok(true);
+        }
+        let (task, records) = self.events(i);
         sink(task, records)?;
-        self.recycle(i as u32);
+        self.recycle(i);
         Ok(true)
+    }
+
+    /// Drains at most one pool's worth of full buffers (a damaged queue
+    /// cannot keep the caller here); true if there was any.
+    pub fn drain_some(
+        &self,
+        sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
+    ) -> Result<bool> {
+        let mut any = false;
+        for _ in 0..self.layout.buf_count {
+            if !self.drain_one(sink)? {
+                break;
+            }
+            any = true;
+        }
+        Ok(any)
     }
 
     /// After every traced process has ended (or been killed, even by
     /// SIGKILL): the buffers threads still owned, in per-task order. What
-    /// they hold up to their `pos` was written before the end.
+    /// they hold up to their `pos` was written before the end. Buffers
+    /// marked full that the queue lost (damaged) are collected too.
     pub fn drain_orphans(
         &self,
         sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
     ) -> Result<()> {
-        while self.drain_one(sink)? {}
+        self.drain_some(sink)?;
         let mut owned: Vec<(u32, u32, u32)> = (0..self.buffers_used())
             .filter_map(|i| {
                 let h = self.buf_header(i);
-                (h.state.load(Ordering::Acquire) == BUF_OWNED).then_some((h.task_slot, h.seq, i))
+                let state = h.state.load(Ordering::Acquire);
+                (state == BUF_OWNED || state == BUF_FULL).then_some((h.task_slot, h.seq, i))
             })
             .collect();
         owned.sort();
@@ -203,35 +257,56 @@ impl SharedMemory {
     /// many threads over time never run out of buffers. Call right after
     /// draining the full queue, so that a task's earlier buffers are
     /// written first.
+    ///
+    /// A thread's tid says whether it lives only in the recorder's own PID
+    /// namespace: for a task of another namespace (`unshare --pid`,
+    /// containers) the same number is another thread, or none, here. Such
+    /// tasks are looked up by their namespace's inode and their pid and
+    /// tid as that namespace sees them, through `/proc` (the `NSpid` lines);
+    /// only a thread found to be gone is reclaimed (`foreign` allows this
+    /// costlier search).
     pub fn reclaim_dead(
         &self,
+        foreign: bool,
         sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
     ) -> Result<()> {
+        let own_ns = self.header().recorder_pidns;
         // A thread can leave more than one buffer behind (one held back
         // while a signal handler switched buffers): written in the
         // task's order.
         let mut dead: Vec<(u32, u32, u32)> = Vec::new();
+        let mut elsewhere: Vec<(u64, u32, u32, u32)> = Vec::new();
         for i in 0..self.buffers_used() {
             let h = self.buf_header(i);
             if h.state.load(Ordering::Acquire) != BUF_OWNED {
                 continue;
             }
-            // SAFETY: tgkill with signal 0 only checks that the thread exists.
-            let alive = unsafe {
-                libc::syscall(
-                    libc::SYS_tgkill,
-                    h.pid as libc::c_long,
-                    h.tid as libc::c_long,
-                    0,
-                )
-            } == 0
-                || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
-            if !alive {
+            let (pid, tid, ns) = (h.pid, h.tid, h.pidns);
+            if own_ns == 0 || ns != own_ns {
+                if foreign && ns != 0 {
+                    elsewhere.push((ns, pid, tid, i));
+                }
+                continue;
+            }
+            if !thread_alive(pid, tid) {
                 dead.push((h.task_slot, h.seq, i));
+            }
+        }
+        if !elsewhere.is_empty() {
+            let alive = foreign_threads(&elsewhere);
+            for (ns, pid, tid, i) in elsewhere {
+                if !alive.contains(&(ns, pid, tid)) {
+                    let h = self.buf_header(i);
+                    dead.push((h.task_slot, h.seq, i));
+                }
             }
         }
         dead.sort_unstable();
         for (_, _, i) in dead {
+            // Checked again: the thread may have handed it over meanwhile.
+            if self.buf_header(i).state.load(Ordering::Acquire) != BUF_OWNED {
+                continue;
+            }
             let (task, records) = self.events(i);
             sink(task, records)?;
             self.recycle(i);
@@ -239,19 +314,34 @@ impl SharedMemory {
         Ok(())
     }
 
-    pub fn tasks(&self) -> Vec<TaskSlotCopy> {
-        let n = self
-            .header()
+    /// Agents waiting for a free buffer now.
+    pub fn waiters(&self) -> u32 {
+        self.header().free_waiters.load(Ordering::Acquire)
+    }
+
+    /// Task slots in use (at most the table's size).
+    pub fn task_count(&self) -> u32 {
+        self.header()
             .next_task
             .load(Ordering::Acquire)
-            .min(self.layout.task_slots);
-        (0..n)
+            .min(self.layout.task_slots)
+    }
+
+    fn task_slot(&self, i: u32) -> &TaskSlot {
+        assert!(i < self.layout.task_slots);
+        // SAFETY: slot i < task_slots lies within the mapping.
+        unsafe {
+            &*(self
+                .base
+                .add(self.layout.tasks_offset() + i as usize * std::mem::size_of::<TaskSlot>())
+                as *const TaskSlot)
+        }
+    }
+
+    pub fn tasks(&self) -> Vec<TaskSlotCopy> {
+        (0..self.task_count())
             .filter_map(|i| {
-                // SAFETY: slot i < task_slots lies within the mapping.
-                let t = unsafe {
-                    &*(self.base.add(self.layout.tasks_offset() + i as usize * 64)
-                        as *const TaskSlot)
-                };
+                let t = self.task_slot(i);
                 if t.state.load(Ordering::Acquire) == TASK_EMPTY {
                     return None;
                 }
@@ -278,13 +368,174 @@ impl SharedMemory {
             .min(self.layout.buf_count)
     }
 
+    /// Events the agents could not record (they count them).
     pub fn lost_events(&self) -> u64 {
         self.header().lost_events.load(Ordering::Acquire)
     }
 
-    pub fn set_recorder_gone(&self) {
-        self.header().recorder_gone.store(1, Ordering::Release);
+    /// Threads the agents could not set up at all.
+    pub fn untraced_threads(&self) -> u32 {
+        self.header().untraced_threads.load(Ordering::Acquire)
     }
+
+    /// Damaged values found in the shared memory so far.
+    pub fn damaged(&self) -> u64 {
+        self.damaged.get()
+    }
+
+    /// The recorder's state as the agents see it (`RECORDER_*`).
+    pub fn state(&self) -> u32 {
+        self.header().recorder_state.load(Ordering::Acquire)
+    }
+
+    /// Whether the agents still hand buffers over (nobody said otherwise).
+    pub fn recording(&self) -> bool {
+        self.header().recorder_state.load(Ordering::Acquire) == RECORDER_RUNNING
+    }
+
+    /// Tells the agents the recorder's state (`RECORDER_*`) and wakes
+    /// every waiting one, so that none waits any more.
+    pub fn set_state(&self, state: u32) {
+        let h = self.header();
+        h.recorder_state.store(state, Ordering::SeqCst);
+        h.free_wake.fetch_add(1, Ordering::SeqCst);
+        futex_wake(&h.free_wake, i32::MAX);
+    }
+
+    /// Starts the heartbeat that tells the agents the recorder lives; it
+    /// stops when the returned guard is dropped.
+    pub fn start_heartbeat(&self) -> Result<Heartbeat> {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let word = &self.header().heartbeat as *const std::sync::atomic::AtomicU32 as usize;
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("fctrace-heartbeat".into())
+            .spawn(move || {
+                // SAFETY: the word lies in the mapping, which outlives this
+                // thread (the guard is dropped first and joins it).
+                let beat = unsafe { &*(word as *const std::sync::atomic::AtomicU32) };
+                while !flag.load(Ordering::Acquire) {
+                    beat.fetch_add(1, Ordering::Release);
+                    std::thread::park_timeout(std::time::Duration::from_millis(HEARTBEAT_MS));
+                }
+            })
+            .context("cannot start the heartbeat thread")?;
+        Ok(Heartbeat {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+/// The running heartbeat (see [`SharedMemory::start_heartbeat`]).
+pub struct Heartbeat {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+/// Wakes up to `n` agents sleeping on `word` (a shared futex).
+fn futex_wake(word: &std::sync::atomic::AtomicU32, n: i32) {
+    // SAFETY: FUTEX_WAKE on a valid word of the shared mapping; no memory
+    // is written.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            n,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+}
+
+/// Whether thread `tid` of process `pid` (numbers of the recorder's PID
+/// namespace) exists.
+fn thread_alive(pid: u32, tid: u32) -> bool {
+    // SAFETY: tgkill with signal 0 only checks that the thread exists.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_tgkill,
+            pid as libc::c_long,
+            tid as libc::c_long,
+            0,
+        )
+    };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Inode of a PID namespace link (`/proc/.../ns/pid`), 0 if unknown.
+fn pidns_of(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).map(|m| m.ino()).unwrap_or(0)
+}
+
+/// Inode of the recorder's own PID namespace.
+fn own_pid_namespace() -> u64 {
+    pidns_of(std::path::Path::new("/proc/self/ns/pid"))
+}
+
+/// The last number of the `NSpid:` line of a `/proc/.../status` file: the
+/// id in the task's own PID namespace.
+fn inner_id(status: &std::path::Path) -> Option<u32> {
+    let text = std::fs::read_to_string(status).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    line.split_whitespace().last()?.parse().ok()
+}
+
+/// Which of the `(namespace, pid, tid)` threads (ids of their own PID
+/// namespace) still exist: every process of the recorder's `/proc` whose
+/// namespace and inner pid match is looked into.
+fn foreign_threads(wanted: &[(u64, u32, u32, u32)]) -> std::collections::HashSet<(u64, u32, u32)> {
+    use std::collections::HashSet;
+    let spaces: HashSet<u64> = wanted.iter().map(|w| w.0).collect();
+    let pids: HashSet<(u64, u32)> = wanted.iter().map(|w| (w.0, w.1)).collect();
+    let mut alive = HashSet::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        // Nothing can be proven dead.
+        return wanted.iter().map(|w| (w.0, w.1, w.2)).collect();
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let proc_dir = entry.path();
+        let ns = pidns_of(&proc_dir.join("ns/pid"));
+        if !spaces.contains(&ns) {
+            continue;
+        }
+        let Some(pid) = inner_id(&proc_dir.join("status")) else {
+            continue;
+        };
+        if !pids.contains(&(ns, pid)) {
+            continue;
+        }
+        let Ok(threads) = std::fs::read_dir(proc_dir.join("task")) else {
+            // Cannot look inside: take them all for alive.
+            for w in wanted.iter().filter(|w| (w.0, w.1) == (ns, pid)) {
+                alive.insert((w.0, w.1, w.2));
+            }
+            continue;
+        };
+        for t in threads.flatten() {
+            if let Some(tid) = inner_id(&t.path().join("status")) {
+                alive.insert((ns, pid, tid));
+            }
+        }
+    }
+    alive
 }
 
 impl Drop for SharedMemory {
