@@ -29,30 +29,6 @@ fn c_output(args: &[&str]) -> String {
     s
 }
 
-/// A directory of the test's own, removed at the end unless the test fails.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> TempDir {
-        let d = cache_root()
-            .join("scripts")
-            .join(format!("{label}-{}", unique_suffix()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("kept for inspection: {}", self.0.display());
-        } else {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
 fn write_script(path: &Path, text: &str) -> PathBuf {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, text).unwrap();
@@ -84,10 +60,10 @@ fn assert_c_calls_traced(dir: &Path, ctx: &str) {
 /// live), and the C program's calls in the trace.
 #[test]
 fn shell_script_running_a_program() {
-    let dir = TempDir::new("sh");
+    let dir = scratch("sh");
     let prog = c_prog();
     let script = write_script(
-        &dir.0.join("run.sh"),
+        &dir.path.join("run.sh"),
         &format!(
             "#!/bin/sh\n\
              echo \"script: $1\"\n\
@@ -113,7 +89,7 @@ fn shell_script_running_a_program() {
         Command::new(fctrace_bin())
             .arg("./run.sh")
             .args(args)
-            .current_dir(&dir.0),
+            .current_dir(&dir.path),
         FCTRACE_TIMEOUT,
     );
     assert_no_panic(&r);
@@ -131,9 +107,9 @@ fn shell_script_running_a_program() {
 /// shim (with an argument), a chain of two scripts before the ELF file.
 #[test]
 fn shim_chain() {
-    let dir = TempDir::new("shim");
+    let dir = scratch("shim");
     let prog = c_prog();
-    let bin = dir.0.join("bin");
+    let bin = dir.path.join("bin");
     let shim = write_script(
         &bin.join("python3"),
         &format!("#!/usr/bin/env bash\nexec '{}' \"$@\"\n", prog.display()),
@@ -170,7 +146,7 @@ fn shim_chain() {
     // A script whose interpreter is the shim, with an argument: the kernel
     // runs `python3 opt chain x`, the shim runs the program with those.
     let chain = write_script(
-        &dir.0.join("chain"),
+        &dir.path.join("chain"),
         &format!("#!{} opt\nthis line is never read\n", shim.display()),
     );
     let native = run(Command::new(&chain).arg("x"));
@@ -191,9 +167,9 @@ fn shim_chain() {
 /// than the kernel follows (5), a `#!` line without an interpreter.
 #[test]
 fn refused_scripts() {
-    let dir = TempDir::new("bad");
+    let dir = scratch("bad");
     let missing = write_script(
-        &dir.0.join("missing"),
+        &dir.path.join("missing"),
         "#!/no/such/interpreter -x\necho never\n",
     );
     // Scripts s1..s6, s1 run by /bin/sh, each next one by the one before.
@@ -201,13 +177,13 @@ fn refused_scripts() {
     let mut levels = Vec::new();
     for k in 1..=6 {
         let s = write_script(
-            &dir.0.join(format!("s{k}")),
+            &dir.path.join(format!("s{k}")),
             &format!("#!{}\necho level {k}\n", prev.display()),
         );
         prev = s.clone();
         levels.push(s);
     }
-    let empty = write_script(&dir.0.join("empty"), "#!   \necho never\n");
+    let empty = write_script(&dir.path.join("empty"), "#!   \necho never\n");
 
     let cases: [(&Path, &str); 3] = [
         (&missing, "bad interpreter: /no/such/interpreter"),

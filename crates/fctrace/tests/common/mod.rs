@@ -69,6 +69,9 @@
 
 #![allow(dead_code)]
 
+mod scratch;
+pub use scratch::*;
+
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
