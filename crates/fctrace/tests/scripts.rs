@@ -15,20 +15,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// cli_args.c: prints its arguments, then `top: T`; top calls mid, mid
-/// calls leaf; exits with 3 when given arguments.
-fn c_prog() -> PathBuf {
-    c_program("cli_args.c", "-O0", &["-O0"])
-}
-
-/// What cli_args.c prints for these arguments (its argv[1..]).
-fn c_output(args: &[&str]) -> String {
-    let argc = args.len() as i64 + 1;
-    let mut s: String = args.iter().map(|a| format!("{a}\n")).collect();
-    s.push_str(&format!("top: {}\n", 2 * (argc + 1) + 1));
-    s
-}
-
 fn write_script(path: &Path, text: &str) -> PathBuf {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, text).unwrap();
@@ -61,7 +47,7 @@ fn assert_c_calls_traced(dir: &Path, ctx: &str) {
 #[test]
 fn shell_script_running_a_program() {
     let dir = scratch("sh");
-    let prog = c_prog();
+    let prog = cli_args_program();
     let script = write_script(
         &dir.path.join("run.sh"),
         &format!(
@@ -76,7 +62,10 @@ fn shell_script_running_a_program() {
     );
     let args = ["one", "two"];
     let native = run(Command::new(&script).args(args));
-    let want = format!("script: one\n{}script: program exited 3\n", c_output(&args));
+    let want = format!(
+        "script: one\n{}script: program exited 3\n",
+        cli_args_output(&args)
+    );
     assert_eq!(native.stdout, want, "{}", native.describe());
     assert_eq!(native.code(), Some(7));
 
@@ -108,7 +97,7 @@ fn shell_script_running_a_program() {
 #[test]
 fn shim_chain() {
     let dir = scratch("shim");
-    let prog = c_prog();
+    let prog = cli_args_program();
     let bin = dir.path.join("bin");
     let shim = write_script(
         &bin.join("python3"),
@@ -124,7 +113,7 @@ fn shim_chain() {
     let native = run(Command::new("python3").args(["a", "b"]).env("PATH", &path));
     assert_eq!(
         native.stdout,
-        c_output(&["a", "b"]),
+        cli_args_output(&["a", "b"]),
         "{}",
         native.describe()
     );
@@ -153,7 +142,7 @@ fn shim_chain() {
     let chain_s = chain.to_string_lossy().into_owned();
     assert_eq!(
         native.stdout,
-        c_output(&["opt", &chain_s, "x"]),
+        cli_args_output(&["opt", &chain_s, "x"]),
         "{}",
         native.describe()
     );

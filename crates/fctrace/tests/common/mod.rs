@@ -69,7 +69,9 @@
 
 #![allow(dead_code)]
 
+mod cli_args;
 mod scratch;
+pub use cli_args::*;
 pub use scratch::*;
 
 use serde::Deserialize;
