@@ -71,7 +71,10 @@
 
 mod cli_args;
 mod scratch;
+// (each test file uses only some of the shared helpers)
+#[allow(unused_imports)]
 pub use cli_args::*;
+#[allow(unused_imports)]
 pub use scratch::*;
 
 use serde::Deserialize;
