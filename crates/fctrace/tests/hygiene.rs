@@ -159,13 +159,7 @@ fn many_threads_under_an_address_space_limit() {
         rec.run.describe()
     );
     let rep = report(&rec.dir.path);
-    let calls = |name: &str| -> u64 {
-        rep.functions
-            .iter()
-            .filter(|f| f.name.split('.').next() == Some(name))
-            .map(|f| f.calls)
-            .sum()
-    };
+    let calls = |name: &str| rep.calls_with_clones(name);
     let threads = rep.tasks.len() as u64 - 1;
     let ctx = format!("trace {}", rec.dir.path.display());
     assert_eq!(calls("pthread_create"), 40000, "{ctx}");
@@ -435,13 +429,7 @@ fn shadow_stacks_grow_on_demand() {
         let rec = record_any(&exe, &[], opts);
         assert_same_behaviour(&native, &rec.run, &format!("{opts:?}"));
         let rep = report(&rec.dir.path);
-        let calls = |name: &str| -> u64 {
-            rep.functions
-                .iter()
-                .filter(|f| f.name.split('.').next() == Some(name))
-                .map(|f| f.calls)
-                .sum()
-        };
+        let calls = |name: &str| rep.calls_with_clones(name);
         let ctx = format!("{opts:?} trace {}", rec.dir.path.display());
         let (down, leaf) = match opts.first() {
             None => (400_000, 400_000),

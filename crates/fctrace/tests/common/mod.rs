@@ -70,6 +70,7 @@
 #![allow(dead_code)]
 
 mod cli_args;
+mod clones;
 mod scratch;
 // (each test file uses only some of the shared helpers)
 #[allow(unused_imports)]
