@@ -178,16 +178,6 @@ fn many_threads_under_an_address_space_limit() {
     }
 }
 
-/// The program's stderr from fctrace's: without fctrace's own notes
-/// (a stripped program, ...).
-fn without_fctrace_notes(stderr: &str) -> String {
-    stderr
-        .lines()
-        .filter(|l| !l.starts_with("fctrace: "))
-        .map(|l| format!("{l}\n"))
-        .collect()
-}
-
 /// Runs `cmd` natively and under `fctrace record` with the same small
 /// environment (and `LD_PRELOAD` of the user's own when given); returns
 /// both runs and the trace.

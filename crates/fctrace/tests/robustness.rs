@@ -30,12 +30,7 @@ fn info_json(dir: &Path) -> serde_json::Value {
 #[track_caller]
 fn same_behaviour(native: &Run, traced: &Run, ctx: &str) {
     let mut t = traced.clone();
-    t.stderr = traced
-        .stderr
-        .lines()
-        .filter(|l| !l.starts_with("fctrace: "))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    t.stderr = without_fctrace_notes(&traced.stderr);
     assert_same_behaviour(native, &t, ctx);
 }
 

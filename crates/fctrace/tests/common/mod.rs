@@ -71,10 +71,13 @@
 
 mod cli_args;
 mod clones;
+mod notes;
 mod scratch;
 // (each test file uses only some of the shared helpers)
 #[allow(unused_imports)]
 pub use cli_args::*;
+#[allow(unused_imports)]
+pub use notes::*;
 #[allow(unused_imports)]
 pub use scratch::*;
 
