@@ -33,8 +33,7 @@ fn sym_modes(dir: &Path) -> Vec<(String, u32)> {
 #[test]
 fn symbol_lines_never_go_to_the_programs_descriptor() {
     let exe = c_program("hygiene_fds.c", "-O2", &["-O2"]);
-    let scratch = TraceDir::new("fds-files");
-    std::fs::create_dir_all(&scratch.path).unwrap();
+    let scratch = scratch("fds-files");
     let native_file = scratch.path.join("native.txt");
     let traced_file = scratch.path.join("traced.txt");
     let native = run_native(&exe, &[native_file.to_str().unwrap()]);
@@ -239,12 +238,7 @@ fn the_environment_is_the_programs() {
         assert_same_behaviour(&native, &rec.run, &ctx);
         let rep = report(&rec.dir.path);
         assert_eq!(rep.tasks.len(), args.len(), "{ctx}: one task per image");
-        let mains: u64 = rep
-            .functions
-            .iter()
-            .filter(|f| f.name == "main")
-            .map(|f| f.calls)
-            .sum();
+        let mains = rep.calls("main");
         assert_eq!(mains, args.len() as u64, "{ctx}: main traced in each image");
     }
 }
@@ -304,12 +298,7 @@ fn a_new_mount_and_pid_namespace() {
         .find(|t| t.comm.starts_with("hygiene_env"))
         .unwrap_or_else(|| panic!("the program is traced: {:?}", rep.tasks));
     assert_eq!(prog.pid, 1, "it is the namespace's first process");
-    let mains: u64 = rep
-        .functions
-        .iter()
-        .filter(|f| f.name == "main")
-        .map(|f| f.calls)
-        .sum();
+    let mains = rep.calls("main");
     assert_eq!(mains, 1);
 }
 
@@ -321,8 +310,7 @@ fn a_new_mount_and_pid_namespace() {
 fn set_user_id_programs_are_named() {
     use std::os::unix::fs::PermissionsExt;
     let exe = c_program("hygiene_exec.c", "-O2", &["-O2"]);
-    let dir = TraceDir::new("setuid");
-    std::fs::create_dir_all(&dir.path).unwrap();
+    let dir = scratch("setuid");
     std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o755)).unwrap();
     let suid = dir.path.join("suid-copy");
     std::fs::copy(&exe, &suid).unwrap();
