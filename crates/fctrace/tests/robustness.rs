@@ -19,12 +19,6 @@ fn robust() -> PathBuf {
     c_program("robust.c", "-O2", &["-O2", "-pthread"])
 }
 
-fn info_json(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("info.json"))
-        .unwrap_or_else(|e| panic!("{}: no info.json: {e}", dir.display()));
-    serde_json::from_str(&text).expect("info.json is JSON")
-}
-
 /// The program behaves as natively; fctrace's own lines on stderr (what
 /// was not recorded, a stripped program) aside.
 #[track_caller]

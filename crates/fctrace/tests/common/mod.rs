@@ -71,11 +71,14 @@
 
 mod cli_args;
 mod clones;
+mod info_json;
 mod notes;
 mod scratch;
 // (each test file uses only some of the shared helpers)
 #[allow(unused_imports)]
 pub use cli_args::*;
+#[allow(unused_imports)]
+pub use info_json::*;
 #[allow(unused_imports)]
 pub use notes::*;
 #[allow(unused_imports)]
