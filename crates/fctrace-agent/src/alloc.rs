@@ -75,7 +75,8 @@ fn thread_id() -> usize {
     tp
 }
 
-fn map(len: usize) -> *mut u8 {
+/// A fresh private anonymous mapping of `len` bytes (read-write), or null.
+pub(crate) fn map(len: usize) -> *mut u8 {
     // SAFETY: a fresh anonymous private mapping; checked for failure.
     let p = unsafe {
         libc::mmap(

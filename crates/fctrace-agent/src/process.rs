@@ -214,24 +214,14 @@ fn with_scratch<R>(need: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
         let mut buf = [0u8; STACK];
         return f(&mut buf[..]);
     }
-    // SAFETY: anonymous private mapping, checked for failure.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            need,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
+    let p = crate::alloc::map(need);
+    if p.is_null() {
         return f(&mut []);
     }
     // SAFETY: the mapping is `need` bytes, ours alone until unmapped below.
-    let r = f(unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), need) });
+    let r = f(unsafe { std::slice::from_raw_parts_mut(p, need) });
     // SAFETY: unmapping the mapping made above; nothing refers to it any more.
-    unsafe { libc::munmap(p, need) };
+    unsafe { libc::munmap(p.cast(), need) };
     r
 }
 

@@ -699,10 +699,13 @@ fn unblock_trap(
 
 type SigmaskFn = unsafe extern "C" fn(i32, *const libc::sigset_t, *mut libc::sigset_t) -> i32;
 
+/// Calls `real` (sigprocmask or pthread_sigmask) with the program's mask
+/// without SIGTRAP ([`unblock_trap`]).
+///
 /// # Safety
-/// As sigprocmask(2).
-#[unsafe(export_name = "sigprocmask")]
-pub unsafe extern "C" fn fctrace_sigprocmask(
+/// As sigprocmask(2); `real` is one of the two functions.
+unsafe fn set_mask(
+    real: SigmaskFn,
     how: i32,
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
@@ -711,8 +714,20 @@ pub unsafe extern "C" fn fctrace_sigprocmask(
     unsafe {
         let mut copy: libc::sigset_t = std::mem::zeroed();
         let set = unblock_trap(how, set, &mut copy);
-        crate::real!("sigprocmask", SigmaskFn)(how, set, old)
+        real(how, set, old)
     }
+}
+
+/// # Safety
+/// As sigprocmask(2).
+#[unsafe(export_name = "sigprocmask")]
+pub unsafe extern "C" fn fctrace_sigprocmask(
+    how: i32,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> i32 {
+    // SAFETY: forwards the caller's pointers to the real function.
+    unsafe { set_mask(crate::real!("sigprocmask", SigmaskFn), how, set, old) }
 }
 
 /// # Safety
@@ -724,11 +739,7 @@ pub unsafe extern "C" fn fctrace_pthread_sigmask(
     old: *mut libc::sigset_t,
 ) -> i32 {
     // SAFETY: as above.
-    unsafe {
-        let mut copy: libc::sigset_t = std::mem::zeroed();
-        let set = unblock_trap(how, set, &mut copy);
-        crate::real!("pthread_sigmask", SigmaskFn)(how, set, old)
-    }
+    unsafe { set_mask(crate::real!("pthread_sigmask", SigmaskFn), how, set, old) }
 }
 
 /// In `ThreadState::park`: the next buffer switch must park the old buffer.

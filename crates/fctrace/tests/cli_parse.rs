@@ -8,33 +8,25 @@ mod common;
 
 use common::*;
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
-
-fn exe() -> PathBuf {
-    c_program("cli_args.c", "-O0", &["-O0"])
-}
-
-/// What cli_args.c prints for `args`: each argument on a line, then
-/// `top: T` with top(argc) = 2 * (argc + 1) + 1.
-fn program_output(args: &[&str]) -> String {
-    let argc = args.len() as i64 + 1;
-    let mut s: String = args.iter().map(|a| format!("{a}\n")).collect();
-    s.push_str(&format!("top: {}\n", 2 * (argc + 1) + 1));
-    s
-}
+use std::path::Path;
 
 /// `fctrace OPTS exe ARGS` (live mode): asserts the program's output comes
 /// first, unchanged, with its exit status, and returns the call tree
 /// printed after it as an outline.
 #[track_caller]
 fn live(opts: &[&str], args: &[&str]) -> String {
-    let exe = exe();
+    let exe = cli_args_program();
     let mut cmd: Vec<&OsStr> = opts.iter().map(OsStr::new).collect();
     cmd.push(exe.as_os_str());
     cmd.extend(args.iter().map(OsStr::new));
     let r = fctrace(&cmd);
-    let native = run(std::process::Command::new(&exe).args(args));
-    assert_eq!(native.stdout, program_output(args), "{}", native.describe());
+    let native = run_env(&exe, args, &[]);
+    assert_eq!(
+        native.stdout,
+        cli_args_output(args),
+        "{}",
+        native.describe()
+    );
     assert_eq!(r.code(), native.code(), "exit status\n{}", r.describe());
     let tree = r
         .stdout
@@ -47,10 +39,10 @@ fn live(opts: &[&str], args: &[&str]) -> String {
 /// `fctrace record -d DIR OPTS exe` then `replay`: the outline.
 #[track_caller]
 fn recorded(opts: &[&str]) -> String {
-    let rec = record(&exe(), &[], opts);
+    let rec = record(&cli_args_program(), &[], opts);
     assert_eq!(
         rec.run.stdout,
-        program_output(&[]),
+        cli_args_output(&[]),
         "{}",
         rec.run.describe()
     );
@@ -102,7 +94,7 @@ fn program_arguments_untouched() {
     let tree = live(&["-Ftop", "-D1"], &args);
     assert_outline_eq(&tree, "top()\n", "live with hyphenated program arguments");
     // `--` ends fctrace's options.
-    let exe = exe();
+    let exe = cli_args_program();
     let r = fctrace(&[
         OsStr::new("-Fmid"),
         OsStr::new("--"),
@@ -111,7 +103,7 @@ fn program_arguments_untouched() {
     ]);
     assert_eq!(r.code(), Some(3), "{}", r.describe());
     assert!(
-        r.stdout.starts_with(&program_output(&["-Fmid"])),
+        r.stdout.starts_with(&cli_args_output(&["-Fmid"])),
         "{}",
         r.describe()
     );
@@ -156,7 +148,7 @@ fn os<'a>(parts: &'a [&'a str], exe: &'a Path) -> Vec<&'a OsStr> {
 
 #[test]
 fn unknown_options_are_named_with_a_suggestion() {
-    let exe = exe();
+    let exe = cli_args_program();
     let dir = TraceDir::new("cli-typo");
     let d = dir.path.to_str().unwrap();
     assert_unknown_option(

@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 fn recorded() -> (Recorded, PathBuf) {
     let exe = c_program("options.c", "O1", &["-O1"]);
     let rec = record(&exe, &[], &[]);
-    let info: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(rec.dir.path.join("info.json")).unwrap()).unwrap();
+    let info = info_json(&rec.dir.path);
     let file = info["tasks"][0]["file"].as_str().unwrap().to_string();
     let path = rec.dir.path.join(file);
     (rec, path)

@@ -18,31 +18,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A directory of the test's own, removed at the end (kept when the test
-/// fails, for inspection).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> TempDir {
-        let d = cache_root()
-            .join("debugfile")
-            .join(format!("{label}-{}", unique_suffix()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("kept for inspection: {}", self.0.display());
-        } else {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
 /// A debug file installed under /usr/lib/debug/.build-id/, removed on drop
 /// (with its `xx` directory when the test created it).
 struct Installed {
@@ -217,11 +192,11 @@ fn assert_fully_traced(p: &Program, ctx: &str) {
 /// match is not used.
 #[test]
 fn debuglink() {
-    let dir = TempDir::new("link");
-    let p = build(&dir.0, "tree.c", "tree", &["-O2"], true);
+    let dir = scratch("link");
+    let p = build(&dir.path, "tree.c", "tree", &["-O2"], true);
     assert_fully_traced(&p, "debug file next to the program");
 
-    let sub = dir.0.join(".debug");
+    let sub = dir.path.join(".debug");
     fs::create_dir(&sub).unwrap();
     let moved = sub.join("tree.debug");
     fs::rename(&p.debug, &moved).unwrap();
@@ -250,8 +225,8 @@ fn debuglink() {
 /// has no `.gnu_debuglink`).
 #[test]
 fn build_id() {
-    let dir = TempDir::new("buildid");
-    let p = build(&dir.0, "tree.c", "tree", &["-O0"], false);
+    let dir = scratch("buildid");
+    let p = build(&dir.path, "tree.c", "tree", &["-O0"], false);
     let _installed = install_by_build_id(&p);
     assert_fully_traced(&p, "debug file by build-id");
 }
@@ -260,12 +235,12 @@ fn build_id() {
 /// the stripped program's call lines are the unstripped one's.
 #[test]
 fn auto_args_from_the_debug_file() {
-    let dir = TempDir::new("args");
+    let dir = scratch("args");
     let lines = |exe: &Path| {
         let rec = record(exe, &[], &["-a", "-F", "main"]);
         call_lines(&replay_text(&rec.dir.path))
     };
-    let linked = build(&dir.0, "enums.c", "enums", &["-O0"], true);
+    let linked = build(&dir.path, "enums.c", "enums", &["-O0"], true);
     let want = lines(&linked.full);
     assert!(
         want.iter().any(|l| l.contains("show_wide(W_HIGH)")),
@@ -273,7 +248,7 @@ fn auto_args_from_the_debug_file() {
     );
     assert_eq!(lines(&linked.stripped), want, ".gnu_debuglink");
 
-    let by_id = build(&dir.0, "enums.c", "enums-id", &["-O0"], false);
+    let by_id = build(&dir.path, "enums.c", "enums-id", &["-O0"], false);
     let _installed = install_by_build_id(&by_id);
     assert_eq!(lines(&by_id.stripped), want, "build-id");
 }

@@ -17,13 +17,6 @@ fn exits(opt: &str) -> PathBuf {
     c_program("exits.c", opt, &[opt])
 }
 
-/// A scratch directory (removed unless the test fails).
-fn scratch(label: &str) -> TraceDir {
-    let d = TraceDir::new(label);
-    fs::create_dir_all(&d.path).unwrap();
-    d
-}
-
 fn copy_exe(from: &Path, to: &Path, mode: u32) {
     fs::copy(from, to).unwrap();
     fs::set_permissions(to, fs::Permissions::from_mode(mode)).unwrap();

@@ -33,8 +33,7 @@ fn sym_modes(dir: &Path) -> Vec<(String, u32)> {
 #[test]
 fn symbol_lines_never_go_to_the_programs_descriptor() {
     let exe = c_program("hygiene_fds.c", "-O2", &["-O2"]);
-    let scratch = TraceDir::new("fds-files");
-    std::fs::create_dir_all(&scratch.path).unwrap();
+    let scratch = scratch("fds-files");
     let native_file = scratch.path.join("native.txt");
     let traced_file = scratch.path.join("traced.txt");
     let native = run_native(&exe, &[native_file.to_str().unwrap()]);
@@ -159,13 +158,7 @@ fn many_threads_under_an_address_space_limit() {
         rec.run.describe()
     );
     let rep = report(&rec.dir.path);
-    let calls = |name: &str| -> u64 {
-        rep.functions
-            .iter()
-            .filter(|f| f.name.split('.').next() == Some(name))
-            .map(|f| f.calls)
-            .sum()
-    };
+    let calls = |name: &str| rep.calls_with_clones(name);
     let threads = rep.tasks.len() as u64 - 1;
     let ctx = format!("trace {}", rec.dir.path.display());
     assert_eq!(calls("pthread_create"), 40000, "{ctx}");
@@ -182,16 +175,6 @@ fn many_threads_under_an_address_space_limit() {
     } else {
         assert_eq!(rep.lost_events, 0, "{ctx}");
     }
-}
-
-/// The program's stderr from fctrace's: without fctrace's own notes
-/// (a stripped program, ...).
-fn without_fctrace_notes(stderr: &str) -> String {
-    stderr
-        .lines()
-        .filter(|l| !l.starts_with("fctrace: "))
-        .map(|l| format!("{l}\n"))
-        .collect()
 }
 
 /// Runs `cmd` natively and under `fctrace record` with the same small
@@ -255,12 +238,7 @@ fn the_environment_is_the_programs() {
         assert_same_behaviour(&native, &rec.run, &ctx);
         let rep = report(&rec.dir.path);
         assert_eq!(rep.tasks.len(), args.len(), "{ctx}: one task per image");
-        let mains: u64 = rep
-            .functions
-            .iter()
-            .filter(|f| f.name == "main")
-            .map(|f| f.calls)
-            .sum();
+        let mains = rep.calls("main");
         assert_eq!(mains, args.len() as u64, "{ctx}: main traced in each image");
     }
 }
@@ -320,12 +298,7 @@ fn a_new_mount_and_pid_namespace() {
         .find(|t| t.comm.starts_with("hygiene_env"))
         .unwrap_or_else(|| panic!("the program is traced: {:?}", rep.tasks));
     assert_eq!(prog.pid, 1, "it is the namespace's first process");
-    let mains: u64 = rep
-        .functions
-        .iter()
-        .filter(|f| f.name == "main")
-        .map(|f| f.calls)
-        .sum();
+    let mains = rep.calls("main");
     assert_eq!(mains, 1);
 }
 
@@ -337,8 +310,7 @@ fn a_new_mount_and_pid_namespace() {
 fn set_user_id_programs_are_named() {
     use std::os::unix::fs::PermissionsExt;
     let exe = c_program("hygiene_exec.c", "-O2", &["-O2"]);
-    let dir = TraceDir::new("setuid");
-    std::fs::create_dir_all(&dir.path).unwrap();
+    let dir = scratch("setuid");
     std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o755)).unwrap();
     let suid = dir.path.join("suid-copy");
     std::fs::copy(&exe, &suid).unwrap();
@@ -435,13 +407,7 @@ fn shadow_stacks_grow_on_demand() {
         let rec = record_any(&exe, &[], opts);
         assert_same_behaviour(&native, &rec.run, &format!("{opts:?}"));
         let rep = report(&rec.dir.path);
-        let calls = |name: &str| -> u64 {
-            rep.functions
-                .iter()
-                .filter(|f| f.name.split('.').next() == Some(name))
-                .map(|f| f.calls)
-                .sum()
-        };
+        let calls = |name: &str| rep.calls_with_clones(name);
         let ctx = format!("{opts:?} trace {}", rec.dir.path.display());
         let (down, leaf) = match opts.first() {
             None => (400_000, 400_000),

@@ -8,20 +8,6 @@ mod common;
 
 use common::*;
 use std::ffi::OsStr;
-use std::path::PathBuf;
-
-/// cli_args.c: prints its arguments, then `top: T`; top calls mid, mid
-/// calls leaf; exits with 3 when given arguments.
-fn prog() -> PathBuf {
-    c_program("cli_args.c", "-O0", &["-O0"])
-}
-
-fn prog_output(args: &[&str]) -> String {
-    let argc = args.len() as i64 + 1;
-    let mut s: String = args.iter().map(|a| format!("{a}\n")).collect();
-    s.push_str(&format!("top: {}\n", 2 * (argc + 1) + 1));
-    s
-}
 
 const TOP_TREE: &str = "top()\n  mid()\n    leaf()\n";
 
@@ -32,7 +18,7 @@ fn outline_of(text: &str, ctx: &str) -> String {
 
 #[test]
 fn record_inside_record() {
-    let exe = prog();
+    let exe = cli_args_program();
     let fct = fctrace_bin();
     let outer = TraceDir::new("outer");
     let inner = TraceDir::new("inner");
@@ -47,8 +33,8 @@ fn record_inside_record() {
         exe.as_os_str(),
         OsStr::new("x"),
     ]);
-    let native = run_native_any(&exe, &["x"]);
-    assert_eq!(native.stdout, prog_output(&["x"]));
+    let native = run_env(&exe, &["x"], &[]);
+    assert_eq!(native.stdout, cli_args_output(&["x"]));
     assert_same_behaviour(&native, &r, "record inside record");
 
     // The program's calls are in the inner trace, all of them.
@@ -74,7 +60,7 @@ fn record_inside_record() {
 
 #[test]
 fn live_inside_live() {
-    let exe = prog();
+    let exe = cli_args_program();
     let fct = fctrace_bin();
     let r = fctrace(&[
         OsStr::new("-D"),
@@ -84,12 +70,12 @@ fn live_inside_live() {
         OsStr::new("top"),
         exe.as_os_str(),
     ]);
-    let native = run_native_any(&exe, &[]);
+    let native = run_env(&exe, &[], &[]);
     assert_eq!(r.code(), native.code(), "{}", r.describe());
     // The program's output, the inner tree, then the outer tree.
     let rest = r
         .stdout
-        .strip_prefix(prog_output(&[]).as_str())
+        .strip_prefix(cli_args_output(&[]).as_str())
         .unwrap_or_else(|| panic!("the program's output first\n{}", r.describe()));
     let second = rest[1..]
         .find("# DURATION")
@@ -102,9 +88,4 @@ fn live_inside_live() {
         outer.lines().any(|l| l == "main()") && !outer.contains("top()"),
         "the outer tree is the inner fctrace's, one level deep\n{outer}"
     );
-}
-
-/// Runs a program natively, whatever its exit status.
-fn run_native_any(exe: &std::path::Path, args: &[&str]) -> Run {
-    run(std::process::Command::new(exe).args(args))
 }

@@ -108,9 +108,7 @@ fn tid_naming_no_task_is_warned_about() {
     let exe = options_program();
     let rec = record(&exe, &[], &[]);
     let tasks: Vec<u32> = {
-        let info: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(rec.dir.path.join("info.json")).unwrap())
-                .unwrap();
+        let info = info_json(&rec.dir.path);
         info["tasks"]
             .as_array()
             .unwrap()

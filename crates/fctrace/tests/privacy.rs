@@ -90,8 +90,7 @@ fn refused(dir: &Path, message: &str) {
 
 #[test]
 fn directories_others_control_are_refused() {
-    let base = TraceDir::new("planted");
-    fs::create_dir_all(&base.path).unwrap();
+    let base = scratch("planted");
     fs::set_permissions(&base.path, fs::Permissions::from_mode(0o755)).unwrap();
 
     // An empty directory another user made (and could plant a link in).
@@ -132,8 +131,7 @@ fn directories_others_control_are_refused() {
 #[test]
 fn live_mode_uses_a_fresh_private_directory() {
     let exe = c_program("privacy.c", "O1", &["-O1"]);
-    let tmp = TraceDir::new("tmpdir");
-    fs::create_dir_all(&tmp.path).unwrap();
+    let tmp = scratch("tmpdir");
     let tmpdir = tmp.path.to_str().unwrap();
     let native = run_env(&exe, &[], &[("TMPDIR", tmpdir)]);
     assert_eq!(

@@ -19,32 +19,12 @@ fn robust() -> PathBuf {
     c_program("robust.c", "-O2", &["-O2", "-pthread"])
 }
 
-fn calls_of(report: &Report, name: &str) -> u64 {
-    report
-        .functions
-        .iter()
-        .filter(|f| f.name == name)
-        .map(|f| f.calls)
-        .sum()
-}
-
-fn info_json(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("info.json"))
-        .unwrap_or_else(|e| panic!("{}: no info.json: {e}", dir.display()));
-    serde_json::from_str(&text).expect("info.json is JSON")
-}
-
 /// The program behaves as natively; fctrace's own lines on stderr (what
 /// was not recorded, a stripped program) aside.
 #[track_caller]
 fn same_behaviour(native: &Run, traced: &Run, ctx: &str) {
     let mut t = traced.clone();
-    t.stderr = traced
-        .stderr
-        .lines()
-        .filter(|l| !l.starts_with("fctrace: "))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    t.stderr = without_fctrace_notes(&traced.stderr);
     assert_same_behaviour(native, &t, ctx);
 }
 
@@ -265,8 +245,8 @@ fn seccomp_program_forbidding_sleep_survives_a_slow_recorder() {
     same_behaviour(&native, &rec.run, "seccomp");
     let rep = report(&rec.dir.path);
     assert_eq!(rep.lost_events, 0);
-    assert_eq!(calls_of(&rep, "work"), u64::from(threads) * n);
-    assert_eq!(calls_of(&rep, "worker"), u64::from(threads));
+    assert_eq!(rep.calls("work"), u64::from(threads) * n);
+    assert_eq!(rep.calls("worker"), u64::from(threads));
 }
 
 #[test]
@@ -298,8 +278,8 @@ fn pid_namespace_counts_are_exact() {
     assert_eq!(rep.lost_events, 0);
     // Threads that keep their buffer longer than a reclaim period: the
     // recorder must not take them for dead by their namespaced tids.
-    assert_eq!(calls_of(&rep, "work"), u64::from(threads) * n);
-    assert_eq!(calls_of(&rep, "worker"), u64::from(threads));
+    assert_eq!(rep.calls("work"), u64::from(threads) * n);
+    assert_eq!(rep.calls("worker"), u64::from(threads));
 }
 
 #[test]
@@ -322,8 +302,8 @@ fn threads_beyond_the_task_table_are_counted_exactly() {
     // first three get the other slots.
     let traced = slots - 1;
     let rep = report(&rec.dir.path);
-    assert_eq!(calls_of(&rep, "work"), traced * n);
-    assert_eq!(calls_of(&rep, "worker"), traced);
+    assert_eq!(rep.calls("work"), traced * n);
+    assert_eq!(rep.calls("worker"), traced);
     // Each untraced thread: worker and n calls of work, entry and exit.
     let lost = (threads - traced) * (2 * n + 2);
     assert_eq!(rep.lost_events, lost);

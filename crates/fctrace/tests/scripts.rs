@@ -15,44 +15,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// cli_args.c: prints its arguments, then `top: T`; top calls mid, mid
-/// calls leaf; exits with 3 when given arguments.
-fn c_prog() -> PathBuf {
-    c_program("cli_args.c", "-O0", &["-O0"])
-}
-
-/// What cli_args.c prints for these arguments (its argv[1..]).
-fn c_output(args: &[&str]) -> String {
-    let argc = args.len() as i64 + 1;
-    let mut s: String = args.iter().map(|a| format!("{a}\n")).collect();
-    s.push_str(&format!("top: {}\n", 2 * (argc + 1) + 1));
-    s
-}
-
-/// A directory of the test's own, removed at the end unless the test fails.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> TempDir {
-        let d = cache_root()
-            .join("scripts")
-            .join(format!("{label}-{}", unique_suffix()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("kept for inspection: {}", self.0.display());
-        } else {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
 fn write_script(path: &Path, text: &str) -> PathBuf {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, text).unwrap();
@@ -84,10 +46,10 @@ fn assert_c_calls_traced(dir: &Path, ctx: &str) {
 /// live), and the C program's calls in the trace.
 #[test]
 fn shell_script_running_a_program() {
-    let dir = TempDir::new("sh");
-    let prog = c_prog();
+    let dir = scratch("sh");
+    let prog = cli_args_program();
     let script = write_script(
-        &dir.0.join("run.sh"),
+        &dir.path.join("run.sh"),
         &format!(
             "#!/bin/sh\n\
              echo \"script: $1\"\n\
@@ -100,7 +62,10 @@ fn shell_script_running_a_program() {
     );
     let args = ["one", "two"];
     let native = run(Command::new(&script).args(args));
-    let want = format!("script: one\n{}script: program exited 3\n", c_output(&args));
+    let want = format!(
+        "script: one\n{}script: program exited 3\n",
+        cli_args_output(&args)
+    );
     assert_eq!(native.stdout, want, "{}", native.describe());
     assert_eq!(native.code(), Some(7));
 
@@ -113,7 +78,7 @@ fn shell_script_running_a_program() {
         Command::new(fctrace_bin())
             .arg("./run.sh")
             .args(args)
-            .current_dir(&dir.0),
+            .current_dir(&dir.path),
         FCTRACE_TIMEOUT,
     );
     assert_no_panic(&r);
@@ -131,9 +96,9 @@ fn shell_script_running_a_program() {
 /// shim (with an argument), a chain of two scripts before the ELF file.
 #[test]
 fn shim_chain() {
-    let dir = TempDir::new("shim");
-    let prog = c_prog();
-    let bin = dir.0.join("bin");
+    let dir = scratch("shim");
+    let prog = cli_args_program();
+    let bin = dir.path.join("bin");
     let shim = write_script(
         &bin.join("python3"),
         &format!("#!/usr/bin/env bash\nexec '{}' \"$@\"\n", prog.display()),
@@ -148,7 +113,7 @@ fn shim_chain() {
     let native = run(Command::new("python3").args(["a", "b"]).env("PATH", &path));
     assert_eq!(
         native.stdout,
-        c_output(&["a", "b"]),
+        cli_args_output(&["a", "b"]),
         "{}",
         native.describe()
     );
@@ -170,14 +135,14 @@ fn shim_chain() {
     // A script whose interpreter is the shim, with an argument: the kernel
     // runs `python3 opt chain x`, the shim runs the program with those.
     let chain = write_script(
-        &dir.0.join("chain"),
+        &dir.path.join("chain"),
         &format!("#!{} opt\nthis line is never read\n", shim.display()),
     );
     let native = run(Command::new(&chain).arg("x"));
     let chain_s = chain.to_string_lossy().into_owned();
     assert_eq!(
         native.stdout,
-        c_output(&["opt", &chain_s, "x"]),
+        cli_args_output(&["opt", &chain_s, "x"]),
         "{}",
         native.describe()
     );
@@ -191,9 +156,9 @@ fn shim_chain() {
 /// than the kernel follows (5), a `#!` line without an interpreter.
 #[test]
 fn refused_scripts() {
-    let dir = TempDir::new("bad");
+    let dir = scratch("bad");
     let missing = write_script(
-        &dir.0.join("missing"),
+        &dir.path.join("missing"),
         "#!/no/such/interpreter -x\necho never\n",
     );
     // Scripts s1..s6, s1 run by /bin/sh, each next one by the one before.
@@ -201,13 +166,13 @@ fn refused_scripts() {
     let mut levels = Vec::new();
     for k in 1..=6 {
         let s = write_script(
-            &dir.0.join(format!("s{k}")),
+            &dir.path.join(format!("s{k}")),
             &format!("#!{}\necho level {k}\n", prev.display()),
         );
         prev = s.clone();
         levels.push(s);
     }
-    let empty = write_script(&dir.0.join("empty"), "#!   \necho never\n");
+    let empty = write_script(&dir.path.join("empty"), "#!   \necho never\n");
 
     let cases: [(&Path, &str); 3] = [
         (&missing, "bad interpreter: /no/such/interpreter"),

@@ -239,34 +239,26 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab) -> io::Result<()>
             writeln!(out, "    {}: {reason}", describe(f))?;
         }
     }
-    let trapped: Vec<_> = table
-        .functions
-        .iter()
-        .filter(|f| f.status == FuncStatus::TracedTrap)
-        .collect();
-    if !trapped.is_empty() {
-        writeln!(
-            out,
-            "  Traced through the trap fallback, a signal per call ({}):",
-            trapped.len()
-        )?;
-        for f in trapped {
-            writeln!(out, "    {}", describe(f))?;
-        }
-    }
-    let entry_only: Vec<_> = table
-        .functions
-        .iter()
-        .filter(|f| f.status == FuncStatus::EntryOnly)
-        .collect();
-    if !entry_only.is_empty() {
-        writeln!(
-            out,
-            "  Entry-only, their returns are not traced ({}):",
-            entry_only.len()
-        )?;
-        for f in entry_only {
-            writeln!(out, "    {}", describe(f))?;
+    for (status, heading) in [
+        (
+            FuncStatus::TracedTrap,
+            "Traced through the trap fallback, a signal per call",
+        ),
+        (
+            FuncStatus::EntryOnly,
+            "Entry-only, their returns are not traced",
+        ),
+    ] {
+        let listed: Vec<_> = table
+            .functions
+            .iter()
+            .filter(|f| f.status == status)
+            .collect();
+        if !listed.is_empty() {
+            writeln!(out, "  {heading} ({}):", listed.len())?;
+            for f in listed {
+                writeln!(out, "    {}", describe(f))?;
+            }
         }
     }
     Ok(())

@@ -141,7 +141,6 @@ pub fn record(
         dropped: 0,
         untabled: 0,
         damaged: 0,
-        task_count: 0,
     };
     let mut exit = None;
     let mut last_reclaim = std::time::Instant::now();
@@ -332,8 +331,6 @@ struct Sink<'a> {
     untabled: u64,
     /// Events of buffers naming a task that does not exist.
     damaged: u64,
-    /// Task slots in use, as last read.
-    task_count: u32,
 }
 
 impl Sink<'_> {
@@ -342,11 +339,7 @@ impl Sink<'_> {
             self.untabled += count_events(ev);
             return Ok(());
         }
-        if task.slot >= self.task_count {
-            // A task registered since the last look?
-            self.task_count = mem.task_count();
-        }
-        if task.slot >= self.task_count {
+        if task.slot >= mem.task_count() {
             self.damaged += count_events(ev);
             return Ok(());
         }

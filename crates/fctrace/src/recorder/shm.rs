@@ -195,16 +195,13 @@ impl SharedMemory {
                 return Ok(false);
             }
         };
-        let Ok(i) = u32::try_from(i) else {
-            self.damaged.set(self.damaged.get() + 1);
-            return Ok(true);
-        };
-        if i >= self.layout.buf_count
-            || self.buf_header(i).state.load(Ordering::Acquire) != BUF_FULL
+        if i >= u64::from(self.layout.buf_count)
+            || self.buf_header(i as u32).state.load(Ordering::Acquire) != BUF_FULL
         {
             self.damaged.set(self.damaged.get() + 1);
             return Ok(true);
         }
+        let i = i as u32;
         let (task, records) = self.events(i);
         sink(task, records)?;
         self.recycle(i);

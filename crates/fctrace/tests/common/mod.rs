@@ -69,6 +69,21 @@
 
 #![allow(dead_code)]
 
+mod cli_args;
+mod clones;
+mod info_json;
+mod notes;
+mod scratch;
+// (each test file uses only some of the shared helpers)
+#[allow(unused_imports)]
+pub use cli_args::*;
+#[allow(unused_imports)]
+pub use info_json::*;
+#[allow(unused_imports)]
+pub use notes::*;
+#[allow(unused_imports)]
+pub use scratch::*;
+
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
