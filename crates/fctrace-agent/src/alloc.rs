@@ -16,8 +16,8 @@
 //! or a child forked while another thread held it, gets a fresh mapping
 //! instead (and a block freed then is left unused), so the allocator can
 //! neither deadlock nor call anything but `mmap`, `munmap`, `mremap` and
-//! `sched_yield`. Each step of the critical sections leaves the lists
-//! consistent, so the lock can be taken back in a fork child.
+//! `sched_yield`. A fork child whose lock was held by another thread
+//! starts with empty classes (what they held is leaked).
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -153,8 +153,22 @@ impl AgentAlloc {
 
     /// In the child of `fork`: the thread that held the lock does not
     /// exist there. Only the forking thread runs.
+    /// If another thread held the lock, its critical section may be half
+    /// done (a chunk's end stored, not yet its cursor): the child forgets
+    /// every class's blocks (leaking them) rather than trust them.
     pub fn after_fork_child(&self) {
-        if self.owner.load(Ordering::Relaxed) != thread_id() {
+        let owner = self.owner.load(Ordering::Relaxed);
+        if owner != 0 && owner != thread_id() {
+            // SAFETY: only the forking thread exists in the child, and it
+            // does not hold the lock: nobody else touches the classes.
+            let classes = unsafe { &mut (*self.classes.get()).0 };
+            for c in classes.iter_mut() {
+                *c = Class {
+                    free: 0,
+                    next: 0,
+                    end: 0,
+                };
+            }
             self.owner.store(0, Ordering::Release);
         }
     }

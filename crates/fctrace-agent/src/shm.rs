@@ -191,7 +191,13 @@ impl Shm {
                 return None;
             }
             match self.free_queue().pop() {
-                Pop::Some(i) if i < u64::from(self.layout.buf_count) => {
+                Pop::Some(i)
+                    if i < u64::from(self.layout.buf_count)
+                        // (a buffer handed out twice: the stack is damaged)
+                        // SAFETY: i < buf_count: the header lies in the mapping.
+                        && unsafe { (*self.buffer(i as u32)).state.load(Ordering::Acquire) }
+                            == BUF_FREE =>
+                {
                     let i = i as u32;
                     h.buffers_used.fetch_max(i + 1, Ordering::AcqRel);
                     let b = self.buffer(i);
