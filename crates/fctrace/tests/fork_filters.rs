@@ -251,29 +251,12 @@ fn disabled_start_with_a_trigger_inside_the_filter() {
     // mark, which is not shown either, so the exit-time calls after it are
     // outside -F main), and the exec'd program starts with tracing off.
     // The forked children inherit tracing on.
-    let mut expected = String::new();
-    let mut task = 0;
-    for l in EXPECTED_F_MAIN.lines() {
-        if let Some(rest) = l.strip_prefix("task ") {
-            task = rest.split(':').next().unwrap().parse().unwrap();
-            expected.push_str(l);
-            expected.push('\n');
-            continue;
-        }
-        match task {
-            0 if l == "main() {" => {}
-            0 if l == "} /* main */" => {}
-            0 => {
-                expected.push_str(&l[2..]);
-                expected.push('\n');
-            }
-            4 => {}
-            _ => {
-                expected.push_str(l);
-                expected.push('\n');
-            }
-        }
-    }
+    let expected = per_task(EXPECTED_F_MAIN, |task, l| match task {
+        0 if l == "main() {" || l == "} /* main */" => None,
+        0 => Some(&l[2..]),
+        4 => None,
+        _ => Some(l),
+    });
     let tree = three_ways(
         &exe,
         &["--disable", "-T", "with_fork@trace_on"],
@@ -358,39 +341,43 @@ fn forked_children_under_a_caller_filter() {
     let exe = forks_program();
     // -C with_daemon: with_daemon's calls under main, and what the
     // daemon's children (forked inside with_daemon) do.
-    let mut expected = String::new();
-    let mut task = 0;
-    for l in EXPECTED_F_MAIN.lines() {
-        if let Some(rest) = l.strip_prefix("task ") {
-            task = rest.split(':').next().unwrap().parse().unwrap();
-            expected.push_str(l);
-            expected.push('\n');
-            continue;
+    let mut inside = false;
+    let expected = per_task(EXPECTED_F_MAIN, |task, l| match task {
+        0 if l.starts_with("  with_daemon") => {
+            inside = true;
+            Some(l)
         }
-        let keep = match task {
-            0 => {
-                l.starts_with("main()")
-                    || l.starts_with("} /* main")
-                    || l.starts_with("  with_daemon")
-                    || l.starts_with("  } /* with_daemon")
-            }
-            2 | 3 => true,
-            _ => false,
-        };
-        if keep {
-            expected.push_str(l);
-            expected.push('\n');
+        0 if l.starts_with("  } /* with_daemon") => {
+            inside = false;
+            Some(l)
         }
-        if task == 0 && l.starts_with("    ") {
-            // with_daemon's calls (between its open and close lines).
-            let inside = expected.contains("  with_daemon() {\n")
-                && !expected.contains("  } /* with_daemon */");
-            if inside {
-                expected.push_str(l);
-                expected.push('\n');
-            }
-        }
-    }
+        // main's lines, and with_daemon's calls (between its open and
+        // close lines)
+        0 if l.starts_with("main()") || l.starts_with("} /* main") || inside => Some(l),
+        2 | 3 => Some(l),
+        _ => None,
+    });
     let tree = three_ways(&exe, &[], &["-C", "with_daemon"]);
     assert_outline_eq(&tree, &expected, "-C with_daemon");
+}
+
+/// `text`'s lines with each task's lines (after its `task N: ...` header,
+/// kept) passed through `f(N, line)`: the line it gives, or none.
+fn per_task<'a>(text: &'a str, mut f: impl FnMut(u32, &'a str) -> Option<&'a str>) -> String {
+    let mut out = String::new();
+    let mut task = 0;
+    for l in text.lines() {
+        let kept = match l.strip_prefix("task ") {
+            Some(rest) => {
+                task = rest.split(':').next().unwrap().parse().unwrap();
+                Some(l)
+            }
+            None => f(task, l),
+        };
+        if let Some(k) = kept {
+            out.push_str(k);
+            out.push('\n');
+        }
+    }
+    out
 }
