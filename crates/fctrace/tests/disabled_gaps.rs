@@ -76,16 +76,7 @@ fn three_ways_of(exe: &Path, mode: &str, rec_opts: &[&str], filter: &[&str]) -> 
 
     let full = record(&exe, args, rec_opts);
     assert_same_behaviour(&native, &full.run, &ctx);
-    let mut args: Vec<&OsStr> = vec![
-        OsStr::new("replay"),
-        OsStr::new("-d"),
-        full.dir.path.as_os_str(),
-    ];
-    args.extend(filter.iter().map(OsStr::new));
-    let r = fctrace(&args);
-    assert!(r.success(), "{}", r.describe());
-    assert!(!r.stderr.contains("warning"), "{ctx}\n{}", r.describe());
-    let replayed_tree = normalized(&r.stdout);
+    let replayed_tree = normalized(&fctrace_on_quietly("replay", &full.dir.path, filter));
 
     assert_eq!(recorded_tree, live_tree, "{ctx}: record+replay vs live");
     assert_eq!(

@@ -933,6 +933,19 @@ pub fn fctrace_on(cmd: &str, dir: &Path, opts: &[&str]) -> String {
     r.stdout
 }
 
+/// [`fctrace_on`], also asserting that fctrace warned about nothing.
+pub fn fctrace_on_quietly(cmd: &str, dir: &Path, opts: &[&str]) -> String {
+    let mut args: Vec<&OsStr> = vec![OsStr::new(cmd), OsStr::new("-d"), dir.as_os_str()];
+    args.extend(opts.iter().map(OsStr::new));
+    let r = fctrace(&args);
+    assert!(
+        r.success() && !r.stderr.contains("warning"),
+        "fctrace {cmd} {opts:?} failed or warned\n{}",
+        r.describe()
+    );
+    r.stdout
+}
+
 /// The text of each call line of a replay: what follows `] | `, with its
 /// indent (headers and other lines left out).
 pub fn call_lines(text: &str) -> Vec<String> {
