@@ -2,12 +2,17 @@
 //! `report` and `info` commands.
 //!
 //! - [`tree`]: the call tree (`replay`, live mode).
+//! - [`calls`]: whole calls rebuilt from a task's events, and one
+//!   identity per function across sessions (for the graph, dump formats,
+//!   flame graph, TUI).
 //! - [`report`]: per-function statistics.
 //! - [`names`]: how functions are named.
 //! - [`filter`]: which calls are shown (`-F`, `-N`, `-C`, `-D`, `-t`,
 //!   `--tid`, `-T`).
 
 pub mod args;
+#[allow(dead_code)] // used by the graph and dump commands (being written)
+pub mod calls;
 pub mod filter;
 pub mod names;
 pub mod report;

@@ -19,8 +19,8 @@
 //! so its time stays in the caller's self time, and the caller keeps its
 //! full duration.
 
+use super::calls::Functions;
 use super::filter::{EventSource, Filter};
-use super::names::unknown;
 use super::{duration, Progress};
 use crate::cli::SortKey;
 use fctrace_format::event::EventKind;
@@ -90,7 +90,7 @@ pub fn aggregate_with(trace: &Trace, options: &fctrace_options::Options) -> Repo
     let mut filter = Filter::new(trace, options, false);
     let mut pass = Pass {
         report: Report::default(),
-        by_key: HashMap::new(),
+        functions: Functions::new(),
         by_id: HashMap::new(),
         progress: Progress::new("report", trace.info.events, Progress::wanted(false)),
         done: 0,
@@ -119,8 +119,9 @@ pub fn aggregate_with(trace: &Trace, options: &fctrace_options::Options) -> Repo
 /// The state of [`aggregate_with`] across tasks.
 struct Pass {
     report: Report,
-    /// (module, symbol) -> index in report.functions
-    by_key: HashMap<(String, String), usize>,
+    /// One index per function (module, symbol): report.functions has the
+    /// same order.
+    functions: Functions,
     /// (session, func id) -> index in report.functions: a vector per
     /// session (ids are dense), looked up once per entry.
     by_id: HashMap<u32, Vec<usize>>,
@@ -133,7 +134,7 @@ struct Pass {
 fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pass: &mut Pass) {
     let Pass {
         report,
-        by_key,
+        functions,
         by_id,
         progress,
         done,
@@ -153,18 +154,16 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
                 let stats = match ids.get(i) {
                     Some(&x) if x != usize::MAX => x,
                     _ => {
-                        let (name, symbol, module) = describe(trace, session, event.func);
-                        let x = *by_key
-                            .entry((module.clone(), symbol.clone()))
-                            .or_insert_with(|| {
-                                report.functions.push(FuncStats {
-                                    name,
-                                    symbol,
-                                    module,
-                                    ..FuncStats::default()
-                                });
-                                report.functions.len() - 1
+                        let x = functions.index(trace, session, event.func);
+                        while report.functions.len() < functions.list.len() {
+                            let f = &functions.list[report.functions.len()];
+                            report.functions.push(FuncStats {
+                                name: f.name.clone(),
+                                symbol: f.symbol.clone(),
+                                module: f.module.clone(),
+                                ..FuncStats::default()
                             });
+                        }
                         if open.len() < report.functions.len() {
                             open.resize(report.functions.len(), 0);
                         }
@@ -239,21 +238,6 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
     }
     by_id.insert(session, ids);
     *done = done_here;
-}
-
-/// `(name, symbol, module)` of a function id of a session.
-fn describe(trace: &Trace, session: u32, func: u32) -> (String, String, String) {
-    let table = trace.sessions.get(&session);
-    match table.and_then(|t| Some((t, t.function(func)?))) {
-        Some((table, f)) => (
-            fctrace_symbols::demangle(&f.name),
-            f.name.clone(),
-            table
-                .module(f.module)
-                .map_or_else(String::new, |m| m.path.clone()),
-        ),
-        None => (unknown(func), unknown(func), format!("<session {session}>")),
-    }
 }
 
 /// Sorts by `key`, descending; ties by name.
