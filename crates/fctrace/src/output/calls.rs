@@ -76,6 +76,7 @@ impl Call {
     }
 
     /// Its duration less that of its direct children.
+    #[allow(dead_code)] // for the flame graph and dump formats
     pub fn self_ns(&self) -> u64 {
         self.duration_ns().saturating_sub(self.children_ns)
     }
@@ -128,6 +129,7 @@ impl<S: EventSource> Calls<S> {
     }
 
     /// The calls open now, outermost first.
+    #[allow(dead_code)] // for the TUI and dump formats
     pub fn stack(&self) -> &[Open] {
         &self.stack
     }
