@@ -6,13 +6,15 @@
 //!   identity per function across sessions (for the graph, dump formats,
 //!   flame graph, TUI).
 //! - [`graph`]: calls merged by call path (`graph`).
-//! - [`report`]: per-function statistics.
+//! - [`report`]: per-function statistics; [`diff`]: those of two traces
+//!   compared (`report --diff`).
 //! - [`names`]: how functions are named.
 //! - [`filter`]: which calls are shown (`-F`, `-N`, `-C`, `-D`, `-t`,
 //!   `--tid`, `-T`).
 
 pub mod args;
 pub mod calls;
+pub mod diff;
 pub mod filter;
 pub mod graph;
 pub mod names;
