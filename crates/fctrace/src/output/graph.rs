@@ -520,8 +520,9 @@ pub fn write_focus_text(
         let last = &t.nodes[*b.chain.last().unwrap() as usize];
         writeln!(
             out,
-            " backtrace #{i}: {} calls, total {}, self {}",
+            " backtrace #{i}: {} call{}, total {}, self {}",
             last.calls,
+            if last.calls == 1 { "" } else { "s" },
             duration(last.total_ns).trim_start(),
             duration(last.self_ns).trim_start()
         )?;
