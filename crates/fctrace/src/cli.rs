@@ -47,6 +47,8 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Per-function statistics of a recorded trace
     Report(ReportArgs),
+    /// The call graph: calls merged by call path, or who calls FUNC and what it calls
+    Graph(GraphArgs),
     /// What a trace holds: program, tasks, instrumented functions, events
     Info(InfoArgs),
 }
@@ -274,6 +276,49 @@ pub struct ReportArgs {
     /// Output format, e.g. `--format json`
     #[arg(long = "format", value_enum, default_value = "text")]
     pub format: Format,
+    /// Compare with the trace in OTHER_DIR: per function, calls and times
+    /// in both and their differences (OTHER minus this one), the largest
+    /// change first, e.g. `report -d fast.data --diff slow.data`
+    #[arg(long = "diff", value_name = "OTHER_DIR")]
+    pub diff: Option<PathBuf>,
+    /// With --diff: POLICY[,POLICY...]: `abs` (sort by the size of the
+    /// change, default) or `no-abs` (increases first, then decreases),
+    /// `full` (both traces and the change, default) or `compact` (the
+    /// change only), `percent` (the change in % of this trace's value) or
+    /// `no-percent` (default), e.g. `--diff-policy compact,percent`
+    #[arg(long = "diff-policy", value_name = "POLICY", requires = "diff")]
+    pub diff_policy: Option<String>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphFormat {
+    Text,
+    Json,
+    /// Graphviz (`dot -Tsvg`)
+    Dot,
+    /// Mermaid flowchart
+    Mermaid,
+}
+
+#[derive(Args, Debug)]
+pub struct GraphArgs {
+    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+    /// Show the chains of callers that reached FUNC (its backtraces) and
+    /// the graph of its calls below it, instead of the whole program's
+    /// graph (a name or regular expression, FUNC@MODULE as for -F), e.g.
+    /// `fctrace graph malloc`
+    #[arg(value_name = "FUNC")]
+    pub function: Option<String>,
+    /// Output format, e.g. `--format dot | dot -Tsvg > graph.svg`
+    #[arg(long = "format", value_enum, default_value = "text")]
+    pub format: GraphFormat,
+    /// One graph per task (thread or process) instead of one for all
+    #[arg(long = "per-task")]
+    pub per_task: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
 }

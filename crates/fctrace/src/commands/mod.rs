@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+mod graph;
 mod info;
 mod live;
 mod record;
@@ -14,6 +15,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Record(args)) => record::run(args),
         Some(Command::Replay(args)) => replay::run(args),
         Some(Command::Report(args)) => report::run(args),
+        Some(Command::Graph(args)) => graph::run(args),
         Some(Command::Info(args)) => info::run(args),
         None => live::run(cli.live),
     }

@@ -1,7 +1,7 @@
 //! `fctrace report`: per-function statistics of a recorded trace.
 
 use crate::cli::{Format, ReportArgs};
-use crate::output::{report, warn};
+use crate::output::{diff, report, warn};
 use anyhow::Context;
 use fctrace_format::store::Trace;
 use std::io::{self, BufWriter, Write};
@@ -9,15 +9,18 @@ use std::process::ExitCode;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
-    let trace = Trace::open(&args.dir)?;
-    for w in &trace.load_warnings {
-        warn(w);
+    if let Some(other) = &args.diff {
+        let policy = args
+            .diff_policy
+            .as_deref()
+            .map(diff::Policy::parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("invalid --diff-policy: {e}"))?
+            .unwrap_or_default();
+        return run_diff(&args, other, &given, policy);
     }
-    crate::output::filter::warn_unmatched(&trace, &given);
-    crate::output::filter::warn_tracing_gaps(&trace, &given);
-    // `record -C`/`-t`: acting here, as in live mode.
-    let options = crate::output::filter::with_recorded_display(&given, &trace);
-    let mut stats = report::aggregate_with(&trace, &options);
+    let trace = Trace::open(&args.dir)?;
+    let mut stats = aggregate(&trace, &given);
     report::sort(&mut stats.functions, args.sort);
 
     let stdout = io::stdout();
@@ -36,7 +39,71 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         return Err(e).context("cannot write the report");
     }
 
-    let lost = trace.info.lost_events.max(stats.lost_in_streams);
+    finish(&trace, stats.lost_in_streams, stats.errors)
+}
+
+/// Warns about what loading `trace` met and about the filters, then
+/// aggregates it.
+fn aggregate(trace: &Trace, given: &fctrace_options::Options) -> report::Report {
+    for w in &trace.load_warnings {
+        warn(w);
+    }
+    crate::output::filter::warn_unmatched(trace, given);
+    crate::output::filter::warn_tracing_gaps(trace, given);
+    // `record -C`/`-t`: acting here, as in live mode.
+    let options = crate::output::filter::with_recorded_display(given, trace);
+    report::aggregate_with(trace, &options)
+}
+
+/// `report --diff OTHER`: both traces through the same filters.
+fn run_diff(
+    args: &ReportArgs,
+    other_dir: &std::path::Path,
+    given: &fctrace_options::Options,
+    policy: diff::Policy,
+) -> anyhow::Result<ExitCode> {
+    let base = Trace::open(&args.dir)?;
+    let other = Trace::open(other_dir)?;
+    let a = aggregate(&base, given);
+    let b = aggregate(&other, given);
+    let lost = [a.lost_in_streams, b.lost_in_streams];
+    let mut rows = diff::pair(a.functions, b.functions);
+    diff::sort(&mut rows, args.sort, policy);
+    let sides = (
+        diff::Side {
+            dir: &args.dir,
+            trace: &base,
+        },
+        diff::Side {
+            dir: other_dir,
+            trace: &other,
+        },
+    );
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let written = match args.format {
+        Format::Text => diff::write_text(&mut out, &sides.0, &sides.1, &rows, policy),
+        Format::Json => diff::write_json(&mut out, &sides.0, &sides.1, lost, &rows),
+    }
+    .and_then(|()| out.flush());
+    if let Err(e) = written {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            return Ok(ExitCode::SUCCESS);
+        }
+        return Err(e).context("cannot write the report");
+    }
+    let first = finish(&base, a.lost_in_streams, a.errors);
+    let second = finish(&other, b.lost_in_streams, b.errors);
+    first.and(second)
+}
+
+/// Warns about lost events; the first read error is the result.
+fn finish(
+    trace: &Trace,
+    lost_in_streams: u64,
+    errors: Vec<fctrace_format::store::StoreError>,
+) -> anyhow::Result<ExitCode> {
+    let lost = trace.info.lost_events.max(lost_in_streams);
     if lost > 0 {
         let why = crate::recorder::loss_reasons(&trace.info);
         warn(&format!(
@@ -48,7 +115,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             }
         ));
     }
-    let mut errors = stats.errors.into_iter();
+    let mut errors = errors.into_iter();
     if let Some(first) = errors.next() {
         for other in errors {
             warn(&other.to_string());

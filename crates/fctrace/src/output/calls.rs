@@ -76,6 +76,7 @@ impl Call {
     }
 
     /// Its duration less that of its direct children.
+    #[allow(dead_code)] // for the flame graph and dump formats
     pub fn self_ns(&self) -> u64 {
         self.duration_ns().saturating_sub(self.children_ns)
     }
@@ -128,6 +129,7 @@ impl<S: EventSource> Calls<S> {
     }
 
     /// The calls open now, outermost first.
+    #[allow(dead_code)] // for the TUI and dump formats
     pub fn stack(&self) -> &[Open] {
         &self.stack
     }
@@ -172,9 +174,15 @@ impl<S: EventSource> Calls<S> {
     }
 
     fn end_top(&mut self, ns: u64, end: End) {
-        let Some(open) = self.stack.pop() else {
-            return;
-        };
+        if let Some(step) = self.leave_top(ns, end) {
+            self.queued.push_back(step);
+        }
+    }
+
+    /// Ends the frame on top: its [`Step::Leave`].
+    #[inline]
+    fn leave_top(&mut self, ns: u64, end: End) -> Option<Step> {
+        let open = self.stack.pop()?;
         let end_ns = ns.max(open.start_ns);
         let dur = end_ns - open.start_ns;
         if let Some(parent) = self.stack.last_mut() {
@@ -187,7 +195,7 @@ impl<S: EventSource> Calls<S> {
                 None
             }
         };
-        self.queued.push_back(Step::Leave(Call {
+        Some(Step::Leave(Call {
             func: open.func,
             depth: self.stack.len(),
             start_ns: open.start_ns,
@@ -196,7 +204,7 @@ impl<S: EventSource> Calls<S> {
             end,
             args: open.args,
             retval,
-        }));
+        }))
     }
 
     /// The next step; `None` once the task's events (and its open calls)
@@ -250,7 +258,11 @@ impl<S: EventSource> Calls<S> {
                         End::Unwound
                     };
                     let j = match self.stack.last() {
-                        Some(top) if top.func == event.func => self.stack.len() - 1,
+                        // The common case: the call on top returns (no
+                        // frame above it to queue first).
+                        Some(top) if top.func == event.func => {
+                            return self.leave_top(event.ns, end);
+                        }
                         _ => match self.stack.iter().rposition(|o| o.func == event.func) {
                             Some(j) => j,
                             None => {

@@ -5,15 +5,18 @@
 //! - [`calls`]: whole calls rebuilt from a task's events, and one
 //!   identity per function across sessions (for the graph, dump formats,
 //!   flame graph, TUI).
-//! - [`report`]: per-function statistics.
+//! - [`graph`]: calls merged by call path (`graph`).
+//! - [`report`]: per-function statistics; [`diff`]: those of two traces
+//!   compared (`report --diff`).
 //! - [`names`]: how functions are named.
 //! - [`filter`]: which calls are shown (`-F`, `-N`, `-C`, `-D`, `-t`,
 //!   `--tid`, `-T`).
 
 pub mod args;
-#[allow(dead_code)] // used by the graph and dump commands (being written)
 pub mod calls;
+pub mod diff;
 pub mod filter;
+pub mod graph;
 pub mod names;
 pub mod report;
 pub mod tree;

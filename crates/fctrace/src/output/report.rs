@@ -131,6 +131,14 @@ struct Pass {
 }
 
 /// Adds the calls of one task to the report.
+///
+/// This pairs entries and exits itself instead of going through
+/// [`super::calls::Calls`] (whose rules it follows: the same pairing, a
+/// call that did not return has no duration): built on `Calls`, the report
+/// of a 18 M-event trace (`dense fib 34`) took 0.68 to 0.84 s of CPU
+/// instead of 0.38 to 0.51 s, and 867 M instructions instead of 537 M for
+/// `fib 30` (callgrind): `Calls` keeps each call's arguments, return value
+/// and end, which the report does not need.
 fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pass: &mut Pass) {
     let Pass {
         report,

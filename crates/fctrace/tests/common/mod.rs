@@ -74,6 +74,7 @@ mod clones;
 mod info_json;
 mod notes;
 mod scratch;
+mod sqlite_build;
 // (each test file uses only some of the shared helpers)
 #[allow(unused_imports)]
 pub use cli_args::*;
@@ -83,6 +84,8 @@ pub use info_json::*;
 pub use notes::*;
 #[allow(unused_imports)]
 pub use scratch::*;
+#[allow(unused_imports)]
+pub use sqlite_build::*;
 
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -1,0 +1,92 @@
+//! `fctrace graph`: the call graph of a recorded trace.
+
+use crate::cli::{GraphArgs, GraphFormat};
+use crate::output::graph::{self, Lang};
+use crate::output::{filter, warn};
+use anyhow::Context;
+use fctrace_format::store::Trace;
+use fctrace_options::FuncPattern;
+use std::io::{self, BufWriter, Write};
+use std::process::ExitCode;
+
+pub fn run(args: GraphArgs) -> anyhow::Result<ExitCode> {
+    let given = args.filter.to_options()?;
+    let pattern = args
+        .function
+        .as_deref()
+        .map(|f| FuncPattern::parse(f).map_err(|e| anyhow::anyhow!("invalid FUNC: {e}")))
+        .transpose()?;
+    let trace = Trace::open(&args.dir)?;
+    for w in &trace.load_warnings {
+        warn(w);
+    }
+    filter::warn_unmatched(&trace, &given);
+    filter::warn_tracing_gaps(&trace, &given);
+    let options = filter::with_recorded_display(&given, &trace);
+    let g = graph::build(&trace, &options, args.per_task);
+
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let written = match &pattern {
+        None => match args.format {
+            GraphFormat::Text => graph::write_text(&mut out, &trace, &g),
+            GraphFormat::Json => graph::write_json(&mut out, &trace, &g),
+            GraphFormat::Dot => graph::write_drawing(&mut out, &trace, &g, Lang::Dot),
+            GraphFormat::Mermaid => graph::write_drawing(&mut out, &trace, &g, Lang::Mermaid),
+        },
+        Some(p) => {
+            let matched = g.matching(p);
+            if !matched.iter().any(|&m| m) {
+                anyhow::bail!(
+                    "{} names no function called in the trace{}",
+                    p.as_str(),
+                    if filter::filters_display(&options) {
+                        " (with these filters)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            let focus = g.focus(matched);
+            let what = p.as_str();
+            match args.format {
+                GraphFormat::Text => graph::write_focus_text(&mut out, &trace, &g, what, &focus),
+                GraphFormat::Json => graph::write_focus_json(&mut out, &trace, &g, what, &focus),
+                GraphFormat::Dot => {
+                    graph::write_focus_drawing(&mut out, &trace, &g, what, &focus, Lang::Dot)
+                }
+                GraphFormat::Mermaid => {
+                    graph::write_focus_drawing(&mut out, &trace, &g, what, &focus, Lang::Mermaid)
+                }
+            }
+        }
+    }
+    .and_then(|()| out.flush());
+    if let Err(e) = written {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            return Ok(ExitCode::SUCCESS);
+        }
+        return Err(e).context("cannot write the graph");
+    }
+
+    let lost = trace.info.lost_events.max(g.lost_in_streams);
+    if lost > 0 {
+        let why = crate::recorder::loss_reasons(&trace.info);
+        warn(&format!(
+            "{lost} events were lost: the graph is incomplete{}",
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            }
+        ));
+    }
+    let mut errors = g.errors.into_iter();
+    if let Some(first) = errors.next() {
+        for other in errors {
+            warn(&other.to_string());
+        }
+        return Err(first.into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
