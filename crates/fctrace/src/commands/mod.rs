@@ -5,6 +5,7 @@ mod live;
 mod record;
 mod replay;
 mod report;
+mod tui;
 
 use crate::cli::{Cli, Command};
 use std::process::ExitCode;
@@ -15,6 +16,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Replay(args)) => replay::run(args),
         Some(Command::Report(args)) => report::run(args),
         Some(Command::Info(args)) => info::run(args),
+        Some(Command::Tui(args)) => tui::run(args),
         None => live::run(cli.live),
     }
 }
