@@ -82,6 +82,9 @@ pub struct App {
     pub task: Option<usize>,
     pub view: View,
     pub help: bool,
+    /// A message shown over the view until a key is pressed (load
+    /// errors).
+    pub notice: Option<String>,
     pub quit: bool,
     /// Per node of the shown tree: whether its children are shown.
     pub expanded: Vec<bool>,
@@ -114,6 +117,7 @@ impl App {
             task: None,
             view: View::Graph,
             help: false,
+            notice: None,
             quit: false,
             expanded: Vec::new(),
             rows: Vec::new(),
@@ -268,9 +272,10 @@ impl App {
             }
             return;
         }
-        if self.help {
+        if self.help || self.notice.is_some() {
             // Any key closes the help (q still quits).
             self.help = false;
+            self.notice = None;
             if k.code == KeyCode::Char('q') {
                 self.quit = true;
             }

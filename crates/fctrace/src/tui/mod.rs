@@ -23,11 +23,11 @@ use std::time::{Duration, Instant};
 
 pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
+    let trace = Trace::open(&args.dir)?;
     if !args.exit_after_load && !(std::io::stdout().is_terminal() && std::io::stdin().is_terminal())
     {
         anyhow::bail!("fctrace tui needs a terminal; use replay/report/graph");
     }
-    let trace = Trace::open(&args.dir)?;
     for w in &trace.load_warnings {
         warn(w);
     }
@@ -90,8 +90,12 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     };
     let lost = model.lost;
     let mut app = app::App::new(model, title);
-    if let Some(e) = errors.first() {
-        app.message = format!("error: {e} (the readable part is shown)");
+    if !errors.is_empty() {
+        let list: Vec<String> = errors.iter().map(|e| format!("error: {e}")).collect();
+        app.notice = Some(format!(
+            "{}\n\nThe readable part of the trace is shown. Any key closes this.",
+            list.join("\n")
+        ));
     }
     while !app.quit {
         term.draw(|f| view::draw(f, &mut app))?;

@@ -70,6 +70,29 @@ pub fn draw(f: &mut Frame, app: &mut App) {
     if app.help {
         help(f);
     }
+    if let Some(text) = &app.notice {
+        notice(f, text);
+    }
+}
+
+/// A box of wrapped text in the middle of the screen.
+fn notice(f: &mut Frame, text: &str) {
+    let area = f.area();
+    let width = area.width.min(100);
+    let height = area.height.min(12);
+    let r = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(text.to_string())
+            .wrap(ratatui::widgets::Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL)),
+        r,
+    );
 }
 
 /// The rows of a list within `area`: the selected one reversed.
@@ -349,6 +372,7 @@ mod tests {
                 screen(&mut app, w, h);
             }
             let mut empty = App::new(Default::default(), String::new());
+            empty.notice = Some("error: a long message that wraps ".repeat(9));
             screen(&mut empty, w, h);
         }
         let mut empty = App::new(Default::default(), "prog".into());
