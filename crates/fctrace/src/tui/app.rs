@@ -494,6 +494,11 @@ impl App {
             Search::Text(t) => format!("\"{t}\""),
             Search::Func(f) => self.name(*f).to_string(),
         };
+        // Per function: whether it matches (names are fewer than nodes).
+        let hit: Vec<bool> = (0..self.model.names.len() as u32)
+            .map(|f| self.matches(f))
+            .collect();
+        let is_hit = |f: u32| hit.get(f as usize).copied().unwrap_or(false);
         let found = match self.view {
             View::Graph => {
                 let n = self.preorder.len();
@@ -510,7 +515,7 @@ impl App {
                         }
                     })
                     .map(|k| self.preorder[k])
-                    .find(|&i| self.matches(self.tree().nodes[i as usize].func));
+                    .find(|&i| is_hit(self.tree().nodes[i as usize].func));
                 if let Some(node) = hit {
                     self.reveal(node);
                     self.rebuild_rows(Some(node));
@@ -518,11 +523,11 @@ impl App {
                     let total = self
                         .preorder
                         .iter()
-                        .filter(|&&i| self.matches(self.tree().nodes[i as usize].func))
+                        .filter(|&&i| is_hit(self.tree().nodes[i as usize].func))
                         .count();
                     let before = self.preorder[..k]
                         .iter()
-                        .filter(|&&i| self.matches(self.tree().nodes[i as usize].func))
+                        .filter(|&&i| is_hit(self.tree().nodes[i as usize].func))
                         .count();
                     self.message = format!("{what}: call path {before} of {total}");
                 }
@@ -540,7 +545,7 @@ impl App {
                             (start + k) % n.max(1)
                         }
                     })
-                    .find(|&k| self.matches(self.report[k].func));
+                    .find(|&k| is_hit(self.report[k].func));
                 if let Some(k) = hit {
                     self.report_cursor.at = k;
                     self.message = format!("{what}: {}", self.name(self.report[k].func));
