@@ -117,20 +117,34 @@ impl Tmux {
         }
     }
 
+    /// Polls the screen until `check` passes on it; returns that screen.
+    /// Checks are whole conditions on one screen: a frame half drawn
+    /// fails them and is read again.
+    #[track_caller]
+    fn until(&self, what: &str, mut check: impl FnMut(&str) -> Result<(), String>) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen(false);
+            match check(&s) {
+                Ok(()) => return s,
+                Err(e) if start.elapsed() > DEADLINE => {
+                    panic!("the screen never showed {what} ({e}):\n{s}")
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(30)),
+            }
+        }
+    }
+
     #[track_caller]
     fn wait_for(&self, text: &str) -> String {
         self.wait(&format!("{text:?}"), |s| s.contains(text))
     }
 
     /// The selected row of the list (reverse video; the title line, also
-    /// reversed, excluded), without its attributes.
+    /// reversed, excluded), without its attributes; empty if none.
     fn selected(&self) -> String {
         let s = self.screen(true);
-        let line = s
-            .lines()
-            .skip(1)
-            .find(|l| reversed(l))
-            .unwrap_or_else(|| panic!("no selected row:\n{s}"));
+        let line = s.lines().skip(1).find(|l| reversed(l)).unwrap_or_default();
         strip_escapes(line)
     }
 }
@@ -225,6 +239,15 @@ fn at_path<'a>(rows: &'a [Row], names: &[&str]) -> Vec<&'a Row> {
     found
 }
 
+/// Fails a check of [`Tmux::until`] with a message.
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)*) => {
+        if !$cond {
+            return Err(format!($($msg)*));
+        }
+    };
+}
+
 #[test]
 fn a_real_session() {
     let exe = program();
@@ -238,54 +261,72 @@ fn a_real_session() {
 
     // The graph, fully expanded (a small tree): the call paths of tui.c
     // with the counts of its source.
-    let s = tmux.wait("the graph", |s| {
-        s.contains(" Graph | all 2 tasks") && s.contains("worker_step")
+    tmux.until("the graph of tui.c", |s| {
+        ensure!(s.contains(" Graph | all 2 tasks"), "no title");
+        let g = rows(s);
+        for (path, n) in [
+            (&["main"][..], 1),
+            (&["main", "parse_config"], 1),
+            (&["main", "parse_config", "read_token"], 7),
+            (&["main", "compute"], 3),
+            (&["main", "compute", "helper_square"], 15),
+            (&["main", "helper_square"], 2),
+            (&["worker_main"], 1),
+            (&["worker_main", "worker_step"], 4),
+        ] {
+            ensure!(
+                calls_of(&g, path) == [n],
+                "{path:?}: not one row of {n} calls"
+            );
+        }
+        Ok(())
     });
-    let g = rows(&s);
-    let calls = |path: &[&str]| -> Vec<u64> { at_path(&g, path).iter().map(|r| r.calls).collect() };
-    assert_eq!(calls(&["main"]), [1], "{s}");
-    assert_eq!(calls(&["main", "parse_config"]), [1], "{s}");
-    assert_eq!(calls(&["main", "parse_config", "read_token"]), [7], "{s}");
-    assert_eq!(calls(&["main", "compute"]), [3], "{s}");
-    assert_eq!(calls(&["main", "compute", "helper_square"]), [15], "{s}");
-    assert_eq!(calls(&["main", "helper_square"]), [2], "{s}");
-    assert_eq!(calls(&["worker_main"]), [1], "{s}");
-    assert_eq!(calls(&["worker_main", "worker_step"]), [4], "{s}");
 
     // Folding: search compute, Enter folds it (its helper_square row goes),
     // Enter again unfolds it.
     tmux.text("/compute");
     tmux.keys(&["Enter"]);
-    tmux.wait_for("\"compute\": call path 1 of 1");
-    assert!(
-        tmux.selected().ends_with("[-] compute"),
-        "{}",
-        tmux.selected()
-    );
+    tmux.until("compute found and selected", |s| {
+        ensure!(s.contains("\"compute\": call path 1 of 1"), "no message");
+        let sel = tmux.selected();
+        ensure!(sel.ends_with("[-] compute"), "selected: {sel}");
+        Ok(())
+    });
     tmux.keys(&["Enter"]);
-    let s = tmux.wait_for("[+] compute");
-    let g = rows(&s);
-    assert!(
-        at_path(&g, &["main", "compute", "helper_square"]).is_empty(),
-        "{s}"
-    );
-    assert_eq!(at_path(&g, &["main", "helper_square"]).len(), 1, "{s}");
+    tmux.until("compute folded", |s| {
+        let g = rows(s);
+        ensure!(s.contains("[+] compute"), "not folded");
+        ensure!(
+            at_path(&g, &["main", "compute", "helper_square"]).is_empty(),
+            "its callee is still shown"
+        );
+        ensure!(
+            calls_of(&g, &["main", "helper_square"]) == [2],
+            "main's helper_square"
+        );
+        Ok(())
+    });
     tmux.keys(&["Enter"]);
-    let s = tmux.wait_for("[-] compute");
-    assert_eq!(
-        at_path(&rows(&s), &["main", "compute", "helper_square"]).len(),
-        1,
-        "{s}"
-    );
+    tmux.until("compute unfolded", |s| {
+        ensure!(s.contains("[-] compute"), "not unfolded");
+        ensure!(
+            calls_of(&rows(s), &["main", "compute", "helper_square"]) == [15],
+            "its callee is not back"
+        );
+        Ok(())
+    });
     // C folds everything: only the outermost calls are left.
     tmux.keys(&["C"]);
-    let s = tmux.wait_for("[+] main");
-    let g = rows(&s);
-    assert!(g.iter().all(|r| r.depth == 1), "{s}");
-    assert!(
-        g.iter().any(|r| r.name == "worker_main" && r.mark == "[+]"),
-        "{s}"
-    );
+    tmux.until("everything folded", |s| {
+        let g = rows(s);
+        ensure!(s.contains("[+] main"), "main not folded");
+        ensure!(g.iter().all(|r| r.depth == 1), "rows below the outermost");
+        ensure!(
+            g.iter().any(|r| r.name == "worker_main" && r.mark == "[+]"),
+            "worker_main not folded"
+        );
+        Ok(())
+    });
 
     // The report, sorted by each key: the order its numbers imply, and the
     // calls of tui.c's functions.
@@ -294,85 +335,102 @@ fn a_real_session() {
         .iter()
         .map(|f| (f.name.as_str(), f))
         .collect();
+    let ours = ["helper_square", "read_token", "worker_step", "compute"];
     for (key, header, value) in [
         ("3", "CALLS*", (|f: &FnStat| f.calls) as fn(&FnStat) -> u64),
         ("2", "SELF*", |f: &FnStat| f.self_ns),
         ("1", "TOTAL*", |f: &FnStat| f.total_ns),
     ] {
         tmux.keys(&["R", key]);
-        let s = tmux.wait(header, |s| s.contains(" Report |") && s.contains(header));
-        let r = rows(&s);
-        for name in ["helper_square", "read_token", "worker_step", "compute"] {
-            assert!(r.iter().any(|x| x.name == name), "{name}:\n{s}");
-        }
-        let known: Vec<&Row> = r
-            .iter()
-            .filter(|x| json.contains_key(x.name.as_str()))
-            .collect();
-        for w in known.windows(2) {
-            let (a, b) = (json[w[0].name.as_str()], json[w[1].name.as_str()]);
-            assert!(
-                value(a) >= value(b),
-                "{} before {} by {header}:\n{s}",
-                a.name,
-                b.name
-            );
-        }
-        for x in &r {
-            if let Some(f) = json.get(x.name.as_str()) {
-                assert_eq!(x.calls, f.calls, "{}:\n{s}", x.name);
+        tmux.until(&format!("the report by {header}"), |s| {
+            ensure!(s.contains(" Report |") && s.contains(header), "no header");
+            let r = rows(s);
+            for name in ours {
+                ensure!(r.iter().any(|x| x.name == name), "no {name}");
             }
-        }
-        if key == "3" {
-            let pos = |n: &str| r.iter().position(|x| x.name == n).unwrap();
-            assert!(pos("helper_square") < pos("read_token"), "{s}");
-            assert!(pos("read_token") < pos("worker_step"), "{s}");
-            assert!(pos("worker_step") < pos("compute"), "{s}");
-            let by_name = |n: &str| r.iter().find(|x| x.name == n).unwrap().calls;
-            assert_eq!(
-                ["helper_square", "read_token", "worker_step", "compute"].map(by_name),
-                [17, 7, 4, 3],
-                "{s}"
-            );
-        }
+            let known: Vec<&Row> = r
+                .iter()
+                .filter(|x| json.contains_key(x.name.as_str()))
+                .collect();
+            for w in known.windows(2) {
+                let (a, b) = (json[w[0].name.as_str()], json[w[1].name.as_str()]);
+                ensure!(value(a) >= value(b), "{} before {}", a.name, b.name);
+            }
+            for x in &r {
+                if let Some(f) = json.get(x.name.as_str()) {
+                    ensure!(x.calls == f.calls, "{}: {} calls", x.name, x.calls);
+                }
+            }
+            if key == "3" {
+                // By calls: the counts of the source, in that order.
+                let found: Vec<(String, u64)> = r
+                    .iter()
+                    .filter(|x| ours.contains(&x.name.as_str()))
+                    .map(|x| (x.name.clone(), x.calls))
+                    .collect();
+                let want: Vec<(String, u64)> = ours
+                    .iter()
+                    .map(|n| n.to_string())
+                    .zip([17, 7, 4, 3])
+                    .collect();
+                ensure!(found == want, "{found:?}");
+            }
+            Ok(())
+        });
     }
 
     // Search in the report, then Enter: helper_square's two call paths in
-    // the graph, the cursor on the first, n to the second.
+    // the graph, the cursor on one, n to the other.
     tmux.text("/helper_sq");
     tmux.keys(&["Enter"]);
-    tmux.wait_for("\"helper_sq\": helper_square");
-    assert!(
-        tmux.selected().ends_with("  helper_square"),
-        "{}",
-        tmux.selected()
-    );
+    tmux.until("helper_square found in the report", |s| {
+        ensure!(s.contains("\"helper_sq\": helper_square"), "no message");
+        let sel = tmux.selected();
+        ensure!(sel.ends_with("  helper_square"), "selected: {sel}");
+        Ok(())
+    });
     tmux.keys(&["Enter"]);
-    let s = tmux.wait_for("helper_square: 2 call paths, 17 calls");
-    assert!(s.contains(" Graph |"), "{s}");
-    let g = rows(&s);
-    assert_eq!(
-        calls_of(&g, &["main", "compute", "helper_square"]),
-        [15],
-        "{s}"
-    );
-    assert_eq!(calls_of(&g, &["main", "helper_square"]), [2], "{s}");
-    // Only the paths to it are open.
-    assert!(
-        g.iter().any(|r| r.name == "worker_main" && r.mark == "[+]"),
-        "{s}"
-    );
-    assert!(g.iter().all(|r| r.name != "read_token"), "{s}");
-    // The cursor is on one of them (paths in the order shown: by total
-    // time), n moves to the other.
-    let row_calls = |line: &str| -> u64 {
-        assert!(line.ends_with("helper_square"), "{line}");
-        line[22..32].trim().parse().unwrap()
+    let row_calls = |line: &str| -> Option<u64> {
+        line.ends_with("helper_square")
+            .then(|| line.get(22..32)?.trim().parse().ok())?
     };
-    let first = row_calls(&tmux.selected());
+    let mut first = 0;
+    tmux.until("the call paths of helper_square", |s| {
+        ensure!(s.contains(" Graph |"), "not the graph");
+        ensure!(
+            s.contains("helper_square: 2 call paths, 17 calls"),
+            "no message"
+        );
+        let g = rows(s);
+        ensure!(
+            calls_of(&g, &["main", "compute", "helper_square"]) == [15],
+            "no path through compute"
+        );
+        ensure!(
+            calls_of(&g, &["main", "helper_square"]) == [2],
+            "no path from main"
+        );
+        // Only the paths to it are open.
+        ensure!(
+            g.iter().any(|r| r.name == "worker_main" && r.mark == "[+]"),
+            "worker_main open"
+        );
+        ensure!(
+            g.iter().all(|r| r.name != "read_token"),
+            "parse_config open"
+        );
+        let sel = tmux.selected();
+        first = row_calls(&sel).ok_or(format!("selected: {sel}"))?;
+        Ok(())
+    });
     tmux.keys(&["n"]);
-    tmux.wait_for("helper_square: call path 2 of 2");
-    let second = row_calls(&tmux.selected());
+    let mut second = 0;
+    tmux.until("the other call path", |s| {
+        ensure!(s.contains("helper_square: call path 2 of 2"), "no message");
+        let sel = tmux.selected();
+        second = row_calls(&sel).ok_or(format!("selected: {sel}"))?;
+        Ok(())
+    });
     let mut both = [first, second];
     both.sort();
     assert_eq!(both, [2, 15]);
@@ -382,16 +440,27 @@ fn a_real_session() {
     tmux.keys(&["T"]);
     tmux.wait_for(" Tasks |");
     tmux.keys(&["Down", "Down", "Enter"]);
-    let s = tmux.wait_for(&format!(" Graph | task {thread_tid} "));
-    let g = rows(&s);
-    assert_eq!(calls_of(&g, &["worker_main", "worker_step"]), [4], "{s}");
-    assert!(g.iter().all(|r| r.name != "main"), "{s}");
+    tmux.until("the thread's graph", |s| {
+        ensure!(
+            s.contains(&format!(" Graph | task {thread_tid} ")),
+            "no title"
+        );
+        let g = rows(s);
+        ensure!(
+            calls_of(&g, &["worker_main", "worker_step"]) == [4],
+            "no worker_step"
+        );
+        ensure!(g.iter().all(|r| r.name != "main"), "main shown");
+        Ok(())
+    });
 
     // Help, closed by any key.
     tmux.keys(&["?"]);
     tmux.wait_for("this help (any key closes it)");
     tmux.keys(&["x"]);
-    tmux.wait(&"the help closed".to_string(), |s| !s.contains("this help"));
+    tmux.wait("the help closed", |s| {
+        !s.contains("this help") && s.contains("worker_step")
+    });
 
     // A tiny terminal, keys on it, then back.
     let out = tmux
@@ -449,7 +518,7 @@ fn ctrl_c_and_an_empty_graph() {
     ]);
     tmux.wait_for("(no calls)");
     tmux.keys(&["R"]);
-    tmux.wait(&"an empty report".to_string(), |s| {
+    tmux.wait("an empty report", |s| {
         s.contains(" Report |") && s.contains("(no calls)")
     });
     tmux.keys(&["C-c"]);
@@ -552,14 +621,14 @@ fn damaged_trace_in_the_tui() {
     bytes[60] ^= 0xff;
     fs::write(&path, bytes).unwrap();
     let tmux = Tmux::start(&[OsStr::new("-d"), rec.dir.path.as_os_str()]);
-    let s = tmux.wait_for("Any key closes this.");
-    assert!(s.contains("error: ") && s.contains("checksum"), "{s}");
+    tmux.wait("the error", |s| {
+        s.contains("Any key closes this.") && s.contains("error: ") && s.contains("checksum")
+    });
     tmux.keys(&["x"]);
     // The thread's calls are readable.
-    let s = tmux.wait(&"the graph".to_string(), |s| {
-        !s.contains("checksum") && s.contains("worker_step")
+    tmux.wait("the graph", |s| {
+        !s.contains("checksum") && s.contains(" Graph |") && s.contains("worker_step")
     });
-    assert!(s.contains(" Graph |"), "{s}");
     tmux.keys(&["q"]);
     let s = tmux.wait_for("modes-end");
     assert!(s.contains("tui exited 1"), "{s}");

@@ -67,13 +67,14 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     let term = &mut guard.0;
     let dir = args.dir.display().to_string();
     let total = trace.info.events;
-    let mut last_draw: Option<Instant> = None;
+    term.draw(|f| view::loading(f, 0, total, &dir))?;
+    let mut last_draw = Instant::now();
     let mut draw_error = None;
     let built = model::build(&trace, &options, &mut |done| {
-        if last_draw.is_some_and(|t| t.elapsed() < Duration::from_millis(100)) {
+        if last_draw.elapsed() < Duration::from_millis(100) {
             return true;
         }
-        last_draw = Some(Instant::now());
+        last_draw = Instant::now();
         if let Err(e) = term.draw(|f| view::loading(f, done, total, &dir)) {
             draw_error = Some(e);
             return false;
@@ -90,12 +91,19 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     };
     let lost = model.lost;
     let mut app = app::App::new(model, title);
-    if !errors.is_empty() {
-        let list: Vec<String> = errors.iter().map(|e| format!("error: {e}")).collect();
-        app.notice = Some(format!(
-            "{}\n\nThe readable part of the trace is shown. Any key closes this.",
-            list.join("\n")
+    let mut notes: Vec<String> = errors.iter().map(|e| format!("error: {e}")).collect();
+    if !notes.is_empty() {
+        notes.push("The readable part of the trace is shown.".into());
+    }
+    let all_lost = trace.info.lost_events.max(lost);
+    if all_lost > 0 {
+        notes.push(format!(
+            "{all_lost} events were lost: the statistics are incomplete."
         ));
+    }
+    if !notes.is_empty() {
+        notes.push("Any key closes this.".into());
+        app.notice = Some(notes.join("\n\n"));
     }
     while !app.quit {
         term.draw(|f| view::draw(f, &mut app))?;

@@ -381,6 +381,22 @@ mod tests {
     }
 
     #[test]
+    fn notice_over_the_graph() {
+        let mut app = App::new(sample(), "prog".into());
+        app.notice = Some("error: damaged\n\nAny key closes this.".into());
+        let s = screen(&mut app, 40, 9);
+        // At most 12 rows high: the whole screen here.
+        assert_eq!(s[0], "┌──────────────────────────────────────┐");
+        assert_eq!(s[1], "│error: damaged                        │");
+        assert_eq!(s[3], "│Any key closes this.                  │");
+        assert_eq!(s[8], "└──────────────────────────────────────┘");
+        press(&mut app, KeyCode::Char('j'));
+        assert_eq!(app.notice, None);
+        // The key only closed it.
+        assert_eq!(app.graph.at, 0);
+    }
+
+    #[test]
     fn help_screen() {
         let mut app = App::new(sample(), "prog".into());
         press(&mut app, KeyCode::Char('?'));
