@@ -51,6 +51,8 @@ pub enum Command {
     Graph(GraphArgs),
     /// What a trace holds: program, tasks, instrumented functions, events
     Info(InfoArgs),
+    /// Browse a recorded trace interactively: call graph, report, tasks
+    Tui(TuiArgs),
 }
 
 /// What to trace: shared by live mode and `record`.
@@ -328,6 +330,19 @@ pub struct InfoArgs {
     /// Trace directory to read, e.g. `-d /tmp/run1.data`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct TuiArgs {
+    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+    /// Build the TUI's model, print its size and load time, and exit
+    /// without a terminal (to measure loading a big trace)
+    #[arg(long = "exit-after-load")]
+    pub exit_after_load: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 pub fn parse() -> Cli {

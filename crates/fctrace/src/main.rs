@@ -3,12 +3,14 @@
 //! Layout: `cli` holds every option (one place), `commands/` one module per
 //! subcommand, `recorder/` the process control and the draining of the
 //! agent's shared memory (the only unsafe code of this crate), `output/`
-//! the text renderings shared by live mode and replay.
+//! the text renderings shared by live mode and replay, `tui/` the
+//! interactive terminal UI.
 
 mod cli;
 mod commands;
 mod output;
 mod recorder;
+mod tui;
 
 use std::process::ExitCode;
 

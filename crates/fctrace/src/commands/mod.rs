@@ -6,6 +6,7 @@ mod live;
 mod record;
 mod replay;
 mod report;
+mod tui;
 
 use crate::cli::{Cli, Command};
 use std::process::ExitCode;
@@ -17,6 +18,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Report(args)) => report::run(args),
         Some(Command::Graph(args)) => graph::run(args),
         Some(Command::Info(args)) => info::run(args),
+        Some(Command::Tui(args)) => tui::run(args),
         None => live::run(cli.live),
     }
 }

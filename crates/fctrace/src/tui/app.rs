@@ -1,0 +1,705 @@
+//! The TUI's state and what each key does to it (no drawing: see
+//! [`super::view`]).
+
+use super::model::{FuncRow, Model, Tree, NO_FUNC, ROOT};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+/// Trees up to this many nodes open fully expanded; larger ones show their
+/// first [`FIRST_LEVELS`] levels.
+pub const EXPAND_ALL_UP_TO: usize = 10_000;
+pub const FIRST_LEVELS: u32 = 3;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// The calling-context tree.
+    Graph,
+    /// Per-function statistics.
+    Report,
+    /// The task list.
+    Tasks,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sort {
+    Total,
+    SelfTime,
+    Calls,
+}
+
+impl Sort {
+    pub fn name(self) -> &'static str {
+        match self {
+            Sort::Total => "total",
+            Sort::SelfTime => "self",
+            Sort::Calls => "calls",
+        }
+    }
+}
+
+/// What `n`/`N` look for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Search {
+    /// Function names containing the text (case-insensitive unless the
+    /// text has a capital letter).
+    Text(String),
+    /// The calls of one function (after a jump from the report).
+    Func(u32),
+}
+
+/// A scrolled list: the selected row and the first row shown.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cursor {
+    pub at: usize,
+    pub top: usize,
+}
+
+impl Cursor {
+    /// Moves by `delta` rows within `len` rows.
+    fn step(&mut self, delta: isize, len: usize) {
+        let to = self.at as isize + delta;
+        self.at = to.clamp(0, len.saturating_sub(1) as isize) as usize;
+    }
+
+    /// Keeps the selected row within the `height` rows shown.
+    pub fn scroll(&mut self, height: usize, len: usize) {
+        let height = height.max(1);
+        self.at = self.at.min(len.saturating_sub(1));
+        if self.at < self.top {
+            self.top = self.at;
+        }
+        if self.at >= self.top + height {
+            self.top = self.at + 1 - height;
+        }
+        self.top = self.top.min(len.saturating_sub(height));
+    }
+}
+
+pub struct App {
+    pub model: Model,
+    /// The program and its arguments.
+    pub title: String,
+    /// The task shown (index in `model.tasks`), or all of them.
+    pub task: Option<usize>,
+    pub view: View,
+    pub help: bool,
+    /// A message shown over the view until a key is pressed (load
+    /// errors).
+    pub notice: Option<String>,
+    pub quit: bool,
+    /// Per node of the shown tree: whether its children are shown.
+    pub expanded: Vec<bool>,
+    /// The nodes shown, in order.
+    pub rows: Vec<u32>,
+    /// Every node of the shown tree in display order (children by total
+    /// time), and each node's position in it: the order of the search.
+    preorder: Vec<u32>,
+    position: Vec<u32>,
+    pub graph: Cursor,
+    /// The function statistics of the shown tree, sorted by `sort`.
+    pub report: Vec<FuncRow>,
+    pub sort: Sort,
+    pub report_cursor: Cursor,
+    pub tasks_cursor: Cursor,
+    /// The search text being typed after `/`.
+    pub input: Option<String>,
+    pub search: Option<Search>,
+    /// A line for the status bar (search results, errors).
+    pub message: String,
+    /// Rows of the list the last frame showed (page moves).
+    pub page: usize,
+}
+
+impl App {
+    pub fn new(model: Model, title: String) -> App {
+        let mut app = App {
+            model,
+            title,
+            task: None,
+            view: View::Graph,
+            help: false,
+            notice: None,
+            quit: false,
+            expanded: Vec::new(),
+            rows: Vec::new(),
+            preorder: Vec::new(),
+            position: Vec::new(),
+            graph: Cursor::default(),
+            report: Vec::new(),
+            sort: Sort::Total,
+            report_cursor: Cursor::default(),
+            tasks_cursor: Cursor::default(),
+            input: None,
+            search: None,
+            message: String::new(),
+            page: 10,
+        };
+        app.select_task(None);
+        app
+    }
+
+    /// The tree shown.
+    pub fn tree(&self) -> &Tree {
+        match self.task {
+            Some(t) => &self.model.tasks[t].tree,
+            None => &self.model.all,
+        }
+    }
+
+    pub fn name(&self, func: u32) -> &str {
+        self.model
+            .names
+            .get(func as usize)
+            .map_or("(root)", |s| s.as_str())
+    }
+
+    /// Shows task `task` (or all): a new tree and report.
+    pub fn select_task(&mut self, task: Option<usize>) {
+        self.task = task;
+        let n = self.tree().nodes.len();
+        let all = n <= EXPAND_ALL_UP_TO;
+        self.expanded = self
+            .tree()
+            .nodes
+            .iter()
+            .map(|node| all || node.depth < FIRST_LEVELS)
+            .collect();
+        self.preorder = Vec::with_capacity(n);
+        let mut todo = vec![ROOT];
+        while let Some(i) = todo.pop() {
+            if i != ROOT {
+                self.preorder.push(i);
+            }
+            todo.extend(self.tree().nodes[i as usize].children.iter().rev());
+        }
+        self.position = vec![0; n];
+        for (k, &i) in self.preorder.iter().enumerate() {
+            self.position[i as usize] = k as u32;
+        }
+        self.graph = Cursor::default();
+        self.rebuild_rows(None);
+        self.report = self.tree().functions(self.model.names.len());
+        self.report_cursor = Cursor::default();
+        self.sort_report();
+        if matches!(self.search, Some(Search::Func(_))) {
+            self.search = None;
+        }
+    }
+
+    /// The shown rows from `expanded`; the cursor stays on `keep` when it
+    /// is shown.
+    fn rebuild_rows(&mut self, keep: Option<u32>) {
+        let mut rows = Vec::new();
+        let mut todo: Vec<u32> = self.tree().nodes[ROOT as usize]
+            .children
+            .iter()
+            .rev()
+            .copied()
+            .collect();
+        while let Some(i) = todo.pop() {
+            rows.push(i);
+            if self.expanded[i as usize] {
+                todo.extend(self.tree().nodes[i as usize].children.iter().rev());
+            }
+        }
+        self.rows = rows;
+        if let Some(k) = keep {
+            if let Some(at) = self.rows.iter().position(|&r| r == k) {
+                self.graph.at = at;
+            }
+        }
+        self.graph.at = self.graph.at.min(self.rows.len().saturating_sub(1));
+    }
+
+    /// The node under the cursor of the graph.
+    pub fn current_node(&self) -> Option<u32> {
+        self.rows.get(self.graph.at).copied()
+    }
+
+    fn sort_report(&mut self) {
+        let names = &self.model.names;
+        let key = self.sort;
+        self.report.sort_by(|a, b| {
+            let primary = match key {
+                Sort::Total => b.total_ns.cmp(&a.total_ns),
+                Sort::SelfTime => b.self_ns.cmp(&a.self_ns),
+                Sort::Calls => b.calls.cmp(&a.calls),
+            };
+            primary.then_with(|| names[a.func as usize].cmp(&names[b.func as usize]))
+        });
+    }
+
+    fn set_sort(&mut self, sort: Sort) {
+        let at = self.report.get(self.report_cursor.at).map(|r| r.func);
+        self.sort = sort;
+        self.sort_report();
+        if let Some(f) = at {
+            self.report_cursor.at = self.report.iter().position(|r| r.func == f).unwrap_or(0);
+        }
+        self.message = format!("report sorted by {}", sort.name());
+    }
+
+    /// Handles one key.
+    pub fn key(&mut self, k: KeyEvent) {
+        if k.kind == KeyEventKind::Release {
+            return;
+        }
+        if k.modifiers.contains(KeyModifiers::CONTROL)
+            && matches!(k.code, KeyCode::Char('c') | KeyCode::Char('C'))
+        {
+            self.quit = true;
+            return;
+        }
+        if let Some(input) = &mut self.input {
+            match k.code {
+                KeyCode::Esc => {
+                    self.input = None;
+                    self.message.clear();
+                }
+                KeyCode::Enter => {
+                    let text = self.input.take().unwrap_or_default();
+                    if text.is_empty() {
+                        self.message.clear();
+                    } else {
+                        self.search = Some(Search::Text(text));
+                        self.find(true, false);
+                    }
+                }
+                KeyCode::Backspace => {
+                    input.pop();
+                }
+                KeyCode::Char(c) => input.push(c),
+                _ => {}
+            }
+            return;
+        }
+        if self.help || self.notice.is_some() {
+            // Any key closes the help (q still quits).
+            self.help = false;
+            self.notice = None;
+            if k.code == KeyCode::Char('q') {
+                self.quit = true;
+            }
+            return;
+        }
+        self.message.clear();
+        match k.code {
+            KeyCode::Char('q') => self.quit = true,
+            KeyCode::Char('?') | KeyCode::F(1) => self.help = true,
+            KeyCode::Char('G') => self.view = View::Graph,
+            KeyCode::Char('R') => self.view = View::Report,
+            KeyCode::Char('T') => self.view = View::Tasks,
+            KeyCode::Tab => {
+                self.view = match self.view {
+                    View::Graph => View::Report,
+                    View::Report => View::Tasks,
+                    View::Tasks => View::Graph,
+                }
+            }
+            KeyCode::Char('/') => self.input = Some(String::new()),
+            KeyCode::Char('n') => self.find(false, false),
+            KeyCode::Char('N') => self.find(false, true),
+            _ => match self.view {
+                View::Graph => self.graph_key(k.code),
+                View::Report => self.report_key(k.code),
+                View::Tasks => self.tasks_key(k.code),
+            },
+        }
+    }
+
+    /// Up, down, page and end moves of a list of `len` rows.
+    fn moved(code: KeyCode, cursor: &mut Cursor, len: usize, page: usize) -> bool {
+        let page = page.max(1) as isize;
+        match code {
+            KeyCode::Up | KeyCode::Char('k') => cursor.step(-1, len),
+            KeyCode::Down | KeyCode::Char('j') => cursor.step(1, len),
+            KeyCode::PageUp => cursor.step(-page, len),
+            KeyCode::PageDown | KeyCode::Char(' ') => cursor.step(page, len),
+            KeyCode::Home => cursor.at = 0,
+            KeyCode::End => cursor.at = len.saturating_sub(1),
+            _ => return false,
+        }
+        true
+    }
+
+    fn graph_key(&mut self, code: KeyCode) {
+        if Self::moved(code, &mut self.graph, self.rows.len(), self.page) {
+            return;
+        }
+        let Some(node) = self.current_node() else {
+            return;
+        };
+        let has_children = !self.tree().nodes[node as usize].children.is_empty();
+        let open = self.expanded[node as usize];
+        match code {
+            KeyCode::Enter => {
+                if has_children {
+                    self.expanded[node as usize] = !open;
+                    self.rebuild_rows(Some(node));
+                }
+            }
+            KeyCode::Left | KeyCode::Char('h') => {
+                if has_children && open {
+                    self.expanded[node as usize] = false;
+                    self.rebuild_rows(Some(node));
+                } else {
+                    self.to_parent(node);
+                }
+            }
+            KeyCode::Char('u') => self.to_parent(node),
+            KeyCode::Right | KeyCode::Char('l') => {
+                if has_children && !open {
+                    self.expanded[node as usize] = true;
+                    self.rebuild_rows(Some(node));
+                } else if has_children {
+                    self.graph.step(1, self.rows.len());
+                }
+            }
+            KeyCode::Char('c') => {
+                self.set_subtree(node, false);
+                self.rebuild_rows(Some(node));
+            }
+            KeyCode::Char('e') => {
+                self.set_subtree(node, true);
+                self.rebuild_rows(Some(node));
+            }
+            KeyCode::Char('C') => {
+                self.expanded.iter_mut().for_each(|e| *e = false);
+                self.expanded[ROOT as usize] = true;
+                let top = self.top_ancestor(node);
+                self.rebuild_rows(Some(top));
+            }
+            KeyCode::Char('E') => {
+                self.expanded.iter_mut().for_each(|e| *e = true);
+                self.rebuild_rows(Some(node));
+            }
+            _ => {}
+        }
+    }
+
+    fn to_parent(&mut self, node: u32) {
+        let parent = self.tree().nodes[node as usize].parent;
+        if parent != ROOT {
+            self.rebuild_rows(Some(parent));
+        }
+    }
+
+    fn top_ancestor(&self, mut node: u32) -> u32 {
+        while self.tree().nodes[node as usize].parent != ROOT {
+            node = self.tree().nodes[node as usize].parent;
+        }
+        node
+    }
+
+    fn set_subtree(&mut self, node: u32, open: bool) {
+        let mut todo = vec![node];
+        while let Some(i) = todo.pop() {
+            self.expanded[i as usize] = open;
+            todo.extend(self.tree().nodes[i as usize].children.iter());
+        }
+    }
+
+    /// Expands the callers of `node` so that it is shown.
+    fn reveal(&mut self, node: u32) {
+        let mut p = self.tree().nodes[node as usize].parent;
+        while p != ROOT {
+            self.expanded[p as usize] = true;
+            p = self.tree().nodes[p as usize].parent;
+        }
+    }
+
+    fn report_key(&mut self, code: KeyCode) {
+        if Self::moved(code, &mut self.report_cursor, self.report.len(), self.page) {
+            return;
+        }
+        match code {
+            KeyCode::Char('s') => self.set_sort(match self.sort {
+                Sort::Total => Sort::SelfTime,
+                Sort::SelfTime => Sort::Calls,
+                Sort::Calls => Sort::Total,
+            }),
+            KeyCode::Char('1') => self.set_sort(Sort::Total),
+            KeyCode::Char('2') => self.set_sort(Sort::SelfTime),
+            KeyCode::Char('3') => self.set_sort(Sort::Calls),
+            KeyCode::Enter => {
+                if let Some(f) = self.report.get(self.report_cursor.at).map(|r| r.func) {
+                    self.jump_to_calls(f);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The graph with only the call paths that reach `func` open, the
+    /// cursor on the first; `n`/`N` go through them.
+    pub fn jump_to_calls(&mut self, func: u32) {
+        self.expanded.iter_mut().for_each(|e| *e = false);
+        self.expanded[ROOT as usize] = true;
+        let hits: Vec<u32> = self
+            .preorder
+            .iter()
+            .copied()
+            .filter(|&i| self.tree().nodes[i as usize].func == func)
+            .collect();
+        for &h in &hits {
+            self.reveal(h);
+        }
+        self.rebuild_rows(hits.first().copied());
+        self.view = View::Graph;
+        let calls: u64 = hits
+            .iter()
+            .map(|&h| self.tree().nodes[h as usize].calls)
+            .sum();
+        self.message = format!(
+            "{}: {} call path{}, {} call{} (n/N: next/previous)",
+            self.name(func),
+            hits.len(),
+            if hits.len() == 1 { "" } else { "s" },
+            calls,
+            if calls == 1 { "" } else { "s" }
+        );
+        self.search = Some(Search::Func(func));
+    }
+
+    fn matches(&self, func: u32) -> bool {
+        match &self.search {
+            None => false,
+            Some(Search::Func(f)) => *f == func,
+            Some(Search::Text(t)) => {
+                if func == NO_FUNC {
+                    return false;
+                }
+                let name = self.name(func);
+                if t.chars().any(char::is_uppercase) {
+                    name.contains(t.as_str())
+                } else {
+                    name.to_lowercase().contains(&t.to_lowercase())
+                }
+            }
+        }
+    }
+
+    /// Whether `func` is what the search looks for (highlighted).
+    pub fn is_match(&self, func: u32) -> bool {
+        self.matches(func)
+    }
+
+    /// Moves to the next (or previous) match of the search in the current
+    /// view; `here`: the current row counts.
+    fn find(&mut self, here: bool, backwards: bool) {
+        let Some(search) = self.search.clone() else {
+            self.message = "no search: / then a name".into();
+            return;
+        };
+        let what = match &search {
+            Search::Text(t) => format!("\"{t}\""),
+            Search::Func(f) => self.name(*f).to_string(),
+        };
+        // Per function: whether it matches (names are fewer than nodes).
+        let hit: Vec<bool> = (0..self.model.names.len() as u32)
+            .map(|f| self.matches(f))
+            .collect();
+        let is_hit = |f: u32| hit.get(f as usize).copied().unwrap_or(false);
+        let found = match self.view {
+            View::Graph => {
+                let n = self.preorder.len();
+                let start = self
+                    .current_node()
+                    .map_or(0, |c| self.position[c as usize] as usize);
+                let hit = (0..n)
+                    .map(|k| {
+                        let k = if here { k } else { k + 1 };
+                        if backwards {
+                            (start + n * 2 - k) % n.max(1)
+                        } else {
+                            (start + k) % n.max(1)
+                        }
+                    })
+                    .map(|k| self.preorder[k])
+                    .find(|&i| is_hit(self.tree().nodes[i as usize].func));
+                if let Some(node) = hit {
+                    self.reveal(node);
+                    self.rebuild_rows(Some(node));
+                    let k = self.position[node as usize] as usize + 1;
+                    let total = self
+                        .preorder
+                        .iter()
+                        .filter(|&&i| is_hit(self.tree().nodes[i as usize].func))
+                        .count();
+                    let before = self.preorder[..k]
+                        .iter()
+                        .filter(|&&i| is_hit(self.tree().nodes[i as usize].func))
+                        .count();
+                    self.message = format!("{what}: call path {before} of {total}");
+                }
+                hit.is_some()
+            }
+            View::Report => {
+                let n = self.report.len();
+                let start = self.report_cursor.at;
+                let hit = (0..n)
+                    .map(|k| {
+                        let k = if here { k } else { k + 1 };
+                        if backwards {
+                            (start + n * 2 - k) % n.max(1)
+                        } else {
+                            (start + k) % n.max(1)
+                        }
+                    })
+                    .find(|&k| is_hit(self.report[k].func));
+                if let Some(k) = hit {
+                    self.report_cursor.at = k;
+                    self.message = format!("{what}: {}", self.name(self.report[k].func));
+                }
+                hit.is_some()
+            }
+            View::Tasks => {
+                self.message = "search works in the graph and the report".into();
+                return;
+            }
+        };
+        if !found {
+            self.message = format!("{what}: not found");
+        }
+    }
+
+    fn tasks_key(&mut self, code: KeyCode) {
+        let len = self.model.tasks.len() + 1;
+        if Self::moved(code, &mut self.tasks_cursor, len, self.page) {
+            return;
+        }
+        if code == KeyCode::Enter {
+            let task = self.tasks_cursor.at.checked_sub(1);
+            self.select_task(task);
+            self.view = View::Graph;
+            self.message = match task {
+                None => "all tasks".into(),
+                Some(t) => format!(
+                    "task {} ({})",
+                    self.model.tasks[t].tid, self.model.tasks[t].comm
+                ),
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::tests::sample;
+    use super::*;
+
+    fn press(app: &mut App, keys: &str) {
+        for c in keys.chars() {
+            let code = match c {
+                '\n' => KeyCode::Enter,
+                '<' => KeyCode::Left,
+                '>' => KeyCode::Right,
+                c => KeyCode::Char(c),
+            };
+            app.key(KeyEvent::new(code, KeyModifiers::NONE));
+        }
+    }
+
+    fn shown(app: &App) -> Vec<String> {
+        app.rows
+            .iter()
+            .map(|&r| {
+                let n = &app.tree().nodes[r as usize];
+                format!("{}{}", " ".repeat(n.depth as usize - 1), app.name(n.func))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn folding_and_unfolding() {
+        let mut app = App::new(sample(), "prog".into());
+        assert_eq!(
+            shown(&app),
+            [
+                "main",
+                " parse_args",
+                "  leaf",
+                " leaf",
+                "leaf" // the thread's
+            ]
+        );
+        press(&mut app, "j\n");
+        assert_eq!(shown(&app), ["main", " parse_args", " leaf", "leaf"]);
+        press(&mut app, ">");
+        assert_eq!(shown(&app).len(), 5);
+        press(&mut app, "kC");
+        assert_eq!(shown(&app), ["main", "leaf"]);
+        press(&mut app, "e");
+        assert_eq!(shown(&app).len(), 5);
+        // Left on a leaf goes to its parent.
+        press(&mut app, "jj<");
+        assert_eq!(
+            app.current_node()
+                .map(|n| app.tree().nodes[n as usize].depth),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn report_sorting_search_and_jump() {
+        let mut app = App::new(sample(), "prog".into());
+        press(&mut app, "R");
+        let order = |app: &App| -> Vec<String> {
+            app.report
+                .iter()
+                .map(|r| app.name(r.func).to_string())
+                .collect()
+        };
+        assert_eq!(order(&app), ["main", "parse_args", "leaf"]);
+        press(&mut app, "s");
+        assert_eq!(app.sort, Sort::SelfTime);
+        assert_eq!(order(&app), ["main", "parse_args", "leaf"]);
+        press(&mut app, "s");
+        assert_eq!(order(&app), ["leaf", "parse_args", "main"]);
+        press(&mut app, "/pars\n");
+        assert_eq!(app.report_cursor.at, 1);
+        // Enter: leaf's three call paths, in the graph.
+        press(&mut app, "k\n");
+        assert_eq!(app.view, View::Graph);
+        assert_eq!(
+            app.message,
+            "leaf: 3 call paths, 3 calls (n/N: next/previous)"
+        );
+        let at = |app: &App| {
+            let n = app.current_node().unwrap();
+            (
+                app.tree().nodes[n as usize].depth,
+                app.name(app.tree().nodes[n as usize].func).to_string(),
+            )
+        };
+        assert_eq!(at(&app), (3, "leaf".to_string()));
+        press(&mut app, "n");
+        assert_eq!(at(&app), (2, "leaf".to_string()));
+        press(&mut app, "n");
+        assert_eq!(at(&app), (1, "leaf".to_string()));
+        press(&mut app, "n");
+        assert_eq!(at(&app), (3, "leaf".to_string()));
+        press(&mut app, "N");
+        assert_eq!(at(&app), (1, "leaf".to_string()));
+    }
+
+    #[test]
+    fn per_task_view() {
+        let mut app = App::new(sample(), "prog".into());
+        press(&mut app, "Tjj\n");
+        assert_eq!(app.task, Some(1));
+        assert_eq!(app.view, View::Graph);
+        assert_eq!(shown(&app), ["leaf"]);
+        press(&mut app, "Tk\n");
+        assert_eq!(app.task, Some(0));
+        assert_eq!(shown(&app).len(), 4);
+    }
+
+    #[test]
+    fn keys_on_an_empty_model_do_nothing_bad() {
+        let mut app = App::new(Model::default(), String::new());
+        press(&mut app, "jk\n<>cCeEun/x\nnNRs\n123TjG?x");
+        assert!(!app.quit);
+        press(&mut app, "q");
+        assert!(app.quit);
+    }
+}

@@ -1,0 +1,179 @@
+//! `fctrace tui`: an interactive terminal UI over a recorded trace.
+//!
+//! - [`model`]: the calling-context trees (per task and merged) and the
+//!   per-function statistics, built in one streaming pass;
+//! - [`app`]: the state and what each key does;
+//! - [`view`]: drawing it with ratatui.
+//!
+//! The terminal (raw mode, alternate screen) is restored when the TUI
+//! ends, on an error, on a panic (ratatui's panic hook) and on Ctrl-C (a
+//! key in raw mode).
+
+pub mod app;
+pub mod model;
+pub mod view;
+
+use crate::cli::TuiArgs;
+use crate::output::{filter, warn};
+use fctrace_format::store::{StoreError, Trace};
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
+    let given = args.filter.to_options()?;
+    let trace = Trace::open(&args.dir)?;
+    if !args.exit_after_load && !(std::io::stdout().is_terminal() && std::io::stdin().is_terminal())
+    {
+        anyhow::bail!("fctrace tui needs a terminal; use replay/report/graph");
+    }
+    for w in &trace.load_warnings {
+        warn(w);
+    }
+    filter::warn_unmatched(&trace, &given);
+    filter::warn_tracing_gaps(&trace, &given);
+    let options = filter::with_recorded_display(&given, &trace);
+    let title = std::iter::once(trace.info.program.as_str())
+        .chain(trace.info.args.iter().skip(1).map(|s| s.as_str()))
+        .collect::<Vec<_>>()
+        .join(" ");
+
+    if args.exit_after_load {
+        let start = Instant::now();
+        let mut progress = crate::output::Progress::new(
+            "tui",
+            trace.info.events,
+            crate::output::Progress::wanted(false),
+        );
+        let (model, errors) = model::build(&trace, &options, &mut |done| {
+            progress.update(done);
+            true
+        })
+        .map_err(|_| anyhow::anyhow!("loading stopped"))?;
+        progress.finish();
+        println!(
+            "{} events, {} tasks, {} functions, {} call paths, loaded in {:.3} s",
+            model.events,
+            model.tasks.len(),
+            model.names.len(),
+            model.nodes(),
+            start.elapsed().as_secs_f64()
+        );
+        return finish(errors, model.lost, &trace);
+    }
+
+    let mut guard = Terminal::start()?;
+    let term = &mut guard.0;
+    let dir = args.dir.display().to_string();
+    let total = trace.info.events;
+    term.draw(|f| view::loading(f, 0, total, &dir))?;
+    let mut last_draw = Instant::now();
+    let mut draw_error = None;
+    let built = model::build(&trace, &options, &mut |done| {
+        if last_draw.elapsed() < Duration::from_millis(100) {
+            return true;
+        }
+        last_draw = Instant::now();
+        if let Err(e) = term.draw(|f| view::loading(f, done, total, &dir)) {
+            draw_error = Some(e);
+            return false;
+        }
+        !stop_asked()
+    });
+    if let Some(e) = draw_error {
+        return Err(e.into());
+    }
+    let Ok((model, errors)) = built else {
+        drop(guard);
+        eprintln!("fctrace: loading stopped");
+        return Ok(ExitCode::from(130));
+    };
+    let lost = model.lost;
+    let mut app = app::App::new(model, title);
+    let mut notes: Vec<String> = errors.iter().map(|e| format!("error: {e}")).collect();
+    if !notes.is_empty() {
+        notes.push("The readable part of the trace is shown.".into());
+    }
+    let all_lost = trace.info.lost_events.max(lost);
+    if all_lost > 0 {
+        notes.push(format!(
+            "{all_lost} events were lost: the statistics are incomplete."
+        ));
+    }
+    if !notes.is_empty() {
+        notes.push("Any key closes this.".into());
+        app.notice = Some(notes.join("\n\n"));
+    }
+    while !app.quit {
+        term.draw(|f| view::draw(f, &mut app))?;
+        match event::read()? {
+            Event::Key(k) => app.key(k),
+            Event::Resize(..) => {}
+            _ => {}
+        }
+    }
+    drop(guard);
+    finish(errors, lost, &trace)
+}
+
+/// Whether a key pressed while loading asks to stop (q, Esc, Ctrl-C).
+fn stop_asked() -> bool {
+    while event::poll(Duration::ZERO).unwrap_or(false) {
+        if let Ok(Event::Key(k)) = event::read() {
+            if k.kind != KeyEventKind::Release
+                && (matches!(k.code, KeyCode::Char('q') | KeyCode::Esc)
+                    || (k.modifiers.contains(KeyModifiers::CONTROL)
+                        && k.code == KeyCode::Char('c')))
+            {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// After the TUI: the warnings and errors of the pass, as `report` prints
+/// them.
+fn finish(
+    errors: Vec<StoreError>,
+    lost_in_streams: u64,
+    trace: &Trace,
+) -> anyhow::Result<ExitCode> {
+    let lost = trace.info.lost_events.max(lost_in_streams);
+    if lost > 0 {
+        warn(&format!(
+            "{lost} events were lost: the statistics are incomplete"
+        ));
+    }
+    let mut errors = errors.into_iter();
+    if let Some(first) = errors.next() {
+        for other in errors {
+            warn(&other.to_string());
+        }
+        return Err(first.into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The terminal in raw mode on the alternate screen, restored when
+/// dropped.
+struct Terminal(ratatui::DefaultTerminal);
+
+impl Terminal {
+    fn start() -> anyhow::Result<Terminal> {
+        match ratatui::try_init() {
+            Ok(t) => Ok(Terminal(t)),
+            Err(e) => {
+                ratatui::restore();
+                Err(anyhow::anyhow!("cannot set up the terminal: {e}"))
+            }
+        }
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}

@@ -1,0 +1,579 @@
+//! What the TUI shows, built in one streaming pass over a trace: per task
+//! a calling-context tree (the task's calls merged by call path, each node
+//! with its calls, total and self time), the same tree merged over all the
+//! tasks, and per-function statistics derived from a tree.
+//!
+//! Memory grows with the number of distinct call paths (per task) and of
+//! functions, never with the number of calls. Calls come from
+//! [`crate::output::calls::Calls`], functions are identified by
+//! [`crate::output::calls::Functions`] (module and symbol, across
+//! sessions).
+//!
+//! Times follow `fctrace report`: a call counts in `calls` when it is
+//! entered; its duration counts in `total` and its duration less that of
+//! its children with an exit in `self` when it has an exit (`Exit` or
+//! `Unwind`), not when it never returned in the trace. A function's total
+//! (in [`Tree::functions`]) leaves out its calls nested in a call of the
+//! same function (recursion), as the report does: the nodes that have an
+//! ancestor of the same function.
+
+use crate::output::calls::{Calls, End, Functions, Step};
+use crate::output::filter::{EventSource, Filter};
+use fctrace_format::store::{StoreError, TaskInfo, Trace};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The virtual root of a tree (its children are the outermost calls).
+pub const ROOT: u32 = 0;
+/// The `func` of the root.
+pub const NO_FUNC: u32 = u32::MAX;
+
+/// One call path.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Node {
+    /// Index in [`Model::names`]; [`NO_FUNC`] for the root.
+    pub func: u32,
+    pub parent: u32,
+    /// 0 for the root, 1 for the outermost calls.
+    pub depth: u32,
+    pub calls: u64,
+    pub total_ns: u64,
+    pub self_ns: u64,
+    /// Sorted by total time (then calls, then function), descending, once
+    /// the tree is complete ([`Tree::sort`]).
+    pub children: Vec<u32>,
+}
+
+/// A calling-context tree: node 0 is [`ROOT`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tree {
+    pub nodes: Vec<Node>,
+}
+
+impl Default for Tree {
+    fn default() -> Tree {
+        Tree {
+            nodes: vec![Node {
+                func: NO_FUNC,
+                parent: ROOT,
+                ..Node::default()
+            }],
+        }
+    }
+}
+
+/// A function's statistics over one tree.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FuncRow {
+    pub func: u32,
+    pub calls: u64,
+    pub total_ns: u64,
+    pub self_ns: u64,
+}
+
+/// A fast hasher for the small integer keys of the tree's child lookup.
+#[derive(Default)]
+pub struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(23) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+/// Children looked up by a linear scan up to this many, by a hash map
+/// above.
+const SCAN: usize = 16;
+
+impl Tree {
+    /// The child of `parent` for function `func`, created when missing.
+    /// `wide`: the lookup of the nodes with more than [`SCAN`] children.
+    fn child(&mut self, parent: u32, func: u32, wide: &mut IntMap<(u32, u32), u32>) -> u32 {
+        let kids = &self.nodes[parent as usize].children;
+        if kids.len() <= SCAN {
+            for &c in kids {
+                if self.nodes[c as usize].func == func {
+                    return c;
+                }
+            }
+        } else if let Some(&c) = wide.get(&(parent, func)) {
+            return c;
+        }
+        let c = self.nodes.len() as u32;
+        let depth = self.nodes[parent as usize].depth + 1;
+        self.nodes.push(Node {
+            func,
+            parent,
+            depth,
+            ..Node::default()
+        });
+        let kids = &mut self.nodes[parent as usize].children;
+        kids.push(c);
+        let n = kids.len();
+        if n == SCAN + 1 {
+            for k in 0..n {
+                let kid = self.nodes[parent as usize].children[k];
+                wide.insert((parent, self.nodes[kid as usize].func), kid);
+            }
+        } else if n > SCAN + 1 {
+            wide.insert((parent, func), c);
+        }
+        c
+    }
+
+    /// Adds `other` into this tree, path by path.
+    pub fn merge(&mut self, other: &Tree) {
+        let mut wide = IntMap::default();
+        // (node in other, node here)
+        let mut todo = vec![(ROOT, ROOT)];
+        while let Some((o, h)) = todo.pop() {
+            let on = &other.nodes[o as usize];
+            if o != ROOT {
+                let n = &mut self.nodes[h as usize];
+                n.calls += on.calls;
+                n.total_ns = n.total_ns.saturating_add(on.total_ns);
+                n.self_ns = n.self_ns.saturating_add(on.self_ns);
+            }
+            for &oc in &on.children {
+                let hc = self.child(h, other.nodes[oc as usize].func, &mut wide);
+                todo.push((oc, hc));
+            }
+        }
+        self.sort();
+    }
+
+    /// Sorts every node's children: by total time, calls, then function
+    /// index, descending for the numbers.
+    pub fn sort(&mut self) {
+        for i in 0..self.nodes.len() {
+            let mut kids = std::mem::take(&mut self.nodes[i].children);
+            let nodes = &self.nodes;
+            kids.sort_by(|&a, &b| {
+                let (a, b) = (&nodes[a as usize], &nodes[b as usize]);
+                b.total_ns
+                    .cmp(&a.total_ns)
+                    .then(b.calls.cmp(&a.calls))
+                    .then(a.func.cmp(&b.func))
+            });
+            self.nodes[i].children = kids;
+        }
+    }
+
+    /// The calls of the outermost level, their total and self time.
+    pub fn top(&self) -> (u64, u64) {
+        let root = &self.nodes[ROOT as usize];
+        root.children.iter().fold((0, 0), |(c, t), &k| {
+            let n = &self.nodes[k as usize];
+            (c + n.calls, t.saturating_add(n.total_ns))
+        })
+    }
+
+    /// Per-function statistics of the tree, one row per function that has
+    /// a node, in function order.
+    pub fn functions(&self, nfuncs: usize) -> Vec<FuncRow> {
+        let mut rows: Vec<FuncRow> = (0..nfuncs as u32)
+            .map(|func| FuncRow {
+                func,
+                ..FuncRow::default()
+            })
+            .collect();
+        let mut seen = vec![false; nfuncs];
+        // Open nodes per function on the current path (recursion).
+        let mut open = vec![0u32; nfuncs];
+        // Depth-first, with an exit marker: (node, leaving)
+        let mut todo = vec![(ROOT, false)];
+        while let Some((i, leaving)) = todo.pop() {
+            let n = &self.nodes[i as usize];
+            let f = n.func as usize;
+            if leaving {
+                open[f] -= 1;
+                continue;
+            }
+            if i != ROOT && f < nfuncs {
+                let r = &mut rows[f];
+                seen[f] = true;
+                r.calls += n.calls;
+                r.self_ns = r.self_ns.saturating_add(n.self_ns);
+                if open[f] == 0 {
+                    r.total_ns = r.total_ns.saturating_add(n.total_ns);
+                }
+                open[f] += 1;
+                todo.push((i, true));
+            }
+            todo.extend(n.children.iter().rev().map(|&c| (c, false)));
+        }
+        rows.retain(|r| seen[r.func as usize]);
+        rows
+    }
+}
+
+/// A task as the TUI lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Task {
+    pub tid: u32,
+    pub pid: u32,
+    pub comm: String,
+    pub tree: Tree,
+}
+
+/// Everything the TUI shows.
+#[derive(Clone, Debug, Default)]
+pub struct Model {
+    /// Shown names of the functions (`name`, or `name@module` where two
+    /// modules have one name).
+    pub names: Vec<String>,
+    /// The tasks read (in the trace's order; filtered out ones are not).
+    pub tasks: Vec<Task>,
+    /// The tasks' trees merged.
+    pub all: Tree,
+    /// Events read.
+    pub events: u64,
+    /// Sum of the counts of the `Lost` records met.
+    pub lost: u64,
+}
+
+impl Model {
+    /// Nodes of all the trees (a measure of the model's size).
+    pub fn nodes(&self) -> usize {
+        self.all.nodes.len() + self.tasks.iter().map(|t| t.tree.nodes.len()).sum::<usize>()
+    }
+}
+
+/// The model was not finished: the user asked to stop.
+#[derive(Debug)]
+pub struct Cancelled;
+
+/// Builds the model of `trace`'s calls that `options`' display filters
+/// show, in one pass. `progress(events read)` is called every 2^18 events
+/// or so; when it returns false, loading stops. The read errors of tasks
+/// whose events could not all be read are returned with the model (their
+/// readable part is in it).
+pub fn build(
+    trace: &Trace,
+    options: &fctrace_options::Options,
+    progress: &mut dyn FnMut(u64) -> bool,
+) -> Result<(Model, Vec<StoreError>), Cancelled> {
+    let mut filter = Filter::new(trace, options, false);
+    let mut functions = Functions::new();
+    let mut model = Model::default();
+    let mut errors = Vec::new();
+    // Per session: function id -> index in `functions`.
+    let mut by_id: HashMap<u32, Vec<u32>> = HashMap::new();
+    for task in &trace.info.tasks {
+        if filter.as_ref().is_some_and(|f| !f.wants_task(task)) {
+            continue;
+        }
+        let events = match trace.task_events(task) {
+            Ok(events) => events,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        let mut ids = by_id.remove(&task.session).unwrap_or_default();
+        let mut ctx = TaskPass {
+            trace,
+            task,
+            functions: &mut functions,
+            ids: &mut ids,
+            events_before: model.events,
+            progress,
+        };
+        let done = match &mut filter {
+            None => ctx.run(Calls::new(events)),
+            Some(f) => ctx.run(Calls::new(f.task(task, events))),
+        };
+        by_id.insert(task.session, ids);
+        let (tree, read, lost, error) = done?;
+        model.events += read;
+        model.lost = model.lost.saturating_add(lost);
+        errors.extend(error);
+        model.tasks.push(Task {
+            tid: task.tid,
+            pid: task.pid,
+            comm: task.comm.clone(),
+            tree,
+        });
+    }
+    for t in &model.tasks {
+        model.all.merge(&t.tree);
+    }
+    model.all.sort();
+    let ambiguous = functions.ambiguous();
+    model.names = (0..functions.list.len())
+        .map(|i| functions.shown_name(i, &ambiguous))
+        .collect();
+    Ok((model, errors))
+}
+
+/// One task's pass.
+struct TaskPass<'a, 'p> {
+    trace: &'a Trace,
+    task: &'a TaskInfo,
+    functions: &'a mut Functions,
+    ids: &'a mut Vec<u32>,
+    events_before: u64,
+    progress: &'p mut dyn FnMut(u64) -> bool,
+}
+
+/// An open call: its node and the durations of its children that have an
+/// exit.
+struct Frame {
+    node: u32,
+    children_ns: u64,
+}
+
+type TaskResult = Result<(Tree, u64, u64, Option<StoreError>), Cancelled>;
+
+impl TaskPass<'_, '_> {
+    fn func(&mut self, id: u32) -> u32 {
+        let i = id as usize;
+        if let Some(&x) = self.ids.get(i) {
+            if x != u32::MAX {
+                return x;
+            }
+        }
+        let x = self.functions.index(self.trace, self.task.session, id) as u32;
+        // A stray huge id (corrupt trace) is not cached.
+        if i < self.ids.len() + 1_000_000 {
+            if self.ids.len() <= i {
+                self.ids.resize(i + 1, u32::MAX);
+            }
+            self.ids[i] = x;
+        }
+        x
+    }
+
+    fn run<S: EventSource>(&mut self, mut calls: Calls<S>) -> TaskResult {
+        let mut tree = Tree::default();
+        let mut wide = IntMap::default();
+        let mut stack: Vec<Frame> = Vec::new();
+        let mut lost = 0u64;
+        let mut next_report = 1u64 << 18;
+        while let Some(step) = calls.next_step() {
+            match step {
+                Step::Enter { func, .. } => {
+                    let f = self.func(func);
+                    let parent = stack.last().map_or(ROOT, |fr| fr.node);
+                    let node = tree.child(parent, f, &mut wide);
+                    tree.nodes[node as usize].calls += 1;
+                    stack.push(Frame {
+                        node,
+                        children_ns: 0,
+                    });
+                }
+                Step::Leave(call) => {
+                    let Some(frame) = stack.pop() else {
+                        continue;
+                    };
+                    if call.end == End::NotReturned {
+                        continue;
+                    }
+                    let dur = call.duration_ns();
+                    let n = &mut tree.nodes[frame.node as usize];
+                    n.total_ns = n.total_ns.saturating_add(dur);
+                    n.self_ns = n
+                        .self_ns
+                        .saturating_add(dur.saturating_sub(frame.children_ns));
+                    if let Some(parent) = stack.last_mut() {
+                        parent.children_ns = parent.children_ns.saturating_add(dur);
+                    }
+                }
+                Step::Lost { count, .. } => lost = lost.saturating_add(u64::from(count)),
+                Step::Unmatched { .. } | Step::Signal { .. } => {}
+            }
+            let read = calls.events_read();
+            if read >= next_report {
+                next_report = read + (1 << 18);
+                if !(self.progress)(self.events_before + read) {
+                    return Err(Cancelled);
+                }
+            }
+        }
+        tree.sort();
+        let read = calls.events_read();
+        let error = calls.take_error();
+        Ok((tree, read, lost, error))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::output::testutil::{ev, fake_trace, FakeTask};
+    use fctrace_format::event::EventKind::*;
+
+    /// main(0..100) { parse_args(10..40) { leaf(15..25) } parse_args(50..60)
+    /// leaf(70..75) }, and a thread: leaf(5..9).
+    pub fn sample() -> Model {
+        let (_dir, trace) = fake_trace(&[
+            FakeTask::main(
+                10,
+                vec![
+                    ev(Entry, 0, 0),
+                    ev(Entry, 1, 10),
+                    ev(Entry, 3, 15),
+                    ev(Exit, 3, 25),
+                    ev(Exit, 1, 40),
+                    ev(Entry, 1, 50),
+                    ev(Exit, 1, 60),
+                    ev(Entry, 3, 70),
+                    ev(Exit, 3, 75),
+                    ev(Exit, 0, 100),
+                ],
+            ),
+            FakeTask::thread(11, 10, vec![ev(Entry, 3, 5), ev(Exit, 3, 9)]),
+        ]);
+        build(&trace, &Default::default(), &mut |_| true).unwrap().0
+    }
+
+    fn path(m: &Model, tree: &Tree, names: &[&str]) -> Node {
+        let mut at = ROOT;
+        for name in names {
+            at = *tree.nodes[at as usize]
+                .children
+                .iter()
+                .find(|&&c| m.names[tree.nodes[c as usize].func as usize] == *name)
+                .unwrap_or_else(|| panic!("no {name} under {at}"));
+        }
+        tree.nodes[at as usize].clone()
+    }
+
+    #[test]
+    fn calls_merge_by_path() {
+        let m = sample();
+        assert_eq!(m.tasks.len(), 2);
+        assert_eq!(m.events, 12);
+        let main = path(&m, &m.all, &["main"]);
+        assert_eq!((main.calls, main.total_ns, main.self_ns), (1, 100, 55));
+        let pa = path(&m, &m.all, &["main", "parse_args"]);
+        assert_eq!((pa.calls, pa.total_ns, pa.self_ns), (2, 40, 30));
+        let leaf = path(&m, &m.all, &["main", "parse_args", "leaf"]);
+        assert_eq!((leaf.calls, leaf.total_ns), (1, 10));
+        let leaf2 = path(&m, &m.all, &["main", "leaf"]);
+        assert_eq!((leaf2.calls, leaf2.total_ns), (1, 5));
+        // The thread's leaf is an outermost call of its own.
+        let top = path(&m, &m.all, &["leaf"]);
+        assert_eq!((top.calls, top.total_ns), (1, 4));
+        // Children by total time: parse_args (40) before leaf (5).
+        let kids: Vec<&str> = main
+            .children
+            .iter()
+            .map(|&c| m.names[m.all.nodes[c as usize].func as usize].as_str())
+            .collect();
+        assert_eq!(kids, ["parse_args", "leaf"]);
+        // Per task.
+        assert_eq!(m.tasks[1].tree.nodes.len(), 2);
+    }
+
+    #[test]
+    fn function_rows_count_recursion_once_in_total() {
+        // main(0..100) { leaf(10..50) { leaf(20..30) } } : leaf's total is
+        // 40 (the inner call is inside the outer), self 30 + 10.
+        let (_dir, trace) = fake_trace(&[FakeTask::main(
+            10,
+            vec![
+                ev(Entry, 0, 0),
+                ev(Entry, 3, 10),
+                ev(Entry, 3, 20),
+                ev(Exit, 3, 30),
+                ev(Exit, 3, 50),
+                ev(Exit, 0, 100),
+            ],
+        )]);
+        let (m, errors) = build(&trace, &Default::default(), &mut |_| true).unwrap();
+        assert!(errors.is_empty());
+        let rows = m.all.functions(m.names.len());
+        let leaf = rows.iter().find(|r| m.names[r.func as usize] == "leaf");
+        assert_eq!(
+            leaf.map(|r| (r.calls, r.total_ns, r.self_ns)),
+            Some((2, 40, 40))
+        );
+        let main = rows.iter().find(|r| m.names[r.func as usize] == "main");
+        assert_eq!(
+            main.map(|r| (r.calls, r.total_ns, r.self_ns)),
+            Some((1, 100, 60))
+        );
+    }
+
+    #[test]
+    fn not_returned_calls_count_without_time_as_in_the_report() {
+        // main never returns; leaf(10..20) does.
+        let (_dir, trace) = fake_trace(&[FakeTask::main(
+            10,
+            vec![ev(Entry, 0, 0), ev(Entry, 3, 10), ev(Exit, 3, 20)],
+        )]);
+        let (m, _) = build(&trace, &Default::default(), &mut |_| true).unwrap();
+        let report = crate::output::report::aggregate(&trace);
+        let rows = m.all.functions(m.names.len());
+        for f in &report.functions {
+            let r = rows.iter().find(|r| m.names[r.func as usize] == f.name);
+            assert_eq!(
+                r.map(|r| (r.calls, r.total_ns, r.self_ns)),
+                Some((f.calls, f.total_ns, f.self_ns)),
+                "{}",
+                f.name
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_trace_has_an_empty_tree() {
+        let (_dir, trace) = fake_trace(&[]);
+        let (m, errors) = build(&trace, &Default::default(), &mut |_| true).unwrap();
+        assert!(errors.is_empty());
+        assert_eq!(m.all.nodes.len(), 1);
+        assert!(m.all.functions(m.names.len()).is_empty());
+    }
+
+    #[test]
+    fn wide_nodes_use_the_hash_lookup() {
+        // main calls 40 distinct functions twice each (ids beyond the
+        // symbol table: unknown functions, each its own).
+        let mut events = vec![ev(Entry, 0, 0)];
+        for round in 0..2u64 {
+            for f in 0..40u32 {
+                let t = 1 + round * 100 + u64::from(f) * 2;
+                events.push(ev(Entry, 100 + f, t));
+                events.push(ev(Exit, 100 + f, t + 1));
+            }
+        }
+        events.push(ev(Exit, 0, 1000));
+        let (_dir, trace) = fake_trace(&[FakeTask::main(10, events)]);
+        let (m, _) = build(&trace, &Default::default(), &mut |_| true).unwrap();
+        let main = path(&m, &m.all, &["main"]);
+        assert_eq!(main.children.len(), 40);
+        assert!(main
+            .children
+            .iter()
+            .all(|&c| m.all.nodes[c as usize].calls == 2));
+    }
+
+    #[test]
+    fn loading_stops_when_asked() {
+        let events: Vec<_> = (0..200_000u64)
+            .flat_map(|i| [ev(Entry, 3, i * 2), ev(Exit, 3, i * 2 + 1)])
+            .collect();
+        let (_dir, trace) = fake_trace(&[FakeTask::main(10, events)]);
+        let mut asked = 0;
+        let r = build(&trace, &Default::default(), &mut |_| {
+            asked += 1;
+            false
+        });
+        assert!(r.is_err());
+        assert_eq!(asked, 1);
+    }
+}

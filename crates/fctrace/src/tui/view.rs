@@ -1,0 +1,408 @@
+//! Drawing the TUI's state: a title line, the view's column header, its
+//! rows and a status line; the help over them.
+
+use super::app::{App, Cursor, Sort, View};
+use crate::output::duration;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use ratatui::Frame;
+
+/// The keys, as the help shows them.
+pub const HELP: &[(&str, &str)] = &[
+    ("G R T, Tab", "graph, report, task list; Tab: the next one"),
+    ("Up Down j k", "move"),
+    ("PgUp PgDn Home End", "move by a page, to the ends"),
+    ("Enter", "graph: fold/unfold; report: the calls of the"),
+    ("", "function in the graph; tasks: show that task"),
+    ("Left Right h l", "fold, or go to the caller / unfold"),
+    ("u", "go to the caller"),
+    ("c e", "fold / unfold everything under the row"),
+    ("C E", "fold / unfold the whole graph"),
+    ("s 1 2 3", "report: next sort key; by total, self, calls"),
+    ("/ n N", "search a function; next, previous match"),
+    ("?", "this help (any key closes it)"),
+    ("q Ctrl-C", "quit"),
+];
+
+pub fn draw(f: &mut Frame, app: &mut App) {
+    let [title, header, body, status] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Min(0),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    let reverse = Style::default().add_modifier(Modifier::REVERSED);
+    let task = match app.task {
+        None => format!("all {} tasks", app.model.tasks.len()),
+        Some(t) => format!(
+            "task {} {}",
+            app.model.tasks[t].tid, app.model.tasks[t].comm
+        ),
+    };
+    let view = match app.view {
+        View::Graph => "Graph",
+        View::Report => "Report",
+        View::Tasks => "Tasks",
+    };
+    f.render_widget(
+        Paragraph::new(format!(" {view} | {task} | {} | ? help", app.title)).style(reverse),
+        title,
+    );
+    app.page = body.height as usize;
+    let (head, lines) = match app.view {
+        View::Graph => graph(app, body),
+        View::Report => report(app, body),
+        View::Tasks => tasks(app, body),
+    };
+    f.render_widget(
+        Paragraph::new(head).style(Style::default().add_modifier(Modifier::BOLD)),
+        header,
+    );
+    f.render_widget(Paragraph::new(lines), body);
+    let line = match &app.input {
+        Some(text) => format!("/{text}"),
+        None => app.message.clone(),
+    };
+    f.render_widget(Paragraph::new(line), status);
+    if app.help {
+        help(f);
+    }
+    if let Some(text) = &app.notice {
+        notice(f, text);
+    }
+}
+
+/// A box of wrapped text in the middle of the screen.
+fn notice(f: &mut Frame, text: &str) {
+    let area = f.area();
+    let width = area.width.min(100);
+    let height = area.height.min(12);
+    let r = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(text.to_string())
+            .wrap(ratatui::widgets::Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL)),
+        r,
+    );
+}
+
+/// The rows of a list within `area`: the selected one reversed.
+fn window<'a>(
+    cursor: &mut Cursor,
+    len: usize,
+    area: Rect,
+    mut line: impl FnMut(usize) -> Line<'a>,
+) -> Vec<Line<'a>> {
+    cursor.scroll(area.height as usize, len);
+    (cursor.top..len.min(cursor.top + area.height as usize))
+        .map(|i| {
+            let l = line(i);
+            if i == cursor.at {
+                l.style(Style::default().add_modifier(Modifier::REVERSED))
+            } else {
+                l
+            }
+        })
+        .collect()
+}
+
+fn graph(app: &mut App, area: Rect) -> (String, Vec<Line<'static>>) {
+    let head = format!("{:>10} {:>10} {:>10}  FUNCTION", "TOTAL", "SELF", "CALLS");
+    if app.rows.is_empty() {
+        return (head, vec![Line::from("  (no calls)")]);
+    }
+    let mut cursor = app.graph;
+    let len = app.rows.len();
+    let lines = window(&mut cursor, len, area, |i| {
+        let node = &app.tree().nodes[app.rows[i] as usize];
+        let mark = if node.children.is_empty() {
+            "   "
+        } else if app.expanded[app.rows[i] as usize] {
+            "[-]"
+        } else {
+            "[+]"
+        };
+        let text = format!(
+            "{} {} {:>10}  {}{} {}",
+            duration(node.total_ns),
+            duration(node.self_ns),
+            node.calls,
+            "  ".repeat(node.depth.saturating_sub(1) as usize),
+            mark,
+            app.name(node.func)
+        );
+        styled(text, app.is_match(node.func))
+    });
+    app.graph = cursor;
+    (head, lines)
+}
+
+fn styled(text: String, hit: bool) -> Line<'static> {
+    if hit {
+        Line::from(text).style(Style::default().add_modifier(Modifier::BOLD))
+    } else {
+        Line::from(text)
+    }
+}
+
+fn report(app: &mut App, area: Rect) -> (String, Vec<Line<'static>>) {
+    let col = |s: Sort, name: &str| {
+        if app.sort == s {
+            format!("{name}*")
+        } else {
+            name.to_string()
+        }
+    };
+    let head = format!(
+        "{:>10} {:>10} {:>10}  FUNCTION",
+        col(Sort::Total, "TOTAL"),
+        col(Sort::SelfTime, "SELF"),
+        col(Sort::Calls, "CALLS")
+    );
+    if app.report.is_empty() {
+        return (head, vec![Line::from("  (no calls)")]);
+    }
+    let mut cursor = app.report_cursor;
+    let len = app.report.len();
+    let lines = window(&mut cursor, len, area, |i| {
+        let r = &app.report[i];
+        let text = format!(
+            "{} {} {:>10}  {}",
+            duration(r.total_ns),
+            duration(r.self_ns),
+            r.calls,
+            app.name(r.func)
+        );
+        styled(text, app.is_match(r.func))
+    });
+    app.report_cursor = cursor;
+    (head, lines)
+}
+
+fn tasks(app: &mut App, area: Rect) -> (String, Vec<Line<'static>>) {
+    let head = format!(
+        "{:>8} {:>8} {:>10} {:>10}  COMMAND",
+        "TID", "PID", "CALLS", "TOTAL"
+    );
+    let mut cursor = app.tasks_cursor;
+    let len = app.model.tasks.len() + 1;
+    let lines = window(&mut cursor, len, area, |i| {
+        let (tid, pid, comm, tree) = match i.checked_sub(1) {
+            None => (
+                "all".to_string(),
+                String::new(),
+                format!("({} tasks)", app.model.tasks.len()),
+                &app.model.all,
+            ),
+            Some(t) => {
+                let t = &app.model.tasks[t];
+                (
+                    t.tid.to_string(),
+                    t.pid.to_string(),
+                    t.comm.clone(),
+                    &t.tree,
+                )
+            }
+        };
+        let (calls, total) = tree.top();
+        let chosen = if app.task == i.checked_sub(1) {
+            "*"
+        } else {
+            " "
+        };
+        Line::from(format!(
+            "{chosen}{tid:>7} {pid:>8} {calls:>10} {}  {comm}",
+            duration(total)
+        ))
+    });
+    app.tasks_cursor = cursor;
+    (head, lines)
+}
+
+fn help(f: &mut Frame) {
+    let area = f.area();
+    let width = area.width.min(72);
+    let height = area.height.min(HELP.len() as u16 + 2);
+    let r = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    let lines: Vec<Line> = HELP
+        .iter()
+        .map(|(k, what)| Line::from(format!("{k:>18}  {what}")))
+        .collect();
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" keys ")),
+        r,
+    );
+}
+
+/// The screen while the trace is read.
+pub fn loading(f: &mut Frame, done: u64, total: u64, dir: &str) {
+    let pct = (done.min(total) * 100)
+        .checked_div(total)
+        .map_or_else(|| "?".to_string(), |p| format!("{p}%"));
+    let lines = vec![
+        Line::from(format!("fctrace tui: reading {dir}")),
+        Line::from(format!("{pct} ({done} of {total} events)  q: stop")),
+    ];
+    f.render_widget(Paragraph::new(lines), f.area());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::tests::sample;
+    use super::*;
+    use ratatui::backend::TestBackend;
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use ratatui::Terminal;
+
+    fn screen(app: &mut App, w: u16, h: u16) -> Vec<String> {
+        let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+        term.draw(|f| draw(f, app)).unwrap();
+        let buf = term.backend().buffer().clone();
+        (0..h)
+            .map(|y| {
+                (0..w)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect::<String>()
+                    .trim_end()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    fn press(app: &mut App, code: KeyCode) {
+        app.key(KeyEvent::new(code, KeyModifiers::NONE));
+    }
+
+    #[test]
+    fn graph_screen() {
+        let mut app = App::new(sample(), "prog -v".into());
+        assert_eq!(
+            screen(&mut app, 60, 9),
+            [
+                " Graph | all 2 tasks | prog -v | ? help",
+                "     TOTAL       SELF      CALLS  FUNCTION",
+                "  0.100 us   0.055 us          1  [-] main",
+                "  0.040 us   0.030 us          2    [-] parse_args",
+                "  0.010 us   0.010 us          1          leaf",
+                "  0.005 us   0.005 us          1        leaf",
+                "  0.004 us   0.004 us          1      leaf",
+                "",
+                "",
+            ]
+        );
+        press(&mut app, KeyCode::Down);
+        press(&mut app, KeyCode::Enter);
+        let s = screen(&mut app, 60, 9);
+        assert_eq!(s[3], "  0.040 us   0.030 us          2    [+] parse_args");
+        assert_eq!(s[4], "  0.005 us   0.005 us          1        leaf");
+    }
+
+    #[test]
+    fn report_screen_sorted_by_calls() {
+        let mut app = App::new(sample(), "prog".into());
+        press(&mut app, KeyCode::Char('R'));
+        press(&mut app, KeyCode::Char('3'));
+        assert_eq!(
+            screen(&mut app, 60, 7),
+            [
+                " Report | all 2 tasks | prog | ? help",
+                "     TOTAL       SELF     CALLS*  FUNCTION",
+                "  0.019 us   0.019 us          3  leaf",
+                "  0.040 us   0.030 us          2  parse_args",
+                "  0.100 us   0.055 us          1  main",
+                "",
+                "report sorted by calls",
+            ]
+        );
+    }
+
+    #[test]
+    fn task_screen() {
+        let mut app = App::new(sample(), "prog".into());
+        press(&mut app, KeyCode::Char('T'));
+        assert_eq!(
+            screen(&mut app, 60, 6),
+            [
+                " Tasks | all 2 tasks | prog | ? help",
+                "     TID      PID      CALLS      TOTAL  COMMAND",
+                "*    all                   2   0.104 us  (2 tasks)",
+                "      10       10          1   0.100 us  prog",
+                "      11       10          1   0.004 us  prog",
+                "",
+            ]
+        );
+    }
+
+    #[test]
+    fn scrolling_keeps_the_cursor_shown() {
+        let mut app = App::new(sample(), "prog".into());
+        press(&mut app, KeyCode::End);
+        let s = screen(&mut app, 40, 5);
+        // 2 rows of list: the last two nodes, cut at 40 columns.
+        assert_eq!(s[2], "  0.005 us   0.005 us          1"); // leaf past 40
+
+        assert_eq!(s[3], "  0.004 us   0.004 us          1      le");
+    }
+
+    #[test]
+    fn tiny_and_empty_screens_do_not_panic() {
+        for (w, h) in [(20, 5), (1, 1), (0, 0), (5, 2), (80, 1)] {
+            let mut app = App::new(sample(), "prog".into());
+            app.help = true;
+            screen(&mut app, w, h);
+            for v in ['R', 'T', 'G'] {
+                app.help = false;
+                press(&mut app, KeyCode::Char(v));
+                press(&mut app, KeyCode::PageDown);
+                screen(&mut app, w, h);
+            }
+            let mut empty = App::new(Default::default(), String::new());
+            empty.notice = Some("error: a long message that wraps ".repeat(9));
+            screen(&mut empty, w, h);
+        }
+        let mut empty = App::new(Default::default(), "prog".into());
+        let s = screen(&mut empty, 40, 4);
+        assert_eq!(s[2], "  (no calls)");
+    }
+
+    #[test]
+    fn notice_over_the_graph() {
+        let mut app = App::new(sample(), "prog".into());
+        app.notice = Some("error: damaged\n\nAny key closes this.".into());
+        let s = screen(&mut app, 40, 9);
+        // At most 12 rows high: the whole screen here.
+        assert_eq!(s[0], "┌──────────────────────────────────────┐");
+        assert_eq!(s[1], "│error: damaged                        │");
+        assert_eq!(s[3], "│Any key closes this.                  │");
+        assert_eq!(s[8], "└──────────────────────────────────────┘");
+        press(&mut app, KeyCode::Char('j'));
+        assert_eq!(app.notice, None);
+        // The key only closed it.
+        assert_eq!(app.graph.at, 0);
+    }
+
+    #[test]
+    fn help_screen() {
+        let mut app = App::new(sample(), "prog".into());
+        press(&mut app, KeyCode::Char('?'));
+        let s = screen(&mut app, 80, 20);
+        assert!(s.iter().any(|l| l.contains("q Ctrl-C  quit")), "{s:#?}");
+        press(&mut app, KeyCode::Char('x'));
+        assert!(!app.help);
+    }
+}
