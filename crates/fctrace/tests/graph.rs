@@ -421,6 +421,12 @@ fn graph_counts_equal_the_reports() {
     let rec = record(&exe, &["loop", "20"], &[]);
     assert_graph_counts_are_the_reports(&rec.dir.path, &[], "exceptions.cpp");
 
+    // Processes: fork, daemon, vfork + exec (children whose first events
+    // are exits of calls entered before they existed).
+    let exe = c_program("forks.c", "O1", &["-O1"]);
+    let rec = record(&exe, &[], &[]);
+    assert_graph_counts_are_the_reports(&rec.dir.path, &[], "forks.c");
+
     // C++.
     let exe = cxx_program("tree.cpp", "-O2", &["-O2"]);
     let rec = record(&exe, &["basic"], &[]);

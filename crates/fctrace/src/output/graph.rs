@@ -18,8 +18,10 @@
 //!
 //! Tasks (threads and processes) are merged into one graph under a root
 //! that stands for the program, as uftrace does: a thread's start routine
-//! is a child of the root, as `main` is. With `per_task` each task has a
-//! root of its own. Memory grows with the number of distinct call paths
+//! is a child of the root, as `main` is, and so are a forked child's
+//! calls (the calls it inherited open were counted in its parent; their
+//! exits in the child are [`Step::Unmatched`]). With `per_task` each task
+//! has a root of its own. Memory grows with the number of distinct call paths
 //! (at most depth × distinct functions per level: a recursion of depth
 //! 40 is 40 nodes), never with the number of events; `-D N` bounds the
 //! depth.
