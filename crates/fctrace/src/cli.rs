@@ -14,6 +14,8 @@ const EXAMPLES: &str = "Examples:
   fctrace record --disable --signal SIGUSR1@trace_on ./server   then: kill -USR1 <pid>
   fctrace record -T 'parse@depth=2' ./app && fctrace replay -C free
   fctrace report -s self -F '^sqlite3'    per-function times under sqlite3* functions
+  fctrace graph malloc                    every chain of callers of malloc, with counts
+  fctrace report -d old.data --diff new.data    what changed between two runs
 
 docs/options.md describes every option; docs/ the engine, trace format and performance.";
 

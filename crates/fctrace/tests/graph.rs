@@ -406,6 +406,27 @@ fn graph_counts_equal_the_reports() {
         .collect();
     assert_eq!(got, expected);
 
+    // Calls that never return (exit from deep inside: the atexit
+    // handler's calls return inside exit), frames a longjmp skips, and
+    // C++ exceptions unwinding frames: no time for the calls that did not
+    // return, in the graph as in the report.
+    let exe = c_program("endings.c", "-O0", &["-O0"]);
+    let rec = record_any(&exe, &["exit", "3"], &[]);
+    assert_eq!(rec.run.code(), Some(3), "{}", rec.run.describe());
+    assert_graph_counts_are_the_reports(&rec.dir.path, &[], "endings.c exit");
+    let exe = c_program("longjmp.c", "-O2", &["-O2"]);
+    let rec = record(&exe, &["tree"], &[]);
+    assert_graph_counts_are_the_reports(&rec.dir.path, &[], "longjmp.c");
+    let exe = cxx_program("exceptions.cpp", "-O2", &["-O2"]);
+    let rec = record(&exe, &["loop", "20"], &[]);
+    assert_graph_counts_are_the_reports(&rec.dir.path, &[], "exceptions.cpp");
+
+    // Processes: fork, daemon, vfork + exec (children whose first events
+    // are exits of calls entered before they existed).
+    let exe = c_program("forks.c", "O1", &["-O1"]);
+    let rec = record(&exe, &[], &[]);
+    assert_graph_counts_are_the_reports(&rec.dir.path, &[], "forks.c");
+
     // C++.
     let exe = cxx_program("tree.cpp", "-O2", &["-O2"]);
     let rec = record(&exe, &["basic"], &[]);

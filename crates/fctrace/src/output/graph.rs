@@ -18,8 +18,10 @@
 //!
 //! Tasks (threads and processes) are merged into one graph under a root
 //! that stands for the program, as uftrace does: a thread's start routine
-//! is a child of the root, as `main` is. With `per_task` each task has a
-//! root of its own. Memory grows with the number of distinct call paths
+//! is a child of the root, as `main` is, and so are a forked child's
+//! calls (the calls it inherited open were counted in its parent; their
+//! exits in the child are [`Step::Unmatched`]). With `per_task` each task
+//! has a root of its own. Memory grows with the number of distinct call paths
 //! (at most depth × distinct functions per level: a recursion of depth
 //! 40 is 40 nodes), never with the number of events; `-D N` bounds the
 //! depth.
@@ -387,12 +389,18 @@ fn add(into: &mut Node, from: &Node) {
     into.self_ns = into.self_ns.saturating_add(from.self_ns);
 }
 
-/// `n` calls per call as text: an integer when it is one, else 2 decimals.
+/// `n` calls per call as text: an integer when it is one, else 2
+/// decimals (3 where 2 would look like an integer: 2000 calls per 2008 is
+/// `0.996`, not `1.00`).
 pub fn ratio(r: f64) -> String {
     if (r - r.round()).abs() < 1e-9 {
-        format!("{}", r.round() as u64)
+        return format!("{}", r.round() as u64);
+    }
+    let two = format!("{r:.2}");
+    if two.ends_with(".00") {
+        format!("{r:.3}")
     } else {
-        format!("{r:.2}")
+        two
     }
 }
 
@@ -1002,6 +1010,8 @@ mod tests {
         assert_eq!(g.tree.per_call(leaf), Some(1.5));
         assert_eq!(ratio(1.5), "1.50");
         assert_eq!(ratio(3.0), "3");
+        assert_eq!(ratio(2000.0 / 2008.0), "0.996");
+        assert_eq!(ratio(1.0 / 3.0), "0.33");
     }
 
     #[test]
