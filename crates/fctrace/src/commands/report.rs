@@ -1,5 +1,6 @@
 //! `fctrace report`: per-function statistics of a recorded trace.
 
+use super::{Output, Terminal};
 use crate::cli::{Format, ReportArgs};
 use crate::output::{report, warn};
 use anyhow::Context;
@@ -7,7 +8,7 @@ use fctrace_format::store::Trace;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: ReportArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
     let trace = Trace::open(&args.dir)?;
     for w in &trace.load_warnings {
@@ -20,8 +21,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let mut stats = report::aggregate_with(&trace, &options);
     report::sort(&mut stats.functions, args.sort);
 
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut output = Output::open(&args.output, terminal)?;
+    let mut out = BufWriter::new(&mut output.writer);
     let written = match args.format {
         Format::Text => report::write_text(&mut out, &stats.functions),
         Format::Json => {
@@ -35,6 +36,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         }
         return Err(e).context("cannot write the report");
     }
+    drop(out);
+    // The pager ends before the warnings: they are read after it.
+    drop(output);
 
     let lost = trace.info.lost_events.max(stats.lost_in_streams);
     if lost > 0 {

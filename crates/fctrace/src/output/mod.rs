@@ -11,6 +11,7 @@ pub mod args;
 pub mod filter;
 pub mod names;
 pub mod report;
+pub mod term;
 pub mod tree;
 
 #[cfg(test)]
@@ -37,8 +38,10 @@ impl Duration {
     /// Appends the column to `out`: the same text as `Display`, without the
     /// formatting machinery for the common case (below a millisecond, where
     /// the three decimals are exactly the nanoseconds).
-    #[inline]
-    pub fn push_to(self, out: &mut Vec<u8>) {
+    /// With `colour`, the unit is coloured (see [`term`]); below a
+    /// millisecond it never is, so that common path is the same.
+    #[inline(always)]
+    pub fn push_with(self, out: &mut Vec<u8>, colour: bool) {
         let ns = self.0;
         if ns <= 999_999 {
             // `{:7.3}` of the microseconds without the leading space the
@@ -48,10 +51,47 @@ impl Duration {
             let i = &THREE_DIGITS.aligned[int];
             let f = &THREE_DIGITS.padded[frac];
             out.extend_from_slice(&[i[0], i[1], i[2], b'.', f[0], f[1], f[2], b' ', b'u', b's']);
+        } else if colour {
+            self.push_coloured(out);
         } else {
             use std::io::Write as _;
             let _ = write!(out, "{self}");
         }
+    }
+
+    /// The column with its unit in colour: `ms` green, `s` yellow, red
+    /// from a minute on (the unit's trailing space stays outside).
+    #[cold]
+    #[inline(never)]
+    fn push_coloured(self, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        let _ = write!(out, "{self}");
+        let unit = out.len() - 2;
+        let (colour, text, after) = match &out[unit..] {
+            b"us" => (None, "us", ""),
+            b"ms" => (Some(term::GREEN), "ms", ""),
+            _ if self.0 >= 60_000_000_000 => (Some(term::RED), "s", " "),
+            _ => (Some(term::YELLOW), "s", " "),
+        };
+        out.truncate(unit);
+        if let Some(colour) = colour {
+            out.extend_from_slice(colour.as_bytes());
+            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(term::RESET.as_bytes());
+        } else {
+            out.extend_from_slice(text.as_bytes());
+        }
+        out.extend_from_slice(after.as_bytes());
+    }
+
+    /// The column as text, coloured when colour is on ([`term::colour`]).
+    pub fn painted(self) -> String {
+        if !term::colour() {
+            return duration(self.0);
+        }
+        let mut v = Vec::with_capacity(24);
+        self.push_with(&mut v, term::colour());
+        String::from_utf8(v).unwrap_or_default()
     }
 }
 
@@ -184,9 +224,11 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Prints a warning on stderr, as every fctrace warning.
+/// Prints a warning on stderr, as every fctrace warning (quietly nothing
+/// when stderr is gone: a pager the user quit).
 pub fn warn(message: &str) {
-    eprintln!("fctrace: warning: {message}");
+    use std::io::Write as _;
+    let _ = writeln!(io::stderr().lock(), "fctrace: warning: {message}");
 }
 
 #[cfg(test)]
@@ -214,9 +256,24 @@ mod tests {
         ]);
         for ns in values {
             let mut v = Vec::new();
-            Duration(ns).push_to(&mut v);
+            Duration(ns).push_with(&mut v, false);
             assert_eq!(String::from_utf8(v).unwrap(), duration(ns), "{ns}");
         }
+    }
+
+    #[test]
+    fn coloured_units() {
+        let painted = |ns: u64| {
+            let mut v = Vec::new();
+            Duration(ns).push_with(&mut v, true);
+            String::from_utf8(v).unwrap()
+        };
+        assert_eq!(painted(999_999), "999.999 us");
+        assert_eq!(painted(2_113_000), "  2.113 \x1b[32mms\x1b[0m");
+        assert_eq!(painted(999_999_499), "999.999 \x1b[32mms\x1b[0m");
+        assert_eq!(painted(999_999_500), "  1.000 \x1b[33ms\x1b[0m ");
+        assert_eq!(painted(59_999_999_999), " 60.000 \x1b[33ms\x1b[0m ");
+        assert_eq!(painted(60_000_000_000), " 60.000 \x1b[91ms\x1b[0m ");
     }
 
     #[test]

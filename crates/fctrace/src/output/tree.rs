@@ -40,11 +40,13 @@
 
 use super::filter::{EventSource, Filter};
 use super::names::{CallNames, TreeName, PIECE};
+use super::term::{MAGENTA, RED, YELLOW};
 use super::{is_broken_pipe, warn, Duration, Progress};
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, StoreError, TaskInfo, TaskOrigin, Trace};
 use fctrace_options::known_signal_name as signal_name;
 use fctrace_options::Options;
+use std::borrow::Cow;
 use std::io::{self, Write};
 use std::rc::Rc;
 
@@ -170,6 +172,7 @@ pub fn write_tree_with(
     let mut out = Sink {
         buf: Vec::with_capacity(SINK_CAPACITY + 1024),
         out,
+        colour: super::term::colour(),
     };
     let mut summary = TreeSummary::default();
     let mut names = CallNames::new(trace);
@@ -241,6 +244,8 @@ const SINK_CAPACITY: usize = 1 << 16;
 struct Sink<'a> {
     buf: Vec<u8>,
     out: &'a mut dyn Write,
+    /// Durations' units and markers in colour (see [`super::term`]).
+    colour: bool,
 }
 
 /// Spaces of the deepest indent, in whole [`PIECE`]s.
@@ -274,11 +279,12 @@ impl Sink<'_> {
     /// The start of a line: duration column, task column, indent.
     #[inline(always)]
     fn start(&mut self, dur: Option<u64>, column: &Column, depth: usize) {
+        let colour = self.colour;
         let buf = &mut self.buf;
         match dur {
             Some(ns) => {
                 buf.push(b' ');
-                Duration(ns).push_to(buf);
+                Duration(ns).push_with(buf, colour);
                 buf.push(b' ');
             }
             None => buf.extend_from_slice(b"            "),
@@ -305,6 +311,16 @@ impl Sink<'_> {
         self.start(dur, column, depth);
         put_padded(&mut self.buf, padded, len);
         self.line_done()
+    }
+
+    /// A marker (`(unwound)`, `/* signal SIGINT */`...) in `colour` when
+    /// colour is on.
+    fn mark<'t>(&self, text: &'t str, colour: &str) -> Cow<'t, str> {
+        if self.colour {
+            Cow::Owned(format!("{colour}{text}{}", super::term::RESET))
+        } else {
+            Cow::Borrowed(text)
+        }
     }
 
     /// One line whose text is the concatenation of `parts`.
@@ -445,7 +461,8 @@ impl<S: EventSource> TaskState<S> {
                         if exit.kind == EventKind::Exit {
                             out.text_line(Some(dur), column, depth, name.leaf_line())?;
                         } else {
-                            out.line(Some(dur), column, depth, &[&name.name, "; (unwound)"])?;
+                            let mark = out.mark("(unwound)", YELLOW);
+                            out.line(Some(dur), column, depth, &[&name.name, "; ", &mark])?;
                         }
                         self.advance(summary);
                         Ok(())
@@ -496,35 +513,32 @@ impl<S: EventSource> TaskState<S> {
                         };
                         if let Some(text) = retval {
                             let end = if event.kind == EventKind::Exit {
-                                ""
+                                Cow::Borrowed("")
                             } else {
-                                " (unwound)"
+                                Cow::Owned(format!(" {}", out.mark("(unwound)", YELLOW)))
                             };
                             out.line(
                                 Some(dur),
                                 &self.column,
                                 j,
-                                &["} /* ", frame.name.bare(), " */ = ", &text, end],
+                                &["} /* ", frame.name.bare(), " */ = ", &text, &end],
                             )
                         } else if event.kind == EventKind::Exit {
                             out.text_line(Some(dur), &self.column, j, frame.name.close_line())
                         } else {
+                            let mark = out.mark("(unwound)", YELLOW);
                             out.line(
                                 Some(dur),
                                 &self.column,
                                 j,
-                                &["} /* ", frame.name.bare(), " */ (unwound)"],
+                                &["} /* ", frame.name.bare(), " */ ", &mark],
                             )
                         }
                     }
                     None => {
                         let name = names.get(self.session, event.func);
-                        out.line(
-                            None,
-                            column,
-                            depth,
-                            &["} /* ", name.bare(), " */ (entry not recorded)"],
-                        )
+                        let mark = out.mark("(entry not recorded)", RED);
+                        out.line(None, column, depth, &["} /* ", name.bare(), " */ ", &mark])
                     }
                 }
             }
@@ -532,12 +546,15 @@ impl<S: EventSource> TaskState<S> {
                 let sig = i32::try_from(event.func).unwrap_or(i32::MAX);
                 let number = event.func.to_string();
                 let name = signal_name(sig).unwrap_or(&number);
-                out.line(None, column, depth, &["/* signal ", name, " */"])
+                let text = format!("/* signal {name} */");
+                let mark = out.mark(&text, MAGENTA);
+                out.line(None, column, depth, &[&mark])
             }
             EventKind::Lost => {
                 summary.lost_in_streams += u64::from(event.func);
-                let count = event.func.to_string();
-                out.line(None, column, depth, &["... ", &count, " events lost ..."])
+                let text = format!("... {} events lost ...", event.func);
+                let mark = out.mark(&text, RED);
+                out.line(None, column, depth, &[&mark])
             }
             EventKind::Retval => {
                 let text = self.take_values(summary);
@@ -595,11 +612,11 @@ impl<S: EventSource> TaskState<S> {
                 self.advance(summary);
                 let ret = ret.map(|r| format!(" = {r}")).unwrap_or_default();
                 let end = if next.kind == EventKind::Exit {
-                    ";"
+                    Cow::Borrowed(";")
                 } else {
-                    "; (unwound)"
+                    Cow::Owned(format!("; {}", out.mark("(unwound)", YELLOW)))
                 };
-                out.line(Some(dur), &self.column, depth, &[&call, &ret, end])
+                out.line(Some(dur), &self.column, depth, &[&call, &ret, &end])
             }
             _ => {
                 if let Some(r) = ret {
@@ -678,11 +695,12 @@ impl<S: EventSource> TaskState<S> {
     fn close_not_returned(&mut self, out: &mut Sink) -> io::Result<()> {
         if let Some(frame) = self.stack.pop() {
             let depth = self.stack.len();
+            let mark = out.mark("(not returned)", RED);
             out.line(
                 None,
                 &self.column,
                 depth,
-                &["} /* ", frame.name.bare(), " */ (not returned)"],
+                &["} /* ", frame.name.bare(), " */ ", &mark],
             )?;
         }
         Ok(())
