@@ -1,7 +1,7 @@
 //! The terminal: colours and the pager.
 //!
-//! Colour is one switch for the whole process ([`set_colour`], read by the
-//! renderings when they start), decided by the command from `--color` and
+//! Colour is one switch for the command's thread ([`set_colour`], read by
+//! the renderings when they start), decided by the command from `--color` and
 //! where its output goes ([`colour_wanted`]). Durations are coloured as
 //! uftrace colours them: only the unit, green for milliseconds, yellow for
 //! seconds, red from a minute on; shorter durations are never coloured, so
@@ -14,10 +14,10 @@
 //! do not draw over it), as git does.
 
 use crate::cli::ColorWhen;
+use std::cell::Cell;
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Green: a duration of a millisecond or more (its unit).
 pub const GREEN: &str = "\x1b[32m";
@@ -31,17 +31,20 @@ pub const MAGENTA: &str = "\x1b[35m";
 /// Back to the terminal's default.
 pub const RESET: &str = "\x1b[0m";
 
-static COLOUR: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    static COLOUR: Cell<bool> = const { Cell::new(false) };
+}
 
-/// Turns colour on or off for every rendering that starts afterwards.
+/// Turns colour on or off for every rendering that starts afterwards on
+/// this thread.
 pub fn set_colour(on: bool) {
-    COLOUR.store(on, Ordering::Relaxed);
+    COLOUR.set(on);
 }
 
 /// Whether output is coloured.
 #[inline]
 pub fn colour() -> bool {
-    COLOUR.load(Ordering::Relaxed)
+    COLOUR.get()
 }
 
 /// Whether to colour output going to a terminal or not (`to_terminal`):

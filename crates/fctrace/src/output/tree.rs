@@ -811,6 +811,59 @@ mod tests {
     }
 
     #[test]
+    fn markers_and_long_durations_in_colour() {
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf
+        let (_dir, trace) = fake_trace(&[FakeTask::main(
+            7,
+            vec![
+                ev(Entry, 0, 0),
+                ev(Entry, 2, 10),
+                ev(Exit, 2, 2_500_010), // 2.5 ms: green unit
+                ev(Entry, 1, 3_000_000),
+                ev(Entry, 2, 3_000_100),
+                ev(Unwind, 2, 3_000_200), // leaf, unwound
+                ev(EventKind::Signal, 10, 3_000_300),
+                ev(Lost, 12, 3_000_400),
+                ev(Exit, 3, 3_000_500),       // exit without entry
+                ev(Unwind, 1, 2_003_000_000), // 2 s: yellow unit, unwound
+                ev(Entry, 3, 2_003_000_100),
+                ev(Exit, 3, 62_003_000_100),  // a minute: red unit
+                ev(Entry, 1, 62_003_000_200), // never returns; nor does main
+            ],
+        )]);
+        crate::output::term::set_colour(true);
+        let (text, _) = render(&trace);
+        crate::output::term::set_colour(false);
+        let (g, y, r, m, o) = ("\x1b[32m", "\x1b[33m", "\x1b[91m", "\x1b[35m", "\x1b[0m");
+        let expected = format!(
+            "\
+# DURATION     TID     FUNCTION
+# task 7: pid 7, tid 7 (prog), /usr/bin/prog, the program started
+            [    7] | main() {{
+   2.500 {g}ms{o} [    7] |   strtol();
+            [    7] |   parse_args() {{
+   0.100 us [    7] |     strtol(); {y}(unwound){o}
+            [    7] |     {m}/* signal SIGUSR1 */{o}
+            [    7] |     {r}... 12 events lost ...{o}
+            [    7] |     }} /* leaf */ {r}(entry not recorded){o}
+   2.000 {y}s{o}  [    7] |   }} /* parse_args */ {y}(unwound){o}
+  60.000 {r}s{o}  [    7] |   leaf();
+            [    7] |   parse_args() {{
+            [    7] |   }} /* parse_args */ {r}(not returned){o}
+            [    7] | }} /* main */ {r}(not returned){o}
+"
+        );
+        assert_eq!(text, expected);
+        // Without colour, the same text without the escapes.
+        let (plain, _) = render(&trace);
+        let mut stripped = expected;
+        for code in [g, y, r, m, o] {
+            stripped = stripped.replace(code, "");
+        }
+        assert_eq!(plain, stripped);
+    }
+
+    #[test]
     fn tasks_one_after_the_other() {
         let (_dir, trace) = fake_trace(&[
             FakeTask::main(
