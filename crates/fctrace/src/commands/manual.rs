@@ -57,15 +57,52 @@ pub fn man(args: ManArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The page of `cmd` (the top-level one ends with the environment).
+/// The page of `cmd`: clap_mangen's sections, the examples of the
+/// long help as an EXAMPLES section (kept as written), and for the
+/// top-level page the environment.
 fn render(cmd: &clap::Command, out: &mut Vec<u8>) -> anyhow::Result<()> {
-    clap_mangen::Man::new(cmd.clone())
-        .manual("fctrace manual")
-        .render(out)?;
+    let man = clap_mangen::Man::new(cmd.clone()).manual("fctrace manual");
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    man.render_synopsis_section(out)?;
+    man.render_description_section(out)?;
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(out)?;
+    }
+    if cmd.has_subcommands() {
+        man.render_subcommands_section(out)?;
+    }
+    if let Some(after) = cmd.get_after_long_help() {
+        out.extend_from_slice(examples_section(&after.to_string()).as_bytes());
+    }
+    if cmd.get_version().is_some() {
+        man.render_version_section(out)?;
+    }
     if cmd.get_name() == "fctrace" {
         out.extend_from_slice(ENVIRONMENT.as_bytes());
     }
     Ok(())
+}
+
+/// The `Examples:` text of the long help as a roff section whose lines
+/// stay as they are (no filling), quotes and dashes as typed.
+fn examples_section(text: &str) -> String {
+    let mut roff = String::from(".SH EXAMPLES\n.nf\n");
+    for line in text.lines().skip_while(|l| l.trim_end() == "Examples:") {
+        if line.is_empty() {
+            roff.push_str(".fi\n.PP\n.nf\n");
+            continue;
+        }
+        let escaped = line
+            .replace('\\', "\\e")
+            .replace('-', "\\-")
+            .replace('\'', "\\(aq");
+        roff.push_str("\\&");
+        roff.push_str(&escaped);
+        roff.push('\n');
+    }
+    roff.push_str(".fi\n");
+    roff
 }
 
 /// Writes `bytes` to stdout; a closed pipe (`| head`) is not an error.
