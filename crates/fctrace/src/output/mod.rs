@@ -38,10 +38,11 @@ impl Duration {
     /// Appends the column to `out`: the same text as `Display`, without the
     /// formatting machinery for the common case (below a millisecond, where
     /// the three decimals are exactly the nanoseconds).
-    /// With `colour`, the unit is coloured (see [`term`]); below a
-    /// millisecond it never is, so that common path is the same.
-    #[inline(always)]
-    pub fn push_with(self, out: &mut Vec<u8>, colour: bool) {
+    /// When colour is on ([`term::colour`]), the unit of a duration of a
+    /// millisecond or more is coloured; below that it never is, so the
+    /// common path does not even look.
+    #[inline]
+    pub fn push_to(self, out: &mut Vec<u8>) {
         let ns = self.0;
         if ns <= 999_999 {
             // `{:7.3}` of the microseconds without the leading space the
@@ -51,21 +52,22 @@ impl Duration {
             let i = &THREE_DIGITS.aligned[int];
             let f = &THREE_DIGITS.padded[frac];
             out.extend_from_slice(&[i[0], i[1], i[2], b'.', f[0], f[1], f[2], b' ', b'u', b's']);
-        } else if colour {
-            self.push_coloured(out);
         } else {
-            use std::io::Write as _;
-            let _ = write!(out, "{self}");
+            self.push_long(out);
         }
     }
 
-    /// The column with its unit in colour: `ms` green, `s` yellow, red
-    /// from a minute on (the unit's trailing space stays outside).
-    #[cold]
+    /// A millisecond or more: the column through `Display`, with its unit
+    /// in colour when colour is on: `ms` green, `s` yellow, red from a
+    /// minute on (the unit's trailing space stays outside). Out of line,
+    /// as rare as it is slow.
     #[inline(never)]
-    fn push_coloured(self, out: &mut Vec<u8>) {
+    fn push_long(self, out: &mut Vec<u8>) {
         use std::io::Write as _;
         let _ = write!(out, "{self}");
+        if !term::colour() {
+            return;
+        }
         let unit = out.len() - 2;
         let (colour, text, after) = match &out[unit..] {
             b"us" => (None, "us", ""),
@@ -90,7 +92,7 @@ impl Duration {
             return duration(self.0);
         }
         let mut v = Vec::with_capacity(24);
-        self.push_with(&mut v, term::colour());
+        self.push_to(&mut v);
         String::from_utf8(v).unwrap_or_default()
     }
 }
@@ -256,24 +258,23 @@ mod tests {
         ]);
         for ns in values {
             let mut v = Vec::new();
-            Duration(ns).push_with(&mut v, false);
+            Duration(ns).push_to(&mut v);
             assert_eq!(String::from_utf8(v).unwrap(), duration(ns), "{ns}");
         }
     }
 
     #[test]
     fn coloured_units() {
-        let painted = |ns: u64| {
-            let mut v = Vec::new();
-            Duration(ns).push_with(&mut v, true);
-            String::from_utf8(v).unwrap()
-        };
+        term::set_colour(true);
+        let painted = |ns: u64| Duration(ns).painted();
         assert_eq!(painted(999_999), "999.999 us");
         assert_eq!(painted(2_113_000), "  2.113 \x1b[32mms\x1b[0m");
         assert_eq!(painted(999_999_499), "999.999 \x1b[32mms\x1b[0m");
         assert_eq!(painted(999_999_500), "  1.000 \x1b[33ms\x1b[0m ");
         assert_eq!(painted(59_999_999_999), " 60.000 \x1b[33ms\x1b[0m ");
         assert_eq!(painted(60_000_000_000), " 60.000 \x1b[91ms\x1b[0m ");
+        term::set_colour(false);
+        assert_eq!(painted(2_113_000), "  2.113 ms");
     }
 
     #[test]

@@ -37,16 +37,19 @@
 //!   fatal signal is the last line of its task before the frames closed as
 //!   not returned;
 //! - a `Lost` record prints `... N events lost ...`.
+//!
+//! With colour on (`--color`, see [`super::term`]), the unit of a duration
+//! of a millisecond or more and the markers above are painted; the
+//! common lines take the same code either way.
 
 use super::filter::{EventSource, Filter};
 use super::names::{CallNames, TreeName, PIECE};
-use super::term::{MAGENTA, RED, YELLOW};
+use super::term::{MAGENTA, RED, RESET, YELLOW};
 use super::{is_broken_pipe, warn, Duration, Progress};
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, StoreError, TaskInfo, TaskOrigin, Trace};
 use fctrace_options::known_signal_name as signal_name;
 use fctrace_options::Options;
-use std::borrow::Cow;
 use std::io::{self, Write};
 use std::rc::Rc;
 
@@ -172,7 +175,6 @@ pub fn write_tree_with(
     let mut out = Sink {
         buf: Vec::with_capacity(SINK_CAPACITY + 1024),
         out,
-        colour: super::term::colour(),
     };
     let mut summary = TreeSummary::default();
     let mut names = CallNames::new(trace);
@@ -244,8 +246,6 @@ const SINK_CAPACITY: usize = 1 << 16;
 struct Sink<'a> {
     buf: Vec<u8>,
     out: &'a mut dyn Write,
-    /// Durations' units and markers in colour (see [`super::term`]).
-    colour: bool,
 }
 
 /// Spaces of the deepest indent, in whole [`PIECE`]s.
@@ -279,12 +279,11 @@ impl Sink<'_> {
     /// The start of a line: duration column, task column, indent.
     #[inline(always)]
     fn start(&mut self, dur: Option<u64>, column: &Column, depth: usize) {
-        let colour = self.colour;
         let buf = &mut self.buf;
         match dur {
             Some(ns) => {
                 buf.push(b' ');
-                Duration(ns).push_with(buf, colour);
+                Duration(ns).push_to(buf);
                 buf.push(b' ');
             }
             None => buf.extend_from_slice(b"            "),
@@ -313,17 +312,9 @@ impl Sink<'_> {
         self.line_done()
     }
 
-    /// A marker (`(unwound)`, `/* signal SIGINT */`...) in `colour` when
-    /// colour is on.
-    fn mark<'t>(&self, text: &'t str, colour: &str) -> Cow<'t, str> {
-        if self.colour {
-            Cow::Owned(format!("{colour}{text}{}", super::term::RESET))
-        } else {
-            Cow::Borrowed(text)
-        }
-    }
-
-    /// One line whose text is the concatenation of `parts`.
+    /// One line whose text is the concatenation of `parts`. The lines of
+    /// markers come here (the common lines do not): with colour on, they
+    /// are painted on their way ([`Sink::painted_line`]).
     fn line(
         &mut self,
         dur: Option<u64>,
@@ -331,10 +322,60 @@ impl Sink<'_> {
         depth: usize,
         parts: &[&str],
     ) -> io::Result<()> {
+        if super::term::colour() {
+            return self.painted_line(dur, column, depth, parts);
+        }
         self.start(dur, column, depth);
         for p in parts {
             self.buf.extend_from_slice(p.as_bytes());
         }
+        self.buf.push(b'\n');
+        self.line_done()
+    }
+}
+
+/// The markers that end a line, and their colours.
+const END_MARKERS: [(&str, &str); 3] = [
+    ("(unwound)", YELLOW),
+    ("(not returned)", RED),
+    ("(entry not recorded)", RED),
+];
+
+impl Sink<'_> {
+    /// [`Sink::line`] with colour on: a line ending in a marker of
+    /// [`END_MARKERS`] has that marker painted; a signal's line
+    /// (`/* signal SIGUSR1 */`) is magenta and a `... N events lost ...`
+    /// line red, whole. (Kept apart from the writing of the events, so
+    /// that code is the same with colour on or off.)
+    #[cold]
+    #[inline(never)]
+    fn painted_line(
+        &mut self,
+        dur: Option<u64>,
+        column: &Column,
+        depth: usize,
+        parts: &[&str],
+    ) -> io::Result<()> {
+        let text = parts.concat();
+        let whole = if text.starts_with("/* signal ") {
+            Some(MAGENTA)
+        } else if text.starts_with("... ") && text.ends_with(" events lost ...") {
+            Some(RED)
+        } else {
+            None
+        };
+        self.start(dur, column, depth);
+        let painted = match whole {
+            Some(colour) => format!("{colour}{text}{RESET}"),
+            None => match END_MARKERS.iter().find(|(m, _)| text.ends_with(m)) {
+                Some((mark, colour)) => {
+                    let plain = &text[..text.len() - mark.len()];
+                    format!("{plain}{colour}{mark}{RESET}")
+                }
+                None => text,
+            },
+        };
+        self.buf.extend_from_slice(painted.as_bytes());
         self.buf.push(b'\n');
         self.line_done()
     }
@@ -461,8 +502,7 @@ impl<S: EventSource> TaskState<S> {
                         if exit.kind == EventKind::Exit {
                             out.text_line(Some(dur), column, depth, name.leaf_line())?;
                         } else {
-                            let mark = out.mark("(unwound)", YELLOW);
-                            out.line(Some(dur), column, depth, &[&name.name, "; ", &mark])?;
+                            out.line(Some(dur), column, depth, &[&name.name, "; (unwound)"])?;
                         }
                         self.advance(summary);
                         Ok(())
@@ -513,32 +553,35 @@ impl<S: EventSource> TaskState<S> {
                         };
                         if let Some(text) = retval {
                             let end = if event.kind == EventKind::Exit {
-                                Cow::Borrowed("")
+                                ""
                             } else {
-                                Cow::Owned(format!(" {}", out.mark("(unwound)", YELLOW)))
+                                " (unwound)"
                             };
                             out.line(
                                 Some(dur),
                                 &self.column,
                                 j,
-                                &["} /* ", frame.name.bare(), " */ = ", &text, &end],
+                                &["} /* ", frame.name.bare(), " */ = ", &text, end],
                             )
                         } else if event.kind == EventKind::Exit {
                             out.text_line(Some(dur), &self.column, j, frame.name.close_line())
                         } else {
-                            let mark = out.mark("(unwound)", YELLOW);
                             out.line(
                                 Some(dur),
                                 &self.column,
                                 j,
-                                &["} /* ", frame.name.bare(), " */ ", &mark],
+                                &["} /* ", frame.name.bare(), " */ (unwound)"],
                             )
                         }
                     }
                     None => {
                         let name = names.get(self.session, event.func);
-                        let mark = out.mark("(entry not recorded)", RED);
-                        out.line(None, column, depth, &["} /* ", name.bare(), " */ ", &mark])
+                        out.line(
+                            None,
+                            column,
+                            depth,
+                            &["} /* ", name.bare(), " */ (entry not recorded)"],
+                        )
                     }
                 }
             }
@@ -546,15 +589,12 @@ impl<S: EventSource> TaskState<S> {
                 let sig = i32::try_from(event.func).unwrap_or(i32::MAX);
                 let number = event.func.to_string();
                 let name = signal_name(sig).unwrap_or(&number);
-                let text = format!("/* signal {name} */");
-                let mark = out.mark(&text, MAGENTA);
-                out.line(None, column, depth, &[&mark])
+                out.line(None, column, depth, &["/* signal ", name, " */"])
             }
             EventKind::Lost => {
                 summary.lost_in_streams += u64::from(event.func);
-                let text = format!("... {} events lost ...", event.func);
-                let mark = out.mark(&text, RED);
-                out.line(None, column, depth, &[&mark])
+                let count = event.func.to_string();
+                out.line(None, column, depth, &["... ", &count, " events lost ..."])
             }
             EventKind::Retval => {
                 let text = self.take_values(summary);
@@ -612,11 +652,11 @@ impl<S: EventSource> TaskState<S> {
                 self.advance(summary);
                 let ret = ret.map(|r| format!(" = {r}")).unwrap_or_default();
                 let end = if next.kind == EventKind::Exit {
-                    Cow::Borrowed(";")
+                    ";"
                 } else {
-                    Cow::Owned(format!("; {}", out.mark("(unwound)", YELLOW)))
+                    "; (unwound)"
                 };
-                out.line(Some(dur), &self.column, depth, &[&call, &ret, &end])
+                out.line(Some(dur), &self.column, depth, &[&call, &ret, end])
             }
             _ => {
                 if let Some(r) = ret {
@@ -695,12 +735,11 @@ impl<S: EventSource> TaskState<S> {
     fn close_not_returned(&mut self, out: &mut Sink) -> io::Result<()> {
         if let Some(frame) = self.stack.pop() {
             let depth = self.stack.len();
-            let mark = out.mark("(not returned)", RED);
             out.line(
                 None,
                 &self.column,
                 depth,
-                &["} /* ", frame.name.bare(), " */ ", &mark],
+                &["} /* ", frame.name.bare(), " */ (not returned)"],
             )?;
         }
         Ok(())
