@@ -339,8 +339,19 @@ impl Session {
     /// Waits until the terminal has shown `text` (the test fails after a
     /// minute).
     fn wait_for(&mut self, text: &str) {
+        self.wait_for_after(0, text);
+    }
+
+    /// Waits until the terminal has shown `text` after the first `start`
+    /// bytes it showed; returns where it ends.
+    fn wait_for_after(&mut self, start: usize, text: &str) -> usize {
         let deadline = Instant::now() + Duration::from_secs(60);
-        while !String::from_utf8_lossy(&self.seen).contains(text) {
+        loop {
+            let tail = String::from_utf8_lossy(self.seen.get(start..).unwrap_or_default());
+            if let Some(at) = tail.find(text) {
+                // (Offsets in the lossy text: the output here is ASCII.)
+                return start + at + text.len();
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             match self.chunks.recv_timeout(left) {
                 Ok(chunk) => self.seen.extend(chunk),
@@ -353,6 +364,12 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// Types `keys` without waiting.
+    fn type_keys(&mut self, keys: &[u8]) {
+        self.keys.write_all(keys).unwrap();
+        self.keys.flush().unwrap();
     }
 
     /// Types `keys`, then waits for the end (killed after a minute).
@@ -412,6 +429,25 @@ fn less_by_default_and_quitting_it_with_q() {
         // Not all 6000 calls were shown: the user quit first.
         assert!(seen.matches("tick").count() < 100, "{seen}");
     }
+}
+
+#[test]
+fn ctrl_c_in_the_pager_leaves_fctrace_waiting_for_it() {
+    let rec = long_recording();
+    let d = rec.dir.path.to_str().unwrap();
+    let mut s = Session::start(script_command(&shell_line(&["replay", "-d", d]), &[]));
+    s.wait_for("| main() {");
+    // Ctrl-C goes to fctrace and less (one process group): less takes it,
+    // fctrace must not die (its pager would be left behind); `q` then
+    // ends both, quietly. less answers Ctrl-C with a bell and redraws the
+    // screen up to its prompt (keys typed before that are dropped).
+    let before = s.seen.len();
+    s.type_keys(b"\x03");
+    let bell = s.wait_for_after(before, "\x07");
+    s.wait_for_after(bell, "\n:");
+    let (status, seen) = s.type_and_wait(b"q");
+    assert!(status.success(), "{status}\n{seen}");
+    assert!(!seen.contains("fctrace:"), "{seen}");
 }
 
 #[test]

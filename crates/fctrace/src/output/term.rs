@@ -137,6 +137,8 @@ impl Pager {
         if saved_stderr.is_some() {
             let _ = rustix::stdio::dup2_stderr(&pipe);
         }
+        // Started first: the pager keeps the default dispositions.
+        crate::recorder::ignore_terminal_interrupts();
         Some(Pager {
             child,
             saved_stdout,
