@@ -36,9 +36,6 @@ pub fn run(args: ReportArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         }
         return Err(e).context("cannot write the report");
     }
-    drop(out);
-    // The pager ends before the warnings: they are read after it.
-    drop(output);
 
     let lost = trace.info.lost_events.max(stats.lost_in_streams);
     if lost > 0 {
