@@ -16,6 +16,7 @@ const EXAMPLES: &str = "Examples:
   fctrace report -s self -F '^sqlite3'    per-function times under sqlite3* functions
   fctrace graph malloc                    every chain of callers of malloc, with counts
   fctrace report -d old.data --diff new.data    what changed between two runs
+  fctrace -o tree.txt ./app               the tree into tree.txt, the program's output on the terminal
 
 docs/options.md describes every option; docs/ the engine, trace format and performance.";
 
@@ -38,6 +39,8 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     #[command(flatten)]
+    pub terminal: TerminalArgs,
+    #[command(flatten)]
     pub live: LiveArgs,
 }
 
@@ -55,6 +58,79 @@ pub enum Command {
     Info(InfoArgs),
     /// Browse a recorded trace interactively: call graph, report, tasks
     Tui(TuiArgs),
+    /// Print a shell completion script, e.g. `source <(fctrace completions bash)`
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff), e.g. `fctrace man | man -l -`
+    Man(ManArgs),
+}
+
+/// When to colour the output.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ColorWhen {
+    /// When the output goes to a terminal and NO_COLOR is not set
+    #[default]
+    Auto,
+    /// Always, also into a file or a pipe (`| less -R`)
+    Always,
+    /// Never
+    Never,
+}
+
+/// How the output looks on a terminal: options of every command, given
+/// before or after the command's name.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TerminalArgs {
+    /// Colour long durations (the unit: ms green, s yellow, a minute or
+    /// more red, as uftrace) and markers (signals, lost events, unwound
+    /// and never-returned frames): auto (on a terminal, unless the NO_COLOR
+    /// environment variable is set), always or never, e.g. `--color never`
+    #[arg(
+        long = "color",
+        alias = "colour",
+        value_name = "WHEN",
+        value_enum,
+        default_value_t = ColorWhen::Auto,
+        global = true,
+        help_heading = "Output"
+    )]
+    pub color: ColorWhen,
+    /// Print directly instead of through a pager: on a terminal, `replay`,
+    /// `report` and `info` page their output with $FCTRACE_PAGER, else
+    /// $PAGER, else `less -R` (LESS=FRX unless LESS is set); live mode
+    /// and `record` never page
+    #[arg(long = "no-pager", global = true, help_heading = "Output")]
+    pub no_pager: bool,
+}
+
+/// Where the output goes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct OutputArgs {
+    /// Write the output to FILE (created or truncated before anything
+    /// runs) instead of stdout; in live mode the program's own output
+    /// stays on stdout and the call tree goes to FILE, e.g. `-o tree.txt`
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        help_heading = "Output"
+    )]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell, e.g. `fctrace completions zsh > ~/.zfunc/_fctrace`
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// Write fctrace.1 and one page per command (fctrace-record.1, ...)
+    /// into DIR instead of printing fctrace.1, e.g. `--dir
+    /// ~/.local/share/man/man1`
+    #[arg(long = "dir", value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// What to trace: shared by live mode and `record`.
@@ -227,6 +303,8 @@ pub struct LiveArgs {
     pub trace: TraceOptions,
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// The program to run, then its arguments
     #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, num_args = 1..)]
     pub command: Vec<OsString>,
@@ -253,6 +331,8 @@ pub struct ReplayArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,6 +374,8 @@ pub struct ReportArgs {
     pub diff_policy: Option<String>,
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,6 +407,8 @@ pub struct GraphArgs {
     pub per_task: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Args, Debug)]
@@ -332,6 +416,8 @@ pub struct InfoArgs {
     /// Trace directory to read, e.g. `-d /tmp/run1.data`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Args, Debug)]
@@ -347,6 +433,72 @@ pub struct TuiArgs {
     pub filter: FilterArgs,
 }
 
+/// The command line; a bare `fctrace` prints [`short_usage`] on stderr and
+/// exits with status 2, as clap does for other usage errors.
 pub fn parse() -> Cli {
-    Cli::parse()
+    if std::env::args_os().len() <= 1 {
+        eprint!("{}", short_usage());
+        std::process::exit(2);
+    }
+    Cli::parse_from(terminal_options_after_command(
+        std::env::args_os().collect(),
+    ))
+}
+
+/// `fctrace --no-pager replay ...` as `fctrace replay --no-pager ...`
+/// (as git takes `git --no-pager log`): the terminal options
+/// ([`TerminalArgs`]) before a command's name are moved after it. Any
+/// other option before a name makes live mode run a program of that name.
+pub fn terminal_options_after_command(args: Vec<OsString>) -> Vec<OsString> {
+    let mut i = 1;
+    while let Some(arg) = args.get(i).and_then(|a| a.to_str()) {
+        i += match arg {
+            "--no-pager" => 1,
+            "--color" | "--colour" => 2,
+            _ if arg.starts_with("--color=") || arg.starts_with("--colour=") => 1,
+            _ => break,
+        };
+    }
+    let Some(name) = args.get(i).and_then(|a| a.to_str()) else {
+        return args;
+    };
+    if i == 1 || !command().get_subcommands().any(|c| c.get_name() == name) {
+        return args;
+    }
+    let mut moved = vec![args[0].clone(), args[i].clone()];
+    moved.extend_from_slice(&args[1..i]);
+    moved.extend_from_slice(&args[i + 1..]);
+    moved
+}
+
+/// The clap definition of the whole command line (for help, the manual
+/// page and completion scripts).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command()
+}
+
+/// What a bare `fctrace` prints: the usage lines and every command with
+/// its one-line description, as clap's definition has them (a command
+/// added to [`Command`] shows up here by itself).
+pub fn short_usage() -> String {
+    let mut cmd = command();
+    let mut text = format!("{}\n\nCommands:\n", cmd.render_usage());
+    let commands: Vec<(String, String)> = cmd
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| {
+            let about = c.get_about().map(|a| a.to_string()).unwrap_or_default();
+            (c.get_name().to_string(), about)
+        })
+        .collect();
+    let width = commands.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    for (name, about) in &commands {
+        text.push_str(&format!("  {name:width$}  {about}\n"));
+    }
+    text.push_str(
+        "\n`fctrace PROGRAM [ARGS...]` traces PROGRAM and prints its call tree.\n\
+         `fctrace --help` lists every option, `fctrace COMMAND --help` a command's.\n",
+    );
+    text
 }

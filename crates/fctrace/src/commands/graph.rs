@@ -1,5 +1,6 @@
 //! `fctrace graph`: the call graph of a recorded trace.
 
+use super::{Output, Terminal};
 use crate::cli::{GraphArgs, GraphFormat};
 use crate::output::graph::{self, Lang};
 use crate::output::{filter, warn};
@@ -9,7 +10,7 @@ use fctrace_options::FuncPattern;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-pub fn run(args: GraphArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: GraphArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
     let pattern = args
         .function
@@ -25,8 +26,8 @@ pub fn run(args: GraphArgs) -> anyhow::Result<ExitCode> {
     let options = filter::with_recorded_display(&given, &trace);
     let g = graph::build(&trace, &options, args.per_task);
 
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut output = Output::open(&args.output, terminal)?;
+    let mut out = BufWriter::new(&mut output.writer);
     let written = match &pattern {
         None => match args.format {
             GraphFormat::Text => graph::write_text(&mut out, &trace, &g),

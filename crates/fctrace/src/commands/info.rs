@@ -1,7 +1,9 @@
 //! `fctrace info`: what a trace holds.
 
+use super::{Output, Terminal};
 use crate::cli::InfoArgs;
 use crate::output::is_broken_pipe;
+use crate::output::term::{paint, RED};
 use anyhow::Context;
 use fctrace_format::store::{ExitStatus, Trace};
 use fctrace_format::symtab::{FuncKind, FuncStatus, SymTab};
@@ -13,10 +15,10 @@ use std::process::ExitCode;
 /// files are damaged, as `replay` does on the same trace: each task's file
 /// is checked chunk by chunk (headers, sizes, checksums, the count of
 /// events), without decoding the events.
-pub fn run(args: InfoArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: InfoArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let trace = Trace::open(&args.dir)?;
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut output = Output::open(&args.output, terminal)?;
+    let mut out = BufWriter::new(&mut output.writer);
     let damaged = damaged_tasks(&trace);
     let written = write_info(&mut out, &trace)
         .and_then(|()| write_damaged(&mut out, &damaged))
@@ -53,11 +55,11 @@ fn write_damaged(out: &mut dyn Write, damaged: &[(u32, String)]) -> anyhow::Resu
     }
     writeln!(out)?;
     let n = damaged.len();
-    writeln!(
-        out,
+    let heading = format!(
         "Damaged events ({n} task{}):",
         if n == 1 { "" } else { "s" }
-    )?;
+    );
+    writeln!(out, "{}", paint(&heading, RED))?;
     for (id, e) in damaged {
         writeln!(out, "  task {id}: {e}")?;
     }
@@ -83,7 +85,12 @@ pub fn write_info(out: &mut dyn Write, trace: &Trace) -> anyhow::Result<()> {
         writeln!(out, "Record options: {}", options_text(&info.options))?;
     }
     writeln!(out, "Events:         {}", info.events)?;
-    writeln!(out, "Lost events:    {}", info.lost_events)?;
+    let lost = info.lost_events.to_string();
+    let lost = match info.lost_events {
+        0 => lost,
+        _ => paint(&lost, RED),
+    };
+    writeln!(out, "Lost events:    {lost}")?;
     if info.invalid_events > 0 {
         writeln!(out, "Invalid records: {} (skipped)", info.invalid_events)?;
     }

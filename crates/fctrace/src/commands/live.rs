@@ -2,6 +2,7 @@
 //! directory, then print the call tree, as `fctrace record` followed by
 //! `fctrace replay` would.
 
+use super::{Output, Terminal};
 use crate::cli::LiveArgs;
 use crate::output::filter;
 use crate::recorder;
@@ -9,9 +10,11 @@ use anyhow::Context;
 use fctrace_options::Options;
 use std::process::ExitCode;
 
-pub fn run(args: LiveArgs) -> anyhow::Result<ExitCode> {
-    // Bad filter or argument specs are errors before anything runs.
+pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
+    // Bad filter or argument specs are errors before anything runs, and
+    // so is an output file that cannot be created.
     let options = args.filter.to_options_with(&args.trace)?;
+    let mut output = Output::open(&args.output, terminal)?;
     // A new directory only this user can enter (mkdtemp: a random name,
     // created 0700, never one that already exists).
     let tmp = tempfile::Builder::new()
@@ -30,9 +33,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<ExitCode> {
         // options (-C, -t, --tid) act here, as `replay` applies them.
         let mut display = filter::with_recorded_display(&Options::default(), &trace);
         filter::add_recorded_backtraces(&mut display, &trace);
-        let stdout = std::io::stdout();
-        let mut lock = stdout.lock();
-        crate::output::tree::print_tree_with(&trace, &display, &mut lock)?;
+        crate::output::tree::print_tree_with(&trace, &display, &mut output.writer)?;
         Ok(out.exit)
     })();
     // Removed before ending like the program (which may mean a signal).

@@ -1,12 +1,12 @@
 //! `fctrace replay`: print the call tree of a recorded trace.
 
+use super::{Output, Terminal};
 use crate::cli::ReplayArgs;
 use crate::output::{filter, tree};
 use fctrace_format::store::Trace;
-use std::io;
 use std::process::ExitCode;
 
-pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: ReplayArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
     let trace = Trace::open(&args.dir)?;
     // Only the patterns given here are checked, not the record-time
@@ -15,7 +15,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     filter::warn_tracing_gaps(&trace, &given);
     let mut options = filter::with_recorded_display(&given, &trace);
     filter::add_recorded_backtraces(&mut options, &trace);
-    let stdout = io::stdout();
-    tree::print_tree_with(&trace, &options, &mut stdout.lock())?;
+    let mut out = Output::open(&args.output, terminal)?;
+    tree::print_tree_with(&trace, &options, &mut out.writer)?;
     Ok(ExitCode::SUCCESS)
 }

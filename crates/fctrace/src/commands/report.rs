@@ -1,5 +1,6 @@
 //! `fctrace report`: per-function statistics of a recorded trace.
 
+use super::{Output, Terminal};
 use crate::cli::{Format, ReportArgs};
 use crate::output::{diff, report, warn};
 use anyhow::Context;
@@ -7,7 +8,7 @@ use fctrace_format::store::Trace;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: ReportArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
     if let Some(other) = &args.diff {
         let policy = args
@@ -17,14 +18,14 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             .transpose()
             .map_err(|e| anyhow::anyhow!("invalid --diff-policy: {e}"))?
             .unwrap_or_default();
-        return run_diff(&args, other, &given, policy);
+        return run_diff(&args, other, &given, policy, terminal);
     }
     let trace = Trace::open(&args.dir)?;
     let mut stats = aggregate(&trace, &given);
     report::sort(&mut stats.functions, args.sort);
 
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut output = Output::open(&args.output, terminal)?;
+    let mut out = BufWriter::new(&mut output.writer);
     let written = match args.format {
         Format::Text => report::write_text(&mut out, &stats.functions),
         Format::Json => {
@@ -61,6 +62,7 @@ fn run_diff(
     other_dir: &std::path::Path,
     given: &fctrace_options::Options,
     policy: diff::Policy,
+    terminal: &Terminal,
 ) -> anyhow::Result<ExitCode> {
     let base = Trace::open(&args.dir)?;
     let other = Trace::open(other_dir)?;
@@ -79,8 +81,8 @@ fn run_diff(
             trace: &other,
         },
     );
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut output = Output::open(&args.output, terminal)?;
+    let mut out = BufWriter::new(&mut output.writer);
     let written = match args.format {
         Format::Text => diff::write_text(&mut out, &sides.0, &sides.1, &rows, policy),
         Format::Json => diff::write_json(&mut out, &sides.0, &sides.1, lost, &rows),

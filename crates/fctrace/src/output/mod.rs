@@ -19,6 +19,7 @@ pub mod filter;
 pub mod graph;
 pub mod names;
 pub mod report;
+pub mod term;
 pub mod tree;
 
 #[cfg(test)]
@@ -45,6 +46,9 @@ impl Duration {
     /// Appends the column to `out`: the same text as `Display`, without the
     /// formatting machinery for the common case (below a millisecond, where
     /// the three decimals are exactly the nanoseconds).
+    /// When colour is on ([`term::colour`]), the unit of a duration of a
+    /// millisecond or more is coloured; below that it never is, so the
+    /// common path does not even look.
     #[inline]
     pub fn push_to(self, out: &mut Vec<u8>) {
         let ns = self.0;
@@ -57,9 +61,47 @@ impl Duration {
             let f = &THREE_DIGITS.padded[frac];
             out.extend_from_slice(&[i[0], i[1], i[2], b'.', f[0], f[1], f[2], b' ', b'u', b's']);
         } else {
-            use std::io::Write as _;
-            let _ = write!(out, "{self}");
+            self.push_long(out);
         }
+    }
+
+    /// A millisecond or more: the column through `Display`, with its unit
+    /// in colour when colour is on: `ms` green, `s` yellow, red from a
+    /// minute on (the unit's trailing space stays outside). Out of line,
+    /// as rare as it is slow.
+    #[inline(never)]
+    fn push_long(self, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        let _ = write!(out, "{self}");
+        if !term::colour() {
+            return;
+        }
+        let unit = out.len() - 2;
+        let (colour, text, after) = match &out[unit..] {
+            b"us" => (None, "us", ""),
+            b"ms" => (Some(term::GREEN), "ms", ""),
+            _ if self.0 >= 60_000_000_000 => (Some(term::RED), "s", " "),
+            _ => (Some(term::YELLOW), "s", " "),
+        };
+        out.truncate(unit);
+        if let Some(colour) = colour {
+            out.extend_from_slice(colour.as_bytes());
+            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(term::RESET.as_bytes());
+        } else {
+            out.extend_from_slice(text.as_bytes());
+        }
+        out.extend_from_slice(after.as_bytes());
+    }
+
+    /// The column as text, coloured when colour is on ([`term::colour`]).
+    pub fn painted(self) -> String {
+        if !term::colour() {
+            return duration(self.0);
+        }
+        let mut v = Vec::with_capacity(24);
+        self.push_to(&mut v);
+        String::from_utf8(v).unwrap_or_default()
     }
 }
 
@@ -192,9 +234,11 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Prints a warning on stderr, as every fctrace warning.
+/// Prints a warning on stderr, as every fctrace warning (quietly nothing
+/// when stderr is gone: a pager the user quit).
 pub fn warn(message: &str) {
-    eprintln!("fctrace: warning: {message}");
+    use std::io::Write as _;
+    let _ = writeln!(io::stderr().lock(), "fctrace: warning: {message}");
 }
 
 #[cfg(test)]
@@ -225,6 +269,20 @@ mod tests {
             Duration(ns).push_to(&mut v);
             assert_eq!(String::from_utf8(v).unwrap(), duration(ns), "{ns}");
         }
+    }
+
+    #[test]
+    fn coloured_units() {
+        term::set_colour(true);
+        let painted = |ns: u64| Duration(ns).painted();
+        assert_eq!(painted(999_999), "999.999 us");
+        assert_eq!(painted(2_113_000), "  2.113 \x1b[32mms\x1b[0m");
+        assert_eq!(painted(999_999_499), "999.999 \x1b[32mms\x1b[0m");
+        assert_eq!(painted(999_999_500), "  1.000 \x1b[33ms\x1b[0m ");
+        assert_eq!(painted(59_999_999_999), " 60.000 \x1b[33ms\x1b[0m ");
+        assert_eq!(painted(60_000_000_000), " 60.000 \x1b[91ms\x1b[0m ");
+        term::set_colour(false);
+        assert_eq!(painted(2_113_000), "  2.113 ms");
     }
 
     #[test]

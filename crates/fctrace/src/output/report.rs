@@ -21,7 +21,7 @@
 
 use super::calls::Functions;
 use super::filter::{EventSource, Filter};
-use super::{duration, Progress};
+use super::Progress;
 use crate::cli::SortKey;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{StoreError, Trace};
@@ -264,7 +264,7 @@ pub fn sort(functions: &mut [FuncStats], key: SortKey) {
 }
 
 fn time_column(ns: Option<u64>) -> String {
-    ns.map_or_else(|| "-".to_string(), duration)
+    ns.map_or_else(|| "-".to_string(), |ns| super::Duration(ns).painted())
 }
 
 /// The text table, uftrace style.
@@ -300,8 +300,8 @@ pub fn write_text(out: &mut dyn Write, functions: &[FuncStats]) -> io::Result<()
         writeln!(
             out,
             "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {}",
-            duration(f.total_ns),
-            duration(f.self_ns),
+            super::Duration(f.total_ns).painted(),
+            super::Duration(f.self_ns).painted(),
             f.calls,
             time_column(f.min_ns),
             time_column(f.avg_ns()),

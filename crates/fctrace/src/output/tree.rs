@@ -37,9 +37,14 @@
 //!   fatal signal is the last line of its task before the frames closed as
 //!   not returned;
 //! - a `Lost` record prints `... N events lost ...`.
+//!
+//! With colour on (`--color`, see [`super::term`]), the unit of a duration
+//! of a millisecond or more and the markers above are painted; the
+//! common lines take the same code either way.
 
 use super::filter::{EventSource, Filter};
 use super::names::{CallNames, TreeName, PIECE};
+use super::term::{MAGENTA, RED, RESET, YELLOW};
 use super::{is_broken_pipe, warn, Duration, Progress};
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, StoreError, TaskInfo, TaskOrigin, Trace};
@@ -307,7 +312,9 @@ impl Sink<'_> {
         self.line_done()
     }
 
-    /// One line whose text is the concatenation of `parts`.
+    /// One line whose text is the concatenation of `parts`. The lines of
+    /// markers come here (the common lines do not): with colour on, they
+    /// are painted on their way ([`Sink::painted_line`]).
     fn line(
         &mut self,
         dur: Option<u64>,
@@ -315,10 +322,60 @@ impl Sink<'_> {
         depth: usize,
         parts: &[&str],
     ) -> io::Result<()> {
+        if super::term::colour() {
+            return self.painted_line(dur, column, depth, parts);
+        }
         self.start(dur, column, depth);
         for p in parts {
             self.buf.extend_from_slice(p.as_bytes());
         }
+        self.buf.push(b'\n');
+        self.line_done()
+    }
+}
+
+/// The markers that end a line, and their colours.
+const END_MARKERS: [(&str, &str); 3] = [
+    ("(unwound)", YELLOW),
+    ("(not returned)", RED),
+    ("(entry not recorded)", RED),
+];
+
+impl Sink<'_> {
+    /// [`Sink::line`] with colour on: a line ending in a marker of
+    /// [`END_MARKERS`] has that marker painted; a signal's line
+    /// (`/* signal SIGUSR1 */`) is magenta and a `... N events lost ...`
+    /// line red, whole. (Kept apart from the writing of the events, so
+    /// that code is the same with colour on or off.)
+    #[cold]
+    #[inline(never)]
+    fn painted_line(
+        &mut self,
+        dur: Option<u64>,
+        column: &Column,
+        depth: usize,
+        parts: &[&str],
+    ) -> io::Result<()> {
+        let text = parts.concat();
+        let whole = if text.starts_with("/* signal ") {
+            Some(MAGENTA)
+        } else if text.starts_with("... ") && text.ends_with(" events lost ...") {
+            Some(RED)
+        } else {
+            None
+        };
+        self.start(dur, column, depth);
+        let painted = match whole {
+            Some(colour) => format!("{colour}{text}{RESET}"),
+            None => match END_MARKERS.iter().find(|(m, _)| text.ends_with(m)) {
+                Some((mark, colour)) => {
+                    let plain = &text[..text.len() - mark.len()];
+                    format!("{plain}{colour}{mark}{RESET}")
+                }
+                None => text,
+            },
+        };
+        self.buf.extend_from_slice(painted.as_bytes());
         self.buf.push(b'\n');
         self.line_done()
     }
@@ -790,6 +847,59 @@ mod tests {
 "
         );
         assert_eq!(summary.lost_in_streams, 12);
+    }
+
+    #[test]
+    fn markers_and_long_durations_in_colour() {
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf
+        let (_dir, trace) = fake_trace(&[FakeTask::main(
+            7,
+            vec![
+                ev(Entry, 0, 0),
+                ev(Entry, 2, 10),
+                ev(Exit, 2, 2_500_010), // 2.5 ms: green unit
+                ev(Entry, 1, 3_000_000),
+                ev(Entry, 2, 3_000_100),
+                ev(Unwind, 2, 3_000_200), // leaf, unwound
+                ev(EventKind::Signal, 10, 3_000_300),
+                ev(Lost, 12, 3_000_400),
+                ev(Exit, 3, 3_000_500),       // exit without entry
+                ev(Unwind, 1, 2_003_000_000), // 2 s: yellow unit, unwound
+                ev(Entry, 3, 2_003_000_100),
+                ev(Exit, 3, 62_003_000_100),  // a minute: red unit
+                ev(Entry, 1, 62_003_000_200), // never returns; nor does main
+            ],
+        )]);
+        crate::output::term::set_colour(true);
+        let (text, _) = render(&trace);
+        crate::output::term::set_colour(false);
+        let (g, y, r, m, o) = ("\x1b[32m", "\x1b[33m", "\x1b[91m", "\x1b[35m", "\x1b[0m");
+        let expected = format!(
+            "\
+# DURATION     TID     FUNCTION
+# task 7: pid 7, tid 7 (prog), /usr/bin/prog, the program started
+            [    7] | main() {{
+   2.500 {g}ms{o} [    7] |   strtol();
+            [    7] |   parse_args() {{
+   0.100 us [    7] |     strtol(); {y}(unwound){o}
+            [    7] |     {m}/* signal SIGUSR1 */{o}
+            [    7] |     {r}... 12 events lost ...{o}
+            [    7] |     }} /* leaf */ {r}(entry not recorded){o}
+   2.000 {y}s{o}  [    7] |   }} /* parse_args */ {y}(unwound){o}
+  60.000 {r}s{o}  [    7] |   leaf();
+            [    7] |   parse_args() {{
+            [    7] |   }} /* parse_args */ {r}(not returned){o}
+            [    7] | }} /* main */ {r}(not returned){o}
+"
+        );
+        assert_eq!(text, expected);
+        // Without colour, the same text without the escapes.
+        let (plain, _) = render(&trace);
+        let mut stripped = expected;
+        for code in [g, y, r, m, o] {
+            stripped = stripped.replace(code, "");
+        }
+        assert_eq!(plain, stripped);
     }
 
     #[test]

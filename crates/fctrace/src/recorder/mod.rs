@@ -17,6 +17,7 @@ use std::ffi::OsString;
 use std::path::Path;
 
 pub use process::exit_like;
+pub use process::ignore_terminal_interrupts;
 
 /// The agent, built from crates/fctrace-agent by build.rs.
 static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fctrace_agent.so"));

@@ -174,6 +174,18 @@ pub fn install_signal_handlers() {
     }
 }
 
+/// While a pager shows fctrace's output: Ctrl-C and Ctrl-\\ reach the
+/// pager too (the same process group), which handles them; fctrace ignores
+/// them and ends when the user quits the pager (its output pipe closes),
+/// as git does. Dying instead would leave the pager without its parent,
+/// fighting the shell for the terminal.
+pub fn ignore_terminal_interrupts() {
+    for sig in [libc::SIGINT, libc::SIGQUIT] {
+        // SAFETY: SIG_IGN is a valid disposition; no handler code runs.
+        unsafe { libc::signal(sig, libc::SIG_IGN) };
+    }
+}
+
 /// The signals fctrace received since the last call that should go to the
 /// program, in signal-number order.
 pub fn take_forward() -> Vec<i32> {
