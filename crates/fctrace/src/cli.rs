@@ -49,6 +49,9 @@ pub enum Command {
     Report(ReportArgs),
     /// What a trace holds: program, tasks, instrumented functions, events
     Info(InfoArgs),
+    /// Write a recorded trace for other tools: Chrome trace-event JSON,
+    /// Perfetto protobuf, or (without a format flag) its events as text
+    Dump(DumpArgs),
 }
 
 /// What to trace: shared by live mode and `record`.
@@ -274,6 +277,28 @@ pub struct ReportArgs {
     /// Output format, e.g. `--format json`
     #[arg(long = "format", value_enum, default_value = "text")]
     pub format: Format,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
+
+#[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("dump_format").multiple(false))]
+pub struct DumpArgs {
+    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+    /// Write to FILE instead of standard output, e.g. `-o trace.json`
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Chrome trace-event JSON (one complete event per call), for Perfetto
+    /// UI and chrome://tracing, e.g. `fctrace dump --chrome -o trace.json`
+    #[arg(long = "chrome", group = "dump_format", help_heading = "Formats")]
+    pub chrome: bool,
+    /// Perfetto's protobuf trace (a track per thread, interned names), for
+    /// Perfetto UI and its trace processor, also for traces too big for
+    /// JSON, e.g. `fctrace dump --perfetto -o trace.pftrace`
+    #[arg(long = "perfetto", group = "dump_format", help_heading = "Formats")]
+    pub perfetto: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
 }

@@ -6,13 +6,17 @@
 //!   identity per function across sessions (for the graph, dump formats,
 //!   flame graph, TUI).
 //! - [`report`]: per-function statistics.
+//! - [`chrome`], [`perfetto`], [`events`]: `fctrace dump`'s formats.
 //! - [`names`]: how functions are named.
 //! - [`filter`]: which calls are shown (`-F`, `-N`, `-C`, `-D`, `-t`,
 //!   `--tid`, `-T`).
 
 pub mod args;
-#[allow(dead_code)] // used by the graph and dump commands (being written)
+#[allow(dead_code)]
+// Call::self_ns, Functions::shown_name: for the graph and flame graph (being written)
 pub mod calls;
+pub mod chrome;
+pub mod events;
 pub mod filter;
 pub mod names;
 pub mod report;
