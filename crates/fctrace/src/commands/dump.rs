@@ -37,7 +37,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
     let written: io::Result<Pass> = if args.chrome {
         output::chrome::write(&trace, &options, progress, &mut out)
     } else if args.perfetto {
-        todo_perfetto(&trace, &options, progress, &mut out)
+        output::perfetto::write(&trace, &options, progress, &mut out)
     } else {
         output::events::write(&trace, &options, progress, &mut out)
     }
@@ -75,12 +75,4 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
         return Err(first.into());
     }
     Ok(ExitCode::SUCCESS)
-}
-fn todo_perfetto(
-    _: &Trace,
-    _: &fctrace_options::Options,
-    _: bool,
-    _: &mut impl Write,
-) -> io::Result<Pass> {
-    unimplemented!()
 }

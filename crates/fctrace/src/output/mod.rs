@@ -19,6 +19,7 @@ pub mod chrome;
 pub mod events;
 pub mod filter;
 pub mod names;
+pub mod perfetto;
 pub mod report;
 pub mod tree;
 
