@@ -71,18 +71,24 @@
 
 mod cli_args;
 mod clones;
+mod dump;
 mod info_json;
 mod notes;
 mod scratch;
+mod sqlite;
 // (each test file uses only some of the shared helpers)
 #[allow(unused_imports)]
 pub use cli_args::*;
+#[allow(unused_imports)]
+pub use dump::*;
 #[allow(unused_imports)]
 pub use info_json::*;
 #[allow(unused_imports)]
 pub use notes::*;
 #[allow(unused_imports)]
 pub use scratch::*;
+#[allow(unused_imports)]
+pub use sqlite::*;
 
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
