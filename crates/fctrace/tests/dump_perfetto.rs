@@ -226,15 +226,24 @@ fn finish_packet(p: Packet, seqs: &mut HashMap<u64, SeqState>, d: &mut Decoded) 
         assert!(p.pid.is_some(), "a thread without pid");
     }
     for (iid, name) in p.names {
-        assert!(s.names.insert(iid, name).is_none(), "iid {iid} interned twice");
+        assert!(
+            s.names.insert(iid, name).is_none(),
+            "iid {iid} interned twice"
+        );
     }
     for (iid, name) in p.cats {
         s.cats.insert(iid, name);
     }
     let Some(kind) = p.kind else { return };
     d.sequences.insert(seq);
-    assert!(s.cleared, "sequence {seq}: an event before its state was cleared");
-    assert!(p.flags & 2 != 0, "sequence {seq}: an event without SEQ_NEEDS_INCREMENTAL_STATE");
+    assert!(
+        s.cleared,
+        "sequence {seq}: an event before its state was cleared"
+    );
+    assert!(
+        p.flags & 2 != 0,
+        "sequence {seq}: an event without SEQ_NEEDS_INCREMENTAL_STATE"
+    );
     let ts = p.timestamp.expect("an event without timestamp");
     assert!(ts >= s.last_ts, "sequence {seq}: time goes back");
     s.last_ts = ts;
@@ -310,13 +319,24 @@ fn perfetto_c_tree_with_arguments() {
         .slices
         .iter()
         .filter(|s| s.name == "leaf")
-        .map(|s| (s.annotations["args"].clone(), s.annotations["retval"].clone()))
+        .map(|s| {
+            (
+                s.annotations["args"].clone(),
+                s.annotations["retval"].clone(),
+            )
+        })
         .collect();
     let expected: BTreeSet<(String, String)> = [("1", "10"), ("2", "17"), ("20", "143")]
         .iter()
         .map(|(a, r)| (a.to_string(), r.to_string()))
         .collect();
     assert_eq!(leaf, expected);
+    let exe_file = module_file_name(&exe.to_string_lossy());
+    assert!(d
+        .slices
+        .iter()
+        .filter(|s| s.name == "leaf")
+        .all(|s| s.cat == exe_file));
     assert_eq!(d.processes.len(), 1);
     // With filters.
     let f = check(&rec.dir.path, &["-F", "nest1"]);
