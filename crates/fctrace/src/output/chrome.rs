@@ -82,33 +82,30 @@ struct Chrome<'t, 'o, W: Write> {
 }
 
 impl<W: Write> Chrome<'_, '_, W> {
-    /// The rendered name and category of function `func` of the current
-    /// session.
-    fn name(&mut self, func: u32) -> &[u8] {
+    /// The index in `rendered` of function `func` of the current session.
+    fn name(&mut self, func: u32) -> usize {
         let i = func as usize;
         let cached = self.ids.get(i).copied().unwrap_or(0);
-        let x = if cached != 0 {
-            cached as usize - 1
-        } else {
-            let x = self.functions.index(self.trace, self.session, func);
-            while self.rendered.len() < self.functions.list.len() {
-                let f = &self.functions.list[self.rendered.len()];
-                let mut r = b"\"name\":".to_vec();
-                json_str(&mut r, &f.name);
-                r.extend_from_slice(b",\"cat\":");
-                json_str(&mut r, module_file(&f.module));
-                self.rendered.push(r);
+        if cached != 0 {
+            return cached as usize - 1;
+        }
+        let x = self.functions.index(self.trace, self.session, func);
+        while self.rendered.len() < self.functions.list.len() {
+            let f = &self.functions.list[self.rendered.len()];
+            let mut r = b"\"name\":".to_vec();
+            json_str(&mut r, &f.name);
+            r.extend_from_slice(b",\"cat\":");
+            json_str(&mut r, module_file(&f.module));
+            self.rendered.push(r);
+        }
+        // A stray huge id (corrupt trace) is not cached.
+        if i < self.ids.len() + 1_000_000 {
+            if self.ids.len() <= i {
+                self.ids.resize(i + 1, 0);
             }
-            // A stray huge id (corrupt trace) is not cached.
-            if i < self.ids.len() + 1_000_000 {
-                if self.ids.len() <= i {
-                    self.ids.resize(i + 1, 0);
-                }
-                self.ids[i] = x as u32 + 1;
-            }
-            x
-        };
-        &self.rendered[x]
+            self.ids[i] = x as u32 + 1;
+        }
+        x
     }
 
     /// Starts an event line: the separator and `{"ph":"<ph>",`.
@@ -182,10 +179,10 @@ impl<W: Write> StepSink for Chrome<'_, '_, W> {
         match step {
             Step::Enter { .. } => Ok(()),
             Step::Leave(call) => {
-                let name = self.name(call.func).to_vec();
+                let x = self.name(call.func);
                 self.start("X");
                 let line = &mut self.line;
-                line.extend_from_slice(&name);
+                line.extend_from_slice(&self.rendered[x]);
                 line.extend_from_slice(b",\"ts\":");
                 micros(line, call.start_ns);
                 line.extend_from_slice(b",\"dur\":");
@@ -219,10 +216,10 @@ impl<W: Write> StepSink for Chrome<'_, '_, W> {
                 self.out.write_all(&self.line)
             }
             Step::Unmatched { func, ns, .. } => {
-                let name = self.name(*func).to_vec();
+                let x = self.name(*func);
                 self.start("i");
                 self.line.extend_from_slice(b"\"s\":\"t\",");
-                self.line.extend_from_slice(&name);
+                self.line.extend_from_slice(&self.rendered[x]);
                 self.line.extend_from_slice(b",\"ts\":");
                 micros(&mut self.line, *ns);
                 self.line.extend_from_slice(&self.pid_tid);

@@ -55,16 +55,23 @@ struct Events<'t, 'o, W: Write> {
 }
 
 impl<W: Write> Events<'_, '_, W> {
-    /// Writes `tid time event depth` then `what`, and `label: values`
-    /// when there are values.
+    /// Writes `tid time event depth` then `what` (function `func`'s name
+    /// when `what` is `None`), and `label: values` when there are values.
     fn line(
         &mut self,
         ns: u64,
         event: &str,
         depth: usize,
-        what: &str,
+        what: Result<u32, &str>,
         values: Option<(&str, &[u8])>,
     ) -> io::Result<()> {
+        let what = match what {
+            Ok(func) => {
+                let i = self.functions.index(self.trace, self.session, func);
+                self.functions.list[i].name.as_str()
+            }
+            Err(text) => text,
+        };
         let l = &mut self.line;
         l.clear();
         let mut b = itoa::Buffer::new();
@@ -86,11 +93,6 @@ impl<W: Write> Events<'_, '_, W> {
         l.push(b'\n');
         self.out.write_all(l)
     }
-
-    fn name(&mut self, func: u32) -> String {
-        let i = self.functions.index(self.trace, self.session, func);
-        self.functions.list[i].name.clone()
-    }
 }
 
 impl<W: Write> StepSink for Events<'_, '_, W> {
@@ -103,37 +105,34 @@ impl<W: Write> StepSink for Events<'_, '_, W> {
     fn step(&mut self, step: &Step, stack: &[Open]) -> io::Result<()> {
         match step {
             Step::Enter { func, ns } => {
-                let name = self.name(*func);
                 let args = stack.last().and_then(|o| o.args.as_deref());
                 self.line(
                     *ns,
                     "entry",
                     stack.len().saturating_sub(1),
-                    &name,
+                    Ok(*func),
                     args.map(|a| ("args", a)),
                 )
             }
             Step::Leave(call) => {
-                let name = self.name(call.func);
                 let event = match call.end {
                     End::Returned => "exit",
                     End::Unwound => "unwind",
                     End::NotReturned => "noreturn",
                 };
                 let retval = call.retval.as_deref().map(|r| ("retval", r));
-                self.line(call.end_ns, event, call.depth, &name, retval)
+                self.line(call.end_ns, event, call.depth, Ok(call.func), retval)
             }
             Step::Unmatched { func, ns, .. } => {
-                let name = self.name(*func);
-                self.line(*ns, "orphan-exit", stack.len(), &name, None)
+                self.line(*ns, "orphan-exit", stack.len(), Ok(*func), None)
             }
             Step::Signal { signal, ns } => {
                 let name = fctrace_options::known_signal_name(*signal as i32)
                     .map_or_else(|| signal.to_string(), str::to_string);
-                self.line(*ns, "signal", stack.len(), &name, None)
+                self.line(*ns, "signal", stack.len(), Err(&name), None)
             }
             Step::Lost { count, ns } => {
-                self.line(*ns, "lost", stack.len(), &count.to_string(), None)
+                self.line(*ns, "lost", stack.len(), Err(&count.to_string()), None)
             }
         }
     }

@@ -39,6 +39,7 @@ use fctrace_perfetto::protos::{
     InternedData, ProcessDescriptor, ThreadDescriptor, TracePacket, TracePacketDefaults,
     TrackDescriptor, TrackEvent, TrackEventDefaults,
 };
+use prost::Message;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
@@ -70,7 +71,15 @@ pub fn write(
         named_pids: HashSet::new(),
         names_sent: Vec::new(),
         categories_sent: Vec::new(),
-        event: TrackEvent::default(),
+        event: TracePacket {
+            sequence_flags: Some(trace_packet::SequenceFlags::SeqNeedsIncrementalState as u32),
+            data: Some(trace_packet::Data::TrackEvent(TrackEvent::default())),
+            ..Default::default()
+        },
+        stamp: TracePacket::default(),
+        plain: Vec::new(),
+        begins: Vec::new(),
+        ends: (0, 0),
         buf: Vec::with_capacity(256),
     };
     each_task(trace, options, "dump", progress, &mut sink)
@@ -99,9 +108,26 @@ struct Perfetto<'t, 'o, W: Write> {
     names_sent: Vec<bool>,
     /// By category iid: whether it was interned in the current sequence.
     categories_sent: Vec<bool>,
-    /// The event of the next packet (kept to reuse its vectors).
-    event: TrackEvent,
+    /// The packet of the next event (kept, with its vectors, from event
+    /// to event: only what changes is set).
+    event: TracePacket,
+    /// A packet with only a timestamp (see [`Perfetto::emit`]).
+    stamp: TracePacket,
+    /// The encodings without timestamp of the current sequence's plain
+    /// packets (no interned data, no annotation): `ends`, then by function
+    /// index in `begins`, ranges of `plain`.
+    plain: Vec<u8>,
+    begins: Vec<(u32, u32)>,
+    ends: (u32, u32),
     buf: Vec<u8>,
+}
+
+/// Which plain packet an event is.
+#[derive(Clone, Copy)]
+enum Plain {
+    /// The begin of a call of a function index.
+    Begin(usize),
+    End,
 }
 
 /// A debug annotation `name` = `value` (text).
@@ -158,33 +184,108 @@ impl<W: Write> Perfetto<'_, '_, W> {
         }
     }
 
-    /// Writes `self.event` (then cleared for reuse) at `ns`, with
-    /// `interned` data.
-    fn emit(&mut self, ns: u64, interned: Option<InternedData>) -> io::Result<()> {
-        let mut packet = self.packet();
-        packet.timestamp = Some(ns);
-        packet.sequence_flags = Some(trace_packet::SequenceFlags::SeqNeedsIncrementalState as u32);
-        packet.interned_data = interned;
-        packet.data = Some(trace_packet::Data::TrackEvent(std::mem::take(
-            &mut self.event,
-        )));
-        let written = self.write(&packet);
-        if let Some(trace_packet::Data::TrackEvent(mut e)) = packet.data.take() {
-            e.category_iids.clear();
-            e.debug_annotations.clear();
-            e.r#type = None;
-            e.name_field = None;
-            self.event = e;
+    /// The track event of the next packet.
+    fn ev(&mut self) -> &mut TrackEvent {
+        if !matches!(self.event.data, Some(trace_packet::Data::TrackEvent(_))) {
+            self.event.data = Some(trace_packet::Data::TrackEvent(TrackEvent::default()));
         }
+        match &mut self.event.data {
+            Some(trace_packet::Data::TrackEvent(e)) => e,
+            _ => unreachable!("set just above"),
+        }
+    }
+
+    /// Writes the event packet at `ns`, with `interned` data, then clears
+    /// what the next event may not have.
+    ///
+    /// Most packets are `plain`: a call's begin or end without interned
+    /// data or annotation, the same bytes for every call of a function in
+    /// a sequence but for the timestamp. Their encoding without timestamp
+    /// is kept, and such a packet is written as the encoding of a packet
+    /// with only the timestamp followed by it: protobuf reads concatenated
+    /// encodings of a message as one (and since the timestamp has the
+    /// lowest field number of the packet, the bytes are those of the whole
+    /// packet's encoding).
+    fn emit(
+        &mut self,
+        ns: u64,
+        interned: Option<InternedData>,
+        plain: Option<Plain>,
+    ) -> io::Result<()> {
+        let plain = plain.filter(|_| interned.is_none() && self.ev().debug_annotations.is_empty());
+        let written = match plain {
+            Some(kind) => {
+                let (start, len) = match self.plain_range(kind) {
+                    Some(range) => range,
+                    None => {
+                        self.event.timestamp = None;
+                        let start = self.plain.len();
+                        self.event
+                            .encode(&mut self.plain)
+                            .map_err(io::Error::other)?;
+                        let range = (start as u32, (self.plain.len() - start) as u32);
+                        match kind {
+                            Plain::Begin(x) => {
+                                if self.begins.len() <= x {
+                                    self.begins.resize(x + 1, (0, 0));
+                                }
+                                self.begins[x] = range;
+                            }
+                            Plain::End => self.ends = range,
+                        }
+                        range
+                    }
+                };
+                self.write_stamped(ns, (start, len))
+            }
+            None => {
+                self.event.timestamp = Some(ns);
+                self.event.interned_data = interned;
+                self.buf.clear();
+                prost::encoding::message::encode(1, &self.event, &mut self.buf);
+                self.event.interned_data = None;
+                self.out.write_all(&self.buf)
+            }
+        };
+        let e = self.ev();
+        e.category_iids.clear();
+        e.debug_annotations.clear();
+        e.r#type = None;
+        e.name_field = None;
         written
+    }
+
+    /// Writes the plain packet of `range` (in `plain`) at `ns`.
+    fn write_stamped(&mut self, ns: u64, (start, len): (u32, u32)) -> io::Result<()> {
+        let rest = &self.plain[start as usize..(start + len) as usize];
+        self.stamp.timestamp = Some(ns);
+        self.buf.clear();
+        prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut self.buf);
+        prost::encoding::encode_varint(
+            (self.stamp.encoded_len() + rest.len()) as u64,
+            &mut self.buf,
+        );
+        self.stamp.encode_raw(&mut self.buf);
+        self.buf.extend_from_slice(rest);
+        self.out.write_all(&self.buf)
+    }
+
+    /// The kept encoding of a plain packet of the current sequence.
+    fn plain_range(&self, kind: Plain) -> Option<(u32, u32)> {
+        let range = match kind {
+            Plain::Begin(x) => self.begins.get(x).copied().unwrap_or((0, 0)),
+            Plain::End => self.ends,
+        };
+        (range.1 > 0).then_some(range)
     }
 
     /// Sets the event's name and category to function index `x`'s, and
     /// returns the interned data they need in this sequence, if any.
     fn name_event(&mut self, x: usize) -> Option<InternedData> {
         let cat = self.category_of[x];
-        self.event.name_field = Some(track_event::NameField::NameIid(x as u64 + 1));
-        self.event.category_iids.push(cat);
+        let e = self.ev();
+        e.name_field = Some(track_event::NameField::NameIid(x as u64 + 1));
+        e.category_iids.push(cat);
         if self.names_sent.len() <= x {
             self.names_sent.resize(x + 1, false);
         }
@@ -214,9 +315,10 @@ impl<W: Write> Perfetto<'_, '_, W> {
 
     /// An instant event named `name` (not interned).
     fn instant(&mut self, name: String, ns: u64) -> io::Result<()> {
-        self.event.r#type = Some(track_event::Type::Instant as i32);
-        self.event.name_field = Some(track_event::NameField::Name(name));
-        self.emit(ns, None)
+        let e = self.ev();
+        e.r#type = Some(track_event::Type::Instant as i32);
+        e.name_field = Some(track_event::NameField::Name(name));
+        self.emit(ns, None, None)
     }
 }
 
@@ -228,7 +330,13 @@ impl<W: Write> StepSink for Perfetto<'_, '_, W> {
         }
         self.sequence = FIRST_SEQUENCE.saturating_add(self.tasks);
         self.tasks += 1;
+        self.event.optional_trusted_packet_sequence_id = Some(
+            trace_packet::OptionalTrustedPacketSequenceId::TrustedPacketSequenceId(self.sequence),
+        );
         self.names_sent.iter_mut().for_each(|b| *b = false);
+        self.plain.clear();
+        self.begins.iter_mut().for_each(|r| *r = (0, 0));
+        self.ends = (0, 0);
         self.categories_sent.iter_mut().for_each(|b| *b = false);
         let track = TASK_TRACK | u64::from(task.id);
         let process_track = PROCESS_TRACK | u64::from(task.pid);
@@ -290,20 +398,31 @@ impl<W: Write> StepSink for Perfetto<'_, '_, W> {
         match step {
             Step::Enter { func, ns } => {
                 let x = self.function(*func);
-                self.event.r#type = Some(track_event::Type::SliceBegin as i32);
+                let args = stack.last().and_then(|o| o.args.as_deref());
+                if args.is_none() {
+                    if let Some(range) = self.plain_range(Plain::Begin(x)) {
+                        return self.write_stamped(*ns, range);
+                    }
+                }
+                self.ev().r#type = Some(track_event::Type::SliceBegin as i32);
                 let interned = self.name_event(x);
-                if let Some(args) = stack.last().and_then(|o| o.args.as_deref()) {
-                    self.event
+                if let Some(args) = args {
+                    self.ev()
                         .debug_annotations
                         .push(annotation("args", format_payload(args)));
                 }
-                self.emit(*ns, interned)
+                self.emit(*ns, interned, Some(Plain::Begin(x)))
             }
             Step::Leave(call) => {
-                self.event.r#type = Some(track_event::Type::SliceEnd as i32);
+                if call.retval.is_none() && call.end == End::Returned {
+                    if let Some(range) = self.plain_range(Plain::End) {
+                        return self.write_stamped(call.end_ns, range);
+                    }
+                }
+                let e = self.ev();
+                e.r#type = Some(track_event::Type::SliceEnd as i32);
                 if let Some(retval) = &call.retval {
-                    self.event
-                        .debug_annotations
+                    e.debug_annotations
                         .push(annotation("retval", format_payload(retval)));
                 }
                 let end = match call.end {
@@ -312,21 +431,19 @@ impl<W: Write> StepSink for Perfetto<'_, '_, W> {
                     End::NotReturned => Some("not returned"),
                 };
                 if let Some(end) = end {
-                    self.event
-                        .debug_annotations
-                        .push(annotation("end", end.to_string()));
+                    e.debug_annotations.push(annotation("end", end.to_string()));
                 }
-                self.emit(call.end_ns, None)
+                self.emit(call.end_ns, None, Some(Plain::End))
             }
             Step::Unmatched { func, ns, .. } => {
                 let x = self.function(*func);
-                self.event.r#type = Some(track_event::Type::Instant as i32);
+                self.ev().r#type = Some(track_event::Type::Instant as i32);
                 let interned = self.name_event(x);
-                self.event.debug_annotations.push(annotation(
+                self.ev().debug_annotations.push(annotation(
                     "note",
                     "exit without a recorded entry".to_string(),
                 ));
-                self.emit(*ns, interned)
+                self.emit(*ns, interned, None)
             }
             Step::Signal { signal, ns } => {
                 let name = match fctrace_options::known_signal_name(*signal as i32) {
@@ -346,7 +463,6 @@ mod tests {
     use crate::output::testutil::{ev, fake_trace, FakeTask};
     use fctrace_format::event::EventKind::*;
     use fctrace_perfetto::protos::Trace as PerfettoTrace;
-    use prost::Message;
 
     #[test]
     fn slices_nest_and_names_are_interned_once_per_sequence() {
