@@ -324,3 +324,42 @@ fn dump_errors_are_clear() {
         r.describe()
     );
 }
+
+/// A damaged task file: the other tasks are dumped, the output is whole
+/// (the JSON parses), and fctrace names the damage and exits with 1.
+#[test]
+fn dump_of_a_damaged_trace_names_the_damage() {
+    let exe = c_program("threads.c", "-O2", &["-O2", "-pthread"]);
+    let rec = record(&exe, &[], &[]);
+    let rep = report(&rec.dir.path);
+    // A worker thread's file cut in half.
+    let worker = rep.tasks.iter().find(|t| t.tid != t.pid).unwrap();
+    let file = rec.dir.path.join(format!("tasks/{}.dat", worker.tid));
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    for (format, name) in [("--chrome", "trace.json"), ("--perfetto", "trace.pftrace")] {
+        let out = scratch("dump-damaged");
+        let path = out.path.join(name);
+        let r = fctrace(&[
+            OsStr::new("dump"),
+            OsStr::new(format),
+            OsStr::new("-d"),
+            rec.dir.path.as_os_str(),
+            OsStr::new("-o"),
+            path.as_os_str(),
+        ]);
+        assert_eq!(r.code(), Some(1), "{format}\n{}", r.describe());
+        assert!(
+            r.stderr.contains(&format!("{}.dat", worker.tid)),
+            "{format}: the damaged file is not named\n{}",
+            r.describe()
+        );
+        if format == "--chrome" {
+            let c = parse(&std::fs::read(&path).unwrap(), "damaged");
+            let tids: BTreeSet<u64> = c.xs.iter().map(|x| x.tid).collect();
+            // Every other thread is there.
+            assert!(tids.len() >= rep.tasks.len() - 1, "{tids:?}");
+            assert_nested(&c.xs, "damaged");
+        }
+    }
+}
