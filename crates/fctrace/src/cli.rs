@@ -56,6 +56,9 @@ pub enum Command {
     Graph(GraphArgs),
     /// What a trace holds: program, tasks, instrumented functions, events
     Info(InfoArgs),
+    /// Write a recorded trace for other tools: Chrome trace-event JSON,
+    /// Perfetto protobuf, or (without a format flag) its events as text
+    Dump(DumpArgs),
     /// Browse a recorded trace interactively: call graph, report, tasks
     Tui(TuiArgs),
     /// Print a shell completion script, e.g. `source <(fctrace completions bash)`
@@ -409,6 +412,28 @@ pub struct GraphArgs {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+#[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("dump_format").multiple(false))]
+pub struct DumpArgs {
+    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+    /// Write to FILE instead of standard output, e.g. `-o trace.json`
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Chrome trace-event JSON (one complete event per call), for Perfetto
+    /// UI and chrome://tracing, e.g. `fctrace dump --chrome -o trace.json`
+    #[arg(long = "chrome", group = "dump_format", help_heading = "Formats")]
+    pub chrome: bool,
+    /// Perfetto's protobuf trace (a track per thread, interned names), for
+    /// Perfetto UI and its trace processor, also for traces too big for
+    /// JSON, e.g. `fctrace dump --perfetto -o trace.pftrace`
+    #[arg(long = "perfetto", group = "dump_format", help_heading = "Formats")]
+    pub perfetto: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 #[derive(Args, Debug)]

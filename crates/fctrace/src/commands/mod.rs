@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+mod dump;
 mod graph;
 mod info;
 mod live;
@@ -33,6 +34,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Replay(args)) => replay::run(args, terminal),
         Some(Command::Report(args)) => report::run(args, terminal),
         Some(Command::Graph(args)) => graph::run(args, terminal),
+        Some(Command::Dump(args)) => dump::run(args),
         Some(Command::Info(args)) => info::run(args, terminal),
         Some(Command::Tui(args)) => tui::run(args),
         Some(Command::Completions(args)) => manual::completions(args),
@@ -49,7 +51,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn pages(command: &Command) -> bool {
     match command {
         Command::Replay(_) | Command::Report(_) | Command::Graph(_) | Command::Info(_) => true,
-        Command::Record(_) | Command::Tui(_) | Command::Completions(_) | Command::Man(_) => false,
+        Command::Record(_)
+        | Command::Dump(_)
+        | Command::Tui(_)
+        | Command::Completions(_)
+        | Command::Man(_) => false,
     }
 }
 

@@ -25,8 +25,10 @@
 use super::filter::EventSource;
 use super::names::unknown;
 use fctrace_format::event::EventKind;
+use fctrace_format::store::TaskInfo;
 use fctrace_format::store::{Event, StoreError, Trace};
 use std::collections::HashMap;
+use std::io;
 
 /// How a call ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,8 +87,8 @@ impl Call {
 /// What happened next in a task.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
-    /// A call was entered: it is the top of [`Calls::stack`] (its
-    /// arguments are there once the next step is taken).
+    /// A call was entered: it is the top of [`Calls::stack`], with its
+    /// arguments when they were recorded.
     Enter { func: u32, ns: u64 },
     /// A call ended: it is no longer on [`Calls::stack`], its callers are.
     Leave(Call),
@@ -303,6 +305,94 @@ impl<S: EventSource> Calls<S> {
             }
         }
     }
+}
+
+/// What a reader does with the calls of each task ([`each_task`]).
+pub trait StepSink {
+    /// The steps of `task` follow.
+    fn begin_task(&mut self, task: &TaskInfo) -> io::Result<()>;
+    /// One step of the current task; `stack`: the calls open after it.
+    fn step(&mut self, step: &Step, stack: &[Open]) -> io::Result<()>;
+    /// The current task's steps are all done.
+    fn end_task(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What [`each_task`] met besides the calls.
+#[derive(Debug, Default)]
+pub struct Pass {
+    /// Tasks whose events could not all be read (their readable part was
+    /// given to the sink).
+    pub errors: Vec<StoreError>,
+    /// Sum of the counts of the `Lost` records met.
+    pub lost_in_streams: u64,
+}
+
+/// Gives the steps of every task the display filters of `options` show
+/// to `sink`, task after task (in the trace's order), with a progress
+/// line labelled `label` when `progress` (see [`super::Progress::wanted`]).
+/// Memory: the open calls of one task. An error of the sink (writing its
+/// output) stops the pass.
+pub fn each_task(
+    trace: &Trace,
+    options: &fctrace_options::Options,
+    label: &'static str,
+    progress: bool,
+    sink: &mut impl StepSink,
+) -> io::Result<Pass> {
+    let mut filter = super::filter::Filter::new(trace, options, false);
+    let mut progress = super::Progress::new(label, trace.info.events, progress);
+    let mut pass = Pass::default();
+    let mut done = 0;
+    for task in &trace.info.tasks {
+        if filter.as_ref().is_some_and(|f| !f.wants_task(task)) {
+            continue;
+        }
+        let events = match trace.task_events(task) {
+            Ok(events) => events,
+            Err(e) => {
+                pass.errors.push(e);
+                continue;
+            }
+        };
+        sink.begin_task(task)?;
+        // One loop per kind of source: the unfiltered one stays as fast.
+        let (read, error) = match &mut filter {
+            None => task_steps(Calls::new(events), sink, &mut progress, done, &mut pass)?,
+            Some(f) => task_steps(
+                Calls::new(f.task(task, events)),
+                sink,
+                &mut progress,
+                done,
+                &mut pass,
+            )?,
+        };
+        done += read;
+        pass.errors.extend(error);
+        sink.end_task()?;
+    }
+    progress.finish();
+    Ok(pass)
+}
+
+/// The steps of one task into `sink`: the events read, and the read error
+/// that ended them.
+fn task_steps<S: EventSource>(
+    mut calls: Calls<S>,
+    sink: &mut impl StepSink,
+    progress: &mut super::Progress,
+    done: u64,
+    pass: &mut Pass,
+) -> io::Result<(u64, Option<StoreError>)> {
+    while let Some(step) = calls.next_step() {
+        if let Step::Lost { count, .. } = step {
+            pass.lost_in_streams = pass.lost_in_streams.saturating_add(u64::from(count));
+        }
+        sink.step(&step, calls.stack())?;
+        progress.update(done + calls.events_read());
+    }
+    Ok((calls.events_read(), calls.take_error()))
 }
 
 /// A function as the readers merge it across tasks, processes and
@@ -527,6 +617,12 @@ mod tests {
         events.extend(payload_events(Args, 2, 5, fill));
         events.extend(payload_events(Retval, 2, 8, fill));
         events.extend([ev(Exit, 2, 8), ev(Exit, 1, 9)]);
+        let (_dir, trace) = fake_trace(&[FakeTask::main(10, events.clone())]);
+        let mut calls = Calls::new(trace.task_events(&trace.info.tasks[0]).unwrap());
+        calls.next_step();
+        assert_eq!(calls.next_step(), Some(Step::Enter { func: 2, ns: 5 }));
+        let top = calls.stack().last().unwrap();
+        assert_eq!(top.args.as_deref(), Some(&args[..]), "at its entry");
         let s = steps(events);
         let Step::Leave(c) = &s[2] else {
             panic!("{s:?}")

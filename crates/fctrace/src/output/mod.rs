@@ -8,16 +8,20 @@
 //! - [`graph`]: calls merged by call path (`graph`).
 //! - [`report`]: per-function statistics; [`diff`]: those of two traces
 //!   compared (`report --diff`).
+//! - [`chrome`], [`perfetto`], [`events`]: `fctrace dump`'s formats.
 //! - [`names`]: how functions are named.
 //! - [`filter`]: which calls are shown (`-F`, `-N`, `-C`, `-D`, `-t`,
 //!   `--tid`, `-T`).
 
 pub mod args;
 pub mod calls;
+pub mod chrome;
 pub mod diff;
+pub mod events;
 pub mod filter;
 pub mod graph;
 pub mod names;
+pub mod perfetto;
 pub mod report;
 pub mod term;
 pub mod tree;

@@ -71,6 +71,7 @@
 
 mod cli_args;
 mod clones;
+mod dump;
 mod info_json;
 mod notes;
 mod scratch;
@@ -78,6 +79,8 @@ mod sqlite_build;
 // (each test file uses only some of the shared helpers)
 #[allow(unused_imports)]
 pub use cli_args::*;
+#[allow(unused_imports)]
+pub use dump::*;
 #[allow(unused_imports)]
 pub use info_json::*;
 #[allow(unused_imports)]
