@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
     let trace = Trace::open(&args.dir)?;
-    if !args.exit_after_load && !(std::io::stdout().is_terminal() && std::io::stdin().is_terminal())
-    {
+    let terminal = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+    if !args.exit_after_load && !terminal {
         anyhow::bail!("fctrace tui needs a terminal; use replay/report/graph");
     }
     for w in &trace.load_warnings {
