@@ -228,13 +228,11 @@ impl App {
         });
     }
 
+    /// Sorts the report by `sort`, the cursor on its first row.
     fn set_sort(&mut self, sort: Sort) {
-        let at = self.report.get(self.report_cursor.at).map(|r| r.func);
         self.sort = sort;
         self.sort_report();
-        if let Some(f) = at {
-            self.report_cursor.at = self.report.iter().position(|r| r.func == f).unwrap_or(0);
-        }
+        self.report_cursor = Cursor::default();
         self.message = format!("report sorted by {}", sort.name());
     }
 

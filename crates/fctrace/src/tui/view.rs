@@ -48,7 +48,7 @@ pub fn draw(f: &mut Frame, app: &mut App) {
         View::Tasks => "Tasks",
     };
     f.render_widget(
-        Paragraph::new(format!(" {view} | {task} | {} | ? help", app.title)).style(reverse),
+        Paragraph::new(format!(" {view} | {task} | ? help | {}", app.title)).style(reverse),
         title,
     );
     app.page = body.height as usize;
@@ -294,7 +294,7 @@ mod tests {
         assert_eq!(
             screen(&mut app, 60, 9),
             [
-                " Graph | all 2 tasks | prog -v | ? help",
+                " Graph | all 2 tasks | ? help | prog -v",
                 "     TOTAL       SELF      CALLS  FUNCTION",
                 "  0.100 us   0.055 us          1  [-] main",
                 "  0.040 us   0.030 us          2    [-] parse_args",
@@ -320,7 +320,7 @@ mod tests {
         assert_eq!(
             screen(&mut app, 60, 7),
             [
-                " Report | all 2 tasks | prog | ? help",
+                " Report | all 2 tasks | ? help | prog",
                 "     TOTAL       SELF     CALLS*  FUNCTION",
                 "  0.019 us   0.019 us          3  leaf",
                 "  0.040 us   0.030 us          2  parse_args",
@@ -338,7 +338,7 @@ mod tests {
         assert_eq!(
             screen(&mut app, 60, 6),
             [
-                " Tasks | all 2 tasks | prog | ? help",
+                " Tasks | all 2 tasks | ? help | prog",
                 "     TID      PID      CALLS      TOTAL  COMMAND",
                 "*    all                   2   0.104 us  (2 tasks)",
                 "      10       10          1   0.100 us  prog",
