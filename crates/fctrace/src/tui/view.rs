@@ -251,12 +251,13 @@ fn help(f: &mut Frame) {
 
 /// The screen while the trace is read.
 pub fn loading(f: &mut Frame, done: u64, total: u64, dir: &str) {
-    let pct = (done.min(total) * 100)
-        .checked_div(total)
-        .map_or_else(|| "?".to_string(), |p| format!("{p}%"));
+    let read = match (done.min(total) * 100).checked_div(total) {
+        Some(pct) => format!("{pct}% ({done} of {total} events)"),
+        None => format!("{done} events"),
+    };
     let lines = vec![
         Line::from(format!("fctrace tui: reading {dir}")),
-        Line::from(format!("{pct} ({done} of {total} events)  q: stop")),
+        Line::from(format!("{read}  q: stop")),
     ];
     f.render_widget(Paragraph::new(lines), f.area());
 }
@@ -394,6 +395,25 @@ mod tests {
         assert_eq!(app.notice, None);
         // The key only closed it.
         assert_eq!(app.graph.at, 0);
+    }
+
+    #[test]
+    fn loading_screen() {
+        let mut term = Terminal::new(TestBackend::new(50, 3)).unwrap();
+        term.draw(|f| loading(f, 262_144, 1_048_576, "fctrace.data"))
+            .unwrap();
+        term.backend().assert_buffer_lines([
+            "fctrace tui: reading fctrace.data                 ",
+            "25% (262144 of 1048576 events)  q: stop           ",
+            "                                                  ",
+        ]);
+        // A trace whose info has no count of events.
+        term.draw(|f| loading(f, 10, 0, "d")).unwrap();
+        term.backend().assert_buffer_lines([
+            "fctrace tui: reading d                            ",
+            "10 events  q: stop                                ",
+            "                                                  ",
+        ]);
     }
 
     #[test]
