@@ -670,3 +670,38 @@ fn damaged_trace_in_the_tui() {
     assert!(s.contains("tui exited 1"), "{s}");
     assert!(s.contains("checksum mismatch"), "{s}");
 }
+
+/// SIGTERM sent to the TUI: it restores the terminal and exits with status
+/// 143 (128 + 15), as a process ended by it.
+#[test]
+fn sigterm_restores_the_terminal() {
+    let rec = record(&program(), &[], &[]);
+    let tmux = Tmux::start(&[OsStr::new("-d"), rec.dir.path.as_os_str()]);
+    tmux.wait_for(" Graph | all 2 tasks");
+    // The pane's shell runs fctrace as its only child.
+    let out = tmux
+        .cmd()
+        .args(["list-panes", "-F", "#{pane_pid}"])
+        .output()
+        .unwrap();
+    let shell = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let children = fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+    let pid = children
+        .split_whitespace()
+        .next()
+        .unwrap_or_else(|| panic!("no child of the pane's shell {shell}"));
+    let exe = fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert_eq!(exe, fctrace_bin().canonicalize().unwrap());
+    let kill = Command::new("kill").args(["-TERM", pid]).status().unwrap();
+    assert!(kill.success());
+    let s = tmux.wait_for("modes-end");
+    assert!(
+        s.contains("before-tui") && s.contains("tui exited 143"),
+        "{s}"
+    );
+    assert!(s.contains("fctrace: tui ended by signal 15"), "{s}");
+    assert!(
+        s.lines().any(|l| l == "icanon") && s.lines().any(|l| l == "echo"),
+        "{s}"
+    );
+}
