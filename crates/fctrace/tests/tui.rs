@@ -185,11 +185,33 @@ fn strip_escapes(s: &str) -> String {
 /// its depth in the graph: 1 for the outermost calls).
 #[derive(Debug, Clone, PartialEq)]
 struct Row {
+    /// Total and self time as shown: (ns, the resolution of the text).
+    total: (u64, u64),
+    self_time: (u64, u64),
     calls: u64,
     depth: usize,
     name: String,
     /// `[+]`, `[-]` or blank.
     mark: String,
+}
+
+/// A duration column (`  0.771 us`, ` 10.364 ms`, `  1.500 s `): the
+/// nanoseconds and the resolution of the text (half a unit of its last
+/// digit).
+fn parse_duration(text: &str) -> Option<(u64, u64)> {
+    let text = text.trim();
+    let (value, unit) = text.split_once(' ').unwrap_or((text, "s"));
+    let scale = match unit.trim() {
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return None,
+    };
+    let v: f64 = value.parse().ok()?;
+    Some((
+        (v * scale).round() as u64,
+        (scale / 1e3 / 2.0).ceil() as u64,
+    ))
 }
 
 /// The rows between the column header and the status line.
@@ -203,6 +225,8 @@ fn rows(screen: &str) -> Vec<Row> {
         .iter()
         .filter_map(|l| {
             // TOTAL(10) SELF(10) CALLS(10), two spaces, the rest.
+            let total = parse_duration(l.get(0..10)?)?;
+            let self_time = parse_duration(l.get(11..21)?)?;
             let calls = l.get(22..32)?.trim().parse().ok()?;
             let rest = l.get(34..)?;
             let name_at = rest.len() - rest.trim_start().len();
@@ -215,6 +239,8 @@ fn rows(screen: &str) -> Vec<Row> {
             // space before the name.
             let name_col = rest.len() - name.len();
             Some(Row {
+                total,
+                self_time,
                 calls,
                 depth: name_col.saturating_sub(4) / 2 + 1,
                 name,
@@ -359,6 +385,16 @@ fn a_real_session() {
             for x in &r {
                 if let Some(f) = json.get(x.name.as_str()) {
                     ensure!(x.calls == f.calls, "{}: {} calls", x.name, x.calls);
+                    for (what, (shown, res), ns) in [
+                        ("total", x.total, f.total_ns),
+                        ("self", x.self_time, f.self_ns),
+                    ] {
+                        ensure!(
+                            shown.abs_diff(ns) <= res,
+                            "{}: {what} {shown} ns shown, {ns} in the report",
+                            x.name
+                        );
+                    }
                 }
             }
             if key == "3" {
@@ -633,4 +669,39 @@ fn damaged_trace_in_the_tui() {
     let s = tmux.wait_for("modes-end");
     assert!(s.contains("tui exited 1"), "{s}");
     assert!(s.contains("checksum mismatch"), "{s}");
+}
+
+/// SIGTERM sent to the TUI: it restores the terminal and exits with status
+/// 143 (128 + 15), as a process ended by it.
+#[test]
+fn sigterm_restores_the_terminal() {
+    let rec = record(&program(), &[], &[]);
+    let tmux = Tmux::start(&[OsStr::new("-d"), rec.dir.path.as_os_str()]);
+    tmux.wait_for(" Graph | all 2 tasks");
+    // The pane's shell runs fctrace as its only child.
+    let out = tmux
+        .cmd()
+        .args(["list-panes", "-F", "#{pane_pid}"])
+        .output()
+        .unwrap();
+    let shell = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let children = fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+    let pid = children
+        .split_whitespace()
+        .next()
+        .unwrap_or_else(|| panic!("no child of the pane's shell {shell}"));
+    let exe = fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert_eq!(exe, fctrace_bin().canonicalize().unwrap());
+    let kill = Command::new("kill").args(["-TERM", pid]).status().unwrap();
+    assert!(kill.success());
+    let s = tmux.wait_for("modes-end");
+    assert!(
+        s.contains("before-tui") && s.contains("tui exited 143"),
+        "{s}"
+    );
+    assert!(s.contains("fctrace: tui ended by signal 15"), "{s}");
+    assert!(
+        s.lines().any(|l| l == "icanon") && s.lines().any(|l| l == "echo"),
+        "{s}"
+    );
 }

@@ -228,13 +228,11 @@ impl App {
         });
     }
 
+    /// Sorts the report by `sort`, the cursor on its first row.
     fn set_sort(&mut self, sort: Sort) {
-        let at = self.report.get(self.report_cursor.at).map(|r| r.func);
         self.sort = sort;
         self.sort_report();
-        if let Some(f) = at {
-            self.report_cursor.at = self.report.iter().position(|r| r.func == f).unwrap_or(0);
-        }
+        self.report_cursor = Cursor::default();
         self.message = format!("report sorted by {}", sort.name());
     }
 
@@ -331,21 +329,19 @@ impl App {
         let has_children = !self.tree().nodes[node as usize].children.is_empty();
         let open = self.expanded[node as usize];
         match code {
-            KeyCode::Enter => {
-                if has_children {
-                    self.expanded[node as usize] = !open;
-                    self.rebuild_rows(Some(node));
-                }
+            KeyCode::Enter if has_children => {
+                self.expanded[node as usize] = !open;
+                self.rebuild_rows(Some(node));
             }
             KeyCode::Left | KeyCode::Char('h') => {
                 if has_children && open {
                     self.expanded[node as usize] = false;
                     self.rebuild_rows(Some(node));
                 } else {
-                    self.to_parent(node);
+                    self.go_to_parent(node);
                 }
             }
-            KeyCode::Char('u') => self.to_parent(node),
+            KeyCode::Char('u') => self.go_to_parent(node),
             KeyCode::Right | KeyCode::Char('l') => {
                 if has_children && !open {
                     self.expanded[node as usize] = true;
@@ -376,7 +372,7 @@ impl App {
         }
     }
 
-    fn to_parent(&mut self, node: u32) {
+    fn go_to_parent(&mut self, node: u32) {
         let parent = self.tree().nodes[node as usize].parent;
         if parent != ROOT {
             self.rebuild_rows(Some(parent));

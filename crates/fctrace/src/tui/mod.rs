@@ -6,8 +6,9 @@
 //! - [`view`]: drawing it with ratatui.
 //!
 //! The terminal (raw mode, alternate screen) is restored when the TUI
-//! ends, on an error, on a panic (ratatui's panic hook) and on Ctrl-C (a
-//! key in raw mode).
+//! ends, on an error, on a panic (ratatui's panic hook), on Ctrl-C (a
+//! key in raw mode) and on SIGTERM, SIGHUP, SIGINT and SIGQUIT (caught:
+//! the TUI then exits with status 128 + the signal).
 
 pub mod app;
 pub mod model;
@@ -17,15 +18,18 @@ use crate::cli::TuiArgs;
 use crate::output::{filter, warn};
 use fctrace_format::store::{StoreError, Trace};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
     let trace = Trace::open(&args.dir)?;
-    if !args.exit_after_load && !(std::io::stdout().is_terminal() && std::io::stdin().is_terminal())
-    {
+    let terminal = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+    if !args.exit_after_load && !terminal {
         anyhow::bail!("fctrace tui needs a terminal; use replay/report/graph");
     }
     for w in &trace.load_warnings {
@@ -63,6 +67,12 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
         return finish(errors, model.lost, &trace);
     }
 
+    // A signal that would end the process sets this instead: the loops
+    // below stop, the terminal is restored, and the status is 128 + it.
+    let signalled = Arc::new(AtomicUsize::new(0));
+    for sig in [SIGTERM, SIGHUP, SIGINT, SIGQUIT] {
+        signal_hook::flag::register_usize(sig, Arc::clone(&signalled), sig as usize)?;
+    }
     let mut guard = Terminal::start()?;
     let term = &mut guard.0;
     let dir = args.dir.display().to_string();
@@ -71,6 +81,9 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     let mut last_draw = Instant::now();
     let mut draw_error = None;
     let built = model::build(&trace, &options, &mut |done| {
+        if signalled.load(Ordering::Relaxed) != 0 {
+            return false;
+        }
         if last_draw.elapsed() < Duration::from_millis(100) {
             return true;
         }
@@ -86,8 +99,13 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     }
     let Ok((model, errors)) = built else {
         drop(guard);
-        eprintln!("fctrace: loading stopped");
-        return Ok(ExitCode::from(130));
+        return Ok(match signalled.load(Ordering::Relaxed) {
+            0 => {
+                eprintln!("fctrace: loading stopped");
+                ExitCode::from(130)
+            }
+            sig => ended_by(sig),
+        });
     };
     let lost = model.lost;
     let mut app = app::App::new(model, title);
@@ -105,16 +123,34 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
         notes.push("Any key closes this.".into());
         app.notice = Some(notes.join("\n\n"));
     }
-    while !app.quit {
-        term.draw(|f| view::draw(f, &mut app))?;
-        match event::read()? {
-            Event::Key(k) => app.key(k),
-            Event::Resize(..) => {}
-            _ => {}
+    let mut dirty = true;
+    while !app.quit && signalled.load(Ordering::Relaxed) == 0 {
+        if dirty {
+            term.draw(|f| view::draw(f, &mut app))?;
+            dirty = false;
+        }
+        // Waits for a key at most this long: a signal is seen within it.
+        if event::poll(Duration::from_millis(100))? {
+            match event::read()? {
+                Event::Key(k) => app.key(k),
+                Event::Resize(..) => {}
+                _ => continue,
+            }
+            dirty = true;
         }
     }
     drop(guard);
-    finish(errors, lost, &trace)
+    match signalled.load(Ordering::Relaxed) {
+        0 => finish(errors, lost, &trace),
+        sig => Ok(ended_by(sig)),
+    }
+}
+
+/// After the terminal was restored on signal `sig`: says so, and the
+/// status of a process it ended (128 + sig).
+fn ended_by(sig: usize) -> ExitCode {
+    eprintln!("fctrace: tui ended by signal {sig}");
+    ExitCode::from((128 + sig).min(255) as u8)
 }
 
 /// Whether a key pressed while loading asks to stop (q, Esc, Ctrl-C).

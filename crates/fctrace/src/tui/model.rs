@@ -530,6 +530,95 @@ pub(crate) mod tests {
         }
     }
 
+    /// The model's function rows against `report`'s statistics of the
+    /// same trace: calls, total and self time of every function.
+    fn same_as_report(trace: &Trace, options: &fctrace_options::Options) {
+        let (m, _) = build(trace, options, &mut |_| true).unwrap();
+        let report = crate::output::report::aggregate_with(trace, options);
+        let rows = m.all.functions(m.names.len());
+        let shown: Vec<(String, u64, u64, u64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    m.names[r.func as usize].clone(),
+                    r.calls,
+                    r.total_ns,
+                    r.self_ns,
+                )
+            })
+            .collect();
+        let mut expected: Vec<(String, u64, u64, u64)> = report
+            .functions
+            .iter()
+            .filter(|f| f.calls > 0)
+            .map(|f| (f.name.clone(), f.calls, f.total_ns, f.self_ns))
+            .collect();
+        let mut shown = shown;
+        shown.sort();
+        expected.sort();
+        assert_eq!(shown, expected);
+    }
+
+    #[test]
+    fn function_rows_are_the_reports() {
+        // Task 10: recursion, a call whose caller unwinds past it, an exit
+        // without entry, a loss, calls still open at the end. Task 11: a
+        // thread with its own recursion.
+        let (_dir, trace) = fake_trace(&[
+            FakeTask::main(
+                10,
+                vec![
+                    ev(Entry, 0, 0),
+                    ev(Entry, 1, 10),
+                    ev(Entry, 1, 12),
+                    ev(Entry, 3, 14),
+                    ev(Exit, 3, 20),
+                    ev(Exit, 1, 30),
+                    ev(Exit, 1, 40),
+                    ev(Entry, 4, 41),
+                    ev(Entry, 3, 42),
+                    ev(Unwind, 4, 50),
+                    ev(Exit, 5, 51),
+                    ev(Lost, 3, 52),
+                    ev(Entry, 2, 60),
+                    ev(Exit, 2, 70),
+                    ev(Entry, 1, 80),
+                    ev(Entry, 3, 85),
+                    ev(Exit, 3, 90),
+                ],
+            ),
+            FakeTask::thread(
+                11,
+                10,
+                vec![
+                    ev(Entry, 3, 5),
+                    ev(Entry, 3, 6),
+                    ev(Exit, 3, 8),
+                    ev(Exit, 3, 9),
+                ],
+            ),
+        ]);
+        same_as_report(&trace, &Default::default());
+        let (m, _) = build(&trace, &Default::default(), &mut |_| true).unwrap();
+        assert_eq!(m.lost, 3);
+        // With display filters: -N parse_args, and --tid 11.
+        let mut no_parse = fctrace_options::Options::default();
+        no_parse.notrace = vec![fctrace_options::FuncPattern::parse("parse_args").unwrap()];
+        same_as_report(&trace, &no_parse);
+        let (m, _) = build(&trace, &no_parse, &mut |_| true).unwrap();
+        let rows = m.all.functions(m.names.len());
+        assert!(rows
+            .iter()
+            .all(|r| m.names[r.func as usize] != "parse_args"));
+        let tid = fctrace_options::Options {
+            tids: vec![11],
+            ..Default::default()
+        };
+        same_as_report(&trace, &tid);
+        let (m, _) = build(&trace, &tid, &mut |_| true).unwrap();
+        assert_eq!(m.tasks.len(), 1);
+    }
+
     #[test]
     fn an_empty_trace_has_an_empty_tree() {
         let (_dir, trace) = fake_trace(&[]);

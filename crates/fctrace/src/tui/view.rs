@@ -48,7 +48,7 @@ pub fn draw(f: &mut Frame, app: &mut App) {
         View::Tasks => "Tasks",
     };
     f.render_widget(
-        Paragraph::new(format!(" {view} | {task} | {} | ? help", app.title)).style(reverse),
+        Paragraph::new(format!(" {view} | {task} | ? help | {}", app.title)).style(reverse),
         title,
     );
     app.page = body.height as usize;
@@ -251,12 +251,13 @@ fn help(f: &mut Frame) {
 
 /// The screen while the trace is read.
 pub fn loading(f: &mut Frame, done: u64, total: u64, dir: &str) {
-    let pct = (done.min(total) * 100)
-        .checked_div(total)
-        .map_or_else(|| "?".to_string(), |p| format!("{p}%"));
+    let read = match (done.min(total) * 100).checked_div(total) {
+        Some(pct) => format!("{pct}% ({done} of {total} events)"),
+        None => format!("{done} events"),
+    };
     let lines = vec![
         Line::from(format!("fctrace tui: reading {dir}")),
-        Line::from(format!("{pct} ({done} of {total} events)  q: stop")),
+        Line::from(format!("{read}  q: stop")),
     ];
     f.render_widget(Paragraph::new(lines), f.area());
 }
@@ -294,7 +295,7 @@ mod tests {
         assert_eq!(
             screen(&mut app, 60, 9),
             [
-                " Graph | all 2 tasks | prog -v | ? help",
+                " Graph | all 2 tasks | ? help | prog -v",
                 "     TOTAL       SELF      CALLS  FUNCTION",
                 "  0.100 us   0.055 us          1  [-] main",
                 "  0.040 us   0.030 us          2    [-] parse_args",
@@ -320,7 +321,7 @@ mod tests {
         assert_eq!(
             screen(&mut app, 60, 7),
             [
-                " Report | all 2 tasks | prog | ? help",
+                " Report | all 2 tasks | ? help | prog",
                 "     TOTAL       SELF     CALLS*  FUNCTION",
                 "  0.019 us   0.019 us          3  leaf",
                 "  0.040 us   0.030 us          2  parse_args",
@@ -338,7 +339,7 @@ mod tests {
         assert_eq!(
             screen(&mut app, 60, 6),
             [
-                " Tasks | all 2 tasks | prog | ? help",
+                " Tasks | all 2 tasks | ? help | prog",
                 "     TID      PID      CALLS      TOTAL  COMMAND",
                 "*    all                   2   0.104 us  (2 tasks)",
                 "      10       10          1   0.100 us  prog",
@@ -394,6 +395,25 @@ mod tests {
         assert_eq!(app.notice, None);
         // The key only closed it.
         assert_eq!(app.graph.at, 0);
+    }
+
+    #[test]
+    fn loading_screen() {
+        let mut term = Terminal::new(TestBackend::new(50, 3)).unwrap();
+        term.draw(|f| loading(f, 262_144, 1_048_576, "fctrace.data"))
+            .unwrap();
+        term.backend().assert_buffer_lines([
+            "fctrace tui: reading fctrace.data                 ",
+            "25% (262144 of 1048576 events)  q: stop           ",
+            "                                                  ",
+        ]);
+        // A trace whose info has no count of events.
+        term.draw(|f| loading(f, 10, 0, "d")).unwrap();
+        term.backend().assert_buffer_lines([
+            "fctrace tui: reading d                            ",
+            "10 events  q: stop                                ",
+            "                                                  ",
+        ]);
     }
 
     #[test]
