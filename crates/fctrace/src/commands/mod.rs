@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
+mod dump;
+mod flamegraph;
 mod info;
 mod live;
 mod record;
@@ -15,6 +17,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Replay(args)) => replay::run(args),
         Some(Command::Report(args)) => report::run(args),
         Some(Command::Info(args)) => info::run(args),
+        Some(Command::Dump(args)) => dump::run(args),
+        Some(Command::Flamegraph(args)) => flamegraph::run(args),
         None => live::run(cli.live),
     }
 }

@@ -5,6 +5,8 @@
 //! - [`calls`]: whole calls rebuilt from a task's events, and one
 //!   identity per function across sessions (for the graph, dump formats,
 //!   flame graph, TUI).
+//! - [`flame`]: folded stacks and flame graphs.
+//! - [`parquet`]: Parquet tables of calls, functions and tasks.
 //! - [`report`]: per-function statistics.
 //! - [`names`]: how functions are named.
 //! - [`filter`]: which calls are shown (`-F`, `-N`, `-C`, `-D`, `-t`,
@@ -14,7 +16,9 @@ pub mod args;
 #[allow(dead_code)] // used by the graph and dump commands (being written)
 pub mod calls;
 pub mod filter;
+pub mod flame;
 pub mod names;
+pub mod parquet;
 pub mod report;
 pub mod tree;
 

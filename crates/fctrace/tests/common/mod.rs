@@ -71,12 +71,15 @@
 
 mod cli_args;
 mod clones;
+mod exports;
 mod info_json;
 mod notes;
 mod scratch;
 // (each test file uses only some of the shared helpers)
 #[allow(unused_imports)]
 pub use cli_args::*;
+#[allow(unused_imports)]
+pub use exports::*;
 #[allow(unused_imports)]
 pub use info_json::*;
 #[allow(unused_imports)]
