@@ -253,8 +253,8 @@ fn svg_frames(svg: &str) -> Vec<(String, u64)> {
         allow_dtd: true,
         ..roxmltree::ParsingOptions::default()
     };
-    let doc = roxmltree::Document::parse_with_options(svg, options)
-        .expect("the SVG is well-formed XML");
+    let doc =
+        roxmltree::Document::parse_with_options(svg, options).expect("the SVG is well-formed XML");
     let mut frames = Vec::new();
     for g in doc.descendants().filter(|n| n.has_tag_name("g")) {
         let Some(title) = g.children().find(|c| c.has_tag_name("title")) else {
@@ -371,4 +371,24 @@ fn the_svg_has_a_frame_per_function_and_opens_in_chromium() {
 fn is_root() -> bool {
     let r = run(Command::new("id").arg("-u"));
     r.stdout.trim() == "0"
+}
+
+/// endings.c exits from deep inside (main -> descend x6 -> leave ->
+/// exit, whose atexit handler's calls return): calls that never returned
+/// count as calls without time, as in the report; `segv` ends in a signal.
+#[test]
+fn calls_that_never_returned_weigh_as_in_the_report() {
+    let exe = c_program("endings.c", "-O0", &["-O0"]);
+    for args in [&["exit", "3"][..], &["segv"]] {
+        let native = run(std::process::Command::new(&exe).args(args));
+        let rec = record_any(&exe, args, &[]);
+        assert_same_behaviour(&native, &rec.run, &format!("endings {args:?}"));
+        assert_weights_are_the_reports(&rec.dir.path, &[]);
+        let stacks = joined(&folded(&rec.dir.path, &["--sample-count"]));
+        let deep = "main;descend;descend;descend;descend;descend;descend;leave";
+        assert_eq!(stacks.get(deep), Some(&1), "{stacks:?}");
+        // main never returned: no self time of its own.
+        let timed = joined(&folded(&rec.dir.path, &[]));
+        assert!(!timed.contains_key("main"), "{timed:?}");
+    }
 }

@@ -244,3 +244,37 @@ fn bad_output_is_a_clear_error() {
         r.describe()
     );
 }
+
+/// endings.c exits from deep inside: the calls that never returned have
+/// no duration nor self time, and the others add up as in the report.
+#[test]
+fn calls_that_never_returned_have_no_time() {
+    let exe = c_program("endings.c", "-O0", &["-O0"]);
+    let native = run(std::process::Command::new(&exe).args(["exit", "3"]));
+    let rec = record_any(&exe, &["exit", "3"], &[]);
+    assert_same_behaviour(&native, &rec.run, "endings exit 3");
+    let out = scratch("parquet-endings");
+    dump_parquet(&rec.dir.path, &out.path, &[]);
+    assert_tables_are_the_reports(&rec.dir.path, &out.path, &[]);
+    let rows = duckdb(
+        &out.path,
+        "SELECT function, depth, ended, duration_ns IS NULL, self_ns IS NULL \
+         FROM 'calls.parquet' WHERE function IN ('main', 'descend', 'leave') ORDER BY depth",
+    );
+    let mut expected = vec![serde_json::json!(["main", 0, "not_returned", true, true])];
+    for depth in 1..=6 {
+        expected.push(serde_json::json!([
+            "descend",
+            depth,
+            "not_returned",
+            true,
+            true
+        ]));
+    }
+    expected.push(serde_json::json!(["leave", 7, "not_returned", true, true]));
+    let expected: Vec<Vec<Value>> = expected
+        .into_iter()
+        .map(|v| v.as_array().unwrap().clone())
+        .collect();
+    assert_eq!(rows, expected);
+}
