@@ -172,9 +172,15 @@ impl<S: EventSource> Calls<S> {
     }
 
     fn end_top(&mut self, ns: u64, end: End) {
-        let Some(open) = self.stack.pop() else {
-            return;
-        };
+        if let Some(step) = self.take_top(ns, end) {
+            self.queued.push_back(step);
+        }
+    }
+
+    /// Ends the frame on top: its [`Step::Leave`].
+    #[inline]
+    fn take_top(&mut self, ns: u64, end: End) -> Option<Step> {
+        let open = self.stack.pop()?;
         let end_ns = ns.max(open.start_ns);
         let dur = end_ns - open.start_ns;
         if let Some(parent) = self.stack.last_mut() {
@@ -187,7 +193,7 @@ impl<S: EventSource> Calls<S> {
                 None
             }
         };
-        self.queued.push_back(Step::Leave(Call {
+        Some(Step::Leave(Call {
             func: open.func,
             depth: self.stack.len(),
             start_ns: open.start_ns,
@@ -196,7 +202,7 @@ impl<S: EventSource> Calls<S> {
             end,
             args: open.args,
             retval,
-        }));
+        }))
     }
 
     /// The next step; `None` once the task's events (and its open calls)
@@ -250,7 +256,11 @@ impl<S: EventSource> Calls<S> {
                         End::Unwound
                     };
                     let j = match self.stack.last() {
-                        Some(top) if top.func == event.func => self.stack.len() - 1,
+                        // The common case: the call on top returns (no
+                        // queue).
+                        Some(top) if top.func == event.func => {
+                            return self.take_top(event.ns, end);
+                        }
                         _ => match self.stack.iter().rposition(|o| o.func == event.func) {
                             Some(j) => j,
                             None => {

@@ -29,9 +29,9 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Rows of calls.parquet per row group (DuckDB's own size): the rows
-/// held in memory at most.
-pub const ROW_GROUP: usize = 122_880;
+/// Rows of calls.parquet per row group: the rows held in memory at most
+/// (about 6 MiB of them).
+pub const ROW_GROUP: usize = 65_536;
 
 /// What [`write`] met.
 pub struct Written {
@@ -49,6 +49,9 @@ enum Values {
     /// A uint64 (stored as int64, its bits).
     U64(Vec<i64>),
     Str(Vec<ByteArray>),
+    /// A string of a dictionary given to [`Table::flush`]: the index of
+    /// the dictionary, and per row the index of its string there.
+    Dict(usize, Vec<u32>),
 }
 
 /// A column: its values, and for an optional column its definition
@@ -77,6 +80,12 @@ impl Column {
             defs: None,
         }
     }
+    fn dict(which: usize) -> Column {
+        Column {
+            values: Values::Dict(which, Vec::new()),
+            defs: None,
+        }
+    }
     fn optional(mut self) -> Column {
         self.defs = Some(Vec::new());
         self
@@ -98,6 +107,11 @@ impl Column {
         self.defined(v.is_some());
         if let (Values::U64(values), Some(v)) = (&mut self.values, v) {
             values.push(v as i64);
+        }
+    }
+    fn push_key(&mut self, key: u32) {
+        if let Values::Dict(_, keys) = &mut self.values {
+            keys.push(key);
         }
     }
     fn push_str(&mut self, v: Option<ByteArray>) {
@@ -143,17 +157,18 @@ impl Table {
         })
     }
 
-    /// A row was pushed to every column.
-    fn row_done(&mut self) -> anyhow::Result<()> {
+    /// A row was pushed to every column; `dicts`: the strings of the
+    /// [`Values::Dict`] columns.
+    fn row_done(&mut self, dicts: &[Vec<ByteArray>]) -> anyhow::Result<()> {
         self.rows += 1;
         if self.rows >= ROW_GROUP {
-            self.flush()?;
+            self.flush(dicts)?;
         }
         Ok(())
     }
 
     /// Writes the rows gathered as a row group.
-    fn flush(&mut self) -> anyhow::Result<()> {
+    fn flush(&mut self, dicts: &[Vec<ByteArray>]) -> anyhow::Result<()> {
         if self.rows == 0 {
             return Ok(());
         }
@@ -188,6 +203,15 @@ impl Table {
                         .map_err(fail)?;
                     v.clear();
                 }
+                Values::Dict(which, keys) => {
+                    let dict = &dicts[*which];
+                    let v: Vec<ByteArray> =
+                        keys.iter().map(|&k| dict[k as usize].clone()).collect();
+                    w.typed::<ByteArrayType>()
+                        .write_batch(&v, defs, None)
+                        .map_err(fail)?;
+                    keys.clear();
+                }
             }
             if let Some(d) = &mut column.defs {
                 d.clear();
@@ -198,8 +222,8 @@ impl Table {
         Ok(())
     }
 
-    fn close(mut self) -> anyhow::Result<()> {
-        self.flush()?;
+    fn close(mut self, dicts: &[Vec<ByteArray>]) -> anyhow::Result<()> {
+        self.flush(dicts)?;
         let path = self.path.clone();
         self.writer
             .close()
@@ -208,21 +232,25 @@ impl Table {
     }
 }
 
-/// zstd (level 1: fast), statistics and dictionaries where they pay.
+/// zstd (level 1: fast), statistics and dictionaries where they pay:
+/// dictionaries for the `strings` (names repeat: one hash per value, no
+/// statistics), none for the numbers (zstd packs repeated ones as well,
+/// without hashing each value), delta encoding for the `times`.
 fn properties(strings: &[&str], times: &[&str]) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(1).expect("valid level"),
         ))
         .set_max_row_group_size(ROW_GROUP)
-        .set_statistics_enabled(EnabledStatistics::Chunk);
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_dictionary_enabled(false);
     for c in strings {
-        b = b.set_column_statistics_enabled(ColumnPath::from(*c), EnabledStatistics::None);
+        b = b
+            .set_column_statistics_enabled(ColumnPath::from(*c), EnabledStatistics::None)
+            .set_column_dictionary_enabled(ColumnPath::from(*c), true);
     }
     for c in times {
-        b = b
-            .set_column_dictionary_enabled(ColumnPath::from(*c), false)
-            .set_column_encoding(ColumnPath::from(*c), Encoding::DELTA_BINARY_PACKED);
+        b = b.set_column_encoding(ColumnPath::from(*c), Encoding::DELTA_BINARY_PACKED);
     }
     b.build()
 }
@@ -250,18 +278,24 @@ fn calls_columns() -> Vec<Column> {
         Column::u32(),
         Column::u32(),
         Column::u32(),
-        Column::str(),
-        Column::str(),
-        Column::str(),
+        Column::dict(NAMES),
+        Column::dict(SYMBOLS),
+        Column::dict(MODULES),
         Column::u64(),
         Column::u64(),
         Column::u64().optional(),
         Column::u64().optional(),
-        Column::str(),
+        Column::dict(ENDED),
         Column::str().optional(),
         Column::str().optional(),
     ]
 }
+
+/// The dictionaries of calls.parquet's string columns.
+const NAMES: usize = 0;
+const SYMBOLS: usize = 1;
+const MODULES: usize = 2;
+const ENDED: usize = 3;
 
 /// How a call ended, as the `ended` column spells it.
 fn ended(end: End) -> &'static str {
@@ -289,9 +323,9 @@ struct Pass<'t> {
     trace: &'t Trace,
     functions: Functions,
     stats: Vec<Stats>,
-    /// Per function: its name, symbol and module as column values.
-    names: Vec<[ByteArray; 3]>,
-    ended: [ByteArray; 3],
+    /// Per function its name, symbol and module ([`NAMES`], [`SYMBOLS`],
+    /// [`MODULES`]), and the ways a call ends ([`ENDED`]).
+    dicts: Vec<Vec<ByteArray>>,
     table: Table,
     /// The first write error: the pass stops writing.
     failed: Option<anyhow::Error>,
@@ -308,24 +342,21 @@ impl Pass<'_> {
         if self.failed.is_some() {
             return;
         }
-        while self.names.len() < self.functions.list.len() {
-            let f = &self.functions.list[self.names.len()];
-            self.names.push([
-                ByteArray::from(f.name.as_str()),
-                ByteArray::from(f.symbol.as_str()),
-                ByteArray::from(f.module.as_str()),
-            ]);
+        while self.dicts[NAMES].len() < self.functions.list.len() {
+            let f = &self.functions.list[self.dicts[NAMES].len()];
+            self.dicts[NAMES].push(f.name.as_str().into());
+            self.dicts[SYMBOLS].push(f.symbol.as_str().into());
+            self.dicts[MODULES].push(f.module.as_str().into());
         }
         let returned = call.end != End::NotReturned;
-        let [name, symbol, module] = &self.names[func as usize];
         let c = &mut self.table.columns;
         c[0].push_u32(Some(task.id));
         c[1].push_u32(Some(task.pid));
         c[2].push_u32(Some(task.tid));
         c[3].push_u32(Some(call.depth as u32));
-        c[4].push_str(Some(name.clone()));
-        c[5].push_str(Some(symbol.clone()));
-        c[6].push_str(Some(module.clone()));
+        c[4].push_key(func);
+        c[5].push_key(func);
+        c[6].push_key(func);
         c[7].push_u64(Some(call.start_ns));
         c[8].push_u64(Some(call.end_ns));
         c[9].push_u64(returned.then(|| call.duration_ns()));
@@ -335,14 +366,14 @@ impl Pass<'_> {
             End::Unwound => 1,
             End::NotReturned => 2,
         };
-        c[11].push_str(Some(self.ended[e].clone()));
+        c[11].push_key(e);
         let text = |p: &Option<Vec<u8>>| {
             p.as_ref()
                 .map(|p| ByteArray::from(super::args::format_payload(p).into_bytes()))
         };
         c[12].push_str(text(&call.args));
         c[13].push_str(text(&call.retval));
-        if let Err(e) = self.table.row_done() {
+        if let Err(e) = self.table.row_done(&self.dicts) {
             self.failed = Some(e);
         }
     }
@@ -448,8 +479,14 @@ pub fn write(
         trace,
         functions: Functions::new(),
         stats: Vec::new(),
-        names: Vec::new(),
-        ended: [End::Returned, End::Unwound, End::NotReturned].map(|e| ByteArray::from(ended(e))),
+        dicts: vec![
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            [End::Returned, End::Unwound, End::NotReturned]
+                .map(|e| ByteArray::from(ended(e)))
+                .to_vec(),
+        ],
         table,
         failed: None,
         calls: 0,
@@ -463,7 +500,7 @@ pub fn write(
     if let Some(e) = pass.failed {
         return Err(e);
     }
-    pass.table.close()?;
+    pass.table.close(&pass.dicts)?;
     write_functions(dir, &pass.functions, &pass.stats)?;
     write_tasks(dir, trace, &pass.calls_by_task)?;
     Ok(Written {
@@ -519,9 +556,9 @@ fn write_functions(dir: &Path, functions: &Functions, stats: &[Stats]) -> anyhow
         c[7].push_u64(s.min_ns);
         c[8].push_u64(avg);
         c[9].push_u64(s.max_ns);
-        t.row_done()?;
+        t.row_done(&[])?;
     }
-    t.close()
+    t.close(&[])
 }
 
 fn write_tasks(dir: &Path, trace: &Trace, calls: &HashMap<u32, u64>) -> anyhow::Result<()> {
@@ -569,7 +606,7 @@ fn write_tasks(dir: &Path, trace: &Trace, calls: &HashMap<u32, u64>) -> anyhow::
         c[8].push_u32(Some(t.session));
         c[9].push_u64(Some(t.events));
         c[10].push_u64(Some(calls.get(&t.id).copied().unwrap_or(0)));
-        table.row_done()?;
+        table.row_done(&[])?;
     }
-    table.close()
+    table.close(&[])
 }
