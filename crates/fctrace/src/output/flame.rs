@@ -292,7 +292,7 @@ impl TaskVisitor for Fold<'_> {
                 Step::Unmatched { .. } | Step::Signal { .. } => {}
             }
             steps = steps.wrapping_add(1);
-            if steps % 4096 == 0 {
+            if steps & 0xfff == 0 {
                 progress.update(before + calls.events_read());
             }
         }

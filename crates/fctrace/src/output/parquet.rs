@@ -448,7 +448,7 @@ impl TaskVisitor for Pass<'_> {
                 Step::Unmatched { .. } | Step::Signal { .. } => {}
             }
             steps = steps.wrapping_add(1);
-            if steps % 4096 == 0 {
+            if steps & 0xfff == 0 {
                 self.progress.update(before + calls.events_read());
             }
         }
