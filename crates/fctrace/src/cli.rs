@@ -57,8 +57,11 @@ pub enum Command {
     /// What a trace holds: program, tasks, instrumented functions, events
     Info(InfoArgs),
     /// Write a recorded trace for other tools: Chrome trace-event JSON,
-    /// Perfetto protobuf, or (without a format flag) its events as text
+    /// Perfetto protobuf, folded stacks for flame graphs, Parquet tables,
+    /// or (without a format flag) its events as text
     Dump(DumpArgs),
+    /// Draw an interactive flame graph (SVG) of a recorded trace
+    Flamegraph(FlamegraphArgs),
     /// Browse a recorded trace interactively: call graph, report, tasks
     Tui(TuiArgs),
     /// Print a shell completion script, e.g. `source <(fctrace completions bash)`
@@ -251,6 +254,32 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
+    /// The filters as they were given on the command line (`-F main -D 3`),
+    /// empty without any.
+    pub fn shown_text(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let mut add = |flag: &str, values: &[String]| {
+            for v in values {
+                parts.push(format!("{flag} {v}"));
+            }
+        };
+        add("-F", &self.filter);
+        add("-N", &self.notrace);
+        add("-C", &self.caller_filter);
+        add(
+            "-D",
+            &self
+                .depth
+                .map(|d| d.to_string())
+                .into_iter()
+                .collect::<Vec<_>>(),
+        );
+        add("-t", &self.time_filter.iter().cloned().collect::<Vec<_>>());
+        add("--tid", &self.tid);
+        add("-T", &self.trigger);
+        parts.join(" ")
+    }
+
     /// The filters as the options the agent and the output share.
     pub fn to_options(&self) -> anyhow::Result<fctrace_options::Options> {
         self.to_options_with(&TraceOptions {
@@ -414,24 +443,48 @@ pub struct GraphArgs {
     pub output: OutputArgs,
 }
 
+/// The formats of `fctrace dump`: at most one is given (none: the events
+/// as text).
 #[derive(Args, Debug)]
-#[command(group = clap::ArgGroup::new("dump_format").multiple(false))]
-pub struct DumpArgs {
-    /// Trace directory to read, e.g. `-d /tmp/run1.data`
-    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
-    pub dir: PathBuf,
-    /// Write to FILE instead of standard output, e.g. `-o trace.json`
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: Option<PathBuf>,
+#[group(required = false, multiple = false)]
+pub struct DumpFormat {
     /// Chrome trace-event JSON (one complete event per call), for Perfetto
     /// UI and chrome://tracing, e.g. `fctrace dump --chrome -o trace.json`
-    #[arg(long = "chrome", group = "dump_format", help_heading = "Formats")]
+    #[arg(long = "chrome", help_heading = "Formats")]
     pub chrome: bool,
     /// Perfetto's protobuf trace (a track per thread, interned names), for
     /// Perfetto UI and its trace processor, also for traces too big for
     /// JSON, e.g. `fctrace dump --perfetto -o trace.pftrace`
-    #[arg(long = "perfetto", group = "dump_format", help_heading = "Formats")]
+    #[arg(long = "perfetto", help_heading = "Formats")]
     pub perfetto: bool,
+    /// Folded stacks (`main;parse;lex 1234`), one line per call path,
+    /// weighted by self time in nanoseconds (or calls, with
+    /// --sample-count): the input of flamegraph.pl, inferno and
+    /// speedscope, e.g. `fctrace dump --flame-graph | inferno-flamegraph > f.svg`
+    #[arg(long = "flame-graph", help_heading = "Formats")]
+    pub flame_graph: bool,
+    /// Parquet tables calls.parquet, functions.parquet and tasks.parquet
+    /// in the directory given with -o, for DuckDB, Polars, Spark, e.g.
+    /// `fctrace dump --parquet -o run1.parquet`
+    #[arg(long = "parquet", requires = "output", help_heading = "Formats")]
+    pub parquet: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub format: DumpFormat,
+    /// Where to write: a file (standard output without it), or for
+    /// --parquet a directory (created if needed), e.g. `-o trace.json`
+    #[arg(short = 'o', long = "output", value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// With --flame-graph: weigh each call path by its number of calls
+    /// instead of its self time
+    #[arg(long = "sample-count")]
+    pub sample_count: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
 }
@@ -454,6 +507,25 @@ pub struct TuiArgs {
     /// without a terminal (to measure loading a big trace)
     #[arg(long = "exit-after-load")]
     pub exit_after_load: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct FlamegraphArgs {
+    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+    /// The SVG file to write, e.g. `-o flame.svg`
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+    /// Frame widths by number of calls instead of self time
+    #[arg(long = "sample-count")]
+    pub sample_count: bool,
+    /// Leave out frames narrower than this many pixels (of 1200), e.g.
+    /// `--min-width 0` to keep every frame
+    #[arg(long = "min-width", value_name = "PIXELS", default_value_t = 0.1)]
+    pub min_width: f64,
     #[command(flatten)]
     pub filter: FilterArgs,
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 mod dump;
+mod flamegraph;
 mod graph;
 mod info;
 mod live;
@@ -35,6 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Report(args)) => report::run(args, terminal),
         Some(Command::Graph(args)) => graph::run(args, terminal),
         Some(Command::Dump(args)) => dump::run(args),
+        Some(Command::Flamegraph(args)) => flamegraph::run(args),
         Some(Command::Info(args)) => info::run(args, terminal),
         Some(Command::Tui(args)) => tui::run(args),
         Some(Command::Completions(args)) => manual::completions(args),
@@ -53,6 +55,7 @@ fn pages(command: &Command) -> bool {
         Command::Replay(_) | Command::Report(_) | Command::Graph(_) | Command::Info(_) => true,
         Command::Record(_)
         | Command::Dump(_)
+        | Command::Flamegraph(_)
         | Command::Tui(_)
         | Command::Completions(_)
         | Command::Man(_) => false,

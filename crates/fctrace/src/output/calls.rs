@@ -22,11 +22,10 @@
 //! [`Functions`] gives calls of every session one identity per function
 //! (module and symbol), as the report counts them.
 
-use super::filter::EventSource;
+use super::filter::{EventSource, Filter};
 use super::names::unknown;
 use fctrace_format::event::EventKind;
-use fctrace_format::store::TaskInfo;
-use fctrace_format::store::{Event, StoreError, Trace};
+use fctrace_format::store::{Event, StoreError, TaskInfo, Trace};
 use std::collections::HashMap;
 use std::io;
 
@@ -393,6 +392,51 @@ fn task_steps<S: EventSource>(
         progress.update(done + calls.events_read());
     }
     Ok((calls.events_read(), calls.take_error()))
+}
+
+/// A reader of whole calls, task by task ([`visit_tasks`]).
+pub trait TaskVisitor {
+    /// The calls of one task (filtered or not: generic, so that the
+    /// unfiltered pass is as fast as it can be). A read error that ends
+    /// its events is taken by [`visit_tasks`] afterwards.
+    fn task<S: EventSource>(&mut self, task: &TaskInfo, calls: &mut Calls<S>);
+}
+
+/// Runs `visitor` over every task of `trace` the display filters of
+/// `options` show (`--tid`), with the calls they show, as the report
+/// does. Returns the read errors met (a task's readable part is visited).
+pub fn visit_tasks<V: TaskVisitor>(
+    trace: &Trace,
+    options: &fctrace_options::Options,
+    visitor: &mut V,
+) -> Vec<StoreError> {
+    let mut filter = Filter::new(trace, options, false);
+    let mut errors = Vec::new();
+    for task in &trace.info.tasks {
+        if filter.as_ref().is_some_and(|f| !f.wants_task(task)) {
+            continue;
+        }
+        let events = match trace.task_events(task) {
+            Ok(events) => events,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        match &mut filter {
+            None => {
+                let mut calls = Calls::new(events);
+                visitor.task(task, &mut calls);
+                errors.extend(calls.take_error());
+            }
+            Some(f) => {
+                let mut calls = Calls::new(f.task(task, events));
+                visitor.task(task, &mut calls);
+                errors.extend(calls.take_error());
+            }
+        }
+    }
+    errors
 }
 
 /// A function as the readers merge it across tasks, processes and

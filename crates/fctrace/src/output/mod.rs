@@ -8,7 +8,8 @@
 //! - [`graph`]: calls merged by call path (`graph`).
 //! - [`report`]: per-function statistics; [`diff`]: those of two traces
 //!   compared (`report --diff`).
-//! - [`chrome`], [`perfetto`], [`events`]: `fctrace dump`'s formats.
+//! - [`chrome`], [`perfetto`], [`events`], [`flame`] (folded stacks and
+//!   the flame graph), [`parquet`]: `fctrace dump`'s formats.
 //! - [`names`]: how functions are named.
 //! - [`filter`]: which calls are shown (`-F`, `-N`, `-C`, `-D`, `-t`,
 //!   `--tid`, `-T`).
@@ -19,8 +20,10 @@ pub mod chrome;
 pub mod diff;
 pub mod events;
 pub mod filter;
+pub mod flame;
 pub mod graph;
 pub mod names;
+pub mod parquet;
 pub mod perfetto;
 pub mod report;
 pub mod term;

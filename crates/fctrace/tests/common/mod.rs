@@ -72,6 +72,7 @@
 mod cli_args;
 mod clones;
 mod dump;
+mod exports;
 mod info_json;
 mod notes;
 mod scratch;
@@ -81,6 +82,7 @@ mod sqlite_build;
 pub use cli_args::*;
 #[allow(unused_imports)]
 pub use dump::*;
+pub use exports::*;
 #[allow(unused_imports)]
 pub use info_json::*;
 #[allow(unused_imports)]

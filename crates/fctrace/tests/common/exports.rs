@@ -1,0 +1,85 @@
+//! Helpers of the export tests (tests/flame.rs, tests/parquet.rs): the
+//! programs they trace and what they compare with.
+
+use super::*;
+
+/// tests/programs/flame.c at -O0 (every call of its source is a call).
+pub fn flame_program() -> PathBuf {
+    c_program("flame.c", "-O0", &["-O0", "-pthread"])
+}
+
+/// What tests/programs/flame.c prints.
+pub const FLAME_OUTPUT: &str = "sink 10 fib(5) 5\n";
+
+/// The SQLite driver (tests/sqlite.rs) linked with sqlite3.c, both
+/// compiled with `opt`.
+pub fn sqlite_program(opt: &str) -> PathBuf {
+    let dir = package_dir("libsqlite3-sys").join("sqlite3");
+    let defines = ["-DSQLITE_THREADSAFE=0", "-DSQLITE_OMIT_LOAD_EXTENSION"];
+    let mut flags = vec![opt];
+    flags.extend(defines);
+    let object = Build::new(
+        Lang::C,
+        &format!("sqlite3{opt}.o"),
+        &[dir.join("sqlite3.c")],
+        &flags,
+    )
+    .object()
+    .build();
+    let include = format!("-I{}", dir.display());
+    let mut flags = vec![opt, include.as_str()];
+    flags.extend(defines);
+    Build::new(
+        Lang::C,
+        &format!("sqlite_driver{opt}"),
+        &[program_source("sqlite_driver.c"), object],
+        &flags,
+    )
+    .libs(&["-lm"])
+    .build()
+}
+
+/// The name of a report's function as the exports show it: `name`, or
+/// `name@module-file` where functions of two modules share the name.
+pub fn shown_names(report: &Report) -> Vec<String> {
+    let mut modules: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+    for f in &report.functions {
+        modules.entry(&f.name).or_default().insert(&f.module);
+    }
+    report
+        .functions
+        .iter()
+        .map(|f| {
+            if modules[f.name.as_str()].len() > 1 {
+                let file = Path::new(&f.module)
+                    .file_name()
+                    .map_or(f.module.clone(), |s| s.to_string_lossy().into_owned());
+                format!("{}@{}", f.name, file)
+            } else {
+                f.name.clone()
+            }
+        })
+        .collect()
+}
+
+/// Fails naming the Debian package when a tool a test needs is missing.
+pub fn require_tool(tool: &str, package: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false);
+    assert!(
+        found,
+        "{tool} is not installed: install the Debian package `{package}` (.ci/run does)"
+    );
+}
+
+/// A directory of a test's outputs kept after the run (screenshots, files
+/// to look at): `<CARGO_TARGET_TMPDIR>/outputs/<name>`, emptied first.
+pub fn output_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("outputs")
+        .join(name);
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
