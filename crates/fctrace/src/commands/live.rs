@@ -6,7 +6,6 @@ use crate::cli::LiveArgs;
 use crate::output::filter;
 use crate::recorder;
 use anyhow::Context;
-use fctrace_options::Options;
 use std::process::ExitCode;
 
 pub fn run(args: LiveArgs) -> anyhow::Result<ExitCode> {
@@ -28,7 +27,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<ExitCode> {
         // a call whose filtered ancestors were entered while tracing was
         // off (--disable) is recorded without them. The display-only
         // options (-C, -t, --tid) act here, as `replay` applies them.
-        let mut display = filter::with_recorded_display(&Options::default(), &trace);
+        let mut display = filter::with_recorded_display(&filter::display_only(&options), &trace);
         filter::add_recorded_backtraces(&mut display, &trace);
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();

@@ -94,6 +94,7 @@ pub fn aggregate_with(trace: &Trace, options: &fctrace_options::Options) -> Repo
         by_id: HashMap::new(),
         progress: Progress::new("report", trace.info.events, Progress::wanted(false)),
         done: 0,
+        demangle: options.demangle,
     };
 
     for task in &trace.info.tasks {
@@ -127,6 +128,8 @@ struct Pass {
     progress: Progress,
     /// Events read.
     done: u64,
+    /// `--demangle`.
+    demangle: fctrace_options::Demangle,
 }
 
 /// Adds the calls of one task to the report.
@@ -137,7 +140,9 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
         by_id,
         progress,
         done,
+        demangle,
     } = pass;
+    let demangle = *demangle;
     let mut done_here = *done;
     let mut stack: Vec<Frame> = Vec::new();
     // Open calls per function (by index in report.functions) in this
@@ -153,7 +158,7 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
                 let stats = match ids.get(i) {
                     Some(&x) if x != usize::MAX => x,
                     _ => {
-                        let (name, symbol, module) = describe(trace, session, event.func);
+                        let (name, symbol, module) = describe(trace, session, event.func, demangle);
                         let x = *by_key
                             .entry((module.clone(), symbol.clone()))
                             .or_insert_with(|| {
@@ -242,11 +247,16 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
 }
 
 /// `(name, symbol, module)` of a function id of a session.
-fn describe(trace: &Trace, session: u32, func: u32) -> (String, String, String) {
+fn describe(
+    trace: &Trace,
+    session: u32,
+    func: u32,
+    demangle: fctrace_options::Demangle,
+) -> (String, String, String) {
     let table = trace.sessions.get(&session);
     match table.and_then(|t| Some((t, t.function(func)?))) {
         Some((table, f)) => (
-            fctrace_symbols::demangle(&f.name),
+            super::names::report_name(&f.name, demangle),
             f.name.clone(),
             table
                 .module(f.module)

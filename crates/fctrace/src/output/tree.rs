@@ -21,6 +21,8 @@
 //!   `name();` with its duration;
 //! - otherwise `name() {` at entry and `} /* name */` with the duration at
 //!   exit; 2 spaces of indent per depth, from depth 0;
+//! - a recorded return value (`-R`, `-a`) reads as uftrace prints it: on
+//!   a leaf `measure(3) = 6;`, on a closing line `} = 6; /* measure */`;
 //! - beyond depth [`MAX_INDENT_DEPTH`] the indent stops growing: such lines
 //!   have the indent of that depth followed by `(depth N) `, N the real
 //!   depth (so lines stay short and the output linear in the events);
@@ -172,7 +174,7 @@ pub fn write_tree_with(
         out,
     };
     let mut summary = TreeSummary::default();
-    let mut names = CallNames::new(trace);
+    let mut names = CallNames::with_demangle(trace, options.demangle);
     let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
     writeln!(out, "{HEADER}")?;
 
@@ -495,16 +497,17 @@ impl<S: EventSource> TaskState<S> {
                             _ => None,
                         };
                         if let Some(text) = retval {
+                            // uftrace's shape: `} = 6; /* measure */`.
                             let end = if event.kind == EventKind::Exit {
-                                ""
+                                " */"
                             } else {
-                                " (unwound)"
+                                " */ (unwound)"
                             };
                             out.line(
                                 Some(dur),
                                 &self.column,
                                 j,
-                                &["} /* ", frame.name.bare(), " */ = ", &text, end],
+                                &["} = ", &text, "; /* ", frame.name.bare(), end],
                             )
                         } else if event.kind == EventKind::Exit {
                             out.text_line(Some(dur), &self.column, j, frame.name.close_line())

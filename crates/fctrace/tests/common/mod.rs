@@ -1290,6 +1290,11 @@ fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, Marks), Strin
         LineKind::Marker(text.clone())
     } else if let Some(t) = text.strip_prefix('}') {
         let t = t.trim();
+        // `} = 6; /* name */`: a return value before the comment.
+        let t = match t.strip_prefix('=') {
+            Some(v) => v.find("; /*").map_or(t, |i| &v[i + 1..]).trim(),
+            None => t,
+        };
         let name = t
             .strip_prefix("/*")
             .and_then(|t| t.strip_suffix("*/"))
