@@ -272,12 +272,31 @@ impl FilterArgs {
     }
 }
 
+/// How the call tree is laid out: `replay` and live mode.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TreeArgs {
+    /// Each task's calls after the previous task's (in the order they
+    /// started), rather than every task's calls interleaved by time
+    #[arg(long = "task-order", help_heading = "Output")]
+    pub task_order: bool,
+}
+
+impl TreeArgs {
+    pub fn style(&self) -> crate::output::tree::TreeStyle {
+        crate::output::tree::TreeStyle {
+            task_order: self.task_order,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct LiveArgs {
     #[command(flatten)]
     pub trace: TraceOptions,
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub tree: TreeArgs,
     /// The program to run, then its arguments
     #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, num_args = 1..)]
     pub command: Vec<OsString>,
@@ -304,6 +323,8 @@ pub struct ReplayArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub tree: TreeArgs,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

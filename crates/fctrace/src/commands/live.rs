@@ -31,7 +31,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<ExitCode> {
         filter::add_recorded_backtraces(&mut display, &trace);
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();
-        crate::output::tree::print_tree_with(&trace, &display, &mut lock)?;
+        crate::output::tree::print_tree_styled(&trace, &display, &args.tree.style(), &mut lock)?;
         Ok(out.exit)
     })();
     // Removed before ending like the program (which may mean a signal).

@@ -16,6 +16,6 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let mut options = filter::with_recorded_display(&given, &trace);
     filter::add_recorded_backtraces(&mut options, &trace);
     let stdout = io::stdout();
-    tree::print_tree_with(&trace, &options, &mut stdout.lock())?;
+    tree::print_tree_styled(&trace, &options, &args.tree.style(), &mut stdout.lock())?;
     Ok(ExitCode::SUCCESS)
 }

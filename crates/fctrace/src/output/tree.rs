@@ -79,17 +79,37 @@ pub fn print_tree(trace: &Trace, out: &mut dyn Write) -> anyhow::Result<()> {
     print_tree_with(trace, &Options::default(), out)
 }
 
+/// How the tree is laid out (the options of `replay` and live mode that
+/// are not filters).
+#[derive(Clone, Debug, Default)]
+pub struct TreeStyle {
+    /// `--task-order`: each task's calls after the previous task's, not
+    /// interleaved by time.
+    pub task_order: bool,
+}
+
 /// [`print_tree`] of the calls the display filters of `options` show
 /// (see [`super::filter`]).
+#[cfg(test)]
 pub fn print_tree_with(
     trace: &Trace,
     options: &Options,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
+    print_tree_styled(trace, options, &TreeStyle::default(), out)
+}
+
+/// [`print_tree_with`], laid out as `style` says.
+pub fn print_tree_styled(
+    trace: &Trace,
+    options: &Options,
+    style: &TreeStyle,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     for w in &trace.load_warnings {
         warn(w);
     }
-    let summary = match write_tree_with(trace, options, out) {
+    let summary = match write_tree_styled(trace, options, style, out) {
         Ok(summary) => summary,
         Err(e) => {
             let e = anyhow::Error::from(e);
@@ -163,11 +183,25 @@ pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary>
 
 /// [`write_tree`] through the display filters of `options`: only the tasks
 /// and calls they show (a task hidden by `--tid` has no header either).
+#[cfg(test)]
 pub fn write_tree_with(
     trace: &Trace,
     options: &Options,
     out: &mut dyn Write,
 ) -> io::Result<TreeSummary> {
+    write_tree_styled(trace, options, &TreeStyle::default(), out)
+}
+
+/// [`write_tree_with`], laid out as `style` says.
+pub fn write_tree_styled(
+    trace: &Trace,
+    options: &Options,
+    style: &TreeStyle,
+    out: &mut dyn Write,
+) -> io::Result<TreeSummary> {
+    if !style.task_order {
+        return write_by_time(trace, options, out);
+    }
     let mut filter = Filter::new(trace, options, true);
     let mut out = Sink {
         buf: Vec::with_capacity(SINK_CAPACITY + 1024),
@@ -206,6 +240,264 @@ pub fn write_tree_with(
     Ok(summary)
 }
 
+/// The tree of every task in one stream, in time order ([`write_by_time`]).
+fn write_by_time(trace: &Trace, options: &Options, out: &mut dyn Write) -> io::Result<TreeSummary> {
+    let mut filter = Filter::new(trace, options, true);
+    let mut out = Sink {
+        buf: Vec::with_capacity(SINK_CAPACITY + 1024),
+        out,
+    };
+    let mut summary = TreeSummary::default();
+    let mut names = CallNames::with_demangle(trace, options.demangle);
+    let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
+    writeln!(out, "{HEADER}")?;
+    let tasks: Vec<&TaskInfo> = trace
+        .info
+        .tasks
+        .iter()
+        .filter(|t| filter.as_ref().is_none_or(|f| f.wants_task(t)))
+        .collect();
+    let mut merge = Merge {
+        trace,
+        out: &mut out,
+        names: &mut names,
+        summary: &mut summary,
+        progress: &mut progress,
+    };
+    // One loop per kind of source: the unfiltered one stays as fast.
+    match &mut filter {
+        None => merge.run(&tasks, |_, events| events)?,
+        Some(f) => merge.run(&tasks, |info, events| f.task(info, events))?,
+    }
+    progress.finish();
+    out.flush()?;
+    Ok(summary)
+}
+
+/// The k-way merge by time of the tasks' events ([`write_by_time`]).
+///
+/// A task's events are opened when time reaches its first event (the
+/// header of its first chunk says when: [`Trace::first_event_ns`]) and
+/// closed at their end: memory holds the tasks running at a time, not
+/// every task of the trace. The task whose next event is the earliest
+/// (ties: the first in info.json) writes its lines for as long as its
+/// events come before every other task's next one: a trace of one thread
+/// is one loop as in `--task-order`. Its header line comes before its
+/// first line; the headers of tasks without events come last.
+///
+/// A forked child starts inside the calls its parent had open at the
+/// fork: its stream begins with the exit of the function that forked
+/// (`fork`), entered in the parent. The parent's open calls at the last
+/// entry of that function before the child's first event (kept for the
+/// children not yet opened) are the child's first lines, at their depths,
+/// with the parent's entry times, so that its exits close them.
+struct Merge<'a, 's, 't> {
+    trace: &'t Trace,
+    out: &'a mut Sink<'s>,
+    names: &'a mut CallNames<'t>,
+    summary: &'a mut TreeSummary,
+    progress: &'a mut Progress,
+}
+
+/// What a parent keeps for its forked children not opened yet.
+struct ForkWatch {
+    /// The functions whose exits begin those children.
+    funcs: Vec<u32>,
+    /// `(function, entry time, the open calls with it)` at each entry of
+    /// one of `funcs`, in time order.
+    snaps: Vec<(u32, u64, Rc<Vec<Frame>>)>,
+    /// Children not opened yet.
+    pending: usize,
+}
+
+impl Merge<'_, '_, '_> {
+    fn run<S: EventSource>(
+        &mut self,
+        tasks: &[&TaskInfo],
+        mut open: impl FnMut(&TaskInfo, fctrace_format::store::TaskEvents) -> S,
+    ) -> io::Result<()> {
+        use std::cmp::Reverse;
+        use std::collections::{BinaryHeap, HashMap};
+        let trace = self.trace;
+        // (first event time, order) of each task with events, latest
+        // first (popped from the end).
+        let mut pending: Vec<(u64, usize)> = Vec::new();
+        let mut empty: Vec<usize> = Vec::new();
+        for (i, t) in tasks.iter().enumerate() {
+            match trace.first_event_ns(t) {
+                Some(ns) => pending.push((ns, i)),
+                None if t.events > 0 => pending.push((0, i)),
+                None => empty.push(i),
+            }
+        }
+        pending.sort_unstable_by_key(|&k| Reverse(k));
+        // Forked children by parent id: (child's order, its first
+        // function, the time of its first event).
+        let mut children: HashMap<u32, Vec<(usize, u32, u64)>> = HashMap::new();
+        for (i, c) in tasks.iter().enumerate() {
+            if c.origin != TaskOrigin::Fork {
+                continue;
+            }
+            let Some(parent) = c.parent.and_then(|p| tasks.iter().find(|t| t.id == p)) else {
+                continue;
+            };
+            if parent.session != c.session {
+                continue;
+            }
+            if let Some((func, ns)) = first_exit(trace, c) {
+                children.entry(parent.id).or_default().push((i, func, ns));
+            }
+        }
+        let mut watches: HashMap<u32, Rc<std::cell::RefCell<ForkWatch>>> = HashMap::new();
+        let mut slots: Vec<Option<TaskState<S>>> = Vec::new();
+        let mut free: Vec<usize> = Vec::new();
+        // Reverse((time of the next event, order, slot)).
+        let mut heap: BinaryHeap<Reverse<(u64, usize, usize)>> = BinaryHeap::new();
+        loop {
+            let next_open = pending.last().copied();
+            let next_event = heap.peek().map(|Reverse((ns, order, _))| (*ns, *order));
+            match (next_open, next_event) {
+                (Some(o), e) if e.is_none_or(|e| o <= e) => {
+                    pending.pop();
+                    let (_, order) = o;
+                    let info = tasks[order];
+                    writeln!(self.out, "{}", task_header(trace, info))?;
+                    let events = match trace.task_events(info) {
+                        Ok(events) => events,
+                        Err(e) => {
+                            self.summary.errors.push(e);
+                            continue;
+                        }
+                    };
+                    let mut task = TaskState::new(info, open(info, events));
+                    if let Some(kids) = children.get(&info.id) {
+                        let w = Rc::new(std::cell::RefCell::new(ForkWatch {
+                            funcs: kids.iter().map(|k| k.1).collect(),
+                            snaps: Vec::new(),
+                            pending: kids.len(),
+                        }));
+                        watches.insert(info.id, w.clone());
+                        task.forks = Some(w);
+                    }
+                    if info.origin == TaskOrigin::Fork {
+                        self.inherit(&mut task, info, order, &children, &mut watches)?;
+                    }
+                    task.advance(self.summary);
+                    if task.head.is_none() {
+                        task.finish(self.out)?;
+                        continue;
+                    }
+                    let slot = free.pop().unwrap_or(slots.len());
+                    if slot == slots.len() {
+                        slots.push(None);
+                    }
+                    heap.push(Reverse((task.key(), order, slot)));
+                    slots[slot] = Some(task);
+                }
+                (_, Some(_)) => {
+                    let Some(Reverse((_, order, slot))) = heap.pop() else {
+                        break;
+                    };
+                    // This task goes on while its events come first.
+                    let limit = match (heap.peek(), pending.last()) {
+                        (Some(Reverse((ns, o, _))), Some(&p)) => (*ns, *o).min(p),
+                        (Some(Reverse((ns, o, _))), None) => (*ns, *o),
+                        (None, Some(&p)) => p,
+                        (None, None) => (u64::MAX, usize::MAX),
+                    };
+                    let Some(task) = slots[slot].as_mut() else {
+                        continue;
+                    };
+                    loop {
+                        let Some(event) = task.head.take() else {
+                            break;
+                        };
+                        task.advance(self.summary);
+                        task.handle(event, self.out, self.names, self.summary)?;
+                        self.progress.update(self.summary.events);
+                        if task.head.is_none() || (task.key(), order) > limit {
+                            break;
+                        }
+                    }
+                    if task.head.is_some() {
+                        heap.push(Reverse((task.key(), order, slot)));
+                    } else if let Some(mut task) = slots[slot].take() {
+                        task.finish(self.out)?;
+                        free.push(slot);
+                    }
+                }
+                _ => break,
+            }
+        }
+        for i in empty {
+            writeln!(self.out, "{}", task_header(trace, tasks[i]))?;
+        }
+        Ok(())
+    }
+
+    /// Starts a forked child inside its parent's open calls at the fork.
+    fn inherit<S: EventSource>(
+        &mut self,
+        task: &mut TaskState<S>,
+        info: &TaskInfo,
+        order: usize,
+        children: &std::collections::HashMap<u32, Vec<(usize, u32, u64)>>,
+        watches: &mut std::collections::HashMap<u32, Rc<std::cell::RefCell<ForkWatch>>>,
+    ) -> io::Result<()> {
+        let Some(parent) = info.parent else {
+            return Ok(());
+        };
+        let Some(&(_, func, first)) = children
+            .get(&parent)
+            .and_then(|kids| kids.iter().find(|k| k.0 == order))
+        else {
+            return Ok(());
+        };
+        let Some(w) = watches.get(&parent).cloned() else {
+            return Ok(());
+        };
+        let mut w = w.borrow_mut();
+        let stack = w
+            .snaps
+            .iter()
+            .rev()
+            .find(|(f, ns, _)| *f == func && *ns <= first)
+            .map(|s| s.2.clone());
+        w.pending = w.pending.saturating_sub(1);
+        if w.pending == 0 {
+            w.snaps.clear();
+            w.funcs.clear();
+        }
+        drop(w);
+        if let Some(stack) = stack {
+            for frame in stack.iter() {
+                let depth = task.stack.len();
+                self.out
+                    .text_line(None, &task.column, depth, frame.name.open_line())?;
+                task.stack.push(frame.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A forked child's first event when it is an exit (of the function that
+/// forked): the function and the event's time.
+fn first_exit(trace: &Trace, task: &TaskInfo) -> Option<(u32, u64)> {
+    let mut events = trace.task_events(task).ok()?;
+    let e = std::iter::from_fn(|| events.next_event()).find(|e| {
+        matches!(
+            e.kind,
+            EventKind::Entry
+                | EventKind::Exit
+                | EventKind::Unwind
+                | EventKind::Signal
+                | EventKind::Lost
+        )
+    })?;
+    matches!(e.kind, EventKind::Exit | EventKind::Unwind).then_some((e.func, e.ns))
+}
+
 /// The lines of one task.
 fn write_task<S: EventSource>(
     info: &TaskInfo,
@@ -217,14 +509,7 @@ fn write_task<S: EventSource>(
         &mut Progress,
     ),
 ) -> io::Result<()> {
-    let mut task = TaskState {
-        column: Column::new(info.tid),
-        session: info.session,
-        events,
-        head: None,
-        stack: Vec::new(),
-        retval: None,
-    };
+    let mut task = TaskState::new(info, events);
     task.advance(summary);
     while let Some(event) = task.head.take() {
         task.advance(summary);
@@ -361,6 +646,7 @@ impl Column {
     }
 }
 
+#[derive(Clone)]
 struct Frame {
     /// The function id, widened: a frame without padding bytes is stored
     /// whole (a 4-byte id and padding made a slow partial copy).
@@ -380,9 +666,59 @@ struct TaskState<S> {
     /// A `Retval` met before the exit of a function that is not a leaf:
     /// `(func, value)`, shown on its closing line.
     retval: Option<(u32, String)>,
+    /// The forked children of this task not started yet ([`Merge`]).
+    forks: Option<Rc<std::cell::RefCell<ForkWatch>>>,
+    /// The time of the last timed event read (the merge's key).
+    last_ns: u64,
 }
 
 impl<S: EventSource> TaskState<S> {
+    fn new(info: &TaskInfo, events: S) -> TaskState<S> {
+        TaskState {
+            column: Column::new(info.tid),
+            session: info.session,
+            events,
+            head: None,
+            stack: Vec::new(),
+            retval: None,
+            forks: None,
+            last_ns: 0,
+        }
+    }
+
+    /// The time of the next event (payload events carry no time: that of
+    /// the event before them).
+    #[inline]
+    fn key(&mut self) -> u64 {
+        if let Some(e) = self.head {
+            if e.kind != EventKind::Data {
+                self.last_ns = e.ns;
+            }
+        }
+        self.last_ns
+    }
+
+    /// At the entry of a function whose exit begins a forked child: the
+    /// calls open with it, for the child.
+    #[cold]
+    #[inline(never)]
+    fn watch_fork(&mut self, event: &Event, names: &mut CallNames) {
+        let Some(w) = &self.forks else {
+            return;
+        };
+        let mut w = w.borrow_mut();
+        if !w.funcs.contains(&event.func) {
+            return;
+        }
+        let mut stack = self.stack.clone();
+        stack.push(Frame {
+            func: u64::from(event.func),
+            name: names.get(self.session, event.func),
+            entry_ns: event.ns,
+        });
+        w.snaps.push((event.func, event.ns, Rc::new(stack)));
+    }
+
     /// Reads the next event into `head`; a read error ends the task.
     #[inline]
     fn advance(&mut self, summary: &mut TreeSummary) {
@@ -404,6 +740,9 @@ impl<S: EventSource> TaskState<S> {
         let depth = self.stack.len();
         match event.kind {
             EventKind::Entry => {
+                if self.forks.is_some() {
+                    self.watch_fork(&event, names);
+                }
                 let mut note = self.events.backtrace(&event);
                 // A backtrace recorded by the agent (an `Args` payload right
                 // after the entry) wins over the one rebuilt from the calls.
