@@ -1344,12 +1344,19 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
     let mut stacks: BTreeMap<(u64, u64), Vec<Open>> = BTreeMap::new();
     let mut trees: BTreeMap<(u64, u64), ThreadTree> = BTreeMap::new();
     let mut order: Vec<(u64, u64)> = Vec::new();
-    let mut task = u64::MAX;
+    // The task of each tid: set by its `# task N: pid P, tid T` header
+    // (tasks are interleaved by time; an exec'd task keeps its tid).
+    let mut task_of: BTreeMap<u64, u64> = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
         let lineno = i + 1;
         if let Some(rest) = line.strip_prefix("# task ") {
-            if let Some(n) = rest.split(':').next().and_then(|n| n.trim().parse().ok()) {
-                task = n;
+            let n = rest.split(':').next().and_then(|n| n.trim().parse().ok());
+            let tid = rest
+                .split_once(", tid ")
+                .and_then(|(_, t)| t.split(' ').next())
+                .and_then(|t| t.parse().ok());
+            if let (Some(n), Some(tid)) = (n, tid) {
+                task_of.insert(tid, n);
             }
             continue;
         }
@@ -1358,6 +1365,7 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
         }
         let (duration, tid, depth, kind, marks) =
             parse_line(line).map_err(|e| format!("line {lineno}: {e}: {line:?}"))?;
+        let task = task_of.get(&tid).copied().unwrap_or(u64::MAX);
         let key = (task, tid);
         let stack = stacks.entry(key).or_default();
         let tree = trees.entry(key).or_insert_with(|| {
