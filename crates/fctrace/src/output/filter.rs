@@ -1758,7 +1758,7 @@ impl Held {
 #[cfg(test)]
 mod tests {
     use crate::output::testutil::{ev, fake_trace, FakeTask};
-    use crate::output::tree::write_tree_with;
+    use crate::output::tree::{write_tree_styled, TreeStyle};
     use fctrace_format::event::EventKind::{Entry, Exit, Lost, Signal, Unwind};
     use fctrace_format::event::RawEvent;
     use fctrace_format::store::Trace;
@@ -1783,7 +1783,9 @@ mod tests {
     /// The tree's lines after its header, task headers included.
     fn tree(trace: &Trace, o: &Options) -> String {
         let mut out = Vec::new();
-        let summary = write_tree_with(trace, o, &mut out).unwrap();
+        // Task after task: these tests are about which calls are shown.
+        let style = TreeStyle { task_order: true };
+        let summary = write_tree_styled(trace, o, &style, &mut out).unwrap();
         assert!(summary.errors.is_empty(), "{:?}", summary.errors);
         let text = String::from_utf8(out).unwrap();
         text.lines()
@@ -1937,7 +1939,10 @@ mod tests {
   10.000 us | } /* main */
 "
         );
-        assert!(super::Filter::new(&t, &Options::default(), true).is_none());
+        // Nothing to hide (the runtime shown): no filter at all.
+        let all = opts(|o| o.show_runtime = true);
+        assert!(super::Filter::new(&t, &all, true).is_none());
+        assert!(super::Filter::new(&t, &Options::default(), true).is_some());
     }
 
     #[test]

@@ -1135,7 +1135,7 @@ mod tests {
     }
 
     #[test]
-    fn tasks_one_after_the_other() {
+    fn tasks_by_time_or_one_after_the_other() {
         let (_dir, trace) = fake_trace(&[
             FakeTask::main(
                 100,
@@ -1162,9 +1162,33 @@ mod tests {
                 ],
             ),
         ]);
+        // In time order (the default): main enters at 0, the thread's
+        // leaf at 50, parse_args at 100, the thread's strtol at 200...
         let (text, _) = render(&trace);
         assert_eq!(
             text,
+            "\
+# DURATION     TID     FUNCTION
+# task 100: pid 100, tid 100 (prog), /usr/bin/prog, the program started
+            [  100] | main() {
+# task 123456: pid 100, tid 123456 (prog), /usr/bin/prog, thread of task 100
+            [123456] | leaf() {
+   0.300 us [  100] |   parse_args();
+   1.000 us [123456] |   strtol();
+            [  100] |   leaf() {
+   0.010 us [  100] |     strtol();
+   0.200 us [  100] |   } /* leaf */
+   1.200 us [123456] | } /* leaf */
+            [123456] | strtol() {
+            [123456] | } /* strtol */ (not returned)
+   2.000 us [  100] | } /* main */
+"
+        );
+        let mut out = Vec::new();
+        let style = TreeStyle { task_order: true };
+        write_tree_styled(&trace, &Options::default(), &style, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
             "\
 # DURATION     TID     FUNCTION
 # task 100: pid 100, tid 100 (prog), /usr/bin/prog, the program started
@@ -1222,7 +1246,7 @@ mod tests {
             text,
             format!(
                 "{HEADER}\n# task 1: pid 1, tid 1 (prog), /usr/bin/prog, the program started\n   \
-                 0.005 us [    1] | main();\n\n# task 2: pid 1, tid 2 (prog), /usr/bin/prog, \
+                 0.005 us [    1] | main();\n# task 2: pid 1, tid 2 (prog), /usr/bin/prog, \
                  thread of task 1\n"
             )
         );
@@ -1353,11 +1377,9 @@ mod tests {
 # DURATION     TID     FUNCTION
 # task 20: pid 20, tid 20 (prog), /usr/bin/prog, the program started
    0.100 us [   20] | main();
-
 # task 1: pid 21, tid 21 (prog), /usr/bin/prog, forked by task 20
             [   21] | parse_args() {
             [   21] | } /* parse_args */ (not returned)
-
 # task 2: pid 21, tid 21 (ls), /usr/bin/prog, exec by task 1
    0.010 us [   21] | main();
 "
