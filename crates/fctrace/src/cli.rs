@@ -279,13 +279,31 @@ pub struct TreeArgs {
     /// started), rather than every task's calls interleaved by time
     #[arg(long = "task-order", help_heading = "Output")]
     pub task_order: bool,
+    /// FIELD,...: the columns before the function: duration, tid, time
+    /// (time stamp), delta (since the task's previous line), elapsed (since
+    /// the trace began), task (thread name), module; `+FIELD,...` adds to
+    /// the default `duration,tid`, `none` shows none, e.g. `-f +time`,
+    /// `-f elapsed,tid,module`
+    #[arg(
+        short = 'f',
+        long = "output-fields",
+        value_name = "FIELDS",
+        help_heading = "Output"
+    )]
+    pub output_fields: Option<String>,
 }
 
 impl TreeArgs {
-    pub fn style(&self) -> crate::output::tree::TreeStyle {
-        crate::output::tree::TreeStyle {
+    pub fn style(&self) -> anyhow::Result<crate::output::tree::TreeStyle> {
+        let fields = match &self.output_fields {
+            Some(spec) => crate::output::tree::parse_fields(spec)
+                .map_err(|e| anyhow::anyhow!("invalid -f/--output-fields: {e}"))?,
+            None => None,
+        };
+        Ok(crate::output::tree::TreeStyle {
             task_order: self.task_order,
-        }
+            fields,
+        })
     }
 }
 

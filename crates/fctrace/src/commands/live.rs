@@ -11,6 +11,7 @@ use std::process::ExitCode;
 pub fn run(args: LiveArgs) -> anyhow::Result<ExitCode> {
     // Bad filter or argument specs are errors before anything runs.
     let options = args.filter.to_options_with(&args.trace)?;
+    let style = args.tree.style()?;
     // A new directory only this user can enter (mkdtemp: a random name,
     // created 0700, never one that already exists).
     let tmp = tempfile::Builder::new()
@@ -31,7 +32,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<ExitCode> {
         filter::add_recorded_backtraces(&mut display, &trace);
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();
-        crate::output::tree::print_tree_styled(&trace, &display, &args.tree.style(), &mut lock)?;
+        crate::output::tree::print_tree_styled(&trace, &display, &style, &mut lock)?;
         Ok(out.exit)
     })();
     // Removed before ending like the program (which may mean a signal).

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
+    let style = args.tree.style()?;
     let trace = Trace::open(&args.dir)?;
     // Only the patterns given here are checked, not the record-time
     // options added next (a replay without options stays quiet).
@@ -16,6 +17,6 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let mut options = filter::with_recorded_display(&given, &trace);
     filter::add_recorded_backtraces(&mut options, &trace);
     let stdout = io::stdout();
-    tree::print_tree_styled(&trace, &options, &args.tree.style(), &mut stdout.lock())?;
+    tree::print_tree_styled(&trace, &options, &style, &mut stdout.lock())?;
     Ok(ExitCode::SUCCESS)
 }

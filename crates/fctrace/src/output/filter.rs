@@ -2,6 +2,16 @@
 //! live mode show, driven by [`Options`] (`-F`, `-N`, `-C`, `-D`, `-t`,
 //! `--tid`, `-T`), with uftrace's meaning.
 //!
+//! Display-only options ([`fctrace_options::display`]) act here too, for
+//! every reader of the trace: the C runtime's own calls
+//! ([`RUNTIME_FUNCTIONS`], unless `--show-runtime`) and with `--no-libcall`
+//! the calls into shared libraries are hidden without their subtrees:
+//! their entries, exits and values go, the calls they make are shown in
+//! their place (at their depth in the tree; they are no level of `-D`).
+//! Without any other option that is the only stage ([`Light`]: a flag
+//! test per event); `-r START~STOP` is a last stage ([`Range`]) after the
+//! others. `--demangle` acts on names ([`super::names`]).
+//!
 //! A task's events go through up to three stages, each streaming:
 //!
 //! 1. **Visibility** (`-F`, `-N`, `-D`, `-T`), decided at a call's entry: a
@@ -1784,7 +1794,10 @@ mod tests {
     fn tree(trace: &Trace, o: &Options) -> String {
         let mut out = Vec::new();
         // Task after task: these tests are about which calls are shown.
-        let style = TreeStyle { task_order: true };
+        let style = TreeStyle {
+            task_order: true,
+            ..TreeStyle::default()
+        };
         let summary = write_tree_styled(trace, o, &style, &mut out).unwrap();
         assert!(summary.errors.is_empty(), "{:?}", summary.errors);
         let text = String::from_utf8(out).unwrap();

@@ -219,6 +219,16 @@ impl<'t> CallNames<'t> {
         }
     }
 
+    /// The file name of the module of function `func` of `session` (`""`
+    /// if unknown).
+    pub fn module_file(&self, session: u32, func: u32) -> &'t str {
+        self.trace
+            .sessions
+            .get(&session)
+            .and_then(|t| t.module(t.function(func)?.module))
+            .map_or("", |m| module_file(&m.path))
+    }
+
     /// The tree name of function `func` of `session` (`<unknown #id>` for
     /// one the session's symbol table does not have).
     #[inline]

@@ -11,14 +11,21 @@
 //!    5.774 us [ 4321] | } /* main */
 //! ```
 //!
-//! Every task of the trace is printed, one after the other in the order of
-//! info.json (order of creation), each after a header line `# task ID: pid
-//! P, tid T (COMM), PROGRAM, ORIGIN` (ORIGIN: `the program started`,
-//! `thread of task N`, `forked by task N`, `exec by task N`, `spawned by
-//! task N`); tasks after the first are preceded by an empty line. Within a
-//! task (memory does not grow with the trace, only with its depth):
+//! Every task of the trace is printed in one stream in time order (as
+//! uftrace does; [`Merge`]): each line has its task's tid, each task its
+//! own indentation; a task's header line `# task ID: pid P, tid T (COMM),
+//! PROGRAM, ORIGIN` (ORIGIN: `the program started`, `thread of task N`,
+//! `forked by task N`, `exec by task N`, `spawned by task N`) comes before
+//! its first line. A forked child starts with the calls its parent had
+//! open at the fork (their opening lines, at their depths). With
+//! `--task-order` ([`TreeStyle`]) the tasks are printed one after the other
+//! in the order of info.json (order of creation), tasks after the first
+//! preceded by an empty line. Memory does not grow with the trace: with
+//! the tasks running at one time and their depths. Within a task:
 //! - a function whose exit directly follows its entry is a leaf, one line
 //!   `name();` with its duration;
+//!   (in time order: whose exit is the next event of its task, even if
+//!   other tasks' lines come during it; the line is at its entry's time);
 //! - otherwise `name() {` at entry and `} /* name */` with the duration at
 //!   exit; 2 spaces of indent per depth, from depth 0;
 //! - a recorded return value (`-R`, `-a`) reads as uftrace prints it: on
@@ -86,6 +93,117 @@ pub struct TreeStyle {
     /// `--task-order`: each task's calls after the previous task's, not
     /// interleaved by time.
     pub task_order: bool,
+    /// `-f`: the columns before the function, when not the default
+    /// (`duration,tid`).
+    pub fields: Option<Vec<Field>>,
+}
+
+/// A column of `-f/--output-fields` (uftrace's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// The call's duration (on leaves and closing lines).
+    Duration,
+    /// `[tid]`.
+    Tid,
+    /// The line's CLOCK_MONOTONIC time stamp, `SECONDS.NANOSECONDS` (an
+    /// entry's for opening lines and leaves, an exit's for closing ones).
+    Time,
+    /// The time since the previous line of the same task.
+    Delta,
+    /// The time since the trace's first event.
+    Elapsed,
+    /// The task's thread name (comm).
+    Task,
+    /// The file name of the module of the line's function.
+    Module,
+}
+
+impl Field {
+    const ALL: [(&'static str, Field); 7] = [
+        ("duration", Field::Duration),
+        ("tid", Field::Tid),
+        ("time", Field::Time),
+        ("delta", Field::Delta),
+        ("elapsed", Field::Elapsed),
+        ("task", Field::Task),
+        ("module", Field::Module),
+    ];
+
+    /// The column's title and width (with its leading space).
+    fn title(self) -> (&'static str, usize) {
+        match self {
+            Field::Duration => ("DURATION", 11),
+            Field::Tid => ("TID", 8),
+            Field::Time => ("TIMESTAMP", 17),
+            Field::Delta => ("DELTA", 11),
+            Field::Elapsed => ("ELAPSED", 11),
+            Field::Task => ("TASK", 16),
+            Field::Module => ("MODULE", 16),
+        }
+    }
+}
+
+/// `-f FIELD,...` as uftrace takes it: a list of fields, `+FIELD,...` to
+/// add them to the default `duration,tid`, or `none`. `None` for the
+/// default.
+pub fn parse_fields(spec: &str) -> Result<Option<Vec<Field>>, String> {
+    let spec = spec.trim();
+    if spec == "none" {
+        return Ok(Some(Vec::new()));
+    }
+    let (mut fields, list) = match spec.strip_prefix('+') {
+        Some(rest) => (vec![Field::Duration, Field::Tid], rest),
+        None => (Vec::new(), spec),
+    };
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(&(_, f)) = Field::ALL.iter().find(|(n, _)| *n == name) else {
+            let known: Vec<&str> = Field::ALL.iter().map(|(n, _)| *n).collect();
+            return Err(format!(
+                "unknown field `{name}` (fields: {}, or none)",
+                known.join(", ")
+            ));
+        };
+        if !fields.contains(&f) {
+            fields.push(f);
+        }
+    }
+    if fields.is_empty() {
+        return Err(format!("`{spec}` names no field"));
+    }
+    Ok((fields != [Field::Duration, Field::Tid]).then_some(fields))
+}
+
+/// The `-f` columns of a pass: the fields and the origin of `elapsed`.
+struct FieldCtx {
+    fields: Vec<Field>,
+    origin: u64,
+}
+
+/// What a task's lines show in the `-f` columns besides their duration,
+/// set by the task before each line.
+struct LineInfo {
+    tid: String,
+    comm: String,
+    /// The line's time.
+    ns: std::cell::Cell<u64>,
+    /// The previous line's time (`delta`).
+    prev: std::cell::Cell<Option<u64>>,
+    module: std::cell::RefCell<String>,
+}
+
+/// The header line for `fields`.
+fn fields_header(fields: &[Field]) -> String {
+    if fields.is_empty() {
+        return "# FUNCTION".to_string();
+    }
+    let mut h = String::new();
+    for f in fields {
+        let (title, width) = f.title();
+        h.push_str(&format!("{title:>width$}"));
+    }
+    h.push_str("   FUNCTION");
+    h.replace_range(0..1, "#");
+    h
 }
 
 /// [`print_tree`] of the calls the display filters of `options` show
@@ -200,17 +318,14 @@ pub fn write_tree_styled(
     out: &mut dyn Write,
 ) -> io::Result<TreeSummary> {
     if !style.task_order {
-        return write_by_time(trace, options, out);
+        return write_by_time(trace, options, style, out);
     }
     let mut filter = Filter::new(trace, options, true);
-    let mut out = Sink {
-        buf: Vec::with_capacity(SINK_CAPACITY + 1024),
-        out,
-    };
+    let mut out = Sink::new(out, style, trace);
     let mut summary = TreeSummary::default();
     let mut names = CallNames::with_demangle(trace, options.demangle);
     let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
-    writeln!(out, "{HEADER}")?;
+    out.header()?;
 
     let mut first = true;
     for info in &trace.info.tasks {
@@ -241,16 +356,18 @@ pub fn write_tree_styled(
 }
 
 /// The tree of every task in one stream, in time order ([`write_by_time`]).
-fn write_by_time(trace: &Trace, options: &Options, out: &mut dyn Write) -> io::Result<TreeSummary> {
+fn write_by_time(
+    trace: &Trace,
+    options: &Options,
+    style: &TreeStyle,
+    out: &mut dyn Write,
+) -> io::Result<TreeSummary> {
     let mut filter = Filter::new(trace, options, true);
-    let mut out = Sink {
-        buf: Vec::with_capacity(SINK_CAPACITY + 1024),
-        out,
-    };
+    let mut out = Sink::new(out, style, trace);
     let mut summary = TreeSummary::default();
     let mut names = CallNames::with_demangle(trace, options.demangle);
     let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
-    writeln!(out, "{HEADER}")?;
+    out.header()?;
     let tasks: Vec<&TaskInfo> = trace
         .info
         .tasks
@@ -369,7 +486,8 @@ impl Merge<'_, '_, '_> {
                             continue;
                         }
                     };
-                    let mut task = TaskState::new(info, open(info, events));
+                    let fields = self.out.fields.is_some();
+                    let mut task = TaskState::new(info, open(info, events), fields);
                     if let Some(kids) = children.get(&info.id) {
                         let w = Rc::new(std::cell::RefCell::new(ForkWatch {
                             funcs: kids.iter().map(|k| k.1).collect(),
@@ -509,7 +627,8 @@ fn write_task<S: EventSource>(
         &mut Progress,
     ),
 ) -> io::Result<()> {
-    let mut task = TaskState::new(info, events);
+    let fields = out.fields.is_some();
+    let mut task = TaskState::new(info, events, fields);
     task.advance(summary);
     while let Some(event) = task.head.take() {
         task.advance(summary);
@@ -528,6 +647,8 @@ const SINK_CAPACITY: usize = 1 << 16;
 struct Sink<'a> {
     buf: Vec<u8>,
     out: &'a mut dyn Write,
+    /// `-f` other than the default.
+    fields: Option<Rc<FieldCtx>>,
 }
 
 /// Spaces of the deepest indent, in whole [`PIECE`]s.
@@ -547,6 +668,37 @@ fn put_padded(buf: &mut Vec<u8>, padded: &[u8], len: usize) {
     buf.truncate(start + len);
 }
 
+impl<'a> Sink<'a> {
+    fn new(out: &'a mut dyn Write, style: &TreeStyle, trace: &Trace) -> Sink<'a> {
+        let fields = style.fields.as_ref().map(|f| {
+            Rc::new(FieldCtx {
+                fields: f.clone(),
+                origin: if f.contains(&Field::Elapsed) {
+                    super::filter::trace_start_ns(trace)
+                } else {
+                    0
+                },
+            })
+        });
+        Sink {
+            buf: Vec::with_capacity(SINK_CAPACITY + 1024),
+            out,
+            fields,
+        }
+    }
+
+    /// The first line.
+    fn header(&mut self) -> io::Result<()> {
+        match &self.fields {
+            None => writeln!(self, "{HEADER}"),
+            Some(f) => {
+                let h = fields_header(&f.fields);
+                writeln!(self, "{h}")
+            }
+        }
+    }
+}
+
 impl Sink<'_> {
     /// A line was appended to `buf`.
     #[inline]
@@ -561,6 +713,9 @@ impl Sink<'_> {
     /// The start of a line: duration column, task column, indent.
     #[inline(always)]
     fn start(&mut self, dur: Option<u64>, column: &Column, depth: usize) {
+        if self.fields.is_some() {
+            return self.start_fields(dur, column, depth);
+        }
         let buf = &mut self.buf;
         match dur {
             Some(ns) => {
@@ -571,6 +726,53 @@ impl Sink<'_> {
             None => buf.extend_from_slice(b"            "),
         }
         put_padded(buf, &column.padded, column.len);
+        if depth <= MAX_INDENT_DEPTH {
+            put_padded(buf, &INDENT, depth * 2);
+        } else {
+            put_padded(buf, &INDENT, MAX_INDENT_DEPTH * 2);
+            let _ = write!(buf, "(depth {depth}) ");
+        }
+    }
+
+    /// [`start`](Self::start) with the `-f` columns.
+    #[cold]
+    #[inline(never)]
+    fn start_fields(&mut self, dur: Option<u64>, column: &Column, depth: usize) {
+        let (Some(ctx), Some(info)) = (self.fields.clone(), column.info.as_ref()) else {
+            return;
+        };
+        let buf = &mut self.buf;
+        let ns = info.ns.get();
+        let duration = |buf: &mut Vec<u8>, v: Option<u64>| match v {
+            Some(v) => {
+                buf.push(b' ');
+                Duration(v).push_to(buf);
+            }
+            None => buf.extend_from_slice(b"           "),
+        };
+        for f in &ctx.fields {
+            match f {
+                Field::Duration => duration(buf, dur),
+                Field::Tid => buf.extend_from_slice(info.tid.as_bytes()),
+                Field::Time => {
+                    let _ = write!(buf, " {:>6}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+                }
+                Field::Delta => {
+                    duration(buf, info.prev.get().map(|p| ns.saturating_sub(p)));
+                    info.prev.set(Some(ns));
+                }
+                Field::Elapsed => duration(buf, Some(ns.saturating_sub(ctx.origin))),
+                Field::Task => {
+                    let _ = write!(buf, " {:>15}", info.comm);
+                }
+                Field::Module => {
+                    let _ = write!(buf, " {:>15}", info.module.borrow());
+                }
+            }
+        }
+        if !ctx.fields.is_empty() {
+            buf.extend_from_slice(b" | ");
+        }
         if depth <= MAX_INDENT_DEPTH {
             put_padded(buf, &INDENT, depth * 2);
         } else {
@@ -630,9 +832,24 @@ impl Write for Sink<'_> {
 struct Column {
     padded: Vec<u8>,
     len: usize,
+    /// With `-f` other than the default.
+    info: Option<Box<LineInfo>>,
 }
 
 impl Column {
+    /// With what the `-f` columns show of `task`.
+    fn with_info(task: &TaskInfo) -> Column {
+        let mut c = Column::new(task.tid);
+        c.info = Some(Box::new(LineInfo {
+            tid: format!(" [{:>5}]", task.tid),
+            comm: task.comm.clone(),
+            ns: Default::default(),
+            prev: Default::default(),
+            module: Default::default(),
+        }));
+        c
+    }
+
     fn new(tid: u32) -> Column {
         let mut digits = [0u8; 20];
         let tid = fctrace_format::digits::decimal(u64::from(tid), &mut digits);
@@ -642,7 +859,11 @@ impl Column {
         padded.extend_from_slice(b"] | ");
         let len = padded.len();
         padded.resize(len.div_ceil(PIECE) * PIECE, b' ');
-        Column { padded, len }
+        Column {
+            padded,
+            len,
+            info: None,
+        }
     }
 }
 
@@ -673,9 +894,13 @@ struct TaskState<S> {
 }
 
 impl<S: EventSource> TaskState<S> {
-    fn new(info: &TaskInfo, events: S) -> TaskState<S> {
+    fn new(info: &TaskInfo, events: S, fields: bool) -> TaskState<S> {
         TaskState {
-            column: Column::new(info.tid),
+            column: if fields {
+                Column::with_info(info)
+            } else {
+                Column::new(info.tid)
+            },
             session: info.session,
             events,
             head: None,
@@ -696,6 +921,28 @@ impl<S: EventSource> TaskState<S> {
             }
         }
         self.last_ns
+    }
+
+    /// The `-f` columns of the lines `event` makes: its time and module.
+    #[cold]
+    #[inline(never)]
+    fn line_info(&mut self, event: &Event, names: &CallNames) {
+        let Some(info) = &self.column.info else {
+            return;
+        };
+        if event.kind == EventKind::Data {
+            return;
+        }
+        info.ns.set(event.ns);
+        let module = match event.kind {
+            EventKind::Entry | EventKind::Exit | EventKind::Unwind => {
+                names.module_file(self.session, event.func)
+            }
+            _ => "",
+        };
+        let mut m = info.module.borrow_mut();
+        m.clear();
+        m.push_str(module);
     }
 
     /// At the entry of a function whose exit begins a forked child: the
@@ -736,6 +983,9 @@ impl<S: EventSource> TaskState<S> {
         names: &mut CallNames,
         summary: &mut TreeSummary,
     ) -> io::Result<()> {
+        if self.column.info.is_some() {
+            self.line_info(&event, names);
+        }
         let column = &self.column;
         let depth = self.stack.len();
         match event.kind {
@@ -1086,6 +1336,61 @@ mod tests {
     }
 
     #[test]
+    fn output_fields() {
+        // main (1000..6774) { strtol (1200..1410) }, libc's strtol.
+        let (_dir, trace) = fake_trace(&[FakeTask::main(
+            42,
+            vec![
+                ev(Entry, 0, 1000),
+                ev(Entry, 2, 1200),
+                ev(Exit, 2, 1410),
+                ev(Exit, 0, 6774),
+            ],
+        )]);
+        let with = |spec: &str| {
+            let style = TreeStyle {
+                fields: parse_fields(spec).unwrap(),
+                ..TreeStyle::default()
+            };
+            let mut out = Vec::new();
+            write_tree_styled(&trace, &Options::default(), &style, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(parse_fields("duration,tid"), Ok(None));
+        assert_eq!(parse_fields("+tid"), Ok(None));
+        assert!(parse_fields("addr")
+            .unwrap_err()
+            .contains("fields: duration"));
+        assert_eq!(
+            with("elapsed,delta,tid,module"),
+            "\
+#   ELAPSED      DELTA     TID          MODULE   FUNCTION
+# task 42: pid 42, tid 42 (prog), /usr/bin/prog, the program started
+   0.000 us            [   42]            prog | main() {
+   0.200 us   0.200 us [   42]       libc.so.6 | strtol();
+   5.774 us   5.574 us [   42]            prog | } /* main */
+"
+        );
+        assert_eq!(
+            with("none"),
+            "\
+# FUNCTION
+# task 42: pid 42, tid 42 (prog), /usr/bin/prog, the program started
+main() {
+  strtol();
+} /* main */
+"
+        );
+        let timed = with("+time,task");
+        let line = timed.lines().nth(3).unwrap();
+        // `   0.210 us [   42]    SSSS.NNNNNNNNN            prog | strtol();`
+        let time = line[19..36].trim();
+        let (secs, nanos) = time.split_once('.').unwrap();
+        assert!(secs.parse::<u64>().is_ok() && nanos.len() == 9, "{timed}");
+        assert!(line.ends_with("            prog | strtol();"), "{timed}");
+    }
+
+    #[test]
     fn unwound_not_returned_lost_unknown_and_cpp() {
         // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf, 4 _Z3fooi, 5 _ZNK1S3getEv
         let (_dir, trace) = fake_trace(&[FakeTask::main(
@@ -1185,7 +1490,10 @@ mod tests {
 "
         );
         let mut out = Vec::new();
-        let style = TreeStyle { task_order: true };
+        let style = TreeStyle {
+            task_order: true,
+            ..TreeStyle::default()
+        };
         write_tree_styled(&trace, &Options::default(), &style, &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
