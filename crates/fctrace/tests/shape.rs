@@ -241,7 +241,8 @@ fn runtime_hidden_and_return_values_as_uftrace() {
     }
     assert!(lines_of(&all).contains(SHAPE_TREE.split("teardown").next().unwrap()));
     // The report: the same calls.
-    let r = report(&rec.dir.path);
+    let r: Report =
+        serde_json::from_str(&fctrace_on("report", &rec.dir.path, &["--format", "json"])).unwrap();
     assert_eq!(r.calls("twice"), 3);
     for f in ["_init", "frame_dummy", "__do_global_dtors_aux", "_fini"] {
         assert_eq!(r.calls(f), 0, "{f}");

@@ -1367,7 +1367,7 @@ mod tests {
 #   ELAPSED      DELTA     TID          MODULE   FUNCTION
 # task 42: pid 42, tid 42 (prog), /usr/bin/prog, the program started
    0.000 us            [   42]            prog | main() {
-   0.200 us   0.200 us [   42]       libc.so.6 | strtol();
+   0.200 us   0.200 us [   42]       libc.so.6 |   strtol();
    5.774 us   5.574 us [   42]            prog | } /* main */
 "
         );
@@ -1387,7 +1387,7 @@ main() {
         let time = line[19..36].trim();
         let (secs, nanos) = time.split_once('.').unwrap();
         assert!(secs.parse::<u64>().is_ok() && nanos.len() == 9, "{timed}");
-        assert!(line.ends_with("            prog | strtol();"), "{timed}");
+        assert!(line.ends_with("            prog |   strtol();"), "{timed}");
     }
 
     #[test]

@@ -1004,6 +1004,8 @@ pub struct Task {
     pub comm: String,
 }
 
+/// `fctrace report --format json --show-runtime`: every recorded call
+/// (the C runtime's too, as callgrind counts them).
 #[track_caller]
 pub fn report_json_text(dir: &Path) -> String {
     let r = fctrace(&[
@@ -1012,6 +1014,7 @@ pub fn report_json_text(dir: &Path) -> String {
         dir.as_os_str(),
         OsStr::new("--format"),
         OsStr::new("json"),
+        OsStr::new("--show-runtime"),
     ]);
     assert!(r.success(), "fctrace report failed\n{}", r.describe());
     r.stdout
