@@ -101,7 +101,7 @@ impl EventSource for TaskEvents {
 }
 
 impl EventSource for FilteredEvents {
-    #[inline]
+    #[inline(always)]
     fn next_event(&mut self) -> Option<Event> {
         FilteredEvents::next_event(self)
     }
@@ -117,6 +117,7 @@ impl EventSource for FilteredEvents {
         }
     }
 
+    #[inline]
     fn backtrace(&mut self, entry: &Event) -> Option<Vec<u32>> {
         match &mut self.inner {
             Inner::Light(_) => None,
@@ -964,8 +965,16 @@ enum Inner {
 }
 
 impl FilteredEvents {
-    #[inline]
+    #[inline(always)]
     pub fn next_event(&mut self) -> Option<Event> {
+        if let (None, Inner::Light(l)) = (&self.range, &mut self.inner) {
+            return l.next_event();
+        }
+        self.next_slow()
+    }
+
+    #[inline(never)]
+    fn next_slow(&mut self) -> Option<Event> {
         let Some(range) = &mut self.range else {
             return match &mut self.inner {
                 Inner::Light(l) => l.next_event(),
@@ -1000,10 +1009,29 @@ struct Light {
 }
 
 impl Light {
-    #[inline]
+    #[inline(always)]
     fn next_event(&mut self) -> Option<Event> {
+        let e = self.src.next_event()?;
+        // Entries and exits (nearly every event) go through with one test;
+        // the others go to `skip`, which keeps `payload_hidden`.
+        let hidden = match e.kind {
+            EventKind::Entry | EventKind::Exit | EventKind::Unwind => {
+                self.flags.flags.get(e.func as usize).copied().unwrap_or(0) & HIDE != 0
+            }
+            _ => true,
+        };
+        if hidden {
+            self.skip(e)
+        } else {
+            Some(e)
+        }
+    }
+
+    /// `e` is hidden, or a mark or value: the next event to show from it.
+    #[cold]
+    #[inline(never)]
+    fn skip(&mut self, mut e: Event) -> Option<Event> {
         loop {
-            let e = self.src.next_event()?;
             let hidden = match e.kind {
                 EventKind::Data => self.payload_hidden,
                 EventKind::Entry
@@ -1023,6 +1051,7 @@ impl Light {
             if !hidden {
                 return Some(e);
             }
+            e = self.src.next_event()?;
         }
     }
 }
