@@ -9,10 +9,12 @@
 //! ([`Options::from_wire`]).
 
 pub mod args;
+pub mod display;
 pub mod pattern;
 pub mod spec;
 
 pub use args::{ArgSpec, Format, Item, Source};
+pub use display::{Demangle, TimePoint, TimeRange};
 pub use pattern::FuncPattern;
 pub use spec::{
     known_signal_name, parse_signal, parse_tids, parse_time, signal_name, Action, SignalTrigger,
@@ -50,13 +52,27 @@ pub struct Options {
     pub auto_args: bool,
     /// Longest string shown, in bytes.
     pub string_max: u32,
+    /// Display only (not sent to the agent, see [`display`]):
+    /// `--show-runtime`: show the C runtime's calls around `main`.
+    pub show_runtime: bool,
+    /// `--no-libcall`: hide the calls into shared libraries.
+    pub no_libcall: bool,
+    /// `-r START~STOP`.
+    pub time_range: Option<TimeRange>,
+    /// `--demangle`.
+    pub demangle: Demangle,
 }
 
 impl Options {
-    /// No filter, trigger or argument at all: everything is recorded.
+    /// No filter, trigger or argument at all: everything is recorded
+    /// (the display-only options do not count).
     pub fn is_empty(&self) -> bool {
         let d = Options {
             string_max: self.string_max,
+            show_runtime: self.show_runtime,
+            no_libcall: self.no_libcall,
+            time_range: self.time_range,
+            demangle: self.demangle,
             ..Options::default()
         };
         *self == d
@@ -176,6 +192,7 @@ mod tests {
             ],
             auto_args: true,
             string_max: 80,
+            ..Options::default()
         };
         assert!(!o.is_empty());
         assert!(o.affects_recording());

@@ -39,6 +39,132 @@ pub fn demangle_in_process(raw: &str) -> String {
     demangle_with(raw, false)
 }
 
+/// uftrace's `--demangle=simple`: [`demangle`] without parameter list,
+/// template (or generic) arguments and return type:
+/// `std::vector::push_back` for
+/// `std::vector<int, std::allocator<int> >::push_back(int&&)`, `std::min`
+/// for `unsigned long const& std::min<unsigned long>(...)`; a Rust
+/// `<T as Trait>::f` keeps its qualified path without generic arguments.
+/// C names are unchanged.
+pub fn demangle_simple(raw: &str) -> String {
+    let full = demangle(raw);
+    if full == raw {
+        return full;
+    }
+    simplify(&full)
+}
+
+/// The name part of a demangled name (see [`demangle_simple`]).
+pub fn simplify(name: &str) -> String {
+    // 1. Template arguments: a `<` right after a name (or `::`, a Rust
+    //    turbofish) opens them; `operator<`, `operator<<`, `operator->`
+    //    and the like are names.
+    let b = name.as_bytes();
+    let mut out = String::with_capacity(name.len());
+    let mut i = 0;
+    while i < b.len() {
+        if out.ends_with("operator") && !b[i].is_ascii_alphanumeric() && b[i] != b'_' {
+            // The operator's symbol: `()`, a run of operator characters,
+            // or words (`operator new`, a conversion) up to `(`.
+            let end = if name[i..].starts_with("()") {
+                i + 2
+            } else if b[i] == b' ' {
+                i + name[i..].find('(').unwrap_or(b.len() - i)
+            } else {
+                i + name[i..]
+                    .find(|c: char| !"+-*/%^&|~!=<>,[]".contains(c))
+                    .unwrap_or(b.len() - i)
+            };
+            let end = end.max(i + 1).min(b.len());
+            out.push_str(&name[i..end]);
+            i = end;
+            // `operator< <int>`: its template arguments.
+            if name[i..].starts_with(" <") {
+                i = skip_angles(b, i + 1);
+            }
+            continue;
+        }
+        if b[i] == b'<' {
+            let prev = out.as_bytes().last().copied();
+            let opens = matches!(prev, Some(p) if p.is_ascii_alphanumeric() || p == b'_' || p == b':' || p == b'>' || p == b'}' || p == b']');
+            if opens {
+                if out.ends_with("::") {
+                    out.truncate(out.len() - 2);
+                }
+                i = skip_angles(b, i);
+                continue;
+            }
+        }
+        out.push(b[i] as char);
+        i += 1;
+    }
+    // The bytes copied are whole UTF-8 sequences only when ASCII; a name
+    // with other characters is left as demangled.
+    if !name.is_ascii() {
+        return name.to_string();
+    }
+    // 2. The parameter list (and qualifiers after it).
+    let no_params = without_params(&out);
+    // 3. The return type: before the last space outside brackets, before
+    //    `operator` (whose name may hold a space: `operator new`).
+    let upto = no_params.find("operator").unwrap_or(no_params.len());
+    let mut depth = 0i32;
+    let mut cut = 0;
+    for (k, c) in no_params[..upto].char_indices() {
+        match c {
+            '(' | '{' | '[' | '<' => depth += 1,
+            ')' | '}' | ']' | '>' => depth -= 1,
+            ' ' if depth == 0 => cut = k + 1,
+            _ => {}
+        }
+    }
+    no_params[cut..].to_string()
+}
+
+/// The index after the `<...>` group that starts at `b[i]`.
+fn skip_angles(b: &[u8], i: usize) -> usize {
+    let mut depth = 0usize;
+    for (j, &c) in b.iter().enumerate().skip(i) {
+        match c {
+            b'<' => depth += 1,
+            b'>' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return j + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    b.len()
+}
+
+/// The name without its parameter list: up to the last top-level `(`
+/// (the `()` of `operator()` is part of the name).
+fn without_params(name: &str) -> &str {
+    let b = name.as_bytes();
+    let mut depth = 0i32;
+    let mut start = None;
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'(' => {
+                if depth == 0 && !name[..i].ends_with("operator") {
+                    start = Some(i);
+                }
+                depth += 1;
+            }
+            b')' => depth -= 1,
+            b'{' => depth += 1,
+            b'}' => depth -= 1,
+            _ => {}
+        }
+    }
+    match start {
+        Some(s) if s > 0 => &name[..s],
+        _ => name,
+    }
+}
+
 fn demangle_with(raw: &str, may_run_cxxfilt: bool) -> String {
     if raw.starts_with("_R") || (raw.starts_with("_ZN") && has_rust_hash(raw)) {
         if let Ok(d) = rustc_demangle::try_demangle(raw) {
@@ -609,5 +735,37 @@ mod tests {
             expand_std_abbreviations("f(std::ostream&, std::string_view, my::std::string)"),
             "f(std::basic_ostream<char, std::char_traits<char> >&, std::string_view, my::std::string)"
         );
+    }
+
+    #[test]
+    fn simple_names() {
+        for (full, simple) in [
+            (
+                "std::vector<int, std::allocator<int> >::push_back(int&&)",
+                "std::vector::push_back",
+            ),
+            (
+                "unsigned long const& std::min<unsigned long>(unsigned long const&, unsigned long const&)",
+                "std::min",
+            ),
+            ("S::get() const", "S::get"),
+            ("int twice<int>(int)", "twice"),
+            ("operator new(unsigned long)", "operator new"),
+            ("bool operator< <int>(A<int> const&, A<int> const&)", "operator<"),
+            ("A::operator()(int) const", "A::operator()"),
+            ("A::operator<<(int)", "A::operator<<"),
+            ("main::{lambda(int)#1}::operator()(int) const", "main::{lambda(int)#1}::operator()"),
+            ("(anonymous namespace)::f(int)", "(anonymous namespace)::f"),
+            ("std::vector<int, std::allocator<int> >::~vector()", "std::vector::~vector"),
+            (
+                "<std::sync::once::Once>::call_once_force::<<x as y>::z>::{closure#0}",
+                "<std::sync::once::Once>::call_once_force::{closure#0}",
+            ),
+            ("core::ptr::drop_in_place::<alloc::string::String>", "core::ptr::drop_in_place"),
+        ] {
+            assert_eq!(simplify(full), simple, "{full}");
+        }
+        assert_eq!(demangle_simple("main"), "main");
+        assert_eq!(demangle_simple("_Z5twiceIiET_S0_"), "twice");
     }
 }

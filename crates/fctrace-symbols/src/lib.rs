@@ -77,7 +77,7 @@ mod x86;
 #[cfg(feature = "demangle")]
 mod demangle;
 #[cfg(feature = "demangle")]
-pub use demangle::{demangle, demangle_in_process};
+pub use demangle::{demangle, demangle_in_process, demangle_simple};
 
 use std::borrow::Cow;
 use std::fmt;

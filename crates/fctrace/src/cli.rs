@@ -251,6 +251,39 @@ pub struct FilterArgs {
         help_heading = "Triggers"
     )]
     pub trigger: Vec<String>,
+    /// Also show the C runtime's own calls around `main` (`_init`,
+    /// `frame_dummy`, `__libc_start_main`, `__do_global_dtors_aux`,
+    /// `_fini`...): hidden by default, the calls they make (constructors,
+    /// atexit handlers) being shown in their place
+    #[arg(long = "show-runtime", help_heading = "Filters")]
+    pub show_runtime: bool,
+    /// Hide the calls into shared libraries (the calls they make back
+    /// into the program, e.g. a qsort comparator, are shown in their
+    /// place)
+    #[arg(long = "no-libcall", help_heading = "Filters")]
+    pub no_libcall: bool,
+    /// START~STOP: only the calls running in that time range, each end an
+    /// elapsed time since the trace began (`100ms~2s`, as `-f elapsed`
+    /// shows) or a timestamp (`75059.205379813~`, as `-f time` shows);
+    /// either may be left out, e.g. `-r 1s~`
+    #[arg(
+        short = 'r',
+        long = "time-range",
+        value_name = "START~STOP",
+        help_heading = "Filters"
+    )]
+    pub time_range: Option<String>,
+    /// How C++ and Rust names are shown: full (as c++filt), simple
+    /// (without parameters, template arguments and return type), no (the
+    /// raw symbols), e.g. `--demangle=simple`
+    #[arg(
+        long = "demangle",
+        value_name = "HOW",
+        default_value = "full",
+        value_parser = ["full", "simple", "no"],
+        help_heading = "Filters"
+    )]
+    pub demangle: String,
 }
 
 impl FilterArgs {
@@ -278,6 +311,25 @@ impl FilterArgs {
         add("--tid", &self.tid);
         add("-T", &self.trigger);
         parts.join(" ")
+    }
+
+    /// The display-only options given (the trace holds every call either
+    /// way): `record` refuses them.
+    pub fn display_only(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.show_runtime {
+            v.push("--show-runtime");
+        }
+        if self.no_libcall {
+            v.push("--no-libcall");
+        }
+        if self.time_range.is_some() {
+            v.push("-r/--time-range");
+        }
+        if self.demangle != "full" {
+            v.push("--demangle");
+        }
+        v
     }
 
     /// The filters as the options the agent and the output share.
@@ -325,6 +377,46 @@ impl FilterArgs {
             )?,
             auto_args: trace.auto_args,
             string_max: trace.max_string,
+            show_runtime: self.show_runtime,
+            no_libcall: self.no_libcall,
+            time_range: all(&self.time_range, "-r/--time-range", o::TimeRange::parse)?.pop(),
+            demangle: o::Demangle::parse(&self.demangle)
+                .map_err(|e| anyhow::anyhow!("invalid --demangle: {e}"))?,
+        })
+    }
+}
+
+/// How the call tree is laid out: `replay` and live mode.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TreeArgs {
+    /// Each task's calls after the previous task's (in the order they
+    /// started), rather than every task's calls interleaved by time
+    #[arg(long = "task-order", help_heading = "Output")]
+    pub task_order: bool,
+    /// FIELD,...: the columns before the function: duration, tid, time
+    /// (time stamp), delta (since the task's previous line), elapsed (since
+    /// the trace began), task (thread name), module; `+FIELD,...` adds to
+    /// the default `duration,tid`, `none` shows none, e.g. `-f +time`,
+    /// `-f elapsed,tid,module`
+    #[arg(
+        short = 'f',
+        long = "output-fields",
+        value_name = "FIELDS",
+        help_heading = "Output"
+    )]
+    pub output_fields: Option<String>,
+}
+
+impl TreeArgs {
+    pub fn style(&self) -> anyhow::Result<crate::output::tree::TreeStyle> {
+        let fields = match &self.output_fields {
+            Some(spec) => crate::output::tree::parse_fields(spec)
+                .map_err(|e| anyhow::anyhow!("invalid -f/--output-fields: {e}"))?,
+            None => None,
+        };
+        Ok(crate::output::tree::TreeStyle {
+            task_order: self.task_order,
+            fields,
         })
     }
 }
@@ -337,6 +429,8 @@ pub struct LiveArgs {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub tree: TreeArgs,
     /// The program to run, then its arguments
     #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, num_args = 1..)]
     pub command: Vec<OsString>,
@@ -365,6 +459,8 @@ pub struct ReplayArgs {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub tree: TreeArgs,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -67,16 +67,16 @@ fn integers_chars_floats_and_strings() {
         "  put('A') = 'B';".into(),
         "  greet(\"world\") {".into(),
         "    snprintf();".into(),
-        "  } /* greet */ = \"hello world\"".into(),
+        "  } = \"hello world\"; /* greet */".into(),
         format!("  slen(\"{LONG}\"...) {{"),
         "    strlen();".into(),
-        "  } /* slen */ = 80".into(),
+        "  } = 80; /* slen */".into(),
         "  slen(NULL) = -1;".into(),
         "  opaque(0x1);".into(),
         "  scale(1.5, 2.0) = 3.0;".into(),
         "  outer(7) {".into(),
         "    add(0x7, 0x5);".into(),
-        "  } /* outer */ = 12".into(),
+        "  } = 12; /* outer */".into(),
         "  printf();".into(),
         "} /* main */".into(),
     ];
@@ -135,7 +135,7 @@ fn default_formats_and_max_string() {
         "  slen(\"0123456789\"...) {",
         "  slen(NULL);",
         "  greet(\"world\") {",
-        "  } /* greet */ = \"hello worl\"...",
+        "  } = \"hello worl\"...; /* greet */",
         "    add(7, 5) = 12;",
     ];
     for w in want {
@@ -219,7 +219,7 @@ fn auto_args_from_dwarf_and_prototypes() {
         "  norm1({x: -3, y: 4}) {",
         "    abs(-3) = 3;",
         "    abs(4) = 4;",
-        "  } /* norm1 */ = 7",
+        "  } = 7; /* norm1 */",
         "  mid({a: {x: 0, y: 0}, b: {x: 10, y: 20}}) = {x: 5, y: 10};",
         "  weigh({d: 0.5, i: 4}) = 2.0;",
         "  total({a: 1, b: 2, c: 3}) = 6;",
@@ -234,7 +234,7 @@ fn auto_args_from_dwarf_and_prototypes() {
         "  open(\"/dev/null\", 0) = 3;",
         "  close(3) = 0;",
         "  printf(\"auto: %ld\\n\") = 10;",
-        "} /* main */ = 0",
+        "} = 0; /* main */",
     ];
     for opt in ["-O0", "-O2"] {
         let exe = c_program(
@@ -265,7 +265,7 @@ fn auto_args_with_nest_libcall() {
     // allocates from memory of its own): it may show the calls that does.
     let malloc_leaf = lines.iter().any(|l| l == "  malloc(16) = 0xADDR;");
     let malloc_open = lines.iter().position(|l| l == "  malloc(16) {");
-    let malloc_close = lines.iter().position(|l| l == "  } /* malloc */ = 0xADDR");
+    let malloc_close = lines.iter().position(|l| l == "  } = 0xADDR; /* malloc */");
     assert!(
         malloc_leaf || matches!((malloc_open, malloc_close), (Some(a), Some(b)) if a < b),
         "no malloc(16) returning its address in\n{}",
@@ -310,7 +310,7 @@ fn auto_args_cpp() {
         "    geo::Shape::Shape(0xADDR, 1);",
         "  geo::total_area(0xADDR, 0xADDR) {",
         "    geo::Rect::area(0xADDR) = 6;",
-        "  } /* geo::total_area(geo::Shape const&, geo::Shape const&) */ = 22",
+        "  } = 22; /* geo::total_area(geo::Shape const&, geo::Shape const&) */",
         "  int geo::twice<int>(5) = 10;",
         "  geo::Vec2 geo::twice<geo::Vec2>({x: 4, y: 6}) {",
         "  geo::Vec2::operator==(0xADDR, 0xADDR) = false;",

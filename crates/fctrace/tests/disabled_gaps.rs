@@ -134,13 +134,25 @@ fn trace_on_inside_a_filter_function_then_its_return() {
     let expected = format!("on() {{\n  leaf();\n}} /* on */\n{TOP}printf();\n");
     assert_eq!(t, prefix_lines(&expected, "T0 "));
     // Under -N main: only the exit-time calls after main's return, as an
-    // unfiltered recording shows them after main.
+    // unfiltered recording shows them after main: the C runtime's, hidden
+    // unless --show-runtime.
     let t = three_ways(
         "basic",
         &["--disable", "-T", "on@trace_on"],
         &["-N", "main"],
     );
-    let all = normalized(&replay_text(&record(&program(), &["basic"], &[]).dir.path));
+    assert_eq!(t, "");
+    let disabled = record(&program(), &["basic"], &["--disable", "-T", "on@trace_on"]);
+    let t = normalized(&fctrace_on_quietly(
+        "replay",
+        &disabled.dir.path,
+        &["-N", "main", "--show-runtime"],
+    ));
+    let all = normalized(&fctrace_on(
+        "replay",
+        &record(&program(), &["basic"], &[]).dir.path,
+        &["--show-runtime"],
+    ));
     let end = all
         .find("T0 } /* main */\n")
         .unwrap_or_else(|| panic!("main does not return in\n{all}"));

@@ -49,7 +49,7 @@ fn enumerators_by_name() {
         "  pick_mixed(1) = M_8000;",
         "  show_wide(W_FFFF) = 65535;",
         &printed,
-        "} /* main */ = 0",
+        "} = 0; /* main */",
     ];
     for opt in ["-O0", "-O2"] {
         let exe = c_program("enums.c", &format!("-g{opt}"), &["-g", opt, "-fno-builtin"]);

@@ -219,7 +219,8 @@ fn bad_input_is_a_clear_error() {
     let r = fctrace(&["dump", "--sample-count"]);
     assert_eq!(r.code(), Some(1), "{}", r.describe());
     assert!(
-        r.stderr.contains("--sample-count applies to --flame-graph only"),
+        r.stderr
+            .contains("--sample-count applies to --flame-graph only"),
         "{}",
         r.describe()
     );

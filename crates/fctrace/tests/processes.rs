@@ -274,15 +274,20 @@ fn every_task_is_traced_and_the_program_is_unchanged() {
             ),
             "thread",
         );
+        // The child runs on inside main > do_fork, where its parent
+        // forked: it returns from fork(), then works and _exits.
         assert_outline_eq(
             &tree(forks[0].id),
             &expected_outline(
                 "
-                work()
-                  leaf()
-                  printf()
-                  fflush()
-                _exit() (open)
+                main() (open)
+                  do_fork() (open)
+                    fork()
+                    work()
+                      leaf()
+                      printf()
+                      fflush()
+                    _exit() (open)
                 ",
             ),
             "fork child",

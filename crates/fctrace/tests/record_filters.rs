@@ -19,7 +19,9 @@ fn program() -> PathBuf {
 /// where n numbers the threads in order of appearance; headers and
 /// durations dropped.
 fn tree(dir: &Path, opts: &[&str]) -> String {
-    let text = fctrace_on("replay", dir, opts);
+    // Task by task: the threads of two runs interleave differently.
+    let ordered: Vec<&str> = opts.iter().copied().chain(["--task-order"]).collect();
+    let text = fctrace_on("replay", dir, &ordered);
     let mut tids: HashMap<u64, usize> = HashMap::new();
     let mut out = String::new();
     for line in text.lines() {
@@ -38,14 +40,20 @@ fn tree(dir: &Path, opts: &[&str]) -> String {
 }
 
 /// The lines of `main()`'s call, `main() {` to `} /* main */` included,
-/// without the thread prefix.
+/// without the thread prefix (only its thread's: the tree interleaves the
+/// threads by time).
 fn main_call(tree: &str) -> String {
     let mut out = String::new();
     let mut inside = false;
+    let mut thread = "";
     for l in tree.lines() {
-        let text = l.split_once(' ').map_or("", |x| x.1);
-        if text == "main() {" || text == "main();" {
+        let (tag, text) = l.split_once(' ').unwrap_or(("", ""));
+        if !inside && (text == "main() {" || text == "main();") {
             inside = true;
+            thread = tag;
+        }
+        if inside && tag != thread {
+            continue;
         }
         if inside {
             out.push_str(text);
@@ -389,8 +397,14 @@ fn threads_per_thread_and_global() {
         )
     );
     // ... and in every thread from there on with `global`: main's top(3)
-    // comes after the worker's off().
-    let t = record_tree("threads", &["--disable", "-T", "off@trace_on,global"], true);
+    // comes after the worker's off(). Task by task: the threads run at
+    // the same time from there on.
+    let exe = program();
+    let opts = ["--disable", "-T", "off@trace_on,global"];
+    let rec = record_any(&exe, &["threads"], &opts);
+    let n = run(std::process::Command::new(&exe).arg("threads"));
+    assert_same_behaviour(&n, &rec.run, &format!("threads {opts:?}"));
+    let t = tree(&rec.dir.path, &[]);
     // After main returns: the C runtime's exit-time calls, as an
     // unfiltered recording of the same mode shows them.
     let all = record(&program(), &["threads"], &[]);

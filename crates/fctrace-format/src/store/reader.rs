@@ -258,6 +258,26 @@ impl Trace {
         })))
     }
 
+    /// The CLOCK_MONOTONIC time of the first event of `task`, from the
+    /// header of its first chunk (nothing is decoded: what a reader that
+    /// merges tasks by time uses to open each task's events only when
+    /// time reaches them). `None` for a task without events or whose file
+    /// cannot be read that far (reading its events then says why).
+    pub fn first_event_ns(&self, task: &TaskInfo) -> Option<u64> {
+        if task.events == 0 {
+            return None;
+        }
+        let mut file = File::open(self.dir.join(&task.file)).ok()?;
+        let mut b = [0u8; FILE_HEADER_LEN + codec::CHUNK_HEADER_LEN];
+        if read_full(&mut file, &mut b).ok()? < b.len() {
+            return None;
+        }
+        let mut h = [0u8; codec::CHUNK_HEADER_LEN];
+        h.copy_from_slice(&b[FILE_HEADER_LEN..]);
+        let header = codec::ChunkHeader::from_bytes(&h)?;
+        Some(self.tsc_to_ns(header.first_tsc))
+    }
+
     /// Checks the event file of `task` without decoding its events,
     /// streaming (one chunk in memory): its header, each chunk's header,
     /// size and checksum, and that it holds the events info.json counts.

@@ -7,13 +7,13 @@ use crate::cli::LiveArgs;
 use crate::output::filter;
 use crate::recorder;
 use anyhow::Context;
-use fctrace_options::Options;
 use std::process::ExitCode;
 
 pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     // Bad filter or argument specs are errors before anything runs, and
     // so is an output file that cannot be created.
     let options = args.filter.to_options_with(&args.trace)?;
+    let style = args.tree.style()?;
     let mut output = Output::open(&args.output, terminal)?;
     // A new directory only this user can enter (mkdtemp: a random name,
     // created 0700, never one that already exists).
@@ -31,9 +31,9 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         // a call whose filtered ancestors were entered while tracing was
         // off (--disable) is recorded without them. The display-only
         // options (-C, -t, --tid) act here, as `replay` applies them.
-        let mut display = filter::with_recorded_display(&Options::default(), &trace);
+        let mut display = filter::with_recorded_display(&filter::display_only(&options), &trace);
         filter::add_recorded_backtraces(&mut display, &trace);
-        crate::output::tree::print_tree_with(&trace, &display, &mut output.writer)?;
+        crate::output::tree::print_tree_styled(&trace, &display, &style, &mut output.writer)?;
         Ok(out.exit)
     })();
     // Removed before ending like the program (which may mean a signal).

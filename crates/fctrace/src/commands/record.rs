@@ -12,6 +12,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
              tasks)"
         );
     }
+    if let Some(opt) = args.filter.display_only().first() {
+        anyhow::bail!(
+            "{opt} only changes how a trace is shown (it is recorded whole): give it to \
+             `fctrace replay` or `fctrace report`"
+        );
+    }
     // Bad filter or argument specs are errors before anything runs.
     let options = args.filter.to_options_with(&args.trace)?;
     let out = recorder::record(&args.command, &args.dir, &args.trace, &options)?;

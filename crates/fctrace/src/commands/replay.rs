@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 pub fn run(args: ReplayArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
+    let style = args.tree.style()?;
     let trace = Trace::open(&args.dir)?;
     // Only the patterns given here are checked, not the record-time
     // options added next (a replay without options stays quiet).
@@ -16,6 +17,6 @@ pub fn run(args: ReplayArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let mut options = filter::with_recorded_display(&given, &trace);
     filter::add_recorded_backtraces(&mut options, &trace);
     let mut out = Output::open(&args.output, terminal)?;
-    tree::print_tree_with(&trace, &options, &mut out.writer)?;
+    tree::print_tree_styled(&trace, &options, &style, &mut out.writer)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,5 +1,5 @@
 //! Argument and return values as the tree shows them: `add(2, 3) = 5;`,
-//! `greet("world") {` ... `} /* greet */ = "hello world"`, `pick(RED) =
+//! `greet("world") {` ... `} = "hello world"; /* greet */`, `pick(RED) =
 //! BLUE;`. Strings are quoted and escaped, a cut string ends in `...`, a
 //! pointer that could not be read shows as its address, a null string
 //! pointer as `NULL`, a value the agent could not get as `?`.
@@ -245,7 +245,7 @@ mod tests {
    0.100 us [    7] |   leaf(2, 3) = 5;
             [    7] |   parse_args(\"world\") {
    0.100 us [    7] |     strtol();
-   0.300 us [    7] |   } /* parse_args */ = \"hello world, this is long\"...
+   0.300 us [    7] |   } = \"hello world, this is long\"...; /* parse_args */
    0.100 us [    7] |   strtol() = BLUE;
    0.100 us [    7] |   leaf(); (unwound)
    2.000 us [    7] | } /* main */

@@ -456,6 +456,8 @@ pub struct Function {
 #[derive(Default)]
 pub struct Functions {
     pub list: Vec<Function>,
+    /// How names are demangled (`--demangle`).
+    demangle: fctrace_options::Demangle,
     by_key: HashMap<(String, String), usize>,
     by_id: HashMap<u32, Vec<usize>>,
 }
@@ -463,6 +465,14 @@ pub struct Functions {
 impl Functions {
     pub fn new() -> Functions {
         Functions::default()
+    }
+
+    /// Names demangled as `--demangle` says.
+    pub fn demangled(demangle: fctrace_options::Demangle) -> Functions {
+        Functions {
+            demangle,
+            ..Functions::default()
+        }
     }
 
     /// The index of function `func` of `session`.
@@ -474,7 +484,7 @@ impl Functions {
                 return x;
             }
         }
-        let f = describe(trace, session, func);
+        let f = describe(trace, session, func, self.demangle);
         let list = &mut self.list;
         let x = *self
             .by_key
@@ -523,11 +533,16 @@ impl Functions {
 }
 
 /// The name, symbol and module of a function id of a session.
-pub fn describe(trace: &Trace, session: u32, func: u32) -> Function {
+pub fn describe(
+    trace: &Trace,
+    session: u32,
+    func: u32,
+    demangle: fctrace_options::Demangle,
+) -> Function {
     let table = trace.sessions.get(&session);
     match table.and_then(|t| Some((t, t.function(func)?))) {
         Some((table, f)) => Function {
-            name: fctrace_symbols::demangle(&f.name),
+            name: super::names::report_name(&f.name, demangle),
             symbol: f.name.clone(),
             module: table
                 .module(f.module)

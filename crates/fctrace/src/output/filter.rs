@@ -2,6 +2,16 @@
 //! live mode show, driven by [`Options`] (`-F`, `-N`, `-C`, `-D`, `-t`,
 //! `--tid`, `-T`), with uftrace's meaning.
 //!
+//! Display-only options ([`fctrace_options::display`]) act here too, for
+//! every reader of the trace: the C runtime's own calls
+//! ([`RUNTIME_FUNCTIONS`], unless `--show-runtime`) and with `--no-libcall`
+//! the calls into shared libraries are hidden without their subtrees:
+//! their entries, exits and values go, the calls they make are shown in
+//! their place (at their depth in the tree; they are no level of `-D`).
+//! Without any other option that is the only stage ([`Light`]: a flag
+//! test per event); `-r START~STOP` is a last stage ([`Range`]) after the
+//! others. `--demangle` acts on names ([`super::names`]).
+//!
 //! A task's events go through up to three stages, each streaming:
 //!
 //! 1. **Visibility** (`-F`, `-N`, `-D`, `-T`), decided at a call's entry: a
@@ -55,7 +65,7 @@ use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, StoreError, TaskEvents, TaskInfo, TaskOrigin, Trace};
 use fctrace_format::symtab::SymTab;
 use fctrace_options::pattern::name_forms;
-use fctrace_options::{Action, FuncPattern, Options};
+use fctrace_options::{Action, FuncPattern, Options, TimePoint};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
@@ -91,20 +101,28 @@ impl EventSource for TaskEvents {
 }
 
 impl EventSource for FilteredEvents {
+    #[inline(always)]
     fn next_event(&mut self) -> Option<Event> {
         FilteredEvents::next_event(self)
     }
 
     fn take_error(&mut self) -> Option<StoreError> {
-        if self.out.is_empty() && self.done {
-            self.src.take_error()
-        } else {
-            None
+        if !self.out.is_empty() {
+            return None;
+        }
+        match &mut self.inner {
+            Inner::Light(l) => l.src.take_error(),
+            Inner::Full(f) if f.out.is_empty() && f.done => f.src.take_error(),
+            Inner::Full(_) => None,
         }
     }
 
+    #[inline]
     fn backtrace(&mut self, entry: &Event) -> Option<Vec<u32>> {
-        FilteredEvents::backtrace(self, entry)
+        match &mut self.inner {
+            Inner::Light(_) => None,
+            Inner::Full(f) => f.backtrace(entry),
+        }
     }
 }
 
@@ -116,6 +134,47 @@ const TRIGGER: u8 = 8;
 /// A `trace_on` trigger of the recording: the agent records the calls
 /// open where tracing resumed at its entry ([`Visibility::pull`]).
 const RESUMES: u8 = 16;
+/// Hidden without its subtree (the C runtime's own calls, calls into
+/// shared libraries with `--no-libcall`): the calls it makes are shown in
+/// its place, at its depth.
+const HIDE: u8 = 32;
+
+/// The C runtime's own functions, which run around `main` (crt1.o, crti.o,
+/// crtbegin.o and the C library's start and exit paths) and Rust's
+/// standard library initialisation run from `.init_array`: hidden unless
+/// `--show-runtime` (symbol names; `::`-qualified ones are Rust paths,
+/// matched in the demangled name).
+pub const RUNTIME_FUNCTIONS: &[&str] = &[
+    "_start",
+    "_init",
+    "_fini",
+    "frame_dummy",
+    "register_tm_clones",
+    "deregister_tm_clones",
+    "__do_global_dtors_aux",
+    "__do_global_ctors_aux",
+    "__libc_start_main",
+    "__libc_start_call_main",
+    "__libc_csu_init",
+    "__libc_csu_fini",
+    "__libc_init_first",
+    "__cxa_finalize",
+    "_dl_relocate_static_pie",
+    "__gmon_start__",
+    "_dl_start",
+    "_dl_init",
+    "_dl_fini",
+    "call_init",
+    "_IO_cleanup",
+];
+
+/// Whether a function (raw symbol name, demangled name) is part of the
+/// runtime ([`RUNTIME_FUNCTIONS`]).
+pub fn is_runtime(raw: &str, demangled: &str) -> bool {
+    RUNTIME_FUNCTIONS.contains(&raw)
+        // Rust's std (ARGV_INIT_ARRAY::init_wrapper, ::really_init).
+        || demangled.contains("::ARGV_INIT_ARRAY::")
+}
 
 /// The calls open at an entry, recorded by the agent after it (outermost
 /// first).
@@ -159,6 +218,10 @@ pub struct Filter<'t> {
     gaps: Option<bool>,
     /// The patterns of the recording's `trace_on` triggers.
     resumes: Vec<FuncPattern>,
+    /// Options that follow the calls ([`per_call`]).
+    per_call: bool,
+    /// `-r`: the time range, CLOCK_MONOTONIC ns, both ends included.
+    range: Option<(u64, u64)>,
 }
 
 /// Adds to `opts` the `backtrace` actions of the triggers the trace was
@@ -334,15 +397,55 @@ pub fn warn_unmatched(trace: &Trace, opts: &Options) {
     }
 }
 
-/// Whether `opts` hides anything at display time.
+/// Whether `opts` hides anything at display time (the C runtime's calls
+/// are hidden by default).
 pub fn filters_display(opts: &Options) -> bool {
+    per_call(opts)
+        || !opts.tids.is_empty()
+        || !opts.show_runtime
+        || opts.no_libcall
+        || opts.time_range.is_some()
+}
+
+/// Whether `opts` has options that follow the calls of a task
+/// (stages 1 to 3 of the module documentation); without them, a task's
+/// events go through the plain [`Light`] stage.
+fn per_call(opts: &Options) -> bool {
     !opts.filters.is_empty()
         || !opts.notrace.is_empty()
         || !opts.callers.is_empty()
         || opts.depth.is_some()
         || opts.time_filter.is_some_and(|t| t > 0)
-        || !opts.tids.is_empty()
         || !opts.triggers.is_empty()
+}
+
+/// The display-only options of `opts` (`--show-runtime`, `--no-libcall`,
+/// `-r`, `--demangle`), without any filter.
+pub fn display_only(opts: &Options) -> Options {
+    Options {
+        show_runtime: opts.show_runtime,
+        no_libcall: opts.no_libcall,
+        time_range: opts.time_range,
+        demangle: opts.demangle,
+        ..Options::default()
+    }
+}
+
+/// CLOCK_MONOTONIC time of the trace's first event (the origin of
+/// elapsed times: `-r 100ms~`, `-f elapsed`); 0 for a trace without
+/// events.
+pub fn trace_start_ns(trace: &Trace) -> u64 {
+    trace
+        .info
+        .tasks
+        .iter()
+        .filter_map(|t| {
+            let mut events = trace.task_events(t).ok()?;
+            std::iter::from_fn(|| events.next_event()).find(|e| is_timed(e.kind))
+        })
+        .map(|e| e.ns)
+        .min()
+        .unwrap_or(0)
 }
 
 impl<'t> Filter<'t> {
@@ -350,7 +453,24 @@ impl<'t> Filter<'t> {
     /// `backtraces`: keep the `backtrace` triggers' callers for
     /// [`TaskStream::backtrace`].
     pub fn new(trace: &'t Trace, opts: &Options, backtraces: bool) -> Option<Filter<'t>> {
+        let range = opts.time_range.map(|r| {
+            let needs_start = matches!(r.start, Some(TimePoint::Elapsed(_)))
+                || matches!(r.stop, Some(TimePoint::Elapsed(_)));
+            let origin = if needs_start {
+                trace_start_ns(trace)
+            } else {
+                0
+            };
+            let at = |p: Option<TimePoint>, none: u64| match p {
+                None => none,
+                Some(TimePoint::Absolute(ns)) => ns,
+                Some(TimePoint::Elapsed(ns)) => origin.saturating_add(ns),
+            };
+            (at(r.start, 0), at(r.stop, u64::MAX))
+        });
         filters_display(opts).then(|| Filter {
+            per_call: per_call(opts),
+            range,
             trace,
             opts: opts.clone(),
             sessions: HashMap::new(),
@@ -377,6 +497,24 @@ impl<'t> Filter<'t> {
 
     /// The filtered events of `task`.
     pub fn task(&mut self, task: &TaskInfo, events: TaskEvents) -> FilteredEvents {
+        let inner = if self.per_call {
+            Inner::Full(Box::new(self.full(task, events)))
+        } else {
+            Inner::Light(Light {
+                src: events,
+                flags: self.session(task.session),
+                payload_hidden: false,
+            })
+        };
+        FilteredEvents {
+            inner,
+            range: self.range.map(|(start, stop)| Range::new(start, stop)),
+            out: VecDeque::new(),
+        }
+    }
+
+    /// Stages 1 to 3 over the events of `task`.
+    fn full(&mut self, task: &TaskInfo, events: TaskEvents) -> FullEvents {
         let flags = self.session(task.session);
         let mut vis = self.visibility(task);
         let start = self.start(task, 0);
@@ -394,7 +532,7 @@ impl<'t> Filter<'t> {
             }
             held
         });
-        FilteredEvents {
+        FullEvents {
             src: events,
             ahead: VecDeque::new(),
             done: false,
@@ -656,6 +794,27 @@ impl<'t> Filter<'t> {
                 true
             });
         }
+        if let Some(table) = self.trace.sessions.get(&session) {
+            let exe = table
+                .modules
+                .iter()
+                .find(|m| m.path == table.exe)
+                .map_or(0, |m| m.index);
+            for func in &table.functions {
+                let runtime = !o.show_runtime
+                    && (RUNTIME_FUNCTIONS.contains(&func.name.as_str())
+                        || (func.name.contains("ARGV_INIT_ARRAY")
+                            && is_runtime(&func.name, &fctrace_symbols::demangle(&func.name))));
+                let libcall = o.no_libcall && func.module != exe;
+                if runtime || libcall {
+                    let id = func.id as usize;
+                    if flags.len() <= id {
+                        flags.resize(id + 1, 0);
+                    }
+                    flags[id] |= HIDE;
+                }
+            }
+        }
         let f = Rc::new(SessionFlags { flags, triggers });
         self.sessions.insert(session, f.clone());
         f
@@ -791,6 +950,224 @@ fn is_timed(kind: EventKind) -> bool {
 
 /// A task's events through the filter stages.
 pub struct FilteredEvents {
+    inner: Inner,
+    /// `-r`, after the other stages.
+    range: Option<Range>,
+    /// Events the range stage let through, not yet taken.
+    out: VecDeque<Event>,
+}
+
+enum Inner {
+    /// Only [`HIDE`] functions to hide.
+    Light(Light),
+    /// Stages 1 to 3.
+    Full(Box<FullEvents>),
+}
+
+impl FilteredEvents {
+    #[inline(always)]
+    pub fn next_event(&mut self) -> Option<Event> {
+        if let (None, Inner::Light(l)) = (&self.range, &mut self.inner) {
+            return l.next_event();
+        }
+        self.next_slow()
+    }
+
+    #[inline(never)]
+    fn next_slow(&mut self) -> Option<Event> {
+        let Some(range) = &mut self.range else {
+            return match &mut self.inner {
+                Inner::Light(l) => l.next_event(),
+                Inner::Full(f) => f.next_event(),
+            };
+        };
+        loop {
+            if let Some(e) = self.out.pop_front() {
+                return Some(e);
+            }
+            let e = match &mut self.inner {
+                Inner::Light(l) => l.next_event(),
+                Inner::Full(f) => f.next_event(),
+            };
+            match e {
+                Some(e) => range.push(e, &mut self.out),
+                None if range.done => return None,
+                None => range.finish(&mut self.out),
+            }
+        }
+    }
+}
+
+/// The events of a task without the calls of [`HIDE`] functions (their
+/// entries, exits and values; what happens inside them is shown): the
+/// only stage when no option follows the calls ([`per_call`]).
+struct Light {
+    src: TaskEvents,
+    flags: Rc<SessionFlags>,
+    /// The `Data` events read belong to a hidden function's values.
+    payload_hidden: bool,
+}
+
+impl Light {
+    #[inline(always)]
+    fn next_event(&mut self) -> Option<Event> {
+        let e = self.src.next_event()?;
+        // Entries and exits (nearly every event) go through with one test;
+        // the others go to `skip`, which keeps `payload_hidden`.
+        let hidden = match e.kind {
+            EventKind::Entry | EventKind::Exit | EventKind::Unwind => {
+                self.flags.flags.get(e.func as usize).copied().unwrap_or(0) & HIDE != 0
+            }
+            _ => true,
+        };
+        if hidden {
+            self.skip(e)
+        } else {
+            Some(e)
+        }
+    }
+
+    /// `e` is hidden, or a mark or value: the next event to show from it.
+    #[cold]
+    #[inline(never)]
+    fn skip(&mut self, mut e: Event) -> Option<Event> {
+        loop {
+            let hidden = match e.kind {
+                EventKind::Data => self.payload_hidden,
+                EventKind::Entry
+                | EventKind::Exit
+                | EventKind::Unwind
+                | EventKind::Args
+                | EventKind::Retval => {
+                    let h = self.flags.flags.get(e.func as usize).copied().unwrap_or(0) & HIDE != 0;
+                    self.payload_hidden = h;
+                    h
+                }
+                _ => {
+                    self.payload_hidden = false;
+                    false
+                }
+            };
+            if !hidden {
+                return Some(e);
+            }
+            e = self.src.next_event()?;
+        }
+    }
+}
+
+/// `-r START~STOP` over the events the other stages show: a call is shown
+/// when it runs at some time of the range (it was entered at or before
+/// STOP and had not returned before START), with its whole duration; so
+/// are the marks within the range and inside the calls shown. The calls
+/// entered before START are held (their entries and values, memory one
+/// per open call) until START (they are then shown: the calls open at
+/// START) or their exits (they are dropped).
+struct Range {
+    start: u64,
+    stop: u64,
+    /// An event at or after START was seen.
+    started: bool,
+    /// Open calls: (function, shown). Before START, all held.
+    stack: Vec<(u32, bool)>,
+    /// Before START: the events of each held call, from its entry.
+    held: Vec<Vec<Event>>,
+    /// The task's events have ended.
+    done: bool,
+}
+
+impl Range {
+    fn new(start: u64, stop: u64) -> Range {
+        Range {
+            start,
+            stop,
+            started: false,
+            stack: Vec::new(),
+            held: Vec::new(),
+            done: false,
+        }
+    }
+
+    fn push(&mut self, e: Event, out: &mut VecDeque<Event>) {
+        let timed = is_timed(e.kind);
+        if timed && !self.started && e.ns >= self.start {
+            // The calls open at START are shown.
+            self.started = true;
+            for h in self.held.drain(..) {
+                out.extend(h);
+            }
+            for f in &mut self.stack {
+                f.1 = true;
+            }
+        }
+        if !self.started {
+            match e.kind {
+                EventKind::Entry => {
+                    self.stack.push((e.func, false));
+                    self.held.push(vec![e]);
+                }
+                EventKind::Exit | EventKind::Unwind => {
+                    if let Some(j) = self.stack.iter().rposition(|f| f.0 == e.func) {
+                        self.stack.truncate(j);
+                        self.held.truncate(j);
+                    }
+                }
+                _ => {
+                    if let Some(h) = self.held.last_mut() {
+                        if !timed {
+                            h.push(e);
+                        }
+                    }
+                }
+            }
+            return;
+        }
+        match e.kind {
+            EventKind::Entry => {
+                let shown = e.ns <= self.stop && self.stack.last().is_none_or(|f| f.1);
+                self.stack.push((e.func, shown));
+                if shown {
+                    out.push_back(e);
+                }
+            }
+            EventKind::Exit | EventKind::Unwind => {
+                match self.stack.iter().rposition(|f| f.0 == e.func) {
+                    Some(j) => {
+                        let shown = self.stack[j].1;
+                        self.stack.truncate(j);
+                        if shown {
+                            out.push_back(e);
+                        }
+                    }
+                    // Entry not recorded: shown if it ends in the range.
+                    None => {
+                        if e.ns <= self.stop && self.stack.last().is_none_or(|f| f.1) {
+                            out.push_back(e);
+                        }
+                    }
+                }
+            }
+            _ => {
+                let inside = match self.stack.last() {
+                    Some(f) => f.1,
+                    None => !timed || e.ns <= self.stop,
+                };
+                if inside && (!timed || e.ns <= self.stop || !self.stack.is_empty()) {
+                    out.push_back(e);
+                }
+            }
+        }
+    }
+
+    /// The task's events have ended (before START: nothing is shown).
+    fn finish(&mut self, _out: &mut VecDeque<Event>) {
+        self.done = true;
+        self.held.clear();
+    }
+}
+
+/// A task's events through stages 1 to 3.
+struct FullEvents {
     src: TaskEvents,
     /// Events read ahead of the entry of a trigger function (its chain
     /// payload), not yet through stage 1 ([`Visibility::pull`]).
@@ -805,8 +1182,8 @@ pub struct FilteredEvents {
     time: Option<Held>,
 }
 
-impl FilteredEvents {
-    pub fn next_event(&mut self) -> Option<Event> {
+impl FullEvents {
+    fn next_event(&mut self) -> Option<Event> {
         loop {
             if let Some(e) = self.out.pop_front() {
                 return Some(e);
@@ -897,6 +1274,8 @@ struct RawFrame {
     /// Entered before the task's events begin, not counted as a level of
     /// `-D` ([`Filter::start`]).
     outer: bool,
+    /// A [`HIDE`] function: not shown, what it calls is.
+    hide: bool,
     /// The depth limit before this call (restored at its exit).
     saved_limit: u32,
 }
@@ -1005,6 +1384,7 @@ impl Visibility {
             opened,
             shown,
             outer: true,
+            hide: bits & HIDE != 0,
             saved_limit: self.limit,
         });
     }
@@ -1095,7 +1475,7 @@ impl Visibility {
                     // Entry not recorded: shown where a call of it would be.
                     None => {
                         let bits = self.bits(e.func);
-                        self.context_shown(bits).then_some(e)
+                        (bits & HIDE == 0 && self.context_shown(bits)).then_some(e)
                     }
                 }
             }
@@ -1103,6 +1483,20 @@ impl Visibility {
             // Signal marks, arguments and return values belong to the call
             // they came in.
             _ => match self.stack.last() {
+                Some(top) if top.hide => {
+                    // A hidden call's values are hidden; a mark in it
+                    // belongs to where its calls are shown.
+                    if matches!(
+                        e.kind,
+                        EventKind::Args | EventKind::Retval | EventKind::Data
+                    ) {
+                        return None;
+                    }
+                    match self.stack.iter().rev().find(|f| !f.hide) {
+                        Some(f) => f.shown.then_some(e),
+                        None => self.context_shown(0).then_some(e),
+                    }
+                }
                 Some(top) => top.shown.then_some(e),
                 None => self.context_shown(0).then_some(e),
             },
@@ -1137,7 +1531,8 @@ impl Visibility {
         if let Some(chain) = resumed.filter(|c| c.resume || self.on) {
             self.open_calls(&chain.funcs);
         }
-        let shown = self.context_shown(bits) && self.shown < saved_limit.min(self.limit);
+        let hide = bits & HIDE != 0;
+        let shown = !hide && self.context_shown(bits) && self.shown < saved_limit.min(self.limit);
         if shown && backtrace && self.backtraces {
             self.notes.push_back(Note {
                 func: e.func,
@@ -1160,6 +1555,7 @@ impl Visibility {
             opened,
             shown,
             outer: false,
+            hide,
             saved_limit,
         });
         shown.then_some(e)
@@ -1401,7 +1797,7 @@ impl Held {
 #[cfg(test)]
 mod tests {
     use crate::output::testutil::{ev, fake_trace, FakeTask};
-    use crate::output::tree::write_tree_with;
+    use crate::output::tree::{write_tree_styled, TreeStyle};
     use fctrace_format::event::EventKind::{Entry, Exit, Lost, Signal, Unwind};
     use fctrace_format::event::RawEvent;
     use fctrace_format::store::Trace;
@@ -1426,7 +1822,12 @@ mod tests {
     /// The tree's lines after its header, task headers included.
     fn tree(trace: &Trace, o: &Options) -> String {
         let mut out = Vec::new();
-        let summary = write_tree_with(trace, o, &mut out).unwrap();
+        // Task after task: these tests are about which calls are shown.
+        let style = TreeStyle {
+            task_order: true,
+            ..TreeStyle::default()
+        };
+        let summary = write_tree_styled(trace, o, &style, &mut out).unwrap();
         assert!(summary.errors.is_empty(), "{:?}", summary.errors);
         let text = String::from_utf8(out).unwrap();
         text.lines()
@@ -1580,7 +1981,10 @@ mod tests {
   10.000 us | } /* main */
 "
         );
-        assert!(super::Filter::new(&t, &Options::default(), true).is_none());
+        // Nothing to hide (the runtime shown): no filter at all.
+        let all = opts(|o| o.show_runtime = true);
+        assert!(super::Filter::new(&t, &all, true).is_none());
+        assert!(super::Filter::new(&t, &Options::default(), true).is_some());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use fctrace_format::store::Trace;
 use fctrace_format::symtab::{FuncStatus, SymTab};
+use fctrace_options::Demangle;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
@@ -19,6 +20,26 @@ pub fn call_name(raw: &str) -> String {
         demangled
     } else {
         demangled + "()"
+    }
+}
+
+/// [`call_name`] as `--demangle` asks: `full` is [`call_name`], `simple`
+/// the name without parameters, template arguments and return type
+/// (`std::vector::push_back()`), `no` the raw symbol (`_Z3fooi()`).
+pub fn call_name_with(raw: &str, how: Demangle) -> String {
+    match how {
+        Demangle::Full => call_name(raw),
+        Demangle::Simple => fctrace_symbols::demangle_simple(raw) + "()",
+        Demangle::No => format!("{raw}()"),
+    }
+}
+
+/// The name `report` shows (without `()`), as `--demangle` asks.
+pub fn report_name(raw: &str, how: Demangle) -> String {
+    match how {
+        Demangle::Full => fctrace_symbols::demangle(raw),
+        Demangle::Simple => fctrace_symbols::demangle_simple(raw),
+        Demangle::No => raw.to_string(),
     }
 }
 
@@ -176,17 +197,36 @@ pub struct CallNames<'t> {
     names: Vec<Option<Rc<TreeName>>>,
     /// Per session, [`ambiguous_functions`].
     ambiguous: HashMap<u32, HashSet<u32>>,
+    demangle: Demangle,
 }
 
 impl<'t> CallNames<'t> {
+    /// Names as `--demangle=full` (the other readers' way in).
+    #[allow(dead_code)]
     pub fn new(trace: &'t Trace) -> CallNames<'t> {
+        CallNames::with_demangle(trace, Demangle::Full)
+    }
+
+    /// Names demangled as `--demangle` asks ([`call_name_with`]).
+    pub fn with_demangle(trace: &'t Trace, demangle: Demangle) -> CallNames<'t> {
         CallNames {
             trace,
             cache: HashMap::new(),
             session: 0,
             names: Vec::new(),
             ambiguous: HashMap::new(),
+            demangle,
         }
+    }
+
+    /// The file name of the module of function `func` of `session` (`""`
+    /// if unknown).
+    pub fn module_file(&self, session: u32, func: u32) -> &'t str {
+        self.trace
+            .sessions
+            .get(&session)
+            .and_then(|t| t.module(t.function(func)?.module))
+            .map_or("", |m| module_file(&m.path))
     }
 
     /// The tree name of function `func` of `session` (`<unknown #id>` for
@@ -224,9 +264,10 @@ impl<'t> CallNames<'t> {
                 let module = table
                     .and_then(|t| t.module(t.function(func)?.module))
                     .map(|m| m.path.as_str());
+                let name = call_name_with(raw, self.demangle);
                 match module {
-                    Some(m) if ambiguous.contains(&func) => with_module(&call_name(raw), m),
-                    _ => call_name(raw),
+                    Some(m) if ambiguous.contains(&func) => with_module(&name, m),
+                    _ => name,
                 }
             }
             None => unknown(func),

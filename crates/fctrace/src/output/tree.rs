@@ -11,16 +11,25 @@
 //!    5.774 us [ 4321] | } /* main */
 //! ```
 //!
-//! Every task of the trace is printed, one after the other in the order of
-//! info.json (order of creation), each after a header line `# task ID: pid
-//! P, tid T (COMM), PROGRAM, ORIGIN` (ORIGIN: `the program started`,
-//! `thread of task N`, `forked by task N`, `exec by task N`, `spawned by
-//! task N`); tasks after the first are preceded by an empty line. Within a
-//! task (memory does not grow with the trace, only with its depth):
+//! Every task of the trace is printed in one stream in time order (as
+//! uftrace does; [`Merge`]): each line has its task's tid, each task its
+//! own indentation; a task's header line `# task ID: pid P, tid T (COMM),
+//! PROGRAM, ORIGIN` (ORIGIN: `the program started`, `thread of task N`,
+//! `forked by task N`, `exec by task N`, `spawned by task N`) comes before
+//! its first line. A forked child starts with the calls its parent had
+//! open at the fork (their opening lines, at their depths). With
+//! `--task-order` ([`TreeStyle`]) the tasks are printed one after the other
+//! in the order of info.json (order of creation), tasks after the first
+//! preceded by an empty line. Memory does not grow with the trace: with
+//! the tasks running at one time and their depths. Within a task:
 //! - a function whose exit directly follows its entry is a leaf, one line
 //!   `name();` with its duration;
+//!   (in time order: whose exit is the next event of its task, even if
+//!   other tasks' lines come during it; the line is at its entry's time);
 //! - otherwise `name() {` at entry and `} /* name */` with the duration at
 //!   exit; 2 spaces of indent per depth, from depth 0;
+//! - a recorded return value (`-R`, `-a`) reads as uftrace prints it: on
+//!   a leaf `measure(3) = 6;`, on a closing line `} = 6; /* measure */`;
 //! - beyond depth [`MAX_INDENT_DEPTH`] the indent stops growing: such lines
 //!   have the indent of that depth followed by `(depth N) `, N the real
 //!   depth (so lines stay short and the output linear in the events);
@@ -82,17 +91,148 @@ pub fn print_tree(trace: &Trace, out: &mut dyn Write) -> anyhow::Result<()> {
     print_tree_with(trace, &Options::default(), out)
 }
 
+/// How the tree is laid out (the options of `replay` and live mode that
+/// are not filters).
+#[derive(Clone, Debug, Default)]
+pub struct TreeStyle {
+    /// `--task-order`: each task's calls after the previous task's, not
+    /// interleaved by time.
+    pub task_order: bool,
+    /// `-f`: the columns before the function, when not the default
+    /// (`duration,tid`).
+    pub fields: Option<Vec<Field>>,
+}
+
+/// A column of `-f/--output-fields` (uftrace's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// The call's duration (on leaves and closing lines).
+    Duration,
+    /// `[tid]`.
+    Tid,
+    /// The line's CLOCK_MONOTONIC time stamp, `SECONDS.NANOSECONDS` (an
+    /// entry's for opening lines and leaves, an exit's for closing ones).
+    Time,
+    /// The time since the previous line of the same task.
+    Delta,
+    /// The time since the trace's first event.
+    Elapsed,
+    /// The task's thread name (comm).
+    Task,
+    /// The file name of the module of the line's function.
+    Module,
+}
+
+impl Field {
+    const ALL: [(&'static str, Field); 7] = [
+        ("duration", Field::Duration),
+        ("tid", Field::Tid),
+        ("time", Field::Time),
+        ("delta", Field::Delta),
+        ("elapsed", Field::Elapsed),
+        ("task", Field::Task),
+        ("module", Field::Module),
+    ];
+
+    /// The column's title and width (with its leading space).
+    fn title(self) -> (&'static str, usize) {
+        match self {
+            Field::Duration => ("DURATION", 11),
+            Field::Tid => ("TID", 8),
+            Field::Time => ("TIMESTAMP", 17),
+            Field::Delta => ("DELTA", 11),
+            Field::Elapsed => ("ELAPSED", 11),
+            Field::Task => ("TASK", 16),
+            Field::Module => ("MODULE", 16),
+        }
+    }
+}
+
+/// `-f FIELD,...` as uftrace takes it: a list of fields, `+FIELD,...` to
+/// add them to the default `duration,tid`, or `none`. `None` for the
+/// default.
+pub fn parse_fields(spec: &str) -> Result<Option<Vec<Field>>, String> {
+    let spec = spec.trim();
+    if spec == "none" {
+        return Ok(Some(Vec::new()));
+    }
+    let (mut fields, list) = match spec.strip_prefix('+') {
+        Some(rest) => (vec![Field::Duration, Field::Tid], rest),
+        None => (Vec::new(), spec),
+    };
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(&(_, f)) = Field::ALL.iter().find(|(n, _)| *n == name) else {
+            let known: Vec<&str> = Field::ALL.iter().map(|(n, _)| *n).collect();
+            return Err(format!(
+                "unknown field `{name}` (fields: {}, or none)",
+                known.join(", ")
+            ));
+        };
+        if !fields.contains(&f) {
+            fields.push(f);
+        }
+    }
+    if fields.is_empty() {
+        return Err(format!("`{spec}` names no field"));
+    }
+    Ok((fields != [Field::Duration, Field::Tid]).then_some(fields))
+}
+
+/// The `-f` columns of a pass: the fields and the origin of `elapsed`.
+struct FieldCtx {
+    fields: Vec<Field>,
+    origin: u64,
+}
+
+/// What a task's lines show in the `-f` columns besides their duration,
+/// set by the task before each line.
+struct LineInfo {
+    tid: String,
+    comm: String,
+    /// The line's time.
+    ns: std::cell::Cell<u64>,
+    /// The previous line's time (`delta`).
+    prev: std::cell::Cell<Option<u64>>,
+    module: std::cell::RefCell<String>,
+}
+
+/// The header line for `fields`.
+fn fields_header(fields: &[Field]) -> String {
+    if fields.is_empty() {
+        return "# FUNCTION".to_string();
+    }
+    let mut h = String::new();
+    for f in fields {
+        let (title, width) = f.title();
+        h.push_str(&format!("{title:>width$}"));
+    }
+    h.push_str("   FUNCTION");
+    h.replace_range(0..1, "#");
+    h
+}
+
 /// [`print_tree`] of the calls the display filters of `options` show
 /// (see [`super::filter`]).
+#[cfg(test)]
 pub fn print_tree_with(
     trace: &Trace,
     options: &Options,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
+    print_tree_styled(trace, options, &TreeStyle::default(), out)
+}
+
+/// [`print_tree_with`], laid out as `style` says.
+pub fn print_tree_styled(
+    trace: &Trace,
+    options: &Options,
+    style: &TreeStyle,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     for w in &trace.load_warnings {
         warn(w);
     }
-    let summary = match write_tree_with(trace, options, out) {
+    let summary = match write_tree_styled(trace, options, style, out) {
         Ok(summary) => summary,
         Err(e) => {
             let e = anyhow::Error::from(e);
@@ -166,20 +306,33 @@ pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary>
 
 /// [`write_tree`] through the display filters of `options`: only the tasks
 /// and calls they show (a task hidden by `--tid` has no header either).
+#[cfg(test)]
 pub fn write_tree_with(
     trace: &Trace,
     options: &Options,
     out: &mut dyn Write,
 ) -> io::Result<TreeSummary> {
+    write_tree_styled(trace, options, &TreeStyle::default(), out)
+}
+
+/// [`write_tree_with`], laid out as `style` says.
+pub fn write_tree_styled(
+    trace: &Trace,
+    options: &Options,
+    style: &TreeStyle,
+    out: &mut dyn Write,
+) -> io::Result<TreeSummary> {
+    // One task: the same lines either way, without the merge (the fast
+    // path of the common single-threaded trace).
+    if !style.task_order && trace.info.tasks.len() > 1 {
+        return write_by_time(trace, options, style, out);
+    }
     let mut filter = Filter::new(trace, options, true);
-    let mut out = Sink {
-        buf: Vec::with_capacity(SINK_CAPACITY + 1024),
-        out,
-    };
+    let mut out = Sink::new(out, style, trace);
     let mut summary = TreeSummary::default();
-    let mut names = CallNames::new(trace);
+    let mut names = CallNames::with_demangle(trace, options.demangle);
     let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
-    writeln!(out, "{HEADER}")?;
+    out.header()?;
 
     let mut first = true;
     for info in &trace.info.tasks {
@@ -209,6 +362,280 @@ pub fn write_tree_with(
     Ok(summary)
 }
 
+/// The tree of every task in one stream, in time order ([`write_by_time`]).
+fn write_by_time(
+    trace: &Trace,
+    options: &Options,
+    style: &TreeStyle,
+    out: &mut dyn Write,
+) -> io::Result<TreeSummary> {
+    let mut filter = Filter::new(trace, options, true);
+    let mut out = Sink::new(out, style, trace);
+    let mut summary = TreeSummary::default();
+    let mut names = CallNames::with_demangle(trace, options.demangle);
+    let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
+    out.header()?;
+    let tasks: Vec<&TaskInfo> = trace
+        .info
+        .tasks
+        .iter()
+        .filter(|t| filter.as_ref().is_none_or(|f| f.wants_task(t)))
+        .collect();
+    let mut merge = Merge {
+        trace,
+        out: &mut out,
+        names: &mut names,
+        summary: &mut summary,
+        progress: &mut progress,
+    };
+    // One loop per kind of source: the unfiltered one stays as fast.
+    match &mut filter {
+        None => merge.run(&tasks, |_, events| events)?,
+        Some(f) => merge.run(&tasks, |info, events| f.task(info, events))?,
+    }
+    progress.finish();
+    out.flush()?;
+    Ok(summary)
+}
+
+/// The k-way merge by time of the tasks' events ([`write_by_time`]).
+///
+/// A task's events are opened when time reaches its first event (the
+/// header of its first chunk says when: [`Trace::first_event_ns`]) and
+/// closed at their end: memory holds the tasks running at a time, not
+/// every task of the trace. The task whose next event is the earliest
+/// (ties: the first in info.json) writes its lines for as long as its
+/// events come before every other task's next one: a trace of one thread
+/// is one loop as in `--task-order`. Its header line comes before its
+/// first line; the headers of tasks without events come last.
+///
+/// A forked child starts inside the calls its parent had open at the
+/// fork: its stream begins with the exit of the function that forked
+/// (`fork`), entered in the parent. The parent's open calls at the last
+/// entry of that function before the child's first event (kept for the
+/// children not yet opened) are the child's first lines, at their depths,
+/// with the parent's entry times, so that its exits close them.
+struct Merge<'a, 's, 't> {
+    trace: &'t Trace,
+    out: &'a mut Sink<'s>,
+    names: &'a mut CallNames<'t>,
+    summary: &'a mut TreeSummary,
+    progress: &'a mut Progress,
+}
+
+/// What a parent keeps for its forked children not opened yet.
+struct ForkWatch {
+    /// The functions whose exits begin those children.
+    funcs: Vec<u32>,
+    /// `(function, entry time, the open calls with it)` at each entry of
+    /// one of `funcs`, in time order.
+    snaps: Vec<(u32, u64, Rc<Vec<Frame>>)>,
+    /// Children not opened yet.
+    pending: usize,
+}
+
+impl Merge<'_, '_, '_> {
+    fn run<S: EventSource>(
+        &mut self,
+        tasks: &[&TaskInfo],
+        mut open: impl FnMut(&TaskInfo, fctrace_format::store::TaskEvents) -> S,
+    ) -> io::Result<()> {
+        use std::cmp::Reverse;
+        use std::collections::{BinaryHeap, HashMap};
+        let trace = self.trace;
+        // (first event time, order) of each task with events, latest
+        // first (popped from the end).
+        let mut pending: Vec<(u64, usize)> = Vec::new();
+        let mut empty: Vec<usize> = Vec::new();
+        for (i, t) in tasks.iter().enumerate() {
+            match trace.first_event_ns(t) {
+                Some(ns) => pending.push((ns, i)),
+                None if t.events > 0 => pending.push((0, i)),
+                None => empty.push(i),
+            }
+        }
+        pending.sort_unstable_by_key(|&k| Reverse(k));
+        // Forked children by parent id: (child's order, its first
+        // function, the time of its first event).
+        let mut children: HashMap<u32, Vec<(usize, u32, u64)>> = HashMap::new();
+        for (i, c) in tasks.iter().enumerate() {
+            if c.origin != TaskOrigin::Fork {
+                continue;
+            }
+            let Some(parent) = c.parent.and_then(|p| tasks.iter().find(|t| t.id == p)) else {
+                continue;
+            };
+            if parent.session != c.session {
+                continue;
+            }
+            if let Some((func, ns)) = first_exit(trace, c) {
+                children.entry(parent.id).or_default().push((i, func, ns));
+            }
+        }
+        let mut watches: HashMap<u32, Rc<std::cell::RefCell<ForkWatch>>> = HashMap::new();
+        let mut slots: Vec<Option<TaskState<S>>> = Vec::new();
+        let mut free: Vec<usize> = Vec::new();
+        // Reverse((time of the next event, order, slot)).
+        let mut heap: BinaryHeap<Reverse<(u64, usize, usize)>> = BinaryHeap::new();
+        loop {
+            let next_open = pending.last().copied();
+            let next_event = heap.peek().map(|Reverse((ns, order, _))| (*ns, *order));
+            match (next_open, next_event) {
+                (Some(o), e) if e.is_none_or(|e| o <= e) => {
+                    pending.pop();
+                    let (_, order) = o;
+                    let info = tasks[order];
+                    writeln!(self.out, "{}", task_header(trace, info))?;
+                    let events = match trace.task_events(info) {
+                        Ok(events) => events,
+                        Err(e) => {
+                            self.summary.errors.push(e);
+                            continue;
+                        }
+                    };
+                    let fields = self.out.fields.is_some();
+                    let mut task = TaskState::new(info, open(info, events), fields);
+                    if let Some(kids) = children.get(&info.id) {
+                        let w = Rc::new(std::cell::RefCell::new(ForkWatch {
+                            funcs: kids.iter().map(|k| k.1).collect(),
+                            snaps: Vec::new(),
+                            pending: kids.len(),
+                        }));
+                        watches.insert(info.id, w.clone());
+                        task.forks = Some(w);
+                        task.extras = true;
+                    }
+                    if info.origin == TaskOrigin::Fork {
+                        self.inherit(&mut task, info, order, &children, &mut watches)?;
+                    }
+                    task.advance(self.summary);
+                    if task.head.is_none() {
+                        task.finish(self.out)?;
+                        continue;
+                    }
+                    let slot = free.pop().unwrap_or(slots.len());
+                    if slot == slots.len() {
+                        slots.push(None);
+                    }
+                    heap.push(Reverse((task.key(), order, slot)));
+                    slots[slot] = Some(task);
+                }
+                (_, Some(_)) => {
+                    let Some(Reverse((_, order, slot))) = heap.pop() else {
+                        break;
+                    };
+                    // This task goes on while its events come first.
+                    let limit = match (heap.peek(), pending.last()) {
+                        (Some(Reverse((ns, o, _))), Some(&p)) => (*ns, *o).min(p),
+                        (Some(Reverse((ns, o, _))), None) => (*ns, *o),
+                        (None, Some(&p)) => p,
+                        (None, None) => (u64::MAX, usize::MAX),
+                    };
+                    let Some(task) = slots[slot].as_mut() else {
+                        continue;
+                    };
+                    // Locals: the loop keeps them in registers.
+                    let (out, names, summary) =
+                        (&mut *self.out, &mut *self.names, &mut *self.summary);
+                    let progress = &mut *self.progress;
+                    loop {
+                        let Some(event) = task.head.take() else {
+                            break;
+                        };
+                        task.advance(summary);
+                        task.handle(event, out, names, summary)?;
+                        progress.update(summary.events);
+                        let Some(next) = task.head else {
+                            break;
+                        };
+                        // The next event's time, as `key` (payload events
+                        // follow their call's at once: no other task's
+                        // line comes between them).
+                        if next.kind != EventKind::Data
+                            && (next.ns > limit.0 || (next.ns == limit.0 && order > limit.1))
+                        {
+                            break;
+                        }
+                    }
+                    if task.head.is_some() {
+                        heap.push(Reverse((task.key(), order, slot)));
+                    } else if let Some(mut task) = slots[slot].take() {
+                        task.finish(self.out)?;
+                        free.push(slot);
+                    }
+                }
+                _ => break,
+            }
+        }
+        for i in empty {
+            writeln!(self.out, "{}", task_header(trace, tasks[i]))?;
+        }
+        Ok(())
+    }
+
+    /// Starts a forked child inside its parent's open calls at the fork.
+    fn inherit<S: EventSource>(
+        &mut self,
+        task: &mut TaskState<S>,
+        info: &TaskInfo,
+        order: usize,
+        children: &std::collections::HashMap<u32, Vec<(usize, u32, u64)>>,
+        watches: &mut std::collections::HashMap<u32, Rc<std::cell::RefCell<ForkWatch>>>,
+    ) -> io::Result<()> {
+        let Some(parent) = info.parent else {
+            return Ok(());
+        };
+        let Some(&(_, func, first)) = children
+            .get(&parent)
+            .and_then(|kids| kids.iter().find(|k| k.0 == order))
+        else {
+            return Ok(());
+        };
+        let Some(w) = watches.get(&parent).cloned() else {
+            return Ok(());
+        };
+        let mut w = w.borrow_mut();
+        let stack = w
+            .snaps
+            .iter()
+            .rev()
+            .find(|(f, ns, _)| *f == func && *ns <= first)
+            .map(|s| s.2.clone());
+        w.pending = w.pending.saturating_sub(1);
+        if w.pending == 0 {
+            w.snaps.clear();
+            w.funcs.clear();
+        }
+        drop(w);
+        if let Some(stack) = stack {
+            for frame in stack.iter() {
+                let depth = task.stack.len();
+                self.out
+                    .text_line(None, &task.column, depth, frame.name.open_line())?;
+                task.stack.push(frame.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A forked child's first event when it is an exit (of the function that
+/// forked): the function and the event's time.
+fn first_exit(trace: &Trace, task: &TaskInfo) -> Option<(u32, u64)> {
+    let mut events = trace.task_events(task).ok()?;
+    let e = std::iter::from_fn(|| events.next_event()).find(|e| {
+        matches!(
+            e.kind,
+            EventKind::Entry
+                | EventKind::Exit
+                | EventKind::Unwind
+                | EventKind::Signal
+                | EventKind::Lost
+        )
+    })?;
+    matches!(e.kind, EventKind::Exit | EventKind::Unwind).then_some((e.func, e.ns))
+}
+
 /// The lines of one task.
 fn write_task<S: EventSource>(
     info: &TaskInfo,
@@ -220,14 +647,8 @@ fn write_task<S: EventSource>(
         &mut Progress,
     ),
 ) -> io::Result<()> {
-    let mut task = TaskState {
-        column: Column::new(info.tid),
-        session: info.session,
-        events,
-        head: None,
-        stack: Vec::new(),
-        retval: None,
-    };
+    let fields = out.fields.is_some();
+    let mut task = TaskState::new(info, events, fields);
     task.advance(summary);
     while let Some(event) = task.head.take() {
         task.advance(summary);
@@ -246,6 +667,8 @@ const SINK_CAPACITY: usize = 1 << 16;
 struct Sink<'a> {
     buf: Vec<u8>,
     out: &'a mut dyn Write,
+    /// `-f` other than the default.
+    fields: Option<Rc<FieldCtx>>,
 }
 
 /// Spaces of the deepest indent, in whole [`PIECE`]s.
@@ -265,6 +688,37 @@ fn put_padded(buf: &mut Vec<u8>, padded: &[u8], len: usize) {
     buf.truncate(start + len);
 }
 
+impl<'a> Sink<'a> {
+    fn new(out: &'a mut dyn Write, style: &TreeStyle, trace: &Trace) -> Sink<'a> {
+        let fields = style.fields.as_ref().map(|f| {
+            Rc::new(FieldCtx {
+                fields: f.clone(),
+                origin: if f.contains(&Field::Elapsed) {
+                    super::filter::trace_start_ns(trace)
+                } else {
+                    0
+                },
+            })
+        });
+        Sink {
+            buf: Vec::with_capacity(SINK_CAPACITY + 1024),
+            out,
+            fields,
+        }
+    }
+
+    /// The first line.
+    fn header(&mut self) -> io::Result<()> {
+        match &self.fields {
+            None => writeln!(self, "{HEADER}"),
+            Some(f) => {
+                let h = fields_header(&f.fields);
+                writeln!(self, "{h}")
+            }
+        }
+    }
+}
+
 impl Sink<'_> {
     /// A line was appended to `buf`.
     #[inline]
@@ -279,6 +733,9 @@ impl Sink<'_> {
     /// The start of a line: duration column, task column, indent.
     #[inline(always)]
     fn start(&mut self, dur: Option<u64>, column: &Column, depth: usize) {
+        if self.fields.is_some() {
+            return self.start_fields(dur, column, depth);
+        }
         let buf = &mut self.buf;
         match dur {
             Some(ns) => {
@@ -289,6 +746,53 @@ impl Sink<'_> {
             None => buf.extend_from_slice(b"            "),
         }
         put_padded(buf, &column.padded, column.len);
+        if depth <= MAX_INDENT_DEPTH {
+            put_padded(buf, &INDENT, depth * 2);
+        } else {
+            put_padded(buf, &INDENT, MAX_INDENT_DEPTH * 2);
+            let _ = write!(buf, "(depth {depth}) ");
+        }
+    }
+
+    /// [`start`](Self::start) with the `-f` columns.
+    #[cold]
+    #[inline(never)]
+    fn start_fields(&mut self, dur: Option<u64>, column: &Column, depth: usize) {
+        let (Some(ctx), Some(info)) = (self.fields.clone(), column.info.as_ref()) else {
+            return;
+        };
+        let buf = &mut self.buf;
+        let ns = info.ns.get();
+        let duration = |buf: &mut Vec<u8>, v: Option<u64>| match v {
+            Some(v) => {
+                buf.push(b' ');
+                Duration(v).push_to(buf);
+            }
+            None => buf.extend_from_slice(b"           "),
+        };
+        for f in &ctx.fields {
+            match f {
+                Field::Duration => duration(buf, dur),
+                Field::Tid => buf.extend_from_slice(info.tid.as_bytes()),
+                Field::Time => {
+                    let _ = write!(buf, " {:>6}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+                }
+                Field::Delta => {
+                    duration(buf, info.prev.get().map(|p| ns.saturating_sub(p)));
+                    info.prev.set(Some(ns));
+                }
+                Field::Elapsed => duration(buf, Some(ns.saturating_sub(ctx.origin))),
+                Field::Task => {
+                    let _ = write!(buf, " {:>15}", info.comm);
+                }
+                Field::Module => {
+                    let _ = write!(buf, " {:>15}", info.module.borrow());
+                }
+            }
+        }
+        if !ctx.fields.is_empty() {
+            buf.extend_from_slice(b" | ");
+        }
         if depth <= MAX_INDENT_DEPTH {
             put_padded(buf, &INDENT, depth * 2);
         } else {
@@ -400,9 +904,24 @@ impl Write for Sink<'_> {
 struct Column {
     padded: Vec<u8>,
     len: usize,
+    /// With `-f` other than the default.
+    info: Option<Box<LineInfo>>,
 }
 
 impl Column {
+    /// With what the `-f` columns show of `task`.
+    fn with_info(task: &TaskInfo) -> Column {
+        let mut c = Column::new(task.tid);
+        c.info = Some(Box::new(LineInfo {
+            tid: format!(" [{:>5}]", task.tid),
+            comm: task.comm.clone(),
+            ns: Default::default(),
+            prev: Default::default(),
+            module: Default::default(),
+        }));
+        c
+    }
+
     fn new(tid: u32) -> Column {
         let mut digits = [0u8; 20];
         let tid = fctrace_format::digits::decimal(u64::from(tid), &mut digits);
@@ -412,10 +931,15 @@ impl Column {
         padded.extend_from_slice(b"] | ");
         let len = padded.len();
         padded.resize(len.div_ceil(PIECE) * PIECE, b' ');
-        Column { padded, len }
+        Column {
+            padded,
+            len,
+            info: None,
+        }
     }
 }
 
+#[derive(Clone)]
 struct Frame {
     /// The function id, widened: a frame without padding bytes is stored
     /// whole (a 4-byte id and padding made a slow partial copy).
@@ -435,11 +959,90 @@ struct TaskState<S> {
     /// A `Retval` met before the exit of a function that is not a leaf:
     /// `(func, value)`, shown on its closing line.
     retval: Option<(u32, String)>,
+    /// The forked children of this task not started yet ([`Merge`]).
+    forks: Option<Rc<std::cell::RefCell<ForkWatch>>>,
+    /// The time of the last timed event read (the merge's key).
+    last_ns: u64,
+    /// `forks` or `column.info` is set: one test per event for both.
+    extras: bool,
 }
 
 impl<S: EventSource> TaskState<S> {
-    /// Reads the next event into `head`; a read error ends the task.
+    fn new(info: &TaskInfo, events: S, fields: bool) -> TaskState<S> {
+        TaskState {
+            column: if fields {
+                Column::with_info(info)
+            } else {
+                Column::new(info.tid)
+            },
+            session: info.session,
+            events,
+            head: None,
+            stack: Vec::new(),
+            retval: None,
+            forks: None,
+            last_ns: 0,
+            extras: fields,
+        }
+    }
+
+    /// The time of the next event (payload events carry no time: that of
+    /// the event before them).
     #[inline]
+    fn key(&mut self) -> u64 {
+        if let Some(e) = self.head {
+            if e.kind != EventKind::Data {
+                self.last_ns = e.ns;
+            }
+        }
+        self.last_ns
+    }
+
+    /// The `-f` columns of the lines `event` makes: its time and module.
+    #[cold]
+    #[inline(never)]
+    fn line_info(&mut self, event: &Event, names: &CallNames) {
+        let Some(info) = &self.column.info else {
+            return;
+        };
+        if event.kind == EventKind::Data {
+            return;
+        }
+        info.ns.set(event.ns);
+        let module = match event.kind {
+            EventKind::Entry | EventKind::Exit | EventKind::Unwind => {
+                names.module_file(self.session, event.func)
+            }
+            _ => "",
+        };
+        let mut m = info.module.borrow_mut();
+        m.clear();
+        m.push_str(module);
+    }
+
+    /// At the entry of a function whose exit begins a forked child: the
+    /// calls open with it, for the child.
+    #[cold]
+    #[inline(never)]
+    fn watch_fork(&mut self, event: &Event, names: &mut CallNames) {
+        let Some(w) = &self.forks else {
+            return;
+        };
+        let mut w = w.borrow_mut();
+        if !w.funcs.contains(&event.func) {
+            return;
+        }
+        let mut stack = self.stack.clone();
+        stack.push(Frame {
+            func: u64::from(event.func),
+            name: names.get(self.session, event.func),
+            entry_ns: event.ns,
+        });
+        w.snaps.push((event.func, event.ns, Rc::new(stack)));
+    }
+
+    /// Reads the next event into `head`; a read error ends the task.
+    #[inline(always)]
     fn advance(&mut self, summary: &mut TreeSummary) {
         self.head = self.events.next_event();
         match self.head {
@@ -448,6 +1051,9 @@ impl<S: EventSource> TaskState<S> {
         }
     }
 
+    // Inlined into both loops (task by task, by time): a call per event
+    // costs about a tenth of replay's time.
+    #[inline(always)]
     fn handle(
         &mut self,
         event: Event,
@@ -455,10 +1061,16 @@ impl<S: EventSource> TaskState<S> {
         names: &mut CallNames,
         summary: &mut TreeSummary,
     ) -> io::Result<()> {
+        if self.extras {
+            self.line_info(&event, names);
+        }
         let column = &self.column;
         let depth = self.stack.len();
         match event.kind {
             EventKind::Entry => {
+                if self.extras {
+                    self.watch_fork(&event, names);
+                }
                 let mut note = self.events.backtrace(&event);
                 // A backtrace recorded by the agent (an `Args` payload right
                 // after the entry) wins over the one rebuilt from the calls.
@@ -552,16 +1164,17 @@ impl<S: EventSource> TaskState<S> {
                             _ => None,
                         };
                         if let Some(text) = retval {
+                            // uftrace's shape: `} = 6; /* measure */`.
                             let end = if event.kind == EventKind::Exit {
-                                ""
+                                " */"
                             } else {
-                                " (unwound)"
+                                " */ (unwound)"
                             };
                             out.line(
                                 Some(dur),
                                 &self.column,
                                 j,
-                                &["} /* ", frame.name.bare(), " */ = ", &text, end],
+                                &["} = ", &text, "; /* ", frame.name.bare(), end],
                             )
                         } else if event.kind == EventKind::Exit {
                             out.text_line(Some(dur), &self.column, j, frame.name.close_line())
@@ -801,6 +1414,61 @@ mod tests {
     }
 
     #[test]
+    fn output_fields() {
+        // main (1000..6774) { strtol (1200..1410) }, libc's strtol.
+        let (_dir, trace) = fake_trace(&[FakeTask::main(
+            42,
+            vec![
+                ev(Entry, 0, 1000),
+                ev(Entry, 2, 1200),
+                ev(Exit, 2, 1410),
+                ev(Exit, 0, 6774),
+            ],
+        )]);
+        let with = |spec: &str| {
+            let style = TreeStyle {
+                fields: parse_fields(spec).unwrap(),
+                ..TreeStyle::default()
+            };
+            let mut out = Vec::new();
+            write_tree_styled(&trace, &Options::default(), &style, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(parse_fields("duration,tid"), Ok(None));
+        assert_eq!(parse_fields("+tid"), Ok(None));
+        assert!(parse_fields("addr")
+            .unwrap_err()
+            .contains("fields: duration"));
+        assert_eq!(
+            with("elapsed,delta,tid,module"),
+            "\
+#   ELAPSED      DELTA     TID          MODULE   FUNCTION
+# task 42: pid 42, tid 42 (prog), /usr/bin/prog, the program started
+   0.000 us            [   42]            prog | main() {
+   0.200 us   0.200 us [   42]       libc.so.6 |   strtol();
+   5.774 us   5.574 us [   42]            prog | } /* main */
+"
+        );
+        assert_eq!(
+            with("none"),
+            "\
+# FUNCTION
+# task 42: pid 42, tid 42 (prog), /usr/bin/prog, the program started
+main() {
+  strtol();
+} /* main */
+"
+        );
+        let timed = with("+time,task");
+        let line = timed.lines().nth(3).unwrap();
+        // `   0.210 us [   42]    SSSS.NNNNNNNNN            prog | strtol();`
+        let time = line[19..36].trim();
+        let (secs, nanos) = time.split_once('.').unwrap();
+        assert!(secs.parse::<u64>().is_ok() && nanos.len() == 9, "{timed}");
+        assert!(line.ends_with("            prog |   strtol();"), "{timed}");
+    }
+
+    #[test]
     fn unwound_not_returned_lost_unknown_and_cpp() {
         // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf, 4 _Z3fooi, 5 _ZNK1S3getEv
         let (_dir, trace) = fake_trace(&[FakeTask::main(
@@ -903,7 +1571,7 @@ mod tests {
     }
 
     #[test]
-    fn tasks_one_after_the_other() {
+    fn tasks_by_time_or_one_after_the_other() {
         let (_dir, trace) = fake_trace(&[
             FakeTask::main(
                 100,
@@ -930,9 +1598,36 @@ mod tests {
                 ],
             ),
         ]);
+        // In time order (the default): main enters at 0, the thread's
+        // leaf at 50, parse_args at 100, the thread's strtol at 200...
         let (text, _) = render(&trace);
         assert_eq!(
             text,
+            "\
+# DURATION     TID     FUNCTION
+# task 100: pid 100, tid 100 (prog), /usr/bin/prog, the program started
+            [  100] | main() {
+# task 123456: pid 100, tid 123456 (prog), /usr/bin/prog, thread of task 100
+            [123456] | leaf() {
+   0.300 us [  100] |   parse_args();
+   1.000 us [123456] |   strtol();
+            [  100] |   leaf() {
+   0.010 us [  100] |     strtol();
+   0.200 us [  100] |   } /* leaf */
+   1.200 us [123456] | } /* leaf */
+            [123456] | strtol() {
+            [123456] | } /* strtol */ (not returned)
+   2.000 us [  100] | } /* main */
+"
+        );
+        let mut out = Vec::new();
+        let style = TreeStyle {
+            task_order: true,
+            ..TreeStyle::default()
+        };
+        write_tree_styled(&trace, &Options::default(), &style, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
             "\
 # DURATION     TID     FUNCTION
 # task 100: pid 100, tid 100 (prog), /usr/bin/prog, the program started
@@ -990,7 +1685,7 @@ mod tests {
             text,
             format!(
                 "{HEADER}\n# task 1: pid 1, tid 1 (prog), /usr/bin/prog, the program started\n   \
-                 0.005 us [    1] | main();\n\n# task 2: pid 1, tid 2 (prog), /usr/bin/prog, \
+                 0.005 us [    1] | main();\n# task 2: pid 1, tid 2 (prog), /usr/bin/prog, \
                  thread of task 1\n"
             )
         );
@@ -1121,11 +1816,9 @@ mod tests {
 # DURATION     TID     FUNCTION
 # task 20: pid 20, tid 20 (prog), /usr/bin/prog, the program started
    0.100 us [   20] | main();
-
 # task 1: pid 21, tid 21 (prog), /usr/bin/prog, forked by task 20
             [   21] | parse_args() {
             [   21] | } /* parse_args */ (not returned)
-
 # task 2: pid 21, tid 21 (ls), /usr/bin/prog, exec by task 1
    0.010 us [   21] | main();
 "

@@ -1012,6 +1012,8 @@ pub struct Task {
     pub comm: String,
 }
 
+/// `fctrace report --format json --show-runtime`: every recorded call
+/// (the C runtime's too, as callgrind counts them).
 #[track_caller]
 pub fn report_json_text(dir: &Path) -> String {
     let r = fctrace(&[
@@ -1020,6 +1022,7 @@ pub fn report_json_text(dir: &Path) -> String {
         dir.as_os_str(),
         OsStr::new("--format"),
         OsStr::new("json"),
+        OsStr::new("--show-runtime"),
     ]);
     assert!(r.success(), "fctrace report failed\n{}", r.describe());
     r.stdout
@@ -1298,6 +1301,11 @@ fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, Marks), Strin
         LineKind::Marker(text.clone())
     } else if let Some(t) = text.strip_prefix('}') {
         let t = t.trim();
+        // `} = 6; /* name */`: a return value before the comment.
+        let t = match t.strip_prefix('=') {
+            Some(v) => v.find("; /*").map_or(t, |i| &v[i + 1..]).trim(),
+            None => t,
+        };
         let name = t
             .strip_prefix("/*")
             .and_then(|t| t.strip_suffix("*/"))
@@ -1347,12 +1355,19 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
     let mut stacks: BTreeMap<(u64, u64), Vec<Open>> = BTreeMap::new();
     let mut trees: BTreeMap<(u64, u64), ThreadTree> = BTreeMap::new();
     let mut order: Vec<(u64, u64)> = Vec::new();
-    let mut task = u64::MAX;
+    // The task of each tid: set by its `# task N: pid P, tid T` header
+    // (tasks are interleaved by time; an exec'd task keeps its tid).
+    let mut task_of: BTreeMap<u64, u64> = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
         let lineno = i + 1;
         if let Some(rest) = line.strip_prefix("# task ") {
-            if let Some(n) = rest.split(':').next().and_then(|n| n.trim().parse().ok()) {
-                task = n;
+            let n = rest.split(':').next().and_then(|n| n.trim().parse().ok());
+            let tid = rest
+                .split_once(", tid ")
+                .and_then(|(_, t)| t.split(' ').next())
+                .and_then(|t| t.parse().ok());
+            if let (Some(n), Some(tid)) = (n, tid) {
+                task_of.insert(tid, n);
             }
             continue;
         }
@@ -1361,6 +1376,7 @@ pub fn parse_replay(text: &str) -> Result<Replay, String> {
         }
         let (duration, tid, depth, kind, marks) =
             parse_line(line).map_err(|e| format!("line {lineno}: {e}: {line:?}"))?;
+        let task = task_of.get(&tid).copied().unwrap_or(u64::MAX);
         let key = (task, tid);
         let stack = stacks.entry(key).or_default();
         let tree = trees.entry(key).or_insert_with(|| {
