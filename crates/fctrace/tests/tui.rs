@@ -589,10 +589,13 @@ fn needs_a_terminal() {
 #[test]
 fn loading_without_a_terminal_and_damaged_traces() {
     let rec = record(&program(), &[], &[]);
+    // --show-runtime: every recorded event goes through the model (by
+    // default the C runtime's calls are hidden, as in the tree).
     let load = |dir: &Path| {
         fctrace(&[
             OsStr::new("tui"),
             OsStr::new("--exit-after-load"),
+            OsStr::new("--show-runtime"),
             OsStr::new("-d"),
             dir.as_os_str(),
         ])
