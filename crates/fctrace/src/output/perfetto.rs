@@ -96,9 +96,11 @@ pub fn write(
         plain: Vec::new(),
         begins: Vec::new(),
         ends: (0, 0),
-        buf: Vec::with_capacity(256),
+        buf: Vec::with_capacity(FLUSH_AT + 4096),
     };
-    each_task(trace, options, "dump", progress, &mut sink)
+    let pass = each_task(trace, options, "dump", progress, &mut sink)?;
+    sink.out.write_all(&sink.buf)?;
+    Ok(pass)
 }
 
 struct Perfetto<'t, 'o, W: Write> {
@@ -133,8 +135,13 @@ struct Perfetto<'t, 'o, W: Write> {
     plain: Vec<u8>,
     begins: Vec<(u32, u32)>,
     ends: (u32, u32),
+    /// The packets not written yet (see [`Perfetto::done`]).
     buf: Vec<u8>,
 }
+
+/// The size of [`Perfetto::buf`] from which it is written out (the size
+/// of dump's `BufWriter`: written past it, not copied into it).
+const FLUSH_AT: usize = 1 << 20;
 
 /// Which plain packet an event is.
 #[derive(Clone, Copy)]
@@ -179,11 +186,21 @@ impl<W: Write> Perfetto<'_, '_, W> {
         x
     }
 
+    /// A packet was added to `buf`: it goes out with the packets before
+    /// it once they fill [`FLUSH_AT`] bytes (each packet composed in place,
+    /// not copied once more into the writer's buffer).
+    fn done(&mut self) -> io::Result<()> {
+        if self.buf.len() >= FLUSH_AT {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
     /// Encodes `packet` as field 1 of `Trace` and writes it.
     fn write(&mut self, packet: &TracePacket) -> io::Result<()> {
-        self.buf.clear();
         prost::encoding::message::encode(1, packet, &mut self.buf);
-        self.out.write_all(&self.buf)
+        self.done()
     }
 
     /// A packet of the current sequence.
@@ -255,10 +272,9 @@ impl<W: Write> Perfetto<'_, '_, W> {
             None => {
                 self.event.timestamp = Some(ns);
                 self.event.interned_data = interned;
-                self.buf.clear();
                 prost::encoding::message::encode(1, &self.event, &mut self.buf);
                 self.event.interned_data = None;
-                self.out.write_all(&self.buf)
+                self.done()
             }
         };
         let e = self.ev();
@@ -282,11 +298,10 @@ impl<W: Write> Perfetto<'_, '_, W> {
         let mut head = [0u8; 11];
         head[0] = PACKET_KEY;
         let h = 1 + varint((n + rest.len()) as u64, &mut head[1..]);
-        self.buf.clear();
         self.buf.extend_from_slice(&head[..h]);
         self.buf.extend_from_slice(&stamp[..n]);
         self.buf.extend_from_slice(rest);
-        self.out.write_all(&self.buf)
+        self.done()
     }
 
     /// The kept encoding of a plain packet of the current sequence.
