@@ -255,7 +255,7 @@ fn chrome_sqlite() {
 fn plain_dump_has_a_line_per_event() {
     let exe = cxx_program("tree.cpp", "-O0", &["-O0"]);
     let rec = record(&exe, &["exceptions"], &[]);
-    // Every call, the C runtime's too, as the report of the helpers counts.
+    // With the C runtime's calls, as `report()` counts them.
     let text = fctrace_on_quietly("dump", &rec.dir.path, &["--show-runtime"]);
     let mut lines = text.lines();
     assert_eq!(

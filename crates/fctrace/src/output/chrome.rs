@@ -56,9 +56,10 @@ pub fn write(
         named_pids: HashSet::new(),
         session: 0,
         first: true,
-        line: Vec::with_capacity(256),
+        line: Vec::with_capacity(FLUSH_AT + 4096),
     };
     let pass = each_task(trace, options, "dump", progress, &mut sink)?;
+    sink.out.write_all(&sink.line)?;
     sink.out.write_all(b"\n]}\n")?;
     Ok(pass)
 }
@@ -78,8 +79,13 @@ struct Chrome<'t, 'o, W: Write> {
     named_pids: HashSet<u32>,
     session: u32,
     first: bool,
+    /// The lines not written yet (see [`Chrome::done`]).
     line: Vec<u8>,
 }
+
+/// The size of [`Chrome::line`] from which it is written out (the size
+/// of dump's `BufWriter`: written past it, not copied into it).
+const FLUSH_AT: usize = 1 << 20;
 
 impl<W: Write> Chrome<'_, '_, W> {
     /// The index in `rendered` of function `func` of the current session.
@@ -108,9 +114,19 @@ impl<W: Write> Chrome<'_, '_, W> {
         x
     }
 
+    /// A line was added to `line`: it goes out with the lines before it
+    /// once they fill [`FLUSH_AT`] bytes (one copy of each line, composed
+    /// in place, instead of a copy into the writer's buffer per line).
+    fn done(&mut self) -> io::Result<()> {
+        if self.line.len() >= FLUSH_AT {
+            self.out.write_all(&self.line)?;
+            self.line.clear();
+        }
+        Ok(())
+    }
+
     /// Starts an event line: the separator and `{"ph":"<ph>",`.
     fn start(&mut self, ph: &str) {
-        self.line.clear();
         if !self.first {
             self.line.push(b',');
         }
@@ -129,7 +145,7 @@ impl<W: Write> Chrome<'_, '_, W> {
         micros(&mut self.line, ns);
         self.line.extend_from_slice(&self.pid_tid);
         self.line.push(b'}');
-        self.out.write_all(&self.line)
+        self.done()
     }
 
     /// A metadata event naming the current process or thread.
@@ -141,7 +157,7 @@ impl<W: Write> Chrome<'_, '_, W> {
         self.line.extend_from_slice(b",\"args\":{\"name\":");
         json_str(&mut self.line, name);
         self.line.extend_from_slice(b"}}");
-        self.out.write_all(&self.line)
+        self.done()
     }
 }
 
@@ -213,7 +229,7 @@ impl<W: Write> StepSink for Chrome<'_, '_, W> {
                     line.push(b'}');
                 }
                 line.push(b'}');
-                self.out.write_all(&self.line)
+                self.done()
             }
             Step::Unmatched { func, ns, .. } => {
                 let x = self.name(*func);
@@ -225,7 +241,7 @@ impl<W: Write> StepSink for Chrome<'_, '_, W> {
                 self.line.extend_from_slice(&self.pid_tid);
                 self.line
                     .extend_from_slice(b",\"args\":{\"note\":\"exit without a recorded entry\"}}");
-                self.out.write_all(&self.line)
+                self.done()
             }
             Step::Signal { signal, ns } => {
                 let name = match fctrace_options::known_signal_name(*signal as i32) {

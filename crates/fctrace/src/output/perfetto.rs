@@ -49,6 +49,23 @@ const TASK_TRACK: u64 = 2 << 48;
 /// Sequence ids: the task's index plus this (low ids are the tracing
 /// service's own in traces Perfetto records).
 const FIRST_SEQUENCE: u32 = 16;
+/// The key of `Trace.packet` (field 1, length-delimited).
+const PACKET_KEY: u8 = 1 << 3 | 2;
+/// The key of `TracePacket.timestamp` (field 8, varint).
+const TIMESTAMP_KEY: u8 = 8 << 3;
+
+/// Writes `v` as a protobuf varint at the start of `out` (10 bytes at
+/// most) and returns its length.
+fn varint(mut v: u64, out: &mut [u8]) -> usize {
+    let mut i = 0;
+    while v >= 0x80 {
+        out[i] = v as u8 | 0x80;
+        v >>= 7;
+        i += 1;
+    }
+    out[i] = v as u8;
+    i + 1
+}
 
 /// Writes the calls of `trace` that the display filters of `options` show
 /// as a Perfetto protobuf trace to `out`.
@@ -76,13 +93,14 @@ pub fn write(
             data: Some(trace_packet::Data::TrackEvent(TrackEvent::default())),
             ..Default::default()
         },
-        stamp: TracePacket::default(),
         plain: Vec::new(),
         begins: Vec::new(),
         ends: (0, 0),
-        buf: Vec::with_capacity(256),
+        buf: Vec::with_capacity(FLUSH_AT + 4096),
     };
-    each_task(trace, options, "dump", progress, &mut sink)
+    let pass = each_task(trace, options, "dump", progress, &mut sink)?;
+    sink.out.write_all(&sink.buf)?;
+    Ok(pass)
 }
 
 struct Perfetto<'t, 'o, W: Write> {
@@ -111,16 +129,19 @@ struct Perfetto<'t, 'o, W: Write> {
     /// The packet of the next event (kept, with its vectors, from event
     /// to event: only what changes is set).
     event: TracePacket,
-    /// A packet with only a timestamp (see [`Perfetto::emit`]).
-    stamp: TracePacket,
     /// The encodings without timestamp of the current sequence's plain
     /// packets (no interned data, no annotation): `ends`, then by function
     /// index in `begins`, ranges of `plain`.
     plain: Vec<u8>,
     begins: Vec<(u32, u32)>,
     ends: (u32, u32),
+    /// The packets not written yet (see [`Perfetto::done`]).
     buf: Vec<u8>,
 }
+
+/// The size of [`Perfetto::buf`] from which it is written out (the size
+/// of dump's `BufWriter`: written past it, not copied into it).
+const FLUSH_AT: usize = 1 << 20;
 
 /// Which plain packet an event is.
 #[derive(Clone, Copy)]
@@ -165,11 +186,21 @@ impl<W: Write> Perfetto<'_, '_, W> {
         x
     }
 
+    /// A packet was added to `buf`: it goes out with the packets before
+    /// it once they fill [`FLUSH_AT`] bytes (each packet composed in place,
+    /// not copied once more into the writer's buffer).
+    fn done(&mut self) -> io::Result<()> {
+        if self.buf.len() >= FLUSH_AT {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
     /// Encodes `packet` as field 1 of `Trace` and writes it.
     fn write(&mut self, packet: &TracePacket) -> io::Result<()> {
-        self.buf.clear();
         prost::encoding::message::encode(1, packet, &mut self.buf);
-        self.out.write_all(&self.buf)
+        self.done()
     }
 
     /// A packet of the current sequence.
@@ -241,10 +272,9 @@ impl<W: Write> Perfetto<'_, '_, W> {
             None => {
                 self.event.timestamp = Some(ns);
                 self.event.interned_data = interned;
-                self.buf.clear();
                 prost::encoding::message::encode(1, &self.event, &mut self.buf);
                 self.event.interned_data = None;
-                self.out.write_all(&self.buf)
+                self.done()
             }
         };
         let e = self.ev();
@@ -255,19 +285,23 @@ impl<W: Write> Perfetto<'_, '_, W> {
         written
     }
 
-    /// Writes the plain packet of `range` (in `plain`) at `ns`.
+    /// Writes the plain packet of `range` (in `plain`) at `ns`: the key
+    /// of field 1 of `Trace`, the packet's length, then the encoding of
+    /// `TracePacket.timestamp` (the key of field 8, varint: 0x40; the
+    /// bytes prost writes for a packet with only a timestamp, spelt out:
+    /// no message walk per event) and the kept rest.
     fn write_stamped(&mut self, ns: u64, (start, len): (u32, u32)) -> io::Result<()> {
         let rest = &self.plain[start as usize..(start + len) as usize];
-        self.stamp.timestamp = Some(ns);
-        self.buf.clear();
-        prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut self.buf);
-        prost::encoding::encode_varint(
-            (self.stamp.encoded_len() + rest.len()) as u64,
-            &mut self.buf,
-        );
-        self.stamp.encode_raw(&mut self.buf);
+        let mut stamp = [0u8; 11];
+        stamp[0] = TIMESTAMP_KEY;
+        let n = 1 + varint(ns, &mut stamp[1..]);
+        let mut head = [0u8; 11];
+        head[0] = PACKET_KEY;
+        let h = 1 + varint((n + rest.len()) as u64, &mut head[1..]);
+        self.buf.extend_from_slice(&head[..h]);
+        self.buf.extend_from_slice(&stamp[..n]);
         self.buf.extend_from_slice(rest);
-        self.out.write_all(&self.buf)
+        self.done()
     }
 
     /// The kept encoding of a plain packet of the current sequence.
