@@ -589,10 +589,12 @@ fn needs_a_terminal() {
 #[test]
 fn loading_without_a_terminal_and_damaged_traces() {
     let rec = record(&program(), &[], &[]);
+    // Every recorded event read (the C runtime's calls too).
     let load = |dir: &Path| {
         fctrace(&[
             OsStr::new("tui"),
             OsStr::new("--exit-after-load"),
+            OsStr::new("--show-runtime"),
             OsStr::new("-d"),
             dir.as_os_str(),
         ])

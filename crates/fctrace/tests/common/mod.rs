@@ -82,6 +82,7 @@ mod sqlite_build;
 pub use cli_args::*;
 #[allow(unused_imports)]
 pub use dump::*;
+#[allow(unused_imports)]
 pub use exports::*;
 #[allow(unused_imports)]
 pub use info_json::*;
