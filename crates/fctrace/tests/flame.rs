@@ -201,7 +201,7 @@ fn weights_add_up_to_the_report_on_cpp_and_sqlite() {
     let rec = record_same(&exe, &[]);
     assert_weights_are_the_reports(&rec.dir.path, &[]);
 
-    let exe = sqlite_program("-O2");
+    let exe = sqlite_driver("-O2");
     let rec = record_same(&exe, &[]);
     assert_weights_are_the_reports(&rec.dir.path, &[]);
     assert_weights_are_the_reports(&rec.dir.path, &["-N", "sqlite3_step"]);

@@ -10,7 +10,7 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::process::Command;
 
@@ -469,6 +469,38 @@ fn graph_counts_equal_the_reports() {
     let n = assert_graph_counts_are_the_reports(&rec.dir.path, &[], "sqlite");
     assert!(n > 400, "only {n} functions");
     assert_graph_counts_are_the_reports(&rec.dir.path, &["-F", "sqlite3_step"], "sqlite");
+}
+
+#[test]
+fn demangle_names_the_graphs_functions() {
+    // shape.cpp's main calls geo::Box<long>::get(int) const and
+    // twice<long>(long), once each.
+    let exe = cxx_program("shape.cpp", "-O2", &["-O2"]);
+    let rec = record(&exe, &[], &[]);
+    let calls = |opts: &[&str]| -> BTreeMap<Vec<String>, u64> {
+        paths(&nodes(&graph_json(&rec.dir.path, opts)))
+            .into_iter()
+            .map(|(p, n)| (p, n.calls))
+            .collect()
+    };
+    let s = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        calls(&["--demangle=simple"]),
+        BTreeMap::from([
+            (s(&["main"]), 1),
+            (s(&["main", "geo::Box::get"]), 1),
+            (s(&["main", "twice"]), 1),
+        ]),
+        "simple: no parameter lists nor template arguments"
+    );
+    let full: BTreeSet<String> = calls(&[]).into_keys().flatten().collect();
+    assert!(
+        full.iter()
+            .any(|n| n.starts_with("geo::Box<long>::get(int)")),
+        "{full:?}"
+    );
+    let raw: BTreeSet<String> = calls(&["--demangle=no"]).into_keys().flatten().collect();
+    assert!(raw.contains("_ZNK3geo3BoxIlE3getEi"), "{raw:?}");
 }
 
 /// Graphviz's `dot` (package graphviz, installed by .ci/run).

@@ -171,8 +171,10 @@ fn calls_functions_and_tasks_of_a_c_program() {
         ]
         .map(|v| v.as_array().unwrap().clone())
     );
-    // The tasks: the program and its thread, with their calls.
-    let report = report(trace);
+    // The tasks: the program and its thread, with their calls (the report
+    // with the dump's options: the C runtime's calls hidden).
+    let report: Report =
+        serde_json::from_str(&fctrace_on("report", trace, &["--format", "json"])).unwrap();
     let rows = duckdb(
         &out.path,
         "SELECT tid, pid, origin, program, calls, events, parent IS NULL \
@@ -215,7 +217,7 @@ fn calls_functions_and_tasks_of_a_c_program() {
 
 #[test]
 fn sqlite_calls_are_the_reports() {
-    let exe = sqlite_program("-O2");
+    let exe = sqlite_driver("-O2");
     let rec = record_same(&exe, &[]);
     let out = scratch("parquet-sqlite");
     dump_parquet(&rec.dir.path, &out.path, &[]);

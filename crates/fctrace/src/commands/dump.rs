@@ -4,11 +4,12 @@
 //! ([`crate::output::flame`]), `--parquet` ([`crate::output::parquet`]),
 //! and without a format the events as text ([`crate::output::events`]).
 
+use super::finish;
 use crate::cli::{DumpArgs, FilterArgs};
 use crate::output::flame::{self, Weight};
 use crate::output::{self, calls::Pass, is_broken_pipe, warn};
 use anyhow::Context;
-use fctrace_format::store::{StoreError, Trace};
+use fctrace_format::store::Trace;
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
@@ -40,7 +41,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
             Err(e) => return Err(e.context("cannot write the folded stacks")),
             Ok(()) => {}
         }
-        return finish(&trace, folded.lost_in_streams, folded.errors);
+        return finish(&trace, OUTPUT, folded.lost_in_streams, folded.errors);
     }
     if format.parquet {
         let dir = args
@@ -48,7 +49,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
             .as_deref()
             .context("--parquet needs -o DIR: the directory of the tables")?;
         let written = output::parquet::write(&trace, &options, dir)?;
-        return finish(&trace, written.lost_in_streams, written.errors);
+        return finish(&trace, OUTPUT, written.lost_in_streams, written.errors);
     }
 
     // The formats written as the calls end, task after task.
@@ -81,7 +82,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
             })
         }
     };
-    finish(&trace, pass.lost_in_streams, pass.errors)
+    finish(&trace, OUTPUT, pass.lost_in_streams, pass.errors)
 }
 
 /// The trace of `dir` and the display options of `filter` (with the
@@ -122,31 +123,5 @@ pub fn write_to(
     }
 }
 
-/// The warning about lost events and the exit status after read errors,
-/// as `report` has them.
-pub fn finish(
-    trace: &Trace,
-    lost_in_streams: u64,
-    errors: Vec<StoreError>,
-) -> anyhow::Result<ExitCode> {
-    let lost = trace.info.lost_events.max(lost_in_streams);
-    if lost > 0 {
-        let why = crate::recorder::loss_reasons(&trace.info);
-        warn(&format!(
-            "{lost} events were lost: the output is incomplete{}",
-            if why.is_empty() {
-                String::new()
-            } else {
-                format!(" ({why})")
-            }
-        ));
-    }
-    let mut errors = errors.into_iter();
-    if let Some(first) = errors.next() {
-        for other in errors {
-            warn(&other.to_string());
-        }
-        return Err(first.into());
-    }
-    Ok(ExitCode::SUCCESS)
-}
+/// What the warning about lost events says is incomplete.
+pub const OUTPUT: &str = "the output is";

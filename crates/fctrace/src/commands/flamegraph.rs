@@ -1,7 +1,8 @@
 //! `fctrace flamegraph`: an interactive SVG flame graph of a recorded
 //! trace (inferno), titled with the program's command line.
 
-use super::dump::{finish, open, write_to};
+use super::dump::{open, write_to, OUTPUT};
+use super::finish;
 use crate::cli::FlamegraphArgs;
 use crate::output::flame::{self, Weight};
 use std::process::ExitCode;
@@ -36,5 +37,5 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
             out,
         )
     })?;
-    finish(&trace, folded.lost_in_streams, folded.errors)
+    finish(&trace, OUTPUT, folded.lost_in_streams, folded.errors)
 }

@@ -24,7 +24,7 @@ pub fn run(args: GraphArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     filter::warn_unmatched(&trace, &given);
     filter::warn_tracing_gaps(&trace, &given);
     let options = filter::with_recorded_display(&given, &trace);
-    let g = graph::build(&trace, &options, args.per_task);
+    let g = graph::build(&trace, &options, args.per_task, "graph");
 
     let mut output = Output::open(&args.output, terminal)?;
     let mut out = BufWriter::new(&mut output.writer);
@@ -70,24 +70,5 @@ pub fn run(args: GraphArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         return Err(e).context("cannot write the graph");
     }
 
-    let lost = trace.info.lost_events.max(g.lost_in_streams);
-    if lost > 0 {
-        let why = crate::recorder::loss_reasons(&trace.info);
-        warn(&format!(
-            "{lost} events were lost: the graph is incomplete{}",
-            if why.is_empty() {
-                String::new()
-            } else {
-                format!(" ({why})")
-            }
-        ));
-    }
-    let mut errors = g.errors.into_iter();
-    if let Some(first) = errors.next() {
-        for other in errors {
-            warn(&other.to_string());
-        }
-        return Err(first.into());
-    }
-    Ok(ExitCode::SUCCESS)
+    super::finish(&trace, "the graph is", g.lost_in_streams, g.errors)
 }

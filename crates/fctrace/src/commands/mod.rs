@@ -13,7 +13,9 @@ mod tui;
 
 use crate::cli::{Cli, Command, OutputArgs, TerminalArgs};
 use crate::output::term::{self, Pager};
+use crate::output::warn;
 use anyhow::Context;
+use fctrace_format::store::{StoreError, Trace};
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
@@ -110,4 +112,36 @@ impl Drop for Output {
             pager.finish();
         }
     }
+}
+
+/// How a reader of a trace ends: a warning about the events lost
+/// (recorded in `trace`'s info or met in its streams, `lost_in_streams`),
+/// saying that `what` is incomplete, the read errors after the first as
+/// warnings, and the first one as the result.
+pub fn finish(
+    trace: &Trace,
+    what: &str,
+    lost_in_streams: u64,
+    errors: Vec<StoreError>,
+) -> anyhow::Result<ExitCode> {
+    let lost = trace.info.lost_events.max(lost_in_streams);
+    if lost > 0 {
+        let why = crate::recorder::loss_reasons(&trace.info);
+        warn(&format!(
+            "{lost} events were lost: {what} incomplete{}",
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            }
+        ));
+    }
+    let mut errors = errors.into_iter();
+    if let Some(first) = errors.next() {
+        for other in errors {
+            warn(&other.to_string());
+        }
+        return Err(first.into());
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -22,7 +22,7 @@
 //! [`Functions`] gives calls of every session one identity per function
 //! (module and symbol), as the report counts them.
 
-use super::filter::{EventSource, Filter};
+use super::filter::EventSource;
 use super::names::unknown;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, StoreError, TaskInfo, Trace};
@@ -75,12 +75,6 @@ impl Call {
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
-
-    /// Its duration less that of its direct children.
-    #[allow(dead_code)] // for the flame graph and dump formats
-    pub fn self_ns(&self) -> u64 {
-        self.duration_ns().saturating_sub(self.children_ns)
-    }
 }
 
 /// What happened next in a task.
@@ -130,7 +124,6 @@ impl<S: EventSource> Calls<S> {
     }
 
     /// The calls open now, outermost first.
-    #[allow(dead_code)] // for the TUI and dump formats
     pub fn stack(&self) -> &[Open] {
         &self.stack
     }
@@ -316,6 +309,11 @@ pub trait StepSink {
     fn end_task(&mut self) -> io::Result<()> {
         Ok(())
     }
+    /// After each step: the events read so far in the whole pass.
+    #[inline]
+    fn events_read(&mut self, _total: u64) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// What [`each_task`] met besides the calls.
@@ -326,6 +324,8 @@ pub struct Pass {
     pub errors: Vec<StoreError>,
     /// Sum of the counts of the `Lost` records met.
     pub lost_in_streams: u64,
+    /// Events read.
+    pub events: u64,
 }
 
 /// Gives the steps of every task the display filters of `options` show
@@ -372,6 +372,7 @@ pub fn each_task(
         sink.end_task()?;
     }
     progress.finish();
+    pass.events = done;
     Ok(pass)
 }
 
@@ -389,54 +390,11 @@ fn task_steps<S: EventSource>(
             pass.lost_in_streams = pass.lost_in_streams.saturating_add(u64::from(count));
         }
         sink.step(&step, calls.stack())?;
-        progress.update(done + calls.events_read());
+        let read = done + calls.events_read();
+        progress.update(read);
+        sink.events_read(read)?;
     }
     Ok((calls.events_read(), calls.take_error()))
-}
-
-/// A reader of whole calls, task by task ([`visit_tasks`]).
-pub trait TaskVisitor {
-    /// The calls of one task (filtered or not: generic, so that the
-    /// unfiltered pass is as fast as it can be). A read error that ends
-    /// its events is taken by [`visit_tasks`] afterwards.
-    fn task<S: EventSource>(&mut self, task: &TaskInfo, calls: &mut Calls<S>);
-}
-
-/// Runs `visitor` over every task of `trace` the display filters of
-/// `options` show (`--tid`), with the calls they show, as the report
-/// does. Returns the read errors met (a task's readable part is visited).
-pub fn visit_tasks<V: TaskVisitor>(
-    trace: &Trace,
-    options: &fctrace_options::Options,
-    visitor: &mut V,
-) -> Vec<StoreError> {
-    let mut filter = Filter::new(trace, options, false);
-    let mut errors = Vec::new();
-    for task in &trace.info.tasks {
-        if filter.as_ref().is_some_and(|f| !f.wants_task(task)) {
-            continue;
-        }
-        let events = match trace.task_events(task) {
-            Ok(events) => events,
-            Err(e) => {
-                errors.push(e);
-                continue;
-            }
-        };
-        match &mut filter {
-            None => {
-                let mut calls = Calls::new(events);
-                visitor.task(task, &mut calls);
-                errors.extend(calls.take_error());
-            }
-            Some(f) => {
-                let mut calls = Calls::new(f.task(task, events));
-                visitor.task(task, &mut calls);
-                errors.extend(calls.take_error());
-            }
-        }
-    }
-    errors
 }
 
 /// A function as the readers merge it across tasks, processes and
@@ -463,10 +421,6 @@ pub struct Functions {
 }
 
 impl Functions {
-    pub fn new() -> Functions {
-        Functions::default()
-    }
-
     /// Names demangled as `--demangle` says.
     pub fn demangled(demangle: fctrace_options::Demangle) -> Functions {
         Functions {
@@ -615,7 +569,7 @@ mod tests {
             ]
         );
         if let Step::Leave(c) = &s[4] {
-            assert_eq!((c.duration_ns(), c.self_ns()), (30, 20));
+            assert_eq!((c.duration_ns(), c.children_ns), (30, 10));
         }
     }
 
@@ -697,7 +651,7 @@ mod tests {
     #[test]
     fn functions_are_merged_by_module_and_symbol() {
         let (_dir, trace) = fake_trace(&[FakeTask::main(10, vec![])]);
-        let mut f = Functions::new();
+        let mut f = Functions::default();
         let a = f.index(&trace, 0, 1);
         assert_eq!(f.index(&trace, 0, 1), a);
         let b = f.index(&trace, 0, 2);

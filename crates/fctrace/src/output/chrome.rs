@@ -49,7 +49,7 @@ pub fn write(
     let mut sink = Chrome {
         trace,
         out,
-        functions: Functions::new(),
+        functions: Functions::demangled(options.demangle),
         rendered: Vec::new(),
         ids: Vec::new(),
         pid_tid: Vec::new(),

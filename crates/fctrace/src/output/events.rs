@@ -36,7 +36,7 @@ pub fn write(
     let mut sink = Events {
         trace,
         out,
-        functions: Functions::new(),
+        functions: Functions::demangled(options.demangle),
         session: 0,
         tid: String::new(),
         line: Vec::with_capacity(256),

@@ -11,17 +11,15 @@
 //! never returned in the trace counts as a call with no time, and its time
 //! stays in its caller's self time.
 //!
-//! Streaming: the calls are merged into a calling-context tree as they
-//! end, whose size is the number of distinct call paths (plus the open
-//! calls of one task), whatever the length of the trace. Paths of every
-//! task are merged (a flame graph of the whole program).
+//! Streaming: the calls are merged into the calling-context tree of
+//! `fctrace graph` ([`super::graph::build`]), whose size is the number of
+//! distinct call paths (plus the open calls of one task), whatever the
+//! length of the trace. Paths of every task are merged (a flame graph of
+//! the whole program).
 
-use super::calls::{Calls, End, Functions, Step, TaskVisitor};
-use super::filter::EventSource;
-use super::Progress;
-use fctrace_format::store::{StoreError, TaskInfo, Trace};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use super::calls::Functions;
+use super::graph::{self, Tree};
+use fctrace_format::store::{StoreError, Trace};
 use std::io::{self, Write};
 
 /// What a path weighs.
@@ -43,49 +41,10 @@ impl Weight {
     }
 }
 
-/// A node of the calling-context tree: the calls of one function along
-/// one call path.
-struct Node {
-    parent: u32,
-    /// Index in [`Functions::list`].
-    func: u32,
-    calls: u64,
-    self_ns: u64,
-    /// The child looked up last: `(func, node)` (recursion and loops ask
-    /// for the same child again and again).
-    last_child: (u32, u32),
-}
-
-const ROOT: u32 = 0;
-const NONE: u32 = u32::MAX;
-
-/// A multiplicative hash of the `(parent, func)` keys (the default
-/// SipHash costs more than the rest of the pass).
-#[derive(Default)]
-struct PairHasher(u64);
-
-impl Hasher for PairHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
 /// The calls of a trace merged by call path.
 pub struct Folded {
     pub functions: Functions,
-    nodes: Vec<Node>,
-    children: HashMap<(u32, u32), u32, BuildHasherDefault<PairHasher>>,
+    tree: Tree,
     /// Sum of the counts of the `Lost` records met.
     pub lost_in_streams: u64,
     /// Tasks whose events could not all be read (their readable part is
@@ -93,63 +52,19 @@ pub struct Folded {
     pub errors: Vec<StoreError>,
 }
 
-/// The pass over the tasks.
-struct Fold<'t> {
-    trace: &'t Trace,
-    folded: Folded,
-    progress: Progress,
-    done: u64,
-}
-
 /// Merges the calls the display filters of `options` show (as
 /// [`super::report::aggregate_with`] counts them).
 pub fn fold(trace: &Trace, options: &fctrace_options::Options) -> Folded {
-    let mut pass = Fold {
-        trace,
-        folded: Folded {
-            functions: Functions::new(),
-            nodes: vec![Node {
-                parent: NONE,
-                func: NONE,
-                calls: 0,
-                self_ns: 0,
-                last_child: (NONE, NONE),
-            }],
-            children: HashMap::default(),
-            lost_in_streams: 0,
-            errors: Vec::new(),
-        },
-        progress: Progress::new("flame graph", trace.info.events, Progress::wanted(false)),
-        done: 0,
-    };
-    let errors = super::calls::visit_tasks(trace, options, &mut pass);
-    pass.folded.errors = errors;
-    pass.folded
+    let g = graph::build(trace, options, false, "flame graph");
+    Folded {
+        functions: g.functions,
+        tree: g.tree,
+        lost_in_streams: g.lost_in_streams,
+        errors: g.errors,
+    }
 }
 
 impl Folded {
-    /// The node of `func` called from `parent`.
-    #[inline]
-    fn child(&mut self, parent: u32, func: u32) -> u32 {
-        let p = &mut self.nodes[parent as usize];
-        if p.last_child.0 == func {
-            return p.last_child.1;
-        }
-        let next = self.nodes.len() as u32;
-        let node = *self.children.entry((parent, func)).or_insert(next);
-        if node == next {
-            self.nodes.push(Node {
-                parent,
-                func,
-                calls: 0,
-                self_ns: 0,
-                last_child: (NONE, NONE),
-            });
-        }
-        self.nodes[parent as usize].last_child = (func, node);
-        node
-    }
-
     /// Writes the folded stacks, one line per call path whose weight is
     /// not 0, paths sorted by name level by level.
     pub fn write(&self, out: &mut dyn Write, weight: Weight) -> io::Result<()> {
@@ -157,21 +72,22 @@ impl Folded {
         let names: Vec<String> = (0..self.functions.list.len())
             .map(|i| frame_name(&self.functions.shown_name(i, &ambiguous)))
             .collect();
-        let mut kids: Vec<Vec<u32>> = vec![Vec::new(); self.nodes.len()];
-        for (i, n) in self.nodes.iter().enumerate().skip(1) {
-            kids[n.parent as usize].push(i as u32);
-        }
+        let nodes = &self.tree.nodes;
         let by_name = |v: &mut Vec<u32>| {
             v.sort_by(|&a, &b| {
-                names[self.nodes[a as usize].func as usize]
-                    .cmp(&names[self.nodes[b as usize].func as usize])
+                names[nodes[a as usize].func as usize].cmp(&names[nodes[b as usize].func as usize])
             })
         };
         // Depth first, with the path so far in `path`: the output is the
         // only thing that grows with the depth.
         let mut path: Vec<u8> = Vec::new();
         let mut todo: Vec<(u32, usize)> = Vec::new();
-        let mut roots = std::mem::take(&mut kids[ROOT as usize]);
+        let mut roots: Vec<u32> = self
+            .tree
+            .roots
+            .iter()
+            .flat_map(|&r| nodes[r as usize].children.iter().copied())
+            .collect();
         by_name(&mut roots);
         todo.extend(roots.iter().rev().map(|&n| (n, 0)));
         let mut line = itoa_buffer();
@@ -180,7 +96,7 @@ impl Folded {
             if len > 0 {
                 path.push(b';');
             }
-            let node = &self.nodes[n as usize];
+            let node = &nodes[n as usize];
             path.extend_from_slice(names[node.func as usize].as_bytes());
             let w = match weight {
                 Weight::SelfTime => node.self_ns,
@@ -192,7 +108,7 @@ impl Folded {
                 out.write_all(format_u64(&mut line, w))?;
                 out.write_all(b"\n")?;
             }
-            let mut k = std::mem::take(&mut kids[n as usize]);
+            let mut k = node.children.clone();
             by_name(&mut k);
             let here = path.len();
             todo.extend(k.iter().rev().map(|&c| (c, here)));
@@ -231,73 +147,6 @@ fn frame_name(name: &str) -> String {
             c => c,
         })
         .collect()
-}
-
-impl TaskVisitor for Fold<'_> {
-    fn task<S: EventSource>(&mut self, task: &TaskInfo, calls: &mut Calls<S>) {
-        let Fold {
-            trace,
-            folded,
-            progress,
-            done,
-        } = self;
-        // Function id of the task's session -> index in functions.list.
-        let mut ids: Vec<u32> = Vec::new();
-        // The open calls: (node, durations of the children that ended
-        // with an exit), in step with calls.stack().
-        let mut stack: Vec<(u32, u64)> = Vec::new();
-        let before = *done;
-        let mut steps = 0u32;
-        while let Some(step) = calls.next_step() {
-            match step {
-                Step::Enter { func, .. } => {
-                    let i = func as usize;
-                    let f = match ids.get(i) {
-                        Some(&x) if x != NONE => x,
-                        _ => {
-                            let x = folded.functions.index(trace, task.session, func) as u32;
-                            // A stray huge id (corrupt trace) is not cached.
-                            if i < ids.len() + 1_000_000 {
-                                if ids.len() <= i {
-                                    ids.resize(i + 1, NONE);
-                                }
-                                ids[i] = x;
-                            }
-                            x
-                        }
-                    };
-                    let parent = stack.last().map_or(ROOT, |s| s.0);
-                    let node = folded.child(parent, f);
-                    folded.nodes[node as usize].calls += 1;
-                    stack.push((node, 0));
-                }
-                Step::Leave(call) => {
-                    let Some((node, exited_children_ns)) = stack.pop() else {
-                        continue;
-                    };
-                    if call.end != End::NotReturned {
-                        let dur = call.duration_ns();
-                        let n = &mut folded.nodes[node as usize];
-                        n.self_ns = n
-                            .self_ns
-                            .saturating_add(dur.saturating_sub(exited_children_ns));
-                        if let Some(parent) = stack.last_mut() {
-                            parent.1 = parent.1.saturating_add(dur);
-                        }
-                    }
-                }
-                Step::Lost { count, .. } => {
-                    folded.lost_in_streams = folded.lost_in_streams.saturating_add(count.into());
-                }
-                Step::Unmatched { .. } | Step::Signal { .. } => {}
-            }
-            steps = steps.wrapping_add(1);
-            if steps & 0xfff == 0 {
-                progress.update(before + calls.events_read());
-            }
-        }
-        *done = before + calls.events_read();
-    }
 }
 
 /// The title of a flame graph of `trace`: its command line.

@@ -30,14 +30,14 @@
 //! chain of callers that reached it) and the graph of its calls merged by
 //! path below it.
 
-use super::calls::{Calls, End, Functions, Step};
-use super::filter::{EventSource, Filter};
+use super::calls::{each_task, End, Functions, Open, Step, StepSink};
 use super::{duration, Progress};
 use fctrace_format::store::{StoreError, TaskInfo, Trace};
 use fctrace_options::pattern::name_forms;
 use fctrace_options::FuncPattern;
 use serde::Serialize;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Write};
 
 /// No node: the parent of a root.
@@ -78,7 +78,29 @@ pub struct Tree {
     pub nodes: Vec<Node>,
     pub roots: Vec<u32>,
     /// `(parent, func) -> child`, for parents with many children.
-    index: HashMap<(u32, u32), u32>,
+    index: HashMap<(u32, u32), u32, BuildHasherDefault<PairHasher>>,
+}
+
+/// A multiplicative hash of the `(parent, func)` keys (the default
+/// SipHash costs more than the rest of the pass).
+#[derive(Default)]
+struct PairHasher(u64);
+
+impl Hasher for PairHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
 }
 
 impl Tree {
@@ -131,6 +153,24 @@ impl Tree {
         out
     }
 
+    /// The trees of every root merged into one, path by path (a tree of
+    /// the calls of every task, from the tree of each task).
+    pub fn merged(&self) -> Tree {
+        let mut m = Tree::default();
+        let root = m.root();
+        // (node here, node in the merged tree)
+        let mut todo: Vec<(u32, u32)> = self.roots.iter().rev().map(|&r| (r, root)).collect();
+        while let Some((n, into)) = todo.pop() {
+            let node = &self.nodes[n as usize];
+            add(&mut m.nodes[into as usize], node);
+            for &c in node.children.iter().rev() {
+                let mc = m.child(into, self.nodes[c as usize].func);
+                todo.push((c, mc));
+            }
+        }
+        m
+    }
+
     /// Calls of `n` per call of its parent, when the parent is a call.
     pub fn per_call(&self, n: u32) -> Option<f64> {
         let node = &self.nodes[n as usize];
@@ -150,6 +190,10 @@ pub struct Graph {
     /// Tasks whose events could not all be read (their readable part is
     /// in the graph).
     pub errors: Vec<StoreError>,
+    /// Events read.
+    pub events: u64,
+    /// The pass was stopped before its end ([`build_with`]).
+    pub stopped: bool,
 }
 
 /// A call open in the task being read.
@@ -160,50 +204,60 @@ struct Frame {
 }
 
 /// Reads every task of `trace` once (through the display filters of
-/// `options`) and merges its calls by path.
-pub fn build(trace: &Trace, options: &fctrace_options::Options, per_task: bool) -> Graph {
-    let mut filter = Filter::new(trace, options, false);
-    let mut g = Graph {
-        tree: Tree::default(),
-        functions: Functions::new(),
-        root_tasks: Vec::new(),
-        lost_in_streams: 0,
-        errors: Vec::new(),
-    };
-    let mut pass = Pass {
+/// `options`) and merges its calls by path; `label`: that of the
+/// progress line.
+pub fn build(
+    trace: &Trace,
+    options: &fctrace_options::Options,
+    per_task: bool,
+    label: &'static str,
+) -> Graph {
+    build_with(trace, options, per_task, Some(label), &mut |_| true)
+}
+
+/// [`build`] with a progress line labelled `line` (none: no line) and
+/// `progress(events read)` called every 2^18 events or so: when it
+/// returns false, the pass stops there ([`Graph::stopped`]).
+pub fn build_with(
+    trace: &Trace,
+    options: &fctrace_options::Options,
+    per_task: bool,
+    line: Option<&'static str>,
+    progress: &mut dyn FnMut(u64) -> bool,
+) -> Graph {
+    let mut sink = Builder {
+        trace,
+        per_task,
+        g: Graph {
+            tree: Tree::default(),
+            functions: Functions::demangled(options.demangle),
+            root_tasks: Vec::new(),
+            lost_in_streams: 0,
+            errors: Vec::new(),
+            events: 0,
+            stopped: false,
+        },
         by_id: HashMap::new(),
-        progress: Progress::new("graph", trace.info.events, Progress::wanted(false)),
-        done: 0,
+        ids: Vec::new(),
+        session: 0,
+        root: NONE,
+        stack: Vec::new(),
+        progress,
+        next_report: 1 << 18,
     };
-    for task in &trace.info.tasks {
-        if filter.as_ref().is_some_and(|f| !f.wants_task(task)) {
-            continue;
+    let wanted = line.is_some() && Progress::wanted(false);
+    // The sink writes nothing: it fails only when `progress` stops it.
+    let pass = each_task(trace, options, line.unwrap_or(""), wanted, &mut sink);
+    sink.by_id
+        .insert(sink.session, std::mem::take(&mut sink.ids));
+    let mut g = sink.g;
+    match pass {
+        Ok(pass) => {
+            g.lost_in_streams = pass.lost_in_streams;
+            g.errors = pass.errors;
+            g.events = pass.events;
         }
-        let root = if per_task || g.tree.roots.is_empty() {
-            g.root_tasks.push(per_task.then(|| task.clone()));
-            g.tree.root()
-        } else {
-            g.tree.roots[0]
-        };
-        g.tree.nodes[root as usize].calls += 1;
-        let events = match trace.task_events(task) {
-            Ok(events) => events,
-            Err(e) => {
-                g.errors.push(e);
-                continue;
-            }
-        };
-        match &mut filter {
-            None => add_task(trace, task.session, events, root, &mut g, &mut pass),
-            Some(f) => add_task(
-                trace,
-                task.session,
-                f.task(task, events),
-                root,
-                &mut g,
-                &mut pass,
-            ),
-        }
+        Err(_) => g.stopped = true,
     }
     for &r in &g.tree.roots {
         let t: u64 = g.tree.nodes[r as usize]
@@ -216,56 +270,78 @@ pub fn build(trace: &Trace, options: &fctrace_options::Options, per_task: bool) 
     g
 }
 
-/// The state of [`build`] across tasks.
-struct Pass {
-    /// (session, func id) -> index in the functions: a vector per session.
+/// The calls of the tasks into a [`Graph`] ([`build`]).
+struct Builder<'t> {
+    trace: &'t Trace,
+    per_task: bool,
+    g: Graph,
+    /// (session, func id) -> index in the functions: a vector per
+    /// session, but that of the current task's session, in `ids`.
     by_id: HashMap<u32, Vec<u32>>,
-    progress: Progress,
-    done: u64,
+    ids: Vec<u32>,
+    session: u32,
+    /// The current task's root.
+    root: u32,
+    stack: Vec<Frame>,
+    progress: &'t mut dyn FnMut(u64) -> bool,
+    /// Events read at the next call of `progress`.
+    next_report: u64,
 }
 
-fn add_task<S: EventSource>(
-    trace: &Trace,
-    session: u32,
-    events: S,
-    root: u32,
-    g: &mut Graph,
-    pass: &mut Pass,
-) {
-    let mut calls = Calls::new(events);
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut ids = pass.by_id.remove(&session).unwrap_or_default();
-    let tree = &mut g.tree;
-    while let Some(step) = calls.next_step() {
+impl StepSink for Builder<'_> {
+    fn begin_task(&mut self, task: &TaskInfo) -> io::Result<()> {
+        let tree = &mut self.g.tree;
+        self.root = if self.per_task || tree.roots.is_empty() {
+            self.g.root_tasks.push(self.per_task.then(|| task.clone()));
+            tree.root()
+        } else {
+            tree.roots[0]
+        };
+        tree.nodes[self.root as usize].calls += 1;
+        if task.session != self.session {
+            let ids = self.by_id.remove(&task.session).unwrap_or_default();
+            self.by_id
+                .insert(self.session, std::mem::replace(&mut self.ids, ids));
+            self.session = task.session;
+        }
+        self.stack.clear();
+        Ok(())
+    }
+
+    #[inline]
+    fn step(&mut self, step: &Step, _: &[Open]) -> io::Result<()> {
+        let tree = &mut self.g.tree;
         match step {
             Step::Enter { func, .. } => {
-                let i = func as usize;
-                let f = match ids.get(i) {
+                let i = *func as usize;
+                let f = match self.ids.get(i) {
                     Some(&x) if x != NONE => x,
                     _ => {
-                        let x = g.functions.index(trace, session, func) as u32;
+                        let x = self.g.functions.index(self.trace, self.session, *func) as u32;
                         // A stray huge id (corrupt trace) is not cached.
-                        if i < ids.len() + 1_000_000 {
-                            if ids.len() <= i {
-                                ids.resize(i + 1, NONE);
+                        if i < self.ids.len() + 1_000_000 {
+                            if self.ids.len() <= i {
+                                self.ids.resize(i + 1, NONE);
                             }
-                            ids[i] = x;
+                            self.ids[i] = x;
                         }
                         x
                     }
                 };
-                let parent = stack.last().map_or(root, |fr| fr.node);
+                let parent = self.stack.last().map_or(self.root, |fr| fr.node);
                 let n = tree.child(parent, f);
                 tree.nodes[n as usize].calls += 1;
-                stack.push(Frame {
+                self.stack.push(Frame {
                     node: n,
                     children_ns: 0,
                 });
             }
             Step::Leave(call) => {
-                let Some(frame) = stack.pop() else { continue };
+                let Some(frame) = self.stack.pop() else {
+                    return Ok(());
+                };
                 if call.end == End::NotReturned {
-                    continue;
+                    return Ok(());
                 }
                 let dur = call.duration_ns();
                 let node = &mut tree.nodes[frame.node as usize];
@@ -273,22 +349,25 @@ fn add_task<S: EventSource>(
                 node.self_ns = node
                     .self_ns
                     .saturating_add(dur.saturating_sub(frame.children_ns));
-                if let Some(parent) = stack.last_mut() {
+                if let Some(parent) = self.stack.last_mut() {
                     parent.children_ns = parent.children_ns.saturating_add(dur);
                 }
             }
-            Step::Lost { count, .. } => {
-                g.lost_in_streams = g.lost_in_streams.saturating_add(u64::from(count));
-            }
-            Step::Unmatched { .. } | Step::Signal { .. } => {}
+            Step::Lost { .. } | Step::Unmatched { .. } | Step::Signal { .. } => {}
         }
-        pass.progress.update(pass.done + calls.events_read());
+        Ok(())
     }
-    pass.done += calls.events_read();
-    if let Some(e) = calls.take_error() {
-        g.errors.push(e);
+
+    #[inline]
+    fn events_read(&mut self, total: u64) -> io::Result<()> {
+        if total >= self.next_report {
+            self.next_report = total + (1 << 18);
+            if !(self.progress)(total) {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+        }
+        Ok(())
     }
-    pass.by_id.insert(session, ids);
 }
 
 /// One distinct chain of callers that reached a focused function.
@@ -991,7 +1070,7 @@ mod tests {
     #[test]
     fn calls_are_merged_by_path() {
         let (_dir, trace) = sample();
-        let g = build(&trace, &Default::default(), false);
+        let g = build(&trace, &Default::default(), false, "graph");
         let s = |d, n: &str, c, t, sf| (d, n.to_string(), c, t, sf);
         assert_eq!(
             shape(&g.tree, &g),
@@ -1017,7 +1096,7 @@ mod tests {
     #[test]
     fn focus_on_a_function() {
         let (_dir, trace) = sample();
-        let g = build(&trace, &Default::default(), false);
+        let g = build(&trace, &Default::default(), false, "graph");
         let m = g.matching(&FuncPattern::parse("leaf").unwrap());
         let f = g.focus(m);
         let chains: Vec<(Vec<String>, u64)> = f
@@ -1059,7 +1138,7 @@ mod tests {
     #[test]
     fn text_tree_branches() {
         let (_dir, trace) = sample();
-        let g = build(&trace, &Default::default(), false);
+        let g = build(&trace, &Default::default(), false, "graph");
         let mut out = Vec::new();
         write_text(&mut out, &trace, &g).unwrap();
         let text = String::from_utf8(out).unwrap();

@@ -12,8 +12,7 @@
 //! time stays in its caller's self time; `total_ns` of a function does
 //! not add a recursive call nested in another call of it again.
 
-use super::calls::{Call, Calls, End, Functions, Step, TaskVisitor};
-use super::filter::EventSource;
+use super::calls::{each_task, Call, End, Functions, Open, Step, StepSink};
 use super::Progress;
 use anyhow::Context;
 use fctrace_format::store::{StoreError, TaskInfo, Trace};
@@ -331,9 +330,16 @@ struct Pass<'t> {
     failed: Option<anyhow::Error>,
     calls: u64,
     calls_by_task: HashMap<u32, u64>,
-    lost_in_streams: u64,
-    progress: Progress,
-    done: u64,
+    /// The current task, and its calls before it.
+    task: TaskInfo,
+    calls_before: u64,
+    /// Function id of the task's session -> index in `functions`.
+    ids: Vec<u32>,
+    /// The open calls: (function index, durations of the children that
+    /// ended with an exit), in step with the calls' stack.
+    stack: Vec<(u32, u64)>,
+    /// Open calls per function in this task (recursion).
+    open: Vec<u32>,
 }
 
 impl Pass<'_> {
@@ -379,81 +385,80 @@ impl Pass<'_> {
     }
 }
 
-impl TaskVisitor for Pass<'_> {
-    fn task<S: EventSource>(&mut self, task: &TaskInfo, calls: &mut Calls<S>) {
-        const NONE: u32 = u32::MAX;
-        let mut ids: Vec<u32> = Vec::new();
-        // The open calls: (function index, durations of the children that
-        // ended with an exit), in step with calls.stack().
-        let mut stack: Vec<(u32, u64)> = Vec::new();
-        // Open calls per function in this task (recursion).
-        let mut open: Vec<u32> = vec![0; self.stats.len()];
-        let before = self.done;
-        let calls_before = self.calls;
-        let mut steps = 0u32;
-        while let Some(step) = calls.next_step() {
-            match step {
-                Step::Enter { func, .. } => {
-                    let i = func as usize;
-                    let f = match ids.get(i) {
-                        Some(&x) if x != NONE => x,
-                        _ => {
-                            let x = self.functions.index(self.trace, task.session, func) as u32;
-                            if self.stats.len() < self.functions.list.len() {
-                                self.stats
-                                    .resize(self.functions.list.len(), Stats::default());
+const NO_INDEX: u32 = u32::MAX;
+
+impl StepSink for Pass<'_> {
+    fn begin_task(&mut self, task: &TaskInfo) -> std::io::Result<()> {
+        self.task = task.clone();
+        self.calls_before = self.calls;
+        self.ids.clear();
+        self.stack.clear();
+        self.open.clear();
+        self.open.resize(self.stats.len(), 0);
+        Ok(())
+    }
+
+    fn step(&mut self, step: &Step, _: &[Open]) -> std::io::Result<()> {
+        match step {
+            Step::Enter { func, .. } => {
+                let i = *func as usize;
+                let f = match self.ids.get(i) {
+                    Some(&x) if x != NO_INDEX => x,
+                    _ => {
+                        let x = self.functions.index(self.trace, self.task.session, *func) as u32;
+                        if self.stats.len() < self.functions.list.len() {
+                            self.stats
+                                .resize(self.functions.list.len(), Stats::default());
+                        }
+                        if i < self.ids.len() + 1_000_000 {
+                            if self.ids.len() <= i {
+                                self.ids.resize(i + 1, NO_INDEX);
                             }
-                            if i < ids.len() + 1_000_000 {
-                                if ids.len() <= i {
-                                    ids.resize(i + 1, NONE);
-                                }
-                                ids[i] = x;
-                            }
-                            x
+                            self.ids[i] = x;
                         }
-                    };
-                    if open.len() < self.stats.len() {
-                        open.resize(self.stats.len(), 0);
+                        x
                     }
-                    self.stats[f as usize].calls += 1;
-                    open[f as usize] += 1;
-                    stack.push((f, 0));
+                };
+                if self.open.len() < self.stats.len() {
+                    self.open.resize(self.stats.len(), 0);
                 }
-                Step::Leave(call) => {
-                    let Some((f, exited_children_ns)) = stack.pop() else {
-                        continue;
-                    };
-                    open[f as usize] -= 1;
-                    let dur = call.duration_ns();
-                    let self_ns = dur.saturating_sub(exited_children_ns);
-                    if call.end != End::NotReturned {
-                        let s = &mut self.stats[f as usize];
-                        s.returned += 1;
-                        s.sum_ns = s.sum_ns.saturating_add(dur);
-                        s.self_ns = s.self_ns.saturating_add(self_ns);
-                        if open[f as usize] == 0 {
-                            s.total_ns = s.total_ns.saturating_add(dur);
-                        }
-                        s.min_ns = Some(s.min_ns.map_or(dur, |m| m.min(dur)));
-                        s.max_ns = Some(s.max_ns.map_or(dur, |m| m.max(dur)));
-                        if let Some(parent) = stack.last_mut() {
-                            parent.1 = parent.1.saturating_add(dur);
-                        }
+                self.stats[f as usize].calls += 1;
+                self.open[f as usize] += 1;
+                self.stack.push((f, 0));
+            }
+            Step::Leave(call) => {
+                let Some((f, exited_children_ns)) = self.stack.pop() else {
+                    return Ok(());
+                };
+                self.open[f as usize] -= 1;
+                let dur = call.duration_ns();
+                let self_ns = dur.saturating_sub(exited_children_ns);
+                if call.end != End::NotReturned {
+                    let s = &mut self.stats[f as usize];
+                    s.returned += 1;
+                    s.sum_ns = s.sum_ns.saturating_add(dur);
+                    s.self_ns = s.self_ns.saturating_add(self_ns);
+                    if self.open[f as usize] == 0 {
+                        s.total_ns = s.total_ns.saturating_add(dur);
                     }
-                    self.push(task, f, &call, self_ns);
+                    s.min_ns = Some(s.min_ns.map_or(dur, |m| m.min(dur)));
+                    s.max_ns = Some(s.max_ns.map_or(dur, |m| m.max(dur)));
+                    if let Some(parent) = self.stack.last_mut() {
+                        parent.1 = parent.1.saturating_add(dur);
+                    }
                 }
-                Step::Lost { count, .. } => {
-                    self.lost_in_streams = self.lost_in_streams.saturating_add(count.into());
-                }
-                Step::Unmatched { .. } | Step::Signal { .. } => {}
+                let task = std::mem::take(&mut self.task);
+                self.push(&task, f, call, self_ns);
+                self.task = task;
             }
-            steps = steps.wrapping_add(1);
-            if steps & 0xfff == 0 {
-                self.progress.update(before + calls.events_read());
-            }
+            Step::Lost { .. } | Step::Unmatched { .. } | Step::Signal { .. } => {}
         }
-        self.done = before + calls.events_read();
-        *self.calls_by_task.entry(task.id).or_default() += self.calls - calls_before;
+        Ok(())
+    }
+
+    fn end_task(&mut self) -> std::io::Result<()> {
+        *self.calls_by_task.entry(self.task.id).or_default() += self.calls - self.calls_before;
+        Ok(())
     }
 }
 
@@ -477,7 +482,7 @@ pub fn write(
     )?;
     let mut pass = Pass {
         trace,
-        functions: Functions::new(),
+        functions: Functions::demangled(options.demangle),
         stats: Vec::new(),
         dicts: vec![
             Vec::new(),
@@ -491,12 +496,21 @@ pub fn write(
         failed: None,
         calls: 0,
         calls_by_task: HashMap::new(),
-        lost_in_streams: 0,
-        progress: Progress::new("parquet", trace.info.events, Progress::wanted(false)),
-        done: 0,
+        task: TaskInfo::default(),
+        calls_before: 0,
+        ids: Vec::new(),
+        stack: Vec::new(),
+        open: Vec::new(),
     };
-    let errors = super::calls::visit_tasks(trace, options, &mut pass);
-    pass.progress.finish();
+    // The sink keeps its write errors in `failed`: it does not fail.
+    let steps = each_task(
+        trace,
+        options,
+        "parquet",
+        Progress::wanted(false),
+        &mut pass,
+    )
+    .unwrap_or_default();
     if let Some(e) = pass.failed {
         return Err(e);
     }
@@ -504,8 +518,8 @@ pub fn write(
     write_functions(dir, &pass.functions, &pass.stats)?;
     write_tasks(dir, trace, &pass.calls_by_task)?;
     Ok(Written {
-        lost_in_streams: pass.lost_in_streams,
-        errors,
+        lost_in_streams: steps.lost_in_streams,
+        errors: steps.errors,
     })
 }
 

@@ -78,7 +78,7 @@ pub fn write(
     let mut sink = Perfetto {
         trace,
         out,
-        functions: Functions::new(),
+        functions: Functions::demangled(options.demangle),
         categories: HashMap::new(),
         category_of: Vec::new(),
         ids: Vec::new(),

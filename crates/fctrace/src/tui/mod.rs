@@ -16,7 +16,7 @@ pub mod view;
 
 use crate::cli::TuiArgs;
 use crate::output::{filter, warn};
-use fctrace_format::store::{StoreError, Trace};
+use fctrace_format::store::Trace;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use std::io::IsTerminal;
@@ -64,7 +64,7 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
             model.nodes(),
             start.elapsed().as_secs_f64()
         );
-        return finish(errors, model.lost, &trace);
+        return crate::commands::finish(&trace, STATS, model.lost, errors);
     }
 
     // A signal that would end the process sets this instead: the loops
@@ -141,7 +141,7 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     }
     drop(guard);
     match signalled.load(Ordering::Relaxed) {
-        0 => finish(errors, lost, &trace),
+        0 => crate::commands::finish(&trace, STATS, lost, errors),
         sig => Ok(ended_by(sig)),
     }
 }
@@ -169,29 +169,6 @@ fn stop_asked() -> bool {
     false
 }
 
-/// After the TUI: the warnings and errors of the pass, as `report` prints
-/// them.
-fn finish(
-    errors: Vec<StoreError>,
-    lost_in_streams: u64,
-    trace: &Trace,
-) -> anyhow::Result<ExitCode> {
-    let lost = trace.info.lost_events.max(lost_in_streams);
-    if lost > 0 {
-        warn(&format!(
-            "{lost} events were lost: the statistics are incomplete"
-        ));
-    }
-    let mut errors = errors.into_iter();
-    if let Some(first) = errors.next() {
-        for other in errors {
-            warn(&other.to_string());
-        }
-        return Err(first.into());
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 /// The terminal in raw mode on the alternate screen, restored when
 /// dropped.
 struct Terminal(ratatui::DefaultTerminal);
@@ -213,3 +190,6 @@ impl Drop for Terminal {
         ratatui::restore();
     }
 }
+
+/// What the warning about lost events says is incomplete.
+const STATS: &str = "the statistics are";

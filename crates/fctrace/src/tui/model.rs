@@ -3,11 +3,11 @@
 //! with its calls, total and self time), the same tree merged over all the
 //! tasks, and per-function statistics derived from a tree.
 //!
-//! Memory grows with the number of distinct call paths (per task) and of
-//! functions, never with the number of calls. Calls come from
-//! [`crate::output::calls::Calls`], functions are identified by
-//! [`crate::output::calls::Functions`] (module and symbol, across
-//! sessions).
+//! The trees are those of `fctrace graph` ([`crate::output::graph`]: one
+//! root per task, and their merge), laid out for the screens: nodes in
+//! depth-first order, with their depth, children sorted. Memory grows
+//! with the number of distinct call paths (per task) and of functions,
+//! never with the number of calls.
 //!
 //! Times follow `fctrace report`: a call counts in `calls` when it is
 //! entered; its duration counts in `total` and its duration less that of
@@ -17,11 +17,8 @@
 //! same function (recursion), as the report does: the nodes that have an
 //! ancestor of the same function.
 
-use crate::output::calls::{Calls, End, Functions, Step};
-use crate::output::filter::{EventSource, Filter};
-use fctrace_format::store::{StoreError, TaskInfo, Trace};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use crate::output::graph;
+use fctrace_format::store::{StoreError, Trace};
 
 /// The virtual root of a tree (its children are the outermost calls).
 pub const ROOT: u32 = 0;
@@ -71,88 +68,35 @@ pub struct FuncRow {
     pub self_ns: u64,
 }
 
-/// A fast hasher for the small integer keys of the tree's child lookup.
-#[derive(Default)]
-pub struct IntHasher(u64);
-
-impl Hasher for IntHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(23) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
-
-/// Children looked up by a linear scan up to this many, by a hash map
-/// above.
-const SCAN: usize = 16;
-
 impl Tree {
-    /// The child of `parent` for function `func`, created when missing.
-    /// `wide`: the lookup of the nodes with more than [`SCAN`] children.
-    fn child(&mut self, parent: u32, func: u32, wide: &mut IntMap<(u32, u32), u32>) -> u32 {
-        let kids = &self.nodes[parent as usize].children;
-        if kids.len() <= SCAN {
-            for &c in kids {
-                if self.nodes[c as usize].func == func {
-                    return c;
-                }
-            }
-        } else if let Some(&c) = wide.get(&(parent, func)) {
-            return c;
+    /// The subtree of `root` in a tree of [`graph`], `root` as [`ROOT`],
+    /// sorted.
+    fn from_graph(g: &graph::Tree, root: u32) -> Tree {
+        let mut tree = Tree::default();
+        // (node there, its parent here)
+        let mut todo: Vec<(u32, u32)> = g.nodes[root as usize]
+            .children
+            .iter()
+            .rev()
+            .map(|&c| (c, ROOT))
+            .collect();
+        while let Some((n, parent)) = todo.pop() {
+            let from = &g.nodes[n as usize];
+            let here = tree.nodes.len() as u32;
+            tree.nodes.push(Node {
+                func: from.func,
+                parent,
+                depth: tree.nodes[parent as usize].depth + 1,
+                calls: from.calls,
+                total_ns: from.total_ns,
+                self_ns: from.self_ns,
+                children: Vec::with_capacity(from.children.len()),
+            });
+            tree.nodes[parent as usize].children.push(here);
+            todo.extend(from.children.iter().rev().map(|&c| (c, here)));
         }
-        let c = self.nodes.len() as u32;
-        let depth = self.nodes[parent as usize].depth + 1;
-        self.nodes.push(Node {
-            func,
-            parent,
-            depth,
-            ..Node::default()
-        });
-        let kids = &mut self.nodes[parent as usize].children;
-        kids.push(c);
-        let n = kids.len();
-        if n == SCAN + 1 {
-            for k in 0..n {
-                let kid = self.nodes[parent as usize].children[k];
-                wide.insert((parent, self.nodes[kid as usize].func), kid);
-            }
-        } else if n > SCAN + 1 {
-            wide.insert((parent, func), c);
-        }
-        c
-    }
-
-    /// Adds `other` into this tree, path by path.
-    pub fn merge(&mut self, other: &Tree) {
-        let mut wide = IntMap::default();
-        // (node in other, node here)
-        let mut todo = vec![(ROOT, ROOT)];
-        while let Some((o, h)) = todo.pop() {
-            let on = &other.nodes[o as usize];
-            if o != ROOT {
-                let n = &mut self.nodes[h as usize];
-                n.calls += on.calls;
-                n.total_ns = n.total_ns.saturating_add(on.total_ns);
-                n.self_ns = n.self_ns.saturating_add(on.self_ns);
-            }
-            for &oc in &on.children {
-                let hc = self.child(h, other.nodes[oc as usize].func, &mut wide);
-                todo.push((oc, hc));
-            }
-        }
-        self.sort();
+        tree.sort();
+        tree
     }
 
     /// Sorts every node's children: by total time, calls, then function
@@ -266,148 +210,31 @@ pub fn build(
     options: &fctrace_options::Options,
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<(Model, Vec<StoreError>), Cancelled> {
-    let mut filter = Filter::new(trace, options, false);
-    let mut functions = Functions::new();
-    let mut model = Model::default();
-    let mut errors = Vec::new();
-    // Per session: function id -> index in `functions`.
-    let mut by_id: HashMap<u32, Vec<u32>> = HashMap::new();
-    for task in &trace.info.tasks {
-        if filter.as_ref().is_some_and(|f| !f.wants_task(task)) {
-            continue;
-        }
-        let events = match trace.task_events(task) {
-            Ok(events) => events,
-            Err(e) => {
-                errors.push(e);
-                continue;
-            }
-        };
-        let mut ids = by_id.remove(&task.session).unwrap_or_default();
-        let mut ctx = TaskPass {
-            trace,
-            task,
-            functions: &mut functions,
-            ids: &mut ids,
-            events_before: model.events,
-            progress,
-        };
-        let done = match &mut filter {
-            None => ctx.run(Calls::new(events)),
-            Some(f) => ctx.run(Calls::new(f.task(task, events))),
-        };
-        by_id.insert(task.session, ids);
-        let (tree, read, lost, error) = done?;
-        model.events += read;
-        model.lost = model.lost.saturating_add(lost);
-        errors.extend(error);
+    let g = graph::build_with(trace, options, true, None, progress);
+    if g.stopped {
+        return Err(Cancelled);
+    }
+    let mut model = Model {
+        events: g.events,
+        lost: g.lost_in_streams,
+        ..Model::default()
+    };
+    for (&root, task) in g.tree.roots.iter().zip(&g.root_tasks) {
+        let Some(task) = task else { continue };
         model.tasks.push(Task {
             tid: task.tid,
             pid: task.pid,
             comm: task.comm.clone(),
-            tree,
+            tree: Tree::from_graph(&g.tree, root),
         });
     }
-    for t in &model.tasks {
-        model.all.merge(&t.tree);
-    }
-    model.all.sort();
-    let ambiguous = functions.ambiguous();
-    model.names = (0..functions.list.len())
-        .map(|i| functions.shown_name(i, &ambiguous))
+    let all = g.tree.merged();
+    model.all = Tree::from_graph(&all, all.roots[0]);
+    let ambiguous = g.functions.ambiguous();
+    model.names = (0..g.functions.list.len())
+        .map(|i| g.functions.shown_name(i, &ambiguous))
         .collect();
-    Ok((model, errors))
-}
-
-/// One task's pass.
-struct TaskPass<'a, 'p> {
-    trace: &'a Trace,
-    task: &'a TaskInfo,
-    functions: &'a mut Functions,
-    ids: &'a mut Vec<u32>,
-    events_before: u64,
-    progress: &'p mut dyn FnMut(u64) -> bool,
-}
-
-/// An open call: its node and the durations of its children that have an
-/// exit.
-struct Frame {
-    node: u32,
-    children_ns: u64,
-}
-
-type TaskResult = Result<(Tree, u64, u64, Option<StoreError>), Cancelled>;
-
-impl TaskPass<'_, '_> {
-    fn func(&mut self, id: u32) -> u32 {
-        let i = id as usize;
-        if let Some(&x) = self.ids.get(i) {
-            if x != u32::MAX {
-                return x;
-            }
-        }
-        let x = self.functions.index(self.trace, self.task.session, id) as u32;
-        // A stray huge id (corrupt trace) is not cached.
-        if i < self.ids.len() + 1_000_000 {
-            if self.ids.len() <= i {
-                self.ids.resize(i + 1, u32::MAX);
-            }
-            self.ids[i] = x;
-        }
-        x
-    }
-
-    fn run<S: EventSource>(&mut self, mut calls: Calls<S>) -> TaskResult {
-        let mut tree = Tree::default();
-        let mut wide = IntMap::default();
-        let mut stack: Vec<Frame> = Vec::new();
-        let mut lost = 0u64;
-        let mut next_report = 1u64 << 18;
-        while let Some(step) = calls.next_step() {
-            match step {
-                Step::Enter { func, .. } => {
-                    let f = self.func(func);
-                    let parent = stack.last().map_or(ROOT, |fr| fr.node);
-                    let node = tree.child(parent, f, &mut wide);
-                    tree.nodes[node as usize].calls += 1;
-                    stack.push(Frame {
-                        node,
-                        children_ns: 0,
-                    });
-                }
-                Step::Leave(call) => {
-                    let Some(frame) = stack.pop() else {
-                        continue;
-                    };
-                    if call.end == End::NotReturned {
-                        continue;
-                    }
-                    let dur = call.duration_ns();
-                    let n = &mut tree.nodes[frame.node as usize];
-                    n.total_ns = n.total_ns.saturating_add(dur);
-                    n.self_ns = n
-                        .self_ns
-                        .saturating_add(dur.saturating_sub(frame.children_ns));
-                    if let Some(parent) = stack.last_mut() {
-                        parent.children_ns = parent.children_ns.saturating_add(dur);
-                    }
-                }
-                Step::Lost { count, .. } => lost = lost.saturating_add(u64::from(count)),
-                Step::Unmatched { .. } | Step::Signal { .. } => {}
-            }
-            let read = calls.events_read();
-            if read >= next_report {
-                next_report = read + (1 << 18);
-                if !(self.progress)(self.events_before + read) {
-                    return Err(Cancelled);
-                }
-            }
-        }
-        tree.sort();
-        let read = calls.events_read();
-        let error = calls.take_error();
-        Ok((tree, read, lost, error))
-    }
+    Ok((model, g.errors))
 }
 
 #[cfg(test)]

@@ -11,34 +11,6 @@ pub fn flame_program() -> PathBuf {
 /// What tests/programs/flame.c prints.
 pub const FLAME_OUTPUT: &str = "sink 10 fib(5) 5\n";
 
-/// The SQLite driver (tests/sqlite.rs) linked with sqlite3.c, both
-/// compiled with `opt`.
-pub fn sqlite_program(opt: &str) -> PathBuf {
-    let dir = package_dir("libsqlite3-sys").join("sqlite3");
-    let defines = ["-DSQLITE_THREADSAFE=0", "-DSQLITE_OMIT_LOAD_EXTENSION"];
-    let mut flags = vec![opt];
-    flags.extend(defines);
-    let object = Build::new(
-        Lang::C,
-        &format!("sqlite3{opt}.o"),
-        &[dir.join("sqlite3.c")],
-        &flags,
-    )
-    .object()
-    .build();
-    let include = format!("-I{}", dir.display());
-    let mut flags = vec![opt, include.as_str()];
-    flags.extend(defines);
-    Build::new(
-        Lang::C,
-        &format!("sqlite_driver{opt}"),
-        &[program_source("sqlite_driver.c"), object],
-        &flags,
-    )
-    .libs(&["-lm"])
-    .build()
-}
-
 /// The name of a report's function as the exports show it: `name`, or
 /// `name@module-file` where functions of two modules share the name.
 pub fn shown_names(report: &Report) -> Vec<String> {
@@ -51,10 +23,7 @@ pub fn shown_names(report: &Report) -> Vec<String> {
         .iter()
         .map(|f| {
             if modules[f.name.as_str()].len() > 1 {
-                let file = Path::new(&f.module)
-                    .file_name()
-                    .map_or(f.module.clone(), |s| s.to_string_lossy().into_owned());
-                format!("{}@{}", f.name, file)
+                format!("{}@{}", f.name, module_file_name(&f.module))
             } else {
                 f.name.clone()
             }
