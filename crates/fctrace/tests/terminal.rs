@@ -52,8 +52,20 @@ fn shell_line(args: &[&str]) -> String {
 /// `script`'s command with a clean terminal environment: no pager or
 /// colour settings of the user, `env` added.
 fn script_command(line: &str, env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new("script");
-    cmd.args(["-q", "-e", "-f", "-c", line, "/dev/null"]);
+    // Signals as on a user's terminal even when the tests run as a
+    // background job or under timeout(1), which leave some ignored (an
+    // ignored disposition is inherited: less would not answer Ctrl-C).
+    let mut cmd = Command::new("env");
+    cmd.args([
+        "--default-signal",
+        "script",
+        "-q",
+        "-e",
+        "-f",
+        "-c",
+        line,
+        "/dev/null",
+    ]);
     for var in ["PAGER", "FCTRACE_PAGER", "LESS", "NO_COLOR", "LV"] {
         cmd.env_remove(var);
     }
