@@ -486,6 +486,43 @@ impl Functions {
     }
 }
 
+/// A reader's cache of [`Functions::index`] for the functions of one
+/// session (ids are dense): one vector lookup per call, where the index
+/// itself looks the session up first.
+#[derive(Default)]
+pub struct IdCache(Vec<u32>);
+
+impl IdCache {
+    /// The cached index of function `func`.
+    #[inline(always)]
+    pub fn get(&self, func: u32) -> Option<usize> {
+        match self.0.get(func as usize) {
+            Some(&x) if x != 0 => Some(x as usize - 1),
+            _ => None,
+        }
+    }
+
+    /// Caches index `x` for `func` (a stray huge id of a corrupt trace is
+    /// not cached).
+    pub fn set(&mut self, func: u32, x: usize) {
+        let i = func as usize;
+        if i < self.0.len() + 1_000_000 {
+            if self.0.len() <= i {
+                self.0.resize(i + 1, 0);
+            }
+            self.0[i] = x as u32 + 1;
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// The name, symbol and module of a function id of a session.
 pub fn describe(
     trace: &Trace,

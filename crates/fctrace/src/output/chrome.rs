@@ -25,7 +25,7 @@
 //! memory does not grow with the trace.
 
 use super::args::format_payload;
-use super::calls::{each_task, End, Functions, Open, Pass, Step, StepSink};
+use super::calls::{each_task, End, Functions, IdCache, Open, Pass, Step, StepSink};
 use super::names::module_file;
 use fctrace_format::store::{TaskInfo, Trace};
 use std::collections::HashSet;
@@ -51,7 +51,7 @@ pub fn write(
         out,
         functions: Functions::demangled(options.demangle),
         rendered: Vec::new(),
-        ids: Vec::new(),
+        ids: IdCache::default(),
         pid_tid: Vec::new(),
         named_pids: HashSet::new(),
         session: 0,
@@ -72,7 +72,7 @@ struct Chrome<'t, 'o, W: Write> {
     rendered: Vec<Vec<u8>>,
     /// By function id of the current session: the function index + 1 (0:
     /// not looked up yet).
-    ids: Vec<u32>,
+    ids: IdCache,
     /// `,"pid":P,"tid":T` of the current task.
     pid_tid: Vec<u8>,
     /// Processes whose name was written.
@@ -90,10 +90,8 @@ const FLUSH_AT: usize = 1 << 20;
 impl<W: Write> Chrome<'_, '_, W> {
     /// The index in `rendered` of function `func` of the current session.
     fn name(&mut self, func: u32) -> usize {
-        let i = func as usize;
-        let cached = self.ids.get(i).copied().unwrap_or(0);
-        if cached != 0 {
-            return cached as usize - 1;
+        if let Some(x) = self.ids.get(func) {
+            return x;
         }
         let x = self.functions.index(self.trace, self.session, func);
         while self.rendered.len() < self.functions.list.len() {
@@ -104,13 +102,7 @@ impl<W: Write> Chrome<'_, '_, W> {
             json_str(&mut r, module_file(&f.module));
             self.rendered.push(r);
         }
-        // A stray huge id (corrupt trace) is not cached.
-        if i < self.ids.len() + 1_000_000 {
-            if self.ids.len() <= i {
-                self.ids.resize(i + 1, 0);
-            }
-            self.ids[i] = x as u32 + 1;
-        }
+        self.ids.set(func, x);
         x
     }
 

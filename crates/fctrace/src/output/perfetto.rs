@@ -31,7 +31,7 @@
 //! memory does not grow with the trace.
 
 use super::args::format_payload;
-use super::calls::{each_task, End, Functions, Open, Pass, Step, StepSink};
+use super::calls::{each_task, End, Functions, IdCache, Open, Pass, Step, StepSink};
 use super::names::module_file;
 use fctrace_format::store::{TaskInfo, TaskOrigin, Trace};
 use fctrace_perfetto::protos::{
@@ -81,7 +81,7 @@ pub fn write(
         functions: Functions::demangled(options.demangle),
         categories: HashMap::new(),
         category_of: Vec::new(),
-        ids: Vec::new(),
+        ids: IdCache::default(),
         session: 0,
         sequence: FIRST_SEQUENCE,
         tasks: 0,
@@ -113,7 +113,7 @@ struct Perfetto<'t, 'o, W: Write> {
     category_of: Vec<u64>,
     /// By function id of the current session: the function index + 1 (0:
     /// not looked up yet).
-    ids: Vec<u32>,
+    ids: IdCache,
     session: u32,
     /// The current task's sequence id.
     sequence: u32,
@@ -163,10 +163,8 @@ fn annotation(name: &str, value: String) -> DebugAnnotation {
 impl<W: Write> Perfetto<'_, '_, W> {
     /// The function index of function `func` of the current session.
     fn function(&mut self, func: u32) -> usize {
-        let i = func as usize;
-        let cached = self.ids.get(i).copied().unwrap_or(0);
-        if cached != 0 {
-            return cached as usize - 1;
+        if let Some(x) = self.ids.get(func) {
+            return x;
         }
         let x = self.functions.index(self.trace, self.session, func);
         while self.category_of.len() < self.functions.list.len() {
@@ -176,13 +174,7 @@ impl<W: Write> Perfetto<'_, '_, W> {
             let iid = *self.categories.entry(name.to_string()).or_insert(next);
             self.category_of.push(iid);
         }
-        // A stray huge id (corrupt trace) is not cached.
-        if i < self.ids.len() + 1_000_000 {
-            if self.ids.len() <= i {
-                self.ids.resize(i + 1, 0);
-            }
-            self.ids[i] = x as u32 + 1;
-        }
+        self.ids.set(func, x);
         x
     }
 

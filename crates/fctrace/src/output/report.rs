@@ -19,7 +19,7 @@
 //! so its time stays in the caller's self time, and the caller keeps its
 //! full duration.
 
-use super::calls::Functions;
+use super::calls::{Functions, IdCache};
 use super::filter::{EventSource, Filter};
 use super::Progress;
 use crate::cli::SortKey;
@@ -124,7 +124,7 @@ struct Pass {
     functions: Functions,
     /// (session, func id) -> index in report.functions: a vector per
     /// session (ids are dense), looked up once per entry.
-    by_id: HashMap<u32, Vec<usize>>,
+    by_id: HashMap<u32, IdCache>,
     progress: Progress,
     /// Events read.
     done: u64,
@@ -158,10 +158,9 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
         progress.update(done_here);
         match event.kind {
             EventKind::Entry => {
-                let i = event.func as usize;
-                let stats = match ids.get(i) {
-                    Some(&x) if x != usize::MAX => x,
-                    _ => {
+                let stats = match ids.get(event.func) {
+                    Some(x) => x,
+                    None => {
                         let x = functions.index(trace, session, event.func);
                         while report.functions.len() < functions.list.len() {
                             let f = &functions.list[report.functions.len()];
@@ -175,13 +174,7 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
                         if open.len() < report.functions.len() {
                             open.resize(report.functions.len(), 0);
                         }
-                        // A stray huge id (corrupt trace) is not cached.
-                        if i < ids.len() + 1_000_000 {
-                            if ids.len() <= i {
-                                ids.resize(i + 1, usize::MAX);
-                            }
-                            ids[i] = x;
-                        }
+                        ids.set(event.func, x);
                         x
                     }
                 };
