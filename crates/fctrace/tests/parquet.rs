@@ -222,6 +222,50 @@ fn sqlite_calls_are_the_reports() {
     let out = scratch("parquet-sqlite");
     dump_parquet(&rec.dir.path, &out.path, &[]);
     assert_tables_are_the_reports(&rec.dir.path, &out.path, &[]);
+    // Several row groups (each with its own dictionaries of names and
+    // tasks), so the counts above span them.
+    let groups = duckdb(
+        &out.path,
+        "SELECT count(DISTINCT row_group_id) FROM parquet_metadata('calls.parquet')",
+    );
+    assert!(u(&groups[0][0]) > 1, "{groups:?}");
+}
+
+/// threads.c: thread i calls work() i + 1 times (its source says so),
+/// each work() leaf() twice; every row carries its thread's pid and tid,
+/// as tasks.parquet lists them.
+#[test]
+fn rows_of_a_hundred_threads() {
+    let exe = c_program("threads.c", "-O2", &["-O2", "-pthread"]);
+    let rec = record(&exe, &[], &[]);
+    let out = scratch("parquet-threads");
+    dump_parquet(&rec.dir.path, &out.path, &[]);
+    assert_tables_are_the_reports(&rec.dir.path, &out.path, &[]);
+    let rows = duckdb(
+        &out.path,
+        "SELECT tid, count(*) FILTER (function = 'work'), count(*) FILTER (function = 'leaf'), \
+         min(pid), max(pid), count(DISTINCT task) \
+         FROM 'calls.parquet' GROUP BY tid ORDER BY 2",
+    );
+    assert_eq!(rows.len(), 101, "{rows:?}");
+    let works: Vec<u64> = rows.iter().map(|r| u(&r[1])).collect();
+    let expected: Vec<u64> = std::iter::once(0).chain(1..=100).collect();
+    assert_eq!(works, expected);
+    // The main thread (no work) has the process's pid as its tid.
+    let pid = u(&rows[0][0]);
+    for r in &rows {
+        assert_eq!(u(&r[2]), 2 * u(&r[1]), "{r:?}");
+        assert_eq!((u(&r[3]), u(&r[4])), (pid, pid), "{r:?}");
+        assert_eq!(u(&r[5]), 1, "one task per thread: {r:?}");
+    }
+    // tasks.parquet: the same tasks, tids and calls.
+    let joined = duckdb(
+        &out.path,
+        "SELECT count(*), count(*) FILTER (t.tid = c.tid AND t.pid = c.pid AND t.calls = c.n) \
+         FROM 'tasks.parquet' t JOIN (SELECT task, min(tid) tid, min(pid) pid, count(*) n \
+         FROM 'calls.parquet' GROUP BY task) c USING (task)",
+    );
+    assert_eq!(joined, vec![vec![Value::from(101), Value::from(101)]]);
 }
 
 #[test]

@@ -1,0 +1,807 @@
+//! `fctrace dump --parquet -o DIR`: the calls of a trace as Parquet tables
+//! for DuckDB, Polars, Spark (docs/format.md describes the schema):
+//! - `calls.parquet`: one row per call, written as the calls end (per
+//!   task, innermost first). Each column chunk is encoded and compressed
+//!   as its rows come ([`chunk`]), and the chunks of a row group are
+//!   spliced into the file when it holds [`GROUP_ROWS`] rows or
+//!   [`GROUP_BYTES`] of chunks: memory does not grow with the trace, and
+//!   the file's footer (the metadata of every row group, held until the
+//!   file is closed) stays small;
+//! - `functions.parquet`: one row per function, the report's statistics;
+//! - `tasks.parquet`: one row per task.
+//!
+//! The times follow the report ([`super::report`]): a call that never
+//! returned in the trace has no duration nor self time (NULL), and its
+//! time stays in its caller's self time; `total_ns` of a function does
+//! not add a recursive call nested in another call of it again.
+
+mod chunk;
+mod rle;
+
+use self::chunk::{CrateColumn, KeyColumn, Plain};
+use super::calls::{each_task, Call, End, Functions, Open, Step, StepSink};
+use super::Progress;
+use anyhow::Context;
+use bytes::Bytes;
+use fctrace_format::store::{StoreError, TaskInfo, Trace};
+use parquet::basic::Encoding;
+use parquet::column::writer::ColumnCloseResult;
+use parquet::data_type::{ByteArray, ByteArrayType, Int32Type, Int64Type};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesPtr};
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
+use parquet::schema::types::{ColumnPath, SchemaDescriptor};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Rows of calls.parquet per row group at most.
+pub const GROUP_ROWS: usize = 1 << 20;
+
+/// A row group is also closed when its chunks hold this much (compressed).
+pub const GROUP_BYTES: usize = 1 << 20;
+
+/// Rows per batch given to the encoding thread (and the row group's size
+/// checked).
+const BATCH: usize = 4096;
+
+/// What [`write`] met.
+pub struct Written {
+    /// Sum of the counts of the `Lost` records met.
+    pub lost_in_streams: u64,
+    /// Tasks whose events could not all be read (their readable part is
+    /// written).
+    pub errors: Vec<StoreError>,
+}
+
+fn create(
+    dir: &Path,
+    name: &str,
+    schema: &str,
+    props: WriterPropertiesPtr,
+) -> anyhow::Result<(PathBuf, SerializedFileWriter<BufWriter<File>>)> {
+    let path = dir.join(name);
+    let schema = Arc::new(parse_message_type(schema).expect("a valid schema"));
+    let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    let writer = SerializedFileWriter::new(BufWriter::with_capacity(1 << 20, file), schema, props)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok((path, writer))
+}
+
+/// zstd (fast), statistics per chunk, no dictionary (the columns that
+/// repeat are [`KeyColumn`]s), no page index, delta encoding for the
+/// `times`.
+fn properties(strings: &[&str], times: &[&str]) -> WriterProperties {
+    let mut b = WriterProperties::builder()
+        .set_compression(chunk::compression())
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_offset_index_disabled(true)
+        .set_data_page_size_limit(256 << 10)
+        .set_dictionary_enabled(false);
+    for c in strings {
+        b = b.set_column_statistics_enabled(ColumnPath::from(*c), EnabledStatistics::None);
+    }
+    for c in times {
+        b = b
+            .set_column_encoding(ColumnPath::from(*c), Encoding::DELTA_BINARY_PACKED)
+            .set_column_compression(
+                ColumnPath::from(*c),
+                parquet::basic::Compression::UNCOMPRESSED,
+            );
+    }
+    b.build()
+}
+
+const CALLS_SCHEMA: &str = "message calls {
+    required int32 task (INTEGER(32, false));
+    required int32 pid (INTEGER(32, false));
+    required int32 tid (INTEGER(32, false));
+    required int32 depth (INTEGER(32, false));
+    required binary function (STRING);
+    required binary symbol (STRING);
+    required binary module (STRING);
+    required int64 start_ns (INTEGER(64, false));
+    required int64 end_ns (INTEGER(64, false));
+    optional int64 duration_ns (INTEGER(64, false));
+    optional int64 self_ns (INTEGER(64, false));
+    required binary ended (STRING);
+    optional binary args (STRING);
+    optional binary retval (STRING);
+}";
+
+/// How a call ended, as the `ended` column spells it.
+fn ended(end: End) -> &'static str {
+    match end {
+        End::Returned => "returned",
+        End::Unwound => "unwound",
+        End::NotReturned => "not_returned",
+    }
+}
+
+const ENDS: [End; 3] = [End::Returned, End::Unwound, End::NotReturned];
+
+/// Rows of calls.parquet, column by column, as the encoding thread takes
+/// them.
+#[derive(Default)]
+struct Batch {
+    task: Vec<u32>,
+    depth: Vec<u32>,
+    /// Index in [`Pass::functions`].
+    func: Vec<u32>,
+    /// An [`End`], as its index in [`ENDS`].
+    end: Vec<u32>,
+    start_ns: Vec<i64>,
+    end_ns: Vec<i64>,
+    /// The optional columns: their values, and per row 1 (a value) or 0.
+    duration_ns: (Vec<i64>, Vec<i16>),
+    self_ns: (Vec<i64>, Vec<i16>),
+    args: (Vec<ByteArray>, Vec<i16>),
+    retval: (Vec<ByteArray>, Vec<i16>),
+    /// Functions first met since the previous batch (in index order):
+    /// name, symbol, module.
+    functions: Vec<[String; 3]>,
+    /// Tasks begun since the previous batch: id, pid, tid.
+    tasks: Vec<(u32, u32, u32)>,
+}
+
+impl Batch {
+    fn rows(&self) -> usize {
+        self.task.len()
+    }
+
+    fn clear(&mut self) {
+        self.task.clear();
+        self.depth.clear();
+        self.func.clear();
+        self.end.clear();
+        self.start_ns.clear();
+        self.end_ns.clear();
+        for c in [&mut self.duration_ns, &mut self.self_ns] {
+            c.0.clear();
+            c.1.clear();
+        }
+        for c in [&mut self.args, &mut self.retval] {
+            c.0.clear();
+            c.1.clear();
+        }
+        self.functions.clear();
+        self.tasks.clear();
+    }
+}
+
+fn push_optional<T>(column: &mut (Vec<T>, Vec<i16>), v: Option<T>) {
+    column.1.push(i16::from(v.is_some()));
+    if let Some(v) = v {
+        column.0.push(v);
+    }
+}
+
+/// calls.parquet's encoder, on its own thread: batches of rows in, row
+/// groups out.
+struct Encoder {
+    path: PathBuf,
+    writer: SerializedFileWriter<BufWriter<File>>,
+    z: zstd::bulk::Compressor<'static>,
+    /// task, pid, tid.
+    task: KeyColumn,
+    depth: KeyColumn,
+    /// function, symbol, module.
+    func: KeyColumn,
+    end: KeyColumn,
+    start_ns: CrateColumn,
+    end_ns: CrateColumn,
+    duration_ns: CrateColumn,
+    self_ns: CrateColumn,
+    args: CrateColumn,
+    retval: CrateColumn,
+    /// Rows in the row group.
+    rows: usize,
+    /// Per function index: name, symbol, module.
+    functions: Vec<[String; 3]>,
+    /// Per task id: pid, tid.
+    tasks: Vec<(u32, u32)>,
+}
+
+impl Encoder {
+    fn create(dir: &Path) -> anyhow::Result<Encoder> {
+        let props = Arc::new(properties(
+            &["args", "retval"],
+            &["start_ns", "end_ns", "duration_ns", "self_ns"],
+        ));
+        let (path, writer) = create(dir, "calls.parquet", CALLS_SCHEMA, props.clone())?;
+        let schema = SchemaDescriptor::new(Arc::new(
+            parse_message_type(CALLS_SCHEMA).expect("a valid schema"),
+        ));
+        let col = |i: usize| schema.column(i);
+        let keys = |columns: &[usize]| KeyColumn::new(columns.iter().map(|&i| col(i)).collect());
+        let other = |i: usize| CrateColumn::new(col(i), props.clone());
+        Ok(Encoder {
+            path,
+            writer,
+            z: zstd::bulk::Compressor::new(chunk::ZSTD_LEVEL).context("zstd")?,
+            task: keys(&[0, 1, 2]),
+            depth: keys(&[3]),
+            func: keys(&[4, 5, 6]),
+            start_ns: other(7),
+            end_ns: other(8),
+            duration_ns: other(9),
+            self_ns: other(10),
+            end: keys(&[11]),
+            args: other(12),
+            retval: other(13),
+            rows: 0,
+            functions: Vec::new(),
+            tasks: Vec::new(),
+        })
+    }
+
+    fn fail(&self, e: parquet::errors::ParquetError) -> anyhow::Error {
+        anyhow::Error::from(e).context(format!("cannot write {}", self.path.display()))
+    }
+
+    fn add(&mut self, b: &mut Batch) -> anyhow::Result<()> {
+        self.functions.append(&mut b.functions);
+        for &(id, pid, tid) in &b.tasks {
+            let i = id as usize;
+            if self.tasks.len() <= i {
+                self.tasks.resize(i + 1, (0, 0));
+            }
+            self.tasks[i] = (pid, tid);
+        }
+        self.encode(b).map_err(|e| self.fail(e))?;
+        self.rows += b.rows();
+        if self.rows >= GROUP_ROWS || self.held_bytes() >= GROUP_BYTES {
+            self.close_group()?;
+        }
+        Ok(())
+    }
+
+    fn encode(&mut self, b: &Batch) -> parquet::errors::Result<()> {
+        let z = &mut self.z;
+        self.task.push(&b.task, z)?;
+        self.depth.push(&b.depth, z)?;
+        self.func.push(&b.func, z)?;
+        self.end.push(&b.end, z)?;
+        self.start_ns.write_i64(&b.start_ns, None)?;
+        self.end_ns.write_i64(&b.end_ns, None)?;
+        self.duration_ns
+            .write_i64(&b.duration_ns.0, Some(&b.duration_ns.1))?;
+        self.self_ns.write_i64(&b.self_ns.0, Some(&b.self_ns.1))?;
+        self.args.write_bytes(&b.args.0, Some(&b.args.1))?;
+        self.retval.write_bytes(&b.retval.0, Some(&b.retval.1))
+    }
+
+    fn held_bytes(&self) -> usize {
+        [&self.task, &self.depth, &self.func, &self.end]
+            .iter()
+            .map(|c| c.held_bytes())
+            .sum::<usize>()
+            + [
+                &self.start_ns,
+                &self.end_ns,
+                &self.duration_ns,
+                &self.self_ns,
+                &self.args,
+                &self.retval,
+            ]
+            .iter()
+            .map(|c| c.held_bytes())
+            .sum::<usize>()
+    }
+
+    /// Writes the rows gathered as a row group.
+    fn close_group(&mut self) -> anyhow::Result<()> {
+        if self.rows == 0 {
+            return Ok(());
+        }
+        self.rows = 0;
+        let chunks = self.close_chunks().map_err(|e| self.fail(e))?;
+        let path = &self.path;
+        let fail = |e: parquet::errors::ParquetError| {
+            anyhow::Error::from(e).context(format!("cannot write {}", path.display()))
+        };
+        let mut group = self.writer.next_row_group().map_err(fail)?;
+        for (bytes, result) in chunks {
+            group.append_column(&bytes, result).map_err(fail)?;
+        }
+        group.close().map_err(fail)?;
+        Ok(())
+    }
+
+    /// The row group's chunks, in the schema's order.
+    fn close_chunks(&mut self) -> parquet::errors::Result<Vec<(Bytes, ColumnCloseResult)>> {
+        let z = &mut self.z;
+        let tasks = &self.tasks;
+        let task = |k: u32| tasks.get(k as usize).copied().unwrap_or_default();
+        let functions = &self.functions;
+        let func = |k: u32, i: usize| Plain::Str(&functions[k as usize][i]);
+        let mut chunks = self.task.close(
+            z,
+            &[
+                &|k| Plain::Int(k as i32),
+                &|k| Plain::Int(task(k).0 as i32),
+                &|k| Plain::Int(task(k).1 as i32),
+            ],
+        )?;
+        chunks.extend(self.depth.close(z, &[&|k| Plain::Int(k as i32)])?);
+        chunks.extend(
+            self.func
+                .close(z, &[&|k| func(k, 0), &|k| func(k, 1), &|k| func(k, 2)])?,
+        );
+        chunks.push(self.start_ns.close()?);
+        chunks.push(self.end_ns.close()?);
+        chunks.push(self.duration_ns.close()?);
+        chunks.push(self.self_ns.close()?);
+        chunks.extend(
+            self.end
+                .close(z, &[&|k| Plain::Str(ended(ENDS[k as usize]))])?,
+        );
+        chunks.push(self.args.close()?);
+        chunks.push(self.retval.close()?);
+        Ok(chunks)
+    }
+
+    fn close(mut self) -> anyhow::Result<()> {
+        self.close_group()?;
+        let path = self.path.clone();
+        self.writer
+            .close()
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(())
+    }
+}
+
+/// Batches in flight between the pass and the encoder: the memory held.
+const BATCHES: usize = 3;
+
+/// calls.parquet, written by an [`Encoder`] on another thread while the
+/// pass goes on: rows are gathered into a [`Batch`] here, encoded and
+/// compressed there, and the batch comes back to be filled again.
+struct CallsWriter {
+    batch: Batch,
+    to_encoder: Option<std::sync::mpsc::SyncSender<Batch>>,
+    emptied: std::sync::mpsc::Receiver<Batch>,
+    encoder: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    /// Functions the encoder was given.
+    functions_sent: usize,
+}
+
+impl CallsWriter {
+    fn create(dir: &Path) -> anyhow::Result<CallsWriter> {
+        let mut encoder = Encoder::create(dir)?;
+        let (to_encoder, batches) = std::sync::mpsc::sync_channel::<Batch>(BATCHES - 1);
+        let (give_back, emptied) = std::sync::mpsc::sync_channel::<Batch>(BATCHES);
+        let thread = std::thread::Builder::new()
+            .name("parquet".into())
+            .spawn(move || {
+                for mut batch in batches {
+                    encoder.add(&mut batch)?;
+                    batch.clear();
+                    // Never waits: when the pass has batches enough, or
+                    // has ended, this one is dropped.
+                    let _ = give_back.try_send(batch);
+                }
+                encoder.close()
+            })
+            .context("cannot start the Parquet encoding thread")?;
+        Ok(CallsWriter {
+            batch: Batch::default(),
+            to_encoder: Some(to_encoder),
+            emptied,
+            encoder: Some(thread),
+            functions_sent: 0,
+        })
+    }
+
+    /// Gives the batch to the encoder; false when the encoder stopped (its
+    /// error is [`CallsWriter::finish`]'s).
+    fn send(&mut self) -> bool {
+        let empty = self.emptied.try_recv().unwrap_or_default();
+        let full = std::mem::replace(&mut self.batch, empty);
+        match &self.to_encoder {
+            Some(tx) => tx.send(full).is_ok(),
+            None => false,
+        }
+    }
+
+    /// The rows given so far, written; the file closed.
+    fn finish(mut self) -> anyhow::Result<()> {
+        if self.batch.rows() > 0 || !self.batch.functions.is_empty() {
+            self.send();
+        }
+        drop(self.to_encoder.take());
+        match self.encoder.take().map(|t| t.join()) {
+            Some(Ok(result)) => result,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The values of one column of a small table.
+enum Values {
+    /// A uint32 (stored as int32, its bits).
+    U32(Vec<i32>),
+    /// A uint64 (stored as int64, its bits).
+    U64(Vec<i64>),
+    Str(Vec<ByteArray>),
+}
+
+/// A column of a small table: its values, and for an optional column its
+/// definition levels (1: a value, 0: null).
+struct Column {
+    values: Values,
+    defs: Option<Vec<i16>>,
+}
+
+impl Column {
+    fn new(values: Values) -> Column {
+        Column { values, defs: None }
+    }
+    fn u32() -> Column {
+        Column::new(Values::U32(Vec::new()))
+    }
+    fn u64() -> Column {
+        Column::new(Values::U64(Vec::new()))
+    }
+    fn str() -> Column {
+        Column::new(Values::Str(Vec::new()))
+    }
+    fn optional(mut self) -> Column {
+        self.defs = Some(Vec::new());
+        self
+    }
+
+    fn defined(&mut self, yes: bool) {
+        if let Some(d) = &mut self.defs {
+            d.push(i16::from(yes));
+        }
+    }
+
+    fn push_u32(&mut self, v: Option<u32>) {
+        self.defined(v.is_some());
+        if let (Values::U32(values), Some(v)) = (&mut self.values, v) {
+            values.push(v as i32);
+        }
+    }
+    fn push_u64(&mut self, v: Option<u64>) {
+        self.defined(v.is_some());
+        if let (Values::U64(values), Some(v)) = (&mut self.values, v) {
+            values.push(v as i64);
+        }
+    }
+    fn push_str(&mut self, v: Option<ByteArray>) {
+        self.defined(v.is_some());
+        if let (Values::Str(values), Some(v)) = (&mut self.values, v) {
+            values.push(v);
+        }
+    }
+}
+
+/// A small table (functions.parquet, tasks.parquet), written as one row
+/// group when it is closed.
+struct Table {
+    path: PathBuf,
+    writer: SerializedFileWriter<BufWriter<File>>,
+    /// In the schema's order.
+    columns: Vec<Column>,
+}
+
+impl Table {
+    fn create(dir: &Path, name: &str, schema: &str, columns: Vec<Column>) -> anyhow::Result<Table> {
+        let (path, writer) = create(dir, name, schema, Arc::new(properties(&[], &[])))?;
+        Ok(Table {
+            path,
+            writer,
+            columns,
+        })
+    }
+
+    fn close(mut self) -> anyhow::Result<()> {
+        let path = &self.path;
+        let fail = |e: parquet::errors::ParquetError| {
+            anyhow::Error::from(e).context(format!("cannot write {}", path.display()))
+        };
+        let mut group = self.writer.next_row_group().map_err(fail)?;
+        for column in &self.columns {
+            let mut w = group
+                .next_column()
+                .map_err(fail)?
+                .expect("a column per field of the schema");
+            let defs = column.defs.as_deref();
+            match &column.values {
+                Values::U32(v) => w.typed::<Int32Type>().write_batch(v, defs, None),
+                Values::U64(v) => w.typed::<Int64Type>().write_batch(v, defs, None),
+                Values::Str(v) => w.typed::<ByteArrayType>().write_batch(v, defs, None),
+            }
+            .map_err(fail)?;
+            w.close().map_err(fail)?;
+        }
+        group.close().map_err(fail)?;
+        self.writer.close().map_err(fail)?;
+        Ok(())
+    }
+}
+
+/// Per function, the report's statistics.
+#[derive(Clone, Default)]
+struct Stats {
+    calls: u64,
+    returned: u64,
+    total_ns: u64,
+    self_ns: u64,
+    sum_ns: u64,
+    min_ns: Option<u64>,
+    max_ns: Option<u64>,
+}
+
+/// The pass over the tasks.
+struct Pass<'t> {
+    trace: &'t Trace,
+    functions: Functions,
+    stats: Vec<Stats>,
+    out: CallsWriter,
+    /// The encoder stopped (a write error): the pass stops writing.
+    failed: bool,
+    calls: u64,
+    calls_by_task: HashMap<u32, u64>,
+    /// The current task, and its calls before it.
+    task: TaskInfo,
+    calls_before: u64,
+    /// Function id of the task's session -> index in `functions`.
+    ids: Vec<u32>,
+    /// The open calls: (function index, durations of the children that
+    /// ended with an exit), in step with the calls' stack.
+    stack: Vec<(u32, u64)>,
+    /// Open calls per function in this task (recursion).
+    open: Vec<u32>,
+}
+
+impl Pass<'_> {
+    fn push(&mut self, func: u32, call: &Call, self_ns: u64) {
+        self.calls += 1;
+        if self.failed {
+            return;
+        }
+        let b = &mut self.out.batch;
+        for f in &self.functions.list[self.out.functions_sent..] {
+            b.functions
+                .push([f.name.clone(), f.symbol.clone(), f.module.clone()]);
+        }
+        self.out.functions_sent = self.functions.list.len();
+        let returned = call.end != End::NotReturned;
+        b.task.push(self.task.id);
+        b.depth.push(call.depth as u32);
+        b.func.push(func);
+        b.end.push(call.end as u32);
+        b.start_ns.push(call.start_ns as i64);
+        b.end_ns.push(call.end_ns as i64);
+        push_optional(
+            &mut b.duration_ns,
+            returned.then(|| call.duration_ns() as i64),
+        );
+        push_optional(&mut b.self_ns, returned.then_some(self_ns as i64));
+        let text = |p: &Option<Vec<u8>>| {
+            p.as_ref()
+                .map(|p| ByteArray::from(super::args::format_payload(p).into_bytes()))
+        };
+        push_optional(&mut b.args, text(&call.args));
+        push_optional(&mut b.retval, text(&call.retval));
+        if b.rows() == BATCH && !self.out.send() {
+            self.failed = true;
+        }
+    }
+}
+
+const NO_INDEX: u32 = u32::MAX;
+
+impl StepSink for Pass<'_> {
+    fn begin_task(&mut self, task: &TaskInfo) -> std::io::Result<()> {
+        self.task = task.clone();
+        self.out.batch.tasks.push((task.id, task.pid, task.tid));
+        self.calls_before = self.calls;
+        self.ids.clear();
+        self.stack.clear();
+        self.open.clear();
+        self.open.resize(self.stats.len(), 0);
+        Ok(())
+    }
+
+    fn step(&mut self, step: &Step, _: &[Open]) -> std::io::Result<()> {
+        match step {
+            Step::Enter { func, .. } => {
+                let i = *func as usize;
+                let f = match self.ids.get(i) {
+                    Some(&x) if x != NO_INDEX => x,
+                    _ => {
+                        let x = self.functions.index(self.trace, self.task.session, *func) as u32;
+                        if self.stats.len() < self.functions.list.len() {
+                            self.stats
+                                .resize(self.functions.list.len(), Stats::default());
+                        }
+                        if i < self.ids.len() + 1_000_000 {
+                            if self.ids.len() <= i {
+                                self.ids.resize(i + 1, NO_INDEX);
+                            }
+                            self.ids[i] = x;
+                        }
+                        x
+                    }
+                };
+                if self.open.len() < self.stats.len() {
+                    self.open.resize(self.stats.len(), 0);
+                }
+                self.stats[f as usize].calls += 1;
+                self.open[f as usize] += 1;
+                self.stack.push((f, 0));
+            }
+            Step::Leave(call) => {
+                let Some((f, exited_children_ns)) = self.stack.pop() else {
+                    return Ok(());
+                };
+                self.open[f as usize] -= 1;
+                let dur = call.duration_ns();
+                let self_ns = dur.saturating_sub(exited_children_ns);
+                if call.end != End::NotReturned {
+                    let s = &mut self.stats[f as usize];
+                    s.returned += 1;
+                    s.sum_ns = s.sum_ns.saturating_add(dur);
+                    s.self_ns = s.self_ns.saturating_add(self_ns);
+                    if self.open[f as usize] == 0 {
+                        s.total_ns = s.total_ns.saturating_add(dur);
+                    }
+                    s.min_ns = Some(s.min_ns.map_or(dur, |m| m.min(dur)));
+                    s.max_ns = Some(s.max_ns.map_or(dur, |m| m.max(dur)));
+                    if let Some(parent) = self.stack.last_mut() {
+                        parent.1 = parent.1.saturating_add(dur);
+                    }
+                }
+                self.push(f, call, self_ns);
+            }
+            Step::Lost { .. } | Step::Unmatched { .. } | Step::Signal { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn end_task(&mut self) -> std::io::Result<()> {
+        *self.calls_by_task.entry(self.task.id).or_default() += self.calls - self.calls_before;
+        Ok(())
+    }
+}
+
+/// Writes calls.parquet, functions.parquet and tasks.parquet of the calls
+/// the display filters of `options` show into `dir` (created if needed).
+pub fn write(
+    trace: &Trace,
+    options: &fctrace_options::Options,
+    dir: &Path,
+) -> anyhow::Result<Written> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut pass = Pass {
+        trace,
+        functions: Functions::demangled(options.demangle),
+        stats: Vec::new(),
+        out: CallsWriter::create(dir)?,
+        failed: false,
+        calls: 0,
+        calls_by_task: HashMap::new(),
+        task: TaskInfo::default(),
+        calls_before: 0,
+        ids: Vec::new(),
+        stack: Vec::new(),
+        open: Vec::new(),
+    };
+    // The sink keeps its write errors in `failed`: it does not fail.
+    let steps = each_task(
+        trace,
+        options,
+        "parquet",
+        Progress::wanted(false),
+        &mut pass,
+    )
+    .unwrap_or_default();
+    // The encoder's error, if it stopped.
+    pass.out.finish()?;
+    write_functions(dir, &pass.functions, &pass.stats)?;
+    write_tasks(dir, trace, &pass.calls_by_task)?;
+    Ok(Written {
+        lost_in_streams: steps.lost_in_streams,
+        errors: steps.errors,
+    })
+}
+
+fn write_functions(dir: &Path, functions: &Functions, stats: &[Stats]) -> anyhow::Result<()> {
+    const SCHEMA: &str = "message functions {
+        required binary function (STRING);
+        required binary symbol (STRING);
+        required binary module (STRING);
+        required int64 calls (INTEGER(64, false));
+        required int64 returned (INTEGER(64, false));
+        required int64 total_ns (INTEGER(64, false));
+        required int64 self_ns (INTEGER(64, false));
+        optional int64 min_ns (INTEGER(64, false));
+        optional int64 avg_ns (INTEGER(64, false));
+        optional int64 max_ns (INTEGER(64, false));
+    }";
+    let columns = vec![
+        Column::str(),
+        Column::str(),
+        Column::str(),
+        Column::u64(),
+        Column::u64(),
+        Column::u64(),
+        Column::u64(),
+        Column::u64().optional(),
+        Column::u64().optional(),
+        Column::u64().optional(),
+    ];
+    let mut t = Table::create(dir, "functions.parquet", SCHEMA, columns)?;
+    for (f, s) in functions.list.iter().zip(stats) {
+        let avg = (s.returned > 0).then(|| {
+            ((u128::from(s.sum_ns) + u128::from(s.returned) / 2) / u128::from(s.returned)) as u64
+        });
+        let c = &mut t.columns;
+        c[0].push_str(Some(f.name.as_str().into()));
+        c[1].push_str(Some(f.symbol.as_str().into()));
+        c[2].push_str(Some(f.module.as_str().into()));
+        c[3].push_u64(Some(s.calls));
+        c[4].push_u64(Some(s.returned));
+        c[5].push_u64(Some(s.total_ns));
+        c[6].push_u64(Some(s.self_ns));
+        c[7].push_u64(s.min_ns);
+        c[8].push_u64(avg);
+        c[9].push_u64(s.max_ns);
+    }
+    t.close()
+}
+
+fn write_tasks(dir: &Path, trace: &Trace, calls: &HashMap<u32, u64>) -> anyhow::Result<()> {
+    const SCHEMA: &str = "message tasks {
+        required int32 task (INTEGER(32, false));
+        required int32 pid (INTEGER(32, false));
+        required int32 tid (INTEGER(32, false));
+        required int32 ppid (INTEGER(32, false));
+        optional int32 parent (INTEGER(32, false));
+        required binary origin (STRING);
+        required binary comm (STRING);
+        required binary program (STRING);
+        required int32 session (INTEGER(32, false));
+        required int64 events (INTEGER(64, false));
+        required int64 calls (INTEGER(64, false));
+    }";
+    let columns = vec![
+        Column::u32(),
+        Column::u32(),
+        Column::u32(),
+        Column::u32(),
+        Column::u32().optional(),
+        Column::str(),
+        Column::str(),
+        Column::str(),
+        Column::u32(),
+        Column::u64(),
+        Column::u64(),
+    ];
+    let mut table = Table::create(dir, "tasks.parquet", SCHEMA, columns)?;
+    for t in &trace.info.tasks {
+        let program = trace
+            .sessions
+            .get(&t.session)
+            .map_or(trace.info.program.as_str(), |s| s.exe.as_str());
+        let c = &mut table.columns;
+        c[0].push_u32(Some(t.id));
+        c[1].push_u32(Some(t.pid));
+        c[2].push_u32(Some(t.tid));
+        c[3].push_u32(Some(t.ppid));
+        c[4].push_u32(t.parent);
+        c[5].push_str(Some(t.origin.as_str().into()));
+        c[6].push_str(Some(t.comm.as_str().into()));
+        c[7].push_str(Some(program.into()));
+        c[8].push_u32(Some(t.session));
+        c[9].push_u64(Some(t.events));
+        c[10].push_u64(Some(calls.get(&t.id).copied().unwrap_or(0)));
+    }
+    table.close()
+}
