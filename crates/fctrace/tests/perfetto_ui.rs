@@ -16,7 +16,7 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -302,4 +302,59 @@ fn perfetto_trace_processor_sqlite() {
     assert_eq!(t[0].one(), SQLITE_ROWS);
     assert_eq!(t[1].one(), SQLITE_ROWS);
     assert_eq!(t[2].strings(), ["main"]);
+}
+
+/// Perfetto UI itself (its page, its engine worker) opens the file in
+/// headless Chromium: its engine counts one slice per call and a thread
+/// per traced thread of threads.c; the screenshot is kept in
+/// `<CARGO_TARGET_TMPDIR>/outputs/perfetto_ui/threads.png`.
+#[test]
+fn perfetto_ui_in_chromium_threads() {
+    const N: u64 = 100;
+    require_node();
+    require_tool("chromium", "chromium");
+    let (web, _) = perfetto_ui();
+    let exe = c_program("threads.c", "-O2", &["-O2", "-pthread"]);
+    let rec = record(&exe, &[], &[]);
+    let (_s, file) = dump_file(&rec.dir.path, &["--perfetto"], "threads.pftrace");
+    let shot = output_dir("perfetto_ui").join("threads.png");
+    let r = run_with_timeout(
+        Command::new("node")
+            .arg(scripts_dir().join("ui.mjs"))
+            .arg("--screenshot")
+            .arg(&shot)
+            .arg(&web)
+            .arg(&file)
+            .arg(SLICES)
+            .arg(
+                "select count(distinct utid) from thread_track \
+                 where id in (select track_id from slice)",
+            )
+            .arg("select count(*) from slice where name = 'leaf'"),
+        Duration::from_secs(600),
+    );
+    assert!(
+        r.success(),
+        "Perfetto UI in Chromium failed\n{}",
+        r.describe()
+    );
+    let answers: Vec<u64> = r
+        .stdout
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["rows"][0][0].as_u64().unwrap()
+        })
+        .collect();
+    let rep: Report =
+        serde_json::from_str(&fctrace_on("report", &rec.dir.path, &["--format", "json"])).unwrap();
+    let calls: u64 = rep.functions.iter().map(|f| f.calls).sum();
+    // threads.c: every work() calls leaf() twice.
+    assert_eq!(answers, [calls, N + 1, N * (N + 1)], "{}", r.describe());
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG"),
+        "no screenshot in {}",
+        shot.display()
+    );
 }

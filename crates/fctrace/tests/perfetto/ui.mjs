@@ -48,7 +48,7 @@ let profile = null;
 let server = null;
 function cleanUp() {
   if (browser && browser.exitCode === null) browser.kill('SIGKILL');
-  if (profile) fs.rmSync(profile, { recursive: true, force: true });
+  if (profile) fs.rmSync(profile, { recursive: true, force: true, maxRetries: 5 });
   server?.close();
 }
 function fail(message) {
