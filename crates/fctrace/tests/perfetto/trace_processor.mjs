@@ -20,6 +20,7 @@
 // trace_processor.proto), answered synchronously through the port's
 // postMessage with TraceProcessorRpc messages.
 
+import { webcrypto } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import vm from 'node:vm';
@@ -58,7 +59,7 @@ const worker = vm.createContext({
   console: { log: (...a) => console.error(...a), warn: (...a) => console.error(...a),
              error: (...a) => console.error(...a), info: () => {}, debug: () => {} },
   setTimeout, clearTimeout, setInterval, clearInterval, queueMicrotask,
-  TextDecoder, TextEncoder, URL, performance, crypto,
+  TextDecoder, TextEncoder, URL, performance, crypto: webcrypto,
   WorkerGlobalScope: function WorkerGlobalScope() {},
   XMLHttpRequest: SyncFileRequest,
   location: { href: `file://${path.resolve(engineDir)}/` },
