@@ -4,8 +4,9 @@
 //! tests/perfetto/trace_processor.mjs) without an import error, and its
 //! SQL tables hold the calls: `slice` has one row per call (the report's
 //! total), per thread as many as the thread's calls in `replay`'s tree,
-//! each function's calls under its name, and `slice.depth` / the ancestors
-//! of a call follow the program's source. tests/perfetto/ui.mjs opens the
+//! each function's calls under its name, every slice ends, `slice.depth` /
+//! the ancestors of a call follow the program's source, and arguments,
+//! return values and unwound ends are the slices' `args`. tests/perfetto/ui.mjs opens the
 //! same file in Perfetto UI in headless Chromium and asks the UI's own
 //! engine for the slice count (screenshot in the test's output directory).
 //!
@@ -162,6 +163,8 @@ const PER_THREAD: &str = "select thread.tid, count(*), max(slice.depth) from sli
      join thread_track on slice.track_id = thread_track.id join thread using (utid) \
      group by thread.tid order by thread.tid";
 const PER_NAME: &str = "select name, count(*) from slice group by name order by name";
+/// Slices that never end (a begin without its end has duration -1).
+const UNENDED: &str = "select count(*) from slice where dur < 0";
 
 /// What every trace must satisfy in Perfetto: no import error; one slice
 /// per call (the report's total); per thread, the thread's calls and
@@ -170,7 +173,10 @@ const PER_NAME: &str = "select name, count(*) from slice group by name order by 
 #[track_caller]
 fn check(dir: &Path) -> (TraceDir, PathBuf) {
     let (scratch, file) = dump_file(dir, &["--perfetto"], "trace.pftrace");
-    let t = trace_processor(&file, &[IMPORT_ERRORS, SLICES, PER_THREAD, PER_NAME]);
+    let t = trace_processor(
+        &file,
+        &[IMPORT_ERRORS, SLICES, PER_THREAD, PER_NAME, UNENDED],
+    );
     assert!(
         t[0].rows.is_empty(),
         "Perfetto's trace processor reports import errors: {:?}",
@@ -206,6 +212,7 @@ fn check(dir: &Path) -> (TraceDir, PathBuf) {
         .iter()
         .map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_u64().unwrap()))
         .collect();
+    assert_eq!(t[4].one(), 0, "slices without an end in Perfetto");
     assert_eq!(
         tp_names, by_name,
         "slices per name in Perfetto (left), calls per function in the report (right)"
@@ -231,7 +238,7 @@ fn ancestors_of_deepest(file: &Path, name: &str) -> (Vec<String>, u64) {
 #[test]
 fn perfetto_trace_processor_c_tree() {
     let exe = c_program("tree.c", "-O0", &["-O0"]);
-    let rec = record(&exe, &[], &[]);
+    let rec = record(&exe, &[], &["-A", "leaf@arg1", "-R", "leaf@retval"]);
     let (_s, file) = check(&rec.dir.path);
     // tree.c: main -> rec(3) -> rec(2) -> rec(1) -> inc; main -> nest1 ->
     // nest2 -> leaf.
@@ -241,16 +248,51 @@ fn perfetto_trace_processor_c_tree() {
     let (path, depth) = ancestors_of_deepest(&file, "leaf");
     assert_eq!(path, ["main", "nest1", "nest2"]);
     assert_eq!(depth, 3);
-    let t = trace_processor(&file, &["select count(*) from slice where name = 'leaf'"]);
-    // leaf(1) from main, leaf(2) from nest2, leaf(a) from nest1.
-    assert_eq!(t[0].one(), 3);
+    // The arguments and return values are the slices' args (debug
+    // annotations of the begin and of the end).
+    let t = trace_processor(
+        &file,
+        &["select a.display_value, r.display_value from slice s \
+           join args a on a.arg_set_id = s.arg_set_id and a.key = 'debug.args' \
+           join args r on r.arg_set_id = s.arg_set_id and r.key = 'debug.retval' \
+           where s.name = 'leaf' order by s.ts"],
+    );
+    // leaf(x) = 7x + 3: leaf(1) from main, leaf(2) from nest2 (nest1(2)),
+    // then leaf(nest2(2)) = leaf(17 + 3) from nest1.
+    let leaf: Vec<(String, String)> = t[0]
+        .rows
+        .iter()
+        .map(|r| (r[0].as_str().unwrap().into(), r[1].as_str().unwrap().into()))
+        .collect();
+    let expected: Vec<(String, String)> = [("1", "10"), ("2", "17"), ("20", "143")]
+        .iter()
+        .map(|(a, r)| (a.to_string(), r.to_string()))
+        .collect();
+    assert_eq!(leaf, expected);
 }
 
 #[test]
 fn perfetto_trace_processor_cpp_exceptions() {
     let exe = cxx_program("tree.cpp", "-O0", &["-O0"]);
     let rec = record(&exe, &["exceptions"], &[]);
-    check(&rec.dir.path);
+    let (_s, file) = check(&rec.dir.path);
+    // The calls an exception unwound: `end` = `unwound` on the slice,
+    // as many as replay's tree marks `(unwound)`.
+    let mut unwound = 0;
+    for t in replay(&rec.dir.path).threads {
+        for r in &t.roots {
+            r.walk(&mut Vec::new(), &mut |n, _| unwound += u64::from(n.unwound));
+        }
+    }
+    assert!(unwound > 0, "no unwound call in tree.cpp's exceptions");
+    let t = trace_processor(
+        &file,
+        &[
+            "select count(*) from slice s join args a using (arg_set_id) \
+           where a.key = 'debug.end' and a.string_value = 'unwound'",
+        ],
+    );
+    assert_eq!(t[0].one(), unwound);
 }
 
 #[test]
