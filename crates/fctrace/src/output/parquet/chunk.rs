@@ -8,25 +8,24 @@
 //!   task's; a depth), written with Parquet's dictionary encoding: the
 //!   chunk's dictionary is the keys met in it, found by indexing an array
 //!   by key, where a generic writer hashes every row's value.
-//! - [`CrateColumn`]: any other column, encoded by the parquet crate's
-//!   column writer into pages kept in memory.
+//! - [`TimeColumn`]: times, DELTA_BINARY_PACKED ([`delta`]).
+//! - [`TextColumn`]: arguments and return values as text, zstd.
+//!
+//! The parquet crate writes the pages' headers, the row groups and the
+//! footer; its column writer is not used for calls.parquet: it hashes
+//! every value of a dictionary column and keeps a compressor per column.
 
-use super::rle;
+use super::{delta, rle};
 use bytes::Bytes;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::column::page::{CompressedPage, Page, PageWriteSpec, PageWriter};
-use parquet::column::writer::{
-    get_column_writer, get_typed_column_writer_mut, ColumnCloseResult, ColumnWriter,
-};
-use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+use parquet::column::writer::ColumnCloseResult;
+use parquet::data_type::ByteArray;
 use parquet::errors::Result;
 use parquet::file::metadata::ColumnChunkMetaData;
-use parquet::file::properties::WriterPropertiesPtr;
 use parquet::file::statistics::Statistics;
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 
 /// The zstd level of every page (fast).
 pub const ZSTD_LEVEL: i32 = 1;
@@ -160,48 +159,28 @@ impl KeyColumn {
                 encoding: Encoding::PLAIN,
                 is_sorted: false,
             };
-            let mut sink = Sink::new(Vec::with_capacity(self.pages_bytes + 4096));
-            let mut specs = Vec::with_capacity(self.pages.len() + 1);
-            {
-                let mut writer = SerializedPageWriter::new(&mut sink);
-                specs.push(writer.write_page(CompressedPage::new(dictionary, self.scratch.len()))?);
-                for (buf, size, values) in &self.pages {
-                    let page = Page::DataPage {
-                        buf: buf.clone(),
-                        num_values: *values,
-                        encoding: Encoding::RLE_DICTIONARY,
-                        def_level_encoding: Encoding::RLE,
-                        rep_level_encoding: Encoding::RLE,
-                        statistics: None,
-                    };
-                    specs.push(writer.write_page(CompressedPage::new(page, *size))?);
-                }
-                writer.close()?;
-            }
-            let mut meta = chunk_metadata(
+            let data = self.pages.iter().map(|(buf, size, values)| {
+                let page = Page::DataPage {
+                    buf: buf.clone(),
+                    num_values: *values,
+                    encoding: Encoding::RLE_DICTIONARY,
+                    def_level_encoding: Encoding::RLE,
+                    rep_level_encoding: Encoding::RLE,
+                    statistics: None,
+                };
+                CompressedPage::new(page, *size)
+            });
+            let pages =
+                std::iter::once(CompressedPage::new(dictionary, self.scratch.len())).chain(data);
+            chunks.push(write_chunk(
                 descr,
-                &specs,
+                pages,
+                self.pages_bytes,
                 self.rows,
+                compression(),
                 vec![Encoding::PLAIN, Encoding::RLE, Encoding::RLE_DICTIONARY],
-            );
-            if let Some((lo, hi)) = bounds {
-                meta = meta.set_statistics(Statistics::int32(
-                    Some(lo),
-                    Some(hi),
-                    None,
-                    Some(0),
-                    false,
-                ));
-            }
-            let result = ColumnCloseResult {
-                bytes_written: sink.bytes_written() as u64,
-                rows_written: self.rows,
-                metadata: meta.build()?,
-                bloom_filter: None,
-                column_index: None,
-                offset_index: None,
-            };
-            chunks.push((Bytes::from(sink.into_inner()?), result));
+                bounds.map(|(lo, hi)| Statistics::int32(Some(lo), Some(hi), None, Some(0), false)),
+            )?);
         }
         for &k in &self.keys {
             self.slot[k as usize] = 0;
@@ -235,7 +214,6 @@ fn chunk_metadata(
         .filter(|s| s.page_type == parquet::basic::PageType::DICTIONARY_PAGE)
         .map(|s| s.offset as i64);
     ColumnChunkMetaData::builder(descr.clone())
-        .set_compression(compression())
         .set_encodings(encodings)
         .set_num_values(rows as i64)
         .set_total_compressed_size(specs.iter().map(|s| s.compressed_size as i64).sum())
@@ -244,80 +222,268 @@ fn chunk_metadata(
         .set_dictionary_page_offset(dictionary_offset)
 }
 
-/// Pages of the parquet crate's column writer, into a chunk in memory.
-struct MemoryPages(Arc<Mutex<Sink>>);
+/// Bytes of text per page at most (before compression).
+const PAGE_BYTES: usize = 256 << 10;
 
-impl PageWriter for MemoryPages {
-    fn write_page(&mut self, page: CompressedPage) -> Result<PageWriteSpec> {
-        let mut sink = self.0.lock().expect("not poisoned: no panic while held");
-        SerializedPageWriter::new(&mut sink).write_page(page)
+/// An optional string column (arguments, return values): PLAIN pages
+/// compressed with zstd.
+pub struct TextColumn {
+    descr: ColumnDescPtr,
+    /// The current page's definition levels (1: a value, 0: null) and its
+    /// values, PLAIN-encoded (length, bytes).
+    defs: Vec<u32>,
+    plain: Vec<u8>,
+    pages: Vec<CompressedPage>,
+    pages_bytes: usize,
+    rows: u64,
+    scratch: Vec<u8>,
+}
+
+impl TextColumn {
+    pub fn new(descr: ColumnDescPtr) -> TextColumn {
+        TextColumn {
+            descr,
+            defs: Vec::new(),
+            plain: Vec::new(),
+            pages: Vec::new(),
+            pages_bytes: 0,
+            rows: 0,
+            scratch: Vec::new(),
+        }
     }
 
-    fn close(&mut self) -> Result<()> {
-        let mut sink = self.0.lock().expect("not poisoned: no panic while held");
-        sink.flush()?;
+    /// `defs`: per row 1 (the next of `values`) or 0 (null).
+    pub fn push(
+        &mut self,
+        values: &[ByteArray],
+        defs: &[i16],
+        z: &mut zstd::bulk::Compressor<'_>,
+    ) -> Result<()> {
+        let mut next = values.iter();
+        for &d in defs {
+            self.defs.push(d as u32);
+            if d != 0 {
+                let v = next.next().map_or(&[][..], |v| v.data());
+                self.plain
+                    .extend_from_slice(&(v.len() as u32).to_le_bytes());
+                self.plain.extend_from_slice(v);
+            }
+            if self.defs.len() == PAGE_VALUES || self.plain.len() >= PAGE_BYTES {
+                self.end_page(z)?;
+            }
+        }
+        self.rows += defs.len() as u64;
         Ok(())
     }
+
+    fn end_page(&mut self, z: &mut zstd::bulk::Compressor<'_>) -> Result<()> {
+        if self.defs.is_empty() {
+            return Ok(());
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&[0; 4]);
+        rle::encode(&self.defs, 1, &mut self.scratch);
+        let len = (self.scratch.len() - 4) as u32;
+        self.scratch[..4].copy_from_slice(&len.to_le_bytes());
+        self.scratch.extend_from_slice(&self.plain);
+        let page = Page::DataPage {
+            buf: compress(z, &self.scratch)?,
+            num_values: self.defs.len() as u32,
+            encoding: Encoding::PLAIN,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        };
+        self.pages_bytes += page.buffer().len();
+        self.pages
+            .push(CompressedPage::new(page, self.scratch.len()));
+        self.defs.clear();
+        self.plain.clear();
+        Ok(())
+    }
+
+    pub fn held_bytes(&self) -> usize {
+        self.pages_bytes + self.plain.len() + self.defs.len() * 4
+    }
+
+    /// The chunk and its metadata; the column starts a new chunk.
+    pub fn close(
+        &mut self,
+        z: &mut zstd::bulk::Compressor<'_>,
+    ) -> Result<(Bytes, ColumnCloseResult)> {
+        self.end_page(z)?;
+        let (bytes, result) = write_chunk(
+            &self.descr,
+            self.pages.drain(..),
+            self.pages_bytes,
+            self.rows,
+            compression(),
+            vec![Encoding::RLE, Encoding::PLAIN],
+            None,
+        )?;
+        self.pages_bytes = 0;
+        self.rows = 0;
+        Ok((bytes, result))
+    }
 }
 
-/// A column encoded by the parquet crate's column writer (an int64 or a
-/// string, optional or not).
-pub struct CrateColumn {
+/// A chunk of `pages` (a dictionary page first, if any) and its metadata.
+fn write_chunk(
+    descr: &ColumnDescPtr,
+    pages: impl Iterator<Item = CompressedPage>,
+    bytes_hint: usize,
+    rows: u64,
+    compression: Compression,
+    encodings: Vec<Encoding>,
+    statistics: Option<Statistics>,
+) -> Result<(Bytes, ColumnCloseResult)> {
+    let mut sink = Sink::new(Vec::with_capacity(bytes_hint + 4096));
+    let mut specs = Vec::new();
+    {
+        let mut writer = SerializedPageWriter::new(&mut sink);
+        for page in pages {
+            specs.push(writer.write_page(page)?);
+        }
+        writer.close()?;
+    }
+    let mut meta = chunk_metadata(descr, &specs, rows, encodings).set_compression(compression);
+    if let Some(s) = statistics {
+        meta = meta.set_statistics(s);
+    }
+    let result = ColumnCloseResult {
+        bytes_written: sink.bytes_written() as u64,
+        rows_written: rows,
+        metadata: meta.build()?,
+        bloom_filter: None,
+        column_index: None,
+        offset_index: None,
+    };
+    Ok((Bytes::from(sink.into_inner()?), result))
+}
+
+/// An int64 column (optional or not) of times: DELTA_BINARY_PACKED pages
+/// written by fctrace ([`delta`]), not compressed (the packed deltas are
+/// what a compressor would find), with the chunk's bounds as statistics.
+pub struct TimeColumn {
     descr: ColumnDescPtr,
-    props: WriterPropertiesPtr,
-    sink: Arc<Mutex<Sink>>,
-    writer: ColumnWriter<'static>,
+    optional: bool,
+    /// The current page's values (nulls left out) and, for an optional
+    /// column, per row 1 (a value) or 0.
+    values: Vec<i64>,
+    defs: Vec<u32>,
+    rows_in_page: usize,
+    pages: Vec<CompressedPage>,
+    pages_bytes: usize,
+    rows: u64,
+    nulls: u64,
+    bounds: Option<(i64, i64)>,
+    scratch: Vec<u8>,
 }
 
-impl CrateColumn {
-    pub fn new(descr: ColumnDescPtr, props: WriterPropertiesPtr) -> CrateColumn {
-        let sink = Arc::new(Mutex::new(Sink::new(Vec::new())));
-        let writer = get_column_writer(
-            descr.clone(),
-            props.clone(),
-            Box::new(MemoryPages(sink.clone())),
-        );
-        CrateColumn {
+impl TimeColumn {
+    pub fn new(descr: ColumnDescPtr) -> TimeColumn {
+        TimeColumn {
+            optional: descr.max_def_level() > 0,
             descr,
-            props,
-            sink,
-            writer,
+            values: Vec::with_capacity(PAGE_VALUES),
+            defs: Vec::new(),
+            rows_in_page: 0,
+            pages: Vec::new(),
+            pages_bytes: 0,
+            rows: 0,
+            nulls: 0,
+            bounds: None,
+            scratch: Vec::new(),
         }
     }
 
     /// `defs`: for an optional column, per row 1 (a value in `values`) or
     /// 0 (null).
-    pub fn write_i64(&mut self, values: &[i64], defs: Option<&[i16]>) -> Result<()> {
-        get_typed_column_writer_mut::<Int64Type>(&mut self.writer)
-            .write_batch(values, defs, None)?;
-        Ok(())
+    pub fn push(&mut self, values: &[i64], defs: Option<&[i16]>) {
+        let rows = defs.map_or(values.len(), <[i16]>::len);
+        let mut at = 0;
+        let mut row = 0;
+        while row < rows {
+            let take = (PAGE_VALUES - self.rows_in_page).min(rows - row);
+            let n = match defs {
+                Some(d) => {
+                    let d = &d[row..row + take];
+                    self.defs.extend(d.iter().map(|&x| x as u32));
+                    d.iter().filter(|&&x| x != 0).count()
+                }
+                None => take,
+            };
+            let page = &values[at..at + n];
+            if let (Some(lo), Some(hi)) = (page.iter().min(), page.iter().max()) {
+                self.bounds = Some(
+                    self.bounds
+                        .map_or((*lo, *hi), |(a, b)| (a.min(*lo), b.max(*hi))),
+                );
+            }
+            self.values.extend_from_slice(page);
+            self.nulls += (take - n) as u64;
+            at += n;
+            row += take;
+            self.rows_in_page += take;
+            if self.rows_in_page == PAGE_VALUES {
+                self.end_page();
+            }
+        }
+        self.rows += rows as u64;
     }
 
-    pub fn write_bytes(&mut self, values: &[ByteArray], defs: Option<&[i16]>) -> Result<()> {
-        get_typed_column_writer_mut::<ByteArrayType>(&mut self.writer)
-            .write_batch(values, defs, None)?;
-        Ok(())
+    fn end_page(&mut self) {
+        if self.rows_in_page == 0 {
+            return;
+        }
+        self.scratch.clear();
+        if self.optional {
+            // Definition levels: their length, then RLE/bit-packed (1 bit).
+            self.scratch.extend_from_slice(&[0; 4]);
+            rle::encode(&self.defs, 1, &mut self.scratch);
+            let len = (self.scratch.len() - 4) as u32;
+            self.scratch[..4].copy_from_slice(&len.to_le_bytes());
+        }
+        delta::encode(&self.values, &mut self.scratch);
+        let page = Page::DataPage {
+            buf: Bytes::copy_from_slice(&self.scratch),
+            num_values: self.rows_in_page as u32,
+            encoding: Encoding::DELTA_BINARY_PACKED,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        };
+        self.pages_bytes += self.scratch.len();
+        self.pages
+            .push(CompressedPage::new(page, self.scratch.len()));
+        self.values.clear();
+        self.defs.clear();
+        self.rows_in_page = 0;
     }
 
-    /// The chunk's bytes held so far (its encoded pages; the page being
-    /// encoded is bounded by the data page size).
     pub fn held_bytes(&self) -> usize {
-        self.sink
-            .lock()
-            .expect("not poisoned: no panic while held")
-            .bytes_written()
+        self.pages_bytes + self.values.len() * 8
     }
 
     /// The chunk and its metadata; the column starts a new chunk.
     pub fn close(&mut self) -> Result<(Bytes, ColumnCloseResult)> {
-        let next = get_column_writer(
-            self.descr.clone(),
-            self.props.clone(),
-            Box::new(MemoryPages(self.sink.clone())),
-        );
-        let result = std::mem::replace(&mut self.writer, next).close()?;
-        let mut sink = self.sink.lock().expect("not poisoned: no panic while held");
-        let chunk = std::mem::replace(&mut *sink, Sink::new(Vec::new())).into_inner()?;
-        Ok((Bytes::from(chunk), result))
+        self.end_page();
+        let (lo, hi) = self
+            .bounds
+            .map_or((None, None), |(lo, hi)| (Some(lo), Some(hi)));
+        let chunk = write_chunk(
+            &self.descr,
+            self.pages.drain(..),
+            self.pages_bytes,
+            self.rows,
+            Compression::UNCOMPRESSED,
+            vec![Encoding::RLE, Encoding::DELTA_BINARY_PACKED],
+            Some(Statistics::int64(lo, hi, None, Some(self.nulls), false)),
+        )?;
+        self.pages_bytes = 0;
+        self.rows = 0;
+        self.nulls = 0;
+        self.bounds = None;
+        Ok(chunk)
     }
 }

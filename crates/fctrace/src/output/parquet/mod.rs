@@ -16,21 +16,21 @@
 //! not add a recursive call nested in another call of it again.
 
 mod chunk;
+mod delta;
 mod rle;
 
-use self::chunk::{CrateColumn, KeyColumn, Plain};
+use self::chunk::{KeyColumn, Plain, TextColumn, TimeColumn};
 use super::calls::{each_task, Call, End, Functions, Open, Step, StepSink};
 use super::Progress;
 use anyhow::Context;
 use bytes::Bytes;
 use fctrace_format::store::{StoreError, TaskInfo, Trace};
-use parquet::basic::Encoding;
 use parquet::column::writer::ColumnCloseResult;
 use parquet::data_type::{ByteArray, ByteArrayType, Int32Type, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesPtr};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
-use parquet::schema::types::{ColumnPath, SchemaDescriptor};
+use parquet::schema::types::SchemaDescriptor;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
@@ -65,33 +65,20 @@ fn create(
     let path = dir.join(name);
     let schema = Arc::new(parse_message_type(schema).expect("a valid schema"));
     let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
-    let writer = SerializedFileWriter::new(BufWriter::with_capacity(1 << 20, file), schema, props)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    let writer =
+        SerializedFileWriter::new(BufWriter::with_capacity(128 << 10, file), schema, props)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     Ok((path, writer))
 }
 
-/// zstd (fast), statistics per chunk, no dictionary (the columns that
-/// repeat are [`KeyColumn`]s), no page index, delta encoding for the
-/// `times`.
-fn properties(strings: &[&str], times: &[&str]) -> WriterProperties {
-    let mut b = WriterProperties::builder()
+/// zstd (fast), statistics per chunk, no dictionary, no page index.
+fn properties() -> WriterProperties {
+    WriterProperties::builder()
         .set_compression(chunk::compression())
         .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_offset_index_disabled(true)
-        .set_data_page_size_limit(256 << 10)
-        .set_dictionary_enabled(false);
-    for c in strings {
-        b = b.set_column_statistics_enabled(ColumnPath::from(*c), EnabledStatistics::None);
-    }
-    for c in times {
-        b = b
-            .set_column_encoding(ColumnPath::from(*c), Encoding::DELTA_BINARY_PACKED)
-            .set_column_compression(
-                ColumnPath::from(*c),
-                parquet::basic::Compression::UNCOMPRESSED,
-            );
-    }
-    b.build()
+        .set_dictionary_enabled(false)
+        .build()
 }
 
 const CALLS_SCHEMA: &str = "message calls {
@@ -190,12 +177,12 @@ struct Encoder {
     /// function, symbol, module.
     func: KeyColumn,
     end: KeyColumn,
-    start_ns: CrateColumn,
-    end_ns: CrateColumn,
-    duration_ns: CrateColumn,
-    self_ns: CrateColumn,
-    args: CrateColumn,
-    retval: CrateColumn,
+    start_ns: TimeColumn,
+    end_ns: TimeColumn,
+    duration_ns: TimeColumn,
+    self_ns: TimeColumn,
+    args: TextColumn,
+    retval: TextColumn,
     /// Rows in the row group.
     rows: usize,
     /// Per function index: name, symbol, module.
@@ -206,17 +193,15 @@ struct Encoder {
 
 impl Encoder {
     fn create(dir: &Path) -> anyhow::Result<Encoder> {
-        let props = Arc::new(properties(
-            &["args", "retval"],
-            &["start_ns", "end_ns", "duration_ns", "self_ns"],
-        ));
-        let (path, writer) = create(dir, "calls.parquet", CALLS_SCHEMA, props.clone())?;
+        let props = Arc::new(properties());
+        let (path, writer) = create(dir, "calls.parquet", CALLS_SCHEMA, props)?;
         let schema = SchemaDescriptor::new(Arc::new(
             parse_message_type(CALLS_SCHEMA).expect("a valid schema"),
         ));
         let col = |i: usize| schema.column(i);
         let keys = |columns: &[usize]| KeyColumn::new(columns.iter().map(|&i| col(i)).collect());
-        let other = |i: usize| CrateColumn::new(col(i), props.clone());
+        let text = |i: usize| TextColumn::new(col(i));
+        let time = |i: usize| TimeColumn::new(col(i));
         Ok(Encoder {
             path,
             writer,
@@ -224,13 +209,13 @@ impl Encoder {
             task: keys(&[0, 1, 2]),
             depth: keys(&[3]),
             func: keys(&[4, 5, 6]),
-            start_ns: other(7),
-            end_ns: other(8),
-            duration_ns: other(9),
-            self_ns: other(10),
+            start_ns: time(7),
+            end_ns: time(8),
+            duration_ns: time(9),
+            self_ns: time(10),
             end: keys(&[11]),
-            args: other(12),
-            retval: other(13),
+            args: text(12),
+            retval: text(13),
             rows: 0,
             functions: Vec::new(),
             tasks: Vec::new(),
@@ -264,13 +249,13 @@ impl Encoder {
         self.depth.push(&b.depth, z)?;
         self.func.push(&b.func, z)?;
         self.end.push(&b.end, z)?;
-        self.start_ns.write_i64(&b.start_ns, None)?;
-        self.end_ns.write_i64(&b.end_ns, None)?;
+        self.start_ns.push(&b.start_ns, None);
+        self.end_ns.push(&b.end_ns, None);
         self.duration_ns
-            .write_i64(&b.duration_ns.0, Some(&b.duration_ns.1))?;
-        self.self_ns.write_i64(&b.self_ns.0, Some(&b.self_ns.1))?;
-        self.args.write_bytes(&b.args.0, Some(&b.args.1))?;
-        self.retval.write_bytes(&b.retval.0, Some(&b.retval.1))
+            .push(&b.duration_ns.0, Some(&b.duration_ns.1));
+        self.self_ns.push(&b.self_ns.0, Some(&b.self_ns.1));
+        self.args.push(&b.args.0, &b.args.1, z)?;
+        self.retval.push(&b.retval.0, &b.retval.1, z)
     }
 
     fn held_bytes(&self) -> usize {
@@ -283,12 +268,12 @@ impl Encoder {
                 &self.end_ns,
                 &self.duration_ns,
                 &self.self_ns,
-                &self.args,
-                &self.retval,
             ]
             .iter()
             .map(|c| c.held_bytes())
             .sum::<usize>()
+            + self.args.held_bytes()
+            + self.retval.held_bytes()
     }
 
     /// Writes the rows gathered as a row group.
@@ -338,8 +323,8 @@ impl Encoder {
             self.end
                 .close(z, &[&|k| Plain::Str(ended(ENDS[k as usize]))])?,
         );
-        chunks.push(self.args.close()?);
-        chunks.push(self.retval.close()?);
+        chunks.push(self.args.close(z)?);
+        chunks.push(self.retval.close(z)?);
         Ok(chunks)
     }
 
@@ -491,7 +476,7 @@ struct Table {
 
 impl Table {
     fn create(dir: &Path, name: &str, schema: &str, columns: Vec<Column>) -> anyhow::Result<Table> {
-        let (path, writer) = create(dir, name, schema, Arc::new(properties(&[], &[])))?;
+        let (path, writer) = create(dir, name, schema, Arc::new(properties()))?;
         Ok(Table {
             path,
             writer,
