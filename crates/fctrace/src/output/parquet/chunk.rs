@@ -20,7 +20,6 @@ use bytes::Bytes;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::column::page::{CompressedPage, Page, PageWriteSpec, PageWriter};
 use parquet::column::writer::ColumnCloseResult;
-use parquet::data_type::ByteArray;
 use parquet::errors::Result;
 use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::statistics::Statistics;
@@ -83,24 +82,23 @@ impl KeyColumn {
         }
     }
 
-    pub fn push(&mut self, keys: &[u32], z: &mut zstd::bulk::Compressor<'_>) -> Result<()> {
-        for &key in keys {
-            let k = key as usize;
-            if k >= self.slot.len() {
-                self.slot.resize(k + 1, 0);
-            }
-            let mut index = self.slot[k];
-            if index == 0 {
-                self.keys.push(key);
-                index = self.keys.len() as u32;
-                self.slot[k] = index;
-            }
-            self.page.push(index - 1);
-            if self.page.len() == PAGE_VALUES {
-                self.end_page(z)?;
-            }
+    #[inline]
+    pub fn push(&mut self, key: u32, z: &mut zstd::bulk::Compressor<'_>) -> Result<()> {
+        let k = key as usize;
+        if k >= self.slot.len() {
+            self.slot.resize(k + 1, 0);
         }
-        self.rows += keys.len() as u64;
+        let mut index = self.slot[k];
+        if index == 0 {
+            self.keys.push(key);
+            index = self.keys.len() as u32;
+            self.slot[k] = index;
+        }
+        self.page.push(index - 1);
+        self.rows += 1;
+        if self.page.len() == PAGE_VALUES {
+            self.end_page(z)?;
+        }
         Ok(())
     }
 
@@ -252,27 +250,17 @@ impl TextColumn {
         }
     }
 
-    /// `defs`: per row 1 (the next of `values`) or 0 (null).
-    pub fn push(
-        &mut self,
-        values: &[ByteArray],
-        defs: &[i16],
-        z: &mut zstd::bulk::Compressor<'_>,
-    ) -> Result<()> {
-        let mut next = values.iter();
-        for &d in defs {
-            self.defs.push(d as u32);
-            if d != 0 {
-                let v = next.next().map_or(&[][..], |v| v.data());
-                self.plain
-                    .extend_from_slice(&(v.len() as u32).to_le_bytes());
-                self.plain.extend_from_slice(v);
-            }
-            if self.defs.len() == PAGE_VALUES || self.plain.len() >= PAGE_BYTES {
-                self.end_page(z)?;
-            }
+    pub fn push(&mut self, v: Option<&[u8]>, z: &mut zstd::bulk::Compressor<'_>) -> Result<()> {
+        self.defs.push(u32::from(v.is_some()));
+        if let Some(v) = v {
+            self.plain
+                .extend_from_slice(&(v.len() as u32).to_le_bytes());
+            self.plain.extend_from_slice(v);
         }
-        self.rows += defs.len() as u64;
+        self.rows += 1;
+        if self.defs.len() == PAGE_VALUES || self.plain.len() >= PAGE_BYTES {
+            self.end_page(z)?;
+        }
         Ok(())
     }
 
@@ -376,7 +364,9 @@ pub struct TimeColumn {
     pages_bytes: usize,
     rows: u64,
     nulls: u64,
-    bounds: Option<(i64, i64)>,
+    /// The chunk's smallest and largest values (MAX and MIN: none yet).
+    low: i64,
+    high: i64,
     scratch: Vec<u8>,
 }
 
@@ -392,44 +382,31 @@ impl TimeColumn {
             pages_bytes: 0,
             rows: 0,
             nulls: 0,
-            bounds: None,
+            low: i64::MAX,
+            high: i64::MIN,
             scratch: Vec::new(),
         }
     }
 
-    /// `defs`: for an optional column, per row 1 (a value in `values`) or
-    /// 0 (null).
-    pub fn push(&mut self, values: &[i64], defs: Option<&[i16]>) {
-        let rows = defs.map_or(values.len(), <[i16]>::len);
-        let mut at = 0;
-        let mut row = 0;
-        while row < rows {
-            let take = (PAGE_VALUES - self.rows_in_page).min(rows - row);
-            let n = match defs {
-                Some(d) => {
-                    let d = &d[row..row + take];
-                    self.defs.extend(d.iter().map(|&x| x as u32));
-                    d.iter().filter(|&&x| x != 0).count()
-                }
-                None => take,
-            };
-            let page = &values[at..at + n];
-            if let (Some(lo), Some(hi)) = (page.iter().min(), page.iter().max()) {
-                self.bounds = Some(
-                    self.bounds
-                        .map_or((*lo, *hi), |(a, b)| (a.min(*lo), b.max(*hi))),
-                );
-            }
-            self.values.extend_from_slice(page);
-            self.nulls += (take - n) as u64;
-            at += n;
-            row += take;
-            self.rows_in_page += take;
-            if self.rows_in_page == PAGE_VALUES {
-                self.end_page();
-            }
+    /// A row's value (None: null, in an optional column).
+    #[inline]
+    pub fn push(&mut self, v: Option<i64>) {
+        if self.optional {
+            self.defs.push(u32::from(v.is_some()));
         }
-        self.rows += rows as u64;
+        match v {
+            Some(v) => {
+                self.values.push(v);
+                self.low = self.low.min(v);
+                self.high = self.high.max(v);
+            }
+            None => self.nulls += 1,
+        }
+        self.rows_in_page += 1;
+        self.rows += 1;
+        if self.rows_in_page == PAGE_VALUES {
+            self.end_page();
+        }
     }
 
     fn end_page(&mut self) {
@@ -468,9 +445,11 @@ impl TimeColumn {
     /// The chunk and its metadata; the column starts a new chunk.
     pub fn close(&mut self) -> Result<(Bytes, ColumnCloseResult)> {
         self.end_page();
-        let (lo, hi) = self
-            .bounds
-            .map_or((None, None), |(lo, hi)| (Some(lo), Some(hi)));
+        let (lo, hi) = if self.low <= self.high {
+            (Some(self.low), Some(self.high))
+        } else {
+            (None, None)
+        };
         let chunk = write_chunk(
             &self.descr,
             self.pages.drain(..),
@@ -483,7 +462,8 @@ impl TimeColumn {
         self.pages_bytes = 0;
         self.rows = 0;
         self.nulls = 0;
-        self.bounds = None;
+        self.low = i64::MAX;
+        self.high = i64::MIN;
         Ok(chunk)
     }
 }

@@ -109,23 +109,30 @@ fn ended(end: End) -> &'static str {
 
 const ENDS: [End; 3] = [End::Returned, End::Unwound, End::NotReturned];
 
-/// Rows of calls.parquet, column by column, as the encoding thread takes
-/// them.
+/// One row of calls.parquet as the pass gives it.
+#[derive(Clone, Copy)]
+struct Row {
+    task: u32,
+    depth: u32,
+    /// Index in [`Pass::functions`].
+    func: u32,
+    end: End,
+    /// No other call of its function was open around it (its duration
+    /// counts in the function's total).
+    outermost: bool,
+    start_ns: u64,
+    end_ns: u64,
+    /// Its duration less its children's that returned.
+    self_ns: u64,
+}
+
+/// Rows of calls.parquet, as the encoding thread takes them.
 #[derive(Default)]
 struct Batch {
-    task: Vec<u32>,
-    depth: Vec<u32>,
-    /// Index in [`Pass::functions`].
-    func: Vec<u32>,
-    /// An [`End`], as its index in [`ENDS`].
-    end: Vec<u32>,
-    start_ns: Vec<i64>,
-    end_ns: Vec<i64>,
-    /// The optional columns: their values, and per row 1 (a value) or 0.
-    duration_ns: (Vec<i64>, Vec<i16>),
-    self_ns: (Vec<i64>, Vec<i16>),
-    args: (Vec<ByteArray>, Vec<i16>),
-    retval: (Vec<ByteArray>, Vec<i16>),
+    rows: Vec<Row>,
+    /// The rows with arguments or a return value: (row, text).
+    args: Vec<(u32, ByteArray)>,
+    retval: Vec<(u32, ByteArray)>,
     /// Functions first met since the previous batch (in index order):
     /// name, symbol, module.
     functions: Vec<[String; 3]>,
@@ -134,34 +141,12 @@ struct Batch {
 }
 
 impl Batch {
-    fn rows(&self) -> usize {
-        self.task.len()
-    }
-
     fn clear(&mut self) {
-        self.task.clear();
-        self.depth.clear();
-        self.func.clear();
-        self.end.clear();
-        self.start_ns.clear();
-        self.end_ns.clear();
-        for c in [&mut self.duration_ns, &mut self.self_ns] {
-            c.0.clear();
-            c.1.clear();
-        }
-        for c in [&mut self.args, &mut self.retval] {
-            c.0.clear();
-            c.1.clear();
-        }
+        self.rows.clear();
+        self.args.clear();
+        self.retval.clear();
         self.functions.clear();
         self.tasks.clear();
-    }
-}
-
-fn push_optional<T>(column: &mut (Vec<T>, Vec<i16>), v: Option<T>) {
-    column.1.push(i16::from(v.is_some()));
-    if let Some(v) = v {
-        column.0.push(v);
     }
 }
 
@@ -189,6 +174,8 @@ struct Encoder {
     functions: Vec<[String; 3]>,
     /// Per task id: pid, tid.
     tasks: Vec<(u32, u32)>,
+    /// Per function index, the report's statistics.
+    stats: Vec<Stats>,
 }
 
 impl Encoder {
@@ -219,6 +206,7 @@ impl Encoder {
             rows: 0,
             functions: Vec::new(),
             tasks: Vec::new(),
+            stats: Vec::new(),
         })
     }
 
@@ -235,8 +223,9 @@ impl Encoder {
             }
             self.tasks[i] = (pid, tid);
         }
+        self.stats.resize(self.functions.len(), Stats::default());
         self.encode(b).map_err(|e| self.fail(e))?;
-        self.rows += b.rows();
+        self.rows += b.rows.len();
         if self.rows >= GROUP_ROWS || self.held_bytes() >= GROUP_BYTES {
             self.close_group()?;
         }
@@ -245,17 +234,38 @@ impl Encoder {
 
     fn encode(&mut self, b: &Batch) -> parquet::errors::Result<()> {
         let z = &mut self.z;
-        self.task.push(&b.task, z)?;
-        self.depth.push(&b.depth, z)?;
-        self.func.push(&b.func, z)?;
-        self.end.push(&b.end, z)?;
-        self.start_ns.push(&b.start_ns, None);
-        self.end_ns.push(&b.end_ns, None);
-        self.duration_ns
-            .push(&b.duration_ns.0, Some(&b.duration_ns.1));
-        self.self_ns.push(&b.self_ns.0, Some(&b.self_ns.1));
-        self.args.push(&b.args.0, &b.args.1, z)?;
-        self.retval.push(&b.retval.0, &b.retval.1, z)
+        let mut args = b.args.iter().peekable();
+        let mut retval = b.retval.iter().peekable();
+        for (i, r) in b.rows.iter().enumerate() {
+            self.task.push(r.task, z)?;
+            self.depth.push(r.depth, z)?;
+            self.func.push(r.func, z)?;
+            self.end.push(r.end as u32, z)?;
+            self.start_ns.push(Some(r.start_ns as i64));
+            self.end_ns.push(Some(r.end_ns as i64));
+            let returned = r.end != End::NotReturned;
+            let duration = r.end_ns.saturating_sub(r.start_ns);
+            self.duration_ns.push(returned.then_some(duration as i64));
+            self.self_ns.push(returned.then_some(r.self_ns as i64));
+            let row = i as u32;
+            let text = args.next_if(|(at, _)| *at == row).map(|(_, t)| t.data());
+            self.args.push(text, z)?;
+            let text = retval.next_if(|(at, _)| *at == row).map(|(_, t)| t.data());
+            self.retval.push(text, z)?;
+            let s = &mut self.stats[r.func as usize];
+            s.calls += 1;
+            if returned {
+                s.returned += 1;
+                s.sum_ns = s.sum_ns.saturating_add(duration);
+                s.self_ns = s.self_ns.saturating_add(r.self_ns);
+                if r.outermost {
+                    s.total_ns = s.total_ns.saturating_add(duration);
+                }
+                s.min_ns = Some(s.min_ns.map_or(duration, |m| m.min(duration)));
+                s.max_ns = Some(s.max_ns.map_or(duration, |m| m.max(duration)));
+            }
+        }
+        Ok(())
     }
 
     fn held_bytes(&self) -> usize {
@@ -328,13 +338,14 @@ impl Encoder {
         Ok(chunks)
     }
 
-    fn close(mut self) -> anyhow::Result<()> {
+    /// Closes the file; the statistics per function.
+    fn close(mut self) -> anyhow::Result<Vec<Stats>> {
         self.close_group()?;
         let path = self.path.clone();
         self.writer
             .close()
             .with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(())
+        Ok(self.stats)
     }
 }
 
@@ -348,7 +359,7 @@ struct CallsWriter {
     batch: Batch,
     to_encoder: Option<std::sync::mpsc::SyncSender<Batch>>,
     emptied: std::sync::mpsc::Receiver<Batch>,
-    encoder: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    encoder: Option<std::thread::JoinHandle<anyhow::Result<Vec<Stats>>>>,
     /// Functions the encoder was given.
     functions_sent: usize,
 }
@@ -391,16 +402,17 @@ impl CallsWriter {
         }
     }
 
-    /// The rows given so far, written; the file closed.
-    fn finish(mut self) -> anyhow::Result<()> {
-        if self.batch.rows() > 0 || !self.batch.functions.is_empty() {
+    /// The rows given so far, written; the file closed; the statistics
+    /// per function.
+    fn finish(mut self) -> anyhow::Result<Vec<Stats>> {
+        if !self.batch.rows.is_empty() || !self.batch.functions.is_empty() {
             self.send();
         }
         drop(self.to_encoder.take());
         match self.encoder.take().map(|t| t.join()) {
             Some(Ok(result)) => result,
             Some(Err(panic)) => std::panic::resume_unwind(panic),
-            None => Ok(()),
+            None => Ok(Vec::new()),
         }
     }
 }
@@ -526,7 +538,6 @@ struct Stats {
 struct Pass<'t> {
     trace: &'t Trace,
     functions: Functions,
-    stats: Vec<Stats>,
     out: CallsWriter,
     /// The encoder stopped (a write error): the pass stops writing.
     failed: bool,
@@ -545,36 +556,31 @@ struct Pass<'t> {
 }
 
 impl Pass<'_> {
-    fn push(&mut self, func: u32, call: &Call, self_ns: u64) {
+    fn push(&mut self, func: u32, call: &Call, self_ns: u64, outermost: bool) {
         self.calls += 1;
         if self.failed {
             return;
         }
         let b = &mut self.out.batch;
-        for f in &self.functions.list[self.out.functions_sent..] {
-            b.functions
-                .push([f.name.clone(), f.symbol.clone(), f.module.clone()]);
+        let row = b.rows.len() as u32;
+        b.rows.push(Row {
+            task: self.task.id,
+            depth: call.depth as u32,
+            func,
+            end: call.end,
+            outermost,
+            start_ns: call.start_ns,
+            end_ns: call.end_ns,
+            self_ns,
+        });
+        let text = |p: &Vec<u8>| ByteArray::from(super::args::format_payload(p).into_bytes());
+        if let Some(p) = &call.args {
+            b.args.push((row, text(p)));
         }
-        self.out.functions_sent = self.functions.list.len();
-        let returned = call.end != End::NotReturned;
-        b.task.push(self.task.id);
-        b.depth.push(call.depth as u32);
-        b.func.push(func);
-        b.end.push(call.end as u32);
-        b.start_ns.push(call.start_ns as i64);
-        b.end_ns.push(call.end_ns as i64);
-        push_optional(
-            &mut b.duration_ns,
-            returned.then(|| call.duration_ns() as i64),
-        );
-        push_optional(&mut b.self_ns, returned.then_some(self_ns as i64));
-        let text = |p: &Option<Vec<u8>>| {
-            p.as_ref()
-                .map(|p| ByteArray::from(super::args::format_payload(p).into_bytes()))
-        };
-        push_optional(&mut b.args, text(&call.args));
-        push_optional(&mut b.retval, text(&call.retval));
-        if b.rows() == BATCH && !self.out.send() {
+        if let Some(p) = &call.retval {
+            b.retval.push((row, text(p)));
+        }
+        if b.rows.len() == BATCH && !self.out.send() {
             self.failed = true;
         }
     }
@@ -590,7 +596,7 @@ impl StepSink for Pass<'_> {
         self.ids.clear();
         self.stack.clear();
         self.open.clear();
-        self.open.resize(self.stats.len(), 0);
+        self.open.resize(self.functions.list.len(), 0);
         Ok(())
     }
 
@@ -602,10 +608,14 @@ impl StepSink for Pass<'_> {
                     Some(&x) if x != NO_INDEX => x,
                     _ => {
                         let x = self.functions.index(self.trace, self.task.session, *func) as u32;
-                        if self.stats.len() < self.functions.list.len() {
-                            self.stats
-                                .resize(self.functions.list.len(), Stats::default());
+                        // Functions new to the encoder go with the batch
+                        // of their first call.
+                        let b = &mut self.out.batch;
+                        for f in &self.functions.list[self.out.functions_sent..] {
+                            b.functions
+                                .push([f.name.clone(), f.symbol.clone(), f.module.clone()]);
                         }
+                        self.out.functions_sent = self.functions.list.len();
                         if i < self.ids.len() + 1_000_000 {
                             if self.ids.len() <= i {
                                 self.ids.resize(i + 1, NO_INDEX);
@@ -615,10 +625,9 @@ impl StepSink for Pass<'_> {
                         x
                     }
                 };
-                if self.open.len() < self.stats.len() {
-                    self.open.resize(self.stats.len(), 0);
+                if self.open.len() <= f as usize {
+                    self.open.resize(f as usize + 1, 0);
                 }
-                self.stats[f as usize].calls += 1;
                 self.open[f as usize] += 1;
                 self.stack.push((f, 0));
             }
@@ -630,20 +639,12 @@ impl StepSink for Pass<'_> {
                 let dur = call.duration_ns();
                 let self_ns = dur.saturating_sub(exited_children_ns);
                 if call.end != End::NotReturned {
-                    let s = &mut self.stats[f as usize];
-                    s.returned += 1;
-                    s.sum_ns = s.sum_ns.saturating_add(dur);
-                    s.self_ns = s.self_ns.saturating_add(self_ns);
-                    if self.open[f as usize] == 0 {
-                        s.total_ns = s.total_ns.saturating_add(dur);
-                    }
-                    s.min_ns = Some(s.min_ns.map_or(dur, |m| m.min(dur)));
-                    s.max_ns = Some(s.max_ns.map_or(dur, |m| m.max(dur)));
                     if let Some(parent) = self.stack.last_mut() {
                         parent.1 = parent.1.saturating_add(dur);
                     }
                 }
-                self.push(f, call, self_ns);
+                let outermost = self.open[f as usize] == 0;
+                self.push(f, call, self_ns, outermost);
             }
             Step::Lost { .. } | Step::Unmatched { .. } | Step::Signal { .. } => {}
         }
@@ -667,7 +668,6 @@ pub fn write(
     let mut pass = Pass {
         trace,
         functions: Functions::demangled(options.demangle),
-        stats: Vec::new(),
         out: CallsWriter::create(dir)?,
         failed: false,
         calls: 0,
@@ -688,8 +688,8 @@ pub fn write(
     )
     .unwrap_or_default();
     // The encoder's error, if it stopped.
-    pass.out.finish()?;
-    write_functions(dir, &pass.functions, &pass.stats)?;
+    let stats = pass.out.finish()?;
+    write_functions(dir, &pass.functions, &stats)?;
     write_tasks(dir, trace, &pass.calls_by_task)?;
     Ok(Written {
         lost_in_streams: steps.lost_in_streams,
