@@ -799,6 +799,26 @@ fn instrument_imports(
     Stubs::finish(stubs)
 }
 
+/// When attaching to a running process: the instruction pointers of its
+/// threads, stopped while the agent patches (none at a preloaded start).
+static STOPPED_AT: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+/// Notes where the process's stopped threads are, before patching.
+pub fn set_stopped_threads(rips: &[u64]) {
+    let mut v = STOPPED_AT.lock().unwrap_or_else(|e| e.into_inner());
+    v.clear();
+    v.extend_from_slice(rips);
+}
+
+/// A stopped thread's instruction pointer strictly inside one of the
+/// `writes` (address, length): the thread would resume mid-instruction.
+fn stopped_inside(writes: &[(u64, u64)]) -> Option<u64> {
+    let v = STOPPED_AT.lock().unwrap_or_else(|e| e.into_inner());
+    v.iter()
+        .copied()
+        .find(|&r| writes.iter().any(|&(a, n)| r > a && r < a + n))
+}
+
 /// Arena bytes reserved per function for its stub (a typical stub takes
 /// 48; an arena that fills up is followed by another).
 const STUB_ESTIMATE: usize = 128;
@@ -898,6 +918,17 @@ impl Stubs {
             None => {
                 if !patch::reachable(plan, st.arena.cursor()) {
                     return FuncStatus::NotTraced("stub out of jump range".into());
+                }
+                // Attaching: a thread stopped inside the bytes a patch
+                // replaces would resume in the middle of the new code.
+                let mut writes = Vec::new();
+                patch::patch_bytes(plan, st.arena.cursor(), |a, b| {
+                    writes.push((a, b.len() as u64))
+                });
+                if let Some(r) = stopped_inside(&writes) {
+                    return FuncStatus::NotTraced(format!(
+                        "a thread was stopped inside its first bytes (at {r:#x}) when fctrace attached"
+                    ));
                 }
                 let at = st.arena.put(&st.stub);
                 if plan.trap {

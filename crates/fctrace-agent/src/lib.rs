@@ -268,14 +268,99 @@ extern "C" fn agent_init() {
 
 fn setup() {
     let Some(cfg) = take_config() else { return };
-    match std::panic::catch_unwind(|| start(&cfg)) {
+    match std::panic::catch_unwind(|| start(&cfg, false)) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => warn(&format!("cannot trace this program: {e}")),
         Err(_) => warn("internal error while setting up tracing; the program runs untraced"),
     }
 }
 
-fn start(cfg: &Config) -> Result<(), String> {
+/// Set when the agent was loaded into a running process (`fctrace -p`):
+/// the threads that existed then register at their first traced call as
+/// [`fctrace_format::shm::ORIGIN_ATTACH`].
+static ATTACHED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn attached() -> bool {
+    ATTACHED.load(Ordering::Relaxed)
+}
+
+/// The entry point that `fctrace -p` calls in the process it attaches to
+/// (through ptrace, on one of its threads, after loading the agent with
+/// `dlopen`; every other thread of the process is stopped meanwhile).
+/// `config`: the variables a preloaded agent reads from its environment,
+/// `NAME=value` strings one after the other, each NUL-terminated, and an
+/// empty one at the end. `rips`: where the stopped threads are (no patch
+/// may cut an instruction one of them is about to run). Returns 0, or -1
+/// with the reason in `err` (NUL-terminated, truncated to `err_len`).
+///
+/// # Safety
+/// `config` is such a list; `rips` holds `n_rips` words; `err` has room
+/// for `err_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fctrace_agent_attach(
+    config: *const std::ffi::c_char,
+    rips: *const u64,
+    n_rips: usize,
+    err: *mut u8,
+    err_len: usize,
+) -> i32 {
+    let _busy = tls::Busy::enter();
+    // SAFETY: the caller's list of NUL-terminated strings, ended by an
+    // empty one.
+    let vars = unsafe {
+        let mut vars = Vec::new();
+        let mut p = config;
+        while !p.is_null() && *p != 0 {
+            let s = std::ffi::CStr::from_ptr(p);
+            vars.push(s.to_string_lossy().into_owned());
+            p = p.add(s.to_bytes().len() + 1);
+        }
+        vars
+    };
+    // SAFETY: the caller's array of `n_rips` words.
+    let rips = unsafe { std::slice::from_raw_parts(rips, if rips.is_null() { 0 } else { n_rips }) };
+    let value = |key: &str| {
+        vars.iter()
+            .find_map(|v| v.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+            .map(str::to_string)
+    };
+    let result = match value(ENV_SHM) {
+        None => Err("no shared memory named".to_string()),
+        Some(_) if ATTACHED.swap(true, Ordering::Relaxed) || session() != 0 => {
+            Err("the agent is already tracing this process".to_string())
+        }
+        Some(shm) => {
+            let cfg = Config {
+                shm,
+                dir: value(ENV_DIR).unwrap_or_default(),
+                agent: value("FCTRACE_AGENT").unwrap_or_default(),
+                parent: None,
+                options: value(ENV_OPTIONS).unwrap_or_default(),
+            };
+            instrument::set_stopped_threads(rips);
+            match std::panic::catch_unwind(|| start(&cfg, true)) {
+                Ok(r) => r,
+                Err(_) => Err("internal error while setting up tracing".to_string()),
+            }
+        }
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            if !err.is_null() && err_len > 0 {
+                let n = e.len().min(err_len - 1);
+                // SAFETY: the caller's buffer of `err_len` bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(e.as_ptr(), err, n);
+                    *err.add(n) = 0;
+                }
+            }
+            -1
+        }
+    }
+}
+
+fn start(cfg: &Config, attaching: bool) -> Result<(), String> {
     if !x86_64::codegen::has_xsave() {
         return Err("this CPU lacks xsave".into());
     }
@@ -298,7 +383,9 @@ fn start(cfg: &Config) -> Result<(), String> {
         Some(p) => (p, fctrace_format::shm::ORIGIN_EXEC),
         None => (u32::MAX, fctrace_format::shm::ORIGIN_START),
     };
-    if thread::init_thread(shm, sid, parent, origin).is_none() {
+    // Attaching, every thread (this one too) registers at its first
+    // traced call.
+    if !attaching && thread::init_thread(shm, sid, parent, origin).is_none() {
         return Err("cannot register the main thread".into());
     }
     process::init(&cfg.shm, &cfg.dir, &cfg.agent, &cfg.options);

@@ -421,12 +421,14 @@ pub unsafe extern "C" fn slow_path(
     match reason {
         SLOW_INIT => {
             let parent = tls::take_pending_parent();
-            let made = init_thread(
-                shm,
-                crate::session(),
-                parent.unwrap_or(u32::MAX),
-                fctrace_format::shm::ORIGIN_THREAD,
-            );
+            // A thread nobody made while traced: one that was there when
+            // fctrace attached.
+            let origin = if parent.is_none() && crate::attached() {
+                fctrace_format::shm::ORIGIN_ATTACH
+            } else {
+                fctrace_format::shm::ORIGIN_THREAD
+            };
+            let made = init_thread(shm, crate::session(), parent.unwrap_or(u32::MAX), origin);
             if made.is_none() {
                 // Leave the thread untraced for good rather than retry on
                 // every call; the recorder says how many were.

@@ -167,6 +167,8 @@ pub const ORIGIN_FORK: u32 = 2;
 /// A new program image: `parent_slot` called exec (same pid), or spawned
 /// it (posix_spawn, system, popen: a new pid whose parent is the spawner).
 pub const ORIGIN_EXEC: u32 = 3;
+/// A thread of a process fctrace attached to (`-p`), there before it.
+pub const ORIGIN_ATTACH: u32 = 4;
 
 #[repr(C)]
 pub struct QueueCell {

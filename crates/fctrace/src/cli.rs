@@ -431,8 +431,23 @@ pub struct LiveArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub tree: TreeArgs,
+    /// Attach to the running process PID instead of starting a program:
+    /// trace all its threads until it ends or fctrace is interrupted
+    /// (Ctrl-C), e.g. `fctrace record -p 1234`
+    #[arg(
+        short = 'p',
+        long = "pid",
+        value_name = "PID",
+        conflicts_with = "command"
+    )]
+    pub pid: Option<u32>,
     /// The program to run, then its arguments
-    #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, num_args = 1..)]
+    #[arg(
+        value_name = "PROGRAM",
+        required_unless_present = "pid",
+        trailing_var_arg = true,
+        num_args = 1..
+    )]
     pub command: Vec<OsString>,
 }
 
@@ -445,8 +460,23 @@ pub struct RecordArgs {
     pub trace: TraceOptions,
     #[command(flatten)]
     pub filter: FilterArgs,
+    /// Attach to the running process PID instead of starting a program:
+    /// trace all its threads until it ends or fctrace is interrupted
+    /// (Ctrl-C), e.g. `fctrace record -p 1234`
+    #[arg(
+        short = 'p',
+        long = "pid",
+        value_name = "PID",
+        conflicts_with = "command"
+    )]
+    pub pid: Option<u32>,
     /// The program to run, then its arguments
-    #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, num_args = 1..)]
+    #[arg(
+        value_name = "PROGRAM",
+        required_unless_present = "pid",
+        trailing_var_arg = true,
+        num_args = 1..
+    )]
     pub command: Vec<OsString>,
 }
 
@@ -694,4 +724,24 @@ pub fn short_usage() -> String {
          `fctrace --help` lists every option, `fctrace COMMAND --help` a command's.\n",
     );
     text
+}
+
+impl LiveArgs {
+    /// The program to start, or the process to attach to.
+    pub fn target(&self) -> crate::recorder::Target<'_> {
+        match self.pid {
+            Some(pid) => crate::recorder::Target::Attach(pid),
+            None => crate::recorder::Target::Launch(&self.command),
+        }
+    }
+}
+
+impl RecordArgs {
+    /// The program to start, or the process to attach to.
+    pub fn target(&self) -> crate::recorder::Target<'_> {
+        match self.pid {
+            Some(pid) => crate::recorder::Target::Attach(pid),
+            None => crate::recorder::Target::Launch(&self.command),
+        }
+    }
 }

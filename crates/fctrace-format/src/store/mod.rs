@@ -111,10 +111,14 @@ pub enum TaskOrigin {
     /// A new program started by its parent task as a new process
     /// (posix_spawn, system, popen: a fork and exec the agent saw as one).
     Spawn,
+    /// A thread of a running process that fctrace attached to (`-p`),
+    /// there before it.
+    Attach,
 }
 
 impl TaskOrigin {
-    /// The info.json spelling: `start`, `thread`, `fork`, `exec`, `spawn`.
+    /// The info.json spelling: `start`, `thread`, `fork`, `exec`, `spawn`,
+    /// `attach`.
     pub fn as_str(self) -> &'static str {
         match self {
             TaskOrigin::Start => "start",
@@ -122,6 +126,7 @@ impl TaskOrigin {
             TaskOrigin::Fork => "fork",
             TaskOrigin::Exec => "exec",
             TaskOrigin::Spawn => "spawn",
+            TaskOrigin::Attach => "attach",
         }
     }
     pub fn parse(s: &str) -> Option<TaskOrigin> {
@@ -131,6 +136,7 @@ impl TaskOrigin {
             "fork" => TaskOrigin::Fork,
             "exec" => TaskOrigin::Exec,
             "spawn" => TaskOrigin::Spawn,
+            "attach" => TaskOrigin::Attach,
             _ => return None,
         })
     }

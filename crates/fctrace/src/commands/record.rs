@@ -20,10 +20,14 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     }
     // Bad filter or argument specs are errors before anything runs.
     let options = args.filter.to_options_with(&args.trace)?;
-    let out = recorder::record(&args.command, &args.dir, &args.trace, &options)?;
+    let out = recorder::record(args.target(), &args.dir, &args.trace, &options)?;
     // What was not recorded, and why (also in the trace's warnings).
     for note in &out.notes {
         eprintln!("fctrace: {note}");
+    }
+    if args.pid.is_some() {
+        // The process is not fctrace's child: its end is its parent's.
+        return Ok(ExitCode::SUCCESS);
     }
     Ok(recorder::exit_like(out.exit))
 }

@@ -276,6 +276,7 @@ pub fn task_header(trace: &Trace, task: &TaskInfo) -> String {
         TaskOrigin::Fork => format!("forked by task {parent}"),
         TaskOrigin::Exec => format!("exec by task {parent}"),
         TaskOrigin::Spawn => format!("spawned by task {parent}"),
+        TaskOrigin::Attach => "running when fctrace attached".to_string(),
     };
     format!(
         "# task {}: pid {}, tid {} ({}), {}, {origin}",

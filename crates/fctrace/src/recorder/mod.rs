@@ -2,6 +2,7 @@
 //! agent's shared memory into a trace directory until the program and all
 //! its descendants have ended.
 
+mod attach;
 mod process;
 mod shm;
 
@@ -9,8 +10,8 @@ use crate::cli::TraceOptions;
 use anyhow::{Context, Result};
 use fctrace_format::event::RawEvent;
 use fctrace_format::shm::{
-    count_events, Layout, FLAG_NEST_LIBCALL, NO_TASK_SLOT, ORIGIN_EXEC, ORIGIN_FORK, ORIGIN_THREAD,
-    RECORDER_DEAD, RECORDER_DONE, RECORDER_STOPPED,
+    count_events, Layout, FLAG_NEST_LIBCALL, NO_TASK_SLOT, ORIGIN_ATTACH, ORIGIN_EXEC, ORIGIN_FORK,
+    ORIGIN_THREAD, RECORDER_DEAD, RECORDER_DONE, RECORDER_STOPPED,
 };
 use fctrace_format::store::{Clock, ExitStatus, TaskInfo, TaskOrigin, TraceInfo, TraceWriter};
 use std::ffi::OsString;
@@ -63,14 +64,49 @@ fn preflight(command: &[OsString]) -> Result<(std::path::PathBuf, Vec<String>)> 
     Ok((program, warnings))
 }
 
+/// What is recorded: a program fctrace starts, or a running process.
+pub enum Target<'a> {
+    /// The program and its arguments.
+    Launch(&'a [OsString]),
+    /// A process to attach to (`-p PID`).
+    Attach(u32),
+}
+
+/// The program a running process runs, and its command line.
+fn attached_command(pid: u32) -> Result<(std::path::PathBuf, Vec<OsString>)> {
+    use std::os::unix::ffi::OsStrExt;
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .with_context(|| format!("no such process: {pid}"))?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let mut args: Vec<OsString> = cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| std::ffi::OsStr::from_bytes(a).to_os_string())
+        .collect();
+    if args.is_empty() {
+        args.push(exe.clone().into_os_string());
+    }
+    Ok((exe, args))
+}
+
 pub fn record(
-    command: &[OsString],
+    target: Target<'_>,
     dir: &Path,
     opts: &TraceOptions,
     options: &fctrace_options::Options,
 ) -> Result<Outcome> {
-    let (program, mut warnings) = preflight(command)?;
-    if let Some(why) = process::secure_exec_reason(&program) {
+    let (program, command, mut warnings) = match target {
+        Target::Launch(command) => {
+            let (program, warnings) = preflight(command)?;
+            (program, command.to_vec(), warnings)
+        }
+        Target::Attach(pid) => {
+            attach::preflight(pid as i32)?;
+            let (program, command) = attached_command(pid)?;
+            (program, command, Vec::new())
+        }
+    };
+    if let (Target::Launch(_), Some(why)) = (&target, process::secure_exec_reason(&program)) {
         warnings.insert(
             0,
             format!(
@@ -125,14 +161,35 @@ pub fn record(
     env.push(("LD_PRELOAD".into(), preload));
 
     process::install_signal_handlers();
-    process::become_subreaper();
+    if let Target::Launch(_) = target {
+        process::become_subreaper();
+    }
     let heartbeat = mem.start_heartbeat()?;
     let start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     let first = shm::clock_pair();
-    let child = process::spawn(&program, &command[0], &command[1..], &env)?;
+    let child_pid = match target {
+        Target::Launch(_) => process::spawn(&program, &command[0], &command[1..], &env)?.pid,
+        Target::Attach(pid) => {
+            // The agent's variables as a preloaded agent finds them; the
+            // agent file (for programs the process executes) is fctrace's.
+            let mut vars: Vec<(String, String)> = env
+                .iter()
+                .filter(|(k, _)| k != "LD_PRELOAD")
+                .cloned()
+                .collect();
+            vars.push(("FCTRACE_AGENT".into(), agent_path.clone()));
+            let threads = attach::attach(pid as i32, AGENT, &attach::AttachConfig { vars })?;
+            // As strace says it: the process runs traced from here on.
+            eprintln!(
+                "fctrace: process {pid} attached ({threads} threads); recording until it ends \
+                 or Ctrl-C"
+            );
+            pid
+        }
+    };
 
     // From here on the program runs: whatever goes wrong, fctrace waits
     // for it to end, writes what it can and ends as it did.
@@ -164,10 +221,21 @@ pub fn record(
                 last_foreign = last_reclaim;
             }
         }
-        for sig in process::take_forward() {
-            process::send_signal(child.pid, sig);
+        if let Target::Attach(pid) = target {
+            // Ctrl-C (or SIGTERM, SIGHUP) ends the recording, not the
+            // process; so does the process's end.
+            if !process::take_forward().is_empty() || !attach::alive(pid as i32) {
+                break;
+            }
+            if !busy {
+                process::sleep_briefly();
+            }
+            continue;
         }
-        match process::reap_one(child.pid, false) {
+        for sig in process::take_forward() {
+            process::send_signal(child_pid, sig);
+        }
+        match process::reap_one(child_pid, false) {
             process::Reaped::Some(Some(st)) => exit = Some(st),
             process::Reaped::Some(None) => {}
             process::Reaped::NoChildren => break,
@@ -403,6 +471,7 @@ fn task_info(t: &shm::TaskSlotCopy, slots: &[shm::TaskSlotCopy]) -> TaskInfo {
         (ORIGIN_EXEC, Some(p)) if p.pid == t.pid => TaskOrigin::Exec,
         (ORIGIN_EXEC, Some(_)) => TaskOrigin::Spawn,
         (ORIGIN_EXEC, None) => TaskOrigin::Exec,
+        (ORIGIN_ATTACH, _) => TaskOrigin::Attach,
         // The agent registers only the program it starts as ORIGIN_START
         // (the agent and this recorder come from the same binary).
         _ => TaskOrigin::Start,

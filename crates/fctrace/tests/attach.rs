@@ -1,0 +1,334 @@
+//! `fctrace record -p PID`: attaching to a running process (attach.c: two
+//! compute threads calling a tiny leaf, a reader thread blocked in read(2)
+//! on a pipe, main waiting on stdin). The program's output and exit status
+//! are those of a native run driven the same way; every thread's calls
+//! made while attached are recorded (main's `step`, exactly as many as it
+//! made; each compute thread's `tick`, at least as many as main waited
+//! for); the blocked read completes with the whole message (no EINTR).
+//! And the errors: no such process, a statically linked one, one already
+//! traced by another tracer, one fctrace's agent is already in.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+fn attach_program() -> PathBuf {
+    c_program("attach.c", "-O2", &["-O2", "-pthread"])
+}
+
+/// The rounds the tests drive: each makes main call `step` 1000 times.
+const ROUNDS: usize = 3;
+const STEPS: u64 = 1000;
+/// Calls of `tick` each compute thread makes per round, at least.
+const TICKS: u64 = 1000;
+
+/// A process started with its stdin and stdout as pipes; its stdout read
+/// line by line on a thread.
+struct Driven {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Driven {
+    fn start(cmd: &mut Command) -> Driven {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start");
+        let stdin = child.stdin.take();
+        let lines = read_lines(child.stdout.take().unwrap());
+        Driven {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a line containing `what` (a minute at most).
+    fn wait_for(&mut self, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.seen.iter().any(|l| l.contains(what)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => self.seen.push(l),
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!("no line with {what:?} within a minute: {:?}", self.seen);
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        let s = self.stdin.as_mut().unwrap();
+        s.write_all(line.as_bytes()).unwrap();
+        s.write_all(b"\n").unwrap();
+        s.flush().unwrap();
+    }
+
+    /// Its whole stdout and exit status once it ends (a minute at most).
+    fn finish(mut self) -> (String, std::process::ExitStatus) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("still running a minute after quit: {:?}", self.seen);
+            }
+            // Polling for the time limit only.
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        self.seen.extend(self.lines.iter());
+        (self.seen.join("\n"), status)
+    }
+}
+
+fn read_lines(from: impl std::io::Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(from).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Drives attach.c through its rounds; with `attach`, `fctrace record -p`
+/// is attached once the program is ready. Returns the program's output and
+/// status, and fctrace's run.
+fn drive(exe: &Path, attach: Option<&Path>) -> (String, std::process::ExitStatus, Option<Run>) {
+    let mut prog = Driven::start(&mut Command::new(exe));
+    prog.wait_for("ready");
+    let tracer = attach.map(|dir| {
+        let pid = prog.child.id().to_string();
+        let mut t = Driven::start(Command::new(fctrace_bin()).args([
+            "record",
+            "-d",
+            dir.to_str().unwrap(),
+            "-p",
+            &pid,
+        ]));
+        // fctrace says so on stderr once the process runs traced.
+        let err = read_lines(t.child.stderr.take().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut said = Vec::new();
+        while !said.iter().any(|l: &String| l.contains("attached")) {
+            match err.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(l) => said.push(l),
+                Err(_) => {
+                    let _ = t.child.kill();
+                    panic!("fctrace did not attach: {said:?}");
+                }
+            }
+        }
+        (t, err, said)
+    });
+    for _ in 0..ROUNDS {
+        let before = prog.seen.len();
+        prog.send("go");
+        // The reader's line of this round, before the next one.
+        let round = format!(
+            "round {}",
+            prog.seen.iter().filter(|l| l.contains("round")).count() + 1
+        );
+        prog.wait_for(&round);
+        assert!(prog.seen.len() > before);
+    }
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    let run = tracer.map(|(t, err, mut said)| {
+        let (stdout, st) = t.finish();
+        said.extend(err.iter());
+        Run {
+            cmdline: "fctrace record -p".into(),
+            status: st,
+            stdout,
+            stderr: said.join("\n"),
+        }
+    });
+    (out, status, run)
+}
+
+#[test]
+fn attached_process_runs_as_natively_and_every_thread_is_traced() {
+    let exe = attach_program();
+    let (native_out, native_status, _) = drive(&exe, None);
+    assert!(
+        native_out.contains("reader: 7 bytes: round 3"),
+        "{native_out}"
+    );
+    let dir = TraceDir::new("attach");
+    let (out, status, run) = drive(&exe, Some(&dir.path));
+    let run = run.unwrap();
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(0), "{}", run.describe());
+    // Same output (no EINTR in the reader), same exit status.
+    assert_eq!(out, native_out);
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(status.code(), native_status.code());
+
+    let rep = report(&dir.path);
+    let calls = |name: &str| {
+        rep.functions
+            .iter()
+            .filter(|f| f.name == name)
+            .map(|f| f.calls)
+            .sum::<u64>()
+    };
+    let ctx = format!("trace {}", dir.path.display());
+    // Every call main made after fctrace attached.
+    assert_eq!(calls("step"), ROUNDS as u64 * STEPS, "{ctx}");
+    assert_eq!(calls("got"), ROUNDS as u64, "{ctx}");
+    assert_eq!(rep.lost_events, 0, "{ctx}");
+    // The four threads were there before fctrace: each is a task of
+    // origin "attach", and each compute thread's ticks were recorded.
+    let info = info_text(&dir.path);
+    assert_eq!(info.matches(": attach, pid").count(), 4, "{ctx}\n{info}");
+    let text = replay_text(&dir.path);
+    // Calls per thread.
+    let per_tid = |f: &str| {
+        let mut t: std::collections::BTreeMap<&str, u64> = Default::default();
+        for l in text.lines().filter(|l| l.contains(&format!(" {f}()"))) {
+            if let Some(tid) = l.split('[').nth(1).and_then(|r| r.split(']').next()) {
+                *t.entry(tid.trim()).or_default() += 1;
+            }
+        }
+        t
+    };
+    // Each compute thread made at least TICKS calls per round while main
+    // waited for them.
+    let ticks = per_tid("tick");
+    assert_eq!(ticks.len(), 2, "{ctx}: {ticks:?}");
+    assert!(
+        ticks.values().all(|&n| n >= ROUNDS as u64 * TICKS),
+        "{ctx}: {ticks:?}"
+    );
+    assert_eq!(per_tid("got").len(), 1, "{ctx}");
+}
+
+#[test]
+fn attach_errors_are_clear() {
+    // No such process: one that has ended and been reaped.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id().to_string();
+    gone.wait().unwrap();
+    let dir = TraceDir::new("attach-none");
+    let r = fctrace(&["record", "-d", dir.path.to_str().unwrap(), "-p", &pid]);
+    assert_no_panic(&r);
+    assert_eq!(r.code(), Some(1), "{}", r.describe());
+    assert!(
+        r.stderr.contains(&format!("no such process: {pid}")),
+        "{}",
+        r.describe()
+    );
+    assert!(!dir.path.exists(), "a trace directory was left behind");
+
+    // A program and -p at once.
+    let r = fctrace(&["record", "-p", "1", "true"]);
+    assert_eq!(r.code(), Some(2), "{}", r.describe());
+
+    // Statically linked: nothing to load the agent with.
+    let stat = c_program("attach.c", "-static", &["-O2", "-pthread", "-static"]);
+    let mut prog = Driven::start(&mut Command::new(&stat));
+    prog.wait_for("ready");
+    let r = fctrace(&[
+        "record",
+        "-d",
+        dir.path.to_str().unwrap(),
+        "-p",
+        &prog.child.id().to_string(),
+    ]);
+    assert_eq!(r.code(), Some(1), "{}", r.describe());
+    assert!(r.stderr.contains("statically linked"), "{}", r.describe());
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert!(out.ends_with("done after 0 rounds"), "{out}");
+    assert_eq!(status.code(), Some(3));
+
+    // Traced by another tracer (strace), then by fctrace's agent already.
+    let exe = attach_program();
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id().to_string();
+    let mut strace = Command::new("strace")
+        .args(["-o", "/dev/null", "-p", &pid])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("strace is needed (.ci/run installs it)");
+    let status_file = format!("/proc/{pid}/status");
+    let traced = || {
+        std::fs::read_to_string(&status_file)
+            .unwrap()
+            .lines()
+            .any(|l| l.starts_with("TracerPid:") && l.split_whitespace().nth(1) != Some("0"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !traced() {
+        assert!(Instant::now() < deadline, "strace did not attach");
+        // Polling for strace's attach; the assertion does not depend on it.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let r = fctrace(&["record", "-d", dir.path.to_str().unwrap(), "-p", &pid]);
+    assert_eq!(r.code(), Some(1), "{}", r.describe());
+    assert!(
+        r.stderr.contains("already traced by process"),
+        "{}",
+        r.describe()
+    );
+    let _ = strace.kill();
+    let _ = strace.wait();
+    while traced() {
+        // Polling for strace's detach.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Attached by a first fctrace: a second one is refused, clearly.
+    let first = TraceDir::new("attach-first");
+    let mut t = Driven::start(Command::new(fctrace_bin()).args([
+        "record",
+        "-d",
+        first.path.to_str().unwrap(),
+        "-p",
+        &pid,
+    ]));
+    let err = read_lines(t.child.stderr.take().unwrap());
+    let line = err
+        .recv_timeout(Duration::from_secs(60))
+        .expect("fctrace says it attached");
+    assert!(line.contains("attached"), "{line}");
+    let r = fctrace(&["record", "-d", dir.path.to_str().unwrap(), "-p", &pid]);
+    assert_eq!(r.code(), Some(1), "{}", r.describe());
+    assert!(r.stderr.contains("already loaded"), "{}", r.describe());
+    prog.send("go");
+    prog.wait_for("round 1");
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert!(out.ends_with("done after 1 rounds"), "{out}");
+    assert_eq!(status.code(), Some(3));
+    let (_, st) = t.finish();
+    assert_eq!(st.code(), Some(0));
+    assert_eq!(
+        report(&first.path)
+            .functions
+            .iter()
+            .filter(|f| f.name == "step")
+            .map(|f| f.calls)
+            .sum::<u64>(),
+        STEPS
+    );
+}

@@ -1,0 +1,88 @@
+/* attach.c: a running process for `fctrace -p`. Two compute threads call
+ * the tiny leaf `tick` as fast as they can; a reader thread blocks in
+ * read(2) on a pipe; main waits on stdin. Each line "go" on stdin makes
+ * main call `step` STEPS times, wait until each compute thread has made
+ * TICKS more calls of `tick`, and write a message into the pipe, which
+ * the reader reads whole (an EINTR would show in its line) and hands to
+ * `got`. "quit" ends the threads and the program (exit status 3). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STEPS 1000
+#define TICKS 1000
+
+static volatile int stop;
+static volatile long sink;
+static int fds[2];
+static volatile long ticks[2];
+
+__attribute__((noinline)) int tick(int x) { return x + 1; }
+__attribute__((noinline)) long step(long x) { sink += x; return sink; }
+__attribute__((noinline)) void got(const char *msg, long n) {
+    printf("reader: %ld bytes: %.*s\n", n, (int)n, msg);
+    fflush(stdout);
+}
+
+static void *compute(void *arg) {
+    volatile long *n = &ticks[(long)arg];
+    int (*volatile f)(int) = tick;
+    int x = 0;
+    while (!stop) {
+        x = f(x);
+        ++*n;
+    }
+    return (void *)(long)x;
+}
+
+static void *reader(void *arg) {
+    char buf[128];
+    for (;;) {
+        ssize_t n = read(fds[0], buf, sizeof buf);
+        if (n < 0) {
+            printf("reader: read failed: %s\n", strerror(errno));
+            fflush(stdout);
+            continue;
+        }
+        if (n == 0)
+            return 0;
+        got(buf, n);
+    }
+}
+
+int main(void) {
+    if (pipe(fds))
+        return 1;
+    pthread_t c[2], r;
+    for (int i = 0; i < 2; i++)
+        pthread_create(&c[i], 0, compute, (void *)(long)i);
+    pthread_create(&r, 0, reader, 0);
+    printf("ready\n");
+    fflush(stdout);
+    char line[64];
+    int round = 0;
+    while (fgets(line, sizeof line, stdin)) {
+        if (!strncmp(line, "quit", 4))
+            break;
+        long from[2] = {ticks[0], ticks[1]};
+        for (long i = 0; i < STEPS; i++)
+            step(i);
+        for (int i = 0; i < 2; i++)
+            while (ticks[i] < from[i] + TICKS)
+                usleep(100);
+        char msg[64];
+        int n = snprintf(msg, sizeof msg, "round %d", ++round);
+        if (write(fds[1], msg, n) != n)
+            return 2;
+    }
+    stop = 1;
+    for (int i = 0; i < 2; i++)
+        pthread_join(c[i], 0);
+    close(fds[1]);
+    pthread_join(r, 0);
+    printf("done after %d rounds\n", round);
+    return 3;
+}
