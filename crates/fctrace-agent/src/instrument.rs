@@ -158,6 +158,103 @@ fn in_agent(addr: u64) -> bool {
     agent_module().is_some() && module_of(addr).as_deref() == agent_module()
 }
 
+/// The functions the agent defines in place of the C library's and the
+/// unwinder's (see `interpose`, `process`, `unwind`, `context`).
+const INTERPOSED: &[&str] = &[
+    "pthread_create",
+    "pthread_exit",
+    "pthread_cancel",
+    "vfork",
+    "execve",
+    "execv",
+    "execvp",
+    "execvpe",
+    "fexecve",
+    "execveat",
+    "execl",
+    "execlp",
+    "execle",
+    "posix_spawn",
+    "posix_spawnp",
+    "system",
+    "popen",
+    "pclose",
+    "swapcontext",
+    "setcontext",
+    "longjmp",
+    "_longjmp",
+    "siglongjmp",
+    "__longjmp_chk",
+    "_Unwind_RaiseException",
+    "_Unwind_Resume_or_Rethrow",
+    "_Unwind_Resume",
+    "_Unwind_ForcedUnwind",
+    "_Unwind_Backtrace",
+    "backtrace",
+    "__cxa_begin_catch",
+];
+
+/// Attaching: the program and its libraries bound their calls of the
+/// functions the agent interposes to the real ones before the agent was
+/// loaded (a preloaded agent comes first in the lookup order instead), so
+/// their GOT slots for those functions are pointed at the agent's. Done
+/// before instrumenting, so that a call traced through a GOT slot goes on
+/// to the agent's function, as when preloaded. Returns what could not be
+/// bound, per module.
+pub fn bind_interposers() -> Vec<String> {
+    let mut failed = Vec::new();
+    let Some(me) = agent_module() else {
+        return vec!["the agent's own file is unknown".into()];
+    };
+    let Ok(me_c) = std::ffi::CString::new(me) else {
+        return vec!["the agent's own file is unknown".into()];
+    };
+    // SAFETY: dlopen of the agent itself (already loaded: a new reference
+    // only, never closed) and dlsym with NUL-terminated names.
+    let ours: Vec<(&str, u64)> = unsafe {
+        let h = libc::dlopen(me_c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if h.is_null() {
+            return vec!["cannot look the agent's functions up".into()];
+        }
+        INTERPOSED
+            .iter()
+            .filter_map(|&n| {
+                let c = std::ffi::CString::new(n).ok()?;
+                let p = libc::dlsym(h, c.as_ptr()) as u64;
+                (p != 0 && in_agent(p)).then_some((n, p))
+            })
+            .collect()
+    };
+    let modules = loaded_modules();
+    let interp = modules.first().and_then(|m| m.interp.clone());
+    for m in &modules {
+        if m.path.is_empty()
+            || m.path == me
+            || Some(&m.path) == interp.as_ref()
+            || m.path.contains("linux-vdso")
+        {
+            continue;
+        }
+        let r = with_analysis(&m.path, false, |info, _| {
+            let slots = info
+                .plt
+                .iter()
+                .map(|p| (p.got, p.name.as_str()))
+                .chain(info.got_imports.iter().map(|g| (g.got, g.name.as_str())));
+            for (got, name) in slots {
+                if let Some(&(_, f)) = ours.iter().find(|(n, _)| *n == name) {
+                    write_word(m.base + got, f)?;
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = r {
+            failed.push(format!("{}: {e}", m.path));
+        }
+    }
+    failed
+}
+
 /// Where `name` is defined, and whether the agent defines it itself (exec,
 /// unwinder entry points, ...): then the address is that of the definition
 /// the agent forwards to, so that the program's calls are attributed to the

@@ -15,6 +15,15 @@ pub fn resolve_next(cache: &AtomicPtr<c_void>, name: &'static str) -> *mut c_voi
         // SAFETY: dlsym with a NUL-terminated name.
         p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) };
         if p.is_null() {
+            // Loaded into a running process (`-p`), the agent is not in
+            // the global scope: the objects after it in its own scope are
+            // its dependencies only, and a function of another library
+            // (libstdc++'s) is found in the global scope, which does not
+            // hold the agent's definition.
+            // SAFETY: as above.
+            p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr().cast()) };
+        }
+        if p.is_null() {
             crate::fatal(&format!(
                 "cannot find the real {}",
                 name.trim_end_matches('\0')

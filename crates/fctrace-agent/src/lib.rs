@@ -378,6 +378,11 @@ fn start(cfg: &Config, attaching: bool) -> Result<(), String> {
     let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
     SESSION.store(sid, Ordering::Relaxed);
     let nest = shm.header().flags & fctrace_format::shm::FLAG_NEST_LIBCALL != 0;
+    if attaching {
+        for e in instrument::bind_interposers() {
+            warn(&format!("attaching: {e}"));
+        }
+    }
     instrument::instrument_process(shm, sid, &cfg.dir, nest)?;
     let (parent, origin) = match cfg.parent {
         Some(p) => (p, fctrace_format::shm::ORIGIN_EXEC),

@@ -5,6 +5,8 @@
 //! made while attached are recorded (main's `step`, exactly as many as it
 //! made; each compute thread's `tick`, at least as many as main waited
 //! for); the blocked read completes with the whole message (no EINTR).
+//! A C++ program throws through traced frames after fctrace attached (the
+//! unwinder's entry points, bound before, are pointed at the agent's).
 //! And the errors: no such process, a statically linked one, one already
 //! traced by another tracer, one fctrace's agent is already in.
 
@@ -330,5 +332,35 @@ fn attach_errors_are_clear() {
             .map(|f| f.calls)
             .sum::<u64>(),
         STEPS
+    );
+}
+
+#[test]
+fn exceptions_thrown_after_attaching_are_caught_as_natively() {
+    let exe = cxx_program("attach_throw.cpp", "-O2", &["-O2"]);
+    let (native_out, native_status, _) = drive(&exe, None);
+    assert!(
+        native_out.contains("round 3: caught boom 3"),
+        "{native_out}"
+    );
+    let dir = TraceDir::new("attach-throw");
+    let (out, status, run) = drive(&exe, Some(&dir.path));
+    let run = run.unwrap();
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(0), "{}", run.describe());
+    assert_eq!(out, native_out);
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(native_status.code(), Some(3));
+    let text = replay_text(&dir.path);
+    let ctx = format!("trace {}\n{text}", dir.path.display());
+    assert_eq!(
+        text.matches("} /* thrower(int) */ (unwound)").count(),
+        ROUNDS,
+        "{ctx}"
+    );
+    assert_eq!(
+        text.matches("} /* middle(int) */ (unwound)").count(),
+        ROUNDS,
+        "{ctx}"
     );
 }
