@@ -11,19 +11,16 @@
 //! agent cannot set itself up, it says so on stderr and leaves the program
 //! untraced.
 
-mod alloc;
-mod args;
-mod context;
-mod filter;
+mod arch;
 mod instrument;
 mod interpose;
-mod process;
-mod shm;
-mod signal;
-mod thread;
-mod tls;
-mod unwind;
-mod x86_64;
+mod recording;
+mod runtime;
+
+use arch::x86_64;
+use interpose::{process, signal};
+use recording::filter;
+use runtime::{alloc, shm, thread, tls};
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -293,7 +290,7 @@ fn start(cfg: &Config) -> Result<(), String> {
     let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
     SESSION.store(sid, Ordering::Relaxed);
     let nest = shm.header().flags & fctrace_format::shm::FLAG_NEST_LIBCALL != 0;
-    instrument::instrument_process(shm, sid, &cfg.dir, nest)?;
+    instrument::modules::instrument_process(shm, sid, &cfg.dir, nest)?;
     let (parent, origin) = match cfg.parent {
         Some(p) => (p, fctrace_format::shm::ORIGIN_EXEC),
         None => (u32::MAX, fctrace_format::shm::ORIGIN_START),

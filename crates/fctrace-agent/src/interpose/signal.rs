@@ -41,9 +41,9 @@
 //!   thread whose int3 raises a blocked SIGTRAP); queries show what the
 //!   program asked for.
 
-use crate::shm::{self, Shm};
-use crate::thread::{self, ThreadState};
-use crate::tls;
+use crate::runtime::shm::{self, Shm};
+use crate::runtime::thread::{self, ThreadState};
+use crate::runtime::tls;
 use fctrace_format::event::EventKind;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -237,7 +237,7 @@ pub fn note_hot_code(at: u64, code: &[u8]) {
         x.op0_kind() == OpKind::Memory
             && x.memory_base() == Register::R11
             && x.memory_index() == Register::None
-            && x.memory_displacement64() == crate::thread::OFF_SHADOW_TOP as u64
+            && x.memory_displacement64() == crate::runtime::thread::OFF_SHADOW_TOP as u64
             && x.op1_kind() == OpKind::Register
             && x.op1_register() == Register::RCX
     };
@@ -272,7 +272,7 @@ pub fn note_hot_code(at: u64, code: &[u8]) {
 
 /// Notes the `-N` and `-F` entries' and exits' windows of the common
 /// block at `at` (noted by [`note_hot_code`] just before).
-pub fn note_region_windows(at: u64, w: &crate::x86_64::codegen::RegionWindows) {
+pub fn note_region_windows(at: u64, w: &crate::arch::x86_64::codegen::RegionWindows) {
     if w.push_lo == 0 {
         return;
     }
@@ -319,7 +319,7 @@ fn hot_block(rip: u64) -> Option<&'static Hot> {
 /// exits have windows of their own (`x86_64::codegen::RegionWindows`).
 /// All edit the context the kernel restores.
 fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
-    let ent = crate::thread::SHADOW_ENTRY_SIZE as u64;
+    let ent = crate::runtime::thread::SHADOW_ENTRY_SIZE as u64;
     // SAFETY: the kernel's ucontext for this delivery; the registers named
     // are the interrupted hot path's own (it saved the program's).
     unsafe {
@@ -332,7 +332,7 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
         // `to` (the reservation undone, or the pop done).
         let mut top_to_rcx_then = |to: &AtomicU64| {
             if top == rcx + ent {
-                st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
+                st.shadow_top = rcx as *mut crate::runtime::thread::ShadowEntry;
                 g[libc::REG_RIP as usize] = to.load(Ordering::Relaxed) as i64;
             }
         };
@@ -360,7 +360,7 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
             && rip >= h.n_close_lo.load(Ordering::Relaxed)
             && rip < h.n_close_hi.load(Ordering::Relaxed)
         {
-            crate::filter::recompute(st);
+            crate::recording::filter::recompute(st);
             g[libc::REG_RIP as usize] = h.x_tail.load(Ordering::Relaxed) as i64;
             return;
         }
@@ -375,9 +375,9 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
                 if top != rcx + ent {
                     return;
                 }
-                st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
+                st.shadow_top = rcx as *mut crate::runtime::thread::ShadowEntry;
                 if rip >= h.f_counted.load(Ordering::Relaxed) {
-                    crate::filter::fix_filter_count(st, true);
+                    crate::recording::filter::fix_filter_count(st, true);
                 }
             }
             g[libc::REG_RIP as usize] = h.f_check.load(Ordering::Relaxed) as i64;
@@ -395,12 +395,12 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
                 if top != rcx + ent {
                     return;
                 }
-                let e = rcx as *const crate::thread::ShadowEntry;
+                let e = rcx as *const crate::runtime::thread::ShadowEntry;
                 g[libc::REG_RAX as usize] = (*e).func as u32 as i64;
-                st.shadow_top = e as *mut crate::thread::ShadowEntry;
+                st.shadow_top = e as *mut crate::runtime::thread::ShadowEntry;
             }
             let uncount = rip < h.f_uncounted.load(Ordering::Relaxed);
-            crate::filter::fix_filter_count(st, uncount);
+            crate::recording::filter::fix_filter_count(st, uncount);
             g[libc::REG_RIP as usize] = h.f_close_hi.load(Ordering::Relaxed) as i64;
             return;
         }
@@ -409,9 +409,9 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
             // rcx = the top entry, already read; the slot holds its real
             // return address again.
             if top == rcx + ent {
-                let e = rcx as *const crate::thread::ShadowEntry;
+                let e = rcx as *const crate::runtime::thread::ShadowEntry;
                 g[libc::REG_RAX as usize] = (*e).func as i64;
-                st.shadow_top = e as *mut crate::thread::ShadowEntry;
+                st.shadow_top = e as *mut crate::runtime::thread::ShadowEntry;
                 g[libc::REG_RIP as usize] = h.pop_next.load(Ordering::Relaxed) as i64;
             }
         }
@@ -806,13 +806,13 @@ fn record(sig: i32, uc: *mut c_void) {
         }
     }
 
-    if crate::filter::active() {
+    if crate::recording::filter::active() {
         // Not shown where calls are not recorded (the fix-up above is
         // needed all the same).
-        if st.gen != crate::filter::GLOBAL.load(Ordering::Acquire) {
-            crate::filter::resync(st);
+        if st.gen != crate::recording::filter::GLOBAL.load(Ordering::Acquire) {
+            crate::recording::filter::resync(st);
         }
-        if !crate::filter::records_plain(st) {
+        if !crate::recording::filter::records_plain(st) {
             return;
         }
     }
@@ -838,7 +838,7 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, uc: *mut c_void) -
             (TRIG_FINISH, fctrace_options::Action::Finish),
         ] {
             if trig & bit != 0 {
-                crate::filter::signal_action(a);
+                crate::recording::filter::signal_action(a);
             }
         }
     }

@@ -2,8 +2,8 @@
 //! first traced call of a thread, full buffer, and a return that does not
 //! match the top of the shadow stack (frames that vanished).
 
-use crate::shm::{self, Shm};
-use crate::tls;
+use crate::runtime::shm::{self, Shm};
+use crate::runtime::tls;
 use fctrace_format::event::EventKind;
 use fctrace_format::shm::BufHeader;
 
@@ -58,14 +58,14 @@ pub struct ThreadState {
     pub unwind_sp: u64,
     /// The thread's chain of ucontext switches (`context`), allocated at
     /// its first `swapcontext`; null before.
-    pub contexts: *mut crate::context::Chain,
-    /// With filters (`crate::filter`): calls that are not flagged are
+    pub contexts: *mut crate::interpose::context::Chain,
+    /// With filters (`crate::recording::filter`): calls that are not flagged are
     /// recorded only while `shadow_top` is below this (0: none are).
     pub limit: u64,
     /// With filters: the global switch word this thread last applied.
     pub gen: u32,
     /// With filters: non-zero while nothing may be recorded: open `-N`
-    /// regions (bits 0..24) and `crate::filter::B_*` bits.
+    /// regions (bits 0..24) and `crate::recording::filter::B_*` bits.
     pub block: u32,
     /// With filters: shadow entries of calls that were not recorded
     /// (region owners).
@@ -73,7 +73,7 @@ pub struct ThreadState {
     /// With filters: the depth limit in recorded levels (`u32::MAX`: none).
     pub max: u32,
     /// With filters: the thread's filter state.
-    pub filt: crate::filter::FilterState,
+    pub filt: crate::recording::filter::FilterState,
     /// The shadow stack's mapping and its length (0: the thread ended and
     /// uses `exit_stack`).
     pub shadow_map: u64,
@@ -98,9 +98,10 @@ pub const OFF_GEN: i32 = std::mem::offset_of!(ThreadState, gen) as i32;
 pub const OFF_BLOCK: i32 = std::mem::offset_of!(ThreadState, block) as i32;
 pub const OFF_HIDDEN: i32 = std::mem::offset_of!(ThreadState, hidden) as i32;
 pub const OFF_MAX: i32 = std::mem::offset_of!(ThreadState, max) as i32;
-/// The count of open `-F` regions (`crate::filter::FilterState`), which
+/// The count of open `-F` regions (`crate::recording::filter::FilterState`), which
 /// the generated `-F` entry and exit update.
-pub const OFF_FL: i32 = (std::mem::offset_of!(ThreadState, filt) + crate::filter::FL_OFFSET) as i32;
+pub const OFF_FL: i32 =
+    (std::mem::offset_of!(ThreadState, filt) + crate::recording::filter::FL_OFFSET) as i32;
 
 pub const SLOW_INIT: u64 = 1;
 pub const SLOW_FULL: u64 = 2;
@@ -172,11 +173,11 @@ pub fn init_thread(
         unwind_sp: 0,
         contexts: std::ptr::null_mut(),
         limit: u64::MAX,
-        gen: crate::filter::NEVER,
+        gen: crate::recording::filter::NEVER,
         block: 0,
         hidden: 0,
         max: u32::MAX,
-        filt: crate::filter::FilterState::default(),
+        filt: crate::recording::filter::FilterState::default(),
         shadow_map: shadow as u64,
         shadow_len: SHADOW_INITIAL,
         sig_frame: 0,
@@ -188,7 +189,7 @@ pub fn init_thread(
         park: std::sync::atomic::AtomicU64::new(0),
     }));
     tls::set_state(st);
-    crate::unwind::watch_thread_exit();
+    crate::interpose::unwind::watch_thread_exit();
     Some(st)
 }
 
@@ -335,7 +336,7 @@ pub fn after_fork_child(shm: &Shm) {
 /// thread writes into the scratch buffer until `take_next_buffer`. Only while
 /// the thread is busy.
 pub fn flush_buffer(shm: &Shm, st: &mut ThreadState) {
-    crate::signal::release_parked(shm, st);
+    crate::interpose::signal::release_parked(shm, st);
     shm.release(st.buf_index);
     st.buf = crate::scratch_buffer();
 }
@@ -373,11 +374,11 @@ fn switch_buffer(shm: &Shm, st: &mut ThreadState) {
         return;
     }
     if !shm.recording() {
-        crate::signal::release_parked(shm, st);
+        crate::interpose::signal::release_parked(shm, st);
         shm.recycle_own(st.buf);
         return;
     }
-    crate::signal::release_buffer(shm, st);
+    crate::interpose::signal::release_buffer(shm, st);
     if !take_next_buffer(shm, st) {
         st.buf = crate::scratch_buffer();
     }
@@ -412,9 +413,9 @@ pub unsafe extern "C" fn slow_path(
     gprs: *const u64,
 ) -> u64 {
     if reason == SLOW_UNWINDING {
-        return crate::unwind::call_while_unwinding(arg, func as u32);
+        return crate::interpose::unwind::call_while_unwinding(arg, func as u32);
     }
-    let _defer = crate::signal::DeferSignals::new();
+    let _defer = crate::interpose::signal::DeferSignals::new();
     let was_busy = tls::busy();
     let _busy = tls::Busy::enter();
     let Some(shm) = shm::get() else { return 0 };
@@ -462,18 +463,25 @@ pub unsafe extern "C" fn slow_path(
         SLOW_RESYNC => {
             // SAFETY: as above.
             let st = unsafe { &mut *tls::state() };
-            crate::filter::resync(st);
+            crate::recording::filter::resync(st);
             0
         }
         SLOW_FLAGGED_ENTRY => {
             // SAFETY: as above; the generated code passes its saved registers.
             unsafe {
-                crate::filter::flagged_entry(shm, &mut *tls::state(), func as u32, arg, xsave, gprs)
+                crate::recording::filter::flagged_entry(
+                    shm,
+                    &mut *tls::state(),
+                    func as u32,
+                    arg,
+                    xsave,
+                    gprs,
+                )
             }
         }
         SLOW_FLAGGED_EXIT => {
             // SAFETY: as above.
-            unsafe { crate::filter::flagged_exit(shm, &mut *tls::state(), arg, xsave) };
+            unsafe { crate::recording::filter::flagged_exit(shm, &mut *tls::state(), arg, xsave) };
             0
         }
         _ => 0,
@@ -501,7 +509,7 @@ fn unwind_to(shm: &Shm, st: &mut ThreadState, slot: u64) {
             let e = st.shadow_top.sub(1);
             let func = (*e).func;
             st.shadow_top = e;
-            crate::filter::unwound(shm, st, func);
+            crate::recording::filter::unwound(shm, st, func);
         }
     }
 }

@@ -29,8 +29,8 @@
 //! and a frame's `(unwound)` exit marks the moment its context was left
 //! for good, as far as this part of the tree is concerned.
 
-use crate::thread::{ShadowEntry, ThreadState};
-use crate::tls;
+use crate::runtime::thread::{ShadowEntry, ThreadState};
+use crate::runtime::tls;
 use std::ffi::c_void;
 
 /// Links kept per thread; deeper chains (contexts that keep switching to
@@ -110,7 +110,7 @@ fn restore_range(st: &ThreadState, lo: usize, hi: usize, sp: u64) {
         if e.func & SUSPENDED != 0 {
             continue;
         }
-        let site = crate::unwind::ret_site(e.func);
+        let site = crate::interpose::unwind::ret_site(e.func);
         let slot = e.slot as *mut u64;
         // SAFETY: a slot above sp is a return-address slot of a live frame
         // of the running stack; only one still holding our stub is written.
@@ -134,7 +134,7 @@ fn hijack_range(st: &ThreadState, lo: usize, hi: usize, sp: u64) {
             continue;
         }
         let func = e.func & !SUSPENDED;
-        let site = crate::unwind::ret_site(func);
+        let site = crate::interpose::unwind::ret_site(func);
         let slot = e.slot as *mut u64;
         // SAFETY: as in restore_range; only a slot holding this entry's
         // real return address is written.
@@ -201,7 +201,9 @@ fn resumed(oucp: u64, sp: u64) {
     let _busy = tls::Busy::enter();
     // SAFETY: the state belongs to this thread.
     let st = unsafe { &mut *p };
-    let Some(shm) = crate::shm::get() else { return };
+    let Some(shm) = crate::runtime::shm::get() else {
+        return;
+    };
     let top = top_index(st);
     let c = chain(st);
     prune(c, top);
@@ -227,7 +229,7 @@ fn resumed(oucp: u64, sp: u64) {
         unsafe {
             st.shadow_top = st.shadow_top.sub(1);
             let func = (*st.shadow_top).func;
-            crate::filter::unwound(shm, st, func);
+            crate::recording::filter::unwound(shm, st, func);
         }
     }
     hijack_range(st, link.base, link.top, sp);
@@ -267,7 +269,9 @@ pub unsafe extern "C" fn swapcontext(oucp: *mut c_void, ucp: *const c_void) -> i
 fn leave_frames(target_sp: u64, sp: u64) {
     let Some(st) = traced_state() else { return };
     let _busy = tls::Busy::enter();
-    let Some(shm) = crate::shm::get() else { return };
+    let Some(shm) = crate::runtime::shm::get() else {
+        return;
+    };
     let top = top_index(st);
     let c = chain(st);
     prune(c, top);
@@ -281,7 +285,7 @@ fn leave_frames(target_sp: u64, sp: u64) {
             }
             restore_range(st, top_index(st) - 1, top_index(st), sp);
             st.shadow_top = st.shadow_top.sub(1);
-            crate::filter::unwound(shm, st, e.func);
+            crate::recording::filter::unwound(shm, st, e.func);
         }
     }
 }

@@ -50,8 +50,8 @@
 //! ([`hook_open_calls`]) whose return records an end mark, so that the
 //! display filters know them from there to their end.
 
-use crate::shm::Shm;
-use crate::thread::{self, ShadowEntry, ThreadState, SHADOW_ENTRY_SIZE};
+use crate::runtime::shm::Shm;
+use crate::runtime::thread::{self, ShadowEntry, ThreadState, SHADOW_ENTRY_SIZE};
 use fctrace_format::argval::MAX_BACKTRACE;
 use fctrace_format::event::EventKind;
 use fctrace_options::{pattern::name_forms, Action, Options};
@@ -149,7 +149,7 @@ struct Config {
     /// tracing resumes), so the code ranges of functions are kept.
     walks: bool,
     depth: u32,
-    specs: Option<&'static crate::args::Specs>,
+    specs: Option<&'static crate::recording::args::Specs>,
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
@@ -169,7 +169,7 @@ pub fn init(opts: Options) -> bool {
             opts.triggers.len()
         ));
     }
-    let specs = crate::args::Specs::from_options(&opts);
+    let specs = crate::recording::args::Specs::from_options(&opts);
     let specs = (!specs.is_empty()).then(|| specs.install());
     let walks = opts.triggers.iter().any(|t| {
         t.actions
@@ -423,7 +423,7 @@ pub unsafe fn flagged_entry(
     if !visible && !region {
         return 1;
     }
-    if st.shadow_top >= st.shadow_end && !crate::thread::grow_shadow(st) {
+    if st.shadow_top >= st.shadow_end && !crate::runtime::thread::grow_shadow(st) {
         shm.add_lost(if visible { 2 } else { 0 });
         return 1;
     }
@@ -494,7 +494,7 @@ pub unsafe fn flagged_entry(
             // SAFETY: the generated code saved the general registers in
             // this order and the extended state in xsave's layout.
             let regs = unsafe { entry_regs(slot, xsave, gprs) };
-            crate::args::on_entry(st, func, &regs);
+            crate::recording::args::on_entry(st, func, &regs);
         }
     }
     recompute(st);
@@ -504,7 +504,11 @@ pub unsafe fn flagged_entry(
 /// # Safety
 /// `gprs` holds 10 saved registers (`thread::slow_path`), `xsave` an
 /// xsave area.
-unsafe fn entry_regs(slot: u64, xsave: *const u8, gprs: *const u64) -> crate::args::EntryRegs {
+unsafe fn entry_regs(
+    slot: u64,
+    xsave: *const u8,
+    gprs: *const u64,
+) -> crate::recording::args::EntryRegs {
     // SAFETY: as the caller guarantees.
     unsafe {
         let g = |i: usize| gprs.add(i).read();
@@ -512,7 +516,7 @@ unsafe fn entry_regs(slot: u64, xsave: *const u8, gprs: *const u64) -> crate::ar
         for (i, x) in xmm.iter_mut().enumerate() {
             std::ptr::copy_nonoverlapping(xsave.add(160 + 16 * i), x.as_mut_ptr(), 16);
         }
-        crate::args::EntryRegs {
+        crate::recording::args::EntryRegs {
             rdi: g(5),
             rsi: g(6),
             rdx: g(7),
@@ -560,7 +564,7 @@ fn hook_open_calls(st: &mut ThreadState, entered: u64, chain: &[u32], slots: &[u
             }
             continue;
         }
-        let site = crate::unwind::ret_site(func as u64);
+        let site = crate::interpose::unwind::ret_site(func as u64);
         if site == 0 || st.shadow_top >= st.shadow_end {
             continue;
         }
@@ -604,7 +608,7 @@ fn decreasing(v: impl Iterator<Item = u64>) -> bool {
 /// is a chain of `func` alone with the end flag (`fctrace_format::argval`;
 /// the tree skips it, the display filters end the call there).
 fn record_end(st: &mut ThreadState, func: u32) {
-    crate::args::emit(st, EventKind::Args, func, 8, |w| {
+    crate::recording::args::emit(st, EventKind::Args, func, 8, |w| {
         w.end_mark(func);
     });
 }
@@ -614,7 +618,7 @@ fn record_end(st: &mut ThreadState, func: u32) {
 /// backtrace, or with `resume` the calls open where tracing resumed;
 /// right after its `Entry` and before its own arguments.
 fn record_chain(st: &mut ThreadState, func: u32, callers: &[u32], cut: bool, resume: bool) {
-    crate::args::emit(st, EventKind::Args, func, 4 + 4 * callers.len(), |w| {
+    crate::recording::args::emit(st, EventKind::Args, func, 4 + 4 * callers.len(), |w| {
         w.chain(callers, cut, resume);
     });
 }
@@ -632,7 +636,7 @@ pub fn note_range(id: u32, addr: u64, size: u64) {
 /// exports it with a size), so that its frames are named in backtraces
 /// as the calls recorded for it are.
 pub fn note_import_range(id: u32, target: u64) {
-    if !CONFIG.get().is_some_and(|c| c.walks) || crate::unwind::in_agent(target) {
+    if !CONFIG.get().is_some_and(|c| c.walks) || crate::interpose::unwind::in_agent(target) {
         return;
     }
     unsafe extern "C" {
@@ -690,7 +694,7 @@ pub fn publish_ranges() {
 /// the agent) are left out.
 mod backtrace {
     use super::MAX_BACKTRACE;
-    use crate::thread::ThreadState;
+    use crate::runtime::thread::ThreadState;
     use std::ffi::c_void;
     use std::sync::atomic::{AtomicPtr, Ordering};
     use std::sync::Mutex;
@@ -733,7 +737,7 @@ mod backtrace {
         get_ip();
         get_gr();
         get_cfa();
-        crate::unwind::in_agent(0);
+        crate::interpose::unwind::in_agent(0);
         // SAFETY: a callback that stops at once.
         unsafe { unwind_backtrace()(nothing, std::ptr::null_mut()) };
     }
@@ -782,7 +786,7 @@ mod backtrace {
         unsafe {
             let r = &mut *(data as *mut Regs);
             let ip = get_ip()(ctx);
-            if ip == 0 || crate::unwind::in_agent(ip) {
+            if ip == 0 || crate::interpose::unwind::in_agent(ip) {
                 return GO_ON;
             }
             for (k, reg) in [6, 12, 13, 14, 15].into_iter().enumerate() {
@@ -956,7 +960,7 @@ mod backtrace {
             n: 0,
             cut: false,
         };
-        crate::unwind::restore_all(st);
+        crate::interpose::unwind::restore_all(st);
         // SAFETY: the trampoline above, with the traced call's frame
         // address and registers; the callback only reads the context and
         // writes `c`, alive during the walk.
@@ -969,7 +973,7 @@ mod backtrace {
                 &mut c as *mut Chain as *mut c_void,
             )
         };
-        crate::unwind::hijack_all(st);
+        crate::interpose::unwind::hijack_all(st);
         let (n, cut) = (c.n, c.cut);
         out[..n].reverse();
         slots[..n].reverse();
@@ -997,7 +1001,7 @@ pub unsafe fn flagged_exit(shm: &Shm, st: &mut ThreadState, slot: u64, xsave: *c
         if e.func & E_RETVAL != 0 {
             // SAFETY: the exit's saved registers and xsave area.
             let regs = unsafe {
-                let mut r = crate::args::ExitRegs {
+                let mut r = crate::recording::args::ExitRegs {
                     rax: ((slot - 8) as *const u64).read(),
                     rdx: ((slot - 24) as *const u64).read(),
                     xmm0: [0; 16],
@@ -1007,7 +1011,7 @@ pub unsafe fn flagged_exit(shm: &Shm, st: &mut ThreadState, slot: u64, xsave: *c
                 std::ptr::copy_nonoverlapping(xsave.add(176), r.xmm1.as_mut_ptr(), 16);
                 r
             };
-            crate::args::on_exit(st, func, &regs);
+            crate::recording::args::on_exit(st, func, &regs);
         }
         thread::append(shm, st, EventKind::Exit, func);
     } else if e.func & E_OPENED != 0 && FINISHED.load(Ordering::Relaxed) == 0 {

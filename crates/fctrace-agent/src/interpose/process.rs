@@ -20,7 +20,8 @@
 //! jumps (not calls) to the real start routine, so the thread's stack and
 //! backtraces are as without fctrace.
 
-use crate::{real, shm, thread, tls};
+use crate::real;
+use crate::runtime::{shm, thread, tls};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
@@ -34,7 +35,7 @@ struct Inject {
     dir: Vec<u8>,
     /// The agent's path, first in the new `LD_PRELOAD`.
     agent: Vec<u8>,
-    /// `FCTRACE_OPTIONS=...` (filters, triggers: `crate::filter`), empty
+    /// `FCTRACE_OPTIONS=...` (filters, triggers: `crate::recording::filter`), empty
     /// when there are none.
     opts: Vec<u8>,
     /// Descriptors of the agent file and the shared memory, for a program
@@ -214,7 +215,7 @@ fn with_scratch<R>(need: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
         let mut buf = [0u8; STACK];
         return f(&mut buf[..]);
     }
-    let p = crate::alloc::map(need);
+    let p = crate::runtime::alloc::map(need);
     if p.is_null() {
         return f(&mut []);
     }

@@ -34,8 +34,8 @@
 //!   `backtrace`).
 
 use crate::real;
-use crate::thread::{self, ShadowEntry, ThreadState};
-use crate::tls;
+use crate::runtime::thread::{self, ShadowEntry, ThreadState};
+use crate::runtime::tls;
 use fctrace_format::event::EventKind;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
@@ -59,7 +59,7 @@ pub(crate) fn ret_site(func: u64) -> u64 {
     }
     // SAFETY: published tables are leaked, never mutated after publication.
     let v = unsafe { &*p };
-    // Bits above the id: filter bits (`crate::filter`), ignored; a
+    // Bits above the id: filter bits (`crate::recording::filter`), ignored; a
     // suspended context's entry (bit 63, `context`) has no site to take
     // over.
     if func >> 63 != 0 {
@@ -114,7 +114,9 @@ pub(crate) fn hijack_all(st: &ThreadState) {
 /// over again. With `keep_top`, the top entry is the call being made (it
 /// was traced before the agent saw it) and stays.
 pub fn repair(st: &mut ThreadState, slot: u64, keep_top: bool) {
-    let Some(shm) = crate::shm::get() else { return };
+    let Some(shm) = crate::runtime::shm::get() else {
+        return;
+    };
     // SAFETY: entries between base and top were written by this thread.
     unsafe {
         let mut kept = None;
@@ -128,7 +130,7 @@ pub fn repair(st: &mut ThreadState, slot: u64, keep_top: bool) {
                 break;
             }
             st.shadow_top = st.shadow_top.sub(1);
-            crate::filter::unwound(shm, st, e.func);
+            crate::recording::filter::unwound(shm, st, e.func);
         }
         if let Some(e) = kept {
             *st.shadow_top = e;
@@ -179,7 +181,7 @@ pub fn call_while_unwinding(slot: u64, func: u32) -> u64 {
     // SAFETY: the state belongs to this thread.
     let st = unsafe { &mut *p };
     tls::set_busy(1);
-    let Some(shm) = crate::shm::get() else {
+    let Some(shm) = crate::runtime::shm::get() else {
         tls::set_busy(tls::BUSY_UNWINDING);
         return 0;
     };
@@ -188,7 +190,7 @@ pub fn call_while_unwinding(slot: u64, func: u32) -> u64 {
         tls::set_busy(0);
         return 1;
     }
-    if crate::filter::records_plain(st) {
+    if crate::recording::filter::records_plain(st) {
         thread::append(shm, st, EventKind::Entry, func);
         thread::append(shm, st, EventKind::Exit, func);
     }
@@ -504,24 +506,24 @@ extern "C" fn thread_exit(_: *mut c_void) {
     let st = unsafe { &mut *p };
     if st.shadow_top == st.shadow_base {
         // The usual ending: everything returned.
-        crate::thread::release_shadow(st);
+        crate::runtime::thread::release_shadow(st);
         return;
     }
     tls::set_busy(1);
-    if let Some(shm) = crate::shm::get() {
+    if let Some(shm) = crate::runtime::shm::get() {
         // SAFETY: entries between base and top were written by this thread.
         unsafe {
             while st.shadow_top > st.shadow_base {
                 let e = *st.shadow_top.sub(1);
                 st.shadow_top = st.shadow_top.sub(1);
-                crate::filter::unwound(shm, st, e.func);
+                crate::recording::filter::unwound(shm, st, e.func);
             }
         }
     }
     if prev == tls::BUSY_UNWINDING {
         hijack_all(st);
     }
-    crate::thread::release_shadow(st);
+    crate::runtime::thread::release_shadow(st);
     tls::set_busy(0);
 }
 
@@ -769,7 +771,7 @@ fn before_longjmp(env: *const u64) {
     let st = unsafe { &mut *p };
     if target > here && target - here < MAX_JUMP {
         tls::set_busy(1);
-        if let Some(shm) = crate::shm::get() {
+        if let Some(shm) = crate::runtime::shm::get() {
             // SAFETY: entries between base and top were written by this thread.
             unsafe {
                 while st.shadow_top > st.shadow_base {
@@ -778,7 +780,7 @@ fn before_longjmp(env: *const u64) {
                         break;
                     }
                     st.shadow_top = st.shadow_top.sub(1);
-                    crate::filter::unwound(shm, st, e.func);
+                    crate::recording::filter::unwound(shm, st, e.func);
                 }
             }
         }

@@ -1,0 +1,2 @@
+//! Architecture-specific code.
+pub mod x86_64;

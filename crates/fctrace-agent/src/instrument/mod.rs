@@ -1,0 +1,2 @@
+//! Finding the program's functions and patching them.
+pub mod modules;

@@ -1,0 +1,3 @@
+//! Deciding what is recorded: filters, triggers and arguments.
+pub mod args;
+pub mod filter;
