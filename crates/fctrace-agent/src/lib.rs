@@ -18,56 +18,13 @@ mod recording;
 mod runtime;
 
 use arch::x86_64;
-use interpose::{process, signal};
+use interpose::process::{self, ENV_DIR, ENV_OPTIONS, ENV_SHM};
+use interpose::{signal, unwind};
 use recording::filter;
+use runtime::log::warn;
 use runtime::{alloc, shm, thread, tls};
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
-static SESSION: AtomicU32 = AtomicU32::new(0);
-
-pub(crate) fn session() -> u32 {
-    SESSION.load(Ordering::Relaxed)
-}
-
-/// Prints a message and stops the program: used only where continuing
-/// would corrupt it.
-pub(crate) fn fatal(msg: &str) -> ! {
-    let line = format!("fctrace agent: fatal: {msg}\n");
-    // SAFETY: write(2) of a valid buffer.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
-    std::process::abort()
-}
-
-pub(crate) fn warn(msg: &str) {
-    let line = format!("fctrace: {msg}\n");
-    // SAFETY: write(2) of a valid buffer.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
-}
-
-/// A buffer to write into once the recorder is gone, so that the program
-/// can finish: its contents are discarded.
-pub(crate) fn scratch_buffer() -> *mut fctrace_format::shm::BufHeader {
-    use std::sync::atomic::AtomicPtr;
-    static SCRATCH: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
-    let size = shm::get()
-        .map(|s| s.layout.buf_size as usize)
-        .unwrap_or(65536);
-    let mut p = SCRATCH.load(Ordering::Acquire);
-    if p.is_null() {
-        p = Box::leak(vec![0u8; size].into_boxed_slice()).as_mut_ptr();
-        SCRATCH.store(p, Ordering::Release);
-    }
-    let h = p as *mut fctrace_format::shm::BufHeader;
-    // SAFETY: the scratch buffer is at least a header long; pos is atomic.
-    unsafe {
-        (*h).pos.store(
-            fctrace_format::shm::BUF_HEADER_SIZE as u64,
-            Ordering::Relaxed,
-        )
-    };
-    h
-}
+use std::sync::atomic::Ordering;
 
 /// The configuration the recorder passes through the environment. These
 /// variables are removed before the program's own code runs.
@@ -82,10 +39,6 @@ struct Config {
     /// Filters, triggers and argument specs (`Options::to_wire`), if any.
     options: String,
 }
-
-pub(crate) const ENV_SHM: &str = "FCTRACE_SHM";
-pub(crate) const ENV_DIR: &str = "FCTRACE_DIR";
-pub(crate) const ENV_OPTIONS: &str = "FCTRACE_OPTIONS";
 
 unsafe extern "C" {
     static mut environ: *mut *mut std::ffi::c_char;
@@ -288,7 +241,7 @@ fn start(cfg: &Config) -> Result<(), String> {
         return Ok(());
     }
     let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
-    SESSION.store(sid, Ordering::Relaxed);
+    shm::set_session(sid);
     let nest = shm.header().flags & fctrace_format::shm::FLAG_NEST_LIBCALL != 0;
     instrument::modules::instrument_process(shm, sid, &cfg.dir, nest)?;
     let (parent, origin) = match cfg.parent {
@@ -298,6 +251,7 @@ fn start(cfg: &Config) -> Result<(), String> {
     if thread::init_thread(shm, sid, parent, origin).is_none() {
         return Err("cannot register the main thread".into());
     }
+    unwind::watch_thread_exit();
     process::init(&cfg.shm, &cfg.dir, &cfg.agent, &cfg.options);
     signal::init();
     signal::init_triggers(&signal_triggers);

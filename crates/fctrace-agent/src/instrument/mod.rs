@@ -1,2 +1,3 @@
 //! Finding the program's functions and patching them.
 pub mod modules;
+pub mod slow_path;

@@ -378,7 +378,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
     let params = Params {
         tls: crate::runtime::tls::offset(),
         buf_size: shm.layout.buf_size,
-        slow_path: crate::runtime::thread::slow_path as *const () as u64,
+        slow_path: super::slow_path::slow_path as *const () as u64,
         lost_counter: &shm.header().lost_events as *const _ as u64,
         xsave_size: codegen::xsave_size(),
         filter: crate::recording::filter::active()
@@ -417,7 +417,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
                 lib_entries.extend(entries);
             }
             Err(e) => {
-                crate::warn(&format!("{}: {e}", m.path));
+                crate::runtime::log::warn(&format!("{}: {e}", m.path));
                 known.push(Known::new(m, &[]));
             }
         }
@@ -426,7 +426,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
     publish(&mut s)?;
     if nest {
         if let Err(e) = install_load_hook(&modules, &interp) {
-            crate::warn(&format!(
+            crate::runtime::log::warn(&format!(
                 "libraries loaded later (dlopen) will not be traced: {e}"
             ));
         }
@@ -448,7 +448,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
 fn publish(s: &mut Session) -> Result<(), String> {
     let mut sites = s.ret_sites.clone();
     sites.resize(s.next_id as usize, 0);
-    crate::interpose::unwind::set_ret_sites(sites);
+    crate::runtime::frames::set_ret_sites(sites);
     if crate::recording::filter::active() {
         let mut flags = s.flags.clone();
         flags.resize(s.next_id as usize, 0);
@@ -1348,7 +1348,7 @@ fn sync_modules(rt: &mut Runtime) {
         }) {
             Ok(e) => e,
             Err(e) => {
-                crate::warn(&format!("{}: {e}", m.path));
+                crate::runtime::log::warn(&format!("{}: {e}", m.path));
                 Vec::new()
             }
         };
@@ -1357,7 +1357,7 @@ fn sync_modules(rt: &mut Runtime) {
     }
     if changed {
         if let Err(e) = publish(&mut rt.s) {
-            crate::warn(&format!("cannot write the symbol table: {e}"));
+            crate::runtime::log::warn(&format!("cannot write the symbol table: {e}"));
         }
     }
 }

@@ -15,7 +15,7 @@
 //! specs pay nothing: they never reach this module.
 
 use crate::runtime::shm;
-use crate::runtime::thread::ThreadState;
+use crate::runtime::state::ThreadState;
 use fctrace_format::argval::{IntFmt, Writer};
 use fctrace_format::event::{EventKind, RawEvent, MAX_PAYLOAD};
 use fctrace_options::{ArgSpec, Format, Item, Options, Source};
@@ -676,7 +676,7 @@ pub(crate) fn emit(
     let Some(shm) = shm::get() else { return };
     let bound = bound.min(MAX_PAYLOAD);
     let n = bound.div_ceil(RawEvent::SIZE);
-    let rec = crate::runtime::thread::reserve(shm, st, 1 + n);
+    let rec = crate::runtime::buffer::reserve(shm, st, 1 + n);
     if rec.is_null() {
         return;
     }

@@ -15,7 +15,7 @@ pub fn resolve_next(cache: &AtomicPtr<c_void>, name: &'static str) -> *mut c_voi
         // SAFETY: dlsym with a NUL-terminated name.
         p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) };
         if p.is_null() {
-            crate::fatal(&format!(
+            crate::runtime::log::fatal(&format!(
                 "cannot find the real {}",
                 name.trim_end_matches('\0')
             ));

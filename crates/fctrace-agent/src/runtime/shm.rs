@@ -22,6 +22,38 @@ pub fn get() -> Option<&'static Shm> {
     unsafe { p.as_ref() }
 }
 
+/// This process's session id, taken from the shared memory at start-up.
+static SESSION: AtomicU32 = AtomicU32::new(0);
+
+pub(crate) fn session() -> u32 {
+    SESSION.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_session(sid: u32) {
+    SESSION.store(sid, Ordering::Relaxed);
+}
+
+/// A buffer to write into once the recorder is gone, so that the program
+/// can finish: its contents are discarded.
+pub(crate) fn scratch_buffer() -> *mut fctrace_format::shm::BufHeader {
+    static SCRATCH: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+    let size = get().map(|s| s.layout.buf_size as usize).unwrap_or(65536);
+    let mut p = SCRATCH.load(Ordering::Acquire);
+    if p.is_null() {
+        p = Box::leak(vec![0u8; size].into_boxed_slice()).as_mut_ptr();
+        SCRATCH.store(p, Ordering::Release);
+    }
+    let h = p as *mut fctrace_format::shm::BufHeader;
+    // SAFETY: the scratch buffer is at least a header long; pos is atomic.
+    unsafe {
+        (*h).pos.store(
+            fctrace_format::shm::BUF_HEADER_SIZE as u64,
+            Ordering::Relaxed,
+        )
+    };
+    h
+}
+
 impl Shm {
     /// Opens and maps the recorder's memory file.
     pub fn open(path: &str) -> Result<&'static Shm, String> {

@@ -14,11 +14,11 @@
 //! takes no lock and makes no system call. Per-thread data is reached with
 //! one `fs:`-relative load at the agent's initial-exec TLS offset.
 
-use crate::recording::filter::{B_NOFILTER, FILTER_ENTRY_BITS};
-use crate::runtime::thread::{
-    OFF_BLOCK, OFF_BUF, OFF_FL, OFF_GEN, OFF_HIDDEN, OFF_LIMIT, OFF_MAX, OFF_SHADOW_END,
-    OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE, SLOW_FLAGGED_ENTRY, SLOW_FLAGGED_EXIT, SLOW_FULL, SLOW_GROW,
-    SLOW_INIT, SLOW_MISMATCH, SLOW_RESYNC, SLOW_UNWINDING,
+use crate::runtime::state::{
+    B_NOFILTER, FILTER_ENTRY_BITS, NOTRACE_ENTRY_BITS, OFF_BLOCK, OFF_BUF, OFF_FL, OFF_GEN,
+    OFF_HIDDEN, OFF_LIMIT, OFF_MAX, OFF_SHADOW_END, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE,
+    SLOW_FLAGGED_ENTRY, SLOW_FLAGGED_EXIT, SLOW_FULL, SLOW_GROW, SLOW_INIT, SLOW_MISMATCH,
+    SLOW_RESYNC, SLOW_UNWINDING,
 };
 use crate::runtime::tls::BUSY_UNWINDING;
 use fctrace_format::event::{EventKind, RawEvent, KIND_BITS};
@@ -31,7 +31,7 @@ pub struct Params {
     pub tls: i64,
     /// Size of each shared-memory buffer.
     pub buf_size: u32,
-    /// Address of `thread::slow_path`.
+    /// Address of `instrument::slow_path::slow_path`.
     pub slow_path: u64,
     /// Address of the shared lost-events counter.
     pub lost_counter: u64,
@@ -445,10 +445,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(rax, qword_ptr(rcx + 16))?;
         a.shr(rax, 32)?;
         let mut not_notrace = a.create_label();
-        a.cmp(
-            eax,
-            (crate::recording::filter::NOTRACE_ENTRY_BITS >> 32) as i32,
-        )?;
+        a.cmp(eax, (NOTRACE_ENTRY_BITS >> 32) as i32)?;
         a.jne(not_notrace)?;
         a.mov(rax, qword_ptr(rcx))?;
         a.mov(qword_ptr(rsp + 32), rax)?;
@@ -594,7 +591,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(ecx, ent as u32)?;
         a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve first
         a.set_label(&mut l_npush_lo)?;
-        fill_shadow_entry(&mut a, crate::recording::filter::NOTRACE_ENTRY_BITS, nfull)?;
+        fill_shadow_entry(&mut a, NOTRACE_ENTRY_BITS, nfull)?;
         a.set_label(&mut l_npush_hi)?;
         a.pop(r11)?;
         a.pop(rdx)?;
