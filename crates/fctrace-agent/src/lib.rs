@@ -10,6 +10,11 @@
 //! block says why it is sound. Failures never harm the program: if the
 //! agent cannot set itself up, it says so on stderr and leaves the program
 //! untraced.
+//!
+//! The code is in layers, each using only the ones below it (docs/engine.md,
+//! "Code layout"): `runtime` < `recording` < `interpose` < `instrument`,
+//! and `arch` (which uses `runtime` only). This file holds the constructor
+//! and the start-up wiring.
 
 mod arch;
 mod instrument;

@@ -1,4 +1,6 @@
-//! The agent's definitions of the program's functions.
+//! The program's functions the agent defines itself (it is preloaded):
+//! processes and threads, signals, unwinders and longjmp, ucontext
+//! switches. Uses `runtime`, `recording` and `arch`.
 pub mod context;
 pub mod process;
 pub mod signal;

@@ -1,3 +1,4 @@
-//! Deciding what is recorded: filters, triggers and arguments.
+//! What is recorded: record-time filters and triggers, arguments and
+//! return values. Uses `runtime` (and `arch`) only.
 pub mod args;
 pub mod filter;

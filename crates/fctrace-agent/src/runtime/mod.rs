@@ -1,4 +1,6 @@
-//! The bottom layer: what every other part of the agent stands on.
+//! The bottom layer: per-thread state, buffers, TLS, the shared memory,
+//! the allocator and the helpers every other part of the agent uses. It
+//! uses no other layer (docs/engine.md, "Code layout").
 pub mod alloc;
 pub mod buffer;
 pub mod frames;
