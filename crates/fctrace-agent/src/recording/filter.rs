@@ -28,9 +28,9 @@
 //! switches, a mismatched return) goes through [`unwound`], which does
 //! the same, so tracing is never left wrongly off or on. A function whose
 //! only flag is `-N` or `-F` has a generated entry and exit
-//! (`x86_64::codegen`) for the usual case, which make the same shadow
-//! entries ([`NOTRACE_ENTRY_BITS`], [`FILTER_ENTRY_BITS`]) and the same
-//! changes as these slow paths.
+//! (`arch::x86_64::codegen`) for the usual case, which make the same
+//! shadow entries (`NOTRACE_ENTRY_BITS`, `FILTER_ENTRY_BITS`: the bits
+//! live in `runtime::state`) and the same changes as these slow paths.
 //!
 //! Semantics (uftrace's): a call is recorded when tracing is on for its
 //! thread at its entry, it is not inside (or itself) a `-N` function, it
