@@ -10,67 +10,26 @@
 //! block says why it is sound. Failures never harm the program: if the
 //! agent cannot set itself up, it says so on stderr and leaves the program
 //! untraced.
+//!
+//! The code is in layers, each using only the ones below it (docs/engine.md,
+//! "Code layout"): `runtime` < `recording` < `interpose` < `instrument`,
+//! and `arch` (which uses `runtime` only). This file holds the constructor
+//! and the start-up wiring.
 
-mod alloc;
-mod args;
-mod context;
-mod filter;
+mod arch;
 mod instrument;
 mod interpose;
-mod process;
-mod shm;
-mod signal;
-mod thread;
-mod tls;
-mod unwind;
-mod x86_64;
+mod recording;
+mod runtime;
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use arch::x86_64;
+use interpose::process::{self, ENV_DIR, ENV_OPTIONS, ENV_SHM};
+use interpose::{signal, unwind};
+use recording::filter;
+use runtime::log::warn;
+use runtime::{alloc, shm, thread, tls};
 
-static SESSION: AtomicU32 = AtomicU32::new(0);
-
-pub(crate) fn session() -> u32 {
-    SESSION.load(Ordering::Relaxed)
-}
-
-/// Prints a message and stops the program: used only where continuing
-/// would corrupt it.
-pub(crate) fn fatal(msg: &str) -> ! {
-    let line = format!("fctrace agent: fatal: {msg}\n");
-    // SAFETY: write(2) of a valid buffer.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
-    std::process::abort()
-}
-
-pub(crate) fn warn(msg: &str) {
-    let line = format!("fctrace: {msg}\n");
-    // SAFETY: write(2) of a valid buffer.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
-}
-
-/// A buffer to write into once the recorder is gone, so that the program
-/// can finish: its contents are discarded.
-pub(crate) fn scratch_buffer() -> *mut fctrace_format::shm::BufHeader {
-    use std::sync::atomic::AtomicPtr;
-    static SCRATCH: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
-    let size = shm::get()
-        .map(|s| s.layout.buf_size as usize)
-        .unwrap_or(65536);
-    let mut p = SCRATCH.load(Ordering::Acquire);
-    if p.is_null() {
-        p = Box::leak(vec![0u8; size].into_boxed_slice()).as_mut_ptr();
-        SCRATCH.store(p, Ordering::Release);
-    }
-    let h = p as *mut fctrace_format::shm::BufHeader;
-    // SAFETY: the scratch buffer is at least a header long; pos is atomic.
-    unsafe {
-        (*h).pos.store(
-            fctrace_format::shm::BUF_HEADER_SIZE as u64,
-            Ordering::Relaxed,
-        )
-    };
-    h
-}
+use std::sync::atomic::Ordering;
 
 /// The configuration the recorder passes through the environment. These
 /// variables are removed before the program's own code runs.
@@ -85,10 +44,6 @@ struct Config {
     /// Filters, triggers and argument specs (`Options::to_wire`), if any.
     options: String,
 }
-
-pub(crate) const ENV_SHM: &str = "FCTRACE_SHM";
-pub(crate) const ENV_DIR: &str = "FCTRACE_DIR";
-pub(crate) const ENV_OPTIONS: &str = "FCTRACE_OPTIONS";
 
 unsafe extern "C" {
     static mut environ: *mut *mut std::ffi::c_char;
@@ -275,15 +230,6 @@ fn setup() {
     }
 }
 
-/// Set when the agent was loaded into a running process (`fctrace -p`):
-/// the threads that existed then register at their first traced call as
-/// [`fctrace_format::shm::ORIGIN_ATTACH`].
-static ATTACHED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-pub(crate) fn attached() -> bool {
-    ATTACHED.load(Ordering::Relaxed)
-}
-
 /// The entry point that `fctrace -p` calls in the process it attaches to
 /// (through ptrace, on one of its threads, after loading the agent with
 /// `dlopen`; every other thread of the process is stopped meanwhile).
@@ -326,7 +272,7 @@ pub unsafe extern "C" fn fctrace_agent_attach(
     };
     let result = match value(ENV_SHM) {
         None => Err("no shared memory named".to_string()),
-        Some(_) if ATTACHED.swap(true, Ordering::Relaxed) || session() != 0 => {
+        Some(_) if shm::set_attached() || shm::session() != 0 => {
             Err("the agent is already tracing this process".to_string())
         }
         Some(shm) => {
@@ -337,7 +283,7 @@ pub unsafe extern "C" fn fctrace_agent_attach(
                 parent: None,
                 options: value(ENV_OPTIONS).unwrap_or_default(),
             };
-            instrument::set_stopped_threads(rips);
+            instrument::modules::set_stopped_threads(rips);
             match std::panic::catch_unwind(|| start(&cfg, true)) {
                 Ok(r) => r,
                 Err(_) => Err("internal error while setting up tracing".to_string()),
@@ -376,14 +322,14 @@ fn start(cfg: &Config, attaching: bool) -> Result<(), String> {
         return Ok(());
     }
     let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
-    SESSION.store(sid, Ordering::Relaxed);
+    shm::set_session(sid);
     let nest = shm.header().flags & fctrace_format::shm::FLAG_NEST_LIBCALL != 0;
     if attaching {
-        for e in instrument::bind_interposers() {
+        for e in instrument::modules::bind_interposers() {
             warn(&format!("attaching: {e}"));
         }
     }
-    instrument::instrument_process(shm, sid, &cfg.dir, nest)?;
+    instrument::modules::instrument_process(shm, sid, &cfg.dir, nest)?;
     let (parent, origin) = match cfg.parent {
         Some(p) => (p, fctrace_format::shm::ORIGIN_EXEC),
         None => (u32::MAX, fctrace_format::shm::ORIGIN_START),
@@ -393,6 +339,7 @@ fn start(cfg: &Config, attaching: bool) -> Result<(), String> {
     if !attaching && thread::init_thread(shm, sid, parent, origin).is_none() {
         return Err("cannot register the main thread".into());
     }
+    unwind::watch_thread_exit();
     process::init(&cfg.shm, &cfg.dir, &cfg.agent, &cfg.options);
     signal::init();
     signal::init_triggers(&signal_triggers);

@@ -1,7 +1,8 @@
 //! Hygiene of the agent in someone else's process: it never writes through
 //! a descriptor the program may have reused, keeps its files private, works
 //! with a program's own allocator, frees what each thread used, leaves the
-//! environment as it was, and says when a program cannot be traced.
+//! environment as it was, and says when a program cannot be traced. And
+//! its source stays in layers, without cycles (`agent_layers`).
 
 mod common;
 
@@ -418,5 +419,476 @@ fn shadow_stacks_grow_on_demand() {
         assert_eq!(calls("deep"), 2, "{ctx}");
         assert_eq!(calls("leaf"), leaf, "{ctx}");
         assert_eq!(rep.lost_events, 0, "{ctx}");
+    }
+}
+
+/// The agent's source is in layers (`crates/fctrace-agent/src`, see
+/// docs/engine.md, "Code layout"): each file may use its own layer and
+/// the ones below it (`runtime` < `recording` < `interpose` <
+/// `instrument`; `lib.rs` on top), `arch` only `runtime`, and no files
+/// use each other in a circle. A text scan of the paths the code names
+/// (`crate::`, `super::`, `self::`, `{...}` groups of `use`), comments
+/// and literals left out.
+mod agent_layers {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::{Path, PathBuf};
+
+    /// The layers, bottom first. A file's layer is its first folder under
+    /// `src` (`lib.rs`: the top, which may use everything).
+    const ORDER: [&str; 4] = ["runtime", "recording", "interpose", "instrument"];
+    /// Architecture code: usable by every layer but `runtime`, it uses
+    /// only `runtime`.
+    const ARCH: &str = "arch";
+    const TOP: &str = "lib";
+
+    type Module = Vec<String>;
+
+    /// Every `.rs` file under `dir`, by module path (`lib.rs`: empty;
+    /// `a/mod.rs`: `[a]`; `a/b.rs`: `[a, b]`).
+    fn files(dir: &Path, prefix: &[String], out: &mut BTreeMap<Module, PathBuf>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        entries.sort();
+        for p in entries {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let mut m = prefix.to_vec();
+            if p.is_dir() {
+                m.push(name);
+                files(&p, &m, out);
+            } else if let Some(stem) = name.strip_suffix(".rs") {
+                if !(stem == "mod" || (prefix.is_empty() && stem == "lib")) {
+                    m.push(stem.to_string());
+                }
+                out.insert(m, p);
+            }
+        }
+    }
+
+    fn is_ident(c: char) -> bool {
+        c.is_alphanumeric() || c == '_'
+    }
+
+    /// The code alone: comments, string and char literals blanked out
+    /// (doc comments name modules freely; strings hold braces).
+    fn code_only(text: &str) -> String {
+        let b: Vec<char> = text.chars().collect();
+        let at = |i: usize| b.get(i).copied().unwrap_or('\0');
+        let mut out = String::with_capacity(text.len());
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            let prev = if i > 0 { b[i - 1] } else { ' ' };
+            if c == '/' && at(i + 1) == '/' {
+                while i < b.len() && b[i] != '\n' {
+                    i += 1;
+                }
+            } else if c == '/' && at(i + 1) == '*' {
+                let mut depth = 0;
+                while i < b.len() {
+                    if b[i] == '/' && at(i + 1) == '*' {
+                        depth += 1;
+                        i += 2;
+                    } else if b[i] == '*' && at(i + 1) == '/' {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+                out.push(' ');
+            } else if c == 'r'
+                && (!is_ident(prev)
+                    || (prev == 'b' && !is_ident(if i > 1 { b[i - 2] } else { ' ' })))
+                && {
+                    let mut j = i + 1;
+                    while at(j) == '#' {
+                        j += 1;
+                    }
+                    at(j) == '"'
+                }
+            {
+                // A raw string: r"...", r#"..."#, br"...".
+                let mut hashes = 0;
+                i += 1;
+                while at(i) == '#' {
+                    hashes += 1;
+                    i += 1;
+                }
+                i += 1;
+                while i < b.len() {
+                    if b[i] == '"' && (1..=hashes).all(|k| at(i + k) == '#') {
+                        i += 1 + hashes;
+                        break;
+                    }
+                    i += 1;
+                }
+                out.push_str("\"\"");
+            } else if c == '"' {
+                i += 1;
+                while i < b.len() && b[i] != '"' {
+                    i += if b[i] == '\\' { 2 } else { 1 };
+                }
+                i += 1;
+                out.push_str("\"\"");
+            } else if c == '\'' && at(i + 1) == '\\' {
+                // An escaped char literal.
+                i += 2;
+                while i < b.len() && b[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+                out.push_str("' '");
+            } else if c == '\'' && at(i + 2) == '\'' {
+                i += 3;
+                out.push_str("' '");
+            } else {
+                // (A lifetime's quote too.)
+                out.push(c);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// Reads a path after its first segment (`b` at `i` is just after
+    /// it): `::` segments, a `{...}` group (each item a path, `self` the
+    /// prefix itself), a glob. Returns the paths and where it ended.
+    fn path_tree(b: &[char], mut i: usize, prefix: Vec<String>) -> (Vec<Vec<String>>, usize) {
+        let skip_ws = |mut i: usize| {
+            while i < b.len() && b[i].is_whitespace() {
+                i += 1;
+            }
+            i
+        };
+        let mut segs = prefix;
+        loop {
+            i = skip_ws(i);
+            if !(b.get(i) == Some(&':') && b.get(i + 1) == Some(&':')) {
+                return (vec![segs], i);
+            }
+            i = skip_ws(i + 2);
+            match b.get(i) {
+                Some('{') => {
+                    let mut all = Vec::new();
+                    i += 1;
+                    loop {
+                        i = skip_ws(i);
+                        match b.get(i) {
+                            None => return (all, i),
+                            Some('}') => return (all, i + 1),
+                            Some(',') => i += 1,
+                            Some(&c) if is_ident(c) => {
+                                let s = i;
+                                while i < b.len() && is_ident(b[i]) {
+                                    i += 1;
+                                }
+                                let word: String = b[s..i].iter().collect();
+                                let mut p = segs.clone();
+                                if word != "self" {
+                                    p.push(word);
+                                }
+                                let (mut sub, end) = path_tree(b, i, p);
+                                all.append(&mut sub);
+                                i = end;
+                                // `as name`
+                                i = skip_ws(i);
+                                if b[i..].starts_with(&['a', 's', ' ']) {
+                                    i += 3;
+                                    while i < b.len() && (b[i].is_whitespace() || is_ident(b[i])) {
+                                        i += 1;
+                                    }
+                                }
+                            }
+                            Some(_) => i += 1, // `*`
+                        }
+                    }
+                }
+                Some(&c) if is_ident(c) => {
+                    let s = i;
+                    while i < b.len() && is_ident(b[i]) {
+                        i += 1;
+                    }
+                    segs.push(b[s..i].iter().collect());
+                }
+                _ => return (vec![segs], i), // `*`, `<` of a turbofish
+            }
+        }
+    }
+
+    /// The absolute paths that the code of module `file` names (`children`:
+    /// its child modules, which its code may name without `self::`).
+    fn named_paths(code: &str, file: &[String], children: &BTreeSet<String>) -> Vec<Module> {
+        let b: Vec<char> = code.chars().collect();
+        let mut out = Vec::new();
+        // Inline modules (`mod name { ... }`) open here, with the brace
+        // depth inside them.
+        let mut inline: Vec<(String, usize)> = Vec::new();
+        let mut depth = 0;
+        let mut i = 0;
+        let word_at = |i: usize| -> String {
+            let mut j = i;
+            while j < b.len() && is_ident(b[j]) {
+                j += 1;
+            }
+            b[i..j].iter().collect()
+        };
+        while i < b.len() {
+            let c = b[i];
+            let prev = if i > 0 { b[i - 1] } else { ' ' };
+            if c == '{' {
+                depth += 1;
+                i += 1;
+                continue;
+            }
+            if c == '}' {
+                if inline.last().is_some_and(|m| m.1 == depth) {
+                    inline.pop();
+                }
+                depth -= 1;
+                i += 1;
+                continue;
+            }
+            if !(is_ident(c) || c == '$') || is_ident(prev) || prev == ':' || prev == '$' {
+                i += 1;
+                continue;
+            }
+            let start = if c == '$' { i + 1 } else { i };
+            let word = word_at(start);
+            let after = start + word.len();
+            if word == "mod" && c != '$' {
+                let mut j = after;
+                while j < b.len() && b[j].is_whitespace() {
+                    j += 1;
+                }
+                let name = word_at(j);
+                j += name.len();
+                while j < b.len() && b[j].is_whitespace() {
+                    j += 1;
+                }
+                if !name.is_empty() && b.get(j) == Some(&'{') {
+                    depth += 1;
+                    inline.push((name, depth));
+                    i = j + 1;
+                    continue;
+                }
+            }
+            let here: Module = file
+                .iter()
+                .cloned()
+                .chain(inline.iter().map(|m| m.0.clone()))
+                .collect();
+            let base: Option<Module> = match word.as_str() {
+                "crate" => Some(Vec::new()),
+                "self" => Some(here.clone()),
+                "super" => Some(here.clone()),
+                w if c != '$' && children.contains(w) && inline.is_empty() => {
+                    Some(here.iter().cloned().chain([w.to_string()]).collect())
+                }
+                _ => None,
+            };
+            let is_path = b.get(after) == Some(&':') && b.get(after + 1) == Some(&':');
+            match base {
+                Some(mut base) if is_path => {
+                    let mut j = after;
+                    if word == "super" {
+                        base.pop();
+                        // `super::super::...`
+                        let more: Vec<char> = "::super".chars().collect();
+                        while b[j..].starts_with(&more)
+                            && !b.get(j + 7).is_some_and(|&c| is_ident(c))
+                        {
+                            base.pop();
+                            j += 7;
+                        }
+                    }
+                    let (paths, end) = path_tree(&b, j, base);
+                    out.extend(paths);
+                    i = end;
+                }
+                _ => i = after.max(i + 1),
+            }
+        }
+        out
+    }
+
+    fn layer(m: &[String]) -> &str {
+        m.first().map_or(TOP, |s| s.as_str())
+    }
+
+    fn allowed(from: &str, to: &str) -> bool {
+        let rank = |l: &str| ORDER.iter().position(|&o| o == l);
+        from == to
+            || from == TOP
+            || to == "runtime"
+            || (to == ARCH && from != "runtime")
+            || matches!((rank(from), rank(to)), (Some(f), Some(t)) if t < f)
+    }
+
+    /// The file each file uses (module paths), resolved through the longest
+    /// module prefix of each path it names (`crate::real!`: the file
+    /// that defines the exported macro).
+    fn graph() -> BTreeMap<Module, BTreeSet<Module>> {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fctrace-agent/src");
+        let mut mods = BTreeMap::new();
+        files(&src, &[], &mut mods);
+        assert!(
+            mods.len() > 10,
+            "agent sources not found in {}",
+            src.display()
+        );
+        let code: BTreeMap<Module, String> = mods
+            .iter()
+            .map(|(m, p)| (m.clone(), code_only(&std::fs::read_to_string(p).unwrap())))
+            .collect();
+        let mut macros = BTreeMap::new();
+        for (m, p) in &mods {
+            let text = std::fs::read_to_string(p).unwrap();
+            let mut exported = false;
+            for line in text.lines().map(str::trim) {
+                if line.starts_with("#[macro_export]") {
+                    exported = true;
+                } else if let Some(r) = line.strip_prefix("macro_rules!").filter(|_| exported) {
+                    let name: String = r.trim().chars().take_while(|&c| is_ident(c)).collect();
+                    macros.insert(name, m.clone());
+                    exported = false;
+                }
+            }
+        }
+        let mut g = BTreeMap::new();
+        for (m, text) in &code {
+            let children: BTreeSet<String> = mods
+                .keys()
+                .filter(|k| k.len() == m.len() + 1 && k.starts_with(m))
+                .map(|k| k.last().unwrap().clone())
+                .collect();
+            let mut uses = BTreeSet::new();
+            for p in named_paths(text, m, &children) {
+                let target = match macros.get(p.first().map_or("", |s| s.as_str())) {
+                    Some(t) if p.len() == 1 => t.clone(),
+                    _ => (0..=p.len())
+                        .rev()
+                        .map(|n| p[..n].to_vec())
+                        .find(|q| mods.contains_key(q))
+                        .unwrap(),
+                };
+                if &target != m {
+                    uses.insert(target);
+                }
+            }
+            g.insert(m.clone(), uses);
+        }
+        g
+    }
+
+    fn show(m: &[String]) -> String {
+        if m.is_empty() {
+            "lib".into()
+        } else {
+            m.join("::")
+        }
+    }
+
+    /// The scan itself: groups, `self`, `super`, inline modules, macros;
+    /// nothing from comments or strings.
+    #[test]
+    fn the_scan_reads_paths() {
+        let text = r#"
+            //! Uses `crate::instrument` in a comment only.
+            use crate::runtime::{buffer, shm::{self, Shm}, state::ThreadState};
+            use super::codegen::Common;
+            fn f() { let s = "crate::interpose::x {"; let c = '{'; crate::recording::filter::go(); }
+            mod inner {
+                use super::helper;
+            }
+            fn g<'a>(x: &'a u8) { $crate::runtime::real::resolve_next(); }
+        "#;
+        let file: Module = vec!["arch".into(), "x86_64".into(), "patch".into()];
+        let got: BTreeSet<String> = named_paths(&code_only(text), &file, &BTreeSet::new())
+            .iter()
+            .map(|p| p.join("::"))
+            .collect();
+        let want: BTreeSet<String> = [
+            "runtime::buffer",
+            "runtime::shm",
+            "runtime::shm::Shm",
+            "runtime::state::ThreadState",
+            "arch::x86_64::codegen::Common",
+            "recording::filter::go",
+            "arch::x86_64::patch::helper",
+            "runtime::real::resolve_next",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn agent_files_are_layered_without_cycles() {
+        let g = graph();
+        assert!(
+            g.values().map(BTreeSet::len).sum::<usize>() > 30,
+            "too few uses found: {g:?}"
+        );
+        let mut wrong = Vec::new();
+        for (from, uses) in &g {
+            let fl = layer(from);
+            assert!(
+                fl == TOP || fl == ARCH || ORDER.contains(&fl),
+                "{}: folder {fl} is in no layer (add it to ORDER in this test and to docs/engine.md)",
+                show(from)
+            );
+            for to in uses {
+                if !allowed(fl, layer(to)) {
+                    wrong.push(format!("{} uses {}", show(from), show(to)));
+                }
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "uses against the layer order (runtime < recording < interpose < instrument < lib.rs; arch uses only runtime):\n{}",
+            wrong.join("\n")
+        );
+        // Cycles between files: a depth-first walk, a file met again on the
+        // current path closes one.
+        fn walk(
+            m: &Module,
+            g: &BTreeMap<Module, BTreeSet<Module>>,
+            path: &mut Vec<Module>,
+            done: &mut BTreeSet<Module>,
+        ) -> Option<Vec<Module>> {
+            if let Some(k) = path.iter().position(|p| p == m) {
+                let mut cycle = path[k..].to_vec();
+                cycle.push(m.clone());
+                return Some(cycle);
+            }
+            if done.contains(m) {
+                return None;
+            }
+            path.push(m.clone());
+            for n in g.get(m).into_iter().flatten() {
+                if let Some(c) = walk(n, g, path, done) {
+                    return Some(c);
+                }
+            }
+            path.pop();
+            done.insert(m.clone());
+            None
+        }
+        let mut done = BTreeSet::new();
+        for m in g.keys() {
+            if let Some(c) = walk(m, &g, &mut Vec::new(), &mut done) {
+                panic!(
+                    "files of the agent use each other in a circle: {}",
+                    c.iter().map(|m| show(m)).collect::<Vec<_>>().join(" -> ")
+                );
+            }
+        }
     }
 }

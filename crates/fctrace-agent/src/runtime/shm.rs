@@ -22,6 +22,38 @@ pub fn get() -> Option<&'static Shm> {
     unsafe { p.as_ref() }
 }
 
+/// This process's session id, taken from the shared memory at start-up.
+static SESSION: AtomicU32 = AtomicU32::new(0);
+
+pub(crate) fn session() -> u32 {
+    SESSION.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_session(sid: u32) {
+    SESSION.store(sid, Ordering::Relaxed);
+}
+
+/// A buffer to write into once the recorder is gone, so that the program
+/// can finish: its contents are discarded.
+pub(crate) fn scratch_buffer() -> *mut fctrace_format::shm::BufHeader {
+    static SCRATCH: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+    let size = get().map(|s| s.layout.buf_size as usize).unwrap_or(65536);
+    let mut p = SCRATCH.load(Ordering::Acquire);
+    if p.is_null() {
+        p = Box::leak(vec![0u8; size].into_boxed_slice()).as_mut_ptr();
+        SCRATCH.store(p, Ordering::Release);
+    }
+    let h = p as *mut fctrace_format::shm::BufHeader;
+    // SAFETY: the scratch buffer is at least a header long; pos is atomic.
+    unsafe {
+        (*h).pos.store(
+            fctrace_format::shm::BUF_HEADER_SIZE as u64,
+            Ordering::Relaxed,
+        )
+    };
+    h
+}
+
 impl Shm {
     /// Opens and maps the recorder's memory file.
     pub fn open(path: &str) -> Result<&'static Shm, String> {
@@ -424,4 +456,18 @@ fn pid_namespace(pid: u32) -> u64 {
 pub fn rdtsc() -> u64 {
     // SAFETY: rdtsc has no memory effects.
     unsafe { std::arch::x86_64::_rdtsc() }
+}
+
+/// Set when the agent was loaded into a running process (`fctrace -p`):
+/// the threads that existed then register at their first traced call as
+/// [`fctrace_format::shm::ORIGIN_ATTACH`].
+static ATTACHED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn attached() -> bool {
+    ATTACHED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Marks the agent attached; whether it already was.
+pub fn set_attached() -> bool {
+    ATTACHED.swap(true, std::sync::atomic::Ordering::Relaxed)
 }

@@ -34,79 +34,13 @@
 //!   `backtrace`).
 
 use crate::real;
-use crate::thread::{self, ShadowEntry, ThreadState};
-use crate::tls;
+use crate::recording::filter;
+use crate::runtime::frames::{agent_range, hijack_all, in_agent, restore_all};
+use crate::runtime::state::ThreadState;
+use crate::runtime::{buffer, shm, thread, tls};
 use fctrace_format::event::EventKind;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
-
-/// For each function id, the stub address its traced frames' slots hold
-/// (0 for functions without one). The table grows when libraries are
-/// loaded (`dlopen`): a new table is published as one pointer (length and
-/// data together), and old tables are never freed, since other threads and
-/// unwinders may still be reading them.
-static RET_SITES: AtomicPtr<Vec<u64>> = AtomicPtr::new(std::ptr::null_mut());
-
-pub fn set_ret_sites(v: Vec<u64>) {
-    let v = Box::leak(Box::new(v));
-    RET_SITES.store(v, Ordering::Release);
-}
-
-pub(crate) fn ret_site(func: u64) -> u64 {
-    let p = RET_SITES.load(Ordering::Acquire);
-    if p.is_null() {
-        return 0;
-    }
-    // SAFETY: published tables are leaked, never mutated after publication.
-    let v = unsafe { &*p };
-    // Bits above the id: filter bits (`crate::filter`), ignored; a
-    // suspended context's entry (bit 63, `context`) has no site to take
-    // over.
-    if func >> 63 != 0 {
-        return 0;
-    }
-    v.get(func as u32 as usize).copied().unwrap_or(0)
-}
-
-fn entries(st: &ThreadState) -> &[ShadowEntry] {
-    // SAFETY: [base, top) holds this thread's pushed entries.
-    unsafe {
-        std::slice::from_raw_parts(
-            st.shadow_base,
-            st.shadow_top.offset_from(st.shadow_base) as usize,
-        )
-    }
-}
-
-/// Puts the real return address back into every traced frame's slot.
-pub(crate) fn restore_all(st: &ThreadState) {
-    for e in entries(st).iter().rev() {
-        let site = ret_site(e.func);
-        let slot = e.slot as *mut u64;
-        // SAFETY: slots are return-address slots on this thread's stack;
-        // only one still holding our stub address is written.
-        unsafe {
-            if site != 0 && slot.read() == site {
-                slot.write(e.ret);
-            }
-        }
-    }
-}
-
-/// Takes over again the slots of frames still alive.
-pub(crate) fn hijack_all(st: &ThreadState) {
-    for e in entries(st).iter() {
-        let site = ret_site(e.func);
-        let slot = e.slot as *mut u64;
-        // SAFETY: as in restore_all; only a slot holding the real address
-        // of this entry is written.
-        unsafe {
-            if site != 0 && slot.read() == e.ret {
-                slot.write(site);
-            }
-        }
-    }
-}
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `slot` is the return slot of a call being made now: traced frames whose
 /// slots lie at or below it are gone (a new call at the same depth
@@ -114,7 +48,9 @@ pub(crate) fn hijack_all(st: &ThreadState) {
 /// over again. With `keep_top`, the top entry is the call being made (it
 /// was traced before the agent saw it) and stays.
 pub fn repair(st: &mut ThreadState, slot: u64, keep_top: bool) {
-    let Some(shm) = crate::shm::get() else { return };
+    let Some(shm) = shm::get() else {
+        return;
+    };
     // SAFETY: entries between base and top were written by this thread.
     unsafe {
         let mut kept = None;
@@ -128,7 +64,7 @@ pub fn repair(st: &mut ThreadState, slot: u64, keep_top: bool) {
                 break;
             }
             st.shadow_top = st.shadow_top.sub(1);
-            crate::filter::unwound(shm, st, e.func);
+            filter::unwound(shm, st, e.func);
         }
         if let Some(e) = kept {
             *st.shadow_top = e;
@@ -179,7 +115,7 @@ pub fn call_while_unwinding(slot: u64, func: u32) -> u64 {
     // SAFETY: the state belongs to this thread.
     let st = unsafe { &mut *p };
     tls::set_busy(1);
-    let Some(shm) = crate::shm::get() else {
+    let Some(shm) = shm::get() else {
         tls::set_busy(tls::BUSY_UNWINDING);
         return 0;
     };
@@ -188,9 +124,9 @@ pub fn call_while_unwinding(slot: u64, func: u32) -> u64 {
         tls::set_busy(0);
         return 1;
     }
-    if crate::filter::records_plain(st) {
-        thread::append(shm, st, EventKind::Entry, func);
-        thread::append(shm, st, EventKind::Exit, func);
+    if filter::records_plain(st) {
+        buffer::append(shm, st, EventKind::Entry, func);
+        buffer::append(shm, st, EventKind::Exit, func);
     }
     tls::set_busy(tls::BUSY_UNWINDING);
     0
@@ -300,7 +236,7 @@ fn redirect_forced_unwind() {
     let _busy = tls::Busy::enter();
     DONE.call_once(|| {
         if let Err(e) = try_redirect() {
-            crate::warn(&format!(
+            crate::runtime::log::warn(&format!(
                 "forced unwinding (pthread_exit, cancellation) will not see through traced frames: {e}"
             ));
         }
@@ -504,80 +440,29 @@ extern "C" fn thread_exit(_: *mut c_void) {
     let st = unsafe { &mut *p };
     if st.shadow_top == st.shadow_base {
         // The usual ending: everything returned.
-        crate::thread::release_shadow(st);
+        thread::release_shadow(st);
         return;
     }
     tls::set_busy(1);
-    if let Some(shm) = crate::shm::get() {
+    if let Some(shm) = shm::get() {
         // SAFETY: entries between base and top were written by this thread.
         unsafe {
             while st.shadow_top > st.shadow_base {
                 let e = *st.shadow_top.sub(1);
                 st.shadow_top = st.shadow_top.sub(1);
-                crate::filter::unwound(shm, st, e.func);
+                filter::unwound(shm, st, e.func);
             }
         }
     }
     if prev == tls::BUSY_UNWINDING {
         hijack_all(st);
     }
-    crate::thread::release_shadow(st);
+    thread::release_shadow(st);
     tls::set_busy(0);
 }
 
 type BacktraceFn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
 type GetIpFn = unsafe extern "C" fn(*mut c_void) -> u64;
-
-/// The address range of the agent's own loaded segments (lo, hi), found
-/// once: frames whose code lies there are the interposers' own, which the
-/// program's backtraces must not show.
-fn agent_range() -> (u64, u64) {
-    static LO: AtomicU64 = AtomicU64::new(0);
-    static HI: AtomicU64 = AtomicU64::new(0);
-    let hi = HI.load(Ordering::Acquire);
-    if hi != 0 {
-        return (LO.load(Ordering::Relaxed), hi);
-    }
-    let _busy = tls::Busy::enter();
-    let mut range = (agent_range as *const () as u64, 0u64);
-    unsafe extern "C" fn each(
-        info: *mut libc::dl_phdr_info,
-        _size: usize,
-        data: *mut c_void,
-    ) -> i32 {
-        // SAFETY: dl_iterate_phdr passes a valid info for the duration of
-        // the call; data is the `range` tuple below.
-        unsafe {
-            let range = &mut *(data as *mut (u64, u64));
-            let info = &*info;
-            let base = info.dlpi_addr;
-            let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
-            let (mut lo, mut hi) = (u64::MAX, 0u64);
-            for ph in phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD) {
-                lo = lo.min(base + ph.p_vaddr);
-                hi = hi.max(base + ph.p_vaddr + ph.p_memsz);
-            }
-            if (lo..hi).contains(&range.0) {
-                *range = (lo, hi);
-                return 1;
-            }
-        }
-        0
-    }
-    // SAFETY: the callback only reads what dl_iterate_phdr passes it.
-    unsafe { libc::dl_iterate_phdr(Some(each), &mut range as *mut (u64, u64) as *mut c_void) };
-    if range.1 == 0 {
-        range = (0, 1); // not found: hide nothing
-    }
-    LO.store(range.0, Ordering::Relaxed);
-    HI.store(range.1, Ordering::Release);
-    range
-}
-
-pub(crate) fn in_agent(ip: u64) -> bool {
-    let (lo, hi) = agent_range();
-    (lo..hi).contains(&ip)
-}
 
 /// The program's callback and argument, and whether the walk is still in
 /// the agent's own frames (the interposer that called the real function).
@@ -769,7 +654,7 @@ fn before_longjmp(env: *const u64) {
     let st = unsafe { &mut *p };
     if target > here && target - here < MAX_JUMP {
         tls::set_busy(1);
-        if let Some(shm) = crate::shm::get() {
+        if let Some(shm) = shm::get() {
             // SAFETY: entries between base and top were written by this thread.
             unsafe {
                 while st.shadow_top > st.shadow_base {
@@ -778,7 +663,7 @@ fn before_longjmp(env: *const u64) {
                         break;
                     }
                     st.shadow_top = st.shadow_top.sub(1);
-                    crate::filter::unwound(shm, st, e.func);
+                    filter::unwound(shm, st, e.func);
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! bind to functions the agent defines before the real ones. `real!` finds
 //! the real function (the next definition after the agent's).
 
-use crate::tls;
+use crate::runtime::tls;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -24,7 +24,7 @@ pub fn resolve_next(cache: &AtomicPtr<c_void>, name: &'static str) -> *mut c_voi
             p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr().cast()) };
         }
         if p.is_null() {
-            crate::fatal(&format!(
+            crate::runtime::log::fatal(&format!(
                 "cannot find the real {}",
                 name.trim_end_matches('\0')
             ));
@@ -41,7 +41,7 @@ macro_rules! real {
     ($name:expr, $ty:ty) => {{
         static REAL: std::sync::atomic::AtomicPtr<std::ffi::c_void> =
             std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-        std::mem::transmute::<*mut std::ffi::c_void, $ty>($crate::interpose::resolve_next(
+        std::mem::transmute::<*mut std::ffi::c_void, $ty>($crate::runtime::real::resolve_next(
             &REAL,
             concat!($name, "\0"),
         ))

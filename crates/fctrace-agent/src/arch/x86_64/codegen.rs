@@ -14,13 +14,13 @@
 //! takes no lock and makes no system call. Per-thread data is reached with
 //! one `fs:`-relative load at the agent's initial-exec TLS offset.
 
-use crate::filter::{B_NOFILTER, FILTER_ENTRY_BITS};
-use crate::thread::{
-    OFF_BLOCK, OFF_BUF, OFF_FL, OFF_GEN, OFF_HIDDEN, OFF_LIMIT, OFF_MAX, OFF_SHADOW_END,
-    OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE, SLOW_FLAGGED_ENTRY, SLOW_FLAGGED_EXIT, SLOW_FULL, SLOW_GROW,
-    SLOW_INIT, SLOW_MISMATCH, SLOW_RESYNC, SLOW_UNWINDING,
+use crate::runtime::state::{
+    B_NOFILTER, FILTER_ENTRY_BITS, NOTRACE_ENTRY_BITS, OFF_BLOCK, OFF_BUF, OFF_FL, OFF_GEN,
+    OFF_HIDDEN, OFF_LIMIT, OFF_MAX, OFF_SHADOW_END, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE,
+    SLOW_FLAGGED_ENTRY, SLOW_FLAGGED_EXIT, SLOW_FULL, SLOW_GROW, SLOW_INIT, SLOW_MISMATCH,
+    SLOW_RESYNC, SLOW_UNWINDING,
 };
-use crate::tls::BUSY_UNWINDING;
+use crate::runtime::tls::BUSY_UNWINDING;
 use fctrace_format::event::{EventKind, RawEvent, KIND_BITS};
 use iced_x86::code_asm::*;
 use iced_x86::{BlockEncoderOptions, IcedError};
@@ -31,13 +31,13 @@ pub struct Params {
     pub tls: i64,
     /// Size of each shared-memory buffer.
     pub buf_size: u32,
-    /// Address of `thread::slow_path`.
+    /// Address of `instrument::slow_path::slow_path`.
     pub slow_path: u64,
     /// Address of the shared lost-events counter.
     pub lost_counter: u64,
     /// Bytes needed by `xsave` for the enabled state components.
     pub xsave_size: u32,
-    /// With record-time filters (`crate::filter`): the address of the
+    /// With record-time filters (`crate::recording::filter`): the address of the
     /// global switch word. The common block is then the filtered variant.
     pub filter: Option<u64>,
     /// With filters: the address of the byte set by `finish`.
@@ -382,7 +382,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     a.jne(mismatch)?;
     let mut slow_exit = a.create_label();
     if p.filter.is_some() {
-        // A region owner or a -R function (crate::filter::E_SLOW_EXIT).
+        // A region owner or a -R function (crate::recording::filter::E_SLOW_EXIT).
         a.test(byte_ptr(rcx + 20), 1)?;
         a.jnz(slow_exit)?;
     }
@@ -445,7 +445,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(rax, qword_ptr(rcx + 16))?;
         a.shr(rax, 32)?;
         let mut not_notrace = a.create_label();
-        a.cmp(eax, (crate::filter::NOTRACE_ENTRY_BITS >> 32) as i32)?;
+        a.cmp(eax, (NOTRACE_ENTRY_BITS >> 32) as i32)?;
         a.jne(not_notrace)?;
         a.mov(rax, qword_ptr(rcx))?;
         a.mov(qword_ptr(rsp + 32), rax)?;
@@ -591,7 +591,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(ecx, ent as u32)?;
         a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve first
         a.set_label(&mut l_npush_lo)?;
-        fill_shadow_entry(&mut a, crate::filter::NOTRACE_ENTRY_BITS, nfull)?;
+        fill_shadow_entry(&mut a, NOTRACE_ENTRY_BITS, nfull)?;
         a.set_label(&mut l_npush_hi)?;
         a.pop(r11)?;
         a.pop(rdx)?;

@@ -29,8 +29,11 @@
 //! and a frame's `(unwound)` exit marks the moment its context was left
 //! for good, as far as this part of the tree is concerned.
 
-use crate::thread::{ShadowEntry, ThreadState};
-use crate::tls;
+use crate::recording::filter;
+use crate::runtime::frames::ret_site;
+use crate::runtime::shm;
+use crate::runtime::state::{ShadowEntry, ThreadState};
+use crate::runtime::tls;
 use std::ffi::c_void;
 
 /// Links kept per thread; deeper chains (contexts that keep switching to
@@ -66,16 +69,19 @@ fn entry(st: &ThreadState, i: usize) -> *mut ShadowEntry {
 }
 
 fn chain(st: &mut ThreadState) -> &'static mut Chain {
+    // The state holds the chain as an opaque pointer: its type is this
+    // layer's, not the state's.
     if st.contexts.is_null() {
-        st.contexts = Box::leak(Box::new(Chain {
+        let c: *mut Chain = Box::leak(Box::new(Chain {
             len: 0,
             cur_base: 0,
             links: [Link::default(); MAX_LINKS],
         }));
+        st.contexts = c.cast();
     }
     // SAFETY: allocated above and never freed (one per thread); only this
     // thread uses it, and callers hold one reference at a time.
-    unsafe { &mut *st.contexts }
+    unsafe { &mut *st.contexts.cast::<Chain>() }
 }
 
 /// Drops what the shadow stack no longer holds: entries may have been
@@ -92,7 +98,7 @@ fn prune(c: &mut Chain, top: usize) {
 
 /// Marks the function id of a switched-out frame whose slot holds the real
 /// return address again. With it the id indexes no return site, so the
-/// unwinding code (`unwind::restore_all`, `hijack_all`) leaves the frame
+/// unwinding code (`runtime::frames::restore_all`, `hijack_all`) leaves the frame
 /// alone: a suspended context's stack may be running on another thread, or
 /// be reused. Events take the id's low 32 bits, which the mark leaves as
 /// they are.
@@ -110,7 +116,7 @@ fn restore_range(st: &ThreadState, lo: usize, hi: usize, sp: u64) {
         if e.func & SUSPENDED != 0 {
             continue;
         }
-        let site = crate::unwind::ret_site(e.func);
+        let site = ret_site(e.func);
         let slot = e.slot as *mut u64;
         // SAFETY: a slot above sp is a return-address slot of a live frame
         // of the running stack; only one still holding our stub is written.
@@ -134,7 +140,7 @@ fn hijack_range(st: &ThreadState, lo: usize, hi: usize, sp: u64) {
             continue;
         }
         let func = e.func & !SUSPENDED;
-        let site = crate::unwind::ret_site(func);
+        let site = ret_site(func);
         let slot = e.slot as *mut u64;
         // SAFETY: as in restore_range; only a slot holding this entry's
         // real return address is written.
@@ -201,7 +207,9 @@ fn resumed(oucp: u64, sp: u64) {
     let _busy = tls::Busy::enter();
     // SAFETY: the state belongs to this thread.
     let st = unsafe { &mut *p };
-    let Some(shm) = crate::shm::get() else { return };
+    let Some(shm) = shm::get() else {
+        return;
+    };
     let top = top_index(st);
     let c = chain(st);
     prune(c, top);
@@ -227,7 +235,7 @@ fn resumed(oucp: u64, sp: u64) {
         unsafe {
             st.shadow_top = st.shadow_top.sub(1);
             let func = (*st.shadow_top).func;
-            crate::filter::unwound(shm, st, func);
+            filter::unwound(shm, st, func);
         }
     }
     hijack_range(st, link.base, link.top, sp);
@@ -267,7 +275,9 @@ pub unsafe extern "C" fn swapcontext(oucp: *mut c_void, ucp: *const c_void) -> i
 fn leave_frames(target_sp: u64, sp: u64) {
     let Some(st) = traced_state() else { return };
     let _busy = tls::Busy::enter();
-    let Some(shm) = crate::shm::get() else { return };
+    let Some(shm) = shm::get() else {
+        return;
+    };
     let top = top_index(st);
     let c = chain(st);
     prune(c, top);
@@ -281,7 +291,7 @@ fn leave_frames(target_sp: u64, sp: u64) {
             }
             restore_range(st, top_index(st) - 1, top_index(st), sp);
             st.shadow_top = st.shadow_top.sub(1);
-            crate::filter::unwound(shm, st, e.func);
+            filter::unwound(shm, st, e.func);
         }
     }
 }

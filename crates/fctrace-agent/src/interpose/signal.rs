@@ -41,9 +41,11 @@
 //!   thread whose int3 raises a blocked SIGTRAP); queries show what the
 //!   program asked for.
 
-use crate::shm::{self, Shm};
-use crate::thread::{self, ThreadState};
-use crate::tls;
+use crate::recording::filter;
+use crate::runtime::buffer::{self, PENDING};
+use crate::runtime::shm;
+use crate::runtime::state::{ShadowEntry, ThreadState, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE};
+use crate::runtime::tls;
 use fctrace_format::event::EventKind;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -237,7 +239,7 @@ pub fn note_hot_code(at: u64, code: &[u8]) {
         x.op0_kind() == OpKind::Memory
             && x.memory_base() == Register::R11
             && x.memory_index() == Register::None
-            && x.memory_displacement64() == crate::thread::OFF_SHADOW_TOP as u64
+            && x.memory_displacement64() == OFF_SHADOW_TOP as u64
             && x.op1_kind() == OpKind::Register
             && x.op1_register() == Register::RCX
     };
@@ -272,7 +274,7 @@ pub fn note_hot_code(at: u64, code: &[u8]) {
 
 /// Notes the `-N` and `-F` entries' and exits' windows of the common
 /// block at `at` (noted by [`note_hot_code`] just before).
-pub fn note_region_windows(at: u64, w: &crate::x86_64::codegen::RegionWindows) {
+pub fn note_region_windows(at: u64, w: &crate::arch::x86_64::codegen::RegionWindows) {
     if w.push_lo == 0 {
         return;
     }
@@ -319,7 +321,7 @@ fn hot_block(rip: u64) -> Option<&'static Hot> {
 /// exits have windows of their own (`x86_64::codegen::RegionWindows`).
 /// All edit the context the kernel restores.
 fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
-    let ent = crate::thread::SHADOW_ENTRY_SIZE as u64;
+    let ent = SHADOW_ENTRY_SIZE as u64;
     // SAFETY: the kernel's ucontext for this delivery; the registers named
     // are the interrupted hot path's own (it saved the program's).
     unsafe {
@@ -332,7 +334,7 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
         // `to` (the reservation undone, or the pop done).
         let mut top_to_rcx_then = |to: &AtomicU64| {
             if top == rcx + ent {
-                st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
+                st.shadow_top = rcx as *mut ShadowEntry;
                 g[libc::REG_RIP as usize] = to.load(Ordering::Relaxed) as i64;
             }
         };
@@ -360,7 +362,7 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
             && rip >= h.n_close_lo.load(Ordering::Relaxed)
             && rip < h.n_close_hi.load(Ordering::Relaxed)
         {
-            crate::filter::recompute(st);
+            filter::recompute(st);
             g[libc::REG_RIP as usize] = h.x_tail.load(Ordering::Relaxed) as i64;
             return;
         }
@@ -375,9 +377,9 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
                 if top != rcx + ent {
                     return;
                 }
-                st.shadow_top = rcx as *mut crate::thread::ShadowEntry;
+                st.shadow_top = rcx as *mut ShadowEntry;
                 if rip >= h.f_counted.load(Ordering::Relaxed) {
-                    crate::filter::fix_filter_count(st, true);
+                    filter::fix_filter_count(st, true);
                 }
             }
             g[libc::REG_RIP as usize] = h.f_check.load(Ordering::Relaxed) as i64;
@@ -395,12 +397,12 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
                 if top != rcx + ent {
                     return;
                 }
-                let e = rcx as *const crate::thread::ShadowEntry;
+                let e = rcx as *const ShadowEntry;
                 g[libc::REG_RAX as usize] = (*e).func as u32 as i64;
-                st.shadow_top = e as *mut crate::thread::ShadowEntry;
+                st.shadow_top = e as *mut ShadowEntry;
             }
             let uncount = rip < h.f_uncounted.load(Ordering::Relaxed);
-            crate::filter::fix_filter_count(st, uncount);
+            filter::fix_filter_count(st, uncount);
             g[libc::REG_RIP as usize] = h.f_close_hi.load(Ordering::Relaxed) as i64;
             return;
         }
@@ -409,9 +411,9 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
             // rcx = the top entry, already read; the slot holds its real
             // return address again.
             if top == rcx + ent {
-                let e = rcx as *const crate::thread::ShadowEntry;
+                let e = rcx as *const ShadowEntry;
                 g[libc::REG_RAX as usize] = (*e).func as i64;
-                st.shadow_top = e as *mut crate::thread::ShadowEntry;
+                st.shadow_top = e as *mut ShadowEntry;
                 g[libc::REG_RIP as usize] = h.pop_next.load(Ordering::Relaxed) as i64;
             }
         }
@@ -742,39 +744,8 @@ pub unsafe extern "C" fn fctrace_pthread_sigmask(
     unsafe { set_mask(crate::real!("pthread_sigmask", SigmaskFn), how, set, old) }
 }
 
-/// In `ThreadState::park`: the next buffer switch must park the old buffer.
-const PENDING: u64 = 1 << 63;
-
 /// The kernel flag glibc sets with its own restorer.
 const SA_RESTORER: i32 = 0x0400_0000;
-
-/// Hands the thread's current buffer to the recorder (it is full), or
-/// parks it when a signal handler may have interrupted a write into it;
-/// a buffer parked earlier is handed over first, so the recorder gets a
-/// thread's buffers in order. Called by `thread::switch_buffer`.
-pub fn release_buffer(shm: &Shm, st: &ThreadState) {
-    let idx = st.buf_index;
-    let cell = &st.park;
-    let v = cell.swap(0, Ordering::AcqRel);
-    let parked = (v & 0xffff_ffff) as u32;
-    if parked != 0 {
-        shm.release(parked - 1);
-    }
-    if v & PENDING != 0 {
-        cell.store(idx as u64 + 1, Ordering::Release);
-    } else {
-        shm.release(idx);
-    }
-}
-
-/// Hands over a buffer parked by [`release_buffer`], if any (before the
-/// thread's current buffer is handed over outside a switch: exec).
-pub fn release_parked(shm: &Shm, st: &ThreadState) {
-    let parked = (st.park.swap(0, Ordering::AcqRel) & 0xffff_ffff) as u32;
-    if parked != 0 {
-        shm.release(parked - 1);
-    }
-}
 
 /// Records the signal for the calling thread, if it is traced and the
 /// agent is not busy on it (a signal landing in the agent's own slow path
@@ -806,17 +777,17 @@ fn record(sig: i32, uc: *mut c_void) {
         }
     }
 
-    if crate::filter::active() {
+    if filter::active() {
         // Not shown where calls are not recorded (the fix-up above is
         // needed all the same).
-        if st.gen != crate::filter::GLOBAL.load(Ordering::Acquire) {
-            crate::filter::resync(st);
+        if st.gen != filter::GLOBAL.load(Ordering::Acquire) {
+            filter::resync(st);
         }
-        if !crate::filter::records_plain(st) {
+        if !filter::records_plain(st) {
             return;
         }
     }
-    thread::append(shm, st, EventKind::Signal, sig as u32);
+    buffer::append(shm, st, EventKind::Signal, sig as u32);
 }
 
 /// Called by [`signal_entry`] on the signal's stack; returns where to jump.
@@ -838,7 +809,7 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, uc: *mut c_void) -
             (TRIG_FINISH, fctrace_options::Action::Finish),
         ] {
             if trig & bit != 0 {
-                crate::filter::signal_action(a);
+                filter::signal_action(a);
             }
         }
     }
@@ -1203,7 +1174,7 @@ fn install_trigger_entry(sig: i32) {
 pub fn init_triggers(list: &[fctrace_options::SignalTrigger]) {
     for t in list {
         if !in_range(t.signal) || is_fatal(t.signal) {
-            crate::warn(&format!(
+            crate::runtime::log::warn(&format!(
                 "--signal {}: this signal cannot be a trigger",
                 t.source
             ));

@@ -20,11 +20,18 @@
 //! jumps (not calls) to the real start routine, so the thread's stack and
 //! backtraces are as without fctrace.
 
-use crate::{real, shm, thread, tls};
+use crate::interpose::unwind;
+use crate::real;
+use crate::runtime::{alloc, buffer, shm, thread, tls};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
+/// The variables the recorder (or a traced process, for a program it
+/// executes) passes the agent; taken out of the environment at start-up.
+pub(crate) const ENV_SHM: &str = "FCTRACE_SHM";
+pub(crate) const ENV_DIR: &str = "FCTRACE_DIR";
+pub(crate) const ENV_OPTIONS: &str = "FCTRACE_OPTIONS";
 pub const ENV_PARENT: &str = "FCTRACE_PARENT";
 
 /// What a new program image needs to be traced, as `KEY=value` strings.
@@ -34,7 +41,7 @@ struct Inject {
     dir: Vec<u8>,
     /// The agent's path, first in the new `LD_PRELOAD`.
     agent: Vec<u8>,
-    /// `FCTRACE_OPTIONS=...` (filters, triggers: `crate::filter`), empty
+    /// `FCTRACE_OPTIONS=...` (filters, triggers: `crate::recording::filter`), empty
     /// when there are none.
     opts: Vec<u8>,
     /// Descriptors of the agent file and the shared memory, for a program
@@ -143,12 +150,12 @@ pub fn init(shm_path: &str, dir: &str, agent: &str, opts: &str) {
     }
     let _ = INJECT.set(Inject {
         shm_path: shm_path.as_bytes().to_vec(),
-        dir: format!("{}={dir}", crate::ENV_DIR).into_bytes(),
+        dir: format!("{}={dir}", ENV_DIR).into_bytes(),
         agent: agent.as_bytes().to_vec(),
         opts: if opts.is_empty() {
             Vec::new()
         } else {
-            format!("{}={opts}", crate::ENV_OPTIONS).into_bytes()
+            format!("{}={opts}", ENV_OPTIONS).into_bytes()
         },
         kept,
         dir_path: dir.as_bytes().to_vec(),
@@ -214,7 +221,7 @@ fn with_scratch<R>(need: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
         let mut buf = [0u8; STACK];
         return f(&mut buf[..]);
     }
-    let p = crate::alloc::map(need);
+    let p = alloc::map(need);
     if p.is_null() {
         return f(&mut []);
     }
@@ -373,7 +380,7 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         let mut digits = [0u8; 20];
         let parent_s = parent.map(|s| fctrace_format::digits::decimal(u64::from(s), &mut digits));
         let made = (|| {
-            let mut shm_parts: [&[u8]; 4] = [crate::ENV_SHM.as_bytes(), b"=", b"", b""];
+            let mut shm_parts: [&[u8]; 4] = [ENV_SHM.as_bytes(), b"=", b"", b""];
             shm_parts[2..2 + shm_path.len()].copy_from_slice(shm_path);
             let shm = b.string(&shm_parts)?;
             let dir = b.string(&[&inj.dir])?;
@@ -577,7 +584,7 @@ fn before_exec() -> bool {
     if unsafe { libc::getpid() } as u32 != st.pid {
         return false;
     }
-    thread::flush_buffer(shm, st);
+    buffer::flush_buffer(shm, st);
     true
 }
 
@@ -589,8 +596,8 @@ fn after_failed_exec(flushed: bool) {
             if !p.is_null() {
                 // SAFETY: this thread's state.
                 let st = unsafe { &mut *p };
-                if !thread::take_next_buffer(shm, st) {
-                    st.buf = crate::scratch_buffer();
+                if !buffer::take_next_buffer(shm, st) {
+                    st.buf = shm::scratch_buffer();
                 }
             }
         }
@@ -1237,10 +1244,12 @@ fn creator_slot() -> Option<u32> {
         let _b = tls::Busy::enter();
         thread::init_thread(
             shm,
-            crate::session(),
+            shm::session(),
             u32::MAX,
             fctrace_format::shm::ORIGIN_THREAD,
         )?;
+        // Armed by the caller: the thread-exit hook is unwinding's.
+        unwind::watch_thread_exit();
     }
     parent_slot()
 }

@@ -28,9 +28,9 @@
 //! switches, a mismatched return) goes through [`unwound`], which does
 //! the same, so tracing is never left wrongly off or on. A function whose
 //! only flag is `-N` or `-F` has a generated entry and exit
-//! (`x86_64::codegen`) for the usual case, which make the same shadow
-//! entries ([`NOTRACE_ENTRY_BITS`], [`FILTER_ENTRY_BITS`]) and the same
-//! changes as these slow paths.
+//! (`arch::x86_64::codegen`) for the usual case, which make the same
+//! shadow entries (`NOTRACE_ENTRY_BITS`, `FILTER_ENTRY_BITS`: the bits
+//! live in `runtime::state`) and the same changes as these slow paths.
 //!
 //! Semantics (uftrace's): a call is recorded when tracing is on for its
 //! thread at its entry, it is not inside (or itself) a `-N` function, it
@@ -50,16 +50,19 @@
 //! ([`hook_open_calls`]) whose return records an end mark, so that the
 //! display filters know them from there to their end.
 
-use crate::shm::Shm;
-use crate::thread::{self, ShadowEntry, ThreadState, SHADOW_ENTRY_SIZE};
+use crate::recording::args;
+use crate::runtime::buffer;
+use crate::runtime::shm::Shm;
+use crate::runtime::state::{
+    ShadowEntry, ThreadState, B_FINISHED, B_NOFILTER, B_OFF, E_DEPTH, E_FILTER, E_HIDDEN,
+    E_NOTRACE, E_OPENED, E_RETVAL, E_SLOW_EXIT, NEVER, NT_MASK, PREV_MASK, PREV_SHIFT,
+    SHADOW_ENTRY_SIZE,
+};
 use fctrace_format::argval::MAX_BACKTRACE;
 use fctrace_format::event::EventKind;
 use fctrace_options::{pattern::name_forms, Action, Options};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::OnceLock;
-
-/// `ThreadState::gen` of a thread that has not applied the options yet.
-pub const NEVER: u32 = u32::MAX;
 
 // Per-function flags.
 pub const F_FILTER: u64 = 1;
@@ -71,21 +74,6 @@ pub const F_RETVAL: u64 = 16;
 const TRIGGER_SHIFT: u32 = 8;
 const MAX_TRIGGERS: usize = 56;
 
-// Bits of a shadow entry's `func` word above the function id. Bit 32 is
-// tested by the generated exit code (`test byte [entry+20], 1`).
-pub const E_SLOW_EXIT: u64 = 1 << 32;
-const E_HIDDEN: u64 = 1 << 33;
-const E_FILTER: u64 = 1 << 34;
-const E_NOTRACE: u64 = 1 << 35;
-const E_DEPTH: u64 = 1 << 36;
-const E_RETVAL: u64 = 1 << 37;
-/// A hidden frame open where tracing resumed ([`hook_open_calls`]): its
-/// return (or unwinding) is recorded as an end mark.
-const E_OPENED: u64 = 1 << 38;
-/// Bits 40..62: the depth limit before a `depth=N` region.
-const PREV_SHIFT: u32 = 40;
-const PREV_MASK: u64 = (1 << 22) - 1;
-
 /// The global switch: a generation (bits 2..31) and a state (bits 0..1).
 pub static GLOBAL: AtomicU32 = AtomicU32::new(0);
 /// Non-zero once `finish` happened: the generated exit records nothing
@@ -94,40 +82,6 @@ pub static FINISHED: AtomicU8 = AtomicU8::new(0);
 const G_ON: u32 = 1;
 const G_OFF: u32 = 2;
 const G_FINISH: u32 = 3;
-
-/// `ThreadState::block`: the open `-N` regions are counted in bits 0..24
-/// (the generated `-N` entry and exit add and subtract 1); these bits are
-/// kept by [`recompute`] from the [`FilterState`].
-const NT_MASK: u32 = (1 << 24) - 1;
-const B_OFF: u32 = 1 << 24;
-const B_FINISHED: u32 = 1 << 25;
-/// Outside every `-F` function (with `-F` given): tested by the
-/// generated `-F` entry.
-pub const B_NOFILTER: u32 = 1 << 26;
-/// The `func` word bits (above 32) of a `-N` region entry made by the
-/// generated `-N` entry: its exit is generated too.
-pub const NOTRACE_ENTRY_BITS: u64 = E_SLOW_EXIT | E_HIDDEN | E_NOTRACE;
-/// The `func` word bits (above 32) of a recorded `-F` region entry of a
-/// `-F`-only function (made by [`flagged_entry`] or by the generated `-F`
-/// entry): its exit is generated.
-pub const FILTER_ENTRY_BITS: u64 = E_SLOW_EXIT | E_FILTER;
-
-/// A thread's filter state (with [`ThreadState::limit`], `gen`, `block`,
-/// `hidden` and `max`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FilterState {
-    /// Open `-F` regions (the generated `-F` entry and exit add and
-    /// subtract 1, at [`FL_OFFSET`]).
-    fl: u32,
-    /// Tracing switched off for this thread.
-    off: bool,
-    /// `finish` seen.
-    finished: bool,
-}
-
-/// Offset of the count of open `-F` regions in [`FilterState`].
-pub const FL_OFFSET: usize = std::mem::offset_of!(FilterState, fl);
 
 /// For `signal::fix_interrupted`: a signal interrupted the generated
 /// `-F` entry or exit around its update of the count of open `-F`
@@ -149,7 +103,7 @@ struct Config {
     /// tracing resumes), so the code ranges of functions are kept.
     walks: bool,
     depth: u32,
-    specs: Option<&'static crate::args::Specs>,
+    specs: Option<&'static args::Specs>,
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
@@ -164,12 +118,12 @@ pub fn init(opts: Options) -> bool {
         return false;
     }
     if opts.triggers.len() > MAX_TRIGGERS {
-        crate::warn(&format!(
+        crate::runtime::log::warn(&format!(
             "only the first {MAX_TRIGGERS} triggers are used ({} given)",
             opts.triggers.len()
         ));
     }
-    let specs = crate::args::Specs::from_options(&opts);
+    let specs = args::Specs::from_options(&opts);
     let specs = (!specs.is_empty()).then(|| specs.install());
     let walks = opts.triggers.iter().any(|t| {
         t.actions
@@ -357,7 +311,7 @@ pub fn records_plain(st: &ThreadState) -> bool {
 /// taken over), 1 to let it run untouched.
 ///
 /// # Safety
-/// Called by `thread::slow_path` on the thread whose state `st` is, with
+/// Called by `instrument::slow_path` on the thread whose state `st` is, with
 /// the registers the generated code saved.
 pub unsafe fn flagged_entry(
     shm: &Shm,
@@ -423,7 +377,7 @@ pub unsafe fn flagged_entry(
     if !visible && !region {
         return 1;
     }
-    if st.shadow_top >= st.shadow_end && !crate::thread::grow_shadow(st) {
+    if st.shadow_top >= st.shadow_end && !crate::runtime::thread::grow_shadow(st) {
         shm.add_lost(if visible { 2 } else { 0 });
         return 1;
     }
@@ -486,7 +440,7 @@ pub unsafe fn flagged_entry(
         st.shadow_top = st.shadow_top.add(1);
     }
     if visible {
-        thread::append(shm, st, EventKind::Entry, func);
+        buffer::append(shm, st, EventKind::Entry, func);
         if let Some((n, cut)) = callers {
             record_chain(st, func, &chain[..n], cut, !backtrace);
         }
@@ -494,7 +448,7 @@ pub unsafe fn flagged_entry(
             // SAFETY: the generated code saved the general registers in
             // this order and the extended state in xsave's layout.
             let regs = unsafe { entry_regs(slot, xsave, gprs) };
-            crate::args::on_entry(st, func, &regs);
+            args::on_entry(st, func, &regs);
         }
     }
     recompute(st);
@@ -502,9 +456,9 @@ pub unsafe fn flagged_entry(
 }
 
 /// # Safety
-/// `gprs` holds 10 saved registers (`thread::slow_path`), `xsave` an
+/// `gprs` holds 10 saved registers (`instrument::slow_path`), `xsave` an
 /// xsave area.
-unsafe fn entry_regs(slot: u64, xsave: *const u8, gprs: *const u64) -> crate::args::EntryRegs {
+unsafe fn entry_regs(slot: u64, xsave: *const u8, gprs: *const u64) -> args::EntryRegs {
     // SAFETY: as the caller guarantees.
     unsafe {
         let g = |i: usize| gprs.add(i).read();
@@ -512,7 +466,7 @@ unsafe fn entry_regs(slot: u64, xsave: *const u8, gprs: *const u64) -> crate::ar
         for (i, x) in xmm.iter_mut().enumerate() {
             std::ptr::copy_nonoverlapping(xsave.add(160 + 16 * i), x.as_mut_ptr(), 16);
         }
-        crate::args::EntryRegs {
+        args::EntryRegs {
             rdi: g(5),
             rsi: g(6),
             rdx: g(7),
@@ -560,7 +514,7 @@ fn hook_open_calls(st: &mut ThreadState, entered: u64, chain: &[u32], slots: &[u
             }
             continue;
         }
-        let site = crate::unwind::ret_site(func as u64);
+        let site = crate::runtime::frames::ret_site(func as u64);
         if site == 0 || st.shadow_top >= st.shadow_end {
             continue;
         }
@@ -604,7 +558,7 @@ fn decreasing(v: impl Iterator<Item = u64>) -> bool {
 /// is a chain of `func` alone with the end flag (`fctrace_format::argval`;
 /// the tree skips it, the display filters end the call there).
 fn record_end(st: &mut ThreadState, func: u32) {
-    crate::args::emit(st, EventKind::Args, func, 8, |w| {
+    args::emit(st, EventKind::Args, func, 8, |w| {
         w.end_mark(func);
     });
 }
@@ -614,7 +568,7 @@ fn record_end(st: &mut ThreadState, func: u32) {
 /// backtrace, or with `resume` the calls open where tracing resumed;
 /// right after its `Entry` and before its own arguments.
 fn record_chain(st: &mut ThreadState, func: u32, callers: &[u32], cut: bool, resume: bool) {
-    crate::args::emit(st, EventKind::Args, func, 4 + 4 * callers.len(), |w| {
+    args::emit(st, EventKind::Args, func, 4 + 4 * callers.len(), |w| {
         w.chain(callers, cut, resume);
     });
 }
@@ -632,7 +586,7 @@ pub fn note_range(id: u32, addr: u64, size: u64) {
 /// exports it with a size), so that its frames are named in backtraces
 /// as the calls recorded for it are.
 pub fn note_import_range(id: u32, target: u64) {
-    if !CONFIG.get().is_some_and(|c| c.walks) || crate::unwind::in_agent(target) {
+    if !CONFIG.get().is_some_and(|c| c.walks) || crate::runtime::frames::in_agent(target) {
         return;
     }
     unsafe extern "C" {
@@ -684,13 +638,13 @@ pub fn publish_ranges() {
 /// and unwind information saying that its caller is the traced function's
 /// caller: its canonical frame address is the traced function's slot + 8,
 /// stored in its frame. Traced frames' slots hold their real return
-/// addresses during the walk (`unwind::restore_all`); signals are deferred
+/// addresses during the walk (`runtime::frames::restore_all`); signals are deferred
 /// in the slow path. Each frame's address is mapped to the instrumented
 /// function containing it; frames of other code (libraries not traced,
 /// the agent) are left out.
 mod backtrace {
     use super::MAX_BACKTRACE;
-    use crate::thread::ThreadState;
+    use crate::runtime::state::ThreadState;
     use std::ffi::c_void;
     use std::sync::atomic::{AtomicPtr, Ordering};
     use std::sync::Mutex;
@@ -733,7 +687,7 @@ mod backtrace {
         get_ip();
         get_gr();
         get_cfa();
-        crate::unwind::in_agent(0);
+        crate::runtime::frames::in_agent(0);
         // SAFETY: a callback that stops at once.
         unsafe { unwind_backtrace()(nothing, std::ptr::null_mut()) };
     }
@@ -782,7 +736,7 @@ mod backtrace {
         unsafe {
             let r = &mut *(data as *mut Regs);
             let ip = get_ip()(ctx);
-            if ip == 0 || crate::unwind::in_agent(ip) {
+            if ip == 0 || crate::runtime::frames::in_agent(ip) {
                 return GO_ON;
             }
             for (k, reg) in [6, 12, 13, 14, 15].into_iter().enumerate() {
@@ -956,7 +910,7 @@ mod backtrace {
             n: 0,
             cut: false,
         };
-        crate::unwind::restore_all(st);
+        crate::runtime::frames::restore_all(st);
         // SAFETY: the trampoline above, with the traced call's frame
         // address and registers; the callback only reads the context and
         // writes `c`, alive during the walk.
@@ -969,7 +923,7 @@ mod backtrace {
                 &mut c as *mut Chain as *mut c_void,
             )
         };
-        crate::unwind::hijack_all(st);
+        crate::runtime::frames::hijack_all(st);
         let (n, cut) = (c.n, c.cut);
         out[..n].reverse();
         slots[..n].reverse();
@@ -981,7 +935,7 @@ mod backtrace {
 /// one, whose slot is `slot`: the generated code checked it).
 ///
 /// # Safety
-/// Called by `thread::slow_path` from the generated exit, whose saved
+/// Called by `instrument::slow_path` from the generated exit, whose saved
 /// rax and rdx lie at `slot - 8` and `slot - 24`.
 pub unsafe fn flagged_exit(shm: &Shm, st: &mut ThreadState, slot: u64, xsave: *const u8) {
     // SAFETY: the top entry exists (its slot matched); the slot is on this
@@ -997,7 +951,7 @@ pub unsafe fn flagged_exit(shm: &Shm, st: &mut ThreadState, slot: u64, xsave: *c
         if e.func & E_RETVAL != 0 {
             // SAFETY: the exit's saved registers and xsave area.
             let regs = unsafe {
-                let mut r = crate::args::ExitRegs {
+                let mut r = args::ExitRegs {
                     rax: ((slot - 8) as *const u64).read(),
                     rdx: ((slot - 24) as *const u64).read(),
                     xmm0: [0; 16],
@@ -1007,9 +961,9 @@ pub unsafe fn flagged_exit(shm: &Shm, st: &mut ThreadState, slot: u64, xsave: *c
                 std::ptr::copy_nonoverlapping(xsave.add(176), r.xmm1.as_mut_ptr(), 16);
                 r
             };
-            crate::args::on_exit(st, func, &regs);
+            args::on_exit(st, func, &regs);
         }
-        thread::append(shm, st, EventKind::Exit, func);
+        buffer::append(shm, st, EventKind::Exit, func);
     } else if e.func & E_OPENED != 0 && FINISHED.load(Ordering::Relaxed) == 0 {
         record_end(st, func);
     }
@@ -1042,7 +996,7 @@ fn release(st: &mut ThreadState, word: u64) {
 /// and ends its region.
 pub fn unwound(shm: &Shm, st: &mut ThreadState, word: u64) {
     if !active() || (word & E_HIDDEN == 0 && FINISHED.load(Ordering::Relaxed) == 0) {
-        thread::append(shm, st, EventKind::Unwind, word as u32);
+        buffer::append(shm, st, EventKind::Unwind, word as u32);
     } else if word & E_OPENED != 0 && FINISHED.load(Ordering::Relaxed) == 0 {
         record_end(st, word as u32);
     }

@@ -6,13 +6,13 @@
 //! is defined in assembly because stable Rust cannot ask for the
 //! initial-exec model.
 //!
-//! Word 0: pointer to this thread's [`crate::thread::ThreadState`] (null
+//! Word 0: pointer to this thread's [`crate::runtime::state::ThreadState`] (null
 //! until the thread's first traced call). Word 1: "busy" — non-zero while
 //! the agent's own code runs on this thread; traced functions entered then
 //! pass straight through. Word 2: the task slot (plus one) of the thread
-//! that created this one, until its state is made (see `process`). Word 3:
+//! that created this one, until its state is made (see `interpose::process`). Word 3:
 //! the return address of a `vfork` in progress, word 4: the busy word
-//! before it (see `process`).
+//! before it (see `interpose::process`).
 
 use std::arch::asm;
 
@@ -47,12 +47,12 @@ fn word_addr(i: i64) -> *mut u64 {
     (tp as i64 + offset() + i * 8) as *mut u64
 }
 
-pub fn state() -> *mut crate::thread::ThreadState {
+pub fn state() -> *mut crate::runtime::state::ThreadState {
     // SAFETY: the word belongs to this thread's static TLS block.
-    unsafe { word_addr(0).read() as *mut crate::thread::ThreadState }
+    unsafe { word_addr(0).read() as *mut crate::runtime::state::ThreadState }
 }
 
-pub fn set_state(p: *mut crate::thread::ThreadState) {
+pub fn set_state(p: *mut crate::runtime::state::ThreadState) {
     // SAFETY: as above; only this thread writes its own block.
     unsafe { word_addr(0).write(p as u64) }
 }

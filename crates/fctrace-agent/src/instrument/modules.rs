@@ -1,10 +1,10 @@
 //! Finds the loaded modules and their functions, patches them, and writes
 //! the session's symbol table.
 
-use crate::shm::Shm;
-use crate::x86_64::arena::Arena;
-use crate::x86_64::codegen::{self, Common, Params};
-use crate::x86_64::patch::{self, Mode, Plan};
+use crate::arch::x86_64::arena::Arena;
+use crate::arch::x86_64::codegen::{self, Common, Params};
+use crate::arch::x86_64::patch::{self, Mode, Plan};
+use crate::runtime::shm::Shm;
 use fctrace_format::symtab::{self, FuncKind, FuncStatus, FunctionLine, Module};
 use fctrace_symbols::{ElfInfo, FuncRef};
 use std::ffi::CStr;
@@ -386,7 +386,7 @@ struct Session {
     params: Params,
     /// Per function id: the address its traced frames return to.
     ret_sites: Vec<u64>,
-    /// Per function id: its filter flags (`crate::filter`), with filters.
+    /// Per function id: its filter flags (`crate::recording::filter`), with filters.
     flags: Vec<u64>,
     /// Modules already written to the symbol table.
     written_modules: usize,
@@ -430,10 +430,10 @@ impl Session {
 
     /// Notes the filter flags of function `id` and returns them.
     fn note_flags(&mut self, id: u32, module_path: &str, name: &str) -> u64 {
-        if !crate::filter::active() {
+        if !crate::recording::filter::active() {
             return 0;
         }
-        let f = crate::filter::flags_for(id, module_path, name);
+        let f = crate::recording::filter::flags_for(id, module_path, name);
         if f == 0 {
             return 0;
         }
@@ -473,13 +473,14 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
     symtab::write_header(&mut out, sid, pid, &main.path).map_err(|e| e.to_string())?;
     let interp = main.interp.clone();
     let params = Params {
-        tls: crate::tls::offset(),
+        tls: crate::runtime::tls::offset(),
         buf_size: shm.layout.buf_size,
-        slow_path: crate::thread::slow_path as *const () as u64,
+        slow_path: super::slow_path::slow_path as *const () as u64,
         lost_counter: &shm.header().lost_events as *const _ as u64,
         xsave_size: codegen::xsave_size(),
-        filter: crate::filter::active().then_some(&crate::filter::GLOBAL as *const _ as u64),
-        finished: &crate::filter::FINISHED as *const _ as u64,
+        filter: crate::recording::filter::active()
+            .then_some(&crate::recording::filter::GLOBAL as *const _ as u64),
+        finished: &crate::recording::filter::FINISHED as *const _ as u64,
     };
     let mut s = Session {
         out,
@@ -513,7 +514,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
                 lib_entries.extend(entries);
             }
             Err(e) => {
-                crate::warn(&format!("{}: {e}", m.path));
+                crate::runtime::log::warn(&format!("{}: {e}", m.path));
                 known.push(Known::new(m, &[]));
             }
         }
@@ -522,7 +523,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
     publish(&mut s)?;
     if nest {
         if let Err(e) = install_load_hook(&modules, &interp) {
-            crate::warn(&format!(
+            crate::runtime::log::warn(&format!(
                 "libraries loaded later (dlopen) will not be traced: {e}"
             ));
         }
@@ -544,12 +545,12 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
 fn publish(s: &mut Session) -> Result<(), String> {
     let mut sites = s.ret_sites.clone();
     sites.resize(s.next_id as usize, 0);
-    crate::unwind::set_ret_sites(sites);
-    if crate::filter::active() {
+    crate::runtime::frames::set_ret_sites(sites);
+    if crate::recording::filter::active() {
         let mut flags = s.flags.clone();
         flags.resize(s.next_id as usize, 0);
-        crate::filter::set_flags(flags);
-        crate::filter::publish_ranges();
+        crate::recording::filter::set_flags(flags);
+        crate::recording::filter::publish_ranges();
     }
     s.write_new_modules()?;
     s.out.flush().map_err(|e| e.to_string())?;
@@ -733,7 +734,7 @@ fn instrument_module(
                 }
                 let flags = s.note_flags(id, &m.path, name);
                 if matches!(mode, Mode::Traced) {
-                    crate::filter::note_range(id, addr, size);
+                    crate::recording::filter::note_range(id, addr, size);
                 }
                 Stubs::add(&mut stubs, s, m, id, &plan, mode, None, flags)
             }
@@ -828,7 +829,7 @@ fn instrument_imports(
                     let flags = s.note_flags(id, &path, &p.name);
                     let mode = import_mode(&p.name);
                     if let (Some(t), Mode::Traced) = (targets[k], mode) {
-                        crate::filter::note_import_range(id, t);
+                        crate::recording::filter::note_import_range(id, t);
                     }
                     Stubs::add(&mut stubs, s, m, id, &plan, mode, None, flags)
                 }
@@ -870,7 +871,7 @@ fn instrument_imports(
             let path = s.modules[modules[k] as usize].path.clone();
             let flags = s.note_flags(id, &path, &g.name);
             if matches!(import_mode(&g.name), Mode::Traced) {
-                crate::filter::note_import_range(id, target);
+                crate::recording::filter::note_import_range(id, target);
             }
             Stubs::add(
                 &mut stubs,
@@ -937,7 +938,7 @@ struct Stubs {
     /// The stub being built.
     stub: Vec<u8>,
     /// The functions that take the trap fallback.
-    traps: Vec<crate::signal::Trap>,
+    traps: Vec<crate::interpose::signal::Trap>,
 }
 
 impl Stubs {
@@ -958,7 +959,7 @@ impl Stubs {
     }
 
     /// Builds the stub of function `id` and notes its patch; returns the
-    /// function's status. `flags`: its filter flags (`crate::filter`).
+    /// function's status. `flags`: its filter flags (`crate::recording::filter`).
     #[allow(clippy::too_many_arguments)]
     fn add(
         stubs: &mut Result<Stubs, String>,
@@ -983,8 +984,8 @@ impl Stubs {
             // the generated -N or -F entry.
             let entry = match flags {
                 0 => st.common.entry,
-                crate::filter::F_NOTRACE => st.common.entry_notrace,
-                crate::filter::F_FILTER => st.common.entry_filter,
+                crate::recording::filter::F_NOTRACE => st.common.entry_notrace,
+                crate::recording::filter::F_FILTER => st.common.entry_filter,
                 _ => st.common.entry_flagged,
             };
             let common = Common { entry, ..st.common };
@@ -1029,7 +1030,7 @@ impl Stubs {
                 }
                 let at = st.arena.put(&st.stub);
                 if plan.trap {
-                    st.traps.push(crate::signal::Trap {
+                    st.traps.push(crate::interpose::signal::Trap {
                         at: plan.patch_at,
                         stub: at,
                         body: site.body,
@@ -1061,7 +1062,7 @@ impl Stubs {
         let st = stubs?;
         st.arena.seal();
         // The handler knows every trap before the first int3 is written.
-        crate::signal::add_traps(&st.traps);
+        crate::interpose::signal::add_traps(&st.traps);
         if st.lo < st.hi {
             // Pages stay executable throughout (the agent itself may be
             // running library code on them).
@@ -1144,8 +1145,8 @@ fn open_arena(
     }
     if !is_reused {
         // (a reused arena's common block was noted at the same place)
-        crate::signal::note_hot_code(arena.cursor(), &code);
-        crate::signal::note_region_windows(arena.cursor(), &common.region_windows);
+        crate::interpose::signal::note_hot_code(arena.cursor(), &code);
+        crate::interpose::signal::note_region_windows(arena.cursor(), &common.region_windows);
     }
     arena.put(&code);
     Ok((arena, common))
@@ -1411,7 +1412,7 @@ fn install_load_hook(modules: &[Loaded], interp: &Option<String>) -> Result<(), 
 /// calls are serialised). Instruments the libraries new to the base
 /// namespace and forgets those that are gone.
 extern "C" fn on_link_map_change() {
-    let _busy = crate::tls::Busy::enter();
+    let _busy = crate::runtime::tls::Busy::enter();
     let Some(r) = r_debug() else { return };
     // SAFETY: reading the state field of the dynamic linker's structure.
     if unsafe { (*r).r_state } != RT_CONSISTENT {
@@ -1441,7 +1442,7 @@ fn sync_modules(rt: &mut Runtime) {
     rt.known = kept;
     for k in gone {
         // Its int3s are gone with it (another object may be loaded there).
-        crate::signal::drop_traps(k.base);
+        crate::interpose::signal::drop_traps(k.base);
         let s = &mut rt.s;
         let mut i = 0;
         while i < s.arenas.len() {
@@ -1475,7 +1476,7 @@ fn sync_modules(rt: &mut Runtime) {
         }) {
             Ok(e) => e,
             Err(e) => {
-                crate::warn(&format!("{}: {e}", m.path));
+                crate::runtime::log::warn(&format!("{}: {e}", m.path));
                 Vec::new()
             }
         };
@@ -1484,7 +1485,7 @@ fn sync_modules(rt: &mut Runtime) {
     }
     if changed {
         if let Err(e) = publish(&mut rt.s) {
-            crate::warn(&format!("cannot write the symbol table: {e}"));
+            crate::runtime::log::warn(&format!("cannot write the symbol table: {e}"));
         }
     }
 }

@@ -14,8 +14,8 @@
 //! SIGSEGV, and the value is recorded as unreadable. Functions without
 //! specs pay nothing: they never reach this module.
 
-use crate::shm;
-use crate::thread::ThreadState;
+use crate::runtime::shm;
+use crate::runtime::state::ThreadState;
 use fctrace_format::argval::{IntFmt, Writer};
 use fctrace_format::event::{EventKind, RawEvent, MAX_PAYLOAD};
 use fctrace_options::{ArgSpec, Format, Item, Options, Source};
@@ -676,7 +676,7 @@ pub(crate) fn emit(
     let Some(shm) = shm::get() else { return };
     let bound = bound.min(MAX_PAYLOAD);
     let n = bound.div_ceil(RawEvent::SIZE);
-    let rec = crate::thread::reserve(shm, st, 1 + n);
+    let rec = crate::runtime::buffer::reserve(shm, st, 1 + n);
     if rec.is_null() {
         return;
     }

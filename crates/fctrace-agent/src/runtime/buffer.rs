@@ -1,0 +1,139 @@
+//! A thread's event buffers: reserving records in the current one,
+//! switching to a fresh one when it is full, handing buffers to the
+//! recorder (parking one a signal handler may still write into, see
+//! `interpose::signal`).
+
+use crate::runtime::shm::{self, Shm};
+use crate::runtime::state::ThreadState;
+use fctrace_format::event::EventKind;
+use std::sync::atomic::Ordering;
+
+/// Hands the thread's buffer to the recorder now (before an exec); the
+/// thread writes into the scratch buffer until `take_next_buffer`. Only while
+/// the thread is busy.
+pub fn flush_buffer(shm: &Shm, st: &mut ThreadState) {
+    release_parked(shm, st);
+    shm.release(st.buf_index);
+    st.buf = shm::scratch_buffer();
+}
+
+/// Gives the thread its next buffer (after its last one was handed over);
+/// false if the recorder is gone (the thread's buffer is then unchanged).
+pub fn take_next_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
+    st.seq += 1;
+    match shm.acquire(st.tid, st.pid, st.session, st.task_slot, st.seq) {
+        Some(i) => {
+            st.buf_index = i;
+            st.buf = shm.buffer(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Replaces the thread's full buffer with a fresh one; afterwards the
+/// thread's buffer always has room.
+///
+/// Once the recorder does not record any more (it stopped, or died), the
+/// thread keeps the buffer it has and writes it again from the start: what
+/// it held is counted as lost, exactly, and the program runs on without
+/// waiting for anyone. A thread without a buffer of its own (its last one
+/// was handed over just before the recorder went away) writes into the
+/// process's scratch buffer, counted the same way.
+pub fn switch_buffer(shm: &Shm, st: &mut ThreadState) {
+    if st.buf != shm.buffer(st.buf_index) {
+        // The scratch buffer.
+        shm.recycle_own(st.buf);
+        if shm.recording() {
+            take_next_buffer(shm, st);
+        }
+        return;
+    }
+    if !shm.recording() {
+        release_parked(shm, st);
+        shm.recycle_own(st.buf);
+        return;
+    }
+    release_buffer(shm, st);
+    if !take_next_buffer(shm, st) {
+        st.buf = shm::scratch_buffer();
+    }
+}
+
+/// Appends an event from Rust, switching buffers as needed.
+pub fn append(shm: &Shm, st: &mut ThreadState, kind: EventKind, func: u32) {
+    let rec = reserve(shm, st, 1);
+    if !rec.is_null() {
+        // SAFETY: a record of this thread's buffer, reserved for it.
+        unsafe {
+            rec.write(fctrace_format::event::RawEvent::new(
+                kind,
+                func,
+                shm::rdtsc(),
+            ))
+        };
+    }
+}
+
+/// Reserves `n` contiguous records in the thread's current buffer (for an
+/// event followed by its payload records), switching to a fresh buffer
+/// first if they do not fit. The records are this thread's to write; null
+/// if there is no buffer to write into (the event is counted as lost).
+pub fn reserve(shm: &Shm, st: &mut ThreadState, n: usize) -> *mut fctrace_format::event::RawEvent {
+    use fctrace_format::event::RawEvent;
+    use std::sync::atomic::Ordering;
+    let size = shm.layout.buf_size as u64;
+    let want = (n * RawEvent::SIZE) as u64;
+    for _ in 0..2 {
+        let buf = st.buf;
+        // SAFETY: st.buf is this thread's current buffer; pos is only
+        // advanced by this thread.
+        let pos = unsafe { (*buf).pos.fetch_add(want, Ordering::Relaxed) };
+        if pos + want <= size {
+            // SAFETY: within the buffer.
+            return unsafe { (buf as *mut u8).add(pos as usize) as *mut RawEvent };
+        }
+        if pos < size {
+            // The records that did fit count as written: zero timestamps
+            // make the writer skip them.
+            // SAFETY: within the buffer, reserved by this thread.
+            unsafe {
+                std::ptr::write_bytes((buf as *mut u8).add(pos as usize), 0, (size - pos) as usize)
+            };
+        }
+        switch_buffer(shm, st);
+    }
+    shm.add_lost(1);
+    std::ptr::null_mut()
+}
+
+/// In `ThreadState::park`: the next buffer switch must park the old buffer.
+pub const PENDING: u64 = 1 << 63;
+
+/// Hands the thread's current buffer to the recorder (it is full), or
+/// parks it when a signal handler may have interrupted a write into it;
+/// a buffer parked earlier is handed over first, so the recorder gets a
+/// thread's buffers in order. Called by [`switch_buffer`].
+pub fn release_buffer(shm: &Shm, st: &ThreadState) {
+    let idx = st.buf_index;
+    let cell = &st.park;
+    let v = cell.swap(0, Ordering::AcqRel);
+    let parked = (v & 0xffff_ffff) as u32;
+    if parked != 0 {
+        shm.release(parked - 1);
+    }
+    if v & PENDING != 0 {
+        cell.store(idx as u64 + 1, Ordering::Release);
+    } else {
+        shm.release(idx);
+    }
+}
+
+/// Hands over a buffer parked by [`release_buffer`], if any (before the
+/// thread's current buffer is handed over outside a switch: exec).
+pub fn release_parked(shm: &Shm, st: &ThreadState) {
+    let parked = (st.park.swap(0, Ordering::AcqRel) & 0xffff_ffff) as u32;
+    if parked != 0 {
+        shm.release(parked - 1);
+    }
+}

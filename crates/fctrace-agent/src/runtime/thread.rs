@@ -1,0 +1,235 @@
+//! A thread's life in the agent: making its state (`runtime::state`) at
+//! its first traced call, growing and releasing its shadow stack, and a
+//! fork child's state. Its buffers are `runtime::buffer`'s; the slow path
+//! the generated code calls is `instrument::slow_path`.
+
+use crate::runtime::shm::{self, Shm};
+use crate::runtime::state::{
+    FilterState, ShadowEntry, ThreadState, EXIT_ENTRIES, NEVER, SHADOW_ENTRY_SIZE,
+};
+use crate::runtime::tls;
+
+/// The first mapping of a thread's shadow stack: 2,700 nested calls. It
+/// grows on demand (`grow_shadow`), doubling up to [`SHADOW_MAX`], and is
+/// unmapped when the thread ends, so that a program making many threads,
+/// or limiting its address space (`RLIMIT_AS`), pays only for the depth
+/// its threads reach.
+const SHADOW_INITIAL: usize = 64 << 10;
+/// The largest shadow stack: 2.8 million nested calls.
+const SHADOW_MAX: usize = 64 << 20;
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// Creates the calling thread's state and installs it in TLS. `origin` is
+/// one of `fctrace_format::shm::ORIGIN_*`; `parent_slot` names the task
+/// that created this one (u32::MAX if unknown).
+pub fn init_thread(
+    shm: &Shm,
+    session: u32,
+    parent_slot: u32,
+    origin: u32,
+) -> Option<*mut ThreadState> {
+    let tid = gettid();
+    // SAFETY: getpid/getppid have no preconditions.
+    let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
+    // SAFETY: anonymous private mapping, checked below.
+    let shadow = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            SHADOW_INITIAL,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if shadow == libc::MAP_FAILED {
+        return None;
+    }
+    let slot = shm.register_task(tid, pid, ppid, session, parent_slot, origin);
+    let Some(buf_index) = shm.acquire(tid, pid, session, slot, 0) else {
+        // SAFETY: the mapping made above, not used by anything.
+        unsafe { libc::munmap(shadow, SHADOW_INITIAL) };
+        return None;
+    };
+    // One spare entry below the base: an exit with an empty shadow stack
+    // reads it (slot 0 never matches) instead of unmapped memory.
+    // SAFETY: within the mapping.
+    let base = unsafe { (shadow as *mut ShadowEntry).add(1) };
+    // SAFETY: within the mapping.
+    let end = unsafe { base.add(SHADOW_INITIAL / SHADOW_ENTRY_SIZE - 2) };
+    let st = Box::leak(Box::new(ThreadState {
+        shadow_top: base,
+        shadow_end: end,
+        buf: shm.buffer(buf_index),
+        shadow_base: base,
+        buf_index,
+        seq: 0,
+        task_slot: slot,
+        tid,
+        pid,
+        session,
+        unwind_sp: 0,
+        contexts: std::ptr::null_mut(),
+        limit: u64::MAX,
+        gen: NEVER,
+        block: 0,
+        hidden: 0,
+        max: u32::MAX,
+        filt: FilterState::default(),
+        shadow_map: shadow as u64,
+        shadow_len: SHADOW_INITIAL,
+        sig_frame: 0,
+        exit_stack: [ShadowEntry {
+            ret: 0,
+            slot: 0,
+            func: 0,
+        }; EXIT_ENTRIES + 1],
+        park: std::sync::atomic::AtomicU64::new(0),
+    }));
+    tls::set_state(st);
+    // (The caller arms the thread-exit hook: `interpose::unwind`'s.)
+    Some(st)
+}
+
+/// Whether the shadow stack may move now: no handler of a signal that
+/// interrupted generated code on this thread is still running. Such a
+/// handler's frames lie below its signal frame, on whatever stack it runs:
+/// once the stack pointer is above that frame, the handler has returned.
+fn may_move(st: &mut ThreadState) -> bool {
+    if st.sig_frame == 0 {
+        return true;
+    }
+    let here = std::ptr::addr_of!(*st) as u64;
+    let sp = &here as *const u64 as u64;
+    if sp > st.sig_frame {
+        st.sig_frame = 0;
+        return true;
+    }
+    false
+}
+
+/// Moves every pointer into the shadow stack by `delta` bytes (it was
+/// remapped elsewhere).
+fn rebase(st: &mut ThreadState, from: u64, len: usize, to: u64) {
+    let moved = |p: u64| -> u64 {
+        if p >= from && p <= from + len as u64 {
+            p - from + to
+        } else {
+            p
+        }
+    };
+    st.shadow_top = moved(st.shadow_top as u64) as *mut ShadowEntry;
+    st.shadow_base = moved(st.shadow_base as u64) as *mut ShadowEntry;
+    st.shadow_end = moved(st.shadow_end as u64) as *mut ShadowEntry;
+    // The filters' limit is linear in the top (or 0 / u64::MAX).
+    if st.limit != 0 && st.limit != u64::MAX {
+        st.limit = st.limit.wrapping_sub(from).wrapping_add(to);
+    }
+}
+
+/// The shadow stack is full: doubles it (in place when the address space
+/// after it is free, else elsewhere when nothing holds its addresses),
+/// up to [`SHADOW_MAX`]. False if it cannot grow: the call is then not
+/// traced, and counted as lost.
+pub fn grow_shadow(st: &mut ThreadState) -> bool {
+    let (old, len) = (st.shadow_map, st.shadow_len);
+    if len == 0 || len >= SHADOW_MAX {
+        return false;
+    }
+    let new_len = (len * 2).min(SHADOW_MAX);
+    // SAFETY: remapping the thread's own shadow stack mapping; in place
+    // first (no pointer changes), checked for failure.
+    let mut at = unsafe { libc::mremap(old as *mut libc::c_void, len, new_len, 0) };
+    if at == libc::MAP_FAILED {
+        if !may_move(st) {
+            return false;
+        }
+        // SAFETY: as above; every pointer into it is rebased below before
+        // anything reads it (signals are deferred in the slow path).
+        at = unsafe { libc::mremap(old as *mut libc::c_void, len, new_len, libc::MREMAP_MAYMOVE) };
+        if at == libc::MAP_FAILED {
+            return false;
+        }
+        rebase(st, old, len, at as u64);
+    }
+    st.shadow_map = at as u64;
+    st.shadow_len = new_len;
+    // SAFETY: within the new mapping (one spare entry at each end).
+    st.shadow_end = unsafe { (at as *mut ShadowEntry).add(new_len / SHADOW_ENTRY_SIZE - 1) };
+    true
+}
+
+/// The thread's exit hook ran: its shadow stack is unmapped, and the few
+/// calls the thread library still makes use a small one in the state.
+/// Kept if its live entries do not fit there, or if a signal handler
+/// interrupted generated code and may still run.
+pub fn release_shadow(st: &mut ThreadState) {
+    if st.shadow_len == 0 || !may_move(st) {
+        return;
+    }
+    // SAFETY: base <= top within the mapping.
+    let n = unsafe { st.shadow_top.offset_from(st.shadow_base) } as usize;
+    if n > EXIT_ENTRIES {
+        return;
+    }
+    let (old, len) = (st.shadow_map, st.shadow_len);
+    let dst = st.exit_stack.as_mut_ptr();
+    // SAFETY: n live entries copied into the exit stack after its spare
+    // entry; the pointers are rebased before the mapping goes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(st.shadow_base, dst.add(1), n);
+        *dst = ShadowEntry {
+            ret: 0,
+            slot: 0,
+            func: 0,
+        };
+        let from = st.shadow_base as u64;
+        rebase(st, from, len - (from - old) as usize, dst.add(1) as u64);
+        st.shadow_end = dst.add(EXIT_ENTRIES);
+        libc::munmap(old as *mut libc::c_void, len);
+    }
+    st.shadow_map = 0;
+    st.shadow_len = 0;
+}
+
+/// In the child of `fork`: the calling thread's state is a private copy of
+/// the parent's (the shadow stack too, which is right: the child returns
+/// through the same frames), but its buffer is the parent's. Register the
+/// child as a task of its own with a buffer of its own.
+pub fn after_fork_child(shm: &Shm) {
+    let p = tls::state();
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: the state belongs to this (only) thread of the child.
+    let st = unsafe { &mut *p };
+    let parent_slot = st.task_slot;
+    let tid = gettid();
+    // SAFETY: getpid/getppid have no preconditions.
+    let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
+    let slot = shm.register_task(
+        tid,
+        pid,
+        ppid,
+        st.session,
+        parent_slot,
+        fctrace_format::shm::ORIGIN_FORK,
+    );
+    st.tid = tid;
+    st.pid = pid;
+    st.task_slot = slot;
+    st.seq = 0;
+    // A buffer the parent parked stays the parent's to hand over.
+    st.park.store(0, std::sync::atomic::Ordering::Relaxed);
+    match shm.acquire(tid, pid, st.session, slot, 0) {
+        Some(i) => {
+            st.buf_index = i;
+            st.buf = shm.buffer(i);
+        }
+        None => st.buf = shm::scratch_buffer(),
+    }
+}
