@@ -284,26 +284,148 @@ pub unsafe extern "C" fn fctrace_agent_attach(
                 options: value(ENV_OPTIONS).unwrap_or_default(),
             };
             instrument::modules::set_stopped_threads(rips);
-            match std::panic::catch_unwind(|| start(&cfg, true)) {
-                Ok(r) => r,
-                Err(_) => Err("internal error while setting up tracing".to_string()),
+            // Filters are set once per process (a later attach's must be
+            // the same).
+            static OPTIONS: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+            let mut first = OPTIONS.lock().unwrap_or_else(|e| e.into_inner());
+            let r = match first.as_deref() {
+                Some(o) if o != cfg.options => Err(
+                    "an earlier fctrace -p set other filters, triggers or argument options \
+                     in this process: attach with the same ones"
+                        .to_string(),
+                ),
+                _ => match std::panic::catch_unwind(|| start(&cfg, true)) {
+                    Ok(r) => r,
+                    Err(_) => Err("internal error while setting up tracing".to_string()),
+                },
+            };
+            match &r {
+                Ok(()) => *first = Some(cfg.options.clone()),
+                // Nothing of it stays.
+                Err(_) => {
+                    teardown();
+                }
             }
+            r
         }
     };
     match result {
         Ok(()) => 0,
-        Err(e) => {
-            if !err.is_null() && err_len > 0 {
-                let n = e.len().min(err_len - 1);
-                // SAFETY: the caller's buffer of `err_len` bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(e.as_ptr(), err, n);
-                    *err.add(n) = 0;
-                }
-            }
-            -1
+        Err(e) => fail(err, err_len, &e),
+    }
+}
+
+/// The entry point that `fctrace` calls to detach from a process it
+/// attached to (`-p`), on one of its threads while every other one is
+/// stopped. `threads`: per thread of the process (this one included, as
+/// it was when stopped), three words: thread id, instruction pointer and
+/// TLS base (`fs`). Returns 2 + i without changing anything if thread i
+/// of the list is in the agent's code or in generated code (fctrace moves
+/// it on a few instructions and calls again); else puts the program back as it was: every
+/// traced frame's return address, every byte of code and GOT word the
+/// agent wrote, the signal actions it took; hands each thread's last
+/// events to the recorder; unmaps the generated code, the shadow stacks
+/// and the shared memory; and returns 0. -1: `err` says what could not be
+/// undone (NUL-terminated, truncated to `err_len`).
+///
+/// # Safety
+/// `threads` holds `3 * n` words, of the process's threads, stopped (but
+/// this one); `err` has room for `err_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fctrace_agent_detach(
+    threads: *const u64,
+    n: usize,
+    err: *mut u8,
+    err_len: usize,
+) -> i32 {
+    // SAFETY: the caller's array of 3 * n words.
+    let list =
+        unsafe { std::slice::from_raw_parts(threads, if threads.is_null() { 0 } else { 3 * n }) };
+    let off = tls::offset();
+    // The busy words first: this thread's is still as it was when stopped.
+    for (i, t) in list.chunks_exact(3).enumerate() {
+        let fs = t[2];
+        // SAFETY: the thread's static TLS block, which holds the agent's
+        // words at `off` from its thread pointer (it exists: the agent was
+        // loaded before it was stopped, or the thread was made since).
+        if fs != 0 && unsafe { ((fs as i64 + off + 8) as *const u64).read_volatile() } != 0 {
+            return 2 + i as i32;
         }
     }
+    let _busy = tls::Busy::enter();
+    if let Some(i) = list
+        .chunks_exact(3)
+        .position(|t| runtime::journal::inside(t[1]) || runtime::frames::in_agent(t[1]))
+    {
+        return 2 + i as i32;
+    }
+    let Some(shm) = shm::get() else {
+        return fail(err, err_len, "the agent is not tracing this process");
+    };
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() } as u32;
+    thread::each_state(|st| {
+        if st.pid != me {
+            return;
+        }
+        if let Some(t) = list.chunks_exact(3).find(|t| t[0] as u32 == st.tid) {
+            runtime::frames::restore_all(st);
+            runtime::buffer::release_parked(shm, st);
+            if st.buf == shm.buffer(st.buf_index) {
+                shm.release(st.buf_index);
+            }
+            if t[2] != 0 {
+                // SAFETY: the stopped thread's TLS words (as above): no
+                // state, no pending creator.
+                unsafe {
+                    ((t[2] as i64 + off) as *mut u64).write_volatile(0);
+                    ((t[2] as i64 + off + 16) as *mut u64).write_volatile(0);
+                }
+            }
+        }
+        if st.shadow_len != 0 {
+            // SAFETY: the shadow stack's mapping, no longer used: its
+            // thread is stopped outside the agent, or gone.
+            unsafe { libc::munmap(st.shadow_map as *mut libc::c_void, st.shadow_len) };
+            st.shadow_map = 0;
+            st.shadow_len = 0;
+        }
+        st.free.store(1, Ordering::Release);
+    });
+    let failed = teardown();
+    if failed > 0 {
+        return fail(
+            err,
+            err_len,
+            &format!("{failed} code patches could not be undone"),
+        );
+    }
+    0
+}
+
+/// What attaching set up, undone (threads' states aside): code and GOT
+/// words, generated code, signal actions, the shared memory. Returns the
+/// writes that could not be undone.
+fn teardown() -> usize {
+    let failed = runtime::journal::undo();
+    signal::detach();
+    process::detach();
+    instrument::modules::detach();
+    shm::close();
+    failed
+}
+
+/// Writes `msg` into the caller's buffer; -1.
+fn fail(err: *mut u8, err_len: usize, msg: &str) -> i32 {
+    if !err.is_null() && err_len > 0 {
+        let n = msg.len().min(err_len - 1);
+        // SAFETY: the caller's buffer of `err_len` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(msg.as_ptr(), err, n);
+            *err.add(n) = 0;
+        }
+    }
+    -1
 }
 
 fn start(cfg: &Config, attaching: bool) -> Result<(), String> {
@@ -343,8 +465,12 @@ fn start(cfg: &Config, attaching: bool) -> Result<(), String> {
     process::init(&cfg.shm, &cfg.dir, &cfg.agent, &cfg.options);
     signal::init();
     signal::init_triggers(&signal_triggers);
+    // Once, however many times fctrace attaches.
+    static ATFORK: std::sync::Once = std::sync::Once::new();
     // SAFETY: registers plain extern "C" handlers.
-    unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+    ATFORK.call_once(|| unsafe {
+        libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+    });
     Ok(())
 }
 

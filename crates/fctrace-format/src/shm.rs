@@ -74,6 +74,10 @@ pub const RECORDER_DONE: u32 = 1;
 pub const RECORDER_STOPPED: u32 = 2;
 /// Set by an agent: the recorder's heartbeat stopped (it was killed).
 pub const RECORDER_DEAD: u32 = 3;
+/// The recorder is detaching from a process it attached to (`-p`): the
+/// recording ended; events written from now on are dropped, not lost
+/// (they come after the end of the trace).
+pub const RECORDER_DETACHING: u32 = 4;
 
 /// The recorder bumps [`ShmHeader::heartbeat`] this often.
 pub const HEARTBEAT_MS: u64 = 50;

@@ -441,6 +441,10 @@ pub struct LiveArgs {
         conflicts_with = "command"
     )]
     pub pid: Option<u32>,
+    /// With -p: detach after this long (`500ms`, `10s`, `2m`), e.g.
+    /// `fctrace record -p 1234 --duration 10s`
+    #[arg(long = "duration", value_name = "TIME", requires = "pid", value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
     /// The program to run, then its arguments
     #[arg(
         value_name = "PROGRAM",
@@ -470,6 +474,10 @@ pub struct RecordArgs {
         conflicts_with = "command"
     )]
     pub pid: Option<u32>,
+    /// With -p: detach after this long (`500ms`, `10s`, `2m`), e.g.
+    /// `fctrace record -p 1234 --duration 10s`
+    #[arg(long = "duration", value_name = "TIME", requires = "pid", value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
     /// The program to run, then its arguments
     #[arg(
         value_name = "PROGRAM",
@@ -730,7 +738,7 @@ impl LiveArgs {
     /// The program to start, or the process to attach to.
     pub fn target(&self) -> crate::recorder::Target<'_> {
         match self.pid {
-            Some(pid) => crate::recorder::Target::Attach(pid),
+            Some(pid) => crate::recorder::Target::Attach(pid, self.duration),
             None => crate::recorder::Target::Launch(&self.command),
         }
     }
@@ -740,8 +748,13 @@ impl RecordArgs {
     /// The program to start, or the process to attach to.
     pub fn target(&self) -> crate::recorder::Target<'_> {
         match self.pid {
-            Some(pid) => crate::recorder::Target::Attach(pid),
+            Some(pid) => crate::recorder::Target::Attach(pid, self.duration),
             None => crate::recorder::Target::Launch(&self.command),
         }
     }
+}
+
+/// `--duration`: a time as `-t` takes it (`500ms`, `10s`, `2m`).
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    fctrace_options::spec::parse_time(s).map(std::time::Duration::from_nanos)
 }

@@ -4,6 +4,7 @@
 use crate::arch::x86_64::arena::Arena;
 use crate::arch::x86_64::codegen::{self, Common, Params};
 use crate::arch::x86_64::patch::{self, Mode, Plan};
+use crate::runtime::journal;
 use crate::runtime::shm::Shm;
 use fctrace_format::symtab::{self, FuncKind, FuncStatus, FunctionLine, Module};
 use fctrace_symbols::{ElfInfo, FuncRef};
@@ -1076,6 +1077,7 @@ impl Stubs {
                 let at = u64::from_le_bytes(w[..8].try_into().unwrap());
                 let len = w[8] as usize;
                 let bytes = &w[9..9 + len];
+                journal::before_write(at, len);
                 // SAFETY: the range was made writable above; no other
                 // thread runs code of the module yet.
                 unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, len) };
@@ -1169,6 +1171,7 @@ fn protect(lo: u64, hi: u64, prot: i32) -> Result<(), String> {
 fn write_word(slot: u64, value: u64) -> Result<(), String> {
     let prot = page_prot(slot).unwrap_or(libc::PROT_READ);
     protect(slot, slot + 8, libc::PROT_READ | libc::PROT_WRITE)?;
+    journal::before_write(slot, 8);
     // SAFETY: the slot is an aligned GOT entry, writable now.
     unsafe { (slot as *mut u64).write(value) };
     protect(slot, slot + 8, prot)?;
@@ -1298,6 +1301,14 @@ struct Runtime {
 
 static RUNTIME: std::sync::Mutex<Option<Runtime>> = std::sync::Mutex::new(None);
 
+/// Detaching (`fctrace -p`): the instrumentation's state is dropped (its
+/// code is gone: `runtime::journal::undo`); no function has a return site.
+pub fn detach() {
+    RUNTIME.lock().unwrap_or_else(|e| e.into_inner()).take();
+    crate::runtime::frames::set_ret_sites(Vec::new());
+    set_stopped_threads(&[]);
+}
+
 /// glibc's `struct r_debug` (link.h): the dynamic linker's list of the base
 /// namespace's objects and the function it calls at every change.
 #[repr(C)]
@@ -1402,6 +1413,7 @@ fn install_load_hook(modules: &[Loaded], interp: &Option<String>) -> Result<(), 
         end,
         libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
     )?;
+    journal::before_write(from, jmp.len());
     // SAFETY: the bytes were made writable above; they are padding after
     // the notification function, which nothing runs.
     unsafe { std::ptr::copy_nonoverlapping(jmp.as_ptr(), from as *mut u8, jmp.len()) };

@@ -25,7 +25,6 @@ use crate::real;
 use crate::runtime::{alloc, buffer, shm, thread, tls};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::OnceLock;
 
 /// The variables the recorder (or a traced process, for a program it
 /// executes) passes the agent; taken out of the environment at start-up.
@@ -125,7 +124,39 @@ const NO_KEPT: Kept = Kept {
     ino: 0,
 };
 
-static INJECT: OnceLock<Inject> = OnceLock::new();
+/// How to trace programs this process executes (null: untraced, or
+/// detached); replaced at each attach (`fctrace -p`), freed at a detach.
+static INJECT: std::sync::atomic::AtomicPtr<Inject> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+fn inject() -> Option<&'static Inject> {
+    // SAFETY: set to a leaked Box, freed only by `detach` while no other
+    // thread runs the agent's code.
+    unsafe { INJECT.load(std::sync::atomic::Ordering::Acquire).as_ref() }
+}
+
+/// Detaching: programs executed from now on are not traced; the kept
+/// descriptors are closed.
+pub fn detach() {
+    let p = INJECT.swap(std::ptr::null_mut(), std::sync::atomic::Ordering::AcqRel);
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: the Box `init` leaked; no other thread runs the agent's code
+    // (the caller's precondition).
+    let inj = unsafe { Box::from_raw(p) };
+    for k in inj.kept {
+        if k.fd >= 0 {
+            // SAFETY: the agent's own descriptor, if it is still that file.
+            unsafe {
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::fstat(k.fd, &mut st) == 0 && st.st_dev == k.dev && st.st_ino == k.ino {
+                    libc::close(k.fd);
+                }
+            }
+        }
+    }
+}
 
 /// The descriptor number of a `/proc/self/fd/N` path.
 fn self_fd(path: &str) -> Option<c_int> {
@@ -148,7 +179,7 @@ pub fn init(shm_path: &str, dir: &str, agent: &str, opts: &str) {
             unsafe { libc::close(fd) };
         }
     }
-    let _ = INJECT.set(Inject {
+    let new = Box::leak(Box::new(Inject {
         shm_path: shm_path.as_bytes().to_vec(),
         dir: format!("{}={dir}", ENV_DIR).into_bytes(),
         agent: agent.as_bytes().to_vec(),
@@ -159,7 +190,9 @@ pub fn init(shm_path: &str, dir: &str, agent: &str, opts: &str) {
         },
         kept,
         dir_path: dir.as_bytes().to_vec(),
-    });
+    }));
+    let old = INJECT.swap(new, std::sync::atomic::Ordering::AcqRel);
+    debug_assert!(old.is_null());
 }
 
 /// Whether `path` (a NUL-free byte string) names an existing file here.
@@ -297,7 +330,7 @@ fn is_ours(entry: &[u8]) -> bool {
 /// # Safety
 /// `envp` is null or a valid environment array.
 unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c_char) -> R) -> R {
-    let Some(inj) = INJECT.get() else {
+    let Some(inj) = inject() else {
         return f(envp);
     };
     // The agent's variables are gone from the program's environment: a
@@ -522,7 +555,7 @@ fn find_program(file: *const c_char, search: bool, buf: &mut [u8; 4096]) -> *con
 /// `pid<TAB>path<TAB>reason`), which the recorder reports. Allocates
 /// nothing (a vfork child may run this).
 fn note_untraced(file: *const c_char, search: bool) {
-    let Some(inj) = INJECT.get() else { return };
+    let Some(inj) = inject() else { return };
     let mut found = [0u8; 4096];
     let path = find_program(file, search, &mut found);
     if path.is_null() {
@@ -867,7 +900,7 @@ pub unsafe extern "C" fn posix_spawnp(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn system(line: *const c_char) -> c_int {
     type SystemFn = unsafe extern "C" fn(*const c_char) -> c_int;
-    if line.is_null() || INJECT.get().is_none() {
+    if line.is_null() || inject().is_none() {
         // SAFETY: forwarding to the real function of the same C signature.
         return unsafe { real!("system", SystemFn)(line) };
     }
@@ -995,7 +1028,7 @@ static POPENED: std::sync::Mutex<Vec<Popened>> = std::sync::Mutex::new(Vec::new(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
     type PopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE;
-    if INJECT.get().is_none() || command.is_null() || mode.is_null() {
+    if inject().is_none() || command.is_null() || mode.is_null() {
         // SAFETY: forwarding to the real function of the same C signature.
         return unsafe { real!("popen", PopenFn)(command, mode) };
     }

@@ -963,6 +963,34 @@ fn put_marker(sig: i32, orig: &libc::sigaction) {
     }
 }
 
+/// Detaching (`fctrace -p`): each marker gives way to the default action
+/// it stood for (unless the program has put a handler of its own over it
+/// since), and the traps are forgotten (their int3 bytes are gone).
+pub fn detach() {
+    let _busy = tls::Busy::enter();
+    ENABLED.store(false, Ordering::Release);
+    for s in 1..NSIG {
+        if ACTIONS[s].load(Ordering::Acquire) != MARKER {
+            continue;
+        }
+        // SAFETY: a zeroed sigaction is a valid value; query only.
+        let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+        if unsafe { real_sigaction(s as i32, std::ptr::null(), &mut cur) } == 0
+            && cur.sa_sigaction == entry_addr()
+        {
+            // SAFETY: a zeroed sigaction is a valid value.
+            let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+            act.sa_sigaction = libc::SIG_DFL;
+            act.sa_flags = ORIG_FLAGS[s].load(Ordering::Relaxed) as i32 & !SA_RESTORER;
+            set_mask_word(&mut act, ORIG_MASK[s].load(Ordering::Relaxed));
+            // SAFETY: sigaction with a valid action.
+            unsafe { real_sigaction(s as i32, &act, std::ptr::null_mut()) };
+        }
+        ACTIONS[s].store(NONE, Ordering::Release);
+    }
+    replace_traps(|v| v.clear());
+}
+
 /// Called once the agent traces the program.
 pub fn init() {
     // Resolve libc's functions now, outside any signal handler.

@@ -36,6 +36,7 @@
 use crate::real;
 use crate::recording::filter;
 use crate::runtime::frames::{agent_range, hijack_all, in_agent, restore_all};
+use crate::runtime::journal;
 use crate::runtime::state::ThreadState;
 use crate::runtime::{buffer, shm, thread, tls};
 use fctrace_format::event::EventKind;
@@ -298,6 +299,7 @@ fn try_redirect() -> Result<(), String> {
         if page == libc::MAP_FAILED {
             return Err("cannot map a trampoline".into());
         }
+        journal::mapped(page as u64, 4096);
         let p = page as *mut u8;
         std::ptr::copy_nonoverlapping(moved.as_ptr(), p, len);
         let back = abs_jmp(target + (start + len) as u64);
@@ -321,6 +323,7 @@ fn try_redirect() -> Result<(), String> {
             FORCED_TRAMPOLINE.store(0, Ordering::Release);
             return Err("cannot write libgcc_s's code".into());
         }
+        journal::before_write(at, len);
         std::ptr::copy_nonoverlapping(patch.as_ptr(), at as *mut u8, len);
         libc::mprotect(
             lo as *mut c_void,

@@ -4,6 +4,7 @@
 pub mod alloc;
 pub mod buffer;
 pub mod frames;
+pub mod journal;
 pub mod log;
 pub mod real;
 pub mod shm;

@@ -317,7 +317,10 @@ impl Shm {
     /// it, to be written again: what a thread does once the recorder does
     /// not record any more.
     pub fn recycle_own(&self, buf: *mut BufHeader) {
-        self.add_lost(events_in(buf, self.layout.buf_size));
+        // Detaching, the trace has ended: what comes after is not in it.
+        if self.header().recorder_state.load(Ordering::Acquire) != RECORDER_DETACHING {
+            self.add_lost(events_in(buf, self.layout.buf_size));
+        }
         // SAFETY: the calling thread owns the buffer; pos is atomic.
         unsafe { (*buf).pos.store(BUF_HEADER_SIZE as u64, Ordering::Relaxed) };
     }
@@ -470,4 +473,19 @@ pub fn attached() -> bool {
 /// Marks the agent attached; whether it already was.
 pub fn set_attached() -> bool {
     ATTACHED.swap(true, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Detaching (`fctrace -p`): the shared memory is unmapped and the
+/// session ends; `get` gives None from now on. Only while no thread runs
+/// the agent's code (the caller's precondition).
+pub fn close() {
+    let p = SHM.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if !p.is_null() {
+        // SAFETY: the Box `open` leaked, no longer referred to.
+        let shm = unsafe { Box::from_raw(p) };
+        // SAFETY: the mapping `open` made, of this size.
+        unsafe { libc::munmap(shm.base.cast(), shm.layout.total_size()) };
+    }
+    SESSION.store(0, Ordering::Relaxed);
+    ATTACHED.store(false, Ordering::Relaxed);
 }

@@ -84,6 +84,12 @@ pub struct ThreadState {
     /// bit 63 = the next buffer switch must park the old buffer; low 32
     /// bits = index + 1 of the parked buffer (0: none).
     pub park: std::sync::atomic::AtomicU64,
+    /// Every state made, in a list (`runtime::thread::each_state`): the
+    /// next one (null: the last).
+    pub next: *mut ThreadState,
+    /// 1 once its thread no longer uses it (after a detach), to be
+    /// reused by a new thread's state.
+    pub free: std::sync::atomic::AtomicU32,
 }
 
 pub const OFF_LIMIT: i32 = std::mem::offset_of!(ThreadState, limit) as i32;

@@ -61,7 +61,7 @@ pub fn init_thread(
     let base = unsafe { (shadow as *mut ShadowEntry).add(1) };
     // SAFETY: within the mapping.
     let end = unsafe { base.add(SHADOW_INITIAL / SHADOW_ENTRY_SIZE - 2) };
-    let st = Box::leak(Box::new(ThreadState {
+    let st = ThreadState {
         shadow_top: base,
         shadow_end: end,
         buf: shm.buffer(buf_index),
@@ -89,7 +89,10 @@ pub fn init_thread(
             func: 0,
         }; EXIT_ENTRIES + 1],
         park: std::sync::atomic::AtomicU64::new(0),
-    }));
+        next: std::ptr::null_mut(),
+        free: std::sync::atomic::AtomicU32::new(0),
+    };
+    let st = keep_state(st);
     tls::set_state(st);
     // (The caller arms the thread-exit hook: `interpose::unwind`'s.)
     Some(st)
@@ -231,5 +234,60 @@ pub fn after_fork_child(shm: &Shm) {
             st.buf = shm.buffer(i);
         }
         None => st.buf = shm::scratch_buffer(),
+    }
+}
+
+/// The first of every state made (linked by `next`); states are never
+/// freed, only reused once free.
+static STATES: std::sync::atomic::AtomicPtr<ThreadState> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// A place for a new thread's state: a free one taken back, or a new one
+/// added to the list.
+fn keep_state(mut st: ThreadState) -> *mut ThreadState {
+    use std::sync::atomic::Ordering;
+    let mut p = STATES.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: states in the list are never freed.
+        let old = unsafe { &*p };
+        if old
+            .free
+            .compare_exchange(1, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            st.next = old.next;
+            // SAFETY: this thread took the free state for itself (the
+            // exchange above); no one else reads it but through `next`,
+            // which is kept.
+            unsafe { std::ptr::write(p, st) };
+            return p;
+        }
+        p = old.next;
+    }
+    let p = Box::leak(Box::new(st)) as *mut ThreadState;
+    let mut head = STATES.load(Ordering::Acquire);
+    loop {
+        // SAFETY: the new state is this thread's own until published.
+        unsafe { (*p).next = head };
+        match STATES.compare_exchange_weak(head, p, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return p,
+            Err(h) => head = h,
+        }
+    }
+}
+
+/// Every state in use (not free).
+pub fn each_state(mut f: impl FnMut(&mut ThreadState)) {
+    use std::sync::atomic::Ordering;
+    let mut p = STATES.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: states in the list are never freed; the caller (detach)
+        // runs while every other thread is stopped.
+        let st = unsafe { &mut *p };
+        let next = st.next;
+        if st.free.load(Ordering::Acquire) == 0 {
+            f(st);
+        }
+        p = next;
     }
 }

@@ -346,12 +346,25 @@ impl Tracee {
         }
     }
 
-    /// Picks the thread that does fctrace's work: one stopped in (or, if
-    /// none is, the first to enter) a quiet system call, the main thread
-    /// first. Every other thread is stopped on return.
-    fn pick_worker(&mut self) -> Result<()> {
+    /// Picks the thread that does fctrace's work: with `quiet`, one
+    /// stopped in (or, if none is, the first to enter) a quiet system call,
+    /// the main thread first; else any. Every other thread is stopped on
+    /// return.
+    fn pick_worker(&mut self, quiet: bool) -> Result<()> {
         let mut order: Vec<usize> = (0..self.threads.len()).collect();
         order.sort_by_key(|&i| self.threads[i].tid != self.pid);
+        if !quiet {
+            // Any thread: the work needs no lock of the program's. One in
+            // a system call first, which it then restarts.
+            let i = order
+                .iter()
+                .copied()
+                .find(|&i| get_regs(self.threads[i].tid).is_ok_and(|r| (r.orig_rax as i64) >= 0))
+                .unwrap_or(order[0]);
+            let saved = get_regs(self.threads[i].tid)?;
+            self.worker = Some(Worker { index: i, saved });
+            return Ok(());
+        }
         for i in order {
             let r = get_regs(self.threads[i].tid)?;
             let nr = r.orig_rax as i64;
@@ -530,6 +543,50 @@ impl Tracee {
         r.orig_rax = u64::MAX;
         let out = self.run_worker(&r, false, |r, sig| sig == libc::SIGSEGV && r.rip == 0)?;
         Ok(out.rax)
+    }
+
+    /// Moves stopped thread `i` on by up to `n` instructions (it stops
+    /// early at a system call that blocks: it is interrupted there).
+    fn step(&mut self, i: usize, n: usize) -> Result<()> {
+        let tid = self.threads[i].tid;
+        // A signal that arrives is delivered at the next step (an int3 of
+        // the agent's trap fallback among them).
+        let mut deliver = 0u64;
+        for _ in 0..n {
+            ptrace(libc::PTRACE_SINGLESTEP, tid, 0, deliver).context("cannot step the thread")?;
+            deliver = 0;
+            let deadline = Instant::now() + Duration::from_millis(20);
+            let stop = loop {
+                if let Some(stop) = wait_tid(tid, false)? {
+                    break stop;
+                }
+                if Instant::now() > deadline {
+                    // Blocked: taken back at its system call.
+                    let _ = ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0);
+                    self.threads[i].stopped = false;
+                    self.wait_stopped(i)?;
+                    return Ok(());
+                }
+                std::thread::yield_now();
+            };
+            match stop {
+                Stop::Gone => {
+                    self.threads[i].tid = -1;
+                    self.forget_gone();
+                    return Ok(());
+                }
+                Stop::Signal(sig) => {
+                    const TRAP_TRACE: i32 = 2;
+                    let stepped = sig == libc::SIGTRAP
+                        && sig_info(tid).is_some_and(|si| si.si_code == TRAP_TRACE);
+                    if !stepped {
+                        deliver = sig as u64;
+                    }
+                }
+                Stop::Interrupt | Stop::Syscall => {}
+            }
+        }
+        Ok(())
     }
 
     /// Puts every thread back as it was and lets the process go.
@@ -716,12 +773,6 @@ pub fn preflight(pid: i32) -> Result<()> {
             exe.display()
         );
     }
-    if agent_base(&mappings(pid)?).is_some() {
-        bail!(
-            "fctrace's agent is already loaded in process {pid} (traced now, or by an \
-             earlier fctrace -p): it cannot be attached to again"
-        );
-    }
     Ok(())
 }
 
@@ -789,7 +840,7 @@ pub fn attach(pid: i32, agent: &[u8], cfg: &AttachConfig) -> Result<usize> {
     let _hold = HoldInterrupts::new();
     let mut t = Tracee::seize(pid)?;
     let gadget = syscall_gadget(&t, &maps, &libc_path)?;
-    t.pick_worker()?;
+    t.pick_worker(true)?;
 
     // Scratch memory: the agent's path, its configuration, the stopped
     // threads' instruction pointers, a buffer for its error.
@@ -843,6 +894,25 @@ fn load_and_start(
     agent: &[u8],
 ) -> Result<()> {
     let pid = t.pid;
+    // Loaded by an earlier fctrace -p (and detached since): the same
+    // copy serves again.
+    let base = match agent_base(&mappings(pid)?) {
+        Some(base) => base,
+        None => load_agent(t, gadget, scratch, dlopen, dlerror, agent)?,
+    };
+    start_agent(t, scratch, base + entry_offset, config)
+}
+
+/// Loads the agent's bytes with the process's `dlopen`; where it is.
+fn load_agent(
+    t: &mut Tracee,
+    gadget: u64,
+    scratch: u64,
+    dlopen: u64,
+    dlerror: Option<u64>,
+    agent: &[u8],
+) -> Result<u64> {
+    let pid = t.pid;
     // The agent's bytes, in a memfd of the process's own (a file of
     // fctrace's could be out of its reach: another user, another mount
     // namespace); closed once loaded.
@@ -892,9 +962,13 @@ fn load_and_start(
         };
         bail!("the process could not load fctrace's agent{why}");
     }
-    let base = agent_base(&mappings(pid)?)
-        .ok_or_else(|| anyhow!("the agent is not mapped in process {pid} after loading it"))?;
+    agent_base(&mappings(pid)?)
+        .ok_or_else(|| anyhow!("the agent is not mapped in process {pid} after loading it"))
+}
 
+/// Calls the agent's attach entry (`entry`) with `config`.
+fn start_agent(t: &mut Tracee, scratch: u64, entry: u64, config: &[u8]) -> Result<()> {
+    let pid = t.pid;
     // Every other thread is stopped: where?
     let worker = t.worker.as_ref().map(|w| w.index);
     let mut rips = Vec::new();
@@ -914,7 +988,7 @@ fn load_and_start(
     t.write(rips_at, &rip_bytes)?;
     t.write(err_at, &[0])?;
     let r = t.call(
-        base + entry_offset,
+        entry,
         &[cfg_at, rips_at, rips.len() as u64, err_at, err_len],
     )?;
     if r as i32 != 0 {
@@ -979,4 +1053,147 @@ pub fn alive(pid: i32) -> bool {
         ),
         Err(_) => false,
     }
+}
+
+/// How long fctrace tries to find every thread of the process outside the
+/// agent's code when detaching.
+const DETACH_WAIT: Duration = Duration::from_secs(10);
+
+/// Detaches from process `pid`: every thread stopped outside the agent's
+/// code and its generated code (else let go for a moment, `between` run,
+/// and tried again), one of them calls the agent's detach entry, which
+/// puts the program's code, return addresses and signal actions back and
+/// hands the last events over. The agent's library stays loaded (unused;
+/// a later attach takes it up again).
+pub fn detach(pid: i32, agent: &[u8], between: &mut dyn FnMut()) -> Result<()> {
+    let entry_offset = fctrace_symbols::analyze(agent)
+        .ok()
+        .and_then(|i| {
+            i.functions_named("fctrace_agent_detach")
+                .next()
+                .map(|f| f.addr)
+        })
+        .ok_or_else(|| anyhow!("this fctrace's agent has no detach entry"))?;
+    let deadline = Instant::now() + DETACH_WAIT;
+    loop {
+        let maps = mappings(pid)?;
+        let base = agent_base(&maps)
+            .ok_or_else(|| anyhow!("fctrace's agent is not loaded in process {pid}"))?;
+        let (_, libc_path) = find_libc(pid, &maps)?;
+        let r = {
+            let _hold = HoldInterrupts::new();
+            let mut t = Tracee::seize(pid)?;
+            let gadget = syscall_gadget(&t, &maps, &libc_path)?;
+            t.pick_worker(false)?;
+            // A thread inside the agent's code is moved on a few
+            // instructions at a time (it leaves a stub in some dozens),
+            // a few hundred times; then every thread runs for a moment.
+            let mut r = Ok(Err(None));
+            for _k in 0..400 {
+                let t0 = Instant::now();
+                r = call_detach(&mut t, gadget, base + entry_offset);
+                if std::env::var_os("FCTRACE_DEBUG_DETACH").is_some() {
+                    eprintln!("detach: call {_k} {:?}", t0.elapsed());
+                }
+                match r {
+                    Ok(Err(Some(Inside::Thread(i))))
+                        if Some(i) != t.worker.as_ref().map(|w| w.index) =>
+                    {
+                        t.step(i, 64)?;
+                    }
+                    _ => break,
+                }
+            }
+            t.release();
+            r?.map_err(|e| match e {
+                Some(Inside::Why(w)) => Some(w),
+                _ => None,
+            })
+        };
+        match r {
+            Ok(()) => return Ok(()),
+            Err(None) if Instant::now() < deadline => {
+                if std::env::var_os("FCTRACE_DEBUG_DETACH").is_some() {
+                    eprintln!("detach: retry");
+                }
+                between();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(None) => bail!(
+                "could not detach from process {pid}: a thread stayed inside fctrace's code for \
+                 {} s; the process runs on with the agent in it, tracing off",
+                DETACH_WAIT.as_secs()
+            ),
+            Err(Some(e)) => bail!("detaching from process {pid}: {e}"),
+        }
+    }
+}
+
+/// Why a try to detach did not.
+enum Inside {
+    /// Thread i (of `Tracee::threads`) runs the agent's code.
+    Thread(usize),
+    /// The agent could not undo everything.
+    Why(String),
+}
+
+/// One try: Ok(Ok) detached, Ok(Err(None)) the worker is inside the
+/// agent.
+fn call_detach(
+    t: &mut Tracee,
+    gadget: u64,
+    entry: u64,
+) -> Result<std::result::Result<(), Option<Inside>>> {
+    let worker = t.worker.as_ref().map(|w| w.index);
+    let mut words = Vec::new();
+    for (i, th) in t.threads.iter().enumerate() {
+        let r = match (Some(i) == worker, &t.worker) {
+            (true, Some(w)) => w.saved,
+            _ => get_regs(th.tid)?,
+        };
+        words.extend_from_slice(&[th.tid as u64, r.rip, r.fs_base]);
+    }
+    let len = (4096 + words.len() * 8).next_multiple_of(4096) as u64;
+    let scratch = t.syscall(
+        gadget,
+        libc::SYS_mmap,
+        &[
+            0,
+            len,
+            (libc::PROT_READ | libc::PROT_WRITE) as u64,
+            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64,
+            u64::MAX,
+            0,
+        ],
+    )?;
+    if (-4095..0).contains(&scratch) {
+        bail!(
+            "the process could not map memory for fctrace: {}",
+            std::io::Error::from_raw_os_error(-scratch as i32)
+        );
+    }
+    let scratch = scratch as u64;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let err_at = scratch;
+    let arr = scratch + 4096;
+    let result = (|| -> Result<_> {
+        t.write(err_at, &[0])?;
+        t.write(arr, &bytes)?;
+        let r = t.call(entry, &[arr, t.threads.len() as u64, err_at, 4096])? as i32;
+        Ok(match r {
+            0 => Ok(()),
+            1 => Err(None),
+            i if i >= 2 => Err(Some(Inside::Thread(i as usize - 2))),
+            _ => {
+                let mut buf = vec![0u8; 4096];
+                t.read(err_at, &mut buf)?;
+                let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+                Err(Some(Inside::Why(
+                    String::from_utf8_lossy(&buf[..n]).into_owned(),
+                )))
+            }
+        })
+    })();
+    let _ = t.syscall(gadget, libc::SYS_munmap, &[scratch, len]);
+    result
 }

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use fctrace_format::event::RawEvent;
 use fctrace_format::shm::{
     count_events, Layout, FLAG_NEST_LIBCALL, NO_TASK_SLOT, ORIGIN_ATTACH, ORIGIN_EXEC, ORIGIN_FORK,
-    ORIGIN_THREAD, RECORDER_DEAD, RECORDER_DONE, RECORDER_STOPPED,
+    ORIGIN_THREAD, RECORDER_DEAD, RECORDER_DETACHING, RECORDER_DONE, RECORDER_STOPPED,
 };
 use fctrace_format::store::{Clock, ExitStatus, TaskInfo, TaskOrigin, TraceInfo, TraceWriter};
 use std::ffi::OsString;
@@ -68,8 +68,9 @@ fn preflight(command: &[OsString]) -> Result<(std::path::PathBuf, Vec<String>)> 
 pub enum Target<'a> {
     /// The program and its arguments.
     Launch(&'a [OsString]),
-    /// A process to attach to (`-p PID`).
-    Attach(u32),
+    /// A process to attach to (`-p PID`), for this long at most
+    /// (`--duration`; None: until it ends or fctrace is interrupted).
+    Attach(u32, Option<std::time::Duration>),
 }
 
 /// The program a running process runs, and its command line.
@@ -100,7 +101,7 @@ pub fn record(
             let (program, warnings) = preflight(command)?;
             (program, command.to_vec(), warnings)
         }
-        Target::Attach(pid) => {
+        Target::Attach(pid, _) => {
             attach::preflight(pid as i32)?;
             let (program, command) = attached_command(pid)?;
             (program, command, Vec::new())
@@ -172,7 +173,7 @@ pub fn record(
     let first = shm::clock_pair();
     let child_pid = match target {
         Target::Launch(_) => process::spawn(&program, &command[0], &command[1..], &env)?.pid,
-        Target::Attach(pid) => {
+        Target::Attach(pid, _) => {
             // The agent's variables as a preloaded agent finds them; the
             // agent file (for programs the process executes) is fctrace's.
             let mut vars: Vec<(String, String)> = env
@@ -203,6 +204,9 @@ pub fn record(
     let mut exit = None;
     let mut last_reclaim = std::time::Instant::now();
     let mut last_foreign = std::time::Instant::now();
+    let started = std::time::Instant::now();
+    let mut detached = None;
+    let mut detach_failure = None;
     loop {
         let busy = mem.drain_some(&mut |t, ev| sink.take(&mem, t, ev))?;
         if sink.failure.is_some() && mem.recording() {
@@ -221,10 +225,25 @@ pub fn record(
                 last_foreign = last_reclaim;
             }
         }
-        if let Target::Attach(pid) = target {
+        if let Target::Attach(pid, duration) = target {
+            if !attach::alive(pid as i32) {
+                break;
+            }
             // Ctrl-C (or SIGTERM, SIGHUP) ends the recording, not the
-            // process; so does the process's end.
-            if !process::take_forward().is_empty() || !attach::alive(pid as i32) {
+            // process: fctrace detaches; so does the end of --duration.
+            let interrupted = !process::take_forward().is_empty();
+            if interrupted || duration.is_some_and(|d| started.elapsed() >= d) {
+                // The recording ends here: threads stop handing buffers
+                // over or waiting for free ones (the agent's code is then
+                // quickly left, which detaching waits for).
+                mem.set_state(RECORDER_DETACHING);
+                let mut between = || {
+                    let _ = mem.drain_some(&mut |t, ev| sink.take(&mem, t, ev));
+                };
+                match attach::detach(pid as i32, AGENT, &mut between) {
+                    Ok(()) => detached = Some(started.elapsed()),
+                    Err(e) => detach_failure = Some(format!("{e:#}")),
+                }
                 break;
             }
             if !busy {
@@ -273,7 +292,9 @@ pub fn record(
     let failure = sink.failure.take();
     // Written by the program too if it scribbled over the shared memory:
     // the agents' own counts are then unknown.
-    let damaged = mem.damaged() > 0 || damaged_events > 0 || mem.state() > RECORDER_DEAD;
+    let damaged = mem.damaged() > 0
+        || damaged_events > 0
+        || (mem.state() > RECORDER_DEAD && mem.state() != RECORDER_DETACHING);
     let (agent_lost, untraced) = if damaged {
         (0, 0)
     } else {
@@ -289,6 +310,18 @@ pub fn record(
         warnings.push(w);
     }
     let mut notes = Vec::new();
+    if let Some(f) = detach_failure {
+        notes.push(f);
+    }
+    if let Some(after) = detached {
+        let w = format!(
+            "detached from process {child_pid} after {:.3} s: it runs on untraced, \
+             its code as before; calls in progress then have no end in the trace",
+            after.as_secs_f64()
+        );
+        eprintln!("fctrace: {w}");
+        warnings.push(w);
+    }
     if let Some(f) = &failure {
         notes.push(format!(
             "{f} after {stored} events; the program ran on untraced ({dropped} events not written)"

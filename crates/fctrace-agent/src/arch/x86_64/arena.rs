@@ -83,6 +83,7 @@ impl Arena {
             };
             if p != libc::MAP_FAILED {
                 if p as u64 == c {
+                    crate::runtime::journal::mapped(c, size as usize);
                     return Some(Arena {
                         base: c,
                         size: size as usize,
