@@ -7,6 +7,11 @@
 //! for); the blocked read completes with the whole message (no EINTR).
 //! A C++ program throws through traced frames after fctrace attached (the
 //! unwinder's entry points, bound before, are pointed at the agent's).
+//! Detaching (Ctrl-C on fctrace): the process runs on, with the code of
+//! its files again (compared through /proc/PID/mem) and every thread's
+//! frames intact (threads were inside traced calls: a return address left
+//! pointing into the unmapped generated code would crash it); a hundred
+//! attach and detach cycles leave its maps, descriptors and memory flat.
 //! And the errors: no such process, a statically linked one, one already
 //! traced by another tracer, one fctrace's agent is already in.
 
@@ -315,7 +320,11 @@ fn attach_errors_are_clear() {
     assert!(line.contains("attached"), "{line}");
     let r = fctrace(&["record", "-d", dir.path.to_str().unwrap(), "-p", &pid]);
     assert_eq!(r.code(), Some(1), "{}", r.describe());
-    assert!(r.stderr.contains("already loaded"), "{}", r.describe());
+    assert!(
+        r.stderr.contains("traced by fctrace already"),
+        "{}",
+        r.describe()
+    );
     prog.send("go");
     prog.wait_for("round 1");
     prog.send("quit");
@@ -363,4 +372,165 @@ fn exceptions_thrown_after_attaching_are_caught_as_natively() {
         ROUNDS,
         "{ctx}"
     );
+}
+
+/// Every file-backed executable mapping of process `pid` holds its file's
+/// bytes: no patch of fctrace's is left.
+fn assert_code_is_the_files(pid: u32, ctx: &str) {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut checked = 0;
+    for l in maps.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 6
+            || !f[1].contains('x')
+            || !f[5].starts_with('/')
+            || f[5].starts_with("/memfd:")
+        {
+            continue;
+        }
+        let (a, b) = f[0].split_once('-').unwrap();
+        let (a, b) = (
+            u64::from_str_radix(a, 16).unwrap(),
+            u64::from_str_radix(b, 16).unwrap(),
+        );
+        let off = u64::from_str_radix(f[2], 16).unwrap();
+        let file = std::fs::File::open(f[5]).unwrap();
+        let len = (b - a).min(file.metadata().unwrap().len().saturating_sub(off)) as usize;
+        let mut live = vec![0u8; len];
+        let mut orig = vec![0u8; len];
+        mem.read_exact_at(&mut live, a).unwrap();
+        file.read_exact_at(&mut orig, off).unwrap();
+        let differ = live.iter().zip(&orig).filter(|(x, y)| x != y).count();
+        assert_eq!(
+            differ, 0,
+            "{ctx}: {} bytes of {} differ from its file",
+            differ, f[5]
+        );
+        checked += 1;
+    }
+    assert!(checked >= 2, "{ctx}: {maps}");
+}
+
+/// Starts `fctrace record -p PID` (with `extra` options), waits until it
+/// says it attached.
+fn start_attached(pid: u32, dir: &Path, extra: &[&str]) -> (Driven, Receiver<String>) {
+    let pid = pid.to_string();
+    let mut args = vec!["record", "-d", dir.to_str().unwrap(), "-p", &pid];
+    args.extend_from_slice(extra);
+    let mut t = Driven::start(Command::new(fctrace_bin()).args(&args));
+    let err = read_lines(t.child.stderr.take().unwrap());
+    let line = err
+        .recv_timeout(Duration::from_secs(60))
+        .expect("fctrace says it attached");
+    assert!(line.contains("attached"), "{line}");
+    (t, err)
+}
+
+#[test]
+fn detached_process_runs_on_with_its_own_code() {
+    let exe = attach_program();
+    let (native_out, native_status, _) = drive(&exe, None);
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    let dir = TraceDir::new("attach-detach");
+    let (t, err) = start_attached(pid, &dir.path, &[]);
+    for round in 1..=2 {
+        prog.send("go");
+        prog.wait_for(&format!("round {round}"));
+    }
+    // Ctrl-C on fctrace: it detaches and ends.
+    let fct = t.child.id() as i32;
+    Command::new("kill")
+        .args(["-INT", &fct.to_string()])
+        .status()
+        .unwrap();
+    let (_, st) = t.finish();
+    let said: Vec<String> = err.iter().collect();
+    assert_eq!(st.code(), Some(0), "{said:?}");
+    assert!(
+        said.iter()
+            .any(|l| l.contains(&format!("detached from process {pid}"))),
+        "{said:?}"
+    );
+    let ctx = format!("trace {}", dir.path.display());
+    assert_code_is_the_files(pid, &ctx);
+    // Untraced now, and as natively.
+    prog.send("go");
+    prog.wait_for("round 3");
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert_eq!(out, native_out);
+    assert_eq!(status.code(), native_status.code());
+    let rep = report(&dir.path);
+    let calls = |name: &str| {
+        rep.functions
+            .iter()
+            .filter(|f| f.name == name)
+            .map(|f| f.calls)
+            .sum::<u64>()
+    };
+    assert_eq!(calls("step"), 2 * STEPS, "{ctx}");
+    assert_eq!(calls("got"), 2, "{ctx}");
+    assert_eq!(rep.lost_events, 0, "{ctx}");
+}
+
+/// What a process holds: its mappings, its descriptors, its resident KiB.
+fn holdings(pid: u32) -> (usize, usize, u64) {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap()
+        .lines()
+        .count();
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    (maps, fds, rss)
+}
+
+#[test]
+fn a_hundred_attach_and_detach_cycles_leave_the_process_flat() {
+    let exe = attach_program();
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    let mut first = None;
+    for cycle in 1..=100 {
+        let dir = TraceDir::new("attach-cycle");
+        // `-N tick`: the compute threads' calls are patched but not recorded
+        // (the debug recorder would take seconds per cycle to write them).
+        let (t, err) = start_attached(pid, &dir.path, &["--duration", "10ms", "-N", "tick"]);
+        let (_, st) = t.finish();
+        let said: Vec<String> = err.iter().collect();
+        assert_eq!(st.code(), Some(0), "cycle {cycle}: {said:?}");
+        assert!(
+            said.iter().any(|l| l.contains("detached from process")),
+            "cycle {cycle}: {said:?}"
+        );
+        let now = holdings(pid);
+        // After the first cycle: what the agent leaves (its library, its
+        // allocator's memory) is there; nothing may grow after.
+        let (maps, fds, rss) = *first.get_or_insert(now);
+        assert_eq!(now.0, maps, "cycle {cycle}: mappings");
+        assert_eq!(now.1, fds, "cycle {cycle}: descriptors");
+        assert!(
+            now.2 <= rss + 2048,
+            "cycle {cycle}: RSS {} KiB, after cycle 1 {rss} KiB",
+            now.2
+        );
+    }
+    assert_code_is_the_files(pid, "after 100 cycles");
+    prog.send("go");
+    prog.wait_for("round 1");
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert!(out.ends_with("done after 1 rounds"), "{out}");
+    assert_eq!(status.code(), Some(3));
 }

@@ -773,6 +773,15 @@ pub fn preflight(pid: i32) -> Result<()> {
             exe.display()
         );
     }
+    if mappings(pid)?
+        .iter()
+        .any(|m| m.path.starts_with("/memfd:fctrace-shm"))
+    {
+        bail!(
+            "process {pid} is traced by fctrace already (another fctrace -p, or it was started \
+             under fctrace)"
+        );
+    }
     Ok(())
 }
 
@@ -813,18 +822,33 @@ fn agent_base(maps: &[Mapping]) -> Option<u64> {
         .map(|m| m.start)
 }
 
+/// The offset of the agent's entry point `name` in its file (the file
+/// is read once).
+fn agent_entry(agent: &[u8], name: &str) -> Result<u64> {
+    static ENTRIES: std::sync::OnceLock<Vec<(String, u64)>> = std::sync::OnceLock::new();
+    let entries = ENTRIES.get_or_init(|| {
+        fctrace_symbols::analyze(agent)
+            .map(|i| {
+                i.functions
+                    .iter()
+                    .filter(|f| f.name.starts_with("fctrace_agent_"))
+                    .map(|f| (f.name.clone(), f.addr))
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    entries
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|e| e.1)
+        .ok_or_else(|| anyhow!("this fctrace's agent has no {name}"))
+}
+
 /// Loads the agent into process `pid` and starts it with `cfg`; returns
 /// when the process runs on, traced, with the number of its threads.
 pub fn attach(pid: i32, agent: &[u8], cfg: &AttachConfig) -> Result<usize> {
     preflight(pid)?;
-    let entry_offset = fctrace_symbols::analyze(agent)
-        .ok()
-        .and_then(|i| {
-            i.functions_named("fctrace_agent_attach")
-                .next()
-                .map(|f| f.addr)
-        })
-        .ok_or_else(|| anyhow!("this fctrace's agent has no attach entry"))?;
+    let entry_offset = agent_entry(agent, "fctrace_agent_attach")?;
     let maps = mappings(pid)?;
     let (libc_base, libc_path) = find_libc(pid, &maps)?;
     let dlopen = symbol(
@@ -1066,14 +1090,7 @@ const DETACH_WAIT: Duration = Duration::from_secs(10);
 /// hands the last events over. The agent's library stays loaded (unused;
 /// a later attach takes it up again).
 pub fn detach(pid: i32, agent: &[u8], between: &mut dyn FnMut()) -> Result<()> {
-    let entry_offset = fctrace_symbols::analyze(agent)
-        .ok()
-        .and_then(|i| {
-            i.functions_named("fctrace_agent_detach")
-                .next()
-                .map(|f| f.addr)
-        })
-        .ok_or_else(|| anyhow!("this fctrace's agent has no detach entry"))?;
+    let entry_offset = agent_entry(agent, "fctrace_agent_detach")?;
     let deadline = Instant::now() + DETACH_WAIT;
     loop {
         let maps = mappings(pid)?;
