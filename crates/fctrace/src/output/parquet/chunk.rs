@@ -16,7 +16,7 @@
 //! used for calls.parquet: it hashes every value of a dictionary column
 //! and keeps a compressor per column.
 
-use super::footer::{codec, encoding};
+use super::footer::{self, codec, encoding};
 use super::{delta, rle};
 use bytes::Bytes;
 use parquet::basic::{Compression, Encoding, PageType, ZstdLevel};
@@ -24,6 +24,7 @@ use parquet::column::page::{CompressedPage, Page, PageWriteSpec, PageWriter};
 use parquet::errors::Result;
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
+use std::io::Write;
 
 /// The zstd level of every page (fast).
 pub const ZSTD_LEVEL: i32 = 1;
@@ -35,9 +36,6 @@ pub fn compression() -> Compression {
 /// Values per data page of a [`KeyColumn`] (its indices held until then:
 /// 64 KiB).
 const PAGE_VALUES: usize = 16_384;
-
-/// A chunk's pages, compressed, as the file will hold them.
-type Sink = TrackedWrite<Vec<u8>>;
 
 /// A chunk's metadata, as the footer holds it, its offsets from the
 /// chunk's start.
@@ -66,9 +64,6 @@ pub enum Bounds {
     I32(i32, i32),
     I64(i64, i64),
 }
-
-/// A chunk as the file will hold it, and its metadata.
-pub type Chunk = (Bytes, ChunkMeta);
 
 /// A value of a [`KeyColumn`]'s dictionary, for its dictionary page.
 pub enum Plain<'a> {
@@ -151,17 +146,17 @@ impl KeyColumn {
         Ok(())
     }
 
-    /// Per column its chunk (dictionary page, then data pages) and
-    /// metadata, `values` giving each column's value of a key; the columns
+    /// Writes per column its chunk (dictionary page, then data pages) into
+    /// `file`, `values` giving each column's value of a key; the columns
     /// start new chunks. The chunks' statistics are the bounds of
     /// integers (none for strings).
-    pub fn close<'v>(
+    pub fn close<'v, W: Write + Send>(
         &mut self,
         z: &mut zstd::bulk::Compressor<'_>,
         values: &[&dyn Fn(u32) -> Plain<'v>],
-    ) -> Result<Vec<Chunk>> {
+        file: &mut footer::File<W>,
+    ) -> Result<()> {
         self.end_page(z)?;
-        let mut chunks = Vec::with_capacity(values.len());
         for value in values {
             self.scratch.clear();
             let mut bounds: Option<(i32, i32)> = None;
@@ -197,9 +192,9 @@ impl KeyColumn {
             });
             let pages =
                 std::iter::once(CompressedPage::new(dictionary, self.scratch.len())).chain(data);
-            chunks.push(write_chunk(
+            write_chunk(
+                file,
                 pages,
-                self.pages_bytes,
                 self.rows,
                 codec::ZSTD,
                 &[encoding::PLAIN, encoding::RLE, encoding::RLE_DICTIONARY],
@@ -207,7 +202,7 @@ impl KeyColumn {
                     bounds: Some(Bounds::I32(lo, hi)),
                     nulls: 0,
                 }),
-            )?);
+            )?;
         }
         for &k in &self.keys {
             self.slot[k as usize] = 0;
@@ -216,7 +211,7 @@ impl KeyColumn {
         self.pages.clear();
         self.pages_bytes = 0;
         self.rows = 0;
-        Ok(chunks)
+        Ok(())
     }
 }
 
@@ -296,12 +291,16 @@ impl TextColumn {
         self.pages_bytes + self.plain.len() + self.defs.len() * 4
     }
 
-    /// The chunk and its metadata; the column starts a new chunk.
-    pub fn close(&mut self, z: &mut zstd::bulk::Compressor<'_>) -> Result<Chunk> {
+    /// Writes the chunk into `file`; the column starts a new chunk.
+    pub fn close<W: Write + Send>(
+        &mut self,
+        z: &mut zstd::bulk::Compressor<'_>,
+        file: &mut footer::File<W>,
+    ) -> Result<()> {
         self.end_page(z)?;
-        let chunk = write_chunk(
+        write_chunk(
+            file,
             self.pages.drain(..),
-            self.pages_bytes,
             self.rows,
             codec::ZSTD,
             &[encoding::RLE, encoding::PLAIN],
@@ -309,28 +308,31 @@ impl TextColumn {
         )?;
         self.pages_bytes = 0;
         self.rows = 0;
-        Ok(chunk)
+        Ok(())
     }
 }
 
-/// A chunk of `pages` (a dictionary page first, if any) and its metadata.
-fn write_chunk(
+/// Writes a chunk of `pages` (a dictionary page first, if any) into
+/// `file`, straight from the pages held (no copy of the chunk is made).
+fn write_chunk<W: Write + Send>(
+    file: &mut footer::File<W>,
     pages: impl Iterator<Item = CompressedPage>,
-    bytes_hint: usize,
     rows: u64,
     codec: i32,
     encodings: &'static [i32],
     stats: Option<ChunkStats>,
-) -> Result<Chunk> {
-    let mut sink = Sink::new(Vec::with_capacity(bytes_hint + 4096));
+) -> Result<()> {
+    let mut sink = TrackedWrite::new(file.out());
     let mut specs: Vec<PageWriteSpec> = Vec::new();
     {
         let mut writer = SerializedPageWriter::new(&mut sink);
         for page in pages {
             specs.push(writer.write_page(page)?);
         }
-        writer.close()?;
     }
+    let len = sink.bytes_written() as u64;
+    // Flushed into the file's writer.
+    sink.into_inner()?;
     let data_offset = specs
         .iter()
         .find(|s| s.page_type != PageType::DICTIONARY_PAGE)
@@ -349,7 +351,8 @@ fn write_chunk(
         dictionary_offset,
         stats,
     };
-    Ok((Bytes::from(sink.into_inner()?), meta))
+    file.chunk_written(len, &meta);
+    Ok(())
 }
 
 /// An int64 column (optional or not) of times: DELTA_BINARY_PACKED pages
@@ -443,13 +446,13 @@ impl TimeColumn {
         self.pages_bytes + self.values.len() * 8
     }
 
-    /// The chunk and its metadata; the column starts a new chunk.
-    pub fn close(&mut self) -> Result<Chunk> {
+    /// Writes the chunk into `file`; the column starts a new chunk.
+    pub fn close<W: Write + Send>(&mut self, file: &mut footer::File<W>) -> Result<()> {
         self.end_page();
         let bounds = (self.low <= self.high).then_some(Bounds::I64(self.low, self.high));
-        let chunk = write_chunk(
+        write_chunk(
+            file,
             self.pages.drain(..),
-            self.pages_bytes,
             self.rows,
             codec::UNCOMPRESSED,
             &[encoding::RLE, encoding::DELTA_BINARY_PACKED],
@@ -463,6 +466,6 @@ impl TimeColumn {
         self.nulls = 0;
         self.low = i64::MAX;
         self.high = i64::MIN;
-        Ok(chunk)
+        Ok(())
     }
 }

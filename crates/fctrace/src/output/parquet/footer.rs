@@ -17,7 +17,6 @@
 //! defined). No page index, no bloom filter, no key-value metadata.
 
 use super::chunk::{Bounds, ChunkMeta};
-use bytes::Bytes;
 use parquet::basic::{LogicalType, Repetition, Type as PhysicalType};
 use parquet::schema::types::SchemaDescriptor;
 use std::io::{self, Write};
@@ -27,6 +26,7 @@ mod ty {
     pub const TRUE: u8 = 1;
     pub const FALSE: u8 = 2;
     pub const BYTE: u8 = 3;
+    pub const I16: u8 = 4;
     pub const I32: u8 = 5;
     pub const I64: u8 = 6;
     pub const BINARY: u8 = 8;
@@ -161,9 +161,13 @@ pub struct File<W: Write> {
     /// Bytes written.
     at: u64,
     schema: SchemaDescriptor,
-    /// The row groups written, each a `RowGroup` struct of the footer.
-    groups: Vec<u8>,
+    /// The row groups written, each a `RowGroup` struct of the footer,
+    /// then the one being written.
+    groups: Thrift,
     group_count: usize,
+    /// The row group being written: its offset in the file, chunks,
+    /// compressed and uncompressed bytes.
+    group: Option<(u64, usize, i64, i64)>,
     rows: i64,
 }
 
@@ -178,90 +182,100 @@ impl<W: Write> File<W> {
             out,
             at: MAGIC.len() as u64,
             schema,
-            groups: Vec::new(),
+            groups: Thrift::default(),
             group_count: 0,
+            group: None,
             rows: 0,
         })
     }
 
-    /// Writes a row group of `rows` rows: a chunk per column of the
-    /// schema, in its order.
-    pub fn write_group(&mut self, chunks: &[(Bytes, ChunkMeta)], rows: u64) -> io::Result<()> {
-        assert_eq!(chunks.len(), self.schema.num_columns());
+    /// Where a column chunk is written, the columns of a row group in the
+    /// schema's order, each followed by [`File::chunk_written`].
+    pub fn out(&mut self) -> &mut W {
+        &mut self.out
+    }
+
+    /// The chunk of the next column was written ([`File::out`]): `len`
+    /// bytes, `m` its metadata.
+    pub fn chunk_written(&mut self, len: u64, m: &ChunkMeta) {
+        let t = &mut self.groups;
+        let (_, column, compressed, uncompressed) = self.group.get_or_insert_with(|| {
+            // RowGroup
+            t.begin();
+            t.list(1, ty::STRUCT, self.schema.num_columns());
+            (self.at, 0, 0, 0)
+        });
+        let at = self.at as i64;
+        let descr = self.schema.column(*column);
+        *column += 1;
+        *compressed += m.compressed;
+        *uncompressed += m.uncompressed;
+        self.at += len;
+        // ColumnChunk
+        t.begin();
+        t.i64(2, 0);
+        // ColumnMetaData
+        t.begin_field(3);
+        t.i32(1, physical(descr.physical_type()));
+        t.list(2, ty::I32, m.encodings.len());
+        for &e in m.encodings {
+            t.zigzag(i64::from(e));
+        }
+        let path = descr.path().parts();
+        t.list(3, ty::BINARY, path.len());
+        for p in path {
+            t.bytes(p.as_bytes());
+        }
+        t.i32(4, m.codec);
+        t.i64(5, m.num_values as i64);
+        t.i64(6, m.uncompressed);
+        t.i64(7, m.compressed);
+        t.i64(9, at + m.data_offset);
+        if let Some(d) = m.dictionary_offset {
+            t.i64(11, at + d);
+        }
+        if let Some(s) = &m.stats {
+            // Statistics
+            t.begin_field(12);
+            t.i64(3, s.nulls as i64);
+            let bounds = match s.bounds {
+                Some(Bounds::I32(lo, hi)) => {
+                    Some((hi.to_le_bytes().to_vec(), lo.to_le_bytes().to_vec()))
+                }
+                Some(Bounds::I64(lo, hi)) => {
+                    Some((hi.to_le_bytes().to_vec(), lo.to_le_bytes().to_vec()))
+                }
+                None => None,
+            };
+            if let Some((max, min)) = bounds {
+                t.binary(5, &max);
+                t.binary(6, &min);
+                t.bool(7, true);
+                t.bool(8, true);
+            }
+            t.end();
+        }
+        t.end();
+        t.end();
+    }
+
+    /// The row group's chunks were written: it has `rows` rows.
+    pub fn end_group(&mut self, rows: u64) -> io::Result<()> {
+        let Some((start, columns, compressed, uncompressed)) = self.group.take() else {
+            return Ok(());
+        };
+        assert_eq!(columns, self.schema.num_columns());
         let ordinal = i16::try_from(self.group_count).map_err(|_| {
             io::Error::other("Parquet does not allow more than 32767 row groups in a file")
         })?;
-        let start = self.at as i64;
-        let mut t = Thrift {
-            buf: std::mem::take(&mut self.groups),
-            ..Thrift::default()
-        };
-        // RowGroup
-        t.begin();
-        t.list(1, ty::STRUCT, chunks.len());
-        let (mut compressed, mut uncompressed) = (0i64, 0i64);
-        for (i, (bytes, m)) in chunks.iter().enumerate() {
-            let at = self.at as i64;
-            let descr = self.schema.column(i);
-            // ColumnChunk
-            t.begin();
-            t.i64(2, 0);
-            // ColumnMetaData
-            t.begin_field(3);
-            t.i32(1, physical(descr.physical_type()));
-            t.list(2, ty::I32, m.encodings.len());
-            for &e in m.encodings {
-                t.zigzag(i64::from(e));
-            }
-            let path = descr.path().parts();
-            t.list(3, ty::BINARY, path.len());
-            for p in path {
-                t.bytes(p.as_bytes());
-            }
-            t.i32(4, m.codec);
-            t.i64(5, m.num_values as i64);
-            t.i64(6, m.uncompressed);
-            t.i64(7, m.compressed);
-            t.i64(9, at + m.data_offset);
-            if let Some(d) = m.dictionary_offset {
-                t.i64(11, at + d);
-            }
-            if let Some(s) = &m.stats {
-                // Statistics
-                t.begin_field(12);
-                t.i64(3, s.nulls as i64);
-                let bounds = match s.bounds {
-                    Some(Bounds::I32(lo, hi)) => {
-                        Some((hi.to_le_bytes().to_vec(), lo.to_le_bytes().to_vec()))
-                    }
-                    Some(Bounds::I64(lo, hi)) => {
-                        Some((hi.to_le_bytes().to_vec(), lo.to_le_bytes().to_vec()))
-                    }
-                    None => None,
-                };
-                if let Some((max, min)) = bounds {
-                    t.binary(5, &max);
-                    t.binary(6, &min);
-                    t.bool(7, true);
-                    t.bool(8, true);
-                }
-                t.end();
-            }
-            t.end();
-            t.end();
-            self.out.write_all(bytes)?;
-            self.at += bytes.len() as u64;
-            compressed += m.compressed;
-            uncompressed += m.uncompressed;
-        }
+        let t = &mut self.groups;
         t.i64(2, uncompressed);
         t.i64(3, rows as i64);
-        t.i64(5, start);
+        t.i64(5, start as i64);
         t.i64(6, compressed);
-        t.field(7, 4); // i16
+        t.field(7, ty::I16);
         t.zigzag(i64::from(ordinal));
         t.end();
-        self.groups = t.buf;
         self.group_count += 1;
         self.rows += rows as i64;
         Ok(())
@@ -337,9 +351,9 @@ impl<W: Write> File<W> {
         }
         t.end();
         let tail = t.buf;
-        let len = head.len() + self.groups.len() + tail.len();
+        let len = head.len() + self.groups.buf.len() + tail.len();
         self.out.write_all(&head)?;
-        self.out.write_all(&self.groups)?;
+        self.out.write_all(&self.groups.buf)?;
         self.out.write_all(&tail)?;
         let len = u32::try_from(len).map_err(|_| io::Error::other("footer too large"))?;
         self.out.write_all(&len.to_le_bytes())?;
@@ -384,17 +398,17 @@ mod tests {
                     .unwrap();
                 row += 1;
             }
-            let mut chunks = key
-                .close(
-                    &mut z,
-                    &[&|k| Plain::Int(k as i32), &|k| {
-                        Plain::Str(names[k as usize])
-                    }],
-                )
-                .unwrap();
-            chunks.push(time.close().unwrap());
-            chunks.push(text.close(&mut z).unwrap());
-            file.write_group(&chunks, u64::from(rows)).unwrap();
+            key.close(
+                &mut z,
+                &[&|k| Plain::Int(k as i32), &|k| {
+                    Plain::Str(names[k as usize])
+                }],
+                &mut file,
+            )
+            .unwrap();
+            time.close(&mut file).unwrap();
+            text.close(&mut z, &mut file).unwrap();
+            file.end_group(u64::from(rows)).unwrap();
         }
         let bytes = bytes::Bytes::from(file.close("test").unwrap());
         let reader = SerializedFileReader::new(bytes).unwrap();

@@ -20,7 +20,7 @@ mod delta;
 mod footer;
 mod rle;
 
-use self::chunk::{Chunk, KeyColumn, Plain, TextColumn, TimeColumn};
+use self::chunk::{KeyColumn, Plain, TextColumn, TimeColumn};
 use super::calls::{each_task, Call, End, Functions, Open, Step, StepSink};
 use super::Progress;
 use anyhow::Context;
@@ -292,43 +292,44 @@ impl Encoder {
             return Ok(());
         }
         let rows = std::mem::take(&mut self.rows);
-        let chunks = self.close_chunks().map_err(|e| self.fail(e))?;
+        self.write_chunks().map_err(|e| self.fail(e))?;
         self.file
-            .write_group(&chunks, rows as u64)
+            .end_group(rows as u64)
             .with_context(|| format!("cannot write {}", self.path.display()))
     }
 
-    /// The row group's chunks, in the schema's order.
-    fn close_chunks(&mut self) -> parquet::errors::Result<Vec<Chunk>> {
+    /// Writes the row group's chunks, in the schema's order.
+    fn write_chunks(&mut self) -> parquet::errors::Result<()> {
         let z = &mut self.z;
+        let file = &mut self.file;
         let tasks = &self.tasks;
         let task = |k: u32| tasks.get(k as usize).copied().unwrap_or_default();
         let functions = &self.functions;
         let func = |k: u32, i: usize| Plain::Str(&functions[k as usize][i]);
-        let mut chunks = self.task.close(
+        self.task.close(
             z,
             &[
                 &|k| Plain::Int(k as i32),
                 &|k| Plain::Int(task(k).0 as i32),
                 &|k| Plain::Int(task(k).1 as i32),
             ],
+            file,
         )?;
-        chunks.extend(self.depth.close(z, &[&|k| Plain::Int(k as i32)])?);
-        chunks.extend(
-            self.func
-                .close(z, &[&|k| func(k, 0), &|k| func(k, 1), &|k| func(k, 2)])?,
-        );
-        chunks.push(self.start_ns.close()?);
-        chunks.push(self.end_ns.close()?);
-        chunks.push(self.duration_ns.close()?);
-        chunks.push(self.self_ns.close()?);
-        chunks.extend(
-            self.end
-                .close(z, &[&|k| Plain::Str(ended(ENDS[k as usize]))])?,
-        );
-        chunks.push(self.args.close(z)?);
-        chunks.push(self.retval.close(z)?);
-        Ok(chunks)
+        self.depth.close(z, &[&|k| Plain::Int(k as i32)], file)?;
+        self.func.close(
+            z,
+            &[&|k| func(k, 0), &|k| func(k, 1), &|k| func(k, 2)],
+            file,
+        )?;
+        self.start_ns.close(file)?;
+        self.end_ns.close(file)?;
+        self.duration_ns.close(file)?;
+        self.self_ns.close(file)?;
+        self.end
+            .close(z, &[&|k| Plain::Str(ended(ENDS[k as usize]))], file)?;
+        self.args.close(z, file)?;
+        self.retval.close(z, file)?;
+        Ok(())
     }
 
     /// Closes the file; the statistics per function.
