@@ -1,5 +1,5 @@
-//! Column chunks encoded in memory, spliced into the file when their row
-//! group closes (`SerializedRowGroupWriter::append_column`): a row group can
+//! Column chunks encoded in memory, written into the file from their pages
+//! when their row group closes ([`super::footer::File`]): a row group can
 //! be large (few of them: the file's footer stays small) while only its
 //! encoded, compressed pages are held.
 //!

@@ -7,7 +7,7 @@
 //! row group of 14 columns (each column's `ColumnChunkMetaData` and the
 //! slots of its page indexes and bloom filter, though none is written),
 //! so its memory grows with the trace. Here each row group's part of the
-//! footer is encoded when the group is written (about 0.7 kB), and only
+//! footer is encoded when the group is written (about 0.8 kB), and only
 //! those bytes are held until the end.
 //!
 //! The footer holds what calls.parquet needs: the flat schema (required

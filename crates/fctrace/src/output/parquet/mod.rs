@@ -6,7 +6,7 @@
 //!   written into the file when it holds [`GROUP_ROWS`] rows or
 //!   [`GROUP_BYTES`] of chunks, with fctrace's writer of the file and its
 //!   footer ([`footer`]): of the trace's length, only the footer's bytes
-//!   are held (about 0.7 kB per row group) until the file is closed;
+//!   are held (about 0.8 kB per row group) until the file is closed;
 //! - `functions.parquet`: one row per function, the report's statistics;
 //! - `tasks.parquet`: one row per task.
 //!
