@@ -1,5 +1,5 @@
-//! Column chunks encoded in memory, spliced into the file when their row
-//! group closes (`SerializedRowGroupWriter::append_column`): a row group can
+//! Column chunks encoded in memory, written into the file from their pages
+//! when their row group closes ([`super::footer::File`]): a row group can
 //! be large (few of them: the file's footer stays small) while only its
 //! encoded, compressed pages are held.
 //!
@@ -11,20 +11,20 @@
 //! - [`TimeColumn`]: times, DELTA_BINARY_PACKED ([`delta`]).
 //! - [`TextColumn`]: arguments and return values as text, zstd.
 //!
-//! The parquet crate writes the pages' headers, the row groups and the
-//! footer; its column writer is not used for calls.parquet: it hashes
-//! every value of a dictionary column and keeps a compressor per column.
+//! The parquet crate writes the pages' headers; fctrace the row groups
+//! and the footer ([`super::footer`]). The crate's column writer is not
+//! used for calls.parquet: it hashes every value of a dictionary column
+//! and keeps a compressor per column.
 
+use super::footer::{self, codec, encoding};
 use super::{delta, rle};
 use bytes::Bytes;
-use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::basic::{Compression, Encoding, PageType, ZstdLevel};
 use parquet::column::page::{CompressedPage, Page, PageWriteSpec, PageWriter};
-use parquet::column::writer::ColumnCloseResult;
 use parquet::errors::Result;
-use parquet::file::metadata::ColumnChunkMetaData;
-use parquet::file::statistics::Statistics;
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
+use std::io::Write;
 
 /// The zstd level of every page (fast).
 pub const ZSTD_LEVEL: i32 = 1;
@@ -37,8 +37,33 @@ pub fn compression() -> Compression {
 /// 64 KiB).
 const PAGE_VALUES: usize = 16_384;
 
-/// A chunk's pages, compressed, as the file will hold them.
-type Sink = TrackedWrite<Vec<u8>>;
+/// A chunk's metadata, as the footer holds it, its offsets from the
+/// chunk's start.
+pub struct ChunkMeta {
+    /// Thrift's number of its compression codec ([`codec`]).
+    pub codec: i32,
+    /// Thrift's numbers of its encodings ([`encoding`]).
+    pub encodings: &'static [i32],
+    pub num_values: u64,
+    /// Bytes of its pages with their headers.
+    pub compressed: i64,
+    pub uncompressed: i64,
+    pub data_offset: i64,
+    pub dictionary_offset: Option<i64>,
+    pub stats: Option<ChunkStats>,
+}
+
+/// A chunk's statistics.
+pub struct ChunkStats {
+    /// The smallest and largest values, if any.
+    pub bounds: Option<Bounds>,
+    pub nulls: u64,
+}
+
+pub enum Bounds {
+    I32(i32, i32),
+    I64(i64, i64),
+}
 
 /// A value of a [`KeyColumn`]'s dictionary, for its dictionary page.
 pub enum Plain<'a> {
@@ -52,7 +77,6 @@ pub enum Plain<'a> {
 /// compressed once (the task column gives task, pid and tid; the function
 /// index name, symbol and module).
 pub struct KeyColumn {
-    descrs: Vec<ColumnDescPtr>,
     /// Per key its index in the chunk's dictionary plus one (0: not in it).
     slot: Vec<u32>,
     /// The chunk's dictionary: keys in the order they were first met.
@@ -69,9 +93,8 @@ pub struct KeyColumn {
 }
 
 impl KeyColumn {
-    pub fn new(descrs: Vec<ColumnDescPtr>) -> KeyColumn {
+    pub fn new() -> KeyColumn {
         KeyColumn {
-            descrs,
             slot: Vec::new(),
             keys: Vec::new(),
             page: Vec::with_capacity(PAGE_VALUES),
@@ -123,19 +146,18 @@ impl KeyColumn {
         Ok(())
     }
 
-    /// Per column (in the order of the descriptors given to
-    /// [`KeyColumn::new`]) its chunk (dictionary page, then data pages)
-    /// and metadata, `values` giving each column's value of a key; the
-    /// columns start new chunks. The chunks' statistics are the bounds of
+    /// Writes per column its chunk (dictionary page, then data pages) into
+    /// `file`, `values` giving each column's value of a key; the columns
+    /// start new chunks. The chunks' statistics are the bounds of
     /// integers (none for strings).
-    pub fn close<'v>(
+    pub fn close<'v, W: Write + Send>(
         &mut self,
         z: &mut zstd::bulk::Compressor<'_>,
         values: &[&dyn Fn(u32) -> Plain<'v>],
-    ) -> Result<Vec<(Bytes, ColumnCloseResult)>> {
+        file: &mut footer::File<W>,
+    ) -> Result<()> {
         self.end_page(z)?;
-        let mut chunks = Vec::with_capacity(self.descrs.len());
-        for (descr, value) in self.descrs.iter().zip(values) {
+        for value in values {
             self.scratch.clear();
             let mut bounds: Option<(i32, i32)> = None;
             for &k in &self.keys {
@@ -170,15 +192,17 @@ impl KeyColumn {
             });
             let pages =
                 std::iter::once(CompressedPage::new(dictionary, self.scratch.len())).chain(data);
-            chunks.push(write_chunk(
-                descr,
+            write_chunk(
+                file,
                 pages,
-                self.pages_bytes,
                 self.rows,
-                compression(),
-                vec![Encoding::PLAIN, Encoding::RLE, Encoding::RLE_DICTIONARY],
-                bounds.map(|(lo, hi)| Statistics::int32(Some(lo), Some(hi), None, Some(0), false)),
-            )?);
+                codec::ZSTD,
+                &[encoding::PLAIN, encoding::RLE, encoding::RLE_DICTIONARY],
+                bounds.map(|(lo, hi)| ChunkStats {
+                    bounds: Some(Bounds::I32(lo, hi)),
+                    nulls: 0,
+                }),
+            )?;
         }
         for &k in &self.keys {
             self.slot[k as usize] = 0;
@@ -187,37 +211,12 @@ impl KeyColumn {
         self.pages.clear();
         self.pages_bytes = 0;
         self.rows = 0;
-        Ok(chunks)
+        Ok(())
     }
 }
 
 fn compress(z: &mut zstd::bulk::Compressor<'_>, data: &[u8]) -> Result<Bytes> {
     Ok(Bytes::from(z.compress(data)?))
-}
-
-/// A chunk's metadata from its pages as written: a dictionary page first
-/// when there is one.
-fn chunk_metadata(
-    descr: &ColumnDescPtr,
-    specs: &[PageWriteSpec],
-    rows: u64,
-    encodings: Vec<Encoding>,
-) -> parquet::file::metadata::ColumnChunkMetaDataBuilder {
-    let data_offset = specs
-        .iter()
-        .find(|s| s.page_type != parquet::basic::PageType::DICTIONARY_PAGE)
-        .map_or(0, |s| s.offset);
-    let dictionary_offset = specs
-        .first()
-        .filter(|s| s.page_type == parquet::basic::PageType::DICTIONARY_PAGE)
-        .map(|s| s.offset as i64);
-    ColumnChunkMetaData::builder(descr.clone())
-        .set_encodings(encodings)
-        .set_num_values(rows as i64)
-        .set_total_compressed_size(specs.iter().map(|s| s.compressed_size as i64).sum())
-        .set_total_uncompressed_size(specs.iter().map(|s| s.uncompressed_size as i64).sum())
-        .set_data_page_offset(data_offset as i64)
-        .set_dictionary_page_offset(dictionary_offset)
 }
 
 /// Bytes of text per page at most (before compression).
@@ -226,7 +225,6 @@ const PAGE_BYTES: usize = 256 << 10;
 /// An optional string column (arguments, return values): PLAIN pages
 /// compressed with zstd.
 pub struct TextColumn {
-    descr: ColumnDescPtr,
     /// The current page's definition levels (1: a value, 0: null) and its
     /// values, PLAIN-encoded (length, bytes).
     defs: Vec<u32>,
@@ -238,9 +236,8 @@ pub struct TextColumn {
 }
 
 impl TextColumn {
-    pub fn new(descr: ColumnDescPtr) -> TextColumn {
+    pub fn new() -> TextColumn {
         TextColumn {
-            descr,
             defs: Vec::new(),
             plain: Vec::new(),
             pages: Vec::new(),
@@ -294,66 +291,74 @@ impl TextColumn {
         self.pages_bytes + self.plain.len() + self.defs.len() * 4
     }
 
-    /// The chunk and its metadata; the column starts a new chunk.
-    pub fn close(
+    /// Writes the chunk into `file`; the column starts a new chunk.
+    pub fn close<W: Write + Send>(
         &mut self,
         z: &mut zstd::bulk::Compressor<'_>,
-    ) -> Result<(Bytes, ColumnCloseResult)> {
+        file: &mut footer::File<W>,
+    ) -> Result<()> {
         self.end_page(z)?;
-        let (bytes, result) = write_chunk(
-            &self.descr,
+        write_chunk(
+            file,
             self.pages.drain(..),
-            self.pages_bytes,
             self.rows,
-            compression(),
-            vec![Encoding::RLE, Encoding::PLAIN],
+            codec::ZSTD,
+            &[encoding::RLE, encoding::PLAIN],
             None,
         )?;
         self.pages_bytes = 0;
         self.rows = 0;
-        Ok((bytes, result))
+        Ok(())
     }
 }
 
-/// A chunk of `pages` (a dictionary page first, if any) and its metadata.
-fn write_chunk(
-    descr: &ColumnDescPtr,
+/// Writes a chunk of `pages` (a dictionary page first, if any) into
+/// `file`, straight from the pages held (no copy of the chunk is made).
+fn write_chunk<W: Write + Send>(
+    file: &mut footer::File<W>,
     pages: impl Iterator<Item = CompressedPage>,
-    bytes_hint: usize,
     rows: u64,
-    compression: Compression,
-    encodings: Vec<Encoding>,
-    statistics: Option<Statistics>,
-) -> Result<(Bytes, ColumnCloseResult)> {
-    let mut sink = Sink::new(Vec::with_capacity(bytes_hint + 4096));
-    let mut specs = Vec::new();
+    codec: i32,
+    encodings: &'static [i32],
+    stats: Option<ChunkStats>,
+) -> Result<()> {
+    let mut sink = TrackedWrite::new(file.out());
+    let mut specs: Vec<PageWriteSpec> = Vec::new();
     {
         let mut writer = SerializedPageWriter::new(&mut sink);
         for page in pages {
             specs.push(writer.write_page(page)?);
         }
-        writer.close()?;
     }
-    let mut meta = chunk_metadata(descr, &specs, rows, encodings).set_compression(compression);
-    if let Some(s) = statistics {
-        meta = meta.set_statistics(s);
-    }
-    let result = ColumnCloseResult {
-        bytes_written: sink.bytes_written() as u64,
-        rows_written: rows,
-        metadata: meta.build()?,
-        bloom_filter: None,
-        column_index: None,
-        offset_index: None,
+    let len = sink.bytes_written() as u64;
+    // Flushed into the file's writer.
+    sink.into_inner()?;
+    let data_offset = specs
+        .iter()
+        .find(|s| s.page_type != PageType::DICTIONARY_PAGE)
+        .map_or(0, |s| s.offset as i64);
+    let dictionary_offset = specs
+        .first()
+        .filter(|s| s.page_type == PageType::DICTIONARY_PAGE)
+        .map(|s| s.offset as i64);
+    let meta = ChunkMeta {
+        codec,
+        encodings,
+        num_values: rows,
+        compressed: specs.iter().map(|s| s.compressed_size as i64).sum(),
+        uncompressed: specs.iter().map(|s| s.uncompressed_size as i64).sum(),
+        data_offset,
+        dictionary_offset,
+        stats,
     };
-    Ok((Bytes::from(sink.into_inner()?), result))
+    file.chunk_written(len, &meta);
+    Ok(())
 }
 
 /// An int64 column (optional or not) of times: DELTA_BINARY_PACKED pages
 /// written by fctrace ([`delta`]), not compressed (the packed deltas are
 /// what a compressor would find), with the chunk's bounds as statistics.
 pub struct TimeColumn {
-    descr: ColumnDescPtr,
     optional: bool,
     /// The current page's values (nulls left out) and, for an optional
     /// column, per row 1 (a value) or 0.
@@ -374,7 +379,6 @@ impl TimeColumn {
     pub fn new(descr: ColumnDescPtr) -> TimeColumn {
         TimeColumn {
             optional: descr.max_def_level() > 0,
-            descr,
             values: Vec::with_capacity(PAGE_VALUES),
             defs: Vec::new(),
             rows_in_page: 0,
@@ -442,28 +446,26 @@ impl TimeColumn {
         self.pages_bytes + self.values.len() * 8
     }
 
-    /// The chunk and its metadata; the column starts a new chunk.
-    pub fn close(&mut self) -> Result<(Bytes, ColumnCloseResult)> {
+    /// Writes the chunk into `file`; the column starts a new chunk.
+    pub fn close<W: Write + Send>(&mut self, file: &mut footer::File<W>) -> Result<()> {
         self.end_page();
-        let (lo, hi) = if self.low <= self.high {
-            (Some(self.low), Some(self.high))
-        } else {
-            (None, None)
-        };
-        let chunk = write_chunk(
-            &self.descr,
+        let bounds = (self.low <= self.high).then_some(Bounds::I64(self.low, self.high));
+        write_chunk(
+            file,
             self.pages.drain(..),
-            self.pages_bytes,
             self.rows,
-            Compression::UNCOMPRESSED,
-            vec![Encoding::RLE, Encoding::DELTA_BINARY_PACKED],
-            Some(Statistics::int64(lo, hi, None, Some(self.nulls), false)),
+            codec::UNCOMPRESSED,
+            &[encoding::RLE, encoding::DELTA_BINARY_PACKED],
+            Some(ChunkStats {
+                bounds,
+                nulls: self.nulls,
+            }),
         )?;
         self.pages_bytes = 0;
         self.rows = 0;
         self.nulls = 0;
         self.low = i64::MAX;
         self.high = i64::MIN;
-        Ok(chunk)
+        Ok(())
     }
 }
