@@ -6,7 +6,9 @@
 //! made; each compute thread's `tick`, at least as many as main waited
 //! for); the blocked read completes with the whole message (no EINTR).
 //! A C++ program throws through traced frames after fctrace attached (the
-//! unwinder's entry points, bound before, are pointed at the agent's).
+//! unwinder's entry points, bound before, are pointed at the agent's); so
+//! does a Rust one with threads (panics caught); SQLite runs in a loop; a
+//! process forked while attached is traced as a task of its own.
 //! Detaching (Ctrl-C on fctrace): the process runs on, with the code of
 //! its files again (compared through /proc/PID/mem) and every thread's
 //! frames intact (threads were inside traced calls: a return address left
@@ -120,6 +122,15 @@ fn read_lines(from: impl std::io::Read + Send + 'static) -> Receiver<String> {
 /// is attached once the program is ready. Returns the program's output and
 /// status, and fctrace's run.
 fn drive(exe: &Path, attach: Option<&Path>) -> (String, std::process::ExitStatus, Option<Run>) {
+    drive_with(exe, attach, &["go"; ROUNDS])
+}
+
+/// As [`drive`], with these commands (each makes the next round's line).
+fn drive_with(
+    exe: &Path,
+    attach: Option<&Path>,
+    commands: &[&str],
+) -> (String, std::process::ExitStatus, Option<Run>) {
     let mut prog = Driven::start(&mut Command::new(exe));
     prog.wait_for("ready");
     let tracer = attach.map(|dir| {
@@ -146,9 +157,9 @@ fn drive(exe: &Path, attach: Option<&Path>) -> (String, std::process::ExitStatus
         }
         (t, err, said)
     });
-    for _ in 0..ROUNDS {
+    for command in commands {
         let before = prog.seen.len();
-        prog.send("go");
+        prog.send(command);
         // The reader's line of this round, before the next one.
         let round = format!(
             "round {}",
@@ -533,4 +544,104 @@ fn a_hundred_attach_and_detach_cycles_leave_the_process_flat() {
     let (out, status) = prog.finish();
     assert!(out.ends_with("done after 1 rounds"), "{out}");
     assert_eq!(status.code(), Some(3));
+}
+
+/// Calls of the functions whose name ends with `suffix`, in the report.
+fn calls_ending(rep: &Report, suffix: &str) -> u64 {
+    rep.functions
+        .iter()
+        .filter(|f| f.name.ends_with(suffix))
+        .map(|f| f.calls)
+        .sum()
+}
+
+#[test]
+fn rust_threads_and_panics_while_attached() {
+    let exe = Build::new(
+        Lang::Rust,
+        "attach_rs-O2",
+        &[program_source("attach_rs.rs")],
+        &["-Copt-level=2"],
+    )
+    .build();
+    let (native_out, native_status, _) = drive(&exe, None);
+    assert!(
+        native_out.contains("round 3: sum 500500, caught true"),
+        "{native_out}"
+    );
+    let dir = TraceDir::new("attach-rs");
+    let (out, status, run) = drive(&exe, Some(&dir.path));
+    let run = run.unwrap();
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(0), "{}", run.describe());
+    assert_eq!(out, native_out);
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(native_status.code(), Some(3));
+    let rep = report(&dir.path);
+    let ctx = format!("trace {}", dir.path.display());
+    assert_eq!(calls_ending(&rep, "::step"), ROUNDS as u64 * STEPS, "{ctx}");
+    assert_eq!(calls_ending(&rep, "::boom"), ROUNDS as u64, "{ctx}");
+    let text = replay_text(&dir.path);
+    assert_eq!(
+        text.matches("} /* attach_rs::boom */ (unwound)").count(),
+        ROUNDS,
+        "{ctx}"
+    );
+    // Each worker's ticks, at least as many as main waited for.
+    let mut per_tid: std::collections::BTreeMap<&str, u64> = Default::default();
+    for l in text.lines().filter(|l| l.contains("::tick()")) {
+        if let Some(tid) = l.split('[').nth(1).and_then(|r| r.split(']').next()) {
+            *per_tid.entry(tid.trim()).or_default() += 1;
+        }
+    }
+    assert_eq!(per_tid.len(), 2, "{ctx}: {per_tid:?}");
+    assert!(
+        per_tid.values().all(|&n| n >= ROUNDS as u64 * TICKS),
+        "{ctx}: {per_tid:?}"
+    );
+}
+
+#[test]
+fn sqlite_in_a_loop_while_attached() {
+    let exe = sqlite_program("attach_sqlite.c", "-O2");
+    let (native_out, native_status, _) = drive(&exe, None);
+    assert!(native_out.contains("round 3: rows 300"), "{native_out}");
+    let dir = TraceDir::new("attach-sqlite");
+    let (out, status, run) = drive(&exe, Some(&dir.path));
+    let run = run.unwrap();
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(0), "{}", run.describe());
+    assert_eq!(out, native_out);
+    assert_eq!(status.code(), native_status.code());
+    let rep = report(&dir.path);
+    let ctx = format!("trace {}", dir.path.display());
+    // Per round: BEGIN, 100 INSERTs, COMMIT, SELECT.
+    assert_eq!(
+        calls_ending(&rep, "sqlite3_exec"),
+        ROUNDS as u64 * 103,
+        "{ctx}"
+    );
+    assert_eq!(rep.lost_events, 0, "{ctx}");
+}
+
+#[test]
+fn a_fork_while_attached_is_a_task_of_its_own() {
+    let exe = attach_program();
+    let commands = ["go", "fork", "go"];
+    let (native_out, native_status, _) = drive_with(&exe, None, &commands);
+    assert!(native_out.contains("child of round 2"), "{native_out}");
+    let dir = TraceDir::new("attach-fork");
+    let (out, status, run) = drive_with(&exe, Some(&dir.path), &commands);
+    let run = run.unwrap();
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(0), "{}", run.describe());
+    assert_eq!(out, native_out);
+    assert_eq!(status.code(), native_status.code());
+    let rep = report(&dir.path);
+    let ctx = format!("trace {}", dir.path.display());
+    // main's three rounds and the child's.
+    assert_eq!(calls_ending(&rep, "step"), 4 * STEPS, "{ctx}");
+    assert_eq!(calls_ending(&rep, "got"), 4, "{ctx}");
+    let info = info_text(&dir.path);
+    assert_eq!(info.matches(": fork of task ").count(), 1, "{ctx}\n{info}");
 }

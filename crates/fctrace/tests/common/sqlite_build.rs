@@ -20,6 +20,12 @@ pub fn sqlite_dir() -> PathBuf {
 
 /// The driver linked with sqlite3.c, both compiled with `opt`.
 pub fn sqlite_driver(opt: &str) -> PathBuf {
+    sqlite_program("sqlite_driver.c", opt)
+}
+
+/// The program `tests/programs/<source>` linked with sqlite3.c, both
+/// compiled with `opt`.
+pub fn sqlite_program(source: &str, opt: &str) -> PathBuf {
     let dir = sqlite_dir();
     // Single-threaded, no extension loading: no pthread or dl calls. No
     // HAVE_MALLOC_USABLE_SIZE: SQLite keeps allocation sizes itself, so its
@@ -38,10 +44,11 @@ pub fn sqlite_driver(opt: &str) -> PathBuf {
     let include = format!("-I{}", dir.display());
     let mut flags = vec![opt, include.as_str()];
     flags.extend(defines);
+    let stem = source.trim_end_matches(".c");
     Build::new(
         Lang::C,
-        &format!("sqlite_driver{opt}"),
-        &[program_source("sqlite_driver.c"), object],
+        &format!("{stem}{opt}"),
+        &[program_source(source), object],
         &flags,
     )
     .libs(&["-lm"])

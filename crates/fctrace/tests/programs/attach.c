@@ -4,8 +4,11 @@
  * main call `step` STEPS times, wait until each compute thread has made
  * TICKS more calls of `tick`, and write a message into the pipe, which
  * the reader reads whole (an EINTR would show in its line) and hands to
- * `got`. "quit" ends the threads and the program (exit status 3). */
+ * `got`. "fork" does the same in a child process it forks and waits for
+ * (the child calls `step` STEPS times and `got` once, then exits).
+ * "quit" ends the threads and the program (exit status 3). */
 #include <errno.h>
+#include <sys/wait.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +70,20 @@ int main(void) {
     while (fgets(line, sizeof line, stdin)) {
         if (!strncmp(line, "quit", 4))
             break;
+        if (!strncmp(line, "fork", 4)) {
+            fflush(stdout);
+            pid_t child = fork();
+            if (child == 0) {
+                for (long i = 0; i < STEPS; i++)
+                    step(i);
+                char msg[64];
+                int n = snprintf(msg, sizeof msg, "child of round %d", round + 1);
+                got(msg, n);
+                _exit(0);
+            }
+            int st;
+            waitpid(child, &st, 0);
+        }
         long from[2] = {ticks[0], ticks[1]};
         for (long i = 0; i < STEPS; i++)
             step(i);
