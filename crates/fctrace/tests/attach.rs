@@ -122,14 +122,17 @@ fn read_lines(from: impl std::io::Read + Send + 'static) -> Receiver<String> {
 /// is attached once the program is ready. Returns the program's output and
 /// status, and fctrace's run.
 fn drive(exe: &Path, attach: Option<&Path>) -> (String, std::process::ExitStatus, Option<Run>) {
-    drive_with(exe, attach, &["go"; ROUNDS])
+    drive_with(exe, attach, &["go"; ROUNDS], true)
 }
 
-/// As [`drive`], with these commands (each makes the next round's line).
+/// As [`drive`], with these commands (each makes the next round's line);
+/// with `detach`, fctrace detaches (Ctrl-C) before the program is told to
+/// quit, else the program ends while traced.
 fn drive_with(
     exe: &Path,
     attach: Option<&Path>,
     commands: &[&str],
+    detach: bool,
 ) -> (String, std::process::ExitStatus, Option<Run>) {
     let mut prog = Driven::start(&mut Command::new(exe));
     prog.wait_for("ready");
@@ -168,17 +171,45 @@ fn drive_with(
         prog.wait_for(&round);
         assert!(prog.seen.len() > before);
     }
-    prog.send("quit");
-    let (out, status) = prog.finish();
-    let run = tracer.map(|(t, err, mut said)| {
+    // With `detach`: Ctrl-C on fctrace before the end, which detaches;
+    // the process then holds its files' code.
+    let pid = prog.child.id();
+    let tracer = tracer.map(|(t, err, mut said)| {
+        if !detach {
+            return Err((t, err, said));
+        }
+        Command::new("kill")
+            .args(["-INT", &t.child.id().to_string()])
+            .status()
+            .unwrap();
         let (stdout, st) = t.finish();
         said.extend(err.iter());
-        Run {
+        assert!(
+            said.iter()
+                .any(|l| l.contains(&format!("detached from process {pid}"))),
+            "{said:?}"
+        );
+        assert_code_is_the_files(pid, &format!("{}: after detaching", exe.display()));
+        Ok(Run {
             cmdline: "fctrace record -p".into(),
             status: st,
             stdout,
             stderr: said.join("\n"),
-        }
+        })
+    });
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    let run = tracer.map(|r| {
+        r.unwrap_or_else(|(t, err, mut said)| {
+            let (stdout, st) = t.finish();
+            said.extend(err.iter());
+            Run {
+                cmdline: "fctrace record -p".into(),
+                status: st,
+                stdout,
+                stderr: said.join("\n"),
+            }
+        })
     });
     (out, status, run)
 }
@@ -192,7 +223,8 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
         "{native_out}"
     );
     let dir = TraceDir::new("attach");
-    let (out, status, run) = drive(&exe, Some(&dir.path));
+    // The process ends while traced.
+    let (out, status, run) = drive_with(&exe, Some(&dir.path), &["go"; ROUNDS], false);
     let run = run.unwrap();
     assert_no_panic(&run);
     assert_eq!(run.code(), Some(0), "{}", run.describe());
@@ -628,10 +660,10 @@ fn sqlite_in_a_loop_while_attached() {
 fn a_fork_while_attached_is_a_task_of_its_own() {
     let exe = attach_program();
     let commands = ["go", "fork", "go"];
-    let (native_out, native_status, _) = drive_with(&exe, None, &commands);
+    let (native_out, native_status, _) = drive_with(&exe, None, &commands, false);
     assert!(native_out.contains("child of round 2"), "{native_out}");
     let dir = TraceDir::new("attach-fork");
-    let (out, status, run) = drive_with(&exe, Some(&dir.path), &commands);
+    let (out, status, run) = drive_with(&exe, Some(&dir.path), &commands, true);
     let run = run.unwrap();
     assert_no_panic(&run);
     assert_eq!(run.code(), Some(0), "{}", run.describe());
