@@ -345,10 +345,16 @@ pub unsafe extern "C" fn fctrace_agent_detach(
     // The busy words first: this thread's is still as it was when stopped.
     for (i, t) in list.chunks_exact(3).enumerate() {
         let fs = t[2];
-        // SAFETY: the thread's static TLS block, which holds the agent's
-        // words at `off` from its thread pointer (it exists: the agent was
-        // loaded before it was stopped, or the thread was made since).
-        if fs != 0 && unsafe { ((fs as i64 + off + 8) as *const u64).read_volatile() } != 0 {
+        let busy = if fs == 0 {
+            0
+        } else {
+            // SAFETY: the thread's static TLS block, which holds the
+            // agent's words at `off` from its thread pointer (it exists:
+            // the agent was loaded before it was stopped, or the thread
+            // was made since).
+            unsafe { ((fs as i64 + off + 8) as *const u64).read_volatile() }
+        };
+        if busy != 0 && busy != tls::BUSY_UNTRACED {
             return 2 + i as i32;
         }
     }
@@ -364,24 +370,42 @@ pub unsafe extern "C" fn fctrace_agent_detach(
     };
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() } as u32;
+    // Threads left untraced may be traced at a later attach.
+    for t in list.chunks_exact(3).filter(|t| t[2] != 0) {
+        let busy = (t[2] as i64 + off + 8) as *mut u64;
+        // SAFETY: the stopped thread's TLS word, as above.
+        unsafe {
+            if busy.read_volatile() == tls::BUSY_UNTRACED {
+                busy.write_volatile(0);
+            }
+        }
+    }
+    // Each stopped thread's state, found through its own TLS word (not its
+    // id, which may be another PID namespace's number): its frames' return
+    // addresses back, its last events handed over, its words cleared.
+    for t in list.chunks_exact(3).filter(|t| t[2] != 0) {
+        let word = (t[2] as i64 + off) as *mut u64;
+        // SAFETY: the stopped thread's TLS words, as above; a non-null
+        // state word points to one of the agent's states (never freed).
+        unsafe {
+            let st = word.read_volatile() as *mut runtime::state::ThreadState;
+            if let Some(st) = st.as_mut() {
+                runtime::frames::restore_all(st);
+                runtime::buffer::release_parked(shm, st);
+                if st.buf == shm.buffer(st.buf_index) {
+                    shm.release(st.buf_index);
+                }
+                st.buf = shm::scratch_buffer();
+            }
+            word.write_volatile(0);
+            word.add(2).write_volatile(0);
+        }
+    }
+    // Every state (of threads that ended too): shadow stack unmapped, free
+    // for reuse.
     thread::each_state(|st| {
         if st.pid != me {
             return;
-        }
-        if let Some(t) = list.chunks_exact(3).find(|t| t[0] as u32 == st.tid) {
-            runtime::frames::restore_all(st);
-            runtime::buffer::release_parked(shm, st);
-            if st.buf == shm.buffer(st.buf_index) {
-                shm.release(st.buf_index);
-            }
-            if t[2] != 0 {
-                // SAFETY: the stopped thread's TLS words (as above): no
-                // state, no pending creator.
-                unsafe {
-                    ((t[2] as i64 + off) as *mut u64).write_volatile(0);
-                    ((t[2] as i64 + off + 16) as *mut u64).write_volatile(0);
-                }
-            }
         }
         if st.shadow_len != 0 {
             // SAFETY: the shadow stack's mapping, no longer used: its

@@ -677,3 +677,53 @@ fn a_fork_while_attached_is_a_task_of_its_own() {
     let info = info_text(&dir.path);
     assert_eq!(info.matches(": fork of task ").count(), 1, "{ctx}\n{info}");
 }
+
+#[test]
+fn a_process_in_its_own_pid_and_mount_namespace() {
+    // unshare(1) runs attach.c as pid 1 of a new PID namespace with its
+    // own /proc: paths of fctrace's are out of its reach (it makes the
+    // shared memory's file itself), and its threads have other numbers.
+    let exe = attach_program();
+    let mut prog = Driven::start(
+        Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc"])
+            .arg(&exe),
+    );
+    prog.wait_for("ready");
+    // The program is unshare's child (unshare forks it into the new
+    // namespace), as this test's pid namespace sees it.
+    let unshare = prog.child.id();
+    let children = std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children"))
+        .unwrap_or_default();
+    let pid: u32 = children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("attach.c under unshare");
+    assert_eq!(std::fs::read_link(format!("/proc/{pid}/exe")).unwrap(), exe);
+    let dir = TraceDir::new("attach-pidns");
+    let (t, err) = start_attached(pid, &dir.path, &[]);
+    prog.send("go");
+    prog.wait_for("round 1");
+    Command::new("kill")
+        .args(["-INT", &t.child.id().to_string()])
+        .status()
+        .unwrap();
+    let (_, st) = t.finish();
+    let said: Vec<String> = err.iter().collect();
+    assert_eq!(st.code(), Some(0), "{said:?}");
+    assert_code_is_the_files(pid, "attach.c in its own namespaces");
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert!(out.ends_with("done after 1 rounds"), "{out}");
+    assert_eq!(status.code(), Some(3));
+    let rep = report(&dir.path);
+    let ctx = format!("trace {}", dir.path.display());
+    assert_eq!(calls_ending(&rep, "step"), STEPS, "{ctx}");
+    // Its numbers in its own namespace: pid 1.
+    assert!(
+        rep.tasks.iter().all(|t| t.pid == 1),
+        "{ctx}: {:?}",
+        rep.tasks
+    );
+}

@@ -51,8 +51,12 @@ pub unsafe extern "C" fn slow_path(
                 // Leave the thread untraced for good rather than retry on
                 // every call; the recorder says how many were.
                 std::mem::forget(_busy);
-                tls::set_busy(1);
-                shm.note_untraced_thread();
+                tls::set_busy(tls::BUSY_UNTRACED);
+                // (After the end of a recording that detaches, it is not
+                // a thread the trace misses.)
+                if !shm.detaching() {
+                    shm.note_untraced_thread();
+                }
             }
             0
         }

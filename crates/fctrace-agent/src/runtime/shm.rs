@@ -181,6 +181,12 @@ impl Shm {
     }
 
     /// Whether the recorder still takes buffers.
+    /// Whether the recorder is detaching from this process (`fctrace -p`):
+    /// the recording has ended.
+    pub fn detaching(&self) -> bool {
+        self.header().recorder_state.load(Ordering::Acquire) == RECORDER_DETACHING
+    }
+
     pub fn recording(&self) -> bool {
         self.header().recorder_state.load(Ordering::Acquire) == RECORDER_RUNNING
     }
@@ -318,7 +324,7 @@ impl Shm {
     /// not record any more.
     pub fn recycle_own(&self, buf: *mut BufHeader) {
         // Detaching, the trace has ended: what comes after is not in it.
-        if self.header().recorder_state.load(Ordering::Acquire) != RECORDER_DETACHING {
+        if !self.detaching() {
             self.add_lost(events_in(buf, self.layout.buf_size));
         }
         // SAFETY: the calling thread owns the buffer; pos is atomic.

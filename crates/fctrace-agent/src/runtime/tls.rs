@@ -89,6 +89,11 @@ pub fn take_pending_parent() -> Option<u32> {
 /// Busy word value while an unwinder walks this thread's stack.
 pub const BUSY_UNWINDING: u64 = 2;
 
+/// Busy word value of a thread left untraced for good (no state could be
+/// made for it): none of the agent's code runs on it, which detaching
+/// (`fctrace -p`) needs to know; it may be traced at a later attach.
+pub const BUSY_UNTRACED: u64 = 3;
+
 /// Marks the agent busy on this thread for the guard's lifetime (nesting
 /// keeps the outer value).
 pub struct Busy(u64);

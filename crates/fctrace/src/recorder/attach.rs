@@ -844,11 +844,28 @@ fn agent_entry(agent: &[u8], name: &str) -> Result<u64> {
         .ok_or_else(|| anyhow!("this fctrace's agent has no {name}"))
 }
 
-/// Loads the agent into process `pid` and starts it with `cfg`; returns
-/// when the process runs on, traced, with the number of its threads.
-pub fn attach(pid: i32, agent: &[u8], cfg: &AttachConfig) -> Result<usize> {
-    preflight(pid)?;
-    let entry_offset = agent_entry(agent, "fctrace_agent_attach")?;
+/// Scratch memory the worker maps for fctrace's work: the agent's path,
+/// its configuration, the stopped threads' instruction pointers, a buffer
+/// for its error.
+const SCRATCH_LEN: u64 = 1 << 20;
+
+/// An attach in progress: every thread of the process stopped, one of them
+/// (at a quiet system call) ready to work for fctrace. Dropped without
+/// `finish`, it lets the process go as it was.
+pub struct Attaching {
+    t: Tracee,
+    gadget: u64,
+    scratch: u64,
+    dlopen: u64,
+    dlerror: Option<u64>,
+    /// The shared memory's descriptor in the process, once made.
+    shared_fd: Option<u64>,
+    /// Blocks Ctrl-C until the process is let go.
+    _hold: HoldInterrupts,
+}
+
+/// Stops process `pid` for attaching (it passed `preflight`).
+pub fn begin(pid: i32) -> Result<Attaching> {
     let maps = mappings(pid)?;
     let (libc_base, libc_path) = find_libc(pid, &maps)?;
     let dlopen = symbol(
@@ -858,52 +875,104 @@ pub fn attach(pid: i32, agent: &[u8], cfg: &AttachConfig) -> Result<usize> {
         &["dlopen", "__libc_dlopen_mode"],
     )?;
     let dlerror = symbol(pid, &libc_path, libc_base, &["dlerror"]).ok();
-
     // No Ctrl-C between the first stop and the last restored register:
     // the process would be left in the middle of fctrace's work.
-    let _hold = HoldInterrupts::new();
+    let hold = HoldInterrupts::new();
     let mut t = Tracee::seize(pid)?;
     let gadget = syscall_gadget(&t, &maps, &libc_path)?;
     t.pick_worker(true)?;
-
-    // Scratch memory: the agent's path, its configuration, the stopped
-    // threads' instruction pointers, a buffer for its error.
-    let config = config_bytes(cfg);
-    let scratch_len = (64 << 10) + config.len() + 8 * 65536;
-    let scratch_len = scratch_len.next_multiple_of(4096) as u64;
     let scratch = t.syscall(
         gadget,
         libc::SYS_mmap,
         &[
             0,
-            scratch_len,
+            SCRATCH_LEN,
             (libc::PROT_READ | libc::PROT_WRITE) as u64,
             (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64,
             u64::MAX,
             0,
         ],
     )?;
-    if scratch < 0 && scratch > -4096 {
+    if (-4095..0).contains(&scratch) {
         bail!(
             "the process could not map memory for fctrace: {}",
             std::io::Error::from_raw_os_error(-scratch as i32)
         );
     }
-    let scratch = scratch as u64;
-    let result = load_and_start(
-        &mut t,
+    Ok(Attaching {
+        t,
         gadget,
-        scratch,
+        scratch: scratch as u64,
         dlopen,
         dlerror,
-        entry_offset,
-        &config,
-        agent,
-    );
-    let _ = t.syscall(gadget, libc::SYS_munmap, &[scratch, scratch_len]);
-    let threads = t.threads.len();
-    t.release();
-    result.map(|()| threads)
+        shared_fd: None,
+        _hold: hold,
+    })
+}
+
+impl Attaching {
+    /// A memory file made by the process itself, for the shared memory:
+    /// fctrace's descriptor of it, and its path as the process sees it
+    /// (`/proc/self/fd/N`: a path of fctrace's could be out of its reach,
+    /// in another PID or mount namespace). Closed in the process once the
+    /// agent has mapped it.
+    pub fn shared_file(&mut self) -> Result<(std::os::fd::OwnedFd, String)> {
+        let pid = self.t.pid;
+        self.t.write(self.scratch, b"fctrace-shm\0")?;
+        let fd = self.t.syscall(
+            self.gadget,
+            libc::SYS_memfd_create,
+            &[self.scratch, libc::MFD_CLOEXEC as u64],
+        )?;
+        if fd < 0 {
+            bail!(
+                "the process could not create a memory file for fctrace: {}",
+                std::io::Error::from_raw_os_error(-fd as i32)
+            );
+        }
+        self.shared_fd = Some(fd as u64);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("/proc/{pid}/fd/{fd}"))
+            .with_context(|| format!("cannot open process {pid}'s memory file"))?;
+        Ok((file.into(), format!("/proc/self/fd/{fd}")))
+    }
+
+    /// Loads the agent (unless an earlier attach did) and starts it with
+    /// `cfg`; the process runs on, traced. Returns its number of threads.
+    pub fn finish(mut self, agent: &[u8], cfg: &AttachConfig) -> Result<usize> {
+        let entry_offset = agent_entry(agent, "fctrace_agent_attach")?;
+        let config = config_bytes(cfg);
+        if config.len() as u64 + 8 * 65536 + 8192 > SCRATCH_LEN {
+            bail!("the options are too long to hand to the agent");
+        }
+        let (gadget, scratch) = (self.gadget, self.scratch);
+        let (dlopen, dlerror) = (self.dlopen, self.dlerror);
+        load_and_start(
+            &mut self.t,
+            gadget,
+            scratch,
+            dlopen,
+            dlerror,
+            entry_offset,
+            &config,
+            agent,
+        )?;
+        Ok(self.t.threads.len())
+    }
+}
+
+impl Drop for Attaching {
+    fn drop(&mut self) {
+        if let Some(fd) = self.shared_fd.take() {
+            let _ = self.t.syscall(self.gadget, libc::SYS_close, &[fd]);
+        }
+        let _ = self
+            .t
+            .syscall(self.gadget, libc::SYS_munmap, &[self.scratch, SCRATCH_LEN]);
+        self.t.release();
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1146,6 +1215,19 @@ pub fn detach(pid: i32, agent: &[u8], between: &mut dyn FnMut()) -> Result<()> {
     }
 }
 
+/// Thread `tid`'s id in its own PID namespace (what it calls its tid):
+/// the last of the `NSpid:` numbers of its status.
+fn own_tid(pid: i32, tid: i32) -> i32 {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))
+                .and_then(|v| v.split_whitespace().last()?.parse().ok())
+        })
+        .unwrap_or(tid)
+}
+
 /// Why a try to detach did not.
 enum Inside {
     /// Thread i (of `Tracee::threads`) runs the agent's code.
@@ -1168,7 +1250,8 @@ fn call_detach(
             (true, Some(w)) => w.saved,
             _ => get_regs(th.tid)?,
         };
-        words.extend_from_slice(&[th.tid as u64, r.rip, r.fs_base]);
+        let tid = own_tid(t.pid, th.tid);
+        words.extend_from_slice(&[tid as u64, r.rip, r.fs_base]);
     }
     let len = (4096 + words.len() * 8).next_multiple_of(4096) as u64;
     let scratch = t.syscall(

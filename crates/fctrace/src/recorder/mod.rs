@@ -126,7 +126,23 @@ pub fn record(
     } else {
         0
     };
-    let mem = shm::SharedMemory::create(layout(), flags)?;
+    // Attaching: the process is stopped from here until it runs traced;
+    // the shared memory is a file of its own making.
+    let mut attaching = match target {
+        Target::Attach(pid, _) => Some(attach::begin(pid as i32)?),
+        Target::Launch(_) => None,
+    };
+    let (mem, shm_path) = match attaching.as_mut() {
+        Some(a) => {
+            let (fd, path) = a.shared_file()?;
+            (shm::SharedMemory::create_in(fd, layout(), flags)?, path)
+        }
+        None => {
+            let mem = shm::SharedMemory::create(layout(), flags)?;
+            let path = mem.path();
+            (mem, path)
+        }
+    };
     let (_agent_fd, mut agent_path) = shm::agent_file(AGENT)?;
     // For profiling fctrace itself: an agent loaded from a file has symbols
     // that perf and gdb can resolve (the embedded one is a memfd).
@@ -135,7 +151,7 @@ pub fn record(
     }
 
     let mut env = vec![
-        ("FCTRACE_SHM".to_string(), mem.path()),
+        ("FCTRACE_SHM".to_string(), shm_path),
         (
             "FCTRACE_DIR".to_string(),
             abs_dir.to_string_lossy().into_owned(),
@@ -182,7 +198,10 @@ pub fn record(
                 .cloned()
                 .collect();
             vars.push(("FCTRACE_AGENT".into(), agent_path.clone()));
-            let threads = attach::attach(pid as i32, AGENT, &attach::AttachConfig { vars })?;
+            let threads = attaching
+                .take()
+                .expect("attaching")
+                .finish(AGENT, &attach::AttachConfig { vars })?;
             // As strace says it: the process runs traced from here on.
             eprintln!(
                 "fctrace: process {pid} attached ({threads} threads); recording until it ends \

@@ -31,6 +31,12 @@ impl SharedMemory {
         }
         // SAFETY: fd is a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Self::create_in(fd, layout, flags)
+    }
+
+    /// The shared memory in `fd`, an empty memory file (one the traced
+    /// process made, when attaching).
+    pub fn create_in(fd: OwnedFd, layout: Layout, flags: u32) -> Result<SharedMemory> {
         let size = layout.total_size();
         // SAFETY: plain ftruncate on our own fd.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
