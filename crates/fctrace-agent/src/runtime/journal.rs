@@ -53,32 +53,72 @@ pub fn inside(ip: u64) -> bool {
 
 /// Puts every overwritten byte back (last write first) and unmaps the
 /// generated code; the journal is empty afterwards. Only while no thread
-/// runs anything the agent wrote or made. Returns the writes that failed.
+/// runs anything the agent wrote or made. Each run of written pages is made
+/// writable once (a program of 200,000 functions has as many writes);
+/// code pages that hold their file's bytes again are dropped, so that they
+/// are the file's shared pages again (not private copies). Returns the
+/// writes that could not be undone.
 pub fn undo() -> usize {
     let (writes, maps) = {
         let mut j = journal();
         (std::mem::take(&mut j.writes), std::mem::take(&mut j.maps))
     };
-    let prots = page_protections();
+    let mappings = mappings();
+    // The written pages, in runs of adjacent pages of one mapping.
+    let mut pages: Vec<u64> = writes
+        .iter()
+        .flat_map(|(a, b)| {
+            let first = a & !(PAGE - 1);
+            let last = (a + b.len().max(1) as u64 - 1) & !(PAGE - 1);
+            (first..=last).step_by(PAGE as usize)
+        })
+        .collect();
+    pages.sort_unstable();
+    pages.dedup();
+    let mut runs: Vec<(u64, u64, Option<&Mapping>)> = Vec::new();
+    for p in pages {
+        let m = mappings.iter().find(|m| p >= m.start && p < m.end);
+        match runs.last_mut() {
+            Some(r) if r.1 == p && same(r.2, m) => r.1 = p + PAGE,
+            _ => runs.push((p, p + PAGE, m)),
+        }
+    }
+    let prot_of = |m: Option<&Mapping>| m.map_or(libc::PROT_READ | libc::PROT_EXEC, |m| m.prot);
+    let mut writable = Vec::with_capacity(runs.len());
+    for &(lo, hi, m) in &runs {
+        // SAFETY: pages of the process's own modules, made writable for
+        // the copies below and given back their protection after.
+        let ok = unsafe {
+            libc::mprotect(
+                lo as *mut libc::c_void,
+                (hi - lo) as usize,
+                prot_of(m) | libc::PROT_WRITE,
+            ) == 0
+        };
+        writable.push(ok);
+    }
+    let run_ok = |a: u64| {
+        runs.iter()
+            .position(|r| a >= r.0 && a < r.1)
+            .is_some_and(|i| writable[i])
+    };
     let mut failed = 0;
     for (addr, old) in writes.iter().rev() {
-        let lo = addr & !4095;
-        let hi = (addr + old.len() as u64).next_multiple_of(4096);
-        let prot = prots
-            .iter()
-            .find(|&&(a, b, _)| lo >= a && lo < b)
-            .map_or(libc::PROT_READ | libc::PROT_EXEC, |p| p.2);
-        // SAFETY: pages of the process's own modules, made writable for
-        // the copy and given back their protection; the bytes are the ones
-        // that were there before the agent's write.
-        unsafe {
-            let len = (hi - lo) as usize;
-            if libc::mprotect(lo as *mut libc::c_void, len, prot | libc::PROT_WRITE) != 0 {
-                failed += 1;
-                continue;
-            }
-            std::ptr::copy_nonoverlapping(old.as_ptr(), *addr as *mut u8, old.len());
-            libc::mprotect(lo as *mut libc::c_void, len, prot);
+        if !run_ok(*addr) || !run_ok(addr + old.len() as u64 - 1) {
+            failed += 1;
+            continue;
+        }
+        // SAFETY: writable pages (above); the bytes that were there before
+        // the agent's write.
+        unsafe { std::ptr::copy_nonoverlapping(old.as_ptr(), *addr as *mut u8, old.len()) };
+    }
+    for (i, &(lo, hi, m)) in runs.iter().enumerate() {
+        if writable[i] {
+            // SAFETY: as above: the mapping's own protection again.
+            unsafe { libc::mprotect(lo as *mut libc::c_void, (hi - lo) as usize, prot_of(m)) };
+        }
+        if let Some(m) = m.filter(|m| m.prot & libc::PROT_EXEC != 0) {
+            drop_file_copies(lo, hi, m);
         }
     }
     for (addr, len) in maps {
@@ -89,13 +129,62 @@ pub fn undo() -> usize {
     failed
 }
 
-/// The protection of every mapping, from /proc/self/maps: (start, end, prot).
-fn page_protections() -> Vec<(u64, u64, i32)> {
+const PAGE: u64 = 4096;
+
+/// One line of /proc/self/maps.
+struct Mapping {
+    start: u64,
+    end: u64,
+    prot: i32,
+    offset: u64,
+    /// The file, if a file's and not deleted.
+    path: Option<String>,
+}
+
+fn same(a: Option<&Mapping>, b: Option<&Mapping>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.start == b.start,
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// The code pages in [lo, hi) of file mapping `m` that hold exactly their
+/// file's bytes again are dropped (the kernel maps the file's page back on
+/// the next access): the private copies the writes made are freed. A page
+/// that differs (the program changed its own code) stays as it is.
+fn drop_file_copies(lo: u64, hi: u64, m: &Mapping) {
+    use std::os::unix::fs::FileExt;
+    let Some(path) = &m.path else { return };
+    let Ok(file) = std::fs::File::open(path) else {
+        return;
+    };
+    let mut buf = [0u8; PAGE as usize];
+    for p in (lo..hi).step_by(PAGE as usize) {
+        let at = m.offset + (p - m.start);
+        let Ok(n) = file.read_at(&mut buf, at) else {
+            return;
+        };
+        // SAFETY: a readable page of the mapping.
+        let live = unsafe { std::slice::from_raw_parts(p as *const u8, n) };
+        if n == PAGE as usize && live == &buf[..] {
+            // SAFETY: a private file mapping's page equal to its file's:
+            // dropping the private copy changes no byte the process reads.
+            unsafe { libc::madvise(p as *mut libc::c_void, PAGE as usize, libc::MADV_DONTNEED) };
+        }
+    }
+}
+
+/// The process's mappings, from /proc/self/maps.
+fn mappings() -> Vec<Mapping> {
     let text = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     text.lines()
         .filter_map(|l| {
             let mut f = l.split_whitespace();
-            let (range, perms) = (f.next()?, f.next()?.as_bytes());
+            let (range, perms, offset) = (f.next()?, f.next()?.as_bytes(), f.next()?);
+            let (_dev, _inode) = (f.next()?, f.next()?);
+            let rest: Vec<&str> = f.collect();
+            let path = (rest.len() == 1 && rest[0].starts_with('/')).then(|| rest[0].to_string());
             let (a, b) = range.split_once('-')?;
             let mut prot = 0;
             if perms.first() == Some(&b'r') {
@@ -107,11 +196,13 @@ fn page_protections() -> Vec<(u64, u64, i32)> {
             if perms.get(2) == Some(&b'x') {
                 prot |= libc::PROT_EXEC;
             }
-            Some((
-                u64::from_str_radix(a, 16).ok()?,
-                u64::from_str_radix(b, 16).ok()?,
+            Some(Mapping {
+                start: u64::from_str_radix(a, 16).ok()?,
+                end: u64::from_str_radix(b, 16).ok()?,
                 prot,
-            ))
+                offset: u64::from_str_radix(offset, 16).ok()?,
+                path,
+            })
         })
         .collect()
 }

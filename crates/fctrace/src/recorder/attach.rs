@@ -990,10 +990,27 @@ fn load_and_start(
     // Loaded by an earlier fctrace -p (and detached since): the same
     // copy serves again.
     let base = match agent_base(&mappings(pid)?) {
-        Some(base) => base,
+        Some(base) if same_agent(t, base, agent)? => base,
+        Some(_) => bail!(
+            "process {pid} holds the agent of another fctrace version (an earlier \
+             fctrace -p): this one cannot use it"
+        ),
         None => load_agent(t, gadget, scratch, dlopen, dlerror, agent)?,
     };
     start_agent(t, scratch, base + entry_offset, config)
+}
+
+/// Whether the agent loaded at `base` is this fctrace's (its first
+/// segment, with its symbol tables, is the same).
+fn same_agent(t: &Tracee, base: u64, agent: &[u8]) -> Result<bool> {
+    let maps = mappings(t.pid)?;
+    let Some(first) = maps.iter().find(|m| m.start == base) else {
+        return Ok(false);
+    };
+    let len = ((first.end - first.start) as usize).min(agent.len());
+    let mut loaded = vec![0u8; len];
+    t.read(base, &mut loaded)?;
+    Ok(loaded == agent[..len])
 }
 
 /// Loads the agent's bytes with the process's `dlopen`; where it is.

@@ -189,7 +189,7 @@ pub fn record(
     let first = shm::clock_pair();
     let child_pid = match target {
         Target::Launch(_) => process::spawn(&program, &command[0], &command[1..], &env)?.pid,
-        Target::Attach(pid, _) => {
+        Target::Attach(pid, duration) => {
             // The agent's variables as a preloaded agent finds them; the
             // agent file (for programs the process executes) is fctrace's.
             let mut vars: Vec<(String, String)> = env
@@ -203,10 +203,11 @@ pub fn record(
                 .expect("attaching")
                 .finish(AGENT, &attach::AttachConfig { vars })?;
             // As strace says it: the process runs traced from here on.
-            eprintln!(
-                "fctrace: process {pid} attached ({threads} threads); recording until it ends \
-                 or Ctrl-C"
-            );
+            let until = match duration {
+                Some(d) => format!("for {:?} at most, or until it ends or Ctrl-C", d),
+                None => "until it ends or Ctrl-C".to_string(),
+            };
+            eprintln!("fctrace: process {pid} attached ({threads} threads); recording {until}");
             pid
         }
     };
