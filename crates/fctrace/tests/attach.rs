@@ -518,6 +518,20 @@ fn detached_process_runs_on_with_its_own_code() {
     assert_eq!(calls("step"), 2 * STEPS, "{ctx}");
     assert_eq!(calls("got"), 2, "{ctx}");
     assert_eq!(rep.lost_events, 0, "{ctx}");
+    // Main was waiting in read_command when fctrace attached (not
+    // recorded), and again when it detached: that call, entered after the
+    // second round, is in progress, closed as such at its depth (main is
+    // not traced: 0).
+    let text = replay_text(&dir.path);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("read_command"))
+        .collect();
+    assert_eq!(lines.len(), 4, "{ctx}\n{lines:?}");
+    assert!(
+        lines[3].ends_with("| } /* read_command */ (detached)"),
+        "{ctx}: {lines:?}"
+    );
 }
 
 /// What a process holds: its mappings, its descriptors, its resident KiB.

@@ -33,6 +33,8 @@ struct InfoFile {
     warnings: Vec<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     options: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    detached: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -125,6 +127,7 @@ pub(crate) fn to_json(info: &TraceInfo) -> String {
         bytes: info.bytes,
         warnings: info.warnings.clone(),
         options: info.options.clone(),
+        detached: info.detached,
     };
     let mut text = serde_json::to_string_pretty(&file).unwrap_or_else(|_| String::from("{}"));
     text.push('\n');
@@ -233,6 +236,7 @@ pub(crate) fn from_json(dir: &Path, path: &Path, text: &str) -> Result<TraceInfo
         bytes: file.bytes,
         warnings: file.warnings,
         options: file.options,
+        detached: file.detached,
     })
 }
 

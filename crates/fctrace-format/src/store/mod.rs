@@ -228,6 +228,10 @@ pub struct TraceInfo {
     /// form given to the agent (`fctrace_options::Options::to_wire`);
     /// empty when there were none.
     pub options: String,
+    /// The recording ended by detaching from the process (`fctrace -p`):
+    /// calls still open at the end of a task were in progress then (not
+    /// ended by the process's end).
+    pub detached: bool,
 }
 
 impl TraceInfo {

@@ -670,6 +670,10 @@ struct Sink<'a> {
     out: &'a mut dyn Write,
     /// `-f` other than the default.
     fields: Option<Rc<FieldCtx>>,
+    /// How a frame still open at the end of its task's events is closed:
+    /// `(not returned)`, or `(detached)` when fctrace detached from the
+    /// process while it was in progress.
+    open_at_end: &'static str,
 }
 
 /// Spaces of the deepest indent, in whole [`PIECE`]s.
@@ -705,6 +709,11 @@ impl<'a> Sink<'a> {
             buf: Vec::with_capacity(SINK_CAPACITY + 1024),
             out,
             fields,
+            open_at_end: if trace.info.detached {
+                " */ (detached)"
+            } else {
+                " */ (not returned)"
+            },
         }
     }
 
@@ -840,9 +849,10 @@ impl Sink<'_> {
 }
 
 /// The markers that end a line, and their colours.
-const END_MARKERS: [(&str, &str); 3] = [
+const END_MARKERS: [(&str, &str); 4] = [
     ("(unwound)", YELLOW),
     ("(not returned)", RED),
+    ("(detached)", RED),
     ("(entry not recorded)", RED),
 ];
 
@@ -1347,13 +1357,18 @@ impl<S: EventSource> TaskState<S> {
     }
 
     fn close_not_returned(&mut self, out: &mut Sink) -> io::Result<()> {
+        self.close_open(out, " */ (not returned)")
+    }
+
+    /// Closes the frame on top with `} /* name` and `end`.
+    fn close_open(&mut self, out: &mut Sink, end: &str) -> io::Result<()> {
         if let Some(frame) = self.stack.pop() {
             let depth = self.stack.len();
             out.line(
                 None,
                 &self.column,
                 depth,
-                &["} /* ", frame.name.bare(), " */ (not returned)"],
+                &["} /* ", frame.name.bare(), end],
             )?;
         }
         Ok(())
@@ -1362,7 +1377,8 @@ impl<S: EventSource> TaskState<S> {
     /// The task's events have ended: close what is still open.
     fn finish(&mut self, out: &mut Sink) -> io::Result<()> {
         while !self.stack.is_empty() {
-            self.close_not_returned(out)?;
+            let end = out.open_at_end;
+            self.close_open(out, end)?;
         }
         Ok(())
     }

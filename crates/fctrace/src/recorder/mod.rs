@@ -415,6 +415,7 @@ pub fn record(
         lost_events: lost,
         warnings,
         options: wire,
+        detached: detached.is_some(),
         ..Default::default()
     };
     // The program has ended: a trace that cannot be finished is said so,

@@ -30,6 +30,12 @@ __attribute__((noinline)) void got(const char *msg, long n) {
     fflush(stdout);
 }
 
+/* Main waits for its commands in here (a traced call in progress while
+ * fctrace attaches or detaches). */
+__attribute__((noinline)) char *read_command(char *line, int n) {
+    return fgets(line, n, stdin);
+}
+
 static void *compute(void *arg) {
     volatile long *n = &ticks[(long)arg];
     int (*volatile f)(int) = tick;
@@ -67,7 +73,7 @@ int main(void) {
     fflush(stdout);
     char line[64];
     int round = 0;
-    while (fgets(line, sizeof line, stdin)) {
+    while (read_command(line, sizeof line)) {
         if (!strncmp(line, "quit", 4))
             break;
         if (!strncmp(line, "fork", 4)) {
