@@ -284,6 +284,13 @@ pub unsafe extern "C" fn fctrace_agent_attach(
                 options: value(ENV_OPTIONS).unwrap_or_default(),
             };
             instrument::modules::set_stopped_threads(rips);
+            shm::set_attach_tids(
+                value("FCTRACE_TIDS")
+                    .unwrap_or_default()
+                    .split(',')
+                    .filter_map(|t| t.parse().ok())
+                    .collect(),
+            );
             // Filters are set once per process (a later attach's must be
             // the same).
             static OPTIONS: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);

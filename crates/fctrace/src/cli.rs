@@ -287,6 +287,17 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
+    /// `--tid`'s thread ids.
+    pub fn tids(&self) -> anyhow::Result<Vec<u32>> {
+        let mut v = Vec::new();
+        for t in &self.tid {
+            v.extend(
+                fctrace_options::spec::parse_tids(t).map_err(|e| anyhow::anyhow!("--tid: {e}"))?,
+            );
+        }
+        Ok(v)
+    }
+
     /// The filters as they were given on the command line (`-F main -D 3`),
     /// empty without any.
     pub fn shown_text(&self) -> String {
@@ -736,21 +747,21 @@ pub fn short_usage() -> String {
 
 impl LiveArgs {
     /// The program to start, or the process to attach to.
-    pub fn target(&self) -> crate::recorder::Target<'_> {
-        match self.pid {
-            Some(pid) => crate::recorder::Target::Attach(pid, self.duration),
+    pub fn target(&self) -> anyhow::Result<crate::recorder::Target<'_>> {
+        Ok(match self.pid {
+            Some(pid) => crate::recorder::Target::Attach(pid, self.duration, self.filter.tids()?),
             None => crate::recorder::Target::Launch(&self.command),
-        }
+        })
     }
 }
 
 impl RecordArgs {
     /// The program to start, or the process to attach to.
-    pub fn target(&self) -> crate::recorder::Target<'_> {
-        match self.pid {
-            Some(pid) => crate::recorder::Target::Attach(pid, self.duration),
+    pub fn target(&self) -> anyhow::Result<crate::recorder::Target<'_>> {
+        Ok(match self.pid {
+            Some(pid) => crate::recorder::Target::Attach(pid, self.duration, self.filter.tids()?),
             None => crate::recorder::Target::Launch(&self.command),
-        }
+        })
     }
 }
 

@@ -741,3 +741,52 @@ fn a_process_in_its_own_pid_and_mount_namespace() {
         rep.tasks
     );
 }
+
+#[test]
+fn tid_chooses_the_threads_to_trace() {
+    let exe = attach_program();
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    // Threads in creation order: main, the two compute threads, the reader.
+    let mut tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort();
+    assert_eq!(tids.len(), 4);
+    let compute = tids[1].to_string();
+    let dir = TraceDir::new("attach-tid");
+    let (t, err) = start_attached(pid, &dir.path, &["--tid", &compute]);
+    prog.send("go");
+    prog.wait_for("round 1");
+    Command::new("kill")
+        .args(["-INT", &t.child.id().to_string()])
+        .status()
+        .unwrap();
+    let (_, st) = t.finish();
+    let said: Vec<String> = err.iter().collect();
+    assert_eq!(st.code(), Some(0), "{said:?}");
+    // Not a thread of the process: an error, nothing traced.
+    let r = fctrace(&[
+        "record",
+        "-d",
+        dir.path.to_str().unwrap(),
+        "-p",
+        &pid.to_string(),
+        "--tid",
+        "1",
+    ]);
+    assert_eq!(r.code(), Some(1), "{}", r.describe());
+    assert!(r.stderr.contains("no such thread"), "{}", r.describe());
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert!(out.ends_with("done after 1 rounds"), "{out}");
+    assert_eq!(status.code(), Some(3));
+    let rep = report(&dir.path);
+    let ctx = format!("trace {}", dir.path.display());
+    assert_eq!(rep.tasks.len(), 1, "{ctx}: {:?}", rep.tasks);
+    assert_eq!(rep.tasks[0].tid.to_string(), compute, "{ctx}");
+    assert!(calls_ending(&rep, "tick") >= TICKS, "{ctx}");
+    assert_eq!(calls_ending(&rep, "step"), 0, "{ctx}");
+}

@@ -43,6 +43,14 @@ pub unsafe extern "C" fn slow_path(
             } else {
                 fctrace_format::shm::ORIGIN_THREAD
             };
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() } as u32;
+            if origin == fctrace_format::shm::ORIGIN_ATTACH && !shm::attach_traces(tid) {
+                // Not one of `--tid`'s: untraced, and not missed.
+                std::mem::forget(_busy);
+                tls::set_busy(tls::BUSY_UNTRACED);
+                return 0;
+            }
             let made = thread::init_thread(shm, shm::session(), parent.unwrap_or(u32::MAX), origin);
             if made.is_some() {
                 // Armed by the caller: the thread-exit hook is unwinding's.

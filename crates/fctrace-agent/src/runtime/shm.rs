@@ -494,4 +494,35 @@ pub fn close() {
     }
     SESSION.store(0, Ordering::Relaxed);
     ATTACHED.store(false, Ordering::Relaxed);
+    set_attach_tids(Vec::new());
+}
+
+/// Attaching with `--tid`: the threads to trace (those there before
+/// fctrace; threads they create are traced too). Null: every thread.
+static ATTACH_TIDS: AtomicPtr<Vec<u32>> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Sets the threads to trace (empty: all); the previous list is freed.
+/// Only while no other thread runs the agent's code (attach, detach).
+pub fn set_attach_tids(tids: Vec<u32>) {
+    let new = if tids.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        Box::into_raw(Box::new(tids))
+    };
+    let old = ATTACH_TIDS.swap(new, Ordering::AcqRel);
+    if !old.is_null() {
+        // SAFETY: the Box a previous call leaked; nobody reads it now (the
+        // caller's precondition).
+        drop(unsafe { Box::from_raw(old) });
+    }
+}
+
+/// Whether a thread that was there when fctrace attached is to be traced.
+pub fn attach_traces(tid: u32) -> bool {
+    // SAFETY: a published list is freed only by `set_attach_tids`, while
+    // no thread runs the agent's code.
+    match unsafe { ATTACH_TIDS.load(Ordering::Acquire).as_ref() } {
+        Some(v) => v.contains(&tid),
+        None => true,
+    }
 }

@@ -23,7 +23,7 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         .tempdir()
         .context("cannot create a private temporary directory for the trace")?;
     let result = (|| -> anyhow::Result<_> {
-        let out = recorder::record(args.target(), tmp.path(), &args.trace, &options)?;
+        let out = recorder::record(args.target()?, tmp.path(), &args.trace, &options)?;
         let trace =
             fctrace_format::store::Trace::open(tmp.path()).context("reading the recorded trace")?;
         filter::warn_unmatched(&trace, &options);

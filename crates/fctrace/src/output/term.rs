@@ -82,7 +82,7 @@ pub struct Pager {
 fn pager_command() -> Option<Command> {
     let chosen = ["FCTRACE_PAGER", "PAGER"]
         .iter()
-        .find_map(|name| std::env::var_os(name));
+        .find_map(std::env::var_os);
     let mut command = match chosen {
         Some(cmd) => {
             let text = cmd.to_string_lossy();

@@ -94,6 +94,8 @@ struct Thread {
     /// Signals that arrived while fctrace stopped the thread, sent again
     /// when it is let go.
     signals: Vec<i32>,
+    /// Run under `PTRACE_SYSCALL`: its next system-call stop is an exit.
+    in_syscall: bool,
 }
 
 /// The thread doing fctrace's work, and how to put it back.
@@ -267,6 +269,7 @@ impl Tracee {
                     tid,
                     stopped: false,
                     signals: Vec::new(),
+                    in_syscall: false,
                 });
             }
             let worker = self.worker.as_ref().map(|w| w.index);
@@ -386,8 +389,6 @@ impl Tracee {
             }
         }
         let deadline = Instant::now() + QUIET_WAIT;
-        // Per thread: the next system-call stop is an exit.
-        let mut inside = vec![false; self.threads.len()];
         while self.worker.is_none() {
             if Instant::now() > deadline {
                 self.stop_all()?;
@@ -416,8 +417,8 @@ impl Tracee {
                         continue;
                     }
                     Stop::Syscall => {
-                        let enter = !inside[i];
-                        inside[i] = enter;
+                        let enter = !self.threads[i].in_syscall;
+                        self.threads[i].in_syscall = enter;
                         if enter && self.worker.is_none() {
                             let r = get_regs(tid)?;
                             if QUIET.contains(&(r.orig_rax as i64)) {
@@ -1234,7 +1235,7 @@ pub fn detach(pid: i32, agent: &[u8], between: &mut dyn FnMut()) -> Result<()> {
 
 /// Thread `tid`'s id in its own PID namespace (what it calls its tid):
 /// the last of the `NSpid:` numbers of its status.
-fn own_tid(pid: i32, tid: i32) -> i32 {
+pub fn own_tid(pid: i32, tid: i32) -> i32 {
     std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
         .ok()
         .and_then(|s| {

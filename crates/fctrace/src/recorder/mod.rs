@@ -69,8 +69,9 @@ pub enum Target<'a> {
     /// The program and its arguments.
     Launch(&'a [OsString]),
     /// A process to attach to (`-p PID`), for this long at most
-    /// (`--duration`; None: until it ends or fctrace is interrupted).
-    Attach(u32, Option<std::time::Duration>),
+    /// (`--duration`; None: until it ends or fctrace is interrupted),
+    /// tracing these of its threads (`--tid`; empty: all).
+    Attach(u32, Option<std::time::Duration>, Vec<u32>),
 }
 
 /// The program a running process runs, and its command line.
@@ -101,8 +102,14 @@ pub fn record(
             let (program, warnings) = preflight(command)?;
             (program, command.to_vec(), warnings)
         }
-        Target::Attach(pid, _) => {
+        Target::Attach(pid, _, ref tids) => {
             attach::preflight(pid as i32)?;
+            if let Some(t) = tids
+                .iter()
+                .find(|t| !std::path::Path::new(&format!("/proc/{pid}/task/{t}")).exists())
+            {
+                anyhow::bail!("--tid {t}: no such thread in process {pid}");
+            }
             let (program, command) = attached_command(pid)?;
             (program, command, Vec::new())
         }
@@ -129,7 +136,7 @@ pub fn record(
     // Attaching: the process is stopped from here until it runs traced;
     // the shared memory is a file of its own making.
     let mut attaching = match target {
-        Target::Attach(pid, _) => Some(attach::begin(pid as i32)?),
+        Target::Attach(pid, ..) => Some(attach::begin(pid as i32)?),
         Target::Launch(_) => None,
     };
     let (mem, shm_path) = match attaching.as_mut() {
@@ -189,7 +196,7 @@ pub fn record(
     let first = shm::clock_pair();
     let child_pid = match target {
         Target::Launch(_) => process::spawn(&program, &command[0], &command[1..], &env)?.pid,
-        Target::Attach(pid, duration) => {
+        Target::Attach(pid, duration, ref tids) => {
             // The agent's variables as a preloaded agent finds them; the
             // agent file (for programs the process executes) is fctrace's.
             let mut vars: Vec<(String, String)> = env
@@ -198,6 +205,15 @@ pub fn record(
                 .cloned()
                 .collect();
             vars.push(("FCTRACE_AGENT".into(), agent_path.clone()));
+            if !tids.is_empty() {
+                // As the process's threads know their ids (its own PID
+                // namespace's numbers).
+                let own: Vec<String> = tids
+                    .iter()
+                    .map(|&t| attach::own_tid(pid as i32, t as i32).to_string())
+                    .collect();
+                vars.push(("FCTRACE_TIDS".into(), own.join(",")));
+            }
             let threads = attaching
                 .take()
                 .expect("attaching")
@@ -245,7 +261,7 @@ pub fn record(
                 last_foreign = last_reclaim;
             }
         }
-        if let Target::Attach(pid, duration) = target {
+        if let Target::Attach(pid, duration, _) = target {
             if !attach::alive(pid as i32) {
                 break;
             }
@@ -324,7 +340,6 @@ pub fn record(
         .saturating_add(dropped)
         .saturating_add(untabled)
         .saturating_add(damaged_events);
-    let mut warnings = warnings;
     for w in process::untraced_executions(&abs_dir.join("sessions")) {
         eprintln!("fctrace: {w}");
         warnings.push(w);
