@@ -442,6 +442,27 @@ pub struct LiveArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub tree: TreeArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// Trace directory to write, e.g. `-d /tmp/run1.data`
+    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub trace: TraceOptions,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// What `record` and live mode trace: a program to start, or a running
+/// process.
+#[derive(Args, Debug)]
+pub struct RunArgs {
     /// Attach to the running process PID instead of starting a program:
     /// trace all its threads until it ends or fctrace is interrupted
     /// (Ctrl-C), e.g. `fctrace record -p 1234`
@@ -466,37 +487,15 @@ pub struct LiveArgs {
     pub command: Vec<OsString>,
 }
 
-#[derive(Args, Debug)]
-pub struct RecordArgs {
-    /// Trace directory to write, e.g. `-d /tmp/run1.data`
-    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
-    pub dir: PathBuf,
-    #[command(flatten)]
-    pub trace: TraceOptions,
-    #[command(flatten)]
-    pub filter: FilterArgs,
-    /// Attach to the running process PID instead of starting a program:
-    /// trace all its threads until it ends or fctrace is interrupted
-    /// (Ctrl-C), e.g. `fctrace record -p 1234`
-    #[arg(
-        short = 'p',
-        long = "pid",
-        value_name = "PID",
-        conflicts_with = "command"
-    )]
-    pub pid: Option<u32>,
-    /// With -p: detach after this long (`500ms`, `10s`, `2m`), e.g.
-    /// `fctrace record -p 1234 --duration 10s`
-    #[arg(long = "duration", value_name = "TIME", requires = "pid", value_parser = parse_duration)]
-    pub duration: Option<std::time::Duration>,
-    /// The program to run, then its arguments
-    #[arg(
-        value_name = "PROGRAM",
-        required_unless_present = "pid",
-        trailing_var_arg = true,
-        num_args = 1..
-    )]
-    pub command: Vec<OsString>,
+impl RunArgs {
+    /// The program to start, or the process to attach to (`--tid` of
+    /// `filter` choosing its threads).
+    pub fn target(&self, filter: &FilterArgs) -> anyhow::Result<crate::recorder::Target<'_>> {
+        Ok(match self.pid {
+            Some(pid) => crate::recorder::Target::Attach(pid, self.duration, filter.tids()?),
+            None => crate::recorder::Target::Launch(&self.command),
+        })
+    }
 }
 
 #[derive(Args, Debug)]
@@ -743,26 +742,6 @@ pub fn short_usage() -> String {
          `fctrace --help` lists every option, `fctrace COMMAND --help` a command's.\n",
     );
     text
-}
-
-impl LiveArgs {
-    /// The program to start, or the process to attach to.
-    pub fn target(&self) -> anyhow::Result<crate::recorder::Target<'_>> {
-        Ok(match self.pid {
-            Some(pid) => crate::recorder::Target::Attach(pid, self.duration, self.filter.tids()?),
-            None => crate::recorder::Target::Launch(&self.command),
-        })
-    }
-}
-
-impl RecordArgs {
-    /// The program to start, or the process to attach to.
-    pub fn target(&self) -> anyhow::Result<crate::recorder::Target<'_>> {
-        Ok(match self.pid {
-            Some(pid) => crate::recorder::Target::Attach(pid, self.duration, self.filter.tids()?),
-            None => crate::recorder::Target::Launch(&self.command),
-        })
-    }
 }
 
 /// `--duration`: a time as `-t` takes it (`500ms`, `10s`, `2m`).

@@ -456,6 +456,24 @@ fn assert_code_is_the_files(pid: u32, ctx: &str) {
     assert!(checked >= 2, "{ctx}: {maps}");
 }
 
+/// Ctrl-C on an attached `fctrace record -p PID`: it detaches from `pid`
+/// and ends with status 0; what it said on stderr.
+fn ctrl_c(t: Driven, err: Receiver<String>, pid: u32) -> Vec<String> {
+    Command::new("kill")
+        .args(["-INT", &t.child.id().to_string()])
+        .status()
+        .unwrap();
+    let (_, st) = t.finish();
+    let said: Vec<String> = err.iter().collect();
+    assert_eq!(st.code(), Some(0), "{said:?}");
+    assert!(
+        said.iter()
+            .any(|l| l.contains(&format!("detached from process {pid}"))),
+        "{said:?}"
+    );
+    said
+}
+
 /// Starts `fctrace record -p PID` (with `extra` options), waits until it
 /// says it attached.
 fn start_attached(pid: u32, dir: &Path, extra: &[&str]) -> (Driven, Receiver<String>) {
@@ -485,19 +503,7 @@ fn detached_process_runs_on_with_its_own_code() {
         prog.wait_for(&format!("round {round}"));
     }
     // Ctrl-C on fctrace: it detaches and ends.
-    let fct = t.child.id() as i32;
-    Command::new("kill")
-        .args(["-INT", &fct.to_string()])
-        .status()
-        .unwrap();
-    let (_, st) = t.finish();
-    let said: Vec<String> = err.iter().collect();
-    assert_eq!(st.code(), Some(0), "{said:?}");
-    assert!(
-        said.iter()
-            .any(|l| l.contains(&format!("detached from process {pid}"))),
-        "{said:?}"
-    );
+    ctrl_c(t, err, pid);
     let ctx = format!("trace {}", dir.path.display());
     assert_code_is_the_files(pid, &ctx);
     // Untraced now, and as natively.
@@ -719,13 +725,7 @@ fn a_process_in_its_own_pid_and_mount_namespace() {
     let (t, err) = start_attached(pid, &dir.path, &[]);
     prog.send("go");
     prog.wait_for("round 1");
-    Command::new("kill")
-        .args(["-INT", &t.child.id().to_string()])
-        .status()
-        .unwrap();
-    let (_, st) = t.finish();
-    let said: Vec<String> = err.iter().collect();
-    assert_eq!(st.code(), Some(0), "{said:?}");
+    ctrl_c(t, err, pid);
     assert_code_is_the_files(pid, "attach.c in its own namespaces");
     prog.send("quit");
     let (out, status) = prog.finish();
@@ -760,13 +760,7 @@ fn tid_chooses_the_threads_to_trace() {
     let (t, err) = start_attached(pid, &dir.path, &["--tid", &compute]);
     prog.send("go");
     prog.wait_for("round 1");
-    Command::new("kill")
-        .args(["-INT", &t.child.id().to_string()])
-        .status()
-        .unwrap();
-    let (_, st) = t.finish();
-    let said: Vec<String> = err.iter().collect();
-    assert_eq!(st.code(), Some(0), "{said:?}");
+    ctrl_c(t, err, pid);
     // Not a thread of the process: an error, nothing traced.
     let r = fctrace(&[
         "record",

@@ -23,7 +23,12 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         .tempdir()
         .context("cannot create a private temporary directory for the trace")?;
     let result = (|| -> anyhow::Result<_> {
-        let out = recorder::record(args.target()?, tmp.path(), &args.trace, &options)?;
+        let out = recorder::record(
+            args.run.target(&args.filter)?,
+            tmp.path(),
+            &args.trace,
+            &options,
+        )?;
         let trace =
             fctrace_format::store::Trace::open(tmp.path()).context("reading the recorded trace")?;
         filter::warn_unmatched(&trace, &options);
@@ -39,7 +44,7 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     // Removed before ending like the program (which may mean a signal).
     let _ = tmp.close();
     let exit = result?;
-    if args.pid.is_some() {
+    if args.run.pid.is_some() {
         // The process is not fctrace's child: its end is its parent's.
         return Ok(ExitCode::SUCCESS);
     }

@@ -5,7 +5,7 @@ use crate::recorder;
 use std::process::ExitCode;
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
-    if !args.filter.tid.is_empty() && args.pid.is_none() {
+    if !args.filter.tid.is_empty() && args.run.pid.is_none() {
         anyhow::bail!(
             "--tid selects threads of a recorded trace, whose ids are known only once it \
              ran: give it to `fctrace replay` or `fctrace report` (`fctrace info` lists the \
@@ -20,16 +20,21 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     }
     // Bad filter or argument specs are errors before anything runs.
     let mut options = args.filter.to_options_with(&args.trace)?;
-    if args.pid.is_some() {
+    if args.run.pid.is_some() {
         // --tid chose the threads to trace: the trace holds those only.
         options.tids.clear();
     }
-    let out = recorder::record(args.target()?, &args.dir, &args.trace, &options)?;
+    let out = recorder::record(
+        args.run.target(&args.filter)?,
+        &args.dir,
+        &args.trace,
+        &options,
+    )?;
     // What was not recorded, and why (also in the trace's warnings).
     for note in &out.notes {
         eprintln!("fctrace: {note}");
     }
-    if args.pid.is_some() {
+    if args.run.pid.is_some() {
         // The process is not fctrace's child: its end is its parent's.
         return Ok(ExitCode::SUCCESS);
     }

@@ -80,9 +80,7 @@ pub struct Pager {
 /// The pager command: $FCTRACE_PAGER, else $PAGER (run by `sh -c`, as git
 /// runs them), else `less -R`; none when the chosen one is empty or `cat`.
 fn pager_command() -> Option<Command> {
-    let chosen = ["FCTRACE_PAGER", "PAGER"]
-        .iter()
-        .find_map(std::env::var_os);
+    let chosen = ["FCTRACE_PAGER", "PAGER"].iter().find_map(std::env::var_os);
     let mut command = match chosen {
         Some(cmd) => {
             let text = cmd.to_string_lossy();

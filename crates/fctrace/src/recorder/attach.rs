@@ -529,6 +529,21 @@ impl Tracee {
         Ok(out.rax as i64)
     }
 
+    /// `len` bytes of fresh memory mapped by the worker (read-write), for
+    /// what fctrace hands the agent; the caller unmaps them.
+    fn scratch(&mut self, gadget: u64, len: u64) -> Result<u64> {
+        let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+        let private = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+        let at = self.syscall(gadget, libc::SYS_mmap, &[0, len, rw, private, u64::MAX, 0])?;
+        if (-4095..0).contains(&at) {
+            bail!(
+                "the process could not map memory for fctrace: {}",
+                std::io::Error::from_raw_os_error(-at as i32)
+            );
+        }
+        Ok(at as u64)
+    }
+
     /// A function called by the worker, on its own stack below the red
     /// zone, returning to address 0; its result.
     fn call(&mut self, func: u64, args: &[u64]) -> Result<u64> {
@@ -882,28 +897,11 @@ pub fn begin(pid: i32) -> Result<Attaching> {
     let mut t = Tracee::seize(pid)?;
     let gadget = syscall_gadget(&t, &maps, &libc_path)?;
     t.pick_worker(true)?;
-    let scratch = t.syscall(
-        gadget,
-        libc::SYS_mmap,
-        &[
-            0,
-            SCRATCH_LEN,
-            (libc::PROT_READ | libc::PROT_WRITE) as u64,
-            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64,
-            u64::MAX,
-            0,
-        ],
-    )?;
-    if (-4095..0).contains(&scratch) {
-        bail!(
-            "the process could not map memory for fctrace: {}",
-            std::io::Error::from_raw_os_error(-scratch as i32)
-        );
-    }
+    let scratch = t.scratch(gadget, SCRATCH_LEN)?;
     Ok(Attaching {
         t,
         gadget,
-        scratch: scratch as u64,
+        scratch,
         dlopen,
         dlerror,
         shared_fd: None,
@@ -1272,25 +1270,7 @@ fn call_detach(
         words.extend_from_slice(&[tid as u64, r.rip, r.fs_base]);
     }
     let len = (4096 + words.len() * 8).next_multiple_of(4096) as u64;
-    let scratch = t.syscall(
-        gadget,
-        libc::SYS_mmap,
-        &[
-            0,
-            len,
-            (libc::PROT_READ | libc::PROT_WRITE) as u64,
-            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64,
-            u64::MAX,
-            0,
-        ],
-    )?;
-    if (-4095..0).contains(&scratch) {
-        bail!(
-            "the process could not map memory for fctrace: {}",
-            std::io::Error::from_raw_os_error(-scratch as i32)
-        );
-    }
-    let scratch = scratch as u64;
+    let scratch = t.scratch(gadget, len)?;
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
     let err_at = scratch;
     let arr = scratch + 4096;
