@@ -464,8 +464,8 @@ pub struct RecordArgs {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Attach to the running process PID instead of starting a program:
-    /// trace all its threads until it ends or fctrace is interrupted
-    /// (Ctrl-C), e.g. `fctrace record -p 1234`
+    /// trace its threads (all, or --tid's) until it ends, --duration passes
+    /// or Ctrl-C, then detach, e.g. `fctrace record -p 1234`
     #[arg(
         short = 'p',
         long = "pid",

@@ -784,3 +784,32 @@ fn tid_chooses_the_threads_to_trace() {
     assert!(calls_ending(&rep, "tick") >= TICKS, "{ctx}");
     assert_eq!(calls_ending(&rep, "step"), 0, "{ctx}");
 }
+
+#[test]
+fn live_mode_attaches_and_prints_the_tree() {
+    let exe = attach_program();
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    // `fctrace -p PID`: the tree on stdout once it has detached.
+    let mut t =
+        Driven::start(Command::new(fctrace_bin()).args(["-p", &pid.to_string(), "-F", "step"]));
+    let err = read_lines(t.child.stderr.take().unwrap());
+    let line = err.recv_timeout(Duration::from_secs(60)).expect("attached");
+    assert!(line.contains("attached"), "{line}");
+    prog.send("go");
+    prog.wait_for("round 1");
+    let fct = t.child.id().to_string();
+    Command::new("kill").args(["-INT", &fct]).status().unwrap();
+    let (tree, st) = t.finish();
+    let said: Vec<String> = err.iter().collect();
+    assert_eq!(st.code(), Some(0), "{said:?}");
+    // -F step: the tree is main's STEPS calls of step, nothing else.
+    let calls: Vec<&str> = tree.lines().filter(|l| l.contains(" | ")).collect();
+    assert_eq!(calls.len() as u64, STEPS, "{tree}");
+    assert!(calls.iter().all(|l| l.ends_with("| step();")), "{tree}");
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert!(out.ends_with("done after 1 rounds"), "{out}");
+    assert_eq!(status.code(), Some(3));
+}
