@@ -261,6 +261,20 @@ impl TextColumn {
         Ok(())
     }
 
+    /// `n` null rows (a run of calls without this text: most of them).
+    pub fn push_nulls(&mut self, mut n: usize, z: &mut zstd::bulk::Compressor<'_>) -> Result<()> {
+        while n > 0 {
+            let k = n.min(PAGE_VALUES - self.defs.len());
+            self.defs.resize(self.defs.len() + k, 0);
+            self.rows += k as u64;
+            n -= k;
+            if self.defs.len() == PAGE_VALUES {
+                self.end_page(z)?;
+            }
+        }
+        Ok(())
+    }
+
     fn end_page(&mut self, z: &mut zstd::bulk::Compressor<'_>) -> Result<()> {
         if self.defs.is_empty() {
             return Ok(());

@@ -234,9 +234,7 @@ impl Encoder {
 
     fn encode(&mut self, b: &Batch) -> parquet::errors::Result<()> {
         let z = &mut self.z;
-        let mut args = b.args.iter().peekable();
-        let mut retval = b.retval.iter().peekable();
-        for (i, r) in b.rows.iter().enumerate() {
+        for r in &b.rows {
             self.task.push(r.task, z)?;
             self.depth.push(r.depth, z)?;
             self.func.push(r.func, z)?;
@@ -247,11 +245,6 @@ impl Encoder {
             let duration = r.end_ns.saturating_sub(r.start_ns);
             self.duration_ns.push(returned.then_some(duration as i64));
             self.self_ns.push(returned.then_some(r.self_ns as i64));
-            let row = i as u32;
-            let text = args.next_if(|(at, _)| *at == row).map(|(_, t)| t.data());
-            self.args.push(text, z)?;
-            let text = retval.next_if(|(at, _)| *at == row).map(|(_, t)| t.data());
-            self.retval.push(text, z)?;
             let s = &mut self.stats[r.func as usize];
             s.calls += 1;
             if returned {
@@ -264,6 +257,16 @@ impl Encoder {
                 s.min_ns = Some(s.min_ns.map_or(duration, |m| m.min(duration)));
                 s.max_ns = Some(s.max_ns.map_or(duration, |m| m.max(duration)));
             }
+        }
+        // The text columns: the rows that have one, and runs of nulls.
+        for (column, texts) in [(&mut self.args, &b.args), (&mut self.retval, &b.retval)] {
+            let mut next = 0;
+            for (row, text) in texts {
+                column.push_nulls(*row as usize - next, z)?;
+                column.push(Some(text.data()), z)?;
+                next = *row as usize + 1;
+            }
+            column.push_nulls(b.rows.len() - next, z)?;
         }
         Ok(())
     }
