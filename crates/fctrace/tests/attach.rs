@@ -681,7 +681,7 @@ fn a_fork_while_attached_is_a_task_of_its_own() {
     let exe = attach_program();
     let commands = ["go", "fork", "go"];
     let (native_out, native_status, _) = drive_with(&exe, None, &commands, false);
-    assert!(native_out.contains("child of round 2"), "{native_out}");
+    assert!(native_out.contains("forked child 2"), "{native_out}");
     let dir = TraceDir::new("attach-fork");
     let (out, status, run) = drive_with(&exe, Some(&dir.path), &commands, true);
     let run = run.unwrap();

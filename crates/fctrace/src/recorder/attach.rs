@@ -1191,12 +1191,8 @@ pub fn detach(pid: i32, agent: &[u8], between: &mut dyn FnMut()) -> Result<()> {
             // instructions at a time (it leaves a stub in some dozens),
             // a few hundred times; then every thread runs for a moment.
             let mut r = Ok(Err(None));
-            for _k in 0..400 {
-                let t0 = Instant::now();
+            for _ in 0..400 {
                 r = call_detach(&mut t, gadget, base + entry_offset);
-                if std::env::var_os("FCTRACE_DEBUG_DETACH").is_some() {
-                    eprintln!("detach: call {_k} {:?}", t0.elapsed());
-                }
                 match r {
                     Ok(Err(Some(Inside::Thread(i))))
                         if Some(i) != t.worker.as_ref().map(|w| w.index) =>
@@ -1215,9 +1211,6 @@ pub fn detach(pid: i32, agent: &[u8], between: &mut dyn FnMut()) -> Result<()> {
         match r {
             Ok(()) => return Ok(()),
             Err(None) if Instant::now() < deadline => {
-                if std::env::var_os("FCTRACE_DEBUG_DETACH").is_some() {
-                    eprintln!("detach: retry");
-                }
                 between();
                 std::thread::sleep(Duration::from_millis(1));
             }

@@ -83,7 +83,7 @@ int main(void) {
                 for (long i = 0; i < STEPS; i++)
                     step(i);
                 char msg[64];
-                int n = snprintf(msg, sizeof msg, "child of round %d", round + 1);
+                int n = snprintf(msg, sizeof msg, "forked child %d", round + 1);
                 got(msg, n);
                 _exit(0);
             }
