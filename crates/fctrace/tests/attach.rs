@@ -118,16 +118,11 @@ fn read_lines(from: impl std::io::Read + Send + 'static) -> Receiver<String> {
     rx
 }
 
-/// Drives attach.c through its rounds; with `attach`, `fctrace record -p`
-/// is attached once the program is ready. Returns the program's output and
-/// status, and fctrace's run.
-fn drive(exe: &Path, attach: Option<&Path>) -> (String, std::process::ExitStatus, Option<Run>) {
-    drive_with(exe, attach, &["go"; ROUNDS], true)
-}
-
-/// As [`drive`], with these commands (each makes the next round's line);
-/// with `detach`, fctrace detaches (Ctrl-C) before the program is told to
-/// quit, else the program ends while traced.
+/// Drives a program through `commands` (each makes the next round's
+/// line), then "quit"; with `attach`, `fctrace record -p` is attached once
+/// the program is ready, and with `detach` it detaches (Ctrl-C) before the
+/// program is told to quit, else the program ends while traced. Returns the
+/// program's output and status, and fctrace's run.
 fn drive_with(
     exe: &Path,
     attach: Option<&Path>,
@@ -214,24 +209,42 @@ fn drive_with(
     (out, status, run)
 }
 
-#[test]
-fn attached_process_runs_as_natively_and_every_thread_is_traced() {
-    let exe = attach_program();
-    let (native_out, native_status, _) = drive(&exe, None);
-    assert!(
-        native_out.contains("reader: 7 bytes: round 3"),
-        "{native_out}"
-    );
-    let dir = TraceDir::new("attach");
-    // The process ends while traced.
-    let (out, status, run) = drive_with(&exe, Some(&dir.path), &["go"; ROUNDS], false);
+/// Drives `exe` natively, then with fctrace attached (`commands`; with
+/// `detach`, fctrace detaches before the end): fctrace ends with status 0,
+/// and the program's output (which has `expect`) and exit status (3) are
+/// the native run's. The trace.
+fn attached_as_natively(
+    exe: &Path,
+    label: &str,
+    commands: &[&str],
+    detach: bool,
+    expect: &str,
+) -> TraceDir {
+    let (native_out, native_status, _) = drive_with(exe, None, commands, false);
+    assert!(native_out.contains(expect), "{native_out}");
+    let dir = TraceDir::new(label);
+    let (out, status, run) = drive_with(exe, Some(&dir.path), commands, detach);
     let run = run.unwrap();
     assert_no_panic(&run);
     assert_eq!(run.code(), Some(0), "{}", run.describe());
-    // Same output (no EINTR in the reader), same exit status.
     assert_eq!(out, native_out);
     assert_eq!(status.code(), Some(3));
-    assert_eq!(status.code(), native_status.code());
+    assert_eq!(native_status.code(), Some(3));
+    dir
+}
+
+#[test]
+fn attached_process_runs_as_natively_and_every_thread_is_traced() {
+    let exe = attach_program();
+    // The process ends while traced. Same output (no EINTR in the
+    // reader), same exit status.
+    let dir = attached_as_natively(
+        &exe,
+        "attach",
+        &["go"; ROUNDS],
+        false,
+        "reader: 7 bytes: round 3",
+    );
 
     let rep = report(&dir.path);
     let calls = |name: &str| {
@@ -390,19 +403,13 @@ fn attach_errors_are_clear() {
 #[test]
 fn exceptions_thrown_after_attaching_are_caught_as_natively() {
     let exe = cxx_program("attach_throw.cpp", "-O2", &["-O2"]);
-    let (native_out, native_status, _) = drive(&exe, None);
-    assert!(
-        native_out.contains("round 3: caught boom 3"),
-        "{native_out}"
+    let dir = attached_as_natively(
+        &exe,
+        "attach-throw",
+        &["go"; ROUNDS],
+        true,
+        "round 3: caught boom 3",
     );
-    let dir = TraceDir::new("attach-throw");
-    let (out, status, run) = drive(&exe, Some(&dir.path));
-    let run = run.unwrap();
-    assert_no_panic(&run);
-    assert_eq!(run.code(), Some(0), "{}", run.describe());
-    assert_eq!(out, native_out);
-    assert_eq!(status.code(), Some(3));
-    assert_eq!(native_status.code(), Some(3));
     let text = replay_text(&dir.path);
     let ctx = format!("trace {}\n{text}", dir.path.display());
     assert_eq!(
@@ -492,7 +499,7 @@ fn start_attached(pid: u32, dir: &Path, extra: &[&str]) -> (Driven, Receiver<Str
 #[test]
 fn detached_process_runs_on_with_its_own_code() {
     let exe = attach_program();
-    let (native_out, native_status, _) = drive(&exe, None);
+    let (native_out, native_status, _) = drive_with(&exe, None, &["go"; ROUNDS], false);
     let mut prog = Driven::start(&mut Command::new(&exe));
     prog.wait_for("ready");
     let pid = prog.child.id();
@@ -616,19 +623,13 @@ fn rust_threads_and_panics_while_attached() {
         &["-Copt-level=2"],
     )
     .build();
-    let (native_out, native_status, _) = drive(&exe, None);
-    assert!(
-        native_out.contains("round 3: sum 500500, caught true"),
-        "{native_out}"
+    let dir = attached_as_natively(
+        &exe,
+        "attach-rs",
+        &["go"; ROUNDS],
+        true,
+        "round 3: sum 500500, caught true",
     );
-    let dir = TraceDir::new("attach-rs");
-    let (out, status, run) = drive(&exe, Some(&dir.path));
-    let run = run.unwrap();
-    assert_no_panic(&run);
-    assert_eq!(run.code(), Some(0), "{}", run.describe());
-    assert_eq!(out, native_out);
-    assert_eq!(status.code(), Some(3));
-    assert_eq!(native_status.code(), Some(3));
     let rep = report(&dir.path);
     let ctx = format!("trace {}", dir.path.display());
     assert_eq!(calls_ending(&rep, "::step"), ROUNDS as u64 * STEPS, "{ctx}");
@@ -656,15 +657,13 @@ fn rust_threads_and_panics_while_attached() {
 #[test]
 fn sqlite_in_a_loop_while_attached() {
     let exe = sqlite_program("attach_sqlite.c", "-O2");
-    let (native_out, native_status, _) = drive(&exe, None);
-    assert!(native_out.contains("round 3: rows 300"), "{native_out}");
-    let dir = TraceDir::new("attach-sqlite");
-    let (out, status, run) = drive(&exe, Some(&dir.path));
-    let run = run.unwrap();
-    assert_no_panic(&run);
-    assert_eq!(run.code(), Some(0), "{}", run.describe());
-    assert_eq!(out, native_out);
-    assert_eq!(status.code(), native_status.code());
+    let dir = attached_as_natively(
+        &exe,
+        "attach-sqlite",
+        &["go"; ROUNDS],
+        true,
+        "round 3: rows 300",
+    );
     let rep = report(&dir.path);
     let ctx = format!("trace {}", dir.path.display());
     // Per round: BEGIN, 100 INSERTs, COMMIT, SELECT.
@@ -679,16 +678,13 @@ fn sqlite_in_a_loop_while_attached() {
 #[test]
 fn a_fork_while_attached_is_a_task_of_its_own() {
     let exe = attach_program();
-    let commands = ["go", "fork", "go"];
-    let (native_out, native_status, _) = drive_with(&exe, None, &commands, false);
-    assert!(native_out.contains("forked child 2"), "{native_out}");
-    let dir = TraceDir::new("attach-fork");
-    let (out, status, run) = drive_with(&exe, Some(&dir.path), &commands, true);
-    let run = run.unwrap();
-    assert_no_panic(&run);
-    assert_eq!(run.code(), Some(0), "{}", run.describe());
-    assert_eq!(out, native_out);
-    assert_eq!(status.code(), native_status.code());
+    let dir = attached_as_natively(
+        &exe,
+        "attach-fork",
+        &["go", "fork", "go"],
+        true,
+        "forked child 2",
+    );
     let rep = report(&dir.path);
     let ctx = format!("trace {}", dir.path.display());
     // main's three rounds and the child's.
