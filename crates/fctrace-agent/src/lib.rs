@@ -375,6 +375,13 @@ pub unsafe extern "C" fn fctrace_agent_detach(
     let Some(shm) = shm::get() else {
         return fail(err, err_len, "the agent is not tracing this process");
     };
+    if !shm::attached() {
+        return fail(
+            err,
+            err_len,
+            "the process was started under fctrace (its agent preloaded): it cannot be detached",
+        );
+    }
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() } as u32;
     // Threads left untraced may be traced at a later attach.

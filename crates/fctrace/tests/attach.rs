@@ -809,3 +809,42 @@ fn live_mode_attaches_and_prints_the_tree() {
     assert!(out.ends_with("done after 1 rounds"), "{out}");
     assert_eq!(status.code(), Some(3));
 }
+
+#[test]
+fn a_child_forked_while_attached_is_detached_from_too() {
+    let exe = attach_program();
+    let (native_out, native_status, _) = drive_with(&exe, None, &["go", "stay", "go"], false);
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    let dir = TraceDir::new("attach-stay");
+    let (t, err) = start_attached(pid, &dir.path, &[]);
+    prog.send("go");
+    prog.wait_for("round 1");
+    prog.send("stay");
+    prog.wait_for("round 2");
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+    let child: u32 = children
+        .split_whitespace()
+        .next()
+        .and_then(|c| c.parse().ok())
+        .expect("the child that stays");
+    ctrl_c(t, err, pid);
+    // Both have their files' code again; the child runs on (its calls of
+    // step go on) until main quits.
+    assert_code_is_the_files(pid, "main process after detaching");
+    assert_code_is_the_files(child, "forked child after detaching");
+    prog.send("go");
+    prog.wait_for("round 3");
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert_eq!(out, native_out);
+    assert_eq!(status.code(), native_status.code());
+    assert_eq!(status.code(), Some(3));
+    let rep = report(&dir.path);
+    let ctx = format!("trace {}", dir.path.display());
+    let info = info_text(&dir.path);
+    assert_eq!(info.matches(": fork of task ").count(), 1, "{ctx}\n{info}");
+    // main's two rounds, and the child's calls before the detach.
+    assert!(calls_ending(&rep, "step") > 2 * STEPS, "{ctx}");
+}

@@ -277,7 +277,19 @@ pub fn record(
                     let _ = mem.drain_some(&mut |t, ev| sink.take(&mem, t, ev));
                 };
                 match attach::detach(pid as i32, AGENT, &mut between) {
-                    Ok(()) => detached = Some(started.elapsed()),
+                    Ok(()) => {
+                        detached = Some(started.elapsed());
+                        // The processes it forked while traced hold the
+                        // agent too (not those that exec'd since: a
+                        // preloaded agent of theirs cannot be detached).
+                        for child in forked_children(&mem, pid) {
+                            if let Err(e) = attach::detach(child as i32, AGENT, &mut between) {
+                                if attach::alive(child as i32) {
+                                    detach_failure = Some(format!("{e:#}"));
+                                }
+                            }
+                        }
+                    }
                     Err(e) => detach_failure = Some(format!("{e:#}")),
                 }
                 break;
@@ -441,6 +453,31 @@ pub fn record(
         ));
     }
     Ok(Outcome { exit, notes })
+}
+
+/// The live processes `pid` forked while fctrace was attached to it (each
+/// one's last program image a fork's, not an exec's), when the task table's
+/// numbers are fctrace's (not another PID namespace's).
+fn forked_children(mem: &shm::SharedMemory, pid: u32) -> Vec<u32> {
+    if attach::own_tid(pid as i32, pid as i32) != pid as i32 {
+        return Vec::new();
+    }
+    let tasks = mem.tasks();
+    let mut pids: Vec<u32> = tasks
+        .iter()
+        .filter(|t| t.pid != pid && t.origin == ORIGIN_FORK)
+        .map(|t| t.pid)
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids.retain(|&p| {
+        let last = tasks
+            .iter()
+            .filter(|t| t.pid == p)
+            .max_by_key(|t| t.session);
+        last.is_some_and(|t| t.origin == ORIGIN_FORK) && attach::alive(p as i32)
+    });
+    pids
 }
 
 /// How the trace's warnings about events that were not recorded begin.

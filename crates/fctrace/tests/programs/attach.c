@@ -6,8 +6,11 @@
  * the reader reads whole (an EINTR would show in its line) and hands to
  * `got`. "fork" does the same in a child process it forks and waits for
  * (the child calls `step` STEPS times and `got` once, then exits).
- * "quit" ends the threads and the program (exit status 3). */
+ * "stay" forks a child that calls `step` every millisecond until main
+ * quits, then does a round. "quit" ends the threads (and such a child)
+ * and the program (exit status 3). */
 #include <errno.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -22,6 +25,9 @@ static volatile int stop;
 static volatile long sink;
 static int fds[2];
 static volatile long ticks[2];
+/* The child "stay" forked, and the pipe that keeps it going. */
+static pid_t stay_pid;
+static int stay_fd = -1;
 
 __attribute__((noinline)) int tick(int x) { return x + 1; }
 __attribute__((noinline)) long step(long x) { sink += x; return sink; }
@@ -76,6 +82,24 @@ int main(void) {
     while (read_command(line, sizeof line)) {
         if (!strncmp(line, "quit", 4))
             break;
+        if (!strncmp(line, "stay", 4) && !stay_pid) {
+            int p[2];
+            if (pipe(p))
+                return 2;
+            fflush(stdout);
+            pid_t child = fork();
+            if (child == 0) {
+                close(p[1]);
+                struct pollfd pf = {p[0], POLLIN, 0};
+                /* Until main closes its end (end of file). */
+                for (long i = 0; poll(&pf, 1, 1) == 0; i++)
+                    step(i);
+                _exit(0);
+            }
+            close(p[0]);
+            stay_fd = p[1];
+            stay_pid = child;
+        }
         if (!strncmp(line, "fork", 4)) {
             fflush(stdout);
             pid_t child = fork();
@@ -100,6 +124,11 @@ int main(void) {
         int n = snprintf(msg, sizeof msg, "round %d", ++round);
         if (write(fds[1], msg, n) != n)
             return 2;
+    }
+    if (stay_pid) {
+        int st;
+        close(stay_fd);
+        waitpid(stay_pid, &st, 0);
     }
     stop = 1;
     for (int i = 0; i < 2; i++)
