@@ -848,3 +848,36 @@ fn a_child_forked_while_attached_is_detached_from_too() {
     // main's two rounds, and the child's calls before the detach.
     assert!(calls_ending(&rep, "step") > 2 * STEPS, "{ctx}");
 }
+
+#[test]
+fn a_process_that_only_computes() {
+    // Its one thread makes no system call: fctrace loads the agent from
+    // it while it runs the program's own code.
+    let exe = c_program("attach_spin.c", "-O2", &["-O2"]);
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    let dir = TraceDir::new("attach-spin");
+    let (t, err) = start_attached(pid, &dir.path, &["--duration", "200ms"]);
+    let (_, st) = t.finish();
+    let said: Vec<String> = err.iter().collect();
+    assert_eq!(st.code(), Some(0), "{said:?}");
+    assert!(
+        said.iter().any(|l| l.contains("detached from process")),
+        "{said:?}"
+    );
+    assert_code_is_the_files(pid, "attach_spin.c after detaching");
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let (out, status) = prog.finish();
+    assert_eq!(out, "ready\ndone: counted");
+    assert_eq!(status.code(), Some(3));
+    let rep = report(&dir.path);
+    assert!(
+        calls_ending(&rep, "spin_step") > 1000,
+        "trace {}",
+        dir.path.display()
+    );
+}

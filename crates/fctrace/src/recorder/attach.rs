@@ -78,8 +78,27 @@ const QUIET: &[i64] = &[
 ];
 
 /// How long fctrace waits for a thread of the process to reach a system
-/// call where it can load the agent.
+/// call (or the program's own code) where it can load the agent.
 const QUIET_WAIT: Duration = Duration::from_secs(5);
+
+/// How often, while waiting for a quiet system call, fctrace looks for a
+/// thread running the program's own code instead.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// The executable mappings of the program's own file (not of a library).
+fn own_code(pid: i32) -> Vec<(u64, u64)> {
+    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+        return Vec::new();
+    };
+    let exe = exe.to_string_lossy().into_owned();
+    let exe = exe.trim_end_matches(" (deleted)");
+    mappings(pid)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.perms.contains('x') && m.path.trim_end_matches(" (deleted)") == exe)
+        .map(|m| (m.start, m.end))
+        .collect()
+}
 
 /// What the attach entry is given: the agent's variables (as a preloaded
 /// agent finds them in its environment).
@@ -389,16 +408,25 @@ impl Tracee {
             }
         }
         let deadline = Instant::now() + QUIET_WAIT;
+        let mut next_look = Instant::now() + LOOK_EVERY;
         while self.worker.is_none() {
             if Instant::now() > deadline {
                 self.stop_all()?;
                 bail!(
-                    "no thread of process {} made a system call within {} s: fctrace loads its \
-                     agent from a thread at a system call (a program that only computes cannot \
-                     be attached to yet)",
+                    "no thread of process {} made a system call or ran the program's own code \
+                     within {} s: fctrace loads its agent from a thread at one of those points",
                     self.pid,
                     QUIET_WAIT.as_secs()
                 );
+            }
+            if Instant::now() > next_look {
+                // Threads that only compute make no system call: one
+                // stopped in the program's own code holds no lock of the
+                // C library or the loader either.
+                if self.stop_in_own_code()? {
+                    break;
+                }
+                next_look = Instant::now() + LOOK_EVERY;
             }
             let mut idle = true;
             for i in 0..self.threads.len() {
@@ -456,6 +484,38 @@ impl Tracee {
         }
         self.forget_gone();
         self.stop_all()
+    }
+
+    /// Stops every thread; if one is in the program's own code (the
+    /// executable's, not in a system call), it becomes the worker and the
+    /// others stay stopped (true); else they all run on under
+    /// `PTRACE_SYSCALL` (false).
+    fn stop_in_own_code(&mut self) -> Result<bool> {
+        for i in 0..self.threads.len() {
+            if self.threads[i].stopped || self.threads[i].tid == -1 {
+                continue;
+            }
+            let _ = ptrace(libc::PTRACE_INTERRUPT, self.threads[i].tid, 0, 0);
+            self.wait_stopped(i)?;
+        }
+        self.forget_gone();
+        let own = own_code(self.pid);
+        let mut order: Vec<usize> = (0..self.threads.len()).collect();
+        order.sort_by_key(|&i| self.threads[i].tid != self.pid);
+        for i in order {
+            let r = get_regs(self.threads[i].tid)?;
+            if r.orig_rax as i64 == -1 && own.iter().any(|&(a, b)| r.rip >= a && r.rip < b) {
+                self.worker = Some(Worker { index: i, saved: r });
+                return Ok(true);
+            }
+        }
+        for t in &mut self.threads {
+            t.in_syscall = false;
+            if ptrace(libc::PTRACE_SYSCALL, t.tid, 0, 0).is_ok() {
+                t.stopped = false;
+            }
+        }
+        Ok(false)
     }
 
     fn worker_tid(&self) -> i32 {
