@@ -223,7 +223,7 @@ extern "C" fn agent_init() {
 
 fn setup() {
     let Some(cfg) = take_config() else { return };
-    match std::panic::catch_unwind(|| start(&cfg, false)) {
+    match std::panic::catch_unwind(|| start(&cfg, None)) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => warn(&format!("cannot trace this program: {e}")),
         Err(_) => warn("internal error while setting up tracing; the program runs untraced"),
@@ -272,7 +272,8 @@ pub unsafe extern "C" fn fctrace_agent_attach(
     };
     let result = match value(ENV_SHM) {
         None => Err("no shared memory named".to_string()),
-        Some(_) if shm::set_attached() || shm::session() != 0 => {
+        // (A preloaded agent has a session: it is not marked attached.)
+        Some(_) if shm::session() != 0 || shm::set_attached() => {
             Err("the agent is already tracing this process".to_string())
         }
         Some(shm) => {
@@ -283,7 +284,6 @@ pub unsafe extern "C" fn fctrace_agent_attach(
                 parent: None,
                 options: value(ENV_OPTIONS).unwrap_or_default(),
             };
-            instrument::modules::set_stopped_threads(rips);
             shm::set_attach_tids(
                 value("FCTRACE_TIDS")
                     .unwrap_or_default()
@@ -301,7 +301,7 @@ pub unsafe extern "C" fn fctrace_agent_attach(
                      in this process: attach with the same ones"
                         .to_string(),
                 ),
-                _ => match std::panic::catch_unwind(|| start(&cfg, true)) {
+                _ => match std::panic::catch_unwind(|| start(&cfg, Some(rips))) {
                     Ok(r) => r,
                     Err(_) => Err("internal error while setting up tracing".to_string()),
                 },
@@ -384,24 +384,18 @@ pub unsafe extern "C" fn fctrace_agent_detach(
     }
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() } as u32;
-    // Threads left untraced may be traced at a later attach.
-    for t in list.chunks_exact(3).filter(|t| t[2] != 0) {
-        let busy = (t[2] as i64 + off + 8) as *mut u64;
-        // SAFETY: the stopped thread's TLS word, as above.
-        unsafe {
-            if busy.read_volatile() == tls::BUSY_UNTRACED {
-                busy.write_volatile(0);
-            }
-        }
-    }
     // Each stopped thread's state, found through its own TLS word (not its
     // id, which may be another PID namespace's number): its frames' return
-    // addresses back, its last events handed over, its words cleared.
+    // addresses back, its last events handed over, its words cleared (a
+    // thread left untraced may be traced at a later attach).
     for t in list.chunks_exact(3).filter(|t| t[2] != 0) {
         let word = (t[2] as i64 + off) as *mut u64;
         // SAFETY: the stopped thread's TLS words, as above; a non-null
         // state word points to one of the agent's states (never freed).
         unsafe {
+            if word.add(1).read_volatile() == tls::BUSY_UNTRACED {
+                word.add(1).write_volatile(0);
+            }
             let st = word.read_volatile() as *mut runtime::state::ThreadState;
             if let Some(st) = st.as_mut() {
                 runtime::frames::restore_all(st);
@@ -466,7 +460,9 @@ fn fail(err: *mut u8, err_len: usize, msg: &str) -> i32 {
     -1
 }
 
-fn start(cfg: &Config, attaching: bool) -> Result<(), String> {
+/// Starts tracing. `attaching`: loaded into a running process, whose other
+/// threads are stopped at these instruction pointers; None: preloaded.
+fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
     if !x86_64::codegen::has_xsave() {
         return Err("this CPU lacks xsave".into());
     }
@@ -484,19 +480,19 @@ fn start(cfg: &Config, attaching: bool) -> Result<(), String> {
     let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
     shm::set_session(sid);
     let nest = shm.header().flags & fctrace_format::shm::FLAG_NEST_LIBCALL != 0;
-    if attaching {
+    if attaching.is_some() {
         for e in instrument::modules::bind_interposers() {
             warn(&format!("attaching: {e}"));
         }
     }
-    instrument::modules::instrument_process(shm, sid, &cfg.dir, nest)?;
+    instrument::modules::instrument_process(shm, sid, &cfg.dir, nest, attaching.unwrap_or(&[]))?;
     let (parent, origin) = match cfg.parent {
         Some(p) => (p, fctrace_format::shm::ORIGIN_EXEC),
         None => (u32::MAX, fctrace_format::shm::ORIGIN_START),
     };
     // Attaching, every thread (this one too) registers at its first
     // traced call.
-    if !attaching && thread::init_thread(shm, sid, parent, origin).is_none() {
+    if attaching.is_none() && thread::init_thread(shm, sid, parent, origin).is_none() {
         return Err("cannot register the main thread".into());
     }
     unwind::watch_thread_exit();

@@ -247,13 +247,7 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
     );
 
     let rep = report(&dir.path);
-    let calls = |name: &str| {
-        rep.functions
-            .iter()
-            .filter(|f| f.name == name)
-            .map(|f| f.calls)
-            .sum::<u64>()
-    };
+    let calls = |name: &str| calls_named(&rep, name);
     let ctx = format!("trace {}", dir.path.display());
     // Every call main made after fctrace attached.
     assert_eq!(calls("step"), ROUNDS as u64 * STEPS, "{ctx}");
@@ -264,16 +258,7 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
     let info = info_text(&dir.path);
     assert_eq!(info.matches(": attach, pid").count(), 4, "{ctx}\n{info}");
     let text = replay_text(&dir.path);
-    // Calls per thread.
-    let per_tid = |f: &str| {
-        let mut t: std::collections::BTreeMap<&str, u64> = Default::default();
-        for l in text.lines().filter(|l| l.contains(&format!(" {f}()"))) {
-            if let Some(tid) = l.split('[').nth(1).and_then(|r| r.split(']').next()) {
-                *t.entry(tid.trim()).or_default() += 1;
-            }
-        }
-        t
-    };
+    let per_tid = |f: &str| calls_per_tid(&text, &format!(" {f}()"));
     // Each compute thread made at least TICKS calls per round while main
     // waited for them.
     let ticks = per_tid("tick");
@@ -521,13 +506,7 @@ fn detached_process_runs_on_with_its_own_code() {
     assert_eq!(out, native_out);
     assert_eq!(status.code(), native_status.code());
     let rep = report(&dir.path);
-    let calls = |name: &str| {
-        rep.functions
-            .iter()
-            .filter(|f| f.name == name)
-            .map(|f| f.calls)
-            .sum::<u64>()
-    };
+    let calls = |name: &str| calls_named(&rep, name);
     assert_eq!(calls("step"), 2 * STEPS, "{ctx}");
     assert_eq!(calls("got"), 2, "{ctx}");
     assert_eq!(rep.lost_events, 0, "{ctx}");
@@ -605,6 +584,27 @@ fn a_hundred_attach_and_detach_cycles_leave_the_process_flat() {
     assert_eq!(status.code(), Some(3));
 }
 
+/// Calls of the function named `name`, in the report.
+fn calls_named(rep: &Report, name: &str) -> u64 {
+    rep.functions
+        .iter()
+        .filter(|f| f.name == name)
+        .map(|f| f.calls)
+        .sum()
+}
+
+/// Per thread id, the lines of replay's `text` that hold `call` (a call's
+/// opening or leaf line, e.g. " tick()").
+fn calls_per_tid(text: &str, call: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut t = std::collections::BTreeMap::new();
+    for l in text.lines().filter(|l| l.contains(call)) {
+        if let Some(tid) = l.split('[').nth(1).and_then(|r| r.split(']').next()) {
+            *t.entry(tid.trim().to_string()).or_default() += 1;
+        }
+    }
+    t
+}
+
 /// Calls of the functions whose name ends with `suffix`, in the report.
 fn calls_ending(rep: &Report, suffix: &str) -> u64 {
     rep.functions
@@ -641,12 +641,7 @@ fn rust_threads_and_panics_while_attached() {
         "{ctx}"
     );
     // Each worker's ticks, at least as many as main waited for.
-    let mut per_tid: std::collections::BTreeMap<&str, u64> = Default::default();
-    for l in text.lines().filter(|l| l.contains("::tick()")) {
-        if let Some(tid) = l.split('[').nth(1).and_then(|r| r.split(']').next()) {
-            *per_tid.entry(tid.trim()).or_default() += 1;
-        }
-    }
+    let per_tid = calls_per_tid(&text, "::tick()");
     assert_eq!(per_tid.len(), 2, "{ctx}: {per_tid:?}");
     assert!(
         per_tid.values().all(|&n| n >= ROUNDS as u64 * TICKS),

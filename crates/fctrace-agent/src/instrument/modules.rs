@@ -395,6 +395,10 @@ struct Session {
     next_id: u32,
     /// Stub arenas: (module path, module base, arena base, arena size).
     arenas: Vec<(String, u64, u64, usize)>,
+    /// Attaching (`fctrace -p`): the instruction pointers of the process's
+    /// threads, stopped while the start-up patches are written (none at a
+    /// preloaded start, nor for libraries loaded later).
+    stopped: Vec<u64>,
     /// Arenas of unloaded libraries: (module path, module base, arena).
     free_arenas: Vec<(String, u64, Arena)>,
 }
@@ -465,7 +469,16 @@ fn read_code(addr: u64, len: usize) -> &'static [u8] {
     unsafe { std::slice::from_raw_parts(addr as *const u8, len) }
 }
 
-pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<(), String> {
+/// Instruments the process's modules. `stopped`: attaching, where its
+/// stopped threads are (no patch may cut an instruction one of them is
+/// about to run).
+pub fn instrument_process(
+    shm: &Shm,
+    sid: u32,
+    dir: &str,
+    nest: bool,
+    stopped: &[u64],
+) -> Result<(), String> {
     let modules = loaded_modules();
     let main = modules.first().ok_or("no modules loaded")?;
     let mut out = SymFile::create(&format!("{dir}/sessions/{sid}.sym"))?;
@@ -493,6 +506,7 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
         next_id: 0,
         arenas: Vec::new(),
         free_arenas: Vec::new(),
+        stopped: stopped.to_vec(),
     };
     let me = agent_module().unwrap_or_default();
 
@@ -522,6 +536,8 @@ pub fn instrument_process(shm: &Shm, sid: u32, dir: &str, nest: bool) -> Result<
     }
     instrument_main(&mut s, main, &lib_entries)?;
     publish(&mut s)?;
+    // Libraries loaded later are patched while their threads run on.
+    s.stopped.clear();
     if nest {
         if let Err(e) = install_load_hook(&modules, &interp) {
             crate::runtime::log::warn(&format!(
@@ -898,24 +914,19 @@ fn instrument_imports(
     Stubs::finish(stubs)
 }
 
-/// When attaching to a running process: the instruction pointers of its
-/// threads, stopped while the agent patches (none at a preloaded start).
-static STOPPED_AT: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
-
-/// Notes where the process's stopped threads are, before patching.
-pub fn set_stopped_threads(rips: &[u64]) {
-    let mut v = STOPPED_AT.lock().unwrap_or_else(|e| e.into_inner());
-    v.clear();
-    v.extend_from_slice(rips);
-}
-
-/// A stopped thread's instruction pointer strictly inside one of the
-/// `writes` (address, length): the thread would resume mid-instruction.
-fn stopped_inside(writes: &[(u64, u64)]) -> Option<u64> {
-    let v = STOPPED_AT.lock().unwrap_or_else(|e| e.into_inner());
-    v.iter()
-        .copied()
-        .find(|&r| writes.iter().any(|&(a, n)| r > a && r < a + n))
+/// A `stopped` thread's instruction pointer strictly inside one of the
+/// writes of `plan`'s patch (to a stub at `stub`): the thread would resume
+/// mid-instruction. Nothing to look at but when attaching.
+fn stopped_inside(stopped: &[u64], plan: &Plan, stub: u64) -> Option<u64> {
+    if stopped.is_empty() {
+        return None;
+    }
+    let mut found = None;
+    patch::patch_bytes(plan, stub, |a, b| {
+        let end = a + b.len() as u64;
+        found = found.or(stopped.iter().copied().find(|&r| r > a && r < end));
+    });
+    found
 }
 
 /// Arena bytes reserved per function for its stub (a typical stub takes
@@ -1020,11 +1031,7 @@ impl Stubs {
                 }
                 // Attaching: a thread stopped inside the bytes a patch
                 // replaces would resume in the middle of the new code.
-                let mut writes = Vec::new();
-                patch::patch_bytes(plan, st.arena.cursor(), |a, b| {
-                    writes.push((a, b.len() as u64))
-                });
-                if let Some(r) = stopped_inside(&writes) {
+                if let Some(r) = stopped_inside(&s.stopped, plan, st.arena.cursor()) {
                     return FuncStatus::NotTraced(format!(
                         "a thread was stopped inside its first bytes (at {r:#x}) when fctrace attached"
                     ));
@@ -1169,41 +1176,13 @@ fn protect(lo: u64, hi: u64, prot: i32) -> Result<(), String> {
 
 /// Redirects a GOT slot (which may lie in a read-only RELRO page).
 fn write_word(slot: u64, value: u64) -> Result<(), String> {
-    let prot = page_prot(slot).unwrap_or(libc::PROT_READ);
+    let prot = crate::runtime::maps::prot_of(slot).unwrap_or(libc::PROT_READ);
     protect(slot, slot + 8, libc::PROT_READ | libc::PROT_WRITE)?;
     journal::before_write(slot, 8);
     // SAFETY: the slot is an aligned GOT entry, writable now.
     unsafe { (slot as *mut u64).write(value) };
     protect(slot, slot + 8, prot)?;
     Ok(())
-}
-
-fn page_prot(addr: u64) -> Option<i32> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    for l in maps.lines() {
-        let mut it = l.split_whitespace();
-        let (range, perms) = (it.next()?, it.next()?);
-        let (a, b) = range.split_once('-')?;
-        let (a, b) = (
-            u64::from_str_radix(a, 16).ok()?,
-            u64::from_str_radix(b, 16).ok()?,
-        );
-        if (a..b).contains(&addr) {
-            let p = perms.as_bytes();
-            let mut prot = 0;
-            if p[0] == b'r' {
-                prot |= libc::PROT_READ;
-            }
-            if p[1] == b'w' {
-                prot |= libc::PROT_WRITE;
-            }
-            if p[2] == b'x' {
-                prot |= libc::PROT_EXEC;
-            }
-            return Some(prot);
-        }
-    }
-    None
 }
 
 /// Whether functions of the module at `path` may take the trap fallback
@@ -1306,7 +1285,6 @@ static RUNTIME: std::sync::Mutex<Option<Runtime>> = std::sync::Mutex::new(None);
 pub fn detach() {
     RUNTIME.lock().unwrap_or_else(|e| e.into_inner()).take();
     crate::runtime::frames::set_ret_sites(Vec::new());
-    set_stopped_threads(&[]);
 }
 
 /// glibc's `struct r_debug` (link.h): the dynamic linker's list of the base

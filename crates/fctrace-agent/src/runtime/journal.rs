@@ -4,6 +4,7 @@
 //! generated code. Nothing is noted for a preloaded agent (it never
 //! detaches). Set-up and detach paths only, never the hot path.
 
+use crate::runtime::maps::{mappings, Mapping};
 use std::sync::Mutex;
 
 struct Journal {
@@ -131,16 +132,6 @@ pub fn undo() -> usize {
 
 const PAGE: u64 = 4096;
 
-/// One line of /proc/self/maps.
-struct Mapping {
-    start: u64,
-    end: u64,
-    prot: i32,
-    offset: u64,
-    /// The file, if a file's and not deleted.
-    path: Option<String>,
-}
-
 fn same(a: Option<&Mapping>, b: Option<&Mapping>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => a.start == b.start,
@@ -173,36 +164,4 @@ fn drop_file_copies(lo: u64, hi: u64, m: &Mapping) {
             unsafe { libc::madvise(p as *mut libc::c_void, PAGE as usize, libc::MADV_DONTNEED) };
         }
     }
-}
-
-/// The process's mappings, from /proc/self/maps.
-fn mappings() -> Vec<Mapping> {
-    let text = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (range, perms, offset) = (f.next()?, f.next()?.as_bytes(), f.next()?);
-            let (_dev, _inode) = (f.next()?, f.next()?);
-            let rest: Vec<&str> = f.collect();
-            let path = (rest.len() == 1 && rest[0].starts_with('/')).then(|| rest[0].to_string());
-            let (a, b) = range.split_once('-')?;
-            let mut prot = 0;
-            if perms.first() == Some(&b'r') {
-                prot |= libc::PROT_READ;
-            }
-            if perms.get(1) == Some(&b'w') {
-                prot |= libc::PROT_WRITE;
-            }
-            if perms.get(2) == Some(&b'x') {
-                prot |= libc::PROT_EXEC;
-            }
-            Some(Mapping {
-                start: u64::from_str_radix(a, 16).ok()?,
-                end: u64::from_str_radix(b, 16).ok()?,
-                prot,
-                offset: u64::from_str_radix(offset, 16).ok()?,
-                path,
-            })
-        })
-        .collect()
 }

@@ -6,6 +6,7 @@ pub mod buffer;
 pub mod frames;
 pub mod journal;
 pub mod log;
+pub mod maps;
 pub mod real;
 pub mod shm;
 pub mod state;

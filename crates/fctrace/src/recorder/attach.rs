@@ -810,16 +810,9 @@ fn find_libc(pid: i32, maps: &[Mapping]) -> Result<(u64, String)> {
 pub fn preflight(pid: i32) -> Result<()> {
     let exe =
         std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| permission_error(pid, e))?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_err(|e| permission_error(pid, e))?;
-    let state = stat
-        .rsplit_once(") ")
-        .and_then(|(_, r)| r.chars().next())
-        .unwrap_or('?');
-    match state {
+    match run_state(pid).map_err(|e| permission_error(pid, e))? {
         'Z' | 'X' => bail!("process {pid} has ended (it is a zombie)"),
         'T' => bail!("process {pid} is stopped: continue it first (kill -CONT {pid})"),
-        't' => {}
         _ => {}
     }
     if let Some(t) = tracer_of(pid).filter(|&t| t != 0) {
@@ -1213,15 +1206,19 @@ impl Drop for HoldInterrupts {
     }
 }
 
+/// Process `pid`'s state letter (`R`, `S`, `T`, `Z`, ...: /proc/PID/stat).
+fn run_state(pid: i32) -> std::io::Result<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // After the command name, which may hold spaces and parentheses.
+    Ok(stat
+        .rsplit_once(") ")
+        .and_then(|(_, r)| r.chars().next())
+        .unwrap_or('?'))
+}
+
 /// Whether process `pid` still runs (a zombie has ended).
 pub fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !matches!(
-            s.rsplit_once(") ").and_then(|(_, r)| r.chars().next()),
-            Some('Z') | Some('X')
-        ),
-        Err(_) => false,
-    }
+    run_state(pid).is_ok_and(|c| c != 'Z' && c != 'X')
 }
 
 /// How long fctrace tries to find every thread of the process outside the

@@ -11,19 +11,11 @@ pub struct Arena {
 const PAGE: u64 = 4096;
 const REACH: u64 = 1 << 31;
 
-/// Mapped ranges of this process, from /proc/self/maps.
+/// Mapped ranges of this process, sorted.
 fn mapped_ranges() -> Vec<(u64, u64)> {
-    let text = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    let mut v: Vec<(u64, u64)> = text
-        .lines()
-        .filter_map(|l| {
-            let range = l.split_whitespace().next()?;
-            let (a, b) = range.split_once('-')?;
-            Some((
-                u64::from_str_radix(a, 16).ok()?,
-                u64::from_str_radix(b, 16).ok()?,
-            ))
-        })
+    let mut v: Vec<(u64, u64)> = crate::runtime::maps::mappings()
+        .iter()
+        .map(|m| (m.start, m.end))
         .collect();
     v.sort();
     v
