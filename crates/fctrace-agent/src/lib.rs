@@ -235,18 +235,21 @@ fn setup() {
 /// `dlopen`; every other thread of the process is stopped meanwhile).
 /// `config`: the variables a preloaded agent reads from its environment,
 /// `NAME=value` strings one after the other, each NUL-terminated, and an
-/// empty one at the end. `rips`: where the stopped threads are (no patch
-/// may cut an instruction one of them is about to run). Returns 0, or -1
-/// with the reason in `err` (NUL-terminated, truncated to `err_len`).
+/// empty one at the end. `threads`: the process's threads (this one too,
+/// as it was when stopped), `n_words` words: per thread its id, TLS base,
+/// instruction pointer (no patch may cut an instruction one of them is
+/// about to run), and its frames (`instrument::adopt::parse`): the calls
+/// they are in become their first traced calls. Returns 0, or -1 with the
+/// reason in `err` (NUL-terminated, truncated to `err_len`).
 ///
 /// # Safety
-/// `config` is such a list; `rips` holds `n_rips` words; `err` has room
-/// for `err_len` bytes.
+/// `config` is such a list; `threads` holds `n_words` words; `err` has
+/// room for `err_len` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fctrace_agent_attach(
     config: *const std::ffi::c_char,
-    rips: *const u64,
-    n_rips: usize,
+    threads: *const u64,
+    n_words: usize,
     err: *mut u8,
     err_len: usize,
 ) -> i32 {
@@ -263,8 +266,13 @@ pub unsafe extern "C" fn fctrace_agent_attach(
         }
         vars
     };
-    // SAFETY: the caller's array of `n_rips` words.
-    let rips = unsafe { std::slice::from_raw_parts(rips, if rips.is_null() { 0 } else { n_rips }) };
+    // SAFETY: the caller's array of `n_words` words.
+    let words =
+        unsafe { std::slice::from_raw_parts(threads, if threads.is_null() { 0 } else { n_words }) };
+    let Some(stopped) = instrument::adopt::parse(words) else {
+        return fail(err, err_len, "bad list of threads from fctrace");
+    };
+    let rips: Vec<u64> = stopped.iter().map(|t| t.rip).collect();
     let value = |key: &str| {
         vars.iter()
             .find_map(|v| v.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
@@ -301,7 +309,11 @@ pub unsafe extern "C" fn fctrace_agent_attach(
                      in this process: attach with the same ones"
                         .to_string(),
                 ),
-                _ => match std::panic::catch_unwind(|| start(&cfg, Some(rips))) {
+                _ => match std::panic::catch_unwind(|| {
+                    start(&cfg, Some(&rips))?;
+                    instrument::adopt::adopt(&stopped);
+                    Ok(())
+                }) {
                     Ok(r) => r,
                     Err(_) => Err("internal error while setting up tracing".to_string()),
                 },
@@ -422,6 +434,12 @@ pub unsafe extern "C" fn fctrace_agent_detach(
             st.shadow_map = 0;
             st.shadow_len = 0;
         }
+        if !st.adopt.is_null() {
+            // SAFETY: made by `Box::into_raw` (`instrument::adopt`), owned
+            // by the state, never recorded (the thread made no event).
+            drop(unsafe { Box::from_raw(st.adopt) });
+            st.adopt = std::ptr::null_mut();
+        }
         st.free.store(1, Ordering::Release);
     });
     let failed = teardown();
@@ -443,6 +461,7 @@ fn teardown() -> usize {
     signal::detach();
     process::detach();
     instrument::modules::detach();
+    filter::forget_ranges();
     shm::close();
     failed
 }
@@ -481,6 +500,7 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
     shm::set_session(sid);
     let nest = shm.header().flags & fctrace_format::shm::FLAG_NEST_LIBCALL != 0;
     if attaching.is_some() {
+        filter::want_ranges();
         for e in instrument::modules::bind_interposers() {
             warn(&format!("attaching: {e}"));
         }
@@ -496,6 +516,7 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
         return Err("cannot register the main thread".into());
     }
     unwind::watch_thread_exit();
+    runtime::buffer::set_on_adopted(unwind::watch_thread_exit);
     process::init(&cfg.shm, &cfg.dir, &cfg.agent, &cfg.options);
     signal::init();
     signal::init_triggers(&signal_triggers);

@@ -26,7 +26,11 @@
 //! where tracing resumed for the thread (a `trace_on` trigger), for the
 //! display filters, not shown; bits 1 and 2 (an *end mark*, one `func`,
 //! written alone, not after an entry): that call, open where tracing
-//! resumed but entered while it was off, returned or was unwound here.
+//! resumed but entered while it was off, returned or was unwound here;
+//! bit 3 (an *attach chain*, written alone, first in a task's events): the
+//! calls open on the thread when `fctrace -p` attached, whose entries were
+//! not recorded but whose returns are; consecutive attach chains continue
+//! one another (a chain holds at most [`MAX_ATTACH_CHAIN`] calls).
 //! Every number is little-endian. docs/format.md has the same table.
 
 pub const TAG_INT: u8 = 1;
@@ -45,6 +49,12 @@ pub const TAG_BACKTRACE: u8 = 11;
 pub const FLAG_RESUME: u8 = 2;
 /// Flags of a backtrace payload: an end mark ([`Writer::end_mark`]).
 pub const FLAG_END: u8 = 4;
+/// Flags of a backtrace payload: calls open when fctrace attached
+/// ([`Writer::attach_chain`]).
+pub const FLAG_ATTACH: u8 = 8;
+/// Calls one attach chain holds at most (a longer one is written as
+/// several, outermost part first), so that it fits an event's payload.
+pub const MAX_ATTACH_CHAIN: usize = 1000;
 /// Callers a recorded backtrace holds at most (its innermost ones).
 pub const MAX_BACKTRACE: usize = 256;
 
@@ -184,6 +194,20 @@ impl<'a> Writer<'a> {
         self.put(&[&func.to_le_bytes()]);
         true
     }
+    /// An attach chain: `funcs` (at most [`MAX_ATTACH_CHAIN`], outermost
+    /// first) were open when fctrace attached, entries not recorded.
+    pub fn attach_chain(&mut self, funcs: &[u32]) -> bool {
+        let n = funcs.len().min(MAX_ATTACH_CHAIN);
+        if self.full || 4 + 4 * n > self.room() {
+            self.full = true;
+            return false;
+        }
+        self.put(&[&[TAG_BACKTRACE, FLAG_ATTACH], &(n as u16).to_le_bytes()]);
+        for f in &funcs[..n] {
+            self.put(&[&f.to_le_bytes()]);
+        }
+        true
+    }
     /// A whole chain payload: a backtrace (`resume` false) or the calls
     /// open where tracing resumed (`resume`: flags bit 1).
     pub fn chain(&mut self, funcs: &[u32], cut: bool, resume: bool) -> bool {
@@ -214,6 +238,9 @@ pub struct Backtrace {
     /// An end mark: the one call of `funcs`, open where tracing resumed,
     /// ended here.
     pub end: bool,
+    /// An attach chain: calls open when fctrace attached (outermost
+    /// first), entries not recorded.
+    pub attached: bool,
 }
 
 /// The backtrace an `Args` payload holds, if it is one (`None` for values,
@@ -236,6 +263,7 @@ pub fn decode_backtrace(payload: &[u8]) -> Option<Backtrace> {
         cut: rest[0] & 1 != 0,
         resume: rest[0] & FLAG_RESUME != 0,
         end: rest[0] & FLAG_END != 0,
+        attached: rest[0] & FLAG_ATTACH != 0,
     })
 }
 
@@ -441,7 +469,8 @@ mod tests {
                 funcs: vec![7, 0, 70000],
                 cut: true,
                 resume: false,
-                end: false
+                end: false,
+                attached: false,
             })
         );
         // Not a value payload, and values are not a backtrace.
@@ -458,7 +487,8 @@ mod tests {
                 funcs: vec![],
                 cut: false,
                 resume: false,
-                end: false
+                end: false,
+                attached: false,
             })
         );
         let mut w = Writer::new(&mut buf);
@@ -470,7 +500,8 @@ mod tests {
                 funcs: vec![3, 4],
                 cut: false,
                 resume: true,
-                end: false
+                end: false,
+                attached: false,
             })
         );
         let mut w = Writer::new(&mut buf);
@@ -482,9 +513,31 @@ mod tests {
                 funcs: vec![9],
                 cut: false,
                 resume: true,
-                end: true
+                end: true,
+                attached: false,
             })
         );
+        let mut w = Writer::new(&mut buf);
+        assert!(w.attach_chain(&[1, 2, 3]));
+        let n = w.len();
+        assert_eq!(
+            decode_backtrace(&buf[..n]),
+            Some(Backtrace {
+                funcs: vec![1, 2, 3],
+                cut: false,
+                resume: false,
+                end: false,
+                attached: true,
+            })
+        );
+        // A longer chain than one holds is cut to MAX_ATTACH_CHAIN (the
+        // writer of several does the rest).
+        let mut big = vec![0u8; 8192];
+        let mut w = Writer::new(&mut big);
+        let many: Vec<u32> = (0..2000).collect();
+        assert!(w.attach_chain(&many));
+        let n = w.len();
+        assert_eq!(n, 4 + 4 * MAX_ATTACH_CHAIN);
         let mut w = Writer::new(&mut buf);
         assert!(w.int(IntFmt::Signed, 4, 1));
         let n = w.len();

@@ -72,6 +72,7 @@
 pub mod debugfile;
 pub mod dwarf;
 mod elf;
+pub mod unwind;
 mod x86;
 
 #[cfg(feature = "demangle")]

@@ -131,6 +131,9 @@ fn drive_with(
 ) -> (String, std::process::ExitStatus, Option<Run>) {
     let mut prog = Driven::start(&mut Command::new(exe));
     prog.wait_for("ready");
+    // Every thread that waits on a pipe is in read(2) (main on stdin, and
+    // attach.c's reader): the calls each is in are known.
+    wait_in_read(prog.child.id(), if exe == attach_program() { 2 } else { 1 });
     let tracer = attach.map(|dir| {
         let pid = prog.child.id().to_string();
         let mut t = Driven::start(Command::new(fctrace_bin()).args([
@@ -209,6 +212,46 @@ fn drive_with(
     (out, status, run)
 }
 
+/// Waits until at least `n` threads of process `pid` are blocked in
+/// read(2) (/proc/PID/task/TID/syscall names the system call a blocked
+/// thread is in).
+fn wait_in_read(pid: u32, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let reading = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|t| {
+                let t = t.ok()?;
+                std::fs::read_to_string(t.path().join("syscall")).ok()
+            })
+            .filter(|s| s.split_whitespace().next() == Some("0"))
+            .count();
+        if reading >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process {pid}: {reading} threads in read(2), not {n}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// The tree's lines of each task (by thread id), without the duration
+/// and tid columns: what follows `| `, indentation included.
+fn tree_lines(text: &str) -> std::collections::BTreeMap<String, Vec<&str>> {
+    let mut m: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let (Some(a), Some(b), Some(bar)) = (l.find('['), l.find(']'), l.find("| ")) else {
+            continue;
+        };
+        m.entry(l[a + 1..b].trim().to_string())
+            .or_default()
+            .push(&l[bar + 2..]);
+    }
+    m
+}
+
 /// Drives `exe` natively, then with fctrace attached (`commands`; with
 /// `detach`, fctrace detaches before the end): fctrace ends with status 0,
 /// and the program's output (which has `expect`) and exit status (3) are
@@ -268,6 +311,56 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
         "{ctx}: {ticks:?}"
     );
     assert_eq!(per_tid("got").len(), 1, "{ctx}");
+
+    // The calls each thread was in when fctrace attached show their
+    // returns at their depths, `(entry not recorded)`, and the calls made
+    // in them nest under them.
+    let ctx = format!(
+        "{ctx}\n{}",
+        text.lines().take(50).collect::<Vec<_>>().join("\n")
+    );
+    let tasks = tree_lines(&text);
+    let unrecorded =
+        |depth: usize, f: &str| format!("{}}} /* {f} */ (entry not recorded)", "  ".repeat(depth));
+    let main_tid = tasks
+        .iter()
+        .find(|(_, l)| l.iter().any(|l| l.contains("step()")))
+        .map(|(t, _)| t.clone())
+        .expect("main's task");
+    let main = &tasks[&main_tid];
+    // main > read_command > fgets (through the PLT: its frame is libc's).
+    assert_eq!(
+        main[..2],
+        [unrecorded(2, "fgets"), unrecorded(1, "read_command")],
+        "{ctx}"
+    );
+    assert_eq!(main.last().copied(), Some(&*unrecorded(0, "main")), "{ctx}");
+    assert!(
+        main.iter()
+            .filter(|l| l.contains("step"))
+            .all(|l| *l == "  step();"),
+        "{ctx}"
+    );
+    // The reader: reader > read.
+    let reader = tasks
+        .values()
+        .find(|l| l.iter().any(|l| l.contains("got(")))
+        .expect("the reader's task");
+    assert_eq!(reader[0], unrecorded(1, "read"), "{ctx}");
+    assert_eq!(
+        reader.last().copied(),
+        Some(&*unrecorded(0, "reader")),
+        "{ctx}"
+    );
+    // Each compute thread: compute (and maybe tick) open; ticks inside.
+    for tid in ticks.keys() {
+        let lines = &tasks[tid];
+        let (last, rest) = lines.split_last().unwrap();
+        assert_eq!(*last, unrecorded(0, "compute"), "{ctx}");
+        let tick = unrecorded(1, "tick");
+        let rest = rest.strip_prefix(&[&*tick][..]).unwrap_or(rest);
+        assert!(rest.iter().all(|l| *l == "  tick();"), "{ctx}");
+    }
 }
 
 #[test]
@@ -488,6 +581,7 @@ fn detached_process_runs_on_with_its_own_code() {
     let mut prog = Driven::start(&mut Command::new(&exe));
     prog.wait_for("ready");
     let pid = prog.child.id();
+    wait_in_read(pid, 2);
     let dir = TraceDir::new("attach-detach");
     let (t, err) = start_attached(pid, &dir.path, &[]);
     for round in 1..=2 {
@@ -510,19 +604,26 @@ fn detached_process_runs_on_with_its_own_code() {
     assert_eq!(calls("step"), 2 * STEPS, "{ctx}");
     assert_eq!(calls("got"), 2, "{ctx}");
     assert_eq!(rep.lost_events, 0, "{ctx}");
-    // Main was waiting in read_command when fctrace attached (not
-    // recorded), and again when it detached: that call, entered after the
-    // second round, is in progress, closed as such at its depth (main is
-    // not traced: 0).
+    // Main was waiting in read_command when fctrace attached (its return
+    // shown, the entry not recorded), and again when it detached: that
+    // call, entered after the second round, is in progress, closed as
+    // such; both at their depth under main.
     let text = replay_text(&dir.path);
     let lines: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("read_command"))
+        .map(|l| &l[l.find("| ").unwrap() + 2..])
         .collect();
-    assert_eq!(lines.len(), 4, "{ctx}\n{lines:?}");
-    assert!(
-        lines[3].ends_with("| } /* read_command */ (detached)"),
-        "{ctx}: {lines:?}"
+    assert_eq!(
+        lines,
+        [
+            "  } /* read_command */ (entry not recorded)",
+            "  read_command() {",
+            "  } /* read_command */",
+            "  read_command() {",
+            "  } /* read_command */ (detached)",
+        ],
+        "{ctx}"
     );
 }
 
@@ -638,6 +739,39 @@ fn rust_threads_and_panics_while_attached() {
     assert_eq!(
         text.matches("} /* attach_rs::boom */ (unwound)").count(),
         ROUNDS,
+        "{ctx}"
+    );
+    // main was in std's read_line, deep under attach_rs::main, when
+    // fctrace attached, and back there when it detached: the first line
+    // of its task closes a call whose entry was not recorded, its calls of
+    // `step` nest in attach_rs::main, which is closed at the detach, as
+    // is the C `main` at depth 0.
+    let tasks = tree_lines(&text);
+    let main = tasks
+        .values()
+        .find(|l| l.iter().any(|l| l.contains("attach_rs::step")))
+        .expect("main's task");
+    let ctx = format!("{ctx}\n{}", main[..main.len().min(40)].join("\n"));
+    assert!(main[0].trim_start().starts_with("} /* "), "{ctx}");
+    assert!(main[0].ends_with(" (entry not recorded)"), "{ctx}");
+    assert_eq!(
+        main.last().copied(),
+        Some("} /* main */ (detached)"),
+        "{ctx}"
+    );
+    let closing: Vec<&&str> = main
+        .iter()
+        .filter(|l| l.ends_with("} /* attach_rs::main */ (detached)"))
+        .collect();
+    assert_eq!(closing.len(), 1, "{ctx}");
+    let depth = closing[0].len() - closing[0].trim_start().len();
+    assert!(depth >= 2, "{ctx}");
+    let step = format!("{}attach_rs::step();", " ".repeat(depth + 2));
+    assert_eq!(
+        main.iter()
+            .filter(|l| l.contains("attach_rs::step"))
+            .count(),
+        main.iter().filter(|l| **l == step).count(),
         "{ctx}"
     );
     // Each worker's ticks, at least as many as main waited for.

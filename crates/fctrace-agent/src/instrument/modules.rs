@@ -556,6 +556,20 @@ pub fn instrument_process(
     Ok(())
 }
 
+/// The ids of the program's imports (its calls into libraries through
+/// its PLT and GOT), and the address range of its loaded segments.
+static MAIN_IMPORTS: std::sync::Mutex<(std::ops::Range<u32>, std::ops::Range<u64>)> =
+    std::sync::Mutex::new((0..0, 0..0));
+
+/// For a frame of the library function that import `id` calls (found by
+/// its code range), returning to `ret`: whether it is a call the import
+/// traces (one the program made: `ret` in the program's code). `None` if
+/// `id` is not an import (a function traced where it is defined).
+pub fn import_call_from_program(id: u32, ret: u64) -> Option<bool> {
+    let v = MAIN_IMPORTS.lock().unwrap_or_else(|e| e.into_inner());
+    v.0.contains(&id).then(|| v.1.contains(&ret))
+}
+
 /// Publishes the return sites of every function id (a new table, read
 /// atomically by other threads) and completes the session's symbol table
 /// (the functions' lines are written as their modules are instrumented).
@@ -567,8 +581,8 @@ fn publish(s: &mut Session) -> Result<(), String> {
         let mut flags = s.flags.clone();
         flags.resize(s.next_id as usize, 0);
         crate::recording::filter::set_flags(flags);
-        crate::recording::filter::publish_ranges();
     }
+    crate::recording::filter::publish_ranges();
     s.write_new_modules()?;
     s.out.flush().map_err(|e| e.to_string())?;
     Ok(())
@@ -797,6 +811,9 @@ fn instrument_imports(
     let first = s.next_id;
     s.next_id += n as u32;
     s.ret_sites.resize(s.next_id as usize, 0);
+    if let Ok(mut v) = MAIN_IMPORTS.lock() {
+        *v = (first..s.next_id, m.lo..m.hi);
+    }
     // The modules of the imports, with their lines first.
     let mut modules = Vec::with_capacity(n);
     let mut targets = Vec::with_capacity(n);

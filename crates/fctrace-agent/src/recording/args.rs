@@ -14,10 +14,10 @@
 //! SIGSEGV, and the value is recorded as unreadable. Functions without
 //! specs pay nothing: they never reach this module.
 
-use crate::runtime::shm;
+use crate::runtime::buffer::emit;
 use crate::runtime::state::ThreadState;
 use fctrace_format::argval::{IntFmt, Writer};
-use fctrace_format::event::{EventKind, RawEvent, MAX_PAYLOAD};
+use fctrace_format::event::{EventKind, MAX_PAYLOAD};
 use fctrace_options::{ArgSpec, Format, Item, Options, Source};
 use fctrace_symbols::dwarf::{self, Loc, Piece, Signatures, Ty};
 use std::collections::HashMap;
@@ -660,45 +660,5 @@ fn read_mem(pid: u32, addr: u64, out: &mut [u8]) -> usize {
         0
     } else {
         (r as usize).min(out.len())
-    }
-}
-
-/// Writes an `Args`/`Retval` record of `func` and its payload (at most
-/// `bound` bytes, written by `fill`) into the thread's buffer, in one
-/// reservation.
-pub(crate) fn emit(
-    st: &mut ThreadState,
-    kind: EventKind,
-    func: u32,
-    bound: usize,
-    fill: impl FnOnce(&mut Writer),
-) {
-    let Some(shm) = shm::get() else { return };
-    let bound = bound.min(MAX_PAYLOAD);
-    let n = bound.div_ceil(RawEvent::SIZE);
-    let rec = crate::runtime::buffer::reserve(shm, st, 1 + n);
-    if rec.is_null() {
-        return;
-    }
-    // SAFETY: `reserve` gave this thread 1 + n records at `rec`, which only
-    // it writes. The header first says "never completed" (no timestamp)
-    // with the whole reservation as payload, so that a process dying
-    // before the end leaves records the writer skips.
-    unsafe {
-        rec.write(RawEvent::with_payload(
-            kind,
-            func,
-            (n * RawEvent::SIZE) as u16,
-            0,
-        ));
-        let body = std::slice::from_raw_parts_mut(rec.add(1).cast::<u8>(), n * RawEvent::SIZE);
-        body.fill(0);
-        let mut w = Writer::new(body);
-        fill(&mut w);
-        let len = w.len();
-        // Records past the payload stay zero: skipped as never written.
-        let word = RawEvent::with_payload(kind, func, len as u16, 0).word;
-        std::ptr::write_volatile(std::ptr::addr_of_mut!((*rec).word), word);
-        std::ptr::write_volatile(std::ptr::addr_of_mut!((*rec).tsc), shm::rdtsc().max(1));
     }
 }

@@ -61,7 +61,7 @@ use crate::runtime::state::{
 use fctrace_format::argval::MAX_BACKTRACE;
 use fctrace_format::event::EventKind;
 use fctrace_options::{pattern::name_forms, Action, Options};
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 // Per-function flags.
@@ -479,6 +479,61 @@ unsafe fn entry_regs(slot: u64, xsave: *const u8, gprs: *const u64) -> args::Ent
     }
 }
 
+/// A call of `func` open on a thread when fctrace attached (its entry
+/// not seen), given to its new state outermost first
+/// (`instrument::adopt`): the `func` word of its shadow entry, with the
+/// filters' bits and the thread's filter state updated as its entry would
+/// have (`-F`/`-N` regions, `-D`, `-R`; triggers do not fire); `None` if
+/// the call would be neither recorded nor a region (no entry then).
+pub fn adopted_call(st: &mut ThreadState, func: u32) -> Option<u64> {
+    if !active() {
+        return Some(func as u64);
+    }
+    if st.gen == NEVER {
+        resync(st);
+    }
+    if st.filt.finished {
+        return None;
+    }
+    let flags = func_flags(func);
+    let v = vdepth(st);
+    recompute(st);
+    let visible = open(st) || (flags & F_FILTER != 0 && !st.filt.off && st.block & NT_MASK == 0);
+    let visible = visible && flags & F_NOTRACE == 0 && v < st.max as u64;
+    let retval = visible && flags & F_RETVAL != 0;
+    let region = flags & (F_FILTER | F_NOTRACE) != 0 || retval;
+    if !visible && !region {
+        return None;
+    }
+    let mut word = func as u64;
+    if region {
+        word |= E_SLOW_EXIT;
+    }
+    if !visible {
+        word |= E_HIDDEN;
+        st.hidden += 1;
+    }
+    if flags & F_FILTER != 0 {
+        word |= E_FILTER;
+        st.filt.fl += 1;
+    }
+    if flags & F_NOTRACE != 0 {
+        word |= E_NOTRACE;
+        st.block += 1;
+    }
+    if retval {
+        word |= E_RETVAL;
+    }
+    Some(word)
+}
+
+/// Ends [`adopted_call`]'s updates (once every call is pushed).
+pub fn adopted_calls_done(st: &mut ThreadState) {
+    if active() {
+        recompute(st);
+    }
+}
+
 /// Tracing resumed with the calls of `chain` open (outermost first), whose
 /// return-address slots are `slots`: each that the shadow stack does not
 /// hold (entered while tracing was off) gets a hidden entry there and its
@@ -558,7 +613,7 @@ fn decreasing(v: impl Iterator<Item = u64>) -> bool {
 /// is a chain of `func` alone with the end flag (`fctrace_format::argval`;
 /// the tree skips it, the display filters end the call there).
 fn record_end(st: &mut ThreadState, func: u32) {
-    args::emit(st, EventKind::Args, func, 8, |w| {
+    buffer::emit(st, EventKind::Args, func, 8, |w| {
         w.end_mark(func);
     });
 }
@@ -568,15 +623,41 @@ fn record_end(st: &mut ThreadState, func: u32) {
 /// backtrace, or with `resume` the calls open where tracing resumed;
 /// right after its `Entry` and before its own arguments.
 fn record_chain(st: &mut ThreadState, func: u32, callers: &[u32], cut: bool, resume: bool) {
-    args::emit(st, EventKind::Args, func, 4 + 4 * callers.len(), |w| {
+    buffer::emit(st, EventKind::Args, func, 4 + 4 * callers.len(), |w| {
         w.chain(callers, cut, resume);
     });
 }
 
+/// Set when attaching (`fctrace -p`): the functions' code ranges are kept
+/// for the calls open then (`instrument::adopt`), walks or not.
+static RANGES_WANTED: AtomicBool = AtomicBool::new(false);
+
+pub fn want_ranges() {
+    RANGES_WANTED.store(true, Ordering::Relaxed);
+}
+
+/// Whether the functions' code ranges are kept.
+fn ranges_on() -> bool {
+    RANGES_WANTED.load(Ordering::Relaxed) || CONFIG.get().is_some_and(|c| c.walks)
+}
+
+/// Drops the functions' code ranges (detaching: no thread runs the
+/// agent's code).
+pub fn forget_ranges() {
+    backtrace::forget_ranges();
+}
+
+/// The traced function whose code holds `pc` (noted by [`note_range`] or
+/// [`note_import_range`] and published), and its first address.
+pub fn func_at(pc: u64) -> Option<(u32, u64)> {
+    backtrace::func_at(pc)
+}
+
 /// Notes that the code of function `id` spans `[addr, addr + size)` (for
-/// the stack walks of `backtrace` and `trace_on` triggers; nothing without one).
+/// the stack walks of `backtrace` and `trace_on` triggers, and the calls
+/// open when attaching; nothing without them).
 pub fn note_range(id: u32, addr: u64, size: u64) {
-    if CONFIG.get().is_some_and(|c| c.walks) && size > 0 {
+    if ranges_on() && size > 0 {
         backtrace::note_range(id, addr, size);
     }
 }
@@ -586,7 +667,7 @@ pub fn note_range(id: u32, addr: u64, size: u64) {
 /// exports it with a size), so that its frames are named in backtraces
 /// as the calls recorded for it are.
 pub fn note_import_range(id: u32, target: u64) {
-    if !CONFIG.get().is_some_and(|c| c.walks) || crate::runtime::frames::in_agent(target) {
+    if !ranges_on() || crate::runtime::frames::in_agent(target) {
         return;
     }
     unsafe extern "C" {
@@ -620,7 +701,7 @@ pub fn note_import_range(id: u32, target: u64) {
 
 /// Publishes the ranges noted so far.
 pub fn publish_ranges() {
-    if CONFIG.get().is_some_and(|c| c.walks) {
+    if ranges_on() {
         backtrace::publish_ranges();
     }
 }
@@ -702,6 +783,20 @@ mod backtrace {
         p.push((addr, addr + size, id));
     }
 
+    pub fn forget_ranges() {
+        PENDING.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        PENDING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .shrink_to_fit();
+        let p = RANGES.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !p.is_null() {
+            // SAFETY: leaked by `publish_ranges`; no thread reads it (the
+            // caller's promise).
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+
     /// Publishes a new table (old ones are leaked: another thread may be
     /// reading one).
     pub fn publish_ranges() {
@@ -710,7 +805,7 @@ mod backtrace {
         RANGES.store(Box::leak(Box::new(v)), Ordering::Release);
     }
 
-    fn func_at(pc: u64) -> Option<u32> {
+    pub fn func_at(pc: u64) -> Option<(u32, u64)> {
         let p = RANGES.load(Ordering::Acquire);
         if p.is_null() {
             return None;
@@ -719,7 +814,7 @@ mod backtrace {
         let v = unsafe { &*p };
         let i = v.partition_point(|r| r.0 <= pc);
         let &(lo, hi, id) = v.get(i.checked_sub(1)?)?;
-        (lo..hi).contains(&pc).then_some(id)
+        (lo..hi).contains(&pc).then_some((id, lo))
     }
 
     /// First walk: the callee-saved registers (rbp, r12..r15) of the first
@@ -773,7 +868,7 @@ mod backtrace {
                 c.slots[k] = get_cfa()(ctx).saturating_sub(8);
             }
             // A return address: the call is the byte before.
-            if let Some(id) = func_at(ip - 1) {
+            if let Some((id, _)) = func_at(ip - 1) {
                 if c.n == MAX_BACKTRACE {
                     c.cut = true;
                     return STOP;

@@ -5,7 +5,8 @@
 
 use crate::runtime::shm::{self, Shm};
 use crate::runtime::state::ThreadState;
-use fctrace_format::event::EventKind;
+use fctrace_format::argval::Writer;
+use fctrace_format::event::{EventKind, RawEvent, MAX_PAYLOAD};
 use std::sync::atomic::Ordering;
 
 /// Hands the thread's buffer to the recorder now (before an exec); the
@@ -41,6 +42,10 @@ pub fn take_next_buffer(shm: &Shm, st: &mut ThreadState) -> bool {
 /// was handed over just before the recorder went away) writes into the
 /// process's scratch buffer, counted the same way.
 pub fn switch_buffer(shm: &Shm, st: &mut ThreadState) {
+    if st.buf == shm::pending_buffer() {
+        adopted(shm, st);
+        return;
+    }
     if st.buf != shm.buffer(st.buf_index) {
         // The scratch buffer.
         shm.recycle_own(st.buf);
@@ -57,6 +62,75 @@ pub fn switch_buffer(shm: &Shm, st: &mut ThreadState) {
     release_buffer(shm, st);
     if !take_next_buffer(shm, st) {
         st.buf = shm::scratch_buffer();
+    }
+}
+
+/// What a thread adopted when fctrace attached does at its first event
+/// (`runtime::thread::adopt_state`): set by the layers above (arming the
+/// thread-exit hook, which must run on the thread itself).
+static ON_ADOPTED: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+pub fn set_on_adopted(f: fn()) {
+    let _ = ON_ADOPTED.set(f);
+}
+
+/// The first event of a thread adopted when fctrace attached, on the
+/// thread itself: its task is registered (with its own thread id, as its
+/// PID namespace numbers it), it takes its first buffer and records the
+/// calls that were open when fctrace attached.
+#[cold]
+fn adopted(shm: &Shm, st: &mut ThreadState) {
+    st.buf = shm::scratch_buffer();
+    if let Some(f) = ON_ADOPTED.get() {
+        f();
+    }
+    if !shm.recording() {
+        return;
+    }
+    // SAFETY: gettid, getpid and getppid have no preconditions.
+    let (tid, pid, ppid) = unsafe {
+        (
+            libc::gettid() as u32,
+            libc::getpid() as u32,
+            libc::getppid() as u32,
+        )
+    };
+    let slot = shm.register_task(
+        tid,
+        pid,
+        ppid,
+        st.session,
+        u32::MAX,
+        fctrace_format::shm::ORIGIN_ATTACH,
+    );
+    st.tid = tid;
+    st.pid = pid;
+    st.task_slot = slot;
+    st.seq = 0;
+    if let Some(i) = shm.acquire(tid, pid, st.session, slot, 0) {
+        st.buf_index = i;
+        st.buf = shm.buffer(i);
+        record_attach_chain(st);
+    }
+}
+
+/// Records the calls open when fctrace attached that the thread's state
+/// still holds to record (one or more attach chains, outermost first),
+/// and forgets them.
+pub fn record_attach_chain(st: &mut ThreadState) {
+    if st.adopt.is_null() {
+        return;
+    }
+    // SAFETY: made by `Box::into_raw` in `adopt_state`, owned by the state.
+    let chain = unsafe { Box::from_raw(st.adopt) };
+    st.adopt = std::ptr::null_mut();
+    // (The event's function: the outermost, which display filters never
+    // hide, unlike the C runtime's.)
+    let outermost = chain.first().copied().unwrap_or(0);
+    for part in chain.chunks(fctrace_format::argval::MAX_ATTACH_CHAIN) {
+        emit(st, EventKind::Args, outermost, 4 + 4 * part.len(), |w| {
+            w.attach_chain(part);
+        });
     }
 }
 
@@ -135,5 +209,45 @@ pub fn release_parked(shm: &Shm, st: &ThreadState) {
     let parked = (st.park.swap(0, Ordering::AcqRel) & 0xffff_ffff) as u32;
     if parked != 0 {
         shm.release(parked - 1);
+    }
+}
+
+/// Writes an `Args`/`Retval` record of `func` and its payload (at most
+/// `bound` bytes, written by `fill`) into the thread's buffer, in one
+/// reservation.
+pub(crate) fn emit(
+    st: &mut ThreadState,
+    kind: EventKind,
+    func: u32,
+    bound: usize,
+    fill: impl FnOnce(&mut Writer),
+) {
+    let Some(shm) = shm::get() else { return };
+    let bound = bound.min(MAX_PAYLOAD);
+    let n = bound.div_ceil(RawEvent::SIZE);
+    let rec = reserve(shm, st, 1 + n);
+    if rec.is_null() {
+        return;
+    }
+    // SAFETY: `reserve` gave this thread 1 + n records at `rec`, which only
+    // it writes. The header first says "never completed" (no timestamp)
+    // with the whole reservation as payload, so that a process dying
+    // before the end leaves records the writer skips.
+    unsafe {
+        rec.write(RawEvent::with_payload(
+            kind,
+            func,
+            (n * RawEvent::SIZE) as u16,
+            0,
+        ));
+        let body = std::slice::from_raw_parts_mut(rec.add(1).cast::<u8>(), n * RawEvent::SIZE);
+        body.fill(0);
+        let mut w = Writer::new(body);
+        fill(&mut w);
+        let len = w.len();
+        // Records past the payload stay zero: skipped as never written.
+        let word = RawEvent::with_payload(kind, func, len as u16, 0).word;
+        std::ptr::write_volatile(std::ptr::addr_of_mut!((*rec).word), word);
+        std::ptr::write_volatile(std::ptr::addr_of_mut!((*rec).tsc), shm::rdtsc().max(1));
     }
 }

@@ -54,6 +54,30 @@ pub(crate) fn scratch_buffer() -> *mut fctrace_format::shm::BufHeader {
     h
 }
 
+/// The buffer of a thread whose task is not registered yet (an adopted
+/// one, `runtime::thread::adopt_state`): it never has room, so that its
+/// first event goes to the slow path, which registers it
+/// (`runtime::buffer::switch_buffer`). Nothing is ever written into it.
+pub(crate) fn pending_buffer() -> *mut fctrace_format::shm::BufHeader {
+    static PENDING: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+    let mut p = PENDING.load(Ordering::Acquire);
+    if p.is_null() {
+        let words = fctrace_format::shm::BUF_HEADER_SIZE.div_ceil(8);
+        p = Box::leak(vec![0u64; words].into_boxed_slice()).as_mut_ptr() as *mut u8;
+        let h = p as *mut fctrace_format::shm::BufHeader;
+        // SAFETY: the header just made, 8-aligned; pos is atomic. Far
+        // beyond any buffer's size: every reservation fails, and adding
+        // to it never wraps.
+        unsafe { (*h).pos.store(1 << 62, Ordering::Relaxed) };
+        if let Err(q) =
+            PENDING.compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
+        {
+            p = q;
+        }
+    }
+    p as *mut fctrace_format::shm::BufHeader
+}
+
 impl Shm {
     /// Opens and maps the recorder's memory file.
     pub fn open(path: &str) -> Result<&'static Shm, String> {

@@ -90,6 +90,12 @@ pub struct ThreadState {
     /// 1 once its thread no longer uses it (after a detach), to be
     /// reused by a new thread's state.
     pub free: std::sync::atomic::AtomicU32,
+    /// A thread that was running when `fctrace -p` attached, with traced
+    /// calls open (`instrument::adopt`): those calls (outermost first),
+    /// recorded as an attach chain before its first event, when its task
+    /// is registered (`runtime::buffer`); null otherwise. Its buffer is
+    /// then `shm::pending_buffer()`, which is always full.
+    pub adopt: *mut Vec<u32>,
 }
 
 pub const OFF_LIMIT: i32 = std::mem::offset_of!(ThreadState, limit) as i32;

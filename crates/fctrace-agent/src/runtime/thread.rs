@@ -91,11 +91,82 @@ pub fn init_thread(
         park: std::sync::atomic::AtomicU64::new(0),
         next: std::ptr::null_mut(),
         free: std::sync::atomic::AtomicU32::new(0),
+        adopt: std::ptr::null_mut(),
     };
     let st = keep_state(st);
     tls::set_state(st);
     // (The caller arms the thread-exit hook: `interpose::unwind`'s.)
     Some(st)
+}
+
+/// Makes the state of another thread of this process, stopped while
+/// `fctrace -p` attaches, with room for `calls` shadow entries: the
+/// caller pushes the traced calls that were open on it (`instrument::adopt`)
+/// and installs the state in the thread's TLS words. Its task is
+/// registered and its buffer taken at its first event, on the thread
+/// itself (`runtime::buffer`).
+pub fn adopt_state(session: u32, pid: u32, calls: usize) -> Option<&'static mut ThreadState> {
+    // Room for the calls, two spare entries and as many calls again as a
+    // new thread gets.
+    let need = (calls + 2) * SHADOW_ENTRY_SIZE + SHADOW_INITIAL;
+    let len = need.next_power_of_two().max(SHADOW_INITIAL);
+    if len > SHADOW_MAX {
+        return None;
+    }
+    // SAFETY: anonymous private mapping, checked below.
+    let shadow = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if shadow == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: within the new mapping, a spare entry at each end (as in
+    // `init_thread`).
+    let (base, end) = unsafe {
+        let base = (shadow as *mut ShadowEntry).add(1);
+        (base, base.add(len / SHADOW_ENTRY_SIZE - 2))
+    };
+    let st = ThreadState {
+        shadow_top: base,
+        shadow_end: end,
+        buf: shm::pending_buffer(),
+        shadow_base: base,
+        buf_index: 0,
+        seq: 0,
+        task_slot: u32::MAX,
+        tid: 0,
+        pid,
+        session,
+        unwind_sp: 0,
+        contexts: std::ptr::null_mut(),
+        limit: u64::MAX,
+        gen: NEVER,
+        block: 0,
+        hidden: 0,
+        max: u32::MAX,
+        filt: FilterState::default(),
+        shadow_map: shadow as u64,
+        shadow_len: len,
+        sig_frame: 0,
+        exit_stack: [ShadowEntry {
+            ret: 0,
+            slot: 0,
+            func: 0,
+        }; EXIT_ENTRIES + 1],
+        park: std::sync::atomic::AtomicU64::new(0),
+        next: std::ptr::null_mut(),
+        free: std::sync::atomic::AtomicU32::new(0),
+        adopt: std::ptr::null_mut(),
+    };
+    // SAFETY: states are never freed; this one is not the thread's yet.
+    Some(unsafe { &mut *keep_state(st) })
 }
 
 /// Whether the shadow stack may move now: no handler of a signal that
@@ -235,6 +306,10 @@ pub fn after_fork_child(shm: &Shm) {
         }
         None => st.buf = shm::scratch_buffer(),
     }
+    // A thread fctrace attached to that forked before its first event:
+    // the child starts with the calls open when fctrace attached (the
+    // parent's tree has none of them yet).
+    crate::runtime::buffer::record_attach_chain(st);
 }
 
 /// The first of every state made (linked by `next`); states are never

@@ -47,6 +47,16 @@ fn word_addr(i: i64) -> *mut u64 {
     (tp as i64 + offset() + i * 8) as *mut u64
 }
 
+/// This thread's thread pointer (its `fs` base).
+pub fn thread_pointer() -> u64 {
+    let tp: u64;
+    // SAFETY: as in `word_addr`.
+    unsafe {
+        asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags));
+    }
+    tp
+}
+
 pub fn state() -> *mut crate::runtime::state::ThreadState {
     // SAFETY: the word belongs to this thread's static TLS block.
     unsafe { word_addr(0).read() as *mut crate::runtime::state::ThreadState }

@@ -185,6 +185,9 @@ struct Chain {
     /// An end mark: the call of `funcs[0]`, open where tracing resumed
     /// (entered while it was off), ends here.
     end: bool,
+    /// The calls open when fctrace attached (entries not recorded), at
+    /// the start of a task.
+    attached: bool,
 }
 
 /// Per session: flags by function id, and the triggers of each triggered
@@ -568,6 +571,7 @@ impl<'t> Filter<'t> {
             backtraces: self.backtraces,
             notes: VecDeque::new(),
             marks: !self.resumes.is_empty(),
+            at_start: true,
         }
     }
 
@@ -895,11 +899,12 @@ fn read_chain(func: u32, src: &mut TaskEvents, ahead: &mut VecDeque<Event>) -> O
         super::args::push_data(&d, &mut bytes);
     }
     fctrace_format::argval::decode_backtrace(&bytes)
-        .filter(|b| !b.end)
+        .filter(|b| !b.end && !b.attached)
         .map(|b| Chain {
             funcs: b.funcs,
             resume: b.resume,
             end: false,
+            attached: false,
         })
 }
 
@@ -921,11 +926,12 @@ fn read_end_mark(src: &mut TaskEvents, ahead: &mut VecDeque<Event>) -> Option<Ch
         data.push(d);
     }
     let chain = fctrace_format::argval::decode_backtrace(&bytes)
-        .filter(|b| b.end && b.funcs.len() == 1)
+        .filter(|b| (b.end && b.funcs.len() == 1) || b.attached)
         .map(|b| Chain {
             funcs: b.funcs,
-            resume: true,
-            end: true,
+            resume: !b.attached,
+            end: b.end,
+            attached: b.attached,
         });
     if chain.is_none() {
         ahead.extend(data);
@@ -1319,6 +1325,9 @@ struct Visibility {
     /// The recording had `trace_on` triggers: its `Args` events may be end
     /// marks ([`Visibility::pull`]).
     marks: bool,
+    /// No entry or exit of the task read yet: its `Args` events may be
+    /// attach chains.
+    at_start: bool,
 }
 
 impl Visibility {
@@ -1342,6 +1351,7 @@ impl Visibility {
         self.shown = s.shown;
         self.limit = s.limit;
         self.stack = s.stack.clone();
+        self.at_start = true;
     }
 
     /// Tracing resumed with the calls of `chain` open (outermost first,
@@ -1403,7 +1413,7 @@ impl Visibility {
     /// payload right after the entry: `fctrace_format::argval`). The
     /// events read to find it are kept in `ahead`, in order.
     fn pull(
-        &self,
+        &mut self,
         src: &mut TaskEvents,
         ahead: &mut VecDeque<Event>,
     ) -> Option<(Event, Option<Chain>)> {
@@ -1415,6 +1425,9 @@ impl Visibility {
             Some(e) => (e, ahead.is_empty()),
             None => (src.next_event()?, true),
         };
+        if !matches!(e.kind, EventKind::Args | EventKind::Data) {
+            self.at_start = false;
+        }
         match e.kind {
             EventKind::Entry if self.bits(e.func) & (TRIGGER | RESUMES) != 0 => {
                 // A backtrace recorded where the recording's trace_on
@@ -1426,7 +1439,9 @@ impl Visibility {
                 });
                 Some((e, chain))
             }
-            EventKind::Args if fresh && self.marks => Some((e, read_end_mark(src, ahead))),
+            EventKind::Args if fresh && (self.marks || self.at_start) => {
+                Some((e, read_end_mark(src, ahead)))
+            }
             _ => Some((e, None)),
         }
     }
@@ -1452,6 +1467,15 @@ impl Visibility {
         }
         match e.kind {
             EventKind::Entry => self.entry(e, chain.filter(|c| c.resume || !was_on)),
+            EventKind::Args if chain.is_some_and(|c| c.attached) => {
+                // The calls open when fctrace attached: outer calls for
+                // the filters (the tree shows their returns where they
+                // come; it does not know their depth through filters).
+                for &f in chain.map(|c| &c.funcs[..]).unwrap_or(&[]) {
+                    self.outer_call(f);
+                }
+                None
+            }
             EventKind::Args if chain.is_some_and(|c| c.end) => {
                 // The end of a call open where tracing resumed: its
                 // frame (and any left above it) is gone; never shown.

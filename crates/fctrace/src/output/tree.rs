@@ -956,8 +956,13 @@ struct Frame {
     /// whole (a 4-byte id and padding made a slow partial copy).
     func: u64,
     name: Rc<TreeName>,
+    /// [`NOT_RECORDED`] for a call open when fctrace attached.
     entry_ns: u64,
 }
+
+/// `Frame::entry_ns` of a call whose entry was not recorded: open when
+/// fctrace attached (an attach chain, `fctrace_format::argval`).
+const NOT_RECORDED: u64 = u64::MAX;
 
 struct TaskState<S> {
     /// `[  tid] | `
@@ -1169,6 +1174,9 @@ impl<S: EventSource> TaskState<S> {
                         let Some(frame) = self.stack.pop() else {
                             return Ok(());
                         };
+                        if frame.entry_ns == NOT_RECORDED {
+                            return self.close_unrecorded(event, frame, j, out);
+                        }
                         let dur = event.ns.saturating_sub(frame.entry_ns);
                         let retval = match self.retval.take() {
                             Some((f, text)) if u64::from(f) == frame.func => Some(text),
@@ -1226,8 +1234,20 @@ impl<S: EventSource> TaskState<S> {
                 Ok(())
             }
             EventKind::Args => {
-                // Without its entry (not expected): skipped.
-                self.take_values(summary);
+                // Without its entry: the calls open when fctrace attached
+                // (an attach chain), else not expected and skipped.
+                let bytes = self.take_payload(summary);
+                if let Some(chain) = fctrace_format::argval::decode_backtrace(&bytes) {
+                    if chain.attached {
+                        for f in chain.funcs {
+                            self.stack.push(Frame {
+                                func: u64::from(f),
+                                name: names.get(self.session, f),
+                                entry_ns: NOT_RECORDED,
+                            });
+                        }
+                    }
+                }
                 Ok(())
             }
             EventKind::Data => Ok(()),
@@ -1356,6 +1376,50 @@ impl<S: EventSource> TaskState<S> {
         out.line(None, &self.column, self.stack.len(), &[&text])
     }
 
+    /// The return (or unwinding) of a call open when fctrace attached,
+    /// at depth `j`: `} /* name */ (entry not recorded)`, no duration.
+    #[cold]
+    #[inline(never)]
+    fn close_unrecorded(
+        &mut self,
+        event: Event,
+        frame: Frame,
+        j: usize,
+        out: &mut Sink,
+    ) -> io::Result<()> {
+        let unwound = if event.kind == EventKind::Unwind {
+            " (unwound)"
+        } else {
+            ""
+        };
+        match self.retval.take() {
+            Some((f, text)) if u64::from(f) == frame.func => out.line(
+                None,
+                &self.column,
+                j,
+                &[
+                    "} = ",
+                    &text,
+                    "; /* ",
+                    frame.name.bare(),
+                    " */ (entry not recorded)",
+                    unwound,
+                ],
+            ),
+            _ => out.line(
+                None,
+                &self.column,
+                j,
+                &[
+                    "} /* ",
+                    frame.name.bare(),
+                    " */ (entry not recorded)",
+                    unwound,
+                ],
+            ),
+        }
+    }
+
     fn close_not_returned(&mut self, out: &mut Sink) -> io::Result<()> {
         self.close_open(out, " */ (not returned)")
     }
@@ -1388,7 +1452,7 @@ impl<S: EventSource> TaskState<S> {
 mod tests {
     use super::*;
     use crate::output::testutil::{ev, fake_trace, FakeTask};
-    use fctrace_format::event::EventKind::{Entry, Exit, Lost, Unwind};
+    use fctrace_format::event::EventKind::{Args, Entry, Exit, Lost, Unwind};
 
     fn render(trace: &Trace) -> (String, TreeSummary) {
         let mut out = Vec::new();
@@ -1428,6 +1492,36 @@ mod tests {
         );
         assert_eq!(summary.events, 8);
         assert!(summary.errors.is_empty());
+    }
+
+    #[test]
+    fn calls_open_when_fctrace_attached_close_at_their_depth() {
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf. main > parse_args
+        // were running when fctrace attached (an attach chain first).
+        let mut events = crate::output::testutil::payload_events(Args, 0, 900, |w| {
+            assert!(w.attach_chain(&[0, 1]));
+        });
+        events.extend([
+            ev(Entry, 3, 1000),
+            ev(Exit, 3, 1100),
+            ev(Exit, 1, 1200),
+            ev(Entry, 2, 1300),
+            ev(Exit, 2, 1400),
+            ev(Exit, 0, 1500),
+        ]);
+        let (_dir, trace) = fake_trace(&[FakeTask::main(4321, events)]);
+        let (text, _) = render(&trace);
+        let body: Vec<&str> = text.lines().skip(2).collect();
+        assert_eq!(
+            body,
+            [
+                "   0.100 us [ 4321] |     leaf();",
+                "            [ 4321] |   } /* parse_args */ (entry not recorded)",
+                "   0.100 us [ 4321] |   strtol();",
+                "            [ 4321] | } /* main */ (entry not recorded)",
+            ],
+            "{text}"
+        );
     }
 
     #[test]

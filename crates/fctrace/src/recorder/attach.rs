@@ -996,7 +996,7 @@ impl Attaching {
     pub fn finish(mut self, agent: &[u8], cfg: &AttachConfig) -> Result<usize> {
         let entry_offset = agent_entry(agent, "fctrace_agent_attach")?;
         let config = config_bytes(cfg);
-        if config.len() as u64 + 8 * 65536 + 8192 > SCRATCH_LEN {
+        if config.len() as u64 + 8192 > SCRATCH_LEN {
             bail!("the options are too long to hand to the agent");
         }
         let (gadget, scratch) = (self.gadget, self.scratch);
@@ -1049,7 +1049,7 @@ fn load_and_start(
         ),
         None => load_agent(t, gadget, scratch, dlopen, dlerror, agent)?,
     };
-    start_agent(t, scratch, base + entry_offset, config)
+    start_agent(t, gadget, scratch, base + entry_offset, config)
 }
 
 /// Whether the agent loaded at `base` is this fctrace's (its first
@@ -1128,31 +1128,64 @@ fn load_agent(
         .ok_or_else(|| anyhow!("the agent is not mapped in process {pid} after loading it"))
 }
 
-/// Calls the agent's attach entry (`entry`) with `config`.
-fn start_agent(t: &mut Tracee, scratch: u64, entry: u64, config: &[u8]) -> Result<()> {
+/// Calls the agent's attach entry (`entry`) with `config` and the list of
+/// the stopped threads: where each is, and its frames
+/// (`super::stacks`), which the agent takes as the calls in progress.
+fn start_agent(t: &mut Tracee, gadget: u64, scratch: u64, entry: u64, config: &[u8]) -> Result<()> {
     let pid = t.pid;
-    // Every other thread is stopped: where?
     let worker = t.worker.as_ref().map(|w| w.index);
-    let mut rips = Vec::new();
+    // Every other thread is stopped: where, and in which calls? The
+    // worker as the program left it, last.
+    let mut regs = Vec::new();
     for (i, th) in t.threads.iter().enumerate() {
         if Some(i) != worker {
-            rips.push(get_regs(th.tid)?.rip);
+            regs.push((th.tid, get_regs(th.tid)?));
         }
     }
-    rips.push(t.worker.as_ref().map(|w| w.saved.rip).unwrap_or(0));
-    rips.truncate(65536);
+    if let Some(w) = &t.worker {
+        regs.push((t.threads[w.index].tid, w.saved));
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .with_context(|| format!("cannot read the memory map of process {pid}"))?;
+    let mut words: Vec<u64> = Vec::new();
+    {
+        let mem = &t.mem;
+        let mut word = |a: u64| -> Option<u64> {
+            let mut b = [0u8; 8];
+            mem.read_exact_at(&mut b, a).ok()?;
+            Some(u64::from_le_bytes(b))
+        };
+        let mut bytes = |a: u64, n: usize| -> Option<Vec<u8>> {
+            let mut b = vec![0u8; n];
+            mem.read_exact_at(&mut b, a).ok()?;
+            Some(b)
+        };
+        let mut stacks = super::stacks::Stacks::new(pid, &maps, &mut word, &mut bytes);
+        for (tid, r) in &regs {
+            let frames = stacks.walk(r);
+            words.extend([
+                own_tid(pid, *tid) as u64,
+                r.fs_base,
+                r.rip,
+                frames.len() as u64,
+            ]);
+            words.extend(frames.iter().flatten());
+        }
+    }
     let err_at = scratch + 4096;
     let err_len = 4096u64;
     let cfg_at = scratch + 8192;
-    let rips_at = (cfg_at + config.len() as u64).next_multiple_of(8);
     t.write(cfg_at, config)?;
-    let rip_bytes: Vec<u8> = rips.iter().flat_map(|r| r.to_le_bytes()).collect();
-    t.write(rips_at, &rip_bytes)?;
     t.write(err_at, &[0])?;
-    let r = t.call(
-        entry,
-        &[cfg_at, rips_at, rips.len() as u64, err_at, err_len],
-    )?;
+    // The list in memory of its own, as long as it is.
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let len = (bytes.len() as u64).next_multiple_of(4096).max(4096);
+    let list = t.scratch(gadget, len)?;
+    let r = t
+        .write(list, &bytes)
+        .and_then(|()| t.call(entry, &[cfg_at, list, words.len() as u64, err_at, err_len]));
+    let _ = t.syscall(gadget, libc::SYS_munmap, &[list, len]);
+    let r = r?;
     if r as i32 != 0 {
         let mut buf = vec![0u8; err_len as usize];
         t.read(err_at, &mut buf)?;

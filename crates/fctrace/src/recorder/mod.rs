@@ -5,6 +5,7 @@
 mod attach;
 mod process;
 mod shm;
+mod stacks;
 
 use crate::cli::TraceOptions;
 use anyhow::{Context, Result};

@@ -38,8 +38,11 @@ __attribute__((noinline)) void got(const char *msg, long n) {
 
 /* Main waits for its commands in here (a traced call in progress while
  * fctrace attaches or detaches). */
+static volatile int commands;
 __attribute__((noinline)) char *read_command(char *line, int n) {
-    return fgets(line, n, stdin);
+    char *got = fgets(line, n, stdin);
+    commands++; /* (not a tail call: read_command stays on the stack) */
+    return got;
 }
 
 static void *compute(void *arg) {
