@@ -1469,10 +1469,12 @@ impl Visibility {
             EventKind::Entry => self.entry(e, chain.filter(|c| c.resume || !was_on)),
             EventKind::Args if chain.is_some_and(|c| c.attached) => {
                 // The calls open when fctrace attached: outer calls for
-                // the filters (the tree shows their returns where they
-                // come; it does not know their depth through filters).
-                for &f in chain.map(|c| &c.funcs[..]).unwrap_or(&[]) {
-                    self.outer_call(f);
+                // the filters (those the task's start already counts, from
+                // their exits, are kept). The tree shows their returns
+                // where they come; it does not know their depth through
+                // filters.
+                if let Some(c) = chain {
+                    self.open_calls(&c.funcs);
                 }
                 None
             }
@@ -1912,6 +1914,49 @@ mod tests {
             t,
             fill,
         )
+    }
+
+    /// The calls open when fctrace attached (an attach chain first in the
+    /// task): without filters the tree places everything at its depth;
+    /// with them, they are calls open for -F/-N (the filters' start
+    /// counts them once, though their exits say so too).
+    #[test]
+    fn calls_open_when_fctrace_attached() {
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf.
+        let mut events = payload(0, 90, |w| {
+            w.attach_chain(&[0, 1]);
+        });
+        events.extend([
+            ev(Entry, 3, 100),
+            ev(Exit, 3, 110),
+            ev(Exit, 1, 120),
+            ev(Entry, 2, 130),
+            ev(Exit, 2, 140),
+            ev(Exit, 0, 150),
+        ]);
+        let (_d, t) = one(events);
+        assert_eq!(
+            calls(&t, &Options::default()),
+            "   0.010 us |     leaf();
+            |   } /* parse_args */ (entry not recorded)
+   0.010 us |   strtol();
+            | } /* main */ (entry not recorded)
+"
+        );
+        let inside = opts(|o| o.filters = pats(&["parse_args"]));
+        assert_eq!(
+            calls(&t, &inside),
+            "   0.010 us | leaf();
+            | } /* parse_args */ (entry not recorded)
+"
+        );
+        let outside = opts(|o| o.notrace = pats(&["parse_args"]));
+        assert_eq!(
+            calls(&t, &outside),
+            "   0.010 us | strtol();
+            | } /* main */ (entry not recorded)
+"
+        );
     }
 
     /// Backtraces recorded by the agent (`record -F strtol -T
