@@ -132,11 +132,20 @@ impl<'a> Stacks<'a> {
         }
         let fi = self.code[i].file;
         if self.files[fi].1.is_none() {
-            let bytes = match &self.files[fi].0 {
-                Source::Path(p) => p.iter().find_map(|p| std::fs::read(p).ok()),
-                Source::Memory(a, b) => (self.read_bytes)(*a, (*b - *a) as usize),
-            };
-            let info = bytes.and_then(|b| CallFrames::parse(&b).ok().flatten());
+            let info = match &self.files[fi].0 {
+                Source::Path(p) => p.iter().find_map(|p| {
+                    let f = std::fs::File::open(p).ok()?;
+                    // SAFETY: a read-only private mapping of a module the
+                    // process has mapped (a file replaced meanwhile is a
+                    // new inode; one truncated in place would fault, as
+                    // it does for the process itself).
+                    let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
+                    CallFrames::parse(&map).ok()
+                }),
+                Source::Memory(a, b) => (self.read_bytes)(*a, (*b - *a) as usize)
+                    .and_then(|b| CallFrames::parse(&b).ok()),
+            }
+            .flatten();
             // Each mapping's bias: its address minus the file address of
             // its first byte (the vDSO's image starts at file offset 0).
             let is_memory = matches!(self.files[fi].0, Source::Memory(..));
