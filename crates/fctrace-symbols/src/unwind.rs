@@ -32,12 +32,29 @@ pub type Regs = [Option<u64>; NREGS];
 
 /// A module's call frame information.
 pub struct CallFrames {
-    data: Vec<u8>,
+    /// The whole file (mapped, or the vDSO's image copied).
+    file: Box<dyn AsRef<[u8]>>,
+    /// Where `.eh_frame` and `.eh_frame_hdr` lie in it.
+    eh_frame: std::ops::Range<usize>,
+    eh_frame_hdr: Option<std::ops::Range<usize>>,
     bases: BaseAddresses,
-    /// (first address, end, FDE offset), by address.
+    /// Without a usable `.eh_frame_hdr` search table: (first address, end,
+    /// FDE offset), by address.
     fdes: Vec<(u64, u64, usize)>,
     /// The executable loaded segments: (file offset, file size, address).
     loads: Vec<(u64, u64, u64)>,
+}
+
+/// One frame unwound.
+pub struct Step {
+    /// The caller's registers (its instruction pointer in [`RA`]).
+    pub caller: Regs,
+    /// Where the frame's return address is stored on the stack, when it
+    /// is (not for a signal frame's).
+    pub ra_slot: Option<u64>,
+    /// The frame is a signal trampoline: its caller was interrupted there
+    /// (its instruction pointer is not a return address).
+    pub signal: bool,
 }
 
 /// Working memory of [`CallFrames::step`], reused from step to step.
@@ -55,55 +72,36 @@ impl Default for Context {
     }
 }
 
-/// One frame unwound.
-pub struct Step {
-    /// The caller's registers (its instruction pointer in [`RA`]).
-    pub caller: Regs,
-    /// Where the frame's return address is stored on the stack, when it
-    /// is (not for a signal frame's).
-    pub ra_slot: Option<u64>,
-    /// The frame is a signal trampoline: its caller was interrupted there
-    /// (its instruction pointer is not a return address).
-    pub signal: bool,
+/// A section's byte range in the file (uncompressed sections only).
+fn file_range(sec: &object::Section) -> Option<std::ops::Range<usize>> {
+    let (off, size) = sec.file_range()?;
+    Some(usize::try_from(off).ok()?..usize::try_from(off + size).ok()?)
 }
 
 impl CallFrames {
     /// The call frame information of an ELF file (`None` if it has no
-    /// `.eh_frame`). Addresses are the file's (before relocation).
-    pub fn parse(file: &[u8]) -> Result<Option<CallFrames>, String> {
-        let obj = object::File::parse(file).map_err(|e| e.to_string())?;
+    /// `.eh_frame`). Addresses are the file's (before relocation). The
+    /// file's bytes are kept, and only the parts a lookup needs are read
+    /// (`.eh_frame_hdr`'s search table, the FDEs found).
+    pub fn parse(file: Box<dyn AsRef<[u8]>>) -> Result<Option<CallFrames>, String> {
+        let bytes = (*file).as_ref();
+        let obj = object::File::parse(bytes).map_err(|e| e.to_string())?;
         let Some(sec) = obj.section_by_name(".eh_frame") else {
             return Ok(None);
         };
-        let data = sec
-            .uncompressed_data()
-            .map_err(|e| e.to_string())?
-            .into_owned();
+        let eh_frame = file_range(&sec).ok_or(".eh_frame is not in the file")?;
         let mut bases = BaseAddresses::default().set_eh_frame(sec.address());
         if let Some(t) = obj.section_by_name(".text") {
             bases = bases.set_text(t.address());
         }
+        let mut eh_frame_hdr = None;
         if let Some(h) = obj.section_by_name(".eh_frame_hdr") {
             bases = bases.set_eh_frame_hdr(h.address());
+            eh_frame_hdr = file_range(&h);
         }
         if let Some(g) = obj.section_by_name(".got") {
             bases = bases.set_got(g.address());
         }
-        let mut fdes = Vec::new();
-        {
-            let eh = EhFrame::new(&data, LittleEndian);
-            let mut entries = eh.entries(&bases);
-            // A malformed entry ends the list (what was read stays).
-            while let Ok(Some(entry)) = entries.next() {
-                if let gimli::CieOrFde::Fde(partial) = entry {
-                    if let Ok(fde) = partial.parse(EhFrame::cie_from_offset) {
-                        let lo = fde.initial_address();
-                        fdes.push((lo, lo.saturating_add(fde.len()), fde.offset()));
-                    }
-                }
-            }
-        }
-        fdes.sort_unstable();
         let loads = obj
             .segments()
             .filter(|s| {
@@ -114,8 +112,35 @@ impl CallFrames {
                 (off, size, s.address())
             })
             .collect();
+        let data = bytes.get(eh_frame.clone()).ok_or(".eh_frame beyond the file")?;
+        let has_table = eh_frame_hdr
+            .as_ref()
+            .and_then(|r| bytes.get(r.clone()))
+            .and_then(|h| {
+                let hdr = gimli::EhFrameHdr::new(h, LittleEndian).parse(&bases, 8).ok()?;
+                hdr.table().map(|_| ())
+            })
+            .is_some();
+        let mut fdes = Vec::new();
+        if !has_table {
+            let eh = EhFrame::new(data, LittleEndian);
+            let mut entries = eh.entries(&bases);
+            // A malformed entry ends the list (what was read stays).
+            while let Ok(Some(entry)) = entries.next() {
+                if let gimli::CieOrFde::Fde(partial) = entry {
+                    if let Ok(fde) = partial.parse(EhFrame::cie_from_offset) {
+                        let lo = fde.initial_address();
+                        fdes.push((lo, lo.saturating_add(fde.len()), fde.offset()));
+                    }
+                }
+            }
+            fdes.sort_unstable();
+            eh_frame_hdr = None;
+        }
         Ok(Some(CallFrames {
-            data,
+            file,
+            eh_frame,
+            eh_frame_hdr,
             bases,
             fdes,
             loads,
@@ -132,6 +157,32 @@ impl CallFrames {
             .map(|&(o, _, vaddr)| (vaddr.wrapping_sub(o)).wrapping_add(offset))
     }
 
+    /// The FDE covering file address `lookup`.
+    fn fde_for<'a>(
+        &'a self,
+        eh: &EhFrame<gimli::EndianSlice<'a, LittleEndian>>,
+        lookup: u64,
+    ) -> Option<gimli::FrameDescriptionEntry<gimli::EndianSlice<'a, LittleEndian>>> {
+        let bytes = (*self.file).as_ref();
+        if let Some(r) = &self.eh_frame_hdr {
+            let hdr = gimli::EhFrameHdr::new(bytes.get(r.clone())?, LittleEndian)
+                .parse(&self.bases, 8)
+                .ok()?;
+            let fde = hdr
+                .table()?
+                .fde_for_address(eh, &self.bases, lookup, EhFrame::cie_from_offset)
+                .ok()?;
+            return fde.contains(lookup).then_some(fde);
+        }
+        let i = self.fdes.partition_point(|f| f.0 <= lookup);
+        let &(lo, hi, off) = self.fdes.get(i.checked_sub(1)?)?;
+        if !(lo..hi).contains(&lookup) {
+            return None;
+        }
+        eh.fde_from_offset(&self.bases, EhFrameOffset(off), EhFrame::cie_from_offset)
+            .ok()
+    }
+
     /// Unwinds one frame: `regs` are its registers, `lookup` the file
     /// address of an instruction in it (its instruction pointer minus the
     /// load bias; minus one more for a return address, which may follow a
@@ -144,15 +195,9 @@ impl CallFrames {
         regs: &Regs,
         mem: &mut dyn FnMut(u64) -> Option<u64>,
     ) -> Option<Step> {
-        let i = self.fdes.partition_point(|f| f.0 <= lookup);
-        let &(lo, hi, off) = self.fdes.get(i.checked_sub(1)?)?;
-        if !(lo..hi).contains(&lookup) {
-            return None;
-        }
-        let eh = EhFrame::new(&self.data, LittleEndian);
-        let fde = eh
-            .fde_from_offset(&self.bases, EhFrameOffset(off), EhFrame::cie_from_offset)
-            .ok()?;
+        let bytes = (*self.file).as_ref();
+        let eh = EhFrame::new(bytes.get(self.eh_frame.clone())?, LittleEndian);
+        let fde = self.fde_for(&eh, lookup)?;
         let encoding = fde.cie().encoding();
         let row = fde
             .unwind_info_for_address(&eh, &self.bases, &mut ctx.0, lookup)
@@ -256,7 +301,7 @@ mod tests {
 
     #[test]
     fn not_elf_is_an_error_and_no_eh_frame_is_none() {
-        assert!(CallFrames::parse(b"not an elf").is_err());
+        assert!(CallFrames::parse(Box::new(b"not an elf".to_vec())).is_err());
     }
 
     /// This test binary's own frames: unwinding from a known function
@@ -264,8 +309,25 @@ mod tests {
     #[test]
     fn the_test_binary_has_call_frames() {
         let exe = std::fs::read("/proc/self/exe").unwrap();
-        let cf = CallFrames::parse(&exe).unwrap().expect(".eh_frame");
-        assert!(cf.fdes.len() > 100);
-        assert!(cf.fdes.windows(2).all(|w| w[0].0 <= w[1].0));
+        let cf = CallFrames::parse(Box::new(exe)).unwrap().expect(".eh_frame");
+        // Looked up through .eh_frame_hdr: this function has an FDE.
+        let me = the_test_binary_has_call_frames as *const () as u64;
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let exe_path = std::fs::read_link("/proc/self/exe").unwrap();
+        let (start, offset) = maps
+            .lines()
+            .filter(|l| l.ends_with(exe_path.to_str().unwrap()) && l.contains(" r-xp "))
+            .find_map(|l| {
+                let (range, rest) = l.split_once(' ')?;
+                let (a, b) = range.split_once('-')?;
+                let (a, b) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?);
+                let off = u64::from_str_radix(rest.split_whitespace().nth(1)?, 16).ok()?;
+                (a..b).contains(&me).then_some((a, off))
+            })
+            .unwrap();
+        let bias = start - cf.file_address(offset).unwrap();
+        let eh = EhFrame::new(&(*cf.file).as_ref()[cf.eh_frame.clone()], LittleEndian);
+        let fde = cf.fde_for(&eh, me - bias).expect("an FDE");
+        assert!(fde.contains(me - bias));
     }
 }

@@ -140,10 +140,10 @@ impl<'a> Stacks<'a> {
                     // new inode; one truncated in place would fault, as
                     // it does for the process itself).
                     let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
-                    CallFrames::parse(&map).ok()
+                    CallFrames::parse(Box::new(map)).ok()
                 }),
                 Source::Memory(a, b) => (self.read_bytes)(*a, (*b - *a) as usize)
-                    .and_then(|b| CallFrames::parse(&b).ok()),
+                    .and_then(|b| CallFrames::parse(Box::new(b)).ok()),
             }
             .flatten();
             // Each mapping's bias: its address minus the file address of
