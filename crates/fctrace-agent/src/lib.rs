@@ -214,6 +214,42 @@ fn hide_environment_tail(removed: &[(u64, usize)], kept: &[(u64, usize)]) {
 }
 
 extern "C" fn agent_init() {
+    // Before anything that makes a system call (the allocator's first
+    // mapping, reading the environment into strings).
+    let traced = traced_by_environment();
+    if traced {
+        tls::kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
+    }
+    agent_setup();
+    if traced {
+        tls::kernel_mark(fctrace_format::shm::KERNEL_MARK_END);
+    }
+}
+
+/// Whether the environment names fctrace's shared memory, read without
+/// allocating.
+fn traced_by_environment() -> bool {
+    // SAFETY: the constructor runs before the program's threads exist;
+    // `environ` is a NULL-terminated array of C strings.
+    unsafe {
+        let mut p = environ;
+        if p.is_null() {
+            return false;
+        }
+        while !(*p).is_null() {
+            if std::ffi::CStr::from_ptr(*p)
+                .to_bytes()
+                .starts_with(b"FCTRACE_SHM=")
+            {
+                return true;
+            }
+            p = p.add(1);
+        }
+    }
+    false
+}
+
+fn agent_setup() {
     let _busy = tls::Busy::enter();
     process::resolve_early();
     // Everything the set-up allocates is freed inside this call, while the
@@ -499,6 +535,9 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
     let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
     shm::set_session(sid);
     let nest = shm.header().flags & fctrace_format::shm::FLAG_NEST_LIBCALL != 0;
+    if shm.header().flags & fctrace_format::shm::FLAG_KERNEL != 0 {
+        tls::KERNEL_MARKS.store(true, Ordering::Relaxed);
+    }
     if attaching.is_some() {
         filter::want_ranges();
         for e in instrument::modules::bind_interposers() {
@@ -540,9 +579,17 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
+    // (Its system calls are the agent's, for `record -k`.)
+    let marks = tls::KERNEL_MARKS.load(Ordering::Relaxed);
+    if marks {
+        tls::kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
+    }
     alloc::ALLOC.after_fork_child();
     if let Some(shm) = shm::get() {
         thread::after_fork_child(shm);
+    }
+    if marks {
+        tls::kernel_mark(fctrace_format::shm::KERNEL_MARK_END);
     }
     tls::set_busy(tls::busy().saturating_sub(1));
 }

@@ -35,6 +35,13 @@ pub enum EventKind {
     /// bytes used (1..=16); `tsc` holds bytes 0..8 and `ns` bytes 8..16,
     /// little-endian. See [`crate::store::Event::data_bytes`].
     Data = 7,
+    /// Decoded events only, from a task's kernel events (`record -k`,
+    /// `crate::store::kernel`): a system call entered; `func` is its
+    /// number, 3 `Data` events follow with its 6 arguments (u64 each).
+    Syscall = 8,
+    /// Decoded events only: a system call returned; `func` is its number,
+    /// one `Data` event follows with its result (i64).
+    SyscallExit = 9,
 }
 
 impl EventKind {

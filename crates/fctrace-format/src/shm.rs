@@ -95,6 +95,9 @@ pub const TASK_EXITED: u32 = 2;
 
 /// Option bits in [`ShmHeader::flags`].
 pub const FLAG_NEST_LIBCALL: u32 = 1;
+/// `record -k`: the agent marks where its own code makes system calls
+/// ([`KERNEL_MARK_BEGIN`], [`KERNEL_MARK_END`]).
+pub const FLAG_KERNEL: u32 = 2;
 
 #[repr(C)]
 pub struct ShmHeader {
@@ -173,6 +176,13 @@ pub const ORIGIN_FORK: u32 = 2;
 pub const ORIGIN_EXEC: u32 = 3;
 /// A thread of a process fctrace attached to (`-p`), there before it.
 pub const ORIGIN_ATTACH: u32 = 4;
+
+/// `close(2)` of these descriptors (beyond any a process can have: the
+/// kernel answers EBADF) marks where the agent's set-up in a new program
+/// begins and ends, for `record -k`: the system calls between them on
+/// that thread are the agent's, not the program's, and are not recorded.
+pub const KERNEL_MARK_BEGIN: u64 = 0x7fac_e0b1;
+pub const KERNEL_MARK_END: u64 = 0x7fac_e0e1;
 
 #[repr(C)]
 pub struct QueueCell {

@@ -112,12 +112,16 @@ impl CallFrames {
                 (off, size, s.address())
             })
             .collect();
-        let data = bytes.get(eh_frame.clone()).ok_or(".eh_frame beyond the file")?;
+        let data = bytes
+            .get(eh_frame.clone())
+            .ok_or(".eh_frame beyond the file")?;
         let has_table = eh_frame_hdr
             .as_ref()
             .and_then(|r| bytes.get(r.clone()))
             .and_then(|h| {
-                let hdr = gimli::EhFrameHdr::new(h, LittleEndian).parse(&bases, 8).ok()?;
+                let hdr = gimli::EhFrameHdr::new(h, LittleEndian)
+                    .parse(&bases, 8)
+                    .ok()?;
                 hdr.table().map(|_| ())
             })
             .is_some();
@@ -309,7 +313,9 @@ mod tests {
     #[test]
     fn the_test_binary_has_call_frames() {
         let exe = std::fs::read("/proc/self/exe").unwrap();
-        let cf = CallFrames::parse(Box::new(exe)).unwrap().expect(".eh_frame");
+        let cf = CallFrames::parse(Box::new(exe))
+            .unwrap()
+            .expect(".eh_frame");
         // Looked up through .eh_frame_hdr: this function has an FDE.
         let me = the_test_binary_has_call_frames as *const () as u64;
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
@@ -320,7 +326,10 @@ mod tests {
             .find_map(|l| {
                 let (range, rest) = l.split_once(' ')?;
                 let (a, b) = range.split_once('-')?;
-                let (a, b) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?);
+                let (a, b) = (
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(b, 16).ok()?,
+                );
                 let off = u64::from_str_radix(rest.split_whitespace().nth(1)?, 16).ok()?;
                 (a..b).contains(&me).then_some((a, off))
             })

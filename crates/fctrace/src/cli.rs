@@ -146,6 +146,12 @@ pub struct TraceOptions {
     /// calls from the program into them), e.g. `fctrace -l ./app`
     #[arg(short = 'l', long = "nest-libcall")]
     pub nest_libcall: bool,
+    /// Also record the system calls of the traced tasks, with their
+    /// arguments and results (the kernel's tracepoints, through
+    /// perf_event_open), shown under the functions that made them as
+    /// strace prints them, e.g. `fctrace -k ./app`
+    #[arg(short = 'k', long = "kernel", help_heading = "Kernel")]
+    pub kernel: bool,
     /// Start with tracing off (a `trace_on` trigger or signal turns it
     /// on), e.g. `--disable -T handle_request@trace_on`
     #[arg(long = "disable", help_heading = "Triggers")]
@@ -548,6 +554,11 @@ pub struct ReportArgs {
     /// `no-percent` (default), e.g. `--diff-policy compact,percent`
     #[arg(long = "diff-policy", value_name = "POLICY", requires = "diff")]
     pub diff_policy: Option<String>,
+    /// The system calls recorded with `record -k`, as `strace -c` sums
+    /// them: per system call its share of the time, seconds, microseconds
+    /// per call, calls and errors, e.g. `fctrace report -k`
+    #[arg(short = 'k', long = "kernel", conflicts_with = "diff")]
+    pub kernel: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

@@ -443,6 +443,7 @@ extern "C" fn thread_exit(_: *mut c_void) {
     let st = unsafe { &mut *p };
     if st.shadow_top == st.shadow_base {
         // The usual ending: everything returned.
+        let _busy = (prev == 0).then(tls::Busy::enter);
         thread::release_shadow(st);
         return;
     }

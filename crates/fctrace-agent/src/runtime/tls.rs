@@ -105,12 +105,17 @@ pub const BUSY_UNWINDING: u64 = 2;
 pub const BUSY_UNTRACED: u64 = 3;
 
 /// Marks the agent busy on this thread for the guard's lifetime (nesting
-/// keeps the outer value).
+/// keeps the outer value). With `record -k` the outermost guard also marks
+/// its span for the kernel events ([`kernel_mark`]): the system calls the
+/// agent makes are not the program's.
 pub struct Busy(u64);
 
 impl Busy {
     pub fn enter() -> Busy {
         let prev = busy();
+        if prev == 0 && KERNEL_MARKS.load(std::sync::atomic::Ordering::Relaxed) {
+            kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
+        }
         set_busy(1);
         Busy(prev)
     }
@@ -119,5 +124,24 @@ impl Busy {
 impl Drop for Busy {
     fn drop(&mut self) {
         set_busy(self.0);
+        if self.0 == 0 && KERNEL_MARKS.load(std::sync::atomic::Ordering::Relaxed) {
+            kernel_mark(fctrace_format::shm::KERNEL_MARK_END);
+        }
+    }
+}
+
+/// Set when the recorder records system calls (`record -k`).
+pub static KERNEL_MARKS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A `close` of a descriptor no process can have (EBADF, errno kept):
+/// where the agent's own system calls begin or end, for `record -k`
+/// (`fctrace_format::shm::KERNEL_MARK_BEGIN`).
+pub fn kernel_mark(fd: u64) {
+    // SAFETY: close(2) of an impossible descriptor changes nothing but
+    // errno, which is put back.
+    unsafe {
+        let errno = *libc::__errno_location();
+        libc::syscall(libc::SYS_close, fd);
+        *libc::__errno_location() = errno;
     }
 }

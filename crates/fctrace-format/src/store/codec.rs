@@ -80,7 +80,9 @@ impl ShadowStack {
             | EventKind::Signal
             | EventKind::Args
             | EventKind::Retval
-            | EventKind::Data => {}
+            | EventKind::Data
+            | EventKind::Syscall
+            | EventKind::SyscallExit => {}
         }
     }
     pub(crate) fn clear(&mut self) {

@@ -13,6 +13,7 @@
 
 mod codec;
 mod info;
+pub mod kernel;
 mod reader;
 mod writer;
 

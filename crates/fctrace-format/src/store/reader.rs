@@ -185,7 +185,15 @@ impl Trace {
     /// `Err` (truncation, corruption, I/O) and then ends; the events before
     /// it are good.
     pub fn task_events(&self, task: &TaskInfo) -> Result<TaskEvents, StoreError> {
-        self.open_events(self.dir.join(&task.file), task.tid, Some(task.events))
+        let mut events =
+            self.open_events(self.dir.join(&task.file), task.tid, Some(task.events))?;
+        // Its kernel events (`record -k`), merged in by time.
+        if let Some(r) = super::kernel::KernelReader::open(
+            &self.dir.join(super::kernel::sys_file_of(&task.file)),
+        ) {
+            events.kernel = Some(Box::new(super::kernel::KernelMerge::new(r)));
+        }
+        Ok(events)
     }
 
     fn open_events(
@@ -354,6 +362,8 @@ pub struct TaskEvents {
     /// decoded before its fault come first).
     error: Option<StoreError>,
     source: Source,
+    /// The task's kernel events, merged into each chunk's events.
+    kernel: Option<Box<super::kernel::KernelMerge>>,
 }
 
 enum Source {
@@ -414,6 +424,7 @@ impl TaskEvents {
             pos: 0,
             before: 0,
             error: None,
+            kernel: None,
             source: match reader {
                 Some(reader) => Source::Inline(Box::new(reader)),
                 None => Source::Done,
@@ -464,7 +475,14 @@ impl TaskEvents {
                 return None;
             }
             let result = match &mut self.source {
-                Source::Done => return None,
+                Source::Done => {
+                    // After the task's events: its kernel events left.
+                    let k = self.kernel.as_mut().filter(|k| k.has_more())?;
+                    k.merge(&mut self.batch, true);
+                    let first = self.batch.first().copied();
+                    self.pos = usize::from(first.is_some());
+                    return first;
+                }
                 Source::Inline(reader) => {
                     let result = reader.next_chunk(&mut self.batch);
                     let more = matches!(result, Ok(true)) && reader.has_more();
@@ -487,10 +505,14 @@ impl TaskEvents {
                     )),
                 },
             };
+            let last = !matches!(result, Ok(true));
             match result {
                 Ok(true) => {}
                 Ok(false) => self.finish(),
                 Err(e) => self.error = Some(e),
+            }
+            if let Some(k) = &mut self.kernel {
+                k.merge(&mut self.batch, last && self.error.is_none());
             }
             if let Some(&event) = self.batch.first() {
                 self.pos = 1;

@@ -58,6 +58,11 @@ pub struct TraceWriter {
     dropped: u64,
     /// The room kept for info.json ([`RESERVE_FILE`]) exists.
     reserved: bool,
+    /// The tasks' kernel events (`record -k`), by task id.
+    kernel: BTreeMap<u32, super::kernel::KernelWriter>,
+    /// Kernel events written, and dropped (writing failed).
+    kernel_events: u64,
+    kernel_dropped: u64,
     reserve_tried: bool,
 }
 
@@ -224,6 +229,9 @@ impl TraceWriter {
             dropped: 0,
             reserved: false,
             reserve_tried: false,
+            kernel: BTreeMap::new(),
+            kernel_events: 0,
+            kernel_dropped: 0,
         })
     }
 
@@ -342,6 +350,67 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// Appends a kernel event of task `id` (thread `tid`), in the task's
+    /// time order, to its kernel events file (beside its events file,
+    /// `super::kernel`). A write error drops this and later kernel events
+    /// (counted: [`kernel_counts`](Self::kernel_counts)).
+    pub fn append_kernel(
+        &mut self,
+        id: u32,
+        tid: u32,
+        e: &super::kernel::KernelEvent,
+    ) -> Result<(), StoreError> {
+        if self.failed {
+            self.kernel_dropped += 1;
+            return Ok(());
+        }
+        if !self.kernel.contains_key(&id) {
+            if !self.tasks.contains_key(&id) {
+                let file = self.new_file_name(tid);
+                self.tasks.insert(
+                    id,
+                    TaskStream {
+                        tid,
+                        file,
+                        encoder: ChunkEncoder::default(),
+                        started: false,
+                        events: 0,
+                    },
+                );
+            }
+            let file = &self.tasks[&id].file;
+            let path = self.dir.join(super::kernel::sys_file_of(file));
+            let w = create_private(&path).and_then(|f| super::kernel::KernelWriter::new(f, &path));
+            match w {
+                Ok(w) => {
+                    self.kernel.insert(id, w);
+                }
+                Err(e) => {
+                    self.kernel_dropped += 1;
+                    self.fail(&[]);
+                    return Err(e);
+                }
+            }
+        }
+        let w = self.kernel.get_mut(&id).expect("kernel writer");
+        match w.write(e) {
+            Ok(()) => {
+                self.kernel_events += 1;
+                Ok(())
+            }
+            Err(err) => {
+                self.kernel_dropped += 1;
+                self.fail(&[]);
+                Err(err)
+            }
+        }
+    }
+
+    /// Kernel events written and dropped.
+    pub fn kernel_counts(&self) -> (u64, u64) {
+        (self.kernel_events, self.kernel_dropped)
+    }
+
     /// Writes out every task's partial chunk. Not needed before
     /// [`finish`](TraceWriter::finish); useful to bound what a crash of the
     /// recorder would lose.
@@ -380,6 +449,12 @@ impl TraceWriter {
         // After a failure, info.json is still written: it describes the
         // whole chunks that were.
         let flushed = self.flush();
+        for (_, w) in std::mem::take(&mut self.kernel) {
+            if let Err(e) = w.finish() {
+                info.warnings
+                    .push(format!("not recorded: the end of the kernel events: {e}"));
+            }
+        }
         for (&id, stream) in &self.tasks {
             if stream.started && info.task_by_id(id).is_none() {
                 info.tasks.push(TaskInfo {

@@ -21,6 +21,9 @@ pub fn run(args: ReportArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         return run_diff(&args, other, &given, policy, terminal);
     }
     let trace = Trace::open(&args.dir)?;
+    if args.kernel {
+        return run_kernel(&args, &trace, terminal);
+    }
     let mut stats = aggregate(&trace, &given);
     report::sort(&mut stats.functions, args.sort);
 
@@ -41,6 +44,32 @@ pub fn run(args: ReportArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     }
 
     finish(&trace, STATS, stats.lost_in_streams, stats.errors)
+}
+
+/// `report -k`: the system calls of the whole trace, as `strace -c` sums
+/// them.
+fn run_kernel(args: &ReportArgs, trace: &Trace, terminal: &Terminal) -> anyhow::Result<ExitCode> {
+    for w in &trace.load_warnings {
+        warn(w);
+    }
+    let (rows, errors) = crate::output::syscalls::summarize(trace);
+    let mut output = Output::open(&args.output, terminal)?;
+    let mut out = BufWriter::new(&mut output.writer);
+    let written = match args.format {
+        Format::Text => crate::output::syscalls::write_summary(&mut out, &rows, args.sort),
+        Format::Json => crate::output::syscalls::write_summary_json(&mut out, &rows),
+    }
+    .and_then(|()| out.flush());
+    if let Err(e) = written {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            return Ok(ExitCode::SUCCESS);
+        }
+        return Err(e).context("cannot write the report");
+    }
+    if rows.is_empty() {
+        warn("the trace holds no system calls: record it with -k");
+    }
+    finish(trace, STATS, 0, errors)
 }
 
 /// Warns about what loading `trace` met and about the filters, then

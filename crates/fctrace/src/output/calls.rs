@@ -293,7 +293,9 @@ impl<S: EventSource> Calls<S> {
                         ns: event.ns,
                     })
                 }
-                EventKind::Data => {}
+                // System calls (`record -k`) are not calls of the
+                // program's functions; their values follow as Data.
+                EventKind::Data | EventKind::Syscall | EventKind::SyscallExit => {}
             }
         }
     }

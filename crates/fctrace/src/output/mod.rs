@@ -26,6 +26,8 @@ pub mod names;
 pub mod parquet;
 pub mod perfetto;
 pub mod report;
+mod syscall_table;
+pub mod syscalls;
 pub mod term;
 pub mod tree;
 

@@ -1251,6 +1251,7 @@ impl<S: EventSource> TaskState<S> {
                 Ok(())
             }
             EventKind::Data => Ok(()),
+            EventKind::Syscall | EventKind::SyscallExit => self.syscall(event, out, summary),
         }
     }
 
@@ -1417,6 +1418,54 @@ impl<S: EventSource> TaskState<S> {
                     unwound,
                 ],
             ),
+        }
+    }
+
+    /// A system call (`record -k`), at the current depth: one line
+    /// `read(3, 0x7ffd..., 512) = 512` with its duration, when its return
+    /// follows; `= ?` without one (`exit_group`, or the task's events
+    /// end); `<... read resumed> = 512` for a return whose entry was not
+    /// recorded (the `execve` that started the program).
+    #[cold]
+    #[inline(never)]
+    fn syscall(
+        &mut self,
+        event: Event,
+        out: &mut Sink,
+        summary: &mut TreeSummary,
+    ) -> io::Result<()> {
+        let depth = self.stack.len();
+        let bytes = self.take_payload(summary);
+        let word = |b: &[u8], i: usize| {
+            b.get(8 * i..8 * i + 8)
+                .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
+        };
+        if event.kind == EventKind::SyscallExit {
+            let ret = word(&bytes, 0) as i64;
+            let name = super::syscalls::name(event.func);
+            let result = super::syscalls::result_text(event.func, ret);
+            return out.line(
+                None,
+                &self.column,
+                depth,
+                &["<... ", &name, " resumed> = ", &result],
+            );
+        }
+        let mut args = [0u64; 6];
+        for (i, a) in args.iter_mut().enumerate() {
+            *a = word(&bytes, i);
+        }
+        let call = super::syscalls::call_text(event.func, &args);
+        match self.head {
+            Some(next) if next.kind == EventKind::SyscallExit && next.func == event.func => {
+                self.advance(summary);
+                let bytes = self.take_payload(summary);
+                let ret = word(&bytes, 0) as i64;
+                let result = super::syscalls::result_text(event.func, ret);
+                let dur = next.ns.saturating_sub(event.ns);
+                out.line(Some(dur), &self.column, depth, &[&call, " = ", &result])
+            }
+            _ => out.line(None, &self.column, depth, &[&call, " = ?"]),
         }
     }
 

@@ -3,6 +3,7 @@
 //! its descendants have ended.
 
 mod attach;
+mod kernel;
 mod process;
 mod shm;
 mod stacks;
@@ -133,6 +134,10 @@ pub fn record(
         FLAG_NEST_LIBCALL
     } else {
         0
+    } | if opts.kernel {
+        fctrace_format::shm::FLAG_KERNEL
+    } else {
+        0
     };
     // Attaching: the process is stopped from here until it runs traced;
     // the shared memory is a file of its own making.
@@ -195,6 +200,27 @@ pub fn record(
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     let first = shm::clock_pair();
+    // -k: the kernel's events, opened on this thread just before it starts
+    // the program (which inherits them). Refused or unavailable: said,
+    // and the functions are recorded anyway.
+    let mut kernel = None;
+    if opts.kernel {
+        let opened = match target {
+            Target::Launch(_) => kernel::Kernel::open_for_launch(),
+            Target::Attach(..) => Err(anyhow::anyhow!(
+                "-k: system calls of a process fctrace attaches to are not recorded in this                  version"
+            )),
+        };
+        match opened {
+            Ok(k) => kernel = Some(k),
+            Err(e) => {
+                let w = format!("{e:#}; recording the functions only");
+                eprintln!("fctrace: {w}");
+                warnings.push(w);
+            }
+        }
+    }
+    let mut routes = kernel::Routes::default();
     let child_pid = match target {
         Target::Launch(_) => process::spawn(&program, &command[0], &command[1..], &env)?.pid,
         Target::Attach(pid, duration, ref tids) => {
@@ -246,6 +272,12 @@ pub fn record(
     let mut detach_failure = None;
     loop {
         let busy = mem.drain_some(&mut |t, ev| sink.take(&mem, t, ev))?;
+        if let Some(k) = &mut kernel {
+            routes.new_round();
+            k.drain(false, &mut |tid, e| {
+                sink.take_kernel(&mem, &mut routes, tid, e)
+            });
+        }
         if sink.failure.is_some() && mem.recording() {
             mem.set_state(RECORDER_STOPPED);
         }
@@ -319,6 +351,12 @@ pub fn record(
     }
     drop(heartbeat);
     mem.drain_orphans(&mut |t, ev| sink.take(&mem, t, ev))?;
+    if let Some(k) = &mut kernel {
+        routes.new_round();
+        k.drain(true, &mut |tid, e| {
+            sink.take_kernel(&mem, &mut routes, tid, e)
+        });
+    }
     if sink.failure.is_none() {
         if let Err(e) = sink.writer.flush() {
             sink.fail(&e);
@@ -409,6 +447,16 @@ pub fn record(
     }
     if lost > 0 {
         notes.push(format!("{lost}{TOTAL_LOST}"));
+    }
+    if let Some(k) = &kernel {
+        let (written, dropped) = sink.writer.kernel_counts();
+        if k.lost > 0 || dropped > 0 {
+            notes.push(format!(
+                "{} system call events were lost by the kernel (its ring buffers were full)                  or not written; the functions' events are not affected",
+                k.lost + dropped
+            ));
+        }
+        let _ = (written, k.written, k.untasked);
     }
     // In the trace, marked so that replay and report can say why events
     // are missing (`loss_reasons`).
@@ -528,6 +576,29 @@ impl Sink<'_> {
             mem.set_state(RECORDER_STOPPED);
         }
         Ok(())
+    }
+
+    /// A kernel event of thread `tid`: written with its task's events;
+    /// false if no task has that thread (yet).
+    fn take_kernel(
+        &mut self,
+        mem: &shm::SharedMemory,
+        routes: &mut kernel::Routes,
+        tid: u32,
+        e: &fctrace_format::store::kernel::KernelEvent,
+    ) -> bool {
+        let Some((id, tid)) = routes.task_of(tid, &mut || {
+            mem.tasks().iter().map(|t| (t.slot, t.tid)).collect()
+        }) else {
+            return false;
+        };
+        if self.failure.is_none() {
+            if let Err(e) = self.writer.append_kernel(id, tid, e) {
+                self.fail(&e);
+                mem.set_state(RECORDER_STOPPED);
+            }
+        }
+        true
     }
 
     /// Writing failed: nothing more is written (the writer dropped what it

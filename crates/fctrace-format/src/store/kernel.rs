@@ -1,0 +1,386 @@
+//! A task's kernel events (`record -k`): its system calls, recorded by the
+//! kernel (tracepoints through `perf_event_open`), in a file of their own
+//! next to the task's events (`tasks/<tid>.sys` beside `tasks/<tid>.dat`).
+//!
+//! ```text
+//! file   := "fctrsys1" zstd-frame(record*)
+//! record := kind:u8 nr:u16 ns:u64 body
+//!   kind 1 (system call entered): body = args: 6 x u64
+//!   kind 2 (system call returned): body = ret: i64
+//! ```
+//! Little-endian; `ns` is CLOCK_MONOTONIC, the timeline of the user
+//! events. Records are in time order. docs/format.md has the same table.
+//!
+//! Readers see them merged with the task's events ([`super::TaskEvents`]):
+//! a [`EventKind::Syscall`] event (`func` = the system call's number)
+//! followed by 3 `Data` events holding the 48 bytes of its arguments, and
+//! a [`EventKind::SyscallExit`] event followed by one `Data` event holding
+//! the 8 bytes of its result.
+
+use super::{Event, StoreError};
+use crate::event::EventKind;
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// First 8 bytes of a kernel events file.
+pub const SYS_MAGIC: [u8; 8] = *b"fctrsys1";
+const KIND_ENTER: u8 = 1;
+const KIND_EXIT: u8 = 2;
+
+/// One kernel event, as recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelEvent {
+    /// A system call entered: its number and arguments.
+    Enter { nr: u16, ns: u64, args: [u64; 6] },
+    /// A system call returned: its number and result.
+    Exit { nr: u16, ns: u64, ret: i64 },
+}
+
+impl KernelEvent {
+    pub fn ns(&self) -> u64 {
+        match *self {
+            KernelEvent::Enter { ns, .. } | KernelEvent::Exit { ns, .. } => ns,
+        }
+    }
+
+    /// As decoded events: the event and its `Data` events (into `out`).
+    fn push_events(&self, out: &mut Vec<Event>) {
+        let data = |bytes: &[u8], out: &mut Vec<Event>| {
+            for piece in bytes.chunks(16) {
+                let mut b = [0u8; 16];
+                b[..piece.len()].copy_from_slice(piece);
+                out.push(Event {
+                    kind: EventKind::Data,
+                    func: piece.len() as u32,
+                    tsc: u64::from_le_bytes(b[..8].try_into().unwrap()),
+                    ns: u64::from_le_bytes(b[8..].try_into().unwrap()),
+                });
+            }
+        };
+        match *self {
+            KernelEvent::Enter { nr, ns, args } => {
+                out.push(Event {
+                    kind: EventKind::Syscall,
+                    func: u32::from(nr),
+                    tsc: 0,
+                    ns,
+                });
+                let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
+                data(&bytes, out);
+            }
+            KernelEvent::Exit { nr, ns, ret } => {
+                out.push(Event {
+                    kind: EventKind::SyscallExit,
+                    func: u32::from(nr),
+                    tsc: 0,
+                    ns,
+                });
+                data(&ret.to_le_bytes(), out);
+            }
+        }
+    }
+}
+
+/// The path of the kernel events file of the task whose events file is
+/// `dat` (relative to the trace directory, as `TaskInfo::file`).
+pub fn sys_file_of(dat: &str) -> String {
+    match dat.strip_suffix(".dat") {
+        Some(stem) => format!("{stem}.sys"),
+        None => format!("{dat}.sys"),
+    }
+}
+
+/// Writes one task's kernel events, streaming.
+pub struct KernelWriter {
+    out: zstd::stream::write::Encoder<'static, BufWriter<File>>,
+    path: PathBuf,
+    /// Events written.
+    pub events: u64,
+}
+
+impl KernelWriter {
+    /// Writes into `file` (new and empty), whose path is `path`.
+    pub fn new(file: File, path: &Path) -> Result<KernelWriter, StoreError> {
+        let io_err = |e: io::Error| StoreError::io("cannot write", path, e);
+        let mut f = BufWriter::new(file);
+        f.write_all(&SYS_MAGIC).map_err(io_err)?;
+        let out = zstd::stream::write::Encoder::new(f, 3).map_err(io_err)?;
+        Ok(KernelWriter {
+            out,
+            path: path.to_path_buf(),
+            events: 0,
+        })
+    }
+
+    pub fn write(&mut self, e: &KernelEvent) -> Result<(), StoreError> {
+        let mut rec = [0u8; 11 + 48];
+        let n = match *e {
+            KernelEvent::Enter { nr, ns, args } => {
+                rec[0] = KIND_ENTER;
+                rec[1..3].copy_from_slice(&nr.to_le_bytes());
+                rec[3..11].copy_from_slice(&ns.to_le_bytes());
+                for (i, a) in args.iter().enumerate() {
+                    rec[11 + 8 * i..19 + 8 * i].copy_from_slice(&a.to_le_bytes());
+                }
+                11 + 48
+            }
+            KernelEvent::Exit { nr, ns, ret } => {
+                rec[0] = KIND_EXIT;
+                rec[1..3].copy_from_slice(&nr.to_le_bytes());
+                rec[3..11].copy_from_slice(&ns.to_le_bytes());
+                rec[11..19].copy_from_slice(&ret.to_le_bytes());
+                19
+            }
+        };
+        self.out
+            .write_all(&rec[..n])
+            .map_err(|e| StoreError::io("cannot write", &self.path, e))?;
+        self.events += 1;
+        Ok(())
+    }
+
+    /// Ends the compressed stream and closes the file.
+    pub fn finish(self) -> Result<u64, StoreError> {
+        let path = self.path;
+        let mut f = self
+            .out
+            .finish()
+            .map_err(|e| StoreError::io("cannot write", &path, e))?;
+        f.flush()
+            .map_err(|e| StoreError::io("cannot write", &path, e))?;
+        Ok(self.events)
+    }
+}
+
+/// Reads one task's kernel events, streaming.
+pub struct KernelReader {
+    input: zstd::stream::read::Decoder<'static, BufReader<File>>,
+}
+
+impl KernelReader {
+    /// `None` if the file does not exist or is not a kernel events file.
+    pub fn open(path: &Path) -> Option<KernelReader> {
+        let mut f = File::open(path).ok()?;
+        let mut magic = [0u8; 8];
+        f.read_exact(&mut magic).ok()?;
+        if magic != SYS_MAGIC {
+            return None;
+        }
+        let input = zstd::stream::read::Decoder::new(f).ok()?;
+        Some(KernelReader { input })
+    }
+
+    /// The next event; `None` at the end (or where the file is damaged:
+    /// the events before are good).
+    pub fn next_event(&mut self) -> Option<KernelEvent> {
+        let mut head = [0u8; 11];
+        self.input.read_exact(&mut head).ok()?;
+        let nr = u16::from_le_bytes([head[1], head[2]]);
+        let ns = u64::from_le_bytes(head[3..11].try_into().unwrap());
+        match head[0] {
+            KIND_ENTER => {
+                let mut b = [0u8; 48];
+                self.input.read_exact(&mut b).ok()?;
+                let mut args = [0u64; 6];
+                for (i, a) in args.iter_mut().enumerate() {
+                    *a = u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
+                }
+                Some(KernelEvent::Enter { nr, ns, args })
+            }
+            KIND_EXIT => {
+                let mut b = [0u8; 8];
+                self.input.read_exact(&mut b).ok()?;
+                Some(KernelEvent::Exit {
+                    nr,
+                    ns,
+                    ret: i64::from_le_bytes(b),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A task's kernel events merged into its decoded events, a chunk at a
+/// time ([`super::TaskEvents`]).
+///
+/// A system call's entry and return go in together, placed by the middle
+/// of the call: the thread ran none of its own code meanwhile, and the
+/// kernel's clock and the user events' (the timestamp counter converted
+/// through the recording's calibration) may disagree by some tens of
+/// nanoseconds, less than half of any system call.
+pub(crate) struct KernelMerge {
+    reader: KernelReader,
+    /// The next unit: a call (entry and return) or a lone event.
+    next: Option<(KernelEvent, Option<KernelEvent>)>,
+    /// Read ahead while pairing.
+    ahead: Option<KernelEvent>,
+    scratch: Vec<Event>,
+}
+
+impl KernelMerge {
+    pub(crate) fn new(reader: KernelReader) -> KernelMerge {
+        let mut m = KernelMerge {
+            reader,
+            next: None,
+            ahead: None,
+            scratch: Vec::new(),
+        };
+        m.advance();
+        m
+    }
+
+    fn read(&mut self) -> Option<KernelEvent> {
+        self.ahead.take().or_else(|| self.reader.next_event())
+    }
+
+    fn advance(&mut self) {
+        self.next = self.read().map(|e| match e {
+            KernelEvent::Enter { nr, .. } => match self.read() {
+                Some(x @ KernelEvent::Exit { nr: n, .. }) if n == nr => (e, Some(x)),
+                other => {
+                    self.ahead = other;
+                    (e, None)
+                }
+            },
+            _ => (e, None),
+        });
+    }
+
+    /// Where the next unit goes in time.
+    fn key(&self) -> Option<u64> {
+        self.next.map(|(a, b)| match b {
+            Some(b) => a.ns() / 2 + b.ns() / 2,
+            None => a.ns(),
+        })
+    }
+
+    fn push_next(&mut self, out: &mut Vec<Event>) {
+        if let Some((a, b)) = self.next {
+            a.push_events(out);
+            if let Some(b) = b {
+                b.push_events(out);
+            }
+        }
+        self.advance();
+    }
+
+    pub(crate) fn has_more(&self) -> bool {
+        self.next.is_some()
+    }
+
+    /// Puts the kernel events up to the time of `batch`'s last timed
+    /// event (all of them when `last`) among its events, in time order:
+    /// before the first `Entry`, `Exit`, `Unwind`, `Signal` or `Lost` event
+    /// that comes after them (never between an event and its values).
+    pub(crate) fn merge(&mut self, batch: &mut Vec<Event>, last: bool) {
+        let limit = if last {
+            u64::MAX
+        } else {
+            match batch.iter().rev().find(|e| is_anchor(e.kind)) {
+                Some(e) => e.ns,
+                None => return,
+            }
+        };
+        if self.key().is_none_or(|k| k > limit) {
+            return;
+        }
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        out.reserve(batch.len() + 64);
+        for e in batch.iter() {
+            if is_anchor(e.kind) {
+                while self.key().is_some_and(|k| k < e.ns) {
+                    self.push_next(&mut out);
+                }
+            }
+            out.push(*e);
+        }
+        while self.key().is_some_and(|k| k <= limit) {
+            self.push_next(&mut out);
+        }
+        std::mem::swap(batch, &mut out);
+        self.scratch = out;
+    }
+}
+
+/// Events before which kernel events may be put (not values, which
+/// belong to the event before them).
+fn is_anchor(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::Entry
+            | EventKind::Exit
+            | EventKind::Unwind
+            | EventKind::Signal
+            | EventKind::Lost
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_merge() {
+        let dir = std::env::temp_dir().join(format!("fctrace-kernel-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("1.sys");
+        let mut w = KernelWriter::new(File::create(&path).unwrap(), &path).unwrap();
+        let evs = [
+            KernelEvent::Enter {
+                nr: 0,
+                ns: 150,
+                args: [3, 0x7fff_0000, 512, 0, 0, 0],
+            },
+            KernelEvent::Exit {
+                nr: 0,
+                ns: 160,
+                ret: -2,
+            },
+            KernelEvent::Enter {
+                nr: 231,
+                ns: 400,
+                args: [0; 6],
+            },
+        ];
+        for e in &evs {
+            w.write(e).unwrap();
+        }
+        assert_eq!(w.finish().unwrap(), 3);
+        let mut r = KernelReader::open(&path).unwrap();
+        for e in &evs {
+            assert_eq!(r.next_event().as_ref(), Some(e));
+        }
+        assert_eq!(r.next_event(), None);
+
+        let ev = |kind, func, ns| Event {
+            kind,
+            func,
+            tsc: 0,
+            ns,
+        };
+        let mut m = KernelMerge::new(KernelReader::open(&path).unwrap());
+        let mut batch = vec![ev(EventKind::Entry, 1, 100), ev(EventKind::Exit, 1, 200)];
+        m.merge(&mut batch, false);
+        let kinds: Vec<EventKind> = batch.iter().map(|e| e.kind).collect();
+        use EventKind::*;
+        assert_eq!(
+            kinds,
+            [Entry, Syscall, Data, Data, Data, SyscallExit, Data, Exit]
+        );
+        assert_eq!(batch[1].func, 0);
+        // The result's bytes.
+        let (b, n) = batch[6].data_bytes();
+        assert_eq!((i64::from_le_bytes(b[..8].try_into().unwrap()), n), (-2, 8));
+        // The last one waits for a later batch, or the end.
+        assert!(m.has_more());
+        let mut rest = Vec::new();
+        m.merge(&mut rest, true);
+        assert_eq!(rest[0].kind, Syscall);
+        assert_eq!(rest[0].func, 231);
+        assert!(!m.has_more());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

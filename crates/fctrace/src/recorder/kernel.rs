@@ -1,0 +1,475 @@
+//! `record -k`: the traced tasks' system calls, from the kernel's
+//! `raw_syscalls:sys_enter` and `sys_exit` tracepoints through
+//! `perf_event_open`.
+//!
+//! One event per tracepoint and CPU is opened on fctrace's own thread
+//! before it starts the program, disabled, inherited by the processes and
+//! threads it creates and enabled when they execute a program
+//! (`enable_on_exec`): the program is recorded from its first system call
+//! after `execve`, and so are every thread and child it creates; fctrace
+//! itself is not (its own events stay disabled). Timestamps are
+//! CLOCK_MONOTONIC (`use_clockid`), the user events' timeline. Each CPU's
+//! samples go into one ring buffer, which the recorder drains as it drains
+//! the shared memory; the samples of each thread are put in time order
+//! (a thread moves between CPUs) and written with its task's events
+//! (`fctrace_format::store::kernel`). Samples the kernel could not write
+//! (a full ring) are counted and reported, apart from the user events.
+//!
+//! What the kernel does not allow is said precisely: no tracefs (where the
+//! tracepoints' ids are), `perf_event_paranoid` or missing capabilities.
+
+use anyhow::{bail, Result};
+use fctrace_format::store::kernel::KernelEvent;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// `struct perf_event_attr` (PERF_ATTR_SIZE_VER5).
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    kind: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+    config2: u64,
+    branch_sample_type: u64,
+    sample_regs_user: u64,
+    sample_stack_user: u32,
+    clockid: i32,
+    sample_regs_intr: u64,
+    aux_watermark: u32,
+    sample_max_stack: u16,
+    reserved: u16,
+}
+
+const PERF_TYPE_TRACEPOINT: u32 = 2;
+const PERF_SAMPLE_TID: u64 = 1 << 1;
+const PERF_SAMPLE_TIME: u64 = 1 << 2;
+const PERF_SAMPLE_RAW: u64 = 1 << 10;
+const PERF_SAMPLE_IDENTIFIER: u64 = 1 << 16;
+const FLAG_DISABLED: u64 = 1 << 0;
+const FLAG_INHERIT: u64 = 1 << 1;
+const FLAG_ENABLE_ON_EXEC: u64 = 1 << 12;
+const FLAG_USE_CLOCKID: u64 = 1 << 25;
+const PERF_FLAG_FD_CLOEXEC: u64 = 1 << 3;
+const PERF_EVENT_IOC_SET_OUTPUT: u64 = 0x2405;
+const PERF_EVENT_IOC_ID: u64 = 0x8008_2407;
+const PERF_RECORD_LOST: u32 = 2;
+const PERF_RECORD_SAMPLE: u32 = 9;
+
+/// Data pages of each CPU's ring buffer (1 MiB).
+const RING_PAGES: usize = 256;
+/// Samples are written in time order once this much older than the drain
+/// that read them (a sample being written on another CPU meanwhile is
+/// older than the drain that follows).
+const SETTLE_NS: u64 = 20_000_000;
+
+/// Samples of threads without a task kept for a later round, at most.
+const MAX_KEPT: usize = 1 << 20;
+
+/// Where tracefs is mounted.
+const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+fn tracepoint_id(group: &str, name: &str) -> Result<u64> {
+    let mut why = String::new();
+    for root in TRACEFS {
+        let p = format!("{root}/events/{group}/{name}/id");
+        match std::fs::read_to_string(&p) {
+            Ok(s) => match s.trim().parse() {
+                Ok(id) => return Ok(id),
+                Err(_) => why = format!("{p} holds no number"),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => bail!(
+                "-k: this user may not read the kernel's tracepoints ({p}: {e}): run fctrace \
+                 as root, or give this user tracefs (mount -o remount,mode=755 {root}) and \
+                 perf events: {}",
+                perf_rights()
+            ),
+            Err(e) if why.is_empty() => why = format!("{p}: {e}"),
+            Err(_) => {}
+        }
+    }
+    bail!(
+        "-k: the kernel's tracepoint {group}:{name} is not available ({why}): tracefs must be \
+         mounted (mount -t tracefs nodev /sys/kernel/tracing) and readable, and the kernel built \
+         with CONFIG_FTRACE_SYSCALLS"
+    )
+}
+
+fn perf_open(attr: &PerfEventAttr, pid: i32, cpu: i32, group: i32) -> std::io::Result<i32> {
+    // SAFETY: perf_event_open reads `attr` (its size field set), and
+    // returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr as *const PerfEventAttr,
+            pid,
+            cpu,
+            group,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(fd as i32)
+    }
+}
+
+/// What an ordinary user needs for tracepoints through perf events.
+fn perf_rights() -> String {
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into());
+    format!(
+        "kernel.perf_event_paranoid is {paranoid}; tracepoints need it at -1 (sysctl \
+         kernel.perf_event_paranoid=-1), or fctrace run as root or with CAP_PERFMON (setcap \
+         cap_perfmon+ep $(which fctrace))"
+    )
+}
+
+/// Why perf_event_open refused, and how to allow it.
+fn permission_message(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => format!(
+            "-k: the kernel refuses fctrace its tracepoints ({e}): {}; tracefs must be readable \
+             too",
+            perf_rights()
+        ),
+        Some(libc::ENOSYS) => {
+            "-k: this kernel has no perf_event_open (CONFIG_PERF_EVENTS)".to_string()
+        }
+        Some(libc::ENOENT) | Some(libc::EINVAL) => {
+            format!("-k: the kernel does not offer these tracepoints through perf_event_open ({e})")
+        }
+        _ => format!("-k: perf_event_open failed: {e}"),
+    }
+}
+
+/// One CPU's ring buffer.
+struct Ring {
+    base: *mut u8,
+    len: usize,
+    page: usize,
+}
+
+/// The kernel events being recorded.
+pub struct Kernel {
+    fds: Vec<i32>,
+    rings: Vec<Ring>,
+    enter_ids: Vec<u64>,
+    exit_ids: Vec<u64>,
+    /// Samples read, not yet written: (tid, event).
+    pending: Vec<(u32, KernelEvent)>,
+    /// Samples in order, of threads no task had yet.
+    kept: Vec<(u32, KernelEvent)>,
+    /// Threads inside the agent's set-up, and those whose next `close`
+    /// return is a mark's.
+    in_agent: std::collections::HashSet<u32>,
+    mark_exit: std::collections::HashSet<u32>,
+    /// Samples of the agent's own set-up (not written).
+    pub agent: u64,
+    /// Samples the kernel could not write.
+    pub lost: u64,
+    /// Samples of threads no task of the trace had (written nowhere).
+    pub untasked: u64,
+    /// Samples written.
+    pub written: u64,
+}
+
+impl Kernel {
+    /// Opens the events on the calling thread, disabled until a process it
+    /// starts executes a program. Call just before starting it.
+    pub fn open_for_launch() -> Result<Kernel> {
+        let enter = tracepoint_id("raw_syscalls", "sys_enter")?;
+        let exit = tracepoint_id("raw_syscalls", "sys_exit")?;
+        // SAFETY: sysconf has no preconditions.
+        let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as i32;
+        // SAFETY: as above.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let mut k = Kernel {
+            fds: Vec::new(),
+            rings: Vec::new(),
+            enter_ids: Vec::new(),
+            exit_ids: Vec::new(),
+            pending: Vec::new(),
+            kept: Vec::new(),
+            in_agent: Default::default(),
+            mark_exit: Default::default(),
+            agent: 0,
+            lost: 0,
+            untasked: 0,
+            written: 0,
+        };
+        for cpu in 0..ncpu {
+            let mut ring_fd = -1;
+            for (tp, ids) in [(enter, 0), (exit, 1)] {
+                let attr = PerfEventAttr {
+                    kind: PERF_TYPE_TRACEPOINT,
+                    size: std::mem::size_of::<PerfEventAttr>() as u32,
+                    config: tp,
+                    sample_period: 1,
+                    sample_type: PERF_SAMPLE_IDENTIFIER
+                        | PERF_SAMPLE_TID
+                        | PERF_SAMPLE_TIME
+                        | PERF_SAMPLE_RAW,
+                    flags: FLAG_DISABLED | FLAG_INHERIT | FLAG_ENABLE_ON_EXEC | FLAG_USE_CLOCKID,
+                    clockid: libc::CLOCK_MONOTONIC,
+                    ..Default::default()
+                };
+                let fd = match perf_open(&attr, 0, cpu, -1) {
+                    Ok(fd) => fd,
+                    // A CPU that is offline: nothing runs there.
+                    Err(e) if e.raw_os_error() == Some(libc::ENODEV) && cpu > 0 => continue,
+                    Err(e) => bail!("{}", permission_message(&e)),
+                };
+                k.fds.push(fd);
+                let mut id = 0u64;
+                // SAFETY: PERF_EVENT_IOC_ID writes the event's id into `id`.
+                unsafe { libc::ioctl(fd, PERF_EVENT_IOC_ID as _, &mut id as *mut u64) };
+                if ids == 0 {
+                    k.enter_ids.push(id);
+                } else {
+                    k.exit_ids.push(id);
+                }
+                if ring_fd < 0 {
+                    let len = page * (RING_PAGES + 1);
+                    // SAFETY: maps the event's ring buffer (its header page
+                    // and data pages), shared with the kernel; checked.
+                    let base = unsafe {
+                        libc::mmap(
+                            std::ptr::null_mut(),
+                            len,
+                            libc::PROT_READ | libc::PROT_WRITE,
+                            libc::MAP_SHARED,
+                            fd,
+                            0,
+                        )
+                    };
+                    if base == libc::MAP_FAILED {
+                        let e = std::io::Error::last_os_error();
+                        bail!(
+                            "-k: cannot map the kernel's ring buffer ({e}): the locked memory \
+                             allowed to perf (kernel.perf_event_mlock_kb) may be too small"
+                        );
+                    }
+                    k.rings.push(Ring {
+                        base: base as *mut u8,
+                        len,
+                        page,
+                    });
+                    ring_fd = fd;
+                } else {
+                    // SAFETY: points this event's samples at the CPU's ring.
+                    if unsafe { libc::ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT as _, ring_fd) } != 0 {
+                        let e = std::io::Error::last_os_error();
+                        bail!("-k: cannot share the kernel's ring buffer: {e}");
+                    }
+                }
+            }
+        }
+        Ok(k)
+    }
+
+    /// Reads what the rings hold; writes the samples old enough to be in
+    /// order through `write(tid, event)` (all of them when `last`).
+    pub fn drain(&mut self, last: bool, write: &mut dyn FnMut(u32, &KernelEvent) -> bool) {
+        let now = monotonic_ns();
+        for i in 0..self.rings.len() {
+            self.read_ring(i);
+        }
+        let limit = if last {
+            u64::MAX
+        } else {
+            now.saturating_sub(SETTLE_NS)
+        };
+        if self.kept.is_empty() && self.pending.iter().all(|(_, e)| e.ns() > limit) {
+            return;
+        }
+        // Stable: a thread's samples of one CPU keep their order.
+        self.pending.sort_by_key(|(_, e)| e.ns());
+        let n = self.pending.partition_point(|(_, e)| e.ns() <= limit);
+        // The agent's set-up in each new program, between its marks, is
+        // not the program's (a thread's samples are in its time order
+        // here).
+        let mut ready = std::mem::take(&mut self.kept);
+        for (tid, e) in self.pending.drain(..n) {
+            use fctrace_format::shm::{KERNEL_MARK_BEGIN, KERNEL_MARK_END};
+            const CLOSE: u16 = 3;
+            match e {
+                KernelEvent::Enter {
+                    nr: CLOSE, args, ..
+                } if args[0] == KERNEL_MARK_BEGIN || args[0] == KERNEL_MARK_END => {
+                    if args[0] == KERNEL_MARK_BEGIN {
+                        self.in_agent.insert(tid);
+                    } else {
+                        self.in_agent.remove(&tid);
+                    }
+                    self.mark_exit.insert(tid);
+                }
+                KernelEvent::Exit { nr: CLOSE, .. } if self.mark_exit.remove(&tid) => {}
+                _ if self.in_agent.contains(&tid) => self.agent += 1,
+                _ => ready.push((tid, e)),
+            }
+        }
+        // A thread no task has yet (before the agent registers it) keeps
+        // its samples for a later round, until the last.
+        let mut kept = Vec::new();
+        for (tid, e) in ready {
+            if write(tid, &e) {
+                self.written += 1;
+            } else if last {
+                self.untasked += 1;
+            } else {
+                kept.push((tid, e));
+            }
+        }
+        // (Bounded: samples of threads that never get a task, an untraced
+        // program's, are dropped beyond this and counted.)
+        if kept.len() > MAX_KEPT {
+            self.untasked += (kept.len() - MAX_KEPT) as u64;
+            kept.truncate(MAX_KEPT);
+        }
+        self.kept = kept;
+    }
+
+    fn read_ring(&mut self, i: usize) {
+        let r = &self.rings[i];
+        // SAFETY: the ring's header page (struct perf_event_mmap_page):
+        // data_head at 1024, data_tail at 1032, read and written as the
+        // kernel's protocol says (acquire the head, release the tail).
+        let (head_p, tail_p) = unsafe {
+            (
+                &*(r.base.add(1024) as *const AtomicU64),
+                &*(r.base.add(1032) as *const AtomicU64),
+            )
+        };
+        let head = head_p.load(Ordering::Acquire);
+        let mut tail = tail_p.load(Ordering::Relaxed);
+        let size = (r.len - r.page) as u64;
+        // SAFETY: the data pages follow the header page.
+        let data = unsafe { std::slice::from_raw_parts(r.base.add(r.page), size as usize) };
+        let mut rec = Vec::with_capacity(128);
+        while tail < head {
+            let at = |off: u64| data[((tail + off) % size) as usize];
+            let hdr: Vec<u8> = (0..8).map(at).collect();
+            let kind = u32::from_le_bytes(hdr[0..4].try_into().unwrap());
+            let len = u16::from_le_bytes([hdr[6], hdr[7]]) as u64;
+            if len < 8 || tail + len > head {
+                break;
+            }
+            rec.clear();
+            rec.extend((8..len).map(at));
+            self.record(kind, &rec);
+            tail += len;
+        }
+        tail_p.store(tail, Ordering::Release);
+    }
+
+    fn record(&mut self, kind: u32, b: &[u8]) {
+        let u64_at = |o: usize| {
+            b.get(o..o + 8)
+                .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
+        };
+        match kind {
+            PERF_RECORD_LOST => self.lost += u64_at(8),
+            PERF_RECORD_SAMPLE => {
+                // identifier, pid/tid, time, raw size, raw.
+                let id = u64_at(0);
+                let tid = (u64_at(8) >> 32) as u32;
+                let ns = u64_at(16);
+                let raw = &b[b.len().min(28)..];
+                let field = |o: usize| {
+                    raw.get(o..o + 8)
+                        .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
+                };
+                let nr = field(8) as i64;
+                if !(0..=u16::MAX as i64).contains(&nr) {
+                    return;
+                }
+                let nr = nr as u16;
+                let e = if self.enter_ids.contains(&id) {
+                    let mut args = [0u64; 6];
+                    for (k, a) in args.iter_mut().enumerate() {
+                        *a = field(16 + 8 * k);
+                    }
+                    KernelEvent::Enter { nr, ns, args }
+                } else if self.exit_ids.contains(&id) {
+                    KernelEvent::Exit {
+                        nr,
+                        ns,
+                        ret: field(16) as i64,
+                    }
+                } else {
+                    return;
+                };
+                self.pending.push((tid, e));
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        for r in &self.rings {
+            // SAFETY: the mapping made in `open_for_launch`, no longer read.
+            unsafe { libc::munmap(r.base as *mut libc::c_void, r.len) };
+        }
+        for &fd in &self.fds {
+            // SAFETY: descriptors this struct opened.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    // SAFETY: a zeroed timespec is valid; clock_gettime fills it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Which task a thread's samples go to: the task of the trace that has its
+/// thread id (the latest registered, as an exec makes a new task with the
+/// same thread id).
+#[derive(Default)]
+pub struct Routes {
+    by_tid: HashMap<u32, (u32, u32)>,
+    /// The task table was read since the last [`Routes::new_round`].
+    refreshed: bool,
+}
+
+impl Routes {
+    /// Lets the next unknown thread read the task table again.
+    pub fn new_round(&mut self) {
+        self.refreshed = false;
+    }
+
+    /// The (task id, tid) of `tid`, if a task has it; `refresh` gives the
+    /// task table's (id, tid) pairs when `tid` is not known yet.
+    pub fn task_of(
+        &mut self,
+        tid: u32,
+        refresh: &mut dyn FnMut() -> Vec<(u32, u32)>,
+    ) -> Option<(u32, u32)> {
+        if let Some(&t) = self.by_tid.get(&tid) {
+            return Some(t);
+        }
+        if self.refreshed {
+            return None;
+        }
+        self.refreshed = true;
+        for (id, t) in refresh() {
+            self.by_tid.insert(t, (id, t));
+        }
+        self.by_tid.get(&tid).copied()
+    }
+}

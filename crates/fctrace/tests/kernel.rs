@@ -1,0 +1,333 @@
+//! `record -k`: system calls recorded by the kernel, shown under the
+//! functions that made them, counted exactly (from what the program does,
+//! and against `strace -f -c` of a native run), and clear messages when
+//! the kernel refuses.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// The syscalls.c constants.
+const FAILS: u64 = 5;
+const THREAD_CALLS: u64 = 7;
+const CHILD_CALLS: u64 = 3;
+/// The size of the file copy_file copies, 4096 bytes at a time.
+const SIZE: usize = 10_000;
+
+/// Per (innermost function of the program among `funcs`, system call):
+/// calls and errors, over every task; and per system call over the whole
+/// trace. A system call line is `name(args) = result` (not a function's
+/// leaf line, which ends in `;`); `<... name resumed>` lines (the return
+/// of a call whose entry another task or program made) are not calls.
+struct Counts {
+    by_func: BTreeMap<(String, String), (u64, u64)>,
+    total: BTreeMap<String, (u64, u64)>,
+}
+
+fn counts(text: &str, funcs: &[&str]) -> Counts {
+    let mut by_func: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    let mut total: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    // Per tid, the open calls.
+    let mut stacks: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let l = split_replay_line(line).unwrap();
+        let stack = stacks.entry(l.tid).or_default();
+        stack.truncate(l.depth);
+        let t = l.text;
+        if let Some(name) = t.strip_suffix(" {").and_then(|t| t.split('(').next()) {
+            stack.push(name.to_string());
+            continue;
+        }
+        if t.starts_with('}') || t.ends_with(';') || t.starts_with("<...") {
+            continue;
+        }
+        let Some((call, result)) = t.rsplit_once(") = ") else {
+            continue;
+        };
+        let name = call.split('(').next().unwrap().to_string();
+        let error = result.starts_with("-1 E");
+        let e = total.entry(name.clone()).or_default();
+        e.0 += 1;
+        e.1 += u64::from(error);
+        if let Some(f) = stack.iter().rev().find(|f| funcs.contains(&f.as_str())) {
+            let e = by_func.entry((f.clone(), name)).or_default();
+            e.0 += 1;
+            e.1 += u64::from(error);
+        }
+    }
+    Counts { by_func, total }
+}
+
+/// `strace -f -c` of a native run: calls and errors per system call.
+fn strace_counts(exe: &Path, args: &[&str]) -> BTreeMap<String, (u64, u64)> {
+    let out = std::env::temp_dir().join(format!("fctrace-strace-{}", unique_suffix()));
+    let r = run(Command::new("strace")
+        .args(["-f", "-c", "-o"])
+        .arg(&out)
+        .arg(exe)
+        .args(args));
+    assert!(r.success(), "strace failed\n{}", r.describe());
+    let text = std::fs::read_to_string(&out).unwrap();
+    let _ = std::fs::remove_file(&out);
+    let mut m = BTreeMap::new();
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // % time, seconds, usecs/call, calls, [errors], syscall
+        if f.len() < 5 || f[0].parse::<f64>().is_err() || f[f.len() - 1] == "total" {
+            continue;
+        }
+        let calls: u64 = f[3].parse().unwrap();
+        let errors: u64 = if f.len() == 6 {
+            f[4].parse().unwrap()
+        } else {
+            0
+        };
+        m.insert(f[f.len() - 1].to_string(), (calls, errors));
+    }
+    m
+}
+
+#[test]
+fn system_calls_nest_under_the_functions_that_made_them() {
+    let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
+    let work = std::env::temp_dir().join(format!("fctrace-kernel-{}", unique_suffix()));
+    std::fs::create_dir_all(&work).unwrap();
+    let src = work.join("src.bin");
+    std::fs::write(&src, vec![7u8; SIZE]).unwrap();
+    let dst = work.join("dst.bin");
+    let args = [src.to_str().unwrap(), dst.to_str().unwrap()];
+
+    let native = run_native(&exe, &args);
+    let rec = record(&exe, &args, &["-k"]);
+    assert_same_behaviour(&native, &rec.run, "syscalls -k");
+    let text = replay_text(&rec.dir.path);
+    let ctx = format!("trace {}\n{}", rec.dir.path.display(), clip(&text, 20_000));
+    let funcs = [
+        "copy_file",
+        "fail_opens",
+        "map_unmap",
+        "nap",
+        "stat_it",
+        "worker",
+        "child_work",
+        "tidy",
+    ];
+    let c = counts(&text, &funcs);
+    let by = |f: &str, s: &str| {
+        c.by_func
+            .get(&(f.to_string(), s.to_string()))
+            .copied()
+            .unwrap_or((0, 0))
+    };
+    let reads = SIZE.div_ceil(4096) as u64 + 1;
+    let writes = SIZE.div_ceil(4096) as u64;
+    // Every system call of each function, computed from what it does.
+    type PerCall<'a> = &'a [(&'a str, (u64, u64))];
+    let expected: &[(&str, PerCall)] = &[
+        (
+            "copy_file",
+            &[
+                ("openat", (2, 0)),
+                ("read", (reads, 0)),
+                ("write", (writes, 0)),
+                ("close", (2, 0)),
+            ],
+        ),
+        ("fail_opens", &[("openat", (FAILS, FAILS))]),
+        ("map_unmap", &[("mmap", (1, 0)), ("munmap", (1, 0))]),
+        ("nap", &[("clock_nanosleep", (1, 0))]),
+        ("stat_it", &[("newfstatat", (1, 0))]),
+        ("worker", &[("getppid", (THREAD_CALLS, 0))]),
+        ("child_work", &[("umask", (CHILD_CALLS, 0))]),
+        (
+            "tidy",
+            &[
+                ("openat", (1, 0)),
+                ("ftruncate", (1, 0)),
+                ("lseek", (1, 0)),
+                ("close", (1, 0)),
+                ("unlink", (1, 0)),
+            ],
+        ),
+    ];
+    for (f, calls) in expected {
+        for (s, n) in *calls {
+            assert_eq!(by(f, s), *n, "{f}: {s}\n{ctx}");
+        }
+        let all: u64 = c
+            .by_func
+            .iter()
+            .filter(|((g, _), _)| g == f)
+            .map(|(_, n)| n.0)
+            .sum();
+        let want: u64 = calls.iter().map(|(_, n)| n.0).sum();
+        assert_eq!(all, want, "{f}: other system calls\n{ctx}");
+    }
+    // The thread's and the child's in their own tasks.
+    let tids = |needle: &str| {
+        text.lines()
+            .filter(|l| l.contains(needle))
+            .filter_map(|l| split_replay_line(l).ok().map(|l| l.tid))
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let main_tid = tids("copy_file() {");
+    assert_eq!(main_tid.len(), 1, "{ctx}");
+    for other in ["getppid() = ", "umask(022) = "] {
+        let t = tids(other);
+        assert_eq!(t.len(), 1, "{other}\n{ctx}");
+        assert!(t.is_disjoint(&main_tid), "{other}\n{ctx}");
+    }
+    assert_ne!(tids("getppid() = "), tids("umask(022) = "), "{ctx}");
+
+    // The whole run against strace -f -c of a native run, for the system
+    // calls only the program's own code makes (not the dynamic loader,
+    // which also loads fctrace's agent, or the C library's start-up).
+    let strace = strace_counts(&exe, &args);
+    for s in [
+        "getppid",
+        "umask",
+        "ftruncate",
+        "lseek",
+        "unlink",
+        "clock_nanosleep",
+        "wait4",
+        "clone",
+        "clone3",
+    ] {
+        assert_eq!(
+            c.total.get(s).map(|n| n.0),
+            strace.get(s).map(|n| n.0),
+            "{s}: fctrace -k against strace -f -c {strace:?}\n{ctx}"
+        );
+    }
+    // report -k sums the same calls and errors as the tree shows.
+    let r = fctrace(&[
+        "report",
+        "-k",
+        "--format",
+        "json",
+        "-d",
+        rec.dir.path.to_str().unwrap(),
+    ]);
+    assert!(r.success(), "{}", r.describe());
+    let json: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let reported: BTreeMap<String, (u64, u64)> = json["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                (s["calls"].as_u64().unwrap(), s["errors"].as_u64().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(reported, c.total, "report -k against the tree\n{ctx}");
+    let text_report = fctrace(&["report", "-k", "-d", rec.dir.path.to_str().unwrap()]);
+    assert!(
+        text_report
+            .stdout
+            .starts_with("% time     seconds  usecs/call     calls    errors syscall\n"),
+        "{}",
+        text_report.describe()
+    );
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// Shown as strace prints them.
+#[test]
+fn system_call_lines_read_as_strace_prints_them() {
+    let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
+    let work = std::env::temp_dir().join(format!("fctrace-kernel-{}", unique_suffix()));
+    std::fs::create_dir_all(&work).unwrap();
+    let src = work.join("src.bin");
+    std::fs::write(&src, vec![7u8; SIZE]).unwrap();
+    let dst = work.join("dst.bin");
+    let rec = record(
+        &exe,
+        &[src.to_str().unwrap(), dst.to_str().unwrap()],
+        &["-k"],
+    );
+    let text = replay_text(&rec.dir.path);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter_map(|l| split_replay_line(l).ok().map(|l| l.text))
+        .collect();
+    let ctx = clip(&text, 20_000);
+    let has = |pred: &dyn Fn(&str) -> bool| lines.iter().any(|l| pred(l));
+    assert!(
+        has(&|l| l.starts_with("openat(AT_FDCWD, 0x")
+            && l.ends_with(", O_RDONLY) = -1 ENOENT (No such file or directory)")),
+        "{ctx}"
+    );
+    assert!(
+        has(&|l| l.starts_with("openat(AT_FDCWD, 0x")
+            && l.ends_with(", O_WRONLY|O_CREAT|O_TRUNC, 0644) = 4")),
+        "{ctx}"
+    );
+    assert!(
+        has(&|l| l.starts_with("read(3, 0x") && l.ends_with(", 4096) = 4096")),
+        "{ctx}"
+    );
+    assert!(
+        has(&|l| l.starts_with(
+            "mmap(NULL, 65536, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x"
+        )),
+        "{ctx}"
+    );
+    assert!(has(&|l| l == "umask(022) = 022"), "{ctx}");
+    assert!(has(&|l| l == "exit_group(0) = ?"), "{ctx}");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// Without the right to the kernel's tracepoints (an ordinary user, with
+/// kernel.perf_event_paranoid above -1), fctrace says what is missing and
+/// how to allow it, and records the functions anyway.
+#[test]
+fn refused_tracepoints_are_explained_and_functions_recorded() {
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(2);
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    if !root || paranoid < 0 {
+        eprintln!("skipped: needs root (to run fctrace as nobody) and perf_event_paranoid >= 0");
+        return;
+    }
+    let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
+    let work = std::env::temp_dir().join(format!("fctrace-kernel-{}", unique_suffix()));
+    std::fs::create_dir_all(&work).unwrap();
+    let src = work.join("src.bin");
+    std::fs::write(&src, vec![7u8; SIZE]).unwrap();
+    std::os::unix::fs::chown(&work, Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::chown(&src, Some(65534), Some(65534)).unwrap();
+    let trace = work.join("trace");
+    let r = run(Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(fctrace_bin())
+        .args(["record", "-k", "-d"])
+        .arg(&trace)
+        .arg(&exe)
+        .arg(&src)
+        .arg(work.join("dst.bin")));
+    assert_no_panic(&r);
+    assert!(r.success(), "{}", r.describe());
+    assert!(
+        r.stderr.contains(&format!(
+            "kernel.perf_event_paranoid is {paranoid}; tracepoints need it at -1"
+        )) && r.stderr.contains("CAP_PERFMON")
+            && r.stderr.contains("recording the functions only"),
+        "{}",
+        r.describe()
+    );
+    let text = replay_text(&trace);
+    assert!(text.contains("copy_file() {"), "{text}");
+    assert!(!text.contains("openat("), "{text}");
+    let _ = std::fs::remove_dir_all(&work);
+}
