@@ -40,8 +40,17 @@ pub enum EventKind {
     /// number, 3 `Data` events follow with its 6 arguments (u64 each).
     Syscall = 8,
     /// Decoded events only: a system call returned; `func` is its number,
-    /// one `Data` event follows with its result (i64).
+    /// one `Data` event follows with its result (i64) and the time the
+    /// thread spent off the CPU during the call (u64 ns).
     SyscallExit = 9,
+    /// Decoded events only, from a task's kernel events: the thread was
+    /// off the CPU outside a system call; one `Data` event follows with
+    /// the time (u64 ns) and 1 if it was preempted (runnable), 0 if it
+    /// blocked (u64).
+    OffCpu = 10,
+    /// Decoded events only: a page fault of the thread; one `Data` event
+    /// follows with the faulting address and the instruction's (u64 each).
+    PageFault = 11,
 }
 
 impl EventKind {

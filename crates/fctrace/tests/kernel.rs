@@ -331,3 +331,76 @@ fn refused_tracepoints_are_explained_and_functions_recorded() {
     assert!(!text.contains("openat("), "{text}");
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// Time off the CPU inside a call, and page faults counted where they
+/// happen: main blocks in read(2) on a pipe until a thread writes into it
+/// 30 ms later, then touches 64 fresh pages.
+#[test]
+fn blocked_time_and_page_faults_are_shown() {
+    let exe = c_program("kernel_block.c", "-O2", &["-O2", "-pthread"]);
+    let native = run_native(&exe, &[]);
+    let rec = record(&exe, &[], &["-k"]);
+    assert_same_behaviour(&native, &rec.run, "kernel_block -k");
+    let text = replay_text(&rec.dir.path);
+    let ctx = format!("trace {}\n{}", rec.dir.path.display(), clip(&text, 20_000));
+    let lines: Vec<ReplayLine> = text
+        .lines()
+        .filter_map(|l| split_replay_line(l).ok())
+        .collect();
+    let body = |f: &str| -> Vec<&ReplayLine> {
+        let start = lines
+            .iter()
+            .position(|l| l.text == format!("{f}() {{"))
+            .unwrap_or_else(|| panic!("{f}\n{ctx}"));
+        let (tid, depth) = (lines[start].tid, lines[start].depth);
+        lines[start + 1..]
+            .iter()
+            .filter(|l| l.tid == tid)
+            .take_while(|l| l.depth > depth)
+            .collect()
+    };
+    // The read, its duration and the time off the CPU in it.
+    let waiting = body("wait_for_data");
+    let reads: Vec<&&ReplayLine> = waiting
+        .iter()
+        .filter(|l| l.text.starts_with("read(3, 0x"))
+        .collect();
+    assert_eq!(reads.len(), 1, "{ctx}");
+    let (call, off) = reads[0].text.split_once(" /* off-CPU ").expect(&ctx);
+    assert!(call.ends_with(", 16) = 5"), "{ctx}");
+    let ms = |t: &str| -> f64 {
+        let (v, unit) = t.trim().split_once(' ').unwrap();
+        let v: f64 = v.parse().unwrap();
+        match unit.trim_end_matches(" */").trim() {
+            "us" => v / 1000.0,
+            "ms" => v,
+            "s" => v * 1000.0,
+            u => panic!("unit {u}"),
+        }
+    };
+    let off_ms = ms(off.trim_end_matches(" */"));
+    let dur_ms = ms(reads[0].duration);
+    assert!(
+        off_ms >= 15.0 && off_ms <= dur_ms + 0.001,
+        "{off_ms} of {dur_ms}\n{ctx}"
+    );
+    // The 64 pages' faults between the mmap and the munmap.
+    let touch = body("touch_pages");
+    let from = touch.iter().position(|l| l.text == "mmap() {").expect(&ctx);
+    let to = touch
+        .iter()
+        .position(|l| l.text == "munmap() {")
+        .expect(&ctx);
+    let faults: u64 = touch[from..to]
+        .iter()
+        .filter_map(|l| {
+            l.text
+                .strip_prefix("/* ")?
+                .strip_suffix(" page faults */")
+                .or_else(|| l.text.strip_prefix("/* ")?.strip_suffix(" page fault */"))?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert_eq!(faults, 64, "{ctx}");
+}

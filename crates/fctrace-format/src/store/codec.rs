@@ -82,7 +82,9 @@ impl ShadowStack {
             | EventKind::Retval
             | EventKind::Data
             | EventKind::Syscall
-            | EventKind::SyscallExit => {}
+            | EventKind::SyscallExit
+            | EventKind::OffCpu
+            | EventKind::PageFault => {}
         }
     }
     pub(crate) fn clear(&mut self) {

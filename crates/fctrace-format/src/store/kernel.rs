@@ -7,7 +7,11 @@
 //! record := kind:u8 nr:u16 ns:u64 body
 //!   kind 1 (system call entered): body = args: 6 x u64
 //!   kind 2 (system call returned): body = ret: i64
+//!   kind 3 (the thread left the CPU): body = preempted: u8 (1: runnable)
+//!   kind 4 (the thread is back on a CPU): no body
+//!   kind 5 (a page fault): body = address: u64, ip: u64
 //! ```
+//! (`nr` is 0 for kinds 3 to 5.)
 //! Little-endian; `ns` is CLOCK_MONOTONIC, the timeline of the user
 //! events. Records are in time order. docs/format.md has the same table.
 //!
@@ -27,6 +31,9 @@ use std::path::{Path, PathBuf};
 pub const SYS_MAGIC: [u8; 8] = *b"fctrsys1";
 const KIND_ENTER: u8 = 1;
 const KIND_EXIT: u8 = 2;
+const KIND_OUT: u8 = 3;
+const KIND_IN: u8 = 4;
+const KIND_FAULT: u8 = 5;
 
 /// One kernel event, as recorded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,51 +42,49 @@ pub enum KernelEvent {
     Enter { nr: u16, ns: u64, args: [u64; 6] },
     /// A system call returned: its number and result.
     Exit { nr: u16, ns: u64, ret: i64 },
+    /// The thread left the CPU: preempted (still runnable) or blocked.
+    Out { ns: u64, preempted: bool },
+    /// The thread is back on a CPU.
+    In { ns: u64 },
+    /// A page fault at `addr`, by the instruction at `ip`.
+    Fault { ns: u64, addr: u64, ip: u64 },
 }
 
 impl KernelEvent {
     pub fn ns(&self) -> u64 {
         match *self {
-            KernelEvent::Enter { ns, .. } | KernelEvent::Exit { ns, .. } => ns,
+            KernelEvent::Enter { ns, .. }
+            | KernelEvent::Exit { ns, .. }
+            | KernelEvent::Out { ns, .. }
+            | KernelEvent::In { ns }
+            | KernelEvent::Fault { ns, .. } => ns,
         }
     }
+}
 
-    /// As decoded events: the event and its `Data` events (into `out`).
-    fn push_events(&self, out: &mut Vec<Event>) {
-        let data = |bytes: &[u8], out: &mut Vec<Event>| {
-            for piece in bytes.chunks(16) {
-                let mut b = [0u8; 16];
-                b[..piece.len()].copy_from_slice(piece);
-                out.push(Event {
-                    kind: EventKind::Data,
-                    func: piece.len() as u32,
-                    tsc: u64::from_le_bytes(b[..8].try_into().unwrap()),
-                    ns: u64::from_le_bytes(b[8..].try_into().unwrap()),
-                });
-            }
-        };
-        match *self {
-            KernelEvent::Enter { nr, ns, args } => {
-                out.push(Event {
-                    kind: EventKind::Syscall,
-                    func: u32::from(nr),
-                    tsc: 0,
-                    ns,
-                });
-                let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
-                data(&bytes, out);
-            }
-            KernelEvent::Exit { nr, ns, ret } => {
-                out.push(Event {
-                    kind: EventKind::SyscallExit,
-                    func: u32::from(nr),
-                    tsc: 0,
-                    ns,
-                });
-                data(&ret.to_le_bytes(), out);
-            }
-        }
+/// Decoded events of one kernel unit (into `out`): `kind` and `func`
+/// with a timestamp, then `Data` events holding `bytes`.
+fn push_unit(out: &mut Vec<Event>, kind: EventKind, func: u32, ns: u64, bytes: &[u8]) {
+    out.push(Event {
+        kind,
+        func,
+        tsc: 0,
+        ns,
+    });
+    for piece in bytes.chunks(16) {
+        let mut b = [0u8; 16];
+        b[..piece.len()].copy_from_slice(piece);
+        out.push(Event {
+            kind: EventKind::Data,
+            func: piece.len() as u32,
+            tsc: u64::from_le_bytes(b[..8].try_into().unwrap()),
+            ns: u64::from_le_bytes(b[8..].try_into().unwrap()),
+        });
     }
+}
+
+fn words(w: &[u64]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// The path of the kernel events file of the task whose events file is
@@ -131,6 +136,24 @@ impl KernelWriter {
                 rec[3..11].copy_from_slice(&ns.to_le_bytes());
                 rec[11..19].copy_from_slice(&ret.to_le_bytes());
                 19
+            }
+            KernelEvent::Out { ns, preempted } => {
+                rec[0] = KIND_OUT;
+                rec[3..11].copy_from_slice(&ns.to_le_bytes());
+                rec[11] = u8::from(preempted);
+                12
+            }
+            KernelEvent::In { ns } => {
+                rec[0] = KIND_IN;
+                rec[3..11].copy_from_slice(&ns.to_le_bytes());
+                11
+            }
+            KernelEvent::Fault { ns, addr, ip } => {
+                rec[0] = KIND_FAULT;
+                rec[3..11].copy_from_slice(&ns.to_le_bytes());
+                rec[11..19].copy_from_slice(&addr.to_le_bytes());
+                rec[19..27].copy_from_slice(&ip.to_le_bytes());
+                27
             }
         };
         self.out
@@ -197,6 +220,24 @@ impl KernelReader {
                     ret: i64::from_le_bytes(b),
                 })
             }
+            KIND_OUT => {
+                let mut b = [0u8; 1];
+                self.input.read_exact(&mut b).ok()?;
+                Some(KernelEvent::Out {
+                    ns,
+                    preempted: b[0] != 0,
+                })
+            }
+            KIND_IN => Some(KernelEvent::In { ns }),
+            KIND_FAULT => {
+                let mut b = [0u8; 16];
+                self.input.read_exact(&mut b).ok()?;
+                Some(KernelEvent::Fault {
+                    ns,
+                    addr: u64::from_le_bytes(b[..8].try_into().unwrap()),
+                    ip: u64::from_le_bytes(b[8..].try_into().unwrap()),
+                })
+            }
             _ => None,
         }
     }
@@ -212,9 +253,10 @@ impl KernelReader {
 /// nanoseconds, less than half of any system call.
 pub(crate) struct KernelMerge {
     reader: KernelReader,
-    /// The next unit: a call (entry and return) or a lone event.
-    next: Option<(KernelEvent, Option<KernelEvent>)>,
-    /// Read ahead while pairing.
+    /// The next unit's decoded events, and where it goes in time.
+    next: Vec<Event>,
+    key: Option<u64>,
+    /// Read ahead while making a unit.
     ahead: Option<KernelEvent>,
     scratch: Vec<Event>,
 }
@@ -223,7 +265,8 @@ impl KernelMerge {
     pub(crate) fn new(reader: KernelReader) -> KernelMerge {
         let mut m = KernelMerge {
             reader,
-            next: None,
+            next: Vec::new(),
+            key: None,
             ahead: None,
             scratch: Vec::new(),
         };
@@ -235,39 +278,109 @@ impl KernelMerge {
         self.ahead.take().or_else(|| self.reader.next_event())
     }
 
+    /// Makes the next unit: a system call with its return and the time
+    /// the thread spent off the CPU inside it; a stretch off the CPU
+    /// outside any; a page fault; or a lone event.
     fn advance(&mut self) {
-        self.next = self.read().map(|e| match e {
-            KernelEvent::Enter { nr, .. } => match self.read() {
-                Some(x @ KernelEvent::Exit { nr: n, .. }) if n == nr => (e, Some(x)),
-                other => {
-                    self.ahead = other;
-                    (e, None)
+        self.next.clear();
+        self.key = None;
+        let Some(first) = self.read() else { return };
+        match first {
+            KernelEvent::Enter { nr, ns, args } => {
+                let mut off = 0u64;
+                let mut out_at = None;
+                let exit = loop {
+                    match self.read() {
+                        Some(KernelEvent::Out { ns, .. }) => out_at = Some(ns),
+                        Some(KernelEvent::In { ns }) => {
+                            if let Some(o) = out_at.take() {
+                                off += ns.saturating_sub(o);
+                            }
+                        }
+                        // (Faults of the kernel's copies to user memory.)
+                        Some(KernelEvent::Fault { .. }) => {}
+                        Some(x @ KernelEvent::Exit { nr: n, .. }) if n == nr => break Some(x),
+                        other => {
+                            self.ahead = other;
+                            break None;
+                        }
+                    }
+                };
+                push_unit(
+                    &mut self.next,
+                    EventKind::Syscall,
+                    u32::from(nr),
+                    ns,
+                    &words(&args),
+                );
+                match exit {
+                    Some(KernelEvent::Exit { ns: end, ret, .. }) => {
+                        push_unit(
+                            &mut self.next,
+                            EventKind::SyscallExit,
+                            u32::from(nr),
+                            end,
+                            &words(&[ret as u64, off]),
+                        );
+                        self.key = Some(ns / 2 + end / 2);
+                    }
+                    _ => self.key = Some(ns),
                 }
-            },
-            _ => (e, None),
-        });
+            }
+            KernelEvent::Exit { nr, ns, ret } => {
+                push_unit(
+                    &mut self.next,
+                    EventKind::SyscallExit,
+                    u32::from(nr),
+                    ns,
+                    &words(&[ret as u64, 0]),
+                );
+                self.key = Some(ns);
+            }
+            KernelEvent::Out { ns, preempted } => {
+                let back = match self.read() {
+                    Some(KernelEvent::In { ns: b }) => b,
+                    other => {
+                        self.ahead = other;
+                        ns
+                    }
+                };
+                push_unit(
+                    &mut self.next,
+                    EventKind::OffCpu,
+                    0,
+                    ns,
+                    &words(&[back.saturating_sub(ns), u64::from(preempted)]),
+                );
+                self.key = Some(ns / 2 + back / 2);
+            }
+            // Back without having been seen leaving (the first switch).
+            KernelEvent::In { .. } => self.advance(),
+            KernelEvent::Fault { ns, addr, ip } => {
+                push_unit(
+                    &mut self.next,
+                    EventKind::PageFault,
+                    0,
+                    ns,
+                    &words(&[addr, ip]),
+                );
+                self.key = Some(ns);
+            }
+        }
     }
 
     /// Where the next unit goes in time.
     fn key(&self) -> Option<u64> {
-        self.next.map(|(a, b)| match b {
-            Some(b) => a.ns() / 2 + b.ns() / 2,
-            None => a.ns(),
-        })
+        self.key
     }
 
     fn push_next(&mut self, out: &mut Vec<Event>) {
-        if let Some((a, b)) = self.next {
-            a.push_events(out);
-            if let Some(b) = b {
-                b.push_events(out);
-            }
-        }
+        out.extend_from_slice(&self.next);
         self.advance();
     }
 
     pub(crate) fn has_more(&self) -> bool {
-        self.next.is_some()
+        self.key.is_some()
     }
 
     /// Puts the kernel events up to the time of `batch`'s last timed
@@ -371,9 +484,13 @@ mod tests {
             [Entry, Syscall, Data, Data, Data, SyscallExit, Data, Exit]
         );
         assert_eq!(batch[1].func, 0);
-        // The result's bytes.
+        // The result's bytes, and no time off the CPU.
         let (b, n) = batch[6].data_bytes();
-        assert_eq!((i64::from_le_bytes(b[..8].try_into().unwrap()), n), (-2, 8));
+        assert_eq!(
+            (i64::from_le_bytes(b[..8].try_into().unwrap()), n),
+            (-2, 16)
+        );
+        assert_eq!(u64::from_le_bytes(b[8..].try_into().unwrap()), 0);
         // The last one waits for a later batch, or the end.
         assert!(m.has_more());
         let mut rest = Vec::new();

@@ -295,7 +295,11 @@ impl<S: EventSource> Calls<S> {
                 }
                 // System calls (`record -k`) are not calls of the
                 // program's functions; their values follow as Data.
-                EventKind::Data | EventKind::Syscall | EventKind::SyscallExit => {}
+                EventKind::Data
+                | EventKind::Syscall
+                | EventKind::SyscallExit
+                | EventKind::OffCpu
+                | EventKind::PageFault => {}
             }
         }
     }

@@ -43,6 +43,8 @@ enum A {
     At,
     /// open(2) flags.
     OpenFlags,
+    /// O_CLOEXEC-like flags (pipe2, dup3, accept4...): `0` when none.
+    FdFlags,
     /// mmap(2)/mprotect(2) protection.
     Prot,
     /// mmap(2) flags.
@@ -69,7 +71,7 @@ fn signature(name: &str) -> Option<&'static [A]> {
         "creat" => &[P, O],
         "close" | "fsync" | "fdatasync" | "dup" => &[D],
         "dup2" => &[D, D],
-        "dup3" => &[D, D, OpenFlags],
+        "dup3" => &[D, D, FdFlags],
         "stat" | "lstat" => &[P, P],
         "fstat" => &[D, P],
         "newfstatat" => &[At, P, P, X],
@@ -88,7 +90,7 @@ fn signature(name: &str) -> Option<&'static [A]> {
         "rt_sigreturn" => &[],
         "ioctl" => &[D, X, X],
         "pipe" => &[P],
-        "pipe2" => &[P, OpenFlags],
+        "pipe2" => &[P, FdFlags],
         "select" => &[D, P, P, P, P],
         "poll" => &[P, U, D],
         "ppoll" => &[P, U, P, P, U],
@@ -433,6 +435,16 @@ fn arg(s: &mut String, kind: A, v: u64) {
                 flags(s, rest, OF, "");
             }
         }
+        FdFlags => flags(
+            s,
+            v,
+            &[
+                (0o2000000, "O_CLOEXEC"),
+                (0o4000, "O_NONBLOCK"),
+                (0o40000, "O_DIRECT"),
+            ],
+            "0",
+        ),
         Prot => flags(
             s,
             v,

@@ -1252,6 +1252,7 @@ impl<S: EventSource> TaskState<S> {
             }
             EventKind::Data => Ok(()),
             EventKind::Syscall | EventKind::SyscallExit => self.syscall(event, out, summary),
+            EventKind::OffCpu | EventKind::PageFault => self.kernel_note(event, out, summary),
         }
     }
 
@@ -1463,10 +1464,61 @@ impl<S: EventSource> TaskState<S> {
                 let ret = word(&bytes, 0) as i64;
                 let result = super::syscalls::result_text(event.func, ret);
                 let dur = next.ns.saturating_sub(event.ns);
-                out.line(Some(dur), &self.column, depth, &[&call, " = ", &result])
+                // The time the thread spent off the CPU in it.
+                let off = match word(&bytes, 1) {
+                    0 => String::new(),
+                    ns => format!(" /* off-CPU {} */", Duration(ns).to_string().trim()),
+                };
+                out.line(
+                    Some(dur),
+                    &self.column,
+                    depth,
+                    &[&call, " = ", &result, &off],
+                )
             }
             _ => out.line(None, &self.column, depth, &[&call, " = ?"]),
         }
+    }
+
+    /// `/* off-CPU 1.002 ms (blocked) */` (or `(preempted)`: runnable,
+    /// waiting for a CPU) for time the thread spent off the CPU outside a
+    /// system call; `/* 3 page faults */` for the page faults in a row
+    /// (`record -k`).
+    #[cold]
+    #[inline(never)]
+    fn kernel_note(
+        &mut self,
+        event: Event,
+        out: &mut Sink,
+        summary: &mut TreeSummary,
+    ) -> io::Result<()> {
+        let depth = self.stack.len();
+        let bytes = self.take_payload(summary);
+        if event.kind == EventKind::OffCpu {
+            let word = |i: usize| {
+                bytes
+                    .get(8 * i..8 * i + 8)
+                    .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
+            };
+            let how = if word(1) != 0 { "preempted" } else { "blocked" };
+            let text = format!(
+                "/* off-CPU {} ({how}) */",
+                Duration(word(0)).to_string().trim()
+            );
+            return out.line(None, &self.column, depth, &[&text]);
+        }
+        let mut n = 1u64;
+        while matches!(self.head, Some(e) if e.kind == EventKind::PageFault) {
+            self.advance(summary);
+            self.take_payload(summary);
+            n += 1;
+        }
+        let text = if n == 1 {
+            "/* 1 page fault */".to_string()
+        } else {
+            format!("/* {n} page faults */")
+        };
+        out.line(None, &self.column, depth, &[&text])
     }
 
     fn close_not_returned(&mut self, out: &mut Sink) -> io::Result<()> {

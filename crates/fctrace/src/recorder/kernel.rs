@@ -57,6 +57,11 @@ const FLAG_DISABLED: u64 = 1 << 0;
 const FLAG_INHERIT: u64 = 1 << 1;
 const FLAG_ENABLE_ON_EXEC: u64 = 1 << 12;
 const FLAG_USE_CLOCKID: u64 = 1 << 25;
+const FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
+const FLAG_CONTEXT_SWITCH: u64 = 1 << 26;
+const PERF_RECORD_SWITCH: u32 = 14;
+const PERF_RECORD_MISC_SWITCH_OUT: u16 = 1 << 13;
+const PERF_RECORD_MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 const PERF_FLAG_FD_CLOEXEC: u64 = 1 << 3;
 const PERF_EVENT_IOC_SET_OUTPUT: u64 = 0x2405;
 const PERF_EVENT_IOC_ID: u64 = 0x8008_2407;
@@ -181,6 +186,9 @@ pub struct Kernel {
     pub untasked: u64,
     /// Samples written.
     pub written: u64,
+    fault_ids: Vec<u64>,
+    /// What is not recorded, said once.
+    pub notes: Vec<String>,
 }
 
 impl Kernel {
@@ -189,6 +197,12 @@ impl Kernel {
     pub fn open_for_launch() -> Result<Kernel> {
         let enter = tracepoint_id("raw_syscalls", "sys_enter")?;
         let exit = tracepoint_id("raw_syscalls", "sys_exit")?;
+        // Page faults where the kernel has the tracepoint (x86).
+        let fault = tracepoint_id("exceptions", "page_fault_user");
+        let mut notes = Vec::new();
+        if let Err(e) = &fault {
+            notes.push(format!("{e:#}: page faults are not recorded"));
+        }
         // SAFETY: sysconf has no preconditions.
         let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as i32;
         // SAFETY: as above.
@@ -206,10 +220,16 @@ impl Kernel {
             lost: 0,
             untasked: 0,
             written: 0,
+            fault_ids: Vec::new(),
+            notes,
         };
+        let mut tps = vec![(enter, 0), (exit, 1)];
+        if let Ok(f) = fault {
+            tps.push((f, 2));
+        }
         for cpu in 0..ncpu {
             let mut ring_fd = -1;
-            for (tp, ids) in [(enter, 0), (exit, 1)] {
+            for &(tp, ids) in &tps {
                 let attr = PerfEventAttr {
                     kind: PERF_TYPE_TRACEPOINT,
                     size: std::mem::size_of::<PerfEventAttr>() as u32,
@@ -219,7 +239,14 @@ impl Kernel {
                         | PERF_SAMPLE_TID
                         | PERF_SAMPLE_TIME
                         | PERF_SAMPLE_RAW,
-                    flags: FLAG_DISABLED | FLAG_INHERIT | FLAG_ENABLE_ON_EXEC | FLAG_USE_CLOCKID,
+                    // The entry's event also reports the thread's
+                    // switches off and back on a CPU (with its id and time).
+                    flags: FLAG_DISABLED
+                        | FLAG_INHERIT
+                        | FLAG_ENABLE_ON_EXEC
+                        | FLAG_USE_CLOCKID
+                        | FLAG_SAMPLE_ID_ALL
+                        | if ids == 0 { FLAG_CONTEXT_SWITCH } else { 0 },
                     clockid: libc::CLOCK_MONOTONIC,
                     ..Default::default()
                 };
@@ -233,10 +260,10 @@ impl Kernel {
                 let mut id = 0u64;
                 // SAFETY: PERF_EVENT_IOC_ID writes the event's id into `id`.
                 unsafe { libc::ioctl(fd, PERF_EVENT_IOC_ID as _, &mut id as *mut u64) };
-                if ids == 0 {
-                    k.enter_ids.push(id);
-                } else {
-                    k.exit_ids.push(id);
+                match ids {
+                    0 => k.enter_ids.push(id),
+                    1 => k.exit_ids.push(id),
+                    _ => k.fault_ids.push(id),
                 }
                 if ring_fd < 0 {
                     let len = page * (RING_PAGES + 1);
@@ -360,25 +387,41 @@ impl Kernel {
             let at = |off: u64| data[((tail + off) % size) as usize];
             let hdr: Vec<u8> = (0..8).map(at).collect();
             let kind = u32::from_le_bytes(hdr[0..4].try_into().unwrap());
+            let misc = u16::from_le_bytes([hdr[4], hdr[5]]);
             let len = u16::from_le_bytes([hdr[6], hdr[7]]) as u64;
             if len < 8 || tail + len > head {
                 break;
             }
             rec.clear();
             rec.extend((8..len).map(at));
-            self.record(kind, &rec);
+            self.record(kind, misc, &rec);
             tail += len;
         }
         tail_p.store(tail, Ordering::Release);
     }
 
-    fn record(&mut self, kind: u32, b: &[u8]) {
+    fn record(&mut self, kind: u32, misc: u16, b: &[u8]) {
         let u64_at = |o: usize| {
             b.get(o..o + 8)
                 .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
         };
         match kind {
             PERF_RECORD_LOST => self.lost += u64_at(8),
+            PERF_RECORD_SWITCH if b.len() >= 24 => {
+                // sample_id trailer: pid/tid, time, identifier.
+                let t = b.len() - 24;
+                let tid = (u64_at(t) >> 32) as u32;
+                let ns = u64_at(t + 8);
+                let e = if misc & PERF_RECORD_MISC_SWITCH_OUT != 0 {
+                    KernelEvent::Out {
+                        ns,
+                        preempted: misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0,
+                    }
+                } else {
+                    KernelEvent::In { ns }
+                };
+                self.pending.push((tid, e));
+            }
             PERF_RECORD_SAMPLE => {
                 // identifier, pid/tid, time, raw size, raw.
                 let id = u64_at(0);
@@ -389,6 +432,17 @@ impl Kernel {
                     raw.get(o..o + 8)
                         .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
                 };
+                if self.fault_ids.contains(&id) {
+                    self.pending.push((
+                        tid,
+                        KernelEvent::Fault {
+                            ns,
+                            addr: field(8),
+                            ip: field(16),
+                        },
+                    ));
+                    return;
+                }
                 let nr = field(8) as i64;
                 if !(0..=u16::MAX as i64).contains(&nr) {
                     return;

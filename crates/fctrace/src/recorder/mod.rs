@@ -212,7 +212,13 @@ pub fn record(
             )),
         };
         match opened {
-            Ok(k) => kernel = Some(k),
+            Ok(k) => {
+                for n in &k.notes {
+                    eprintln!("fctrace: {n}");
+                    warnings.push(n.clone());
+                }
+                kernel = Some(k)
+            }
             Err(e) => {
                 let w = format!("{e:#}; recording the functions only");
                 eprintln!("fctrace: {w}");
