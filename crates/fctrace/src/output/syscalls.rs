@@ -315,7 +315,7 @@ pub fn write_summary(
         } else {
             0.0
         };
-        let usecs = if calls > 0 { ns / 1000 / calls } else { 0 };
+        let usecs = (ns / 1000).checked_div(calls).unwrap_or(0);
         let errs = if errors > 0 {
             errors.to_string()
         } else {
