@@ -152,6 +152,16 @@ pub struct TraceOptions {
     /// strace prints them, e.g. `fctrace -k ./app`
     #[arg(short = 'k', long = "kernel", help_heading = "Kernel")]
     pub kernel: bool,
+    /// DEPTH: also record kernel functions under each system call, DEPTH
+    /// levels deep, where the kernel offers the function_graph tracer
+    /// (implies -k); fctrace says what this kernel lacks, e.g. `-K 2`
+    #[arg(
+        short = 'K',
+        long = "kernel-depth",
+        value_name = "DEPTH",
+        help_heading = "Kernel"
+    )]
+    pub kernel_depth: Option<u32>,
     /// Start with tracing off (a `trace_on` trigger or signal turns it
     /// on), e.g. `--disable -T handle_request@trace_on`
     #[arg(long = "disable", help_heading = "Triggers")]

@@ -404,3 +404,29 @@ fn blocked_time_and_page_faults_are_shown() {
         .sum();
     assert_eq!(faults, 64, "{ctx}");
 }
+
+/// `-K DEPTH` (kernel functions): fctrace says what this kernel lacks
+/// (here the function_graph tracer) and records the system calls anyway.
+#[test]
+fn kernel_functions_say_what_is_missing() {
+    let exe = c_program("kernel_block.c", "-O2", &["-O2", "-pthread"]);
+    let rec = record(&exe, &[], &["-K", "2"]);
+    assert!(
+        rec.run
+            .stderr
+            .contains("fctrace: -K: kernel functions are not recorded"),
+        "{}",
+        rec.run.describe()
+    );
+    let tracers =
+        std::fs::read_to_string("/sys/kernel/tracing/available_tracers").unwrap_or_default();
+    if !tracers.split_whitespace().any(|t| t == "function_graph") {
+        assert!(
+            rec.run.stderr.contains("no function_graph tracer"),
+            "{}",
+            rec.run.describe()
+        );
+    }
+    let text = replay_text(&rec.dir.path);
+    assert!(text.contains("read(3, 0x"), "{text}");
+}

@@ -139,6 +139,42 @@ fn perf_rights() -> String {
     )
 }
 
+/// `-K`: kernel functions need ftrace's function_graph tracer, which
+/// fctrace looks for in tracefs; what it finds, said as a warning (this
+/// version records no kernel functions).
+pub fn kernel_functions_note() -> String {
+    let mut seen = None;
+    for root in TRACEFS {
+        if let Ok(t) = std::fs::read_to_string(format!("{root}/available_tracers")) {
+            seen = Some((
+                root,
+                t.split_whitespace().map(str::to_string).collect::<Vec<_>>(),
+            ));
+            break;
+        }
+    }
+    match seen {
+        None => "-K: kernel functions are not recorded: tracefs is not readable here \
+                 (/sys/kernel/tracing/available_tracers), and they need its function_graph \
+                 tracer"
+            .to_string(),
+        Some((root, tracers)) if !tracers.iter().any(|t| t == "function_graph") => format!(
+            "-K: kernel functions are not recorded: this kernel has no function_graph tracer \
+             ({root}/available_tracers lists {}; it needs CONFIG_FUNCTION_GRAPH_TRACER), nor \
+             does fctrace use kprobes for them",
+            if tracers.is_empty() {
+                "none".to_string()
+            } else {
+                tracers.join(", ")
+            }
+        ),
+        Some(_) => "-K: kernel functions are not recorded by this version of fctrace (the \
+                    kernel offers the function_graph tracer; system calls are recorded as \
+                    with -k)"
+            .to_string(),
+    }
+}
+
 /// Why perf_event_open refused, and how to allow it.
 fn permission_message(e: &std::io::Error) -> String {
     match e.raw_os_error() {

@@ -204,7 +204,12 @@ pub fn record(
     // the program (which inherits them). Refused or unavailable: said,
     // and the functions are recorded anyway.
     let mut kernel = None;
-    if opts.kernel {
+    if opts.kernel_depth.is_some() {
+        let w = kernel::kernel_functions_note();
+        eprintln!("fctrace: {w}");
+        warnings.push(w);
+    }
+    if opts.kernel || opts.kernel_depth.is_some() {
         let opened = match target {
             Target::Launch(_) => kernel::Kernel::open_for_launch(),
             Target::Attach(..) => Err(anyhow::anyhow!(
