@@ -1010,3 +1010,66 @@ fn a_process_that_only_computes() {
         dir.path.display()
     );
 }
+
+/// `-k` with `-p`: the threads' system calls from the attach to the
+/// detach, under the functions that made them (the read the reader was
+/// blocked in when fctrace attached returns `<... read resumed>`).
+#[test]
+fn system_calls_of_an_attached_process() {
+    let exe = attach_program();
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    wait_in_read(pid, 2);
+    let dir = TraceDir::new("attach-k");
+    let (t, err) = start_attached(pid, &dir.path, &["-k"]);
+    prog.send("go");
+    prog.wait_for("round 1");
+    let said = ctrl_c(t, err, pid);
+    assert!(!said.iter().any(|l| l.contains("lost")), "{said:?}");
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert!(out.ends_with("done after 1 rounds"), "{out}");
+    assert_eq!(status.code(), Some(3));
+    let text = replay_text(&dir.path);
+    let ctx = format!(
+        "trace {}\n{}",
+        dir.path.display(),
+        text.lines()
+            .filter(|l| !l.contains("tick();"))
+            .take(80)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let tasks = tree_lines(&text);
+    let reader = tasks
+        .values()
+        .find(|l| l.iter().any(|l| l.contains("got(")))
+        .expect("the reader's task");
+    // (Without the page faults and times off the CPU.)
+    let reader: Vec<&str> = reader
+        .iter()
+        .copied()
+        .filter(|l| !l.trim_start().starts_with("/* "))
+        .collect();
+    // Blocked in read when fctrace attached: its return, then `read`'s.
+    assert_eq!(reader[0], "    <... read resumed> = 7", "{ctx}");
+    assert_eq!(reader[1], "  } /* read */ (entry not recorded)", "{ctx}");
+    // got's printf writes the line "reader: 7 bytes: round 1".
+    assert!(
+        reader
+            .iter()
+            .any(|l| l.trim_start().starts_with("write(1, 0x") && l.ends_with(", 25) = 25")),
+        "{ctx}"
+    );
+    // main writes "round 1" into the pipe.
+    let main = tasks
+        .values()
+        .find(|l| l.iter().any(|l| l.contains("step()")))
+        .expect("main's task");
+    assert!(
+        main.iter()
+            .any(|l| l.starts_with("    write(") && l.ends_with(", 7) = 7")),
+        "{ctx}"
+    );
+}

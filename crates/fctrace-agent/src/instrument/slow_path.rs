@@ -31,10 +31,12 @@ pub unsafe extern "C" fn slow_path(
     }
     let _defer = signal::DeferSignals::new();
     let was_busy = tls::busy();
-    let _busy = tls::Busy::enter();
+    // (Its system calls are marked where it makes them: `tls::Marked`.)
+    let _busy = tls::Busy::quiet();
     let Some(shm) = shm::get() else { return 0 };
     match reason {
         SLOW_INIT => {
+            let _marked = tls::Marked::span();
             let parent = tls::take_pending_parent();
             // A thread nobody made while traced: one that was there when
             // fctrace attached.
@@ -88,6 +90,7 @@ pub unsafe extern "C" fn slow_path(
             0
         }
         SLOW_GROW => {
+            let _marked = tls::Marked::span();
             // SAFETY: as above.
             u64::from(thread::grow_shadow(unsafe { &mut *tls::state() }))
         }

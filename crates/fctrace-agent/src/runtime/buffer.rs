@@ -80,6 +80,7 @@ pub fn set_on_adopted(f: fn()) {
 /// calls that were open when fctrace attached.
 #[cold]
 fn adopted(shm: &Shm, st: &mut ThreadState) {
+    let _marked = crate::runtime::tls::Marked::span();
     st.buf = shm::scratch_buffer();
     if let Some(f) = ON_ADOPTED.get() {
         f();

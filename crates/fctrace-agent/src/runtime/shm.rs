@@ -297,7 +297,10 @@ impl Shm {
             let seen = h.free_wake.load(Ordering::Acquire);
             h.free_waiters.fetch_add(1, Ordering::AcqRel);
             let empty = self.free_queue().pop_would_be_empty();
-            let timed_out = empty && futex_wait(&h.free_wake, seen, WAIT_MS);
+            let timed_out = empty && {
+                let _marked = crate::runtime::tls::Marked::span();
+                futex_wait(&h.free_wake, seen, WAIT_MS)
+            };
             h.free_waiters.fetch_sub(1, Ordering::AcqRel);
             if timed_out && state == RECORDER_STOPPED {
                 // It should have recycled something by now: its queue of

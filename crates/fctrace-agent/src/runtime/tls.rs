@@ -107,24 +107,55 @@ pub const BUSY_UNTRACED: u64 = 3;
 /// Marks the agent busy on this thread for the guard's lifetime (nesting
 /// keeps the outer value). With `record -k` the outermost guard also marks
 /// its span for the kernel events ([`kernel_mark`]): the system calls the
-/// agent makes are not the program's.
-pub struct Busy(u64);
+/// agent makes are not the program's. [`Busy::quiet`] does not: for the
+/// slow path, entered at every buffer switch and flagged call, which marks
+/// only its parts that make system calls ([`Marked`]).
+pub struct Busy(u64, bool);
 
 impl Busy {
     pub fn enter() -> Busy {
         let prev = busy();
-        if prev == 0 && KERNEL_MARKS.load(std::sync::atomic::Ordering::Relaxed) {
+        let marked = prev == 0 && KERNEL_MARKS.load(std::sync::atomic::Ordering::Relaxed);
+        if marked {
             kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
         }
         set_busy(1);
-        Busy(prev)
+        Busy(prev, marked)
+    }
+
+    pub fn quiet() -> Busy {
+        let prev = busy();
+        set_busy(1);
+        Busy(prev, false)
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
         set_busy(self.0);
-        if self.0 == 0 && KERNEL_MARKS.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.1 {
+            kernel_mark(fctrace_format::shm::KERNEL_MARK_END);
+        }
+    }
+}
+
+/// With `record -k`: marks its lifetime as the agent's system calls
+/// (inside a [`Busy::quiet`] span).
+pub struct Marked(bool);
+
+impl Marked {
+    pub fn span() -> Marked {
+        let on = KERNEL_MARKS.load(std::sync::atomic::Ordering::Relaxed);
+        if on {
+            kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
+        }
+        Marked(on)
+    }
+}
+
+impl Drop for Marked {
+    fn drop(&mut self) {
+        if self.0 {
             kernel_mark(fctrace_format::shm::KERNEL_MARK_END);
         }
     }

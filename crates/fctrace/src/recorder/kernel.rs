@@ -68,8 +68,9 @@ const PERF_EVENT_IOC_ID: u64 = 0x8008_2407;
 const PERF_RECORD_LOST: u32 = 2;
 const PERF_RECORD_SAMPLE: u32 = 9;
 
-/// Data pages of each CPU's ring buffer (1 MiB).
-const RING_PAGES: usize = 256;
+/// Data pages of each CPU's ring buffer, tried in turn (8 MiB down to
+/// 128 KiB: perf limits the memory an ordinary user may lock).
+const RING_PAGES: [usize; 4] = [2048, 512, 128, 32];
 /// Samples are written in time order once this much older than the drain
 /// that read them (a sample being written on another CPU meanwhile is
 /// older than the drain that follows).
@@ -223,6 +224,8 @@ pub struct Kernel {
     /// Samples written.
     pub written: u64,
     fault_ids: Vec<u64>,
+    /// Per process, where fctrace's shared memory is mapped.
+    shm_ranges: HashMap<u32, Vec<(u64, u64)>>,
     /// What is not recorded, said once.
     pub notes: Vec<String>,
 }
@@ -231,6 +234,29 @@ impl Kernel {
     /// Opens the events on the calling thread, disabled until a process it
     /// starts executes a program. Call just before starting it.
     pub fn open_for_launch() -> Result<Kernel> {
+        Kernel::open(&[0], true)
+    }
+
+    /// Opens the events on the threads `tids` of a running process (and
+    /// those they create from now on), enabled at once (`fctrace -p`,
+    /// once the agent runs; closed before detaching).
+    pub fn open_for_threads(tids: &[i32]) -> Result<Kernel> {
+        // threads x CPUs x 3 descriptors: as many as the hard limit allows.
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit/setrlimit with a valid struct.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+                lim.rlim_cur = lim.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            }
+        }
+        Kernel::open(tids, false)
+    }
+
+    fn open(targets: &[i32], on_exec: bool) -> Result<Kernel> {
         let enter = tracepoint_id("raw_syscalls", "sys_enter")?;
         let exit = tracepoint_id("raw_syscalls", "sys_exit")?;
         // Page faults where the kernel has the tracepoint (x86).
@@ -257,6 +283,7 @@ impl Kernel {
             untasked: 0,
             written: 0,
             fault_ids: Vec::new(),
+            shm_ranges: HashMap::new(),
             notes,
         };
         let mut tps = vec![(enter, 0), (exit, 1)];
@@ -265,7 +292,7 @@ impl Kernel {
         }
         for cpu in 0..ncpu {
             let mut ring_fd = -1;
-            for &(tp, ids) in &tps {
+            for (&(tp, ids), &pid) in tps.iter().flat_map(|t| targets.iter().map(move |p| (t, p))) {
                 let attr = PerfEventAttr {
                     kind: PERF_TYPE_TRACEPOINT,
                     size: std::mem::size_of::<PerfEventAttr>() as u32,
@@ -277,19 +304,28 @@ impl Kernel {
                         | PERF_SAMPLE_RAW,
                     // The entry's event also reports the thread's
                     // switches off and back on a CPU (with its id and time).
-                    flags: FLAG_DISABLED
-                        | FLAG_INHERIT
-                        | FLAG_ENABLE_ON_EXEC
+                    flags: if on_exec {
+                        FLAG_DISABLED | FLAG_ENABLE_ON_EXEC
+                    } else {
+                        0
+                    } | FLAG_INHERIT
                         | FLAG_USE_CLOCKID
                         | FLAG_SAMPLE_ID_ALL
                         | if ids == 0 { FLAG_CONTEXT_SWITCH } else { 0 },
                     clockid: libc::CLOCK_MONOTONIC,
                     ..Default::default()
                 };
-                let fd = match perf_open(&attr, 0, cpu, -1) {
+                let fd = match perf_open(&attr, pid, cpu, -1) {
                     Ok(fd) => fd,
                     // A CPU that is offline: nothing runs there.
                     Err(e) if e.raw_os_error() == Some(libc::ENODEV) && cpu > 0 => continue,
+                    // A thread that has ended meanwhile.
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) && !on_exec => continue,
+                    Err(e) if e.raw_os_error() == Some(libc::EMFILE) => bail!(
+                        "-k: not enough file descriptors for {} threads' events ({e}): raise \
+                         the limit (ulimit -n)",
+                        targets.len()
+                    ),
                     Err(e) => bail!("{}", permission_message(&e)),
                 };
                 k.fds.push(fd);
@@ -302,26 +338,36 @@ impl Kernel {
                     _ => k.fault_ids.push(id),
                 }
                 if ring_fd < 0 {
-                    let len = page * (RING_PAGES + 1);
-                    // SAFETY: maps the event's ring buffer (its header page
-                    // and data pages), shared with the kernel; checked.
-                    let base = unsafe {
-                        libc::mmap(
-                            std::ptr::null_mut(),
-                            len,
-                            libc::PROT_READ | libc::PROT_WRITE,
-                            libc::MAP_SHARED,
-                            fd,
-                            0,
-                        )
-                    };
-                    if base == libc::MAP_FAILED {
-                        let e = std::io::Error::last_os_error();
-                        bail!(
-                            "-k: cannot map the kernel's ring buffer ({e}): the locked memory \
-                             allowed to perf (kernel.perf_event_mlock_kb) may be too small"
-                        );
+                    let mut mapped = None;
+                    let mut err = None;
+                    for pages in RING_PAGES {
+                        let len = page * (pages + 1);
+                        // SAFETY: maps the event's ring buffer (its header
+                        // page and data pages), shared with the kernel;
+                        // checked.
+                        let base = unsafe {
+                            libc::mmap(
+                                std::ptr::null_mut(),
+                                len,
+                                libc::PROT_READ | libc::PROT_WRITE,
+                                libc::MAP_SHARED,
+                                fd,
+                                0,
+                            )
+                        };
+                        if base != libc::MAP_FAILED {
+                            mapped = Some((base, len));
+                            break;
+                        }
+                        err = Some(std::io::Error::last_os_error());
                     }
+                    let Some((base, len)) = mapped else {
+                        bail!(
+                            "-k: cannot map the kernel's ring buffer ({}): the locked memory \
+                             allowed to perf (kernel.perf_event_mlock_kb) may be too small",
+                            err.map(|e| e.to_string()).unwrap_or_default()
+                        );
+                    };
                     k.rings.push(Ring {
                         base: base as *mut u8,
                         len,
@@ -469,6 +515,13 @@ impl Kernel {
                         .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
                 };
                 if self.fault_ids.contains(&id) {
+                    // A fault on fctrace's shared memory is the agent's
+                    // writing of events, not the program's.
+                    let pid = u64_at(8) as u32;
+                    if self.in_shared_memory(pid, field(8)) {
+                        self.agent += 1;
+                        return;
+                    }
                     self.pending.push((
                         tid,
                         KernelEvent::Fault {
@@ -503,6 +556,28 @@ impl Kernel {
             }
             _ => {}
         }
+    }
+}
+
+impl Kernel {
+    /// Whether `addr` lies in fctrace's shared memory as process `pid`
+    /// maps it (its memory map read once per process).
+    fn in_shared_memory(&mut self, pid: u32, addr: u64) -> bool {
+        let ranges = self.shm_ranges.entry(pid).or_insert_with(|| {
+            std::fs::read_to_string(format!("/proc/{pid}/maps"))
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("memfd:fctrace-shm"))
+                .filter_map(|l| {
+                    let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+                    Some((
+                        u64::from_str_radix(a, 16).ok()?,
+                        u64::from_str_radix(b, 16).ok()?,
+                    ))
+                })
+                .collect()
+        });
+        ranges.iter().any(|&(lo, hi)| (lo..hi).contains(&addr))
     }
 }
 

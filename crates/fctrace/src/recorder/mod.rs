@@ -210,19 +210,18 @@ pub fn record(
         warnings.push(w);
     }
     if opts.kernel || opts.kernel_depth.is_some() {
+        // Attaching: opened once the agent runs (below).
         let opened = match target {
-            Target::Launch(_) => kernel::Kernel::open_for_launch(),
-            Target::Attach(..) => Err(anyhow::anyhow!(
-                "-k: system calls of a process fctrace attaches to are not recorded in this                  version"
-            )),
+            Target::Launch(_) => kernel::Kernel::open_for_launch().map(Some),
+            Target::Attach(..) => Ok(None),
         };
         match opened {
             Ok(k) => {
-                for n in &k.notes {
+                for n in k.iter().flat_map(|k| &k.notes) {
                     eprintln!("fctrace: {n}");
                     warnings.push(n.clone());
                 }
-                kernel = Some(k)
+                kernel = k
             }
             Err(e) => {
                 let w = format!("{e:#}; recording the functions only");
@@ -232,6 +231,8 @@ pub fn record(
         }
     }
     let mut routes = kernel::Routes::default();
+    // -k with -p: what the kernel lost, its events closed before detaching.
+    let mut ended_kernel: Option<u64> = None;
     let child_pid = match target {
         Target::Launch(_) => process::spawn(&program, &command[0], &command[1..], &env)?.pid,
         Target::Attach(pid, duration, ref tids) => {
@@ -261,6 +262,30 @@ pub fn record(
                 Some(d) => format!("for {:?} at most, or until it ends or Ctrl-C", d),
                 None => "until it ends or Ctrl-C".to_string(),
             };
+            if opts.kernel || opts.kernel_depth.is_some() {
+                // Its threads' system calls from here to the detach (not
+                // fctrace's work of attaching and detaching).
+                let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+                    .map(|d| {
+                        d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                match kernel::Kernel::open_for_threads(&tids) {
+                    Ok(k) => {
+                        for n in &k.notes {
+                            eprintln!("fctrace: {n}");
+                            warnings.push(n.clone());
+                        }
+                        kernel = Some(k);
+                    }
+                    Err(e) => {
+                        let w = format!("{e:#}; recording the functions only");
+                        eprintln!("fctrace: {w}");
+                        warnings.push(w);
+                    }
+                }
+            }
             eprintln!("fctrace: process {pid} attached ({threads} threads); recording {until}");
             pid
         }
@@ -317,6 +342,15 @@ pub fn record(
                 // over or waiting for free ones (the agent's code is then
                 // quickly left, which detaching waits for).
                 mem.set_state(RECORDER_DETACHING);
+                // The kernel's events end here too: detaching is
+                // fctrace's work, not the program's.
+                if let Some(mut k) = kernel.take() {
+                    routes.new_round();
+                    k.drain(true, &mut |tid, e| {
+                        sink.take_kernel(&mem, &mut routes, tid, e)
+                    });
+                    ended_kernel = Some(k.lost);
+                }
                 let mut between = || {
                     let _ = mem.drain_some(&mut |t, ev| sink.take(&mem, t, ev));
                 };
@@ -459,15 +493,15 @@ pub fn record(
     if lost > 0 {
         notes.push(format!("{lost}{TOTAL_LOST}"));
     }
-    if let Some(k) = &kernel {
-        let (written, dropped) = sink.writer.kernel_counts();
-        if k.lost > 0 || dropped > 0 {
+    if let Some(kernel_lost) = kernel.as_ref().map(|k| k.lost).or(ended_kernel) {
+        let (_, dropped) = sink.writer.kernel_counts();
+        if kernel_lost > 0 || dropped > 0 {
             notes.push(format!(
-                "{} system call events were lost by the kernel (its ring buffers were full)                  or not written; the functions' events are not affected",
-                k.lost + dropped
+                "{} system call events were lost by the kernel (its ring buffers were full) \
+                 or not written; the functions' events are not affected",
+                kernel_lost + dropped
             ));
         }
-        let _ = (written, k.written, k.untasked);
     }
     // In the trace, marked so that replay and report can say why events
     // are missing (`loss_reasons`).
