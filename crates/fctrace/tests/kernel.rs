@@ -226,6 +226,45 @@ fn system_calls_nest_under_the_functions_that_made_them() {
         })
         .collect();
     assert_eq!(reported, c.total, "report -k against the tree\n{ctx}");
+    // In the function report: system calls as functions of `[syscall]`,
+    // and the kernel's time under each function.
+    let r = fctrace(&[
+        "report",
+        "--format",
+        "json",
+        "-d",
+        rec.dir.path.to_str().unwrap(),
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let funcs = json["functions"].as_array().unwrap();
+    let func = |module: &str, name: &str| {
+        funcs
+            .iter()
+            .find(|f| f["name"] == name && f["module"].as_str().unwrap().ends_with(module))
+            .unwrap_or_else(|| panic!("{name} in {module}: {}", r.stdout))
+    };
+    for (name, (calls, _)) in &c.total {
+        assert_eq!(
+            func("[syscall]", name)["calls"].as_u64(),
+            Some(*calls),
+            "{name}"
+        );
+    }
+    for f in ["copy_file", "fail_opens", "nap", "tidy"] {
+        let row = func("syscalls-O2", f);
+        let (kernel, total) = (
+            row["kernel_ns"].as_u64().unwrap(),
+            row["total_ns"].as_u64().unwrap(),
+        );
+        assert!(kernel > 0 && kernel <= total, "{f}: {row}");
+    }
+    // nap's time is nearly all its clock_nanosleep's.
+    assert!(
+        func("syscalls-O2", "nap")["kernel_ns"].as_u64().unwrap()
+            >= func("[syscall]", "clock_nanosleep")["total_ns"]
+                .as_u64()
+                .unwrap()
+    );
     let text_report = fctrace(&["report", "-k", "-d", rec.dir.path.to_str().unwrap()]);
     assert!(
         text_report

@@ -403,6 +403,9 @@ fn task_steps<S: EventSource>(
     Ok((calls.events_read(), calls.take_error()))
 }
 
+/// The module system calls are functions of (`report`).
+pub const SYSCALL_MODULE: &str = "[syscall]";
+
 /// A function as the readers merge it across tasks, processes and
 /// sessions: the module that defines it and its raw symbol.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -461,6 +464,24 @@ impl Functions {
             ids[i] = x;
         }
         x
+    }
+
+    /// The index of system call `nr`: a function of the module
+    /// [`SYSCALL_MODULE`] named as strace names it (`record -k`).
+    pub fn syscall_index(&mut self, nr: u32) -> usize {
+        let name = super::syscalls::name(nr).into_owned();
+        let list = &mut self.list;
+        *self
+            .by_key
+            .entry((SYSCALL_MODULE.to_string(), name.clone()))
+            .or_insert_with(|| {
+                list.push(Function {
+                    name: name.clone(),
+                    symbol: name,
+                    module: SYSCALL_MODULE.to_string(),
+                });
+                list.len() - 1
+            })
     }
 
     /// The functions whose name another function (of another module)

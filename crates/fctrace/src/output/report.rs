@@ -48,6 +48,9 @@ pub struct FuncStats {
     pub sum_ns: u64,
     pub min_ns: Option<u64>,
     pub max_ns: Option<u64>,
+    /// Time in system calls made under its calls (outermost calls, as
+    /// `total_ns`; `record -k`).
+    pub kernel_ns: u64,
 }
 
 impl FuncStats {
@@ -77,6 +80,8 @@ struct Frame {
     stats: usize,
     entry_ns: u64,
     children_ns: u64,
+    /// Time in system calls under it so far.
+    kernel_ns: u64,
 }
 
 /// Reads every task of `trace` once and computes the statistics.
@@ -153,6 +158,8 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
     // task, for recursion; as long as report.functions.
     let mut open: Vec<u32> = vec![0; report.functions.len()];
     let mut ids = by_id.remove(&session).unwrap_or_default();
+    // The system call entered and not returned yet: (number, time, index).
+    let mut syscall: Option<(u32, u64, usize)> = None;
     while let Some(event) = events.next_event() {
         done_here += 1;
         progress.update(done_here);
@@ -185,6 +192,7 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
                     stats,
                     entry_ns: event.ns,
                     children_ns: 0,
+                    kernel_ns: 0,
                 });
             }
             EventKind::Exit | EventKind::Unwind => {
@@ -217,11 +225,53 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
                     .saturating_add(dur.saturating_sub(frame.children_ns));
                 if outermost {
                     f.total_ns = f.total_ns.saturating_add(dur);
+                    f.kernel_ns = f.kernel_ns.saturating_add(frame.kernel_ns);
                 }
                 f.min_ns = Some(f.min_ns.map_or(dur, |m| m.min(dur)));
                 f.max_ns = Some(f.max_ns.map_or(dur, |m| m.max(dur)));
                 if let Some(parent) = stack.last_mut() {
                     parent.children_ns = parent.children_ns.saturating_add(dur);
+                    parent.kernel_ns = parent.kernel_ns.saturating_add(frame.kernel_ns);
+                }
+            }
+            // A system call (`record -k`): a call of a `[syscall]`
+            // function, whose time is the kernel's under the calls open.
+            EventKind::Syscall => {
+                let stats = functions.syscall_index(event.func);
+                while report.functions.len() < functions.list.len() {
+                    let f = &functions.list[report.functions.len()];
+                    report.functions.push(FuncStats {
+                        name: f.name.clone(),
+                        symbol: f.symbol.clone(),
+                        module: f.module.clone(),
+                        ..FuncStats::default()
+                    });
+                }
+                if open.len() < report.functions.len() {
+                    open.resize(report.functions.len(), 0);
+                }
+                report.functions[stats].calls += 1;
+                syscall = Some((event.func, event.ns, stats));
+            }
+            EventKind::SyscallExit => {
+                let Some((nr, start, stats)) = syscall.take() else {
+                    continue;
+                };
+                if nr != event.func {
+                    continue;
+                }
+                let dur = event.ns.saturating_sub(start);
+                let f = &mut report.functions[stats];
+                f.returned += 1;
+                f.sum_ns = f.sum_ns.saturating_add(dur);
+                f.self_ns = f.self_ns.saturating_add(dur);
+                f.total_ns = f.total_ns.saturating_add(dur);
+                f.kernel_ns = f.kernel_ns.saturating_add(dur);
+                f.min_ns = Some(f.min_ns.map_or(dur, |m| m.min(dur)));
+                f.max_ns = Some(f.max_ns.map_or(dur, |m| m.max(dur)));
+                if let Some(parent) = stack.last_mut() {
+                    parent.children_ns = parent.children_ns.saturating_add(dur);
+                    parent.kernel_ns = parent.kernel_ns.saturating_add(dur);
                 }
             }
             EventKind::Lost => {
@@ -262,16 +312,24 @@ fn time_column(ns: Option<u64>) -> String {
 
 /// The text table, uftrace style.
 pub fn write_text(out: &mut dyn Write, functions: &[FuncStats]) -> io::Result<()> {
+    // With system calls (`record -k`): the time in the kernel under each.
+    let kernel = functions.iter().any(|f| f.kernel_ns > 0);
+    let kernel_head = if kernel { "  Kernel time" } else { "" };
     writeln!(
         out,
-        "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  Function",
+        "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}{kernel_head}  Function",
         "Total time", "Self time", "Calls", "Min time", "Avg time", "Max time"
     )?;
     writeln!(
         out,
-        "  {0}  {0}  {0}  {0}  {0}  {0}  {1}",
+        "  {0}  {0}  {0}  {0}  {0}  {0}{2}  {1}",
         "=".repeat(10),
-        "=".repeat(20)
+        "=".repeat(20),
+        if kernel {
+            format!("  {}", "=".repeat(11))
+        } else {
+            String::new()
+        }
     )?;
     // A name that rows of two modules have is shown with its module.
     let mut modules_of: HashMap<&str, &str> = HashMap::new();
@@ -290,9 +348,14 @@ pub fn write_text(out: &mut dyn Write, functions: &[FuncStats]) -> io::Result<()
         } else {
             f.name.clone()
         };
+        let kernel_col = if kernel {
+            format!("  {:>11}", super::Duration(f.kernel_ns).painted())
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {}",
+            "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}{kernel_col}  {}",
             super::Duration(f.total_ns).painted(),
             super::Duration(f.self_ns).painted(),
             f.calls,
@@ -324,6 +387,8 @@ struct JsonFunction<'a> {
     min_ns: Option<u64>,
     max_ns: Option<u64>,
     avg_ns: Option<u64>,
+    /// Time in system calls under its calls (`record -k`; 0 without).
+    kernel_ns: u64,
 }
 
 #[derive(Serialize)]
@@ -366,6 +431,7 @@ pub fn write_json(
                 min_ns: f.min_ns,
                 max_ns: f.max_ns,
                 avg_ns: f.avg_ns(),
+                kernel_ns: f.kernel_ns,
             })
             .collect(),
         tasks: trace
@@ -544,7 +610,15 @@ mod tests {
         assert_eq!(
             keys(&v["functions"][0]),
             [
-                "avg_ns", "calls", "max_ns", "min_ns", "module", "name", "self_ns", "symbol",
+                "avg_ns",
+                "calls",
+                "kernel_ns",
+                "max_ns",
+                "min_ns",
+                "module",
+                "name",
+                "self_ns",
+                "symbol",
                 "total_ns"
             ]
         );
