@@ -37,7 +37,9 @@ pub enum EventKind {
     Data = 7,
     /// Decoded events only, from a task's kernel events (`record -k`,
     /// `crate::store::kernel`): a system call entered; `func` is its
-    /// number, 3 `Data` events follow with its 6 arguments (u64 each).
+    /// number, `Data` events follow with its 6 arguments (u64 each) and,
+    /// when the kernel copied the path it was given, its length (u16) and
+    /// bytes.
     Syscall = 8,
     /// Decoded events only: a system call returned; `func` is its number,
     /// one `Data` event follows with its result (i64) and the time the

@@ -10,6 +10,8 @@
 //!   kind 3 (the thread left the CPU): body = preempted: u8 (1: runnable)
 //!   kind 4 (the thread is back on a CPU): no body
 //!   kind 5 (a page fault): body = address: u64, ip: u64
+//!   kind 6 (the path the system call in progress was given, copied when
+//!           it returned, before its kind 2): body = len: u16, len bytes
 //! ```
 //! (`nr` is 0 for kinds 3 to 5.)
 //! Little-endian; `ns` is CLOCK_MONOTONIC, the timeline of the user
@@ -27,6 +29,48 @@ use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+/// The path argument of the system calls that take one: (number, index).
+pub const PATH_ARGS: &[(i32, i16)] = &[
+    (2, 0),   // open
+    (4, 0),   // stat
+    (6, 0),   // lstat
+    (21, 0),  // access
+    (59, 0),  // execve
+    (76, 0),  // truncate
+    (80, 0),  // chdir
+    (82, 0),  // rename
+    (83, 0),  // mkdir
+    (84, 0),  // rmdir
+    (85, 0),  // creat
+    (86, 0),  // link
+    (87, 0),  // unlink
+    (88, 0),  // symlink (its target)
+    (89, 0),  // readlink
+    (90, 0),  // chmod
+    (92, 0),  // chown
+    (257, 1), // openat
+    (258, 1), // mkdirat
+    (262, 1), // newfstatat
+    (263, 1), // unlinkat
+    (264, 1), // renameat
+    (267, 1), // readlinkat
+    (268, 1), // fchmodat
+    (269, 1), // faccessat
+    (316, 1), // renameat2
+    (322, 1), // execveat
+    (332, 1), // statx
+    (437, 1), // openat2
+    (439, 1), // faccessat2
+];
+
+/// Which argument of system call `nr` is a path, if one is.
+pub fn path_arg(nr: u32) -> Option<usize> {
+    PATH_ARGS
+        .iter()
+        .find(|&&(n, _)| n as u32 == nr)
+        .map(|&(_, i)| i as usize)
+}
+
 /// First 8 bytes of a kernel events file.
 pub const SYS_MAGIC: [u8; 8] = *b"fctrsys1";
 const KIND_ENTER: u8 = 1;
@@ -34,6 +78,9 @@ const KIND_EXIT: u8 = 2;
 const KIND_OUT: u8 = 3;
 const KIND_IN: u8 = 4;
 const KIND_FAULT: u8 = 5;
+const KIND_PATH: u8 = 6;
+/// Longest path kept.
+pub const MAX_PATH: usize = 256;
 
 /// One kernel event, as recorded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +95,14 @@ pub enum KernelEvent {
     In { ns: u64 },
     /// A page fault at `addr`, by the instruction at `ip`.
     Fault { ns: u64, addr: u64, ip: u64 },
+    /// The path system call `nr` (the thread's next) is given: `len`
+    /// bytes of `bytes` (without the NUL; a longer one is cut).
+    Path {
+        ns: u64,
+        nr: u16,
+        len: u16,
+        bytes: [u8; MAX_PATH],
+    },
 }
 
 impl KernelEvent {
@@ -57,7 +112,8 @@ impl KernelEvent {
             | KernelEvent::Exit { ns, .. }
             | KernelEvent::Out { ns, .. }
             | KernelEvent::In { ns }
-            | KernelEvent::Fault { ns, .. } => ns,
+            | KernelEvent::Fault { ns, .. }
+            | KernelEvent::Path { ns, .. } => ns,
         }
     }
 }
@@ -119,7 +175,7 @@ impl KernelWriter {
     }
 
     pub fn write(&mut self, e: &KernelEvent) -> Result<(), StoreError> {
-        let mut rec = [0u8; 11 + 48];
+        let mut rec = [0u8; 13 + MAX_PATH];
         let n = match *e {
             KernelEvent::Enter { nr, ns, args } => {
                 rec[0] = KIND_ENTER;
@@ -154,6 +210,15 @@ impl KernelWriter {
                 rec[11..19].copy_from_slice(&addr.to_le_bytes());
                 rec[19..27].copy_from_slice(&ip.to_le_bytes());
                 27
+            }
+            KernelEvent::Path { ns, nr, len, bytes } => {
+                let len = (len as usize).min(MAX_PATH);
+                rec[0] = KIND_PATH;
+                rec[1..3].copy_from_slice(&nr.to_le_bytes());
+                rec[3..11].copy_from_slice(&ns.to_le_bytes());
+                rec[11..13].copy_from_slice(&(len as u16).to_le_bytes());
+                rec[13..13 + len].copy_from_slice(&bytes[..len]);
+                13 + len
             }
         };
         self.out
@@ -229,6 +294,17 @@ impl KernelReader {
                 })
             }
             KIND_IN => Some(KernelEvent::In { ns }),
+            KIND_PATH => {
+                let mut l = [0u8; 2];
+                self.input.read_exact(&mut l).ok()?;
+                let len = u16::from_le_bytes(l);
+                if len as usize > MAX_PATH {
+                    return None;
+                }
+                let mut bytes = [0u8; MAX_PATH];
+                self.input.read_exact(&mut bytes[..len as usize]).ok()?;
+                Some(KernelEvent::Path { ns, nr, len, bytes })
+            }
             KIND_FAULT => {
                 let mut b = [0u8; 16];
                 self.input.read_exact(&mut b).ok()?;
@@ -284,7 +360,19 @@ impl KernelMerge {
     fn advance(&mut self) {
         self.next.clear();
         self.key = None;
-        let Some(first) = self.read() else { return };
+        let Some(mut first) = self.read() else { return };
+        // A path comes just before its system call's entry.
+        let mut path: Option<(u16, [u8; MAX_PATH])> = None;
+        while let KernelEvent::Path { nr, len, bytes, .. } = first {
+            match self.read() {
+                Some(next @ KernelEvent::Enter { nr: n, .. }) if n == nr => {
+                    path = Some((len, bytes));
+                    first = next;
+                }
+                Some(next) => first = next,
+                None => return,
+            }
+        }
         match first {
             KernelEvent::Enter { nr, ns, args } => {
                 let mut off = 0u64;
@@ -299,6 +387,10 @@ impl KernelMerge {
                         }
                         // (Faults of the kernel's copies to user memory.)
                         Some(KernelEvent::Fault { .. }) => {}
+                        // The path it was given, copied at its return.
+                        Some(KernelEvent::Path {
+                            nr: n, len, bytes, ..
+                        }) if n == nr => path = Some((len, bytes)),
                         Some(x @ KernelEvent::Exit { nr: n, .. }) if n == nr => break Some(x),
                         other => {
                             self.ahead = other;
@@ -306,12 +398,19 @@ impl KernelMerge {
                         }
                     }
                 };
+                // Its arguments, then the path it was given (length, bytes).
+                let mut payload = words(&args);
+                if let Some((len, bytes)) = path {
+                    let len = (len as usize).min(MAX_PATH);
+                    payload.extend_from_slice(&(len as u16).to_le_bytes());
+                    payload.extend_from_slice(&bytes[..len]);
+                }
                 push_unit(
                     &mut self.next,
                     EventKind::Syscall,
                     u32::from(nr),
                     ns,
-                    &words(&args),
+                    &payload,
                 );
                 match exit {
                     Some(KernelEvent::Exit { ns: end, ret, .. }) => {
@@ -366,6 +465,7 @@ impl KernelMerge {
                 );
                 self.key = Some(ns);
             }
+            KernelEvent::Path { .. } => self.advance(),
         }
     }
 

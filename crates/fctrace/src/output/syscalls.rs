@@ -155,8 +155,11 @@ fn signature(name: &str) -> Option<&'static [A]> {
     })
 }
 
-/// `name(args)` of a call of system call `nr` with these registers.
-pub fn call_text(nr: u32, args: &[u64; 6]) -> String {
+/// `name(args)` of a call of system call `nr` with these registers, and
+/// the path it was given when the kernel copied it (shown quoted, as
+/// strace does, in place of its address).
+pub fn call_text(nr: u32, args: &[u64; 6], path: Option<&[u8]>) -> String {
+    let path_at = fctrace_format::store::kernel::path_arg(nr);
     let name = name(nr);
     let mut s = String::with_capacity(48);
     s.push_str(&name);
@@ -174,7 +177,10 @@ pub fn call_text(nr: u32, args: &[u64; 6]) -> String {
                 if i > 0 {
                     s.push_str(", ");
                 }
-                arg(&mut s, *kind, a);
+                match path {
+                    Some(p) if Some(i) == path_at => quoted(&mut s, p),
+                    _ => arg(&mut s, *kind, a),
+                }
             }
         }
         None => {
@@ -188,6 +194,24 @@ pub fn call_text(nr: u32, args: &[u64; 6]) -> String {
     }
     s.push(')');
     s
+}
+
+/// `"bytes"`, escaped as strace escapes strings.
+fn quoted(s: &mut String, bytes: &[u8]) {
+    s.push('"');
+    for &b in bytes {
+        match b {
+            b'"' => s.push_str("\\\""),
+            b'\\' => s.push_str("\\\\"),
+            b'\n' => s.push_str("\\n"),
+            b'\t' => s.push_str("\\t"),
+            0x20..=0x7e => s.push(b as char),
+            _ => {
+                let _ = write!(s, "\\x{b:02x}");
+            }
+        }
+    }
+    s.push('"');
 }
 
 /// The result as strace shows it: `-1 ENOENT (No such file or directory)`
@@ -392,6 +416,7 @@ fn arg(s: &mut String, kind: A, v: u64) {
             let _ = write!(s, "{v}");
         }
         P if v == 0 => s.push_str("NULL"),
+        X if v == 0 => s.push('0'),
         P | X => {
             let _ = write!(s, "{v:#x}");
         }
@@ -522,7 +547,11 @@ mod tests {
         let openat = number("openat").unwrap();
         assert_eq!(openat, 257);
         assert_eq!(
-            call_text(openat, &[(-100i64) as u64, 0x5000, 0o2000000, 0, 0, 0]),
+            call_text(
+                openat,
+                &[(-100i64) as u64, 0x5000, 0o2000000, 0, 0, 0],
+                None
+            ),
             "openat(AT_FDCWD, 0x5000, O_RDONLY|O_CLOEXEC)"
         );
         assert_eq!(
@@ -530,21 +559,32 @@ mod tests {
             "-1 ENOENT (No such file or directory)"
         );
         assert_eq!(
-            call_text(0, &[3, 0x7ffd0000, 512, 9, 9, 9]),
+            call_text(0, &[3, 0x7ffd0000, 512, 9, 9, 9], None),
             "read(3, 0x7ffd0000, 512)"
         );
         assert_eq!(result_text(0, 512), "512");
         let mmap = number("mmap").unwrap();
         assert_eq!(
-            call_text(mmap, &[0, 4096, 3, 0x22, u64::MAX, 0]),
+            call_text(mmap, &[0, 4096, 3, 0x22, u64::MAX, 0], None),
             "mmap(NULL, 4096, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0)"
         );
         assert_eq!(result_text(mmap, 0x7f00_0000_0000), "0x7f0000000000");
         assert_eq!(
-            call_text(openat, &[3, 0x5000, 0o101, 0o644, 0, 0]),
+            call_text(openat, &[3, 0x5000, 0o101, 0o644, 0, 0], None),
             "openat(3, 0x5000, O_WRONLY|O_CREAT, 0644)"
         );
+        assert_eq!(
+            call_text(
+                openat,
+                &[(-100i64) as u64, 0x5000, 0, 0, 0, 0],
+                Some(b"/tmp/a \"b\"\n")
+            ),
+            "openat(AT_FDCWD, \"/tmp/a \\\"b\\\"\\n\", O_RDONLY)"
+        );
         assert_eq!(name(9999), "syscall_9999");
-        assert_eq!(call_text(number("getpid").unwrap(), &[1; 6]), "getpid()");
+        assert_eq!(
+            call_text(number("getpid").unwrap(), &[1; 6], None),
+            "getpid()"
+        );
     }
 }

@@ -1456,7 +1456,12 @@ impl<S: EventSource> TaskState<S> {
         for (i, a) in args.iter_mut().enumerate() {
             *a = word(&bytes, i);
         }
-        let call = super::syscalls::call_text(event.func, &args);
+        // The path it was given, after the arguments: length, bytes.
+        let path = bytes.get(48..50).and_then(|l| {
+            let n = u16::from_le_bytes([l[0], l[1]]) as usize;
+            bytes.get(50..50 + n)
+        });
+        let call = super::syscalls::call_text(event.func, &args, path);
         match self.head {
             Some(next) if next.kind == EventKind::SyscallExit && next.func == event.func => {
                 self.advance(summary);

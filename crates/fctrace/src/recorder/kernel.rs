@@ -19,7 +19,7 @@
 //! tracepoints' ids are), `perf_event_paranoid` or missing capabilities.
 
 use anyhow::{bail, Result};
-use fctrace_format::store::kernel::KernelEvent;
+use fctrace_format::store::kernel::{KernelEvent, MAX_PATH};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -49,6 +49,8 @@ struct PerfEventAttr {
 }
 
 const PERF_TYPE_TRACEPOINT: u32 = 2;
+const PERF_TYPE_SOFTWARE: u32 = 1;
+const PERF_COUNT_SW_BPF_OUTPUT: u64 = 10;
 const PERF_SAMPLE_TID: u64 = 1 << 1;
 const PERF_SAMPLE_TIME: u64 = 1 << 2;
 const PERF_SAMPLE_RAW: u64 = 1 << 10;
@@ -176,6 +178,19 @@ pub fn kernel_functions_note() -> String {
     }
 }
 
+/// An enabled event of tracepoint `id` on the calling thread, without a
+/// ring (for a BPF program to run at the tracepoint).
+pub fn open_plain_tracepoint(id: u64) -> Result<i32> {
+    let attr = PerfEventAttr {
+        kind: PERF_TYPE_TRACEPOINT,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config: id,
+        sample_period: 1,
+        ..Default::default()
+    };
+    perf_open(&attr, 0, -1, -1).map_err(|e| anyhow::anyhow!("{}", permission_message(&e)))
+}
+
 /// Why perf_event_open refused, and how to allow it.
 fn permission_message(e: &std::io::Error) -> String {
     match e.raw_os_error() {
@@ -224,6 +239,15 @@ pub struct Kernel {
     /// Samples written.
     pub written: u64,
     fault_ids: Vec<u64>,
+    /// The events owning each ring, and their CPUs.
+    ring_fds: Vec<i32>,
+    ring_cpus: Vec<i32>,
+    /// The sys_enter events (the BPF program attaches to one).
+    enter_fds: Vec<i32>,
+    exit_fds: Vec<i32>,
+    /// The BPF output events' ids, and the programs.
+    string_ids: Vec<u64>,
+    strings: Option<super::bpf::Strings>,
     /// Per process, where fctrace's shared memory is mapped.
     shm_ranges: HashMap<u32, Vec<(u64, u64)>>,
     /// What is not recorded, said once.
@@ -234,13 +258,15 @@ impl Kernel {
     /// Opens the events on the calling thread, disabled until a process it
     /// starts executes a program. Call just before starting it.
     pub fn open_for_launch() -> Result<Kernel> {
-        Kernel::open(&[0], true)
+        // SAFETY: getpid has no preconditions.
+        let me = unsafe { libc::getpid() } as u32;
+        Kernel::open(&[0], true, me)
     }
 
     /// Opens the events on the threads `tids` of a running process (and
     /// those they create from now on), enabled at once (`fctrace -p`,
     /// once the agent runs; closed before detaching).
-    pub fn open_for_threads(tids: &[i32]) -> Result<Kernel> {
+    pub fn open_for_threads(pid: u32, tids: &[i32]) -> Result<Kernel> {
         // threads x CPUs x 3 descriptors: as many as the hard limit allows.
         let mut lim = libc::rlimit {
             rlim_cur: 0,
@@ -253,10 +279,12 @@ impl Kernel {
                 libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
             }
         }
-        Kernel::open(tids, false)
+        Kernel::open(tids, false, pid)
     }
 
-    fn open(targets: &[i32], on_exec: bool) -> Result<Kernel> {
+    /// `follow`: the process whose system calls' paths the BPF program
+    /// copies (launching: fctrace itself, for its children only).
+    fn open(targets: &[i32], on_exec: bool, follow: u32) -> Result<Kernel> {
         let enter = tracepoint_id("raw_syscalls", "sys_enter")?;
         let exit = tracepoint_id("raw_syscalls", "sys_exit")?;
         // Page faults where the kernel has the tracepoint (x86).
@@ -283,6 +311,12 @@ impl Kernel {
             untasked: 0,
             written: 0,
             fault_ids: Vec::new(),
+            ring_fds: Vec::new(),
+            ring_cpus: Vec::new(),
+            enter_fds: Vec::new(),
+            exit_fds: Vec::new(),
+            string_ids: Vec::new(),
+            strings: None,
             shm_ranges: HashMap::new(),
             notes,
         };
@@ -333,6 +367,11 @@ impl Kernel {
                 // SAFETY: PERF_EVENT_IOC_ID writes the event's id into `id`.
                 unsafe { libc::ioctl(fd, PERF_EVENT_IOC_ID as _, &mut id as *mut u64) };
                 match ids {
+                    0 => k.enter_fds.push(fd),
+                    1 => k.exit_fds.push(fd),
+                    _ => {}
+                }
+                match ids {
                     0 => k.enter_ids.push(id),
                     1 => k.exit_ids.push(id),
                     _ => k.fault_ids.push(id),
@@ -368,6 +407,8 @@ impl Kernel {
                             err.map(|e| e.to_string()).unwrap_or_default()
                         );
                     };
+                    k.ring_fds.push(fd);
+                    k.ring_cpus.push(cpu);
                     k.rings.push(Ring {
                         base: base as *mut u8,
                         len,
@@ -383,7 +424,69 @@ impl Kernel {
                 }
             }
         }
+        // The paths system calls are given, copied by a BPF program.
+        if let Err(e) = k.load_strings(on_exec, follow) {
+            k.notes
+                .push(format!("-k: paths are shown as addresses: {e:#}"));
+        }
         Ok(k)
+    }
+
+    /// Loads `super::bpf`'s programs: a BPF output event per CPU, its
+    /// samples into the CPU's ring.
+    fn load_strings(&mut self, children_only: bool, follow: u32) -> Result<()> {
+        let fork = tracepoint_id("sched", "sched_process_fork")?;
+        let root = TRACEFS
+            .iter()
+            .find(|r| std::path::Path::new(&format!("{r}/events")).exists())
+            .copied()
+            .unwrap_or(TRACEFS[0]);
+        let mut outputs = Vec::new();
+        for (cpu, &ring_fd) in self.ring_fds.clone().iter().enumerate() {
+            let attr = PerfEventAttr {
+                kind: PERF_TYPE_SOFTWARE,
+                size: std::mem::size_of::<PerfEventAttr>() as u32,
+                config: PERF_COUNT_SW_BPF_OUTPUT,
+                sample_period: 1,
+                sample_type: PERF_SAMPLE_IDENTIFIER
+                    | PERF_SAMPLE_TID
+                    | PERF_SAMPLE_TIME
+                    | PERF_SAMPLE_RAW,
+                flags: FLAG_USE_CLOCKID,
+                clockid: libc::CLOCK_MONOTONIC,
+                ..Default::default()
+            };
+            let fd = perf_open(&attr, -1, self.ring_cpus[cpu], -1)
+                .map_err(|e| anyhow::anyhow!("a BPF output event: {e}"))?;
+            self.fds.push(fd);
+            let mut id = 0u64;
+            // SAFETY: PERF_EVENT_IOC_ID writes the event's id into `id`;
+            // SET_OUTPUT points its samples at the CPU's ring.
+            unsafe {
+                libc::ioctl(fd, PERF_EVENT_IOC_ID as _, &mut id as *mut u64);
+                if libc::ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT as _, ring_fd) != 0 {
+                    bail!(
+                        "cannot share the ring with a BPF output event: {}",
+                        std::io::Error::last_os_error()
+                    );
+                }
+            }
+            self.string_ids.push(id);
+            outputs.push((self.ring_cpus[cpu] as u32, fd));
+        }
+        let strings = super::bpf::Strings::load(&outputs, root, fork)?;
+        // A tracepoint's programs run wherever it fires: attached once, to
+        // events of fctrace's own thread that nothing inherits (an
+        // inherited copy takes the program away from the tracepoint when
+        // its process ends).
+        let enter = open_plain_tracepoint(tracepoint_id("raw_syscalls", "sys_enter")?)?;
+        self.fds.push(enter);
+        let exit = open_plain_tracepoint(tracepoint_id("raw_syscalls", "sys_exit")?)?;
+        self.fds.push(exit);
+        strings.attach(enter, exit)?;
+        strings.follow(follow, children_only)?;
+        self.strings = Some(strings);
+        Ok(())
     }
 
     /// Reads what the rings hold; writes the samples old enough to be in
@@ -514,6 +617,32 @@ impl Kernel {
                     raw.get(o..o + 8)
                         .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
                 };
+                if self.string_ids.contains(&id) {
+                    // super::bpf's record: nr, copied length (with its
+                    // NUL; <= 0: failed), bytes.
+                    let nr = raw
+                        .get(0..4)
+                        .map_or(0, |w| u32::from_le_bytes(w.try_into().unwrap()));
+                    let got = raw
+                        .get(4..8)
+                        .map_or(0, |w| i32::from_le_bytes(w.try_into().unwrap()));
+                    let body = raw.get(8..).unwrap_or(&[]);
+                    let len = (got.max(1) as usize - 1).min(body.len()).min(MAX_PATH);
+                    if got > 0 && nr <= u16::MAX as u32 {
+                        let mut bytes = [0u8; MAX_PATH];
+                        bytes[..len].copy_from_slice(&body[..len]);
+                        self.pending.push((
+                            tid,
+                            KernelEvent::Path {
+                                ns,
+                                nr: nr as u16,
+                                len: len as u16,
+                                bytes,
+                            },
+                        ));
+                    }
+                    return;
+                }
                 if self.fault_ids.contains(&id) {
                     // A fault on fctrace's shared memory is the agent's
                     // writing of events, not the program's.

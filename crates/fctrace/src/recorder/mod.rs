@@ -3,6 +3,7 @@
 //! its descendants have ended.
 
 mod attach;
+mod bpf;
 mod kernel;
 mod process;
 mod shm;
@@ -271,7 +272,7 @@ pub fn record(
                             .collect()
                     })
                     .unwrap_or_default();
-                match kernel::Kernel::open_for_threads(&tids) {
+                match kernel::Kernel::open_for_threads(pid, &tids) {
                     Ok(k) => {
                         for n in &k.notes {
                             eprintln!("fctrace: {n}");
