@@ -479,3 +479,56 @@ fn kernel_functions_say_what_is_missing() {
     let text = replay_text(&rec.dir.path);
     assert!(text.contains("read(3, 0x"), "{text}");
 }
+
+/// Display filters on system calls: `-F NAME@[syscall]` shows those system
+/// calls only, `-N NAME@[syscall]` hides them (a pattern without
+/// `@[syscall]` names functions only).
+#[test]
+fn system_calls_are_filtered_as_functions_of_syscall() {
+    let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
+    let work = std::env::temp_dir().join(format!("fctrace-kernel-{}", unique_suffix()));
+    std::fs::create_dir_all(&work).unwrap();
+    let src = work.join("src.bin");
+    std::fs::write(&src, vec![7u8; SIZE]).unwrap();
+    let dst = work.join("dst.bin");
+    let rec = record(
+        &exe,
+        &[src.to_str().unwrap(), dst.to_str().unwrap()],
+        &["-k"],
+    );
+    let dir = rec.dir.path.to_str().unwrap();
+    let all = replay_text(&rec.dir.path);
+    let openats = |text: &str| {
+        text.lines()
+            .filter_map(|l| split_replay_line(l).ok())
+            .filter(|l| l.text.starts_with("openat("))
+            .count()
+    };
+    let n = openats(&all);
+    assert!(n >= FAILS as usize + 3, "{all}");
+    // Only the openat calls, each at depth 0.
+    let only = fctrace(&["replay", "-d", dir, "-F", "openat@[syscall]"]);
+    assert!(only.success(), "{}", only.describe());
+    let lines: Vec<ReplayLine> = only
+        .stdout
+        .lines()
+        .filter_map(|l| split_replay_line(l).ok())
+        .collect();
+    assert_eq!(lines.len(), n, "{}", only.stdout);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.depth == 0 && l.text.starts_with("openat(")),
+        "{}",
+        only.stdout
+    );
+    // Hidden: none left, the functions still there.
+    let none = fctrace(&["replay", "-d", dir, "-N", "openat@[syscall]"]);
+    assert_eq!(openats(&none.stdout), 0, "{}", none.stdout);
+    assert!(none.stdout.contains("fail_opens() {"), "{}", none.stdout);
+    // `-N openat` (no module) hides functions named openat, not the
+    // system calls.
+    let plain = fctrace(&["replay", "-d", dir, "-N", "main"]);
+    assert!(openats(&plain.stdout) > 0);
+    let _ = std::fs::remove_dir_all(&work);
+}

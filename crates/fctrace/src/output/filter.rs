@@ -195,6 +195,8 @@ struct Chain {
 struct SessionFlags {
     flags: Vec<u8>,
     triggers: HashMap<u32, Vec<usize>>,
+    /// `-F`/`-N` bits by system call number (`NAME@[syscall]`).
+    syscalls: Vec<u8>,
 }
 
 /// A switch of tracing by a global trigger, at a time.
@@ -343,6 +345,12 @@ pub fn unmatched_patterns(trace: &Trace, opts: &Options) -> Vec<String> {
         return Vec::new();
     }
     let mut found = vec![false; pats.len()];
+    // `NAME@[syscall]`: a system call (`record -k`).
+    for (i, (_, _, p)) in pats.iter().enumerate() {
+        if p.module() == Some(super::calls::SYSCALL_MODULE) {
+            found[i] = syscall_pattern_matches_any(p);
+        }
+    }
     for table in trace.sessions.values() {
         if found.iter().all(|&x| x) {
             break;
@@ -398,6 +406,37 @@ pub fn warn_unmatched(trace: &Trace, opts: &Options) {
             "--tid {tid} names no task of the trace (`fctrace info` lists them)"
         ));
     }
+}
+
+/// Whether a `NAME@[syscall]` pattern names a system call.
+fn syscall_pattern_matches_any(p: &FuncPattern) -> bool {
+    (0..512u32).any(|nr| {
+        let n = super::syscalls::name(nr);
+        !n.starts_with("syscall_") && p.matches_name(&n)
+    })
+}
+
+/// `-F`/`-N` bits of each system call number, from the patterns whose
+/// module is `[syscall]` (`read@[syscall]`; a pattern without a module
+/// names functions only).
+fn syscall_flags(o: &Options) -> Vec<u8> {
+    let syscall = |ps: &[FuncPattern], name: &str| {
+        ps.iter()
+            .any(|p| p.module() == Some(super::calls::SYSCALL_MODULE) && p.matches_name(name))
+    };
+    (0..512u32)
+        .map(|nr| {
+            let n = super::syscalls::name(nr);
+            let mut bits = 0;
+            if syscall(&o.filters, &n) {
+                bits |= FILTER;
+            }
+            if syscall(&o.notrace, &n) {
+                bits |= NOTRACE;
+            }
+            bits
+        })
+        .collect()
 }
 
 /// Whether `opts` hides anything at display time (the C runtime's calls
@@ -572,6 +611,7 @@ impl<'t> Filter<'t> {
             notes: VecDeque::new(),
             marks: !self.resumes.is_empty(),
             at_start: true,
+            in_syscall: None,
         }
     }
 
@@ -819,7 +859,12 @@ impl<'t> Filter<'t> {
                 }
             }
         }
-        let f = Rc::new(SessionFlags { flags, triggers });
+        let syscalls = syscall_flags(o);
+        let f = Rc::new(SessionFlags {
+            flags,
+            triggers,
+            syscalls,
+        });
         self.sessions.insert(session, f.clone());
         f
     }
@@ -1328,6 +1373,9 @@ struct Visibility {
     /// No entry or exit of the task read yet: its `Args` events may be
     /// attach chains.
     at_start: bool,
+    /// Inside a system call's events (`record -k`): whether they are
+    /// shown (its values and return follow its entry).
+    in_syscall: Option<bool>,
 }
 
 impl Visibility {
@@ -1465,7 +1513,40 @@ impl Visibility {
                 return (e.kind == EventKind::Lost).then_some(e);
             }
         }
+        // A system call's values and return go with it.
+        match (e.kind, self.in_syscall) {
+            (EventKind::Data | EventKind::SyscallExit, Some(shown)) => {
+                return shown.then_some(e);
+            }
+            (EventKind::Data, None) => {}
+            _ => self.in_syscall = None,
+        }
         match e.kind {
+            EventKind::Syscall => {
+                // Shown where the call it is in is (its own -F/-N
+                // `NAME@[syscall]` aside).
+                let bits = self
+                    .flags
+                    .syscalls
+                    .get(e.func as usize)
+                    .copied()
+                    .unwrap_or(0);
+                let around = match self.stack.last() {
+                    Some(top) if top.hide => self
+                        .stack
+                        .iter()
+                        .rev()
+                        .find(|f| !f.hide)
+                        .map_or_else(|| self.context_shown(0), |f| f.shown),
+                    Some(top) => top.shown,
+                    None => self.context_shown(0),
+                };
+                let shown = bits & NOTRACE == 0
+                    && self.on
+                    && (around || bits & FILTER != 0 && self.notrace_open == 0);
+                self.in_syscall = Some(shown);
+                shown.then_some(e)
+            }
             EventKind::Entry => self.entry(e, chain.filter(|c| c.resume || !was_on)),
             EventKind::Args if chain.is_some_and(|c| c.attached) => {
                 // The calls open when fctrace attached: outer calls for
