@@ -61,6 +61,17 @@ fn counts(text: &str, funcs: &[&str]) -> Counts {
     Counts { by_func, total }
 }
 
+/// A fresh directory with the file copy_file copies (`SIZE` bytes), and
+/// the path of its copy.
+fn files() -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let work = std::env::temp_dir().join(format!("fctrace-kernel-{}", unique_suffix()));
+    std::fs::create_dir_all(&work).unwrap();
+    let src = work.join("src.bin");
+    std::fs::write(&src, vec![7u8; SIZE]).unwrap();
+    let dst = work.join("dst.bin");
+    (work, src, dst)
+}
+
 /// `strace -f -c` of a native run: calls and errors per system call.
 fn strace_counts(exe: &Path, args: &[&str]) -> BTreeMap<String, (u64, u64)> {
     let out = std::env::temp_dir().join(format!("fctrace-strace-{}", unique_suffix()));
@@ -93,11 +104,7 @@ fn strace_counts(exe: &Path, args: &[&str]) -> BTreeMap<String, (u64, u64)> {
 #[test]
 fn system_calls_nest_under_the_functions_that_made_them() {
     let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
-    let work = std::env::temp_dir().join(format!("fctrace-kernel-{}", unique_suffix()));
-    std::fs::create_dir_all(&work).unwrap();
-    let src = work.join("src.bin");
-    std::fs::write(&src, vec![7u8; SIZE]).unwrap();
-    let dst = work.join("dst.bin");
+    let (work, src, dst) = files();
     let args = [src.to_str().unwrap(), dst.to_str().unwrap()];
 
     let native = run_native(&exe, &args);
@@ -280,11 +287,7 @@ fn system_calls_nest_under_the_functions_that_made_them() {
 #[test]
 fn system_call_lines_read_as_strace_prints_them() {
     let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
-    let work = std::env::temp_dir().join(format!("fctrace-kernel-{}", unique_suffix()));
-    std::fs::create_dir_all(&work).unwrap();
-    let src = work.join("src.bin");
-    std::fs::write(&src, vec![7u8; SIZE]).unwrap();
-    let dst = work.join("dst.bin");
+    let (work, src, dst) = files();
     let rec = record(
         &exe,
         &[src.to_str().unwrap(), dst.to_str().unwrap()],
@@ -350,10 +353,7 @@ fn refused_tracepoints_are_explained_and_functions_recorded() {
         return;
     }
     let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
-    let work = std::env::temp_dir().join(format!("fctrace-kernel-{}", unique_suffix()));
-    std::fs::create_dir_all(&work).unwrap();
-    let src = work.join("src.bin");
-    std::fs::write(&src, vec![7u8; SIZE]).unwrap();
+    let (work, src, dst) = files();
     std::os::unix::fs::chown(&work, Some(65534), Some(65534)).unwrap();
     std::os::unix::fs::chown(&src, Some(65534), Some(65534)).unwrap();
     let trace = work.join("trace");
@@ -364,7 +364,7 @@ fn refused_tracepoints_are_explained_and_functions_recorded() {
         .arg(&trace)
         .arg(&exe)
         .arg(&src)
-        .arg(work.join("dst.bin")));
+        .arg(&dst));
     assert_no_panic(&r);
     assert!(r.success(), "{}", r.describe());
     assert!(
@@ -486,11 +486,7 @@ fn kernel_functions_say_what_is_missing() {
 #[test]
 fn system_calls_are_filtered_as_functions_of_syscall() {
     let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
-    let work = std::env::temp_dir().join(format!("fctrace-kernel-{}", unique_suffix()));
-    std::fs::create_dir_all(&work).unwrap();
-    let src = work.join("src.bin");
-    std::fs::write(&src, vec![7u8; SIZE]).unwrap();
-    let dst = work.join("dst.bin");
+    let (work, src, dst) = files();
     let rec = record(
         &exe,
         &[src.to_str().unwrap(), dst.to_str().unwrap()],

@@ -403,22 +403,7 @@ pub unsafe fn flagged_entry(
     // SAFETY: `slot` is the function's return-address slot on this
     // thread's stack.
     let ret = unsafe { (slot as *const u64).read() };
-    let mut word = func as u64;
-    if region {
-        word |= E_SLOW_EXIT;
-    }
-    if !visible {
-        word |= E_HIDDEN;
-        st.hidden += 1;
-    }
-    if flags & F_FILTER != 0 {
-        word |= E_FILTER;
-        st.filt.fl += 1;
-    }
-    if flags & F_NOTRACE != 0 {
-        word |= E_NOTRACE;
-        st.block += 1;
-    }
+    let mut word = region_word(st, func, flags, visible, region);
     if visible {
         if let Some(n) = depth {
             word |= E_DEPTH | (st.max as u64).min(PREV_MASK) << PREV_SHIFT;
@@ -505,6 +490,15 @@ pub fn adopted_call(st: &mut ThreadState, func: u32) -> Option<u64> {
     if !visible && !region {
         return None;
     }
+    let word = region_word(st, func, flags, visible, region);
+    Some(if retval { word | E_RETVAL } else { word })
+}
+
+/// The shadow entry's `func` word of a call of `func` (its filter
+/// `flags`), shown or not (`visible`), a region or not; updates the
+/// thread's counts of hidden entries and open `-F`/`-N` regions as its
+/// entry opens them.
+fn region_word(st: &mut ThreadState, func: u32, flags: u64, visible: bool, region: bool) -> u64 {
     let mut word = func as u64;
     if region {
         word |= E_SLOW_EXIT;
@@ -521,10 +515,7 @@ pub fn adopted_call(st: &mut ThreadState, func: u32) -> Option<u64> {
         word |= E_NOTRACE;
         st.block += 1;
     }
-    if retval {
-        word |= E_RETVAL;
-    }
-    Some(word)
+    word
 }
 
 /// Ends [`adopted_call`]'s updates (once every call is pushed).

@@ -23,96 +23,8 @@ fn gettid() -> u32 {
     unsafe { libc::gettid() as u32 }
 }
 
-/// Creates the calling thread's state and installs it in TLS. `origin` is
-/// one of `fctrace_format::shm::ORIGIN_*`; `parent_slot` names the task
-/// that created this one (u32::MAX if unknown).
-pub fn init_thread(
-    shm: &Shm,
-    session: u32,
-    parent_slot: u32,
-    origin: u32,
-) -> Option<*mut ThreadState> {
-    let tid = gettid();
-    // SAFETY: getpid/getppid have no preconditions.
-    let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
-    // SAFETY: anonymous private mapping, checked below.
-    let shadow = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            SHADOW_INITIAL,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if shadow == libc::MAP_FAILED {
-        return None;
-    }
-    let slot = shm.register_task(tid, pid, ppid, session, parent_slot, origin);
-    let Some(buf_index) = shm.acquire(tid, pid, session, slot, 0) else {
-        // SAFETY: the mapping made above, not used by anything.
-        unsafe { libc::munmap(shadow, SHADOW_INITIAL) };
-        return None;
-    };
-    // One spare entry below the base: an exit with an empty shadow stack
-    // reads it (slot 0 never matches) instead of unmapped memory.
-    // SAFETY: within the mapping.
-    let base = unsafe { (shadow as *mut ShadowEntry).add(1) };
-    // SAFETY: within the mapping.
-    let end = unsafe { base.add(SHADOW_INITIAL / SHADOW_ENTRY_SIZE - 2) };
-    let st = ThreadState {
-        shadow_top: base,
-        shadow_end: end,
-        buf: shm.buffer(buf_index),
-        shadow_base: base,
-        buf_index,
-        seq: 0,
-        task_slot: slot,
-        tid,
-        pid,
-        session,
-        unwind_sp: 0,
-        contexts: std::ptr::null_mut(),
-        limit: u64::MAX,
-        gen: NEVER,
-        block: 0,
-        hidden: 0,
-        max: u32::MAX,
-        filt: FilterState::default(),
-        shadow_map: shadow as u64,
-        shadow_len: SHADOW_INITIAL,
-        sig_frame: 0,
-        exit_stack: [ShadowEntry {
-            ret: 0,
-            slot: 0,
-            func: 0,
-        }; EXIT_ENTRIES + 1],
-        park: std::sync::atomic::AtomicU64::new(0),
-        next: std::ptr::null_mut(),
-        free: std::sync::atomic::AtomicU32::new(0),
-        adopt: std::ptr::null_mut(),
-    };
-    let st = keep_state(st);
-    tls::set_state(st);
-    // (The caller arms the thread-exit hook: `interpose::unwind`'s.)
-    Some(st)
-}
-
-/// Makes the state of another thread of this process, stopped while
-/// `fctrace -p` attaches, with room for `calls` shadow entries: the
-/// caller pushes the traced calls that were open on it (`instrument::adopt`)
-/// and installs the state in the thread's TLS words. Its task is
-/// registered and its buffer taken at its first event, on the thread
-/// itself (`runtime::buffer`).
-pub fn adopt_state(session: u32, pid: u32, calls: usize) -> Option<&'static mut ThreadState> {
-    // Room for the calls, two spare entries and as many calls again as a
-    // new thread gets.
-    let need = (calls + 2) * SHADOW_ENTRY_SIZE + SHADOW_INITIAL;
-    let len = need.next_power_of_two().max(SHADOW_INITIAL);
-    if len > SHADOW_MAX {
-        return None;
-    }
+/// A new shadow stack mapping of `len` bytes (None if it cannot be made).
+fn map_shadow(len: usize) -> Option<*mut libc::c_void> {
     // SAFETY: anonymous private mapping, checked below.
     let shadow = unsafe {
         libc::mmap(
@@ -124,24 +36,36 @@ pub fn adopt_state(session: u32, pid: u32, calls: usize) -> Option<&'static mut 
             0,
         )
     };
-    if shadow == libc::MAP_FAILED {
-        return None;
-    }
-    // SAFETY: within the new mapping, a spare entry at each end (as in
-    // `init_thread`).
-    let (base, end) = unsafe {
-        let base = (shadow as *mut ShadowEntry).add(1);
-        (base, base.add(len / SHADOW_ENTRY_SIZE - 2))
-    };
-    let st = ThreadState {
+    (shadow != libc::MAP_FAILED).then_some(shadow)
+}
+
+/// A thread's state around the shadow stack mapping `shadow` of `len`
+/// bytes (empty), writing into `buf` (index `buf_index`).
+fn new_state(
+    (shadow, len): (*mut libc::c_void, usize),
+    buf: *mut fctrace_format::shm::BufHeader,
+    buf_index: u32,
+    task_slot: u32,
+    tid: u32,
+    pid: u32,
+    session: u32,
+) -> ThreadState {
+    // One spare entry below the base: an exit with an empty shadow stack
+    // reads it (slot 0 never matches) instead of unmapped memory; one at
+    // the end.
+    // SAFETY: within the mapping.
+    let base = unsafe { (shadow as *mut ShadowEntry).add(1) };
+    // SAFETY: within the mapping.
+    let end = unsafe { base.add(len / SHADOW_ENTRY_SIZE - 2) };
+    ThreadState {
         shadow_top: base,
         shadow_end: end,
-        buf: shm::pending_buffer(),
+        buf,
         shadow_base: base,
-        buf_index: 0,
+        buf_index,
         seq: 0,
-        task_slot: u32::MAX,
-        tid: 0,
+        task_slot,
+        tid,
         pid,
         session,
         unwind_sp: 0,
@@ -164,7 +88,67 @@ pub fn adopt_state(session: u32, pid: u32, calls: usize) -> Option<&'static mut 
         next: std::ptr::null_mut(),
         free: std::sync::atomic::AtomicU32::new(0),
         adopt: std::ptr::null_mut(),
+    }
+}
+
+/// Creates the calling thread's state and installs it in TLS. `origin` is
+/// one of `fctrace_format::shm::ORIGIN_*`; `parent_slot` names the task
+/// that created this one (u32::MAX if unknown).
+pub fn init_thread(
+    shm: &Shm,
+    session: u32,
+    parent_slot: u32,
+    origin: u32,
+) -> Option<*mut ThreadState> {
+    let tid = gettid();
+    // SAFETY: getpid/getppid have no preconditions.
+    let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
+    let shadow = map_shadow(SHADOW_INITIAL)?;
+    let slot = shm.register_task(tid, pid, ppid, session, parent_slot, origin);
+    let Some(buf_index) = shm.acquire(tid, pid, session, slot, 0) else {
+        // SAFETY: the mapping made above, not used by anything.
+        unsafe { libc::munmap(shadow, SHADOW_INITIAL) };
+        return None;
     };
+    let st = new_state(
+        (shadow, SHADOW_INITIAL),
+        shm.buffer(buf_index),
+        buf_index,
+        slot,
+        tid,
+        pid,
+        session,
+    );
+    let st = keep_state(st);
+    tls::set_state(st);
+    // (The caller arms the thread-exit hook: `interpose::unwind`'s.)
+    Some(st)
+}
+
+/// Makes the state of another thread of this process, stopped while
+/// `fctrace -p` attaches, with room for `calls` shadow entries: the
+/// caller pushes the traced calls that were open on it (`instrument::adopt`)
+/// and installs the state in the thread's TLS words. Its task is
+/// registered and its buffer taken at its first event, on the thread
+/// itself (`runtime::buffer`).
+pub fn adopt_state(session: u32, pid: u32, calls: usize) -> Option<&'static mut ThreadState> {
+    // Room for the calls, two spare entries and as many calls again as a
+    // new thread gets.
+    let need = (calls + 2) * SHADOW_ENTRY_SIZE + SHADOW_INITIAL;
+    let len = need.next_power_of_two().max(SHADOW_INITIAL);
+    if len > SHADOW_MAX {
+        return None;
+    }
+    let shadow = map_shadow(len)?;
+    let st = new_state(
+        (shadow, len),
+        shm::pending_buffer(),
+        0,
+        u32::MAX,
+        0,
+        pid,
+        session,
+    );
     // SAFETY: states are never freed; this one is not the thread's yet.
     Some(unsafe { &mut *keep_state(st) })
 }

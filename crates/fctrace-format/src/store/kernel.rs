@@ -83,7 +83,7 @@ const KIND_PATH: u8 = 6;
 pub const MAX_PATH: usize = 256;
 
 /// One kernel event, as recorded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KernelEvent {
     /// A system call entered: its number and arguments.
     Enter { nr: u16, ns: u64, args: [u64; 6] },
@@ -95,14 +95,9 @@ pub enum KernelEvent {
     In { ns: u64 },
     /// A page fault at `addr`, by the instruction at `ip`.
     Fault { ns: u64, addr: u64, ip: u64 },
-    /// The path system call `nr` (the thread's next) is given: `len`
-    /// bytes of `bytes` (without the NUL; a longer one is cut).
-    Path {
-        ns: u64,
-        nr: u16,
-        len: u16,
-        bytes: [u8; MAX_PATH],
-    },
+    /// The path system call `nr` was given (without the NUL; at most
+    /// `MAX_PATH` bytes, a longer one is cut).
+    Path { ns: u64, nr: u16, bytes: Box<[u8]> },
 }
 
 impl KernelEvent {
@@ -211,8 +206,8 @@ impl KernelWriter {
                 rec[19..27].copy_from_slice(&ip.to_le_bytes());
                 27
             }
-            KernelEvent::Path { ns, nr, len, bytes } => {
-                let len = (len as usize).min(MAX_PATH);
+            KernelEvent::Path { ns, nr, ref bytes } => {
+                let len = bytes.len().min(MAX_PATH);
                 rec[0] = KIND_PATH;
                 rec[1..3].copy_from_slice(&nr.to_le_bytes());
                 rec[3..11].copy_from_slice(&ns.to_le_bytes());
@@ -301,9 +296,13 @@ impl KernelReader {
                 if len as usize > MAX_PATH {
                     return None;
                 }
-                let mut bytes = [0u8; MAX_PATH];
-                self.input.read_exact(&mut bytes[..len as usize]).ok()?;
-                Some(KernelEvent::Path { ns, nr, len, bytes })
+                let mut bytes = vec![0u8; len as usize];
+                self.input.read_exact(&mut bytes).ok()?;
+                Some(KernelEvent::Path {
+                    ns,
+                    nr,
+                    bytes: bytes.into_boxed_slice(),
+                })
             }
             KIND_FAULT => {
                 let mut b = [0u8; 16];
@@ -362,11 +361,11 @@ impl KernelMerge {
         self.key = None;
         let Some(mut first) = self.read() else { return };
         // A path comes just before its system call's entry.
-        let mut path: Option<(u16, [u8; MAX_PATH])> = None;
-        while let KernelEvent::Path { nr, len, bytes, .. } = first {
+        let mut path: Option<Box<[u8]>> = None;
+        while let KernelEvent::Path { nr, bytes, .. } = first {
             match self.read() {
                 Some(next @ KernelEvent::Enter { nr: n, .. }) if n == nr => {
-                    path = Some((len, bytes));
+                    path = Some(bytes);
                     first = next;
                 }
                 Some(next) => first = next,
@@ -388,9 +387,9 @@ impl KernelMerge {
                         // (Faults of the kernel's copies to user memory.)
                         Some(KernelEvent::Fault { .. }) => {}
                         // The path it was given, copied at its return.
-                        Some(KernelEvent::Path {
-                            nr: n, len, bytes, ..
-                        }) if n == nr => path = Some((len, bytes)),
+                        Some(KernelEvent::Path { nr: n, bytes, .. }) if n == nr => {
+                            path = Some(bytes)
+                        }
                         Some(x @ KernelEvent::Exit { nr: n, .. }) if n == nr => break Some(x),
                         other => {
                             self.ahead = other;
@@ -400,8 +399,8 @@ impl KernelMerge {
                 };
                 // Its arguments, then the path it was given (length, bytes).
                 let mut payload = words(&args);
-                if let Some((len, bytes)) = path {
-                    let len = (len as usize).min(MAX_PATH);
+                if let Some(bytes) = path {
+                    let len = bytes.len().min(MAX_PATH);
                     payload.extend_from_slice(&(len as u16).to_le_bytes());
                     payload.extend_from_slice(&bytes[..len]);
                 }

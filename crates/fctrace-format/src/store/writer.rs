@@ -283,6 +283,24 @@ impl TraceWriter {
         self.append_task(tid, tid, events)
     }
 
+    /// Task `id` (thread `tid`) has its stream (and so its file's name)
+    /// from its first events on.
+    fn name_task(&mut self, id: u32, tid: u32) {
+        if !self.tasks.contains_key(&id) {
+            let file = self.new_file_name(tid);
+            self.tasks.insert(
+                id,
+                TaskStream {
+                    tid,
+                    file,
+                    encoder: ChunkEncoder::default(),
+                    started: false,
+                    events: 0,
+                },
+            );
+        }
+    }
+
     /// The file name the next new task with tid `tid` gets.
     fn new_file_name(&mut self, tid: u32) -> String {
         let n = self.names_per_tid.entry(tid).or_insert(0);
@@ -312,19 +330,7 @@ impl TraceWriter {
                 error: io::Error::other("writing stopped after an earlier error"),
             });
         }
-        if !self.tasks.contains_key(&id) {
-            let file = self.new_file_name(tid);
-            self.tasks.insert(
-                id,
-                TaskStream {
-                    tid,
-                    file,
-                    encoder: ChunkEncoder::default(),
-                    started: false,
-                    events: 0,
-                },
-            );
-        }
+        self.name_task(id, tid);
         let mut rest = events;
         while let Some(stream) = self.tasks.get_mut(&id) {
             let before = stream.encoder.buffered();
@@ -365,19 +371,7 @@ impl TraceWriter {
             return Ok(());
         }
         if !self.kernel.contains_key(&id) {
-            if !self.tasks.contains_key(&id) {
-                let file = self.new_file_name(tid);
-                self.tasks.insert(
-                    id,
-                    TaskStream {
-                        tid,
-                        file,
-                        encoder: ChunkEncoder::default(),
-                        started: false,
-                        events: 0,
-                    },
-                );
-            }
+            self.name_task(id, tid);
             let file = &self.tasks[&id].file;
             let path = self.dir.join(super::kernel::sys_file_of(file));
             let w = create_private(&path).and_then(|f| super::kernel::KernelWriter::new(f, &path));

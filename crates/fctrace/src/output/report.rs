@@ -169,18 +169,7 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
                     Some(x) => x,
                     None => {
                         let x = functions.index(trace, session, event.func);
-                        while report.functions.len() < functions.list.len() {
-                            let f = &functions.list[report.functions.len()];
-                            report.functions.push(FuncStats {
-                                name: f.name.clone(),
-                                symbol: f.symbol.clone(),
-                                module: f.module.clone(),
-                                ..FuncStats::default()
-                            });
-                        }
-                        if open.len() < report.functions.len() {
-                            open.resize(report.functions.len(), 0);
-                        }
+                        grow_stats(report, functions, &mut open);
                         ids.set(event.func, x);
                         x
                     }
@@ -238,18 +227,7 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
             // function, whose time is the kernel's under the calls open.
             EventKind::Syscall => {
                 let stats = functions.syscall_index(event.func);
-                while report.functions.len() < functions.list.len() {
-                    let f = &functions.list[report.functions.len()];
-                    report.functions.push(FuncStats {
-                        name: f.name.clone(),
-                        symbol: f.symbol.clone(),
-                        module: f.module.clone(),
-                        ..FuncStats::default()
-                    });
-                }
-                if open.len() < report.functions.len() {
-                    open.resize(report.functions.len(), 0);
-                }
+                grow_stats(report, functions, &mut open);
                 report.functions[stats].calls += 1;
                 syscall = Some((event.func, event.ns, stats));
             }
@@ -289,6 +267,23 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
     }
     by_id.insert(session, ids);
     *done = done_here;
+}
+
+/// A row of statistics (and an open-call count) for every function
+/// `functions` knows.
+fn grow_stats(report: &mut Report, functions: &Functions, open: &mut Vec<u32>) {
+    while report.functions.len() < functions.list.len() {
+        let f = &functions.list[report.functions.len()];
+        report.functions.push(FuncStats {
+            name: f.name.clone(),
+            symbol: f.symbol.clone(),
+            module: f.module.clone(),
+            ..FuncStats::default()
+        });
+    }
+    if open.len() < report.functions.len() {
+        open.resize(report.functions.len(), 0);
+    }
 }
 
 /// Sorts by `key`, descending; ties by name.

@@ -960,6 +960,12 @@ struct Frame {
     entry_ns: u64,
 }
 
+/// The `i`-th 64-bit word of a kernel event's payload (0 if it is short).
+fn payload_word(b: &[u8], i: usize) -> u64 {
+    b.get(8 * i..8 * i + 8)
+        .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
+}
+
 /// `Frame::entry_ns` of a call whose entry was not recorded: open when
 /// fctrace attached (an attach chain, `fctrace_format::argval`).
 const NOT_RECORDED: u64 = u64::MAX;
@@ -1437,10 +1443,7 @@ impl<S: EventSource> TaskState<S> {
     ) -> io::Result<()> {
         let depth = self.stack.len();
         let bytes = self.take_payload(summary);
-        let word = |b: &[u8], i: usize| {
-            b.get(8 * i..8 * i + 8)
-                .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
-        };
+        let word = payload_word;
         if event.kind == EventKind::SyscallExit {
             let ret = word(&bytes, 0) as i64;
             let name = super::syscalls::name(event.func);
@@ -1500,11 +1503,7 @@ impl<S: EventSource> TaskState<S> {
         let depth = self.stack.len();
         let bytes = self.take_payload(summary);
         if event.kind == EventKind::OffCpu {
-            let word = |i: usize| {
-                bytes
-                    .get(8 * i..8 * i + 8)
-                    .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
-            };
+            let word = |i: usize| payload_word(&bytes, i);
             let how = if word(1) != 0 { "preempted" } else { "blocked" };
             let text = format!(
                 "/* off-CPU {} ({how}) */",

@@ -629,15 +629,12 @@ impl Kernel {
                     let body = raw.get(8..).unwrap_or(&[]);
                     let len = (got.max(1) as usize - 1).min(body.len()).min(MAX_PATH);
                     if got > 0 && nr <= u16::MAX as u32 {
-                        let mut bytes = [0u8; MAX_PATH];
-                        bytes[..len].copy_from_slice(&body[..len]);
                         self.pending.push((
                             tid,
                             KernelEvent::Path {
                                 ns,
                                 nr: nr as u16,
-                                len: len as u16,
-                                bytes,
+                                bytes: body[..len].into(),
                             },
                         ));
                     }
