@@ -56,6 +56,21 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Whether the event is a step of the task's calls with a time of its
+    /// own (a call entered or ended, a signal, lost events): not the
+    /// values that follow an event (`Args`, `Retval`, `Data`), nor the
+    /// kernel's events merged in.
+    pub fn is_call_step(self) -> bool {
+        matches!(
+            self,
+            EventKind::Entry
+                | EventKind::Exit
+                | EventKind::Unwind
+                | EventKind::Signal
+                | EventKind::Lost
+        )
+    }
+
     pub fn from_u8(v: u8) -> Option<EventKind> {
         Some(match v {
             0 => EventKind::Entry,

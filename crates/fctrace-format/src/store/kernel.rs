@@ -490,7 +490,7 @@ impl KernelMerge {
         let limit = if last {
             u64::MAX
         } else {
-            match batch.iter().rev().find(|e| is_anchor(e.kind)) {
+            match batch.iter().rev().find(|e| e.kind.is_call_step()) {
                 Some(e) => e.ns,
                 None => return,
             }
@@ -502,7 +502,7 @@ impl KernelMerge {
         out.clear();
         out.reserve(batch.len() + 64);
         for e in batch.iter() {
-            if is_anchor(e.kind) {
+            if e.kind.is_call_step() {
                 while self.key().is_some_and(|k| k < e.ns) {
                     self.push_next(&mut out);
                 }
@@ -515,19 +515,6 @@ impl KernelMerge {
         std::mem::swap(batch, &mut out);
         self.scratch = out;
     }
-}
-
-/// Events before which kernel events may be put (not values, which
-/// belong to the event before them).
-fn is_anchor(kind: EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::Entry
-            | EventKind::Exit
-            | EventKind::Unwind
-            | EventKind::Signal
-            | EventKind::Lost
-    )
 }
 
 #[cfg(test)]

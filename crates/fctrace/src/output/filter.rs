@@ -483,7 +483,7 @@ pub fn trace_start_ns(trace: &Trace) -> u64 {
         .iter()
         .filter_map(|t| {
             let mut events = trace.task_events(t).ok()?;
-            std::iter::from_fn(|| events.next_event()).find(|e| is_timed(e.kind))
+            std::iter::from_fn(|| events.next_event()).find(|e| e.kind.is_call_step())
         })
         .map(|e| e.ns)
         .min()
@@ -688,7 +688,7 @@ impl<'t> Filter<'t> {
                 continue;
             };
             while let Some(e) = events.next_event() {
-                if is_timed(e.kind) {
+                if e.kind.is_call_step() {
                     let func =
                         matches!(e.kind, EventKind::Exit | EventKind::Unwind).then_some(e.func);
                     pending.push((c.id, func, e.ns));
@@ -723,7 +723,7 @@ impl<'t> Filter<'t> {
         };
         let mut ahead = VecDeque::new();
         while let Some((e, chain)) = vis.pull(&mut events, &mut ahead) {
-            if is_timed(e.kind) {
+            if e.kind.is_call_step() {
                 while pending.last().is_some_and(|&(_, _, ns)| ns < e.ns) {
                     if let Some(child) = pending.pop() {
                         done(child, &at_entry, &vis);
@@ -762,7 +762,8 @@ impl<'t> Filter<'t> {
             .gaps
             .get_or_insert_with(|| recorded_with_gaps(self.trace));
         if !gaps {
-            let first = std::iter::from_fn(|| events.next_event()).find(|e| is_timed(e.kind))?;
+            let first =
+                std::iter::from_fn(|| events.next_event()).find(|e| e.kind.is_call_step())?;
             match first.kind {
                 EventKind::Exit | EventKind::Unwind => outer.push(first.func),
                 _ => return None,
@@ -985,20 +986,6 @@ fn read_end_mark(src: &mut TaskEvents, ahead: &mut VecDeque<Event>) -> Option<Ch
     chain
 }
 
-/// Whether an event carries a real time (the payload events of arguments
-/// do not).
-#[inline]
-fn is_timed(kind: EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::Entry
-            | EventKind::Exit
-            | EventKind::Unwind
-            | EventKind::Signal
-            | EventKind::Lost
-    )
-}
-
 /// A task's events through the filter stages.
 pub struct FilteredEvents {
     inner: Inner,
@@ -1140,7 +1127,7 @@ impl Range {
     }
 
     fn push(&mut self, e: Event, out: &mut VecDeque<Event>) {
-        let timed = is_timed(e.kind);
+        let timed = e.kind.is_call_step();
         if timed && !self.started && e.ns >= self.start {
             // The calls open at START are shown.
             self.started = true;
@@ -1501,7 +1488,7 @@ impl Visibility {
             return (e.kind == EventKind::Lost).then_some(e);
         }
         let was_on = self.on;
-        if is_timed(e.kind) {
+        if e.kind.is_call_step() {
             while let Some(&(ns, s)) = self.global.get(self.global_next) {
                 if ns > e.ns {
                     break;
@@ -1807,7 +1794,7 @@ impl Held {
 
     fn push(&mut self, e: Event, out: &mut VecDeque<Event>) {
         if let Mode::Time(t) = self.mode {
-            if is_timed(e.kind) && self.shown < self.frames.len() {
+            if e.kind.is_call_step() && self.shown < self.frames.len() {
                 let k = self.shown
                     + self.frames[self.shown..]
                         .iter()

@@ -652,15 +652,26 @@ impl Tracee {
                     return Ok(());
                 }
                 Stop::Signal(sig) => {
+                    // The step's own trap: TRAP_TRACE, or TRAP_BRKPT, which
+                    // kernels before 5.x reported for a step over a
+                    // `syscall` instruction. Delivering it would kill the
+                    // process (SIGTRAP's default action).
+                    const TRAP_BRKPT: i32 = 1;
                     const TRAP_TRACE: i32 = 2;
                     let stepped = sig == libc::SIGTRAP
-                        && sig_info(tid).is_some_and(|si| si.si_code == TRAP_TRACE);
+                        && sig_info(tid)
+                            .is_some_and(|si| si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT);
                     if !stepped {
                         deliver = sig as u64;
                     }
                 }
                 Stop::Interrupt | Stop::Syscall => {}
             }
+        }
+        // A signal met at the last step is sent again when the thread is
+        // let go.
+        if deliver != 0 {
+            self.threads[i].signals.push(deliver as i32);
         }
         Ok(())
     }
