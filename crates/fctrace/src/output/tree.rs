@@ -539,10 +539,7 @@ impl Merge<'_, '_, '_> {
                     let (out, names, summary) =
                         (&mut *self.out, &mut *self.names, &mut *self.summary);
                     let progress = &mut *self.progress;
-                    loop {
-                        let Some(event) = task.head.take() else {
-                            break;
-                        };
+                    while let Some(event) = task.head.take() {
                         task.advance(summary);
                         task.handle(event, out, names, summary)?;
                         progress.update(summary.events);

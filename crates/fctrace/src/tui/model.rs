@@ -429,8 +429,10 @@ pub(crate) mod tests {
         let (m, _) = build(&trace, &Default::default(), &mut |_| true).unwrap();
         assert_eq!(m.lost, 3);
         // With display filters: -N parse_args, and --tid 11.
-        let mut no_parse = fctrace_options::Options::default();
-        no_parse.notrace = vec![fctrace_options::FuncPattern::parse("parse_args").unwrap()];
+        let no_parse = fctrace_options::Options {
+            notrace: vec![fctrace_options::FuncPattern::parse("parse_args").unwrap()],
+            ..Default::default()
+        };
         same_as_report(&trace, &no_parse);
         let (m, _) = build(&trace, &no_parse, &mut |_| true).unwrap();
         let rows = m.all.functions(m.names.len());
