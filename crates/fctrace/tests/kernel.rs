@@ -528,3 +528,25 @@ fn system_calls_are_filtered_as_functions_of_syscall() {
     assert!(openats(&plain.stdout) > 0);
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// With calls chosen at record time (`record -F copy_file -k`), the
+/// system calls shown are those made inside the recorded calls.
+#[test]
+fn record_time_filters_keep_the_system_calls_of_the_calls_recorded() {
+    let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
+    let (work, src, dst) = files();
+    let rec = record(
+        &exe,
+        &[src.to_str().unwrap(), dst.to_str().unwrap()],
+        &["-k", "-F", "copy_file"],
+    );
+    let text = replay_text(&rec.dir.path);
+    let c = counts(&text, &["copy_file"]);
+    let reads = SIZE.div_ceil(4096) as u64 + 1;
+    let writes = SIZE.div_ceil(4096) as u64;
+    let all: u64 = c.total.values().map(|n| n.0).sum();
+    assert_eq!(all, 2 + reads + writes + 2, "{text}");
+    let inside: u64 = c.by_func.values().map(|n| n.0).sum();
+    assert_eq!(inside, all, "{text}");
+    let _ = std::fs::remove_dir_all(&work);
+}

@@ -671,6 +671,10 @@ struct Sink<'a> {
     /// `(not returned)`, or `(detached)` when fctrace detached from the
     /// process while it was in progress.
     open_at_end: &'static str,
+    /// The recording chose calls (`record -F`, `-N`, `--disable`): a
+    /// system call made outside every recorded call is not shown (it
+    /// belongs to calls the user left out).
+    kernel_in_calls_only: bool,
 }
 
 /// Spaces of the deepest indent, in whole [`PIECE`]s.
@@ -711,6 +715,8 @@ impl<'a> Sink<'a> {
             } else {
                 " */ (not returned)"
             },
+            kernel_in_calls_only: Options::from_wire(&trace.info.options)
+                .is_ok_and(|o| !o.filters.is_empty() || !o.notrace.is_empty() || o.disabled),
         }
     }
 
@@ -1441,6 +1447,15 @@ impl<S: EventSource> TaskState<S> {
         let depth = self.stack.len();
         let bytes = self.take_payload(summary);
         let word = payload_word;
+        if depth == 0 && out.kernel_in_calls_only {
+            // Outside the calls the recording chose: its return too.
+            if matches!(self.head, Some(next) if next.kind == EventKind::SyscallExit && next.func == event.func)
+            {
+                self.advance(summary);
+                self.take_payload(summary);
+            }
+            return Ok(());
+        }
         if event.kind == EventKind::SyscallExit {
             let ret = word(&bytes, 0) as i64;
             let name = super::syscalls::name(event.func);
@@ -1499,6 +1514,9 @@ impl<S: EventSource> TaskState<S> {
     ) -> io::Result<()> {
         let depth = self.stack.len();
         let bytes = self.take_payload(summary);
+        if depth == 0 && out.kernel_in_calls_only {
+            return Ok(());
+        }
         if event.kind == EventKind::OffCpu {
             let word = |i: usize| payload_word(&bytes, i);
             let how = if word(1) != 0 { "preempted" } else { "blocked" };
