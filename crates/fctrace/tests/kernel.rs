@@ -210,6 +210,18 @@ fn system_calls_nest_under_the_functions_that_made_them() {
             "{s}: fctrace -k against strace -f -c {strace:?}\n{ctx}"
         );
     }
+    // info counts them.
+    let info = info_text(&rec.dir.path);
+    let n: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("Kernel events:"))
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{info}"));
+    let calls: u64 = c.total.values().map(|n| n.0).sum();
+    assert!(
+        n >= 2 * calls - 2,
+        "{n} kernel events for {calls} system calls\n{info}"
+    );
     // report -k sums the same calls and errors as the tree shows.
     let r = fctrace(&[
         "report",

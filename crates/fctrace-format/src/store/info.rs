@@ -35,6 +35,12 @@ struct InfoFile {
     options: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     detached: bool,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    kernel_events: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize, Deserialize)]
@@ -128,6 +134,7 @@ pub(crate) fn to_json(info: &TraceInfo) -> String {
         warnings: info.warnings.clone(),
         options: info.options.clone(),
         detached: info.detached,
+        kernel_events: info.kernel_events,
     };
     let mut text = serde_json::to_string_pretty(&file).unwrap_or_else(|_| String::from("{}"));
     text.push('\n');
@@ -237,6 +244,7 @@ pub(crate) fn from_json(dir: &Path, path: &Path, text: &str) -> Result<TraceInfo
         warnings: file.warnings,
         options: file.options,
         detached: file.detached,
+        kernel_events: file.kernel_events,
     })
 }
 

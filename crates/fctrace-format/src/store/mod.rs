@@ -233,6 +233,9 @@ pub struct TraceInfo {
     /// calls still open at the end of a task were in progress then (not
     /// ended by the process's end).
     pub detached: bool,
+    /// Kernel events recorded with `record -k` (system calls' entries and
+    /// returns, switches, page faults, paths), in the tasks' `.sys` files.
+    pub kernel_events: u64,
 }
 
 impl TraceInfo {

@@ -91,6 +91,13 @@ pub fn write_info(out: &mut dyn Write, trace: &Trace) -> anyhow::Result<()> {
         _ => paint(&lost, RED),
     };
     writeln!(out, "Lost events:    {lost}")?;
+    if trace.info.kernel_events > 0 {
+        writeln!(
+            out,
+            "Kernel events:  {} (record -k: system calls, switches, page faults, paths)",
+            trace.info.kernel_events
+        )?;
+    }
     if info.invalid_events > 0 {
         writeln!(out, "Invalid records: {} (skipped)", info.invalid_events)?;
     }

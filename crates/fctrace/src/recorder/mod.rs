@@ -494,6 +494,7 @@ pub fn record(
     if lost > 0 {
         notes.push(format!("{lost}{TOTAL_LOST}"));
     }
+    let kernel_written = sink.writer.kernel_counts().0;
     if let Some(kernel_lost) = kernel.as_ref().map(|k| k.lost).or(ended_kernel) {
         let (_, dropped) = sink.writer.kernel_counts();
         if kernel_lost > 0 || dropped > 0 {
@@ -538,6 +539,7 @@ pub fn record(
         warnings,
         options: wire,
         detached: detached.is_some(),
+        kernel_events: kernel_written,
         ..Default::default()
     };
     // The program has ended: a trace that cannot be finished is said so,
