@@ -187,6 +187,17 @@ fn drive_with(
                 .any(|l| l.contains(&format!("detached from process {pid}"))),
             "{said:?}"
         );
+        // The process must still be running: if it is not, say how it
+        // ended (its state and exit code while it is a zombie).
+        if std::fs::File::open(format!("/proc/{pid}/mem")).is_err() {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let code = stat.rsplit(' ').next().unwrap_or("").trim().to_string();
+            panic!(
+                "{}: the process ended while fctrace detached: /proc/{pid}/stat {stat} \
+                 (exit code field {code})\nfctrace said: {said:?}",
+                exe.display()
+            );
+        }
         assert_code_is_the_files(pid, &format!("{}: after detaching", exe.display()));
         Ok(Run {
             cmdline: "fctrace record -p".into(),
