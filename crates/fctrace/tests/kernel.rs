@@ -72,6 +72,21 @@ fn files() -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
     (work, src, dst)
 }
 
+/// syscalls.c recorded with `opts` (its files from [`files`]).
+fn record_syscalls(
+    opts: &[&str],
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    Recorded,
+) {
+    let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
+    let (work, src, dst) = files();
+    let rec = record(&exe, &[src.to_str().unwrap(), dst.to_str().unwrap()], opts);
+    (work, src, dst, rec)
+}
+
 /// `strace -f -c` of a native run: calls and errors per system call.
 fn strace_counts(exe: &Path, args: &[&str]) -> BTreeMap<String, (u64, u64)> {
     let out = std::env::temp_dir().join(format!("fctrace-strace-{}", unique_suffix()));
@@ -298,13 +313,7 @@ fn system_calls_nest_under_the_functions_that_made_them() {
 /// Shown as strace prints them.
 #[test]
 fn system_call_lines_read_as_strace_prints_them() {
-    let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
-    let (work, src, dst) = files();
-    let rec = record(
-        &exe,
-        &[src.to_str().unwrap(), dst.to_str().unwrap()],
-        &["-k"],
-    );
+    let (work, src, dst, rec) = record_syscalls(&["-k"]);
     let text = replay_text(&rec.dir.path);
     let lines: Vec<&str> = text
         .lines()
@@ -497,13 +506,7 @@ fn kernel_functions_say_what_is_missing() {
 /// `@[syscall]` names functions only).
 #[test]
 fn system_calls_are_filtered_as_functions_of_syscall() {
-    let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
-    let (work, src, dst) = files();
-    let rec = record(
-        &exe,
-        &[src.to_str().unwrap(), dst.to_str().unwrap()],
-        &["-k"],
-    );
+    let (work, _, _, rec) = record_syscalls(&["-k"]);
     let dir = rec.dir.path.to_str().unwrap();
     let all = replay_text(&rec.dir.path);
     let openats = |text: &str| {
@@ -545,13 +548,7 @@ fn system_calls_are_filtered_as_functions_of_syscall() {
 /// system calls shown are those made inside the recorded calls.
 #[test]
 fn record_time_filters_keep_the_system_calls_of_the_calls_recorded() {
-    let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
-    let (work, src, dst) = files();
-    let rec = record(
-        &exe,
-        &[src.to_str().unwrap(), dst.to_str().unwrap()],
-        &["-k", "-F", "copy_file"],
-    );
+    let (work, _, _, rec) = record_syscalls(&["-k", "-F", "copy_file"]);
     let text = replay_text(&rec.dir.path);
     let c = counts(&text, &["copy_file"]);
     let reads = SIZE.div_ceil(4096) as u64 + 1;

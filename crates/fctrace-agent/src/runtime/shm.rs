@@ -33,17 +33,43 @@ pub(crate) fn set_session(sid: u32) {
     SESSION.store(sid, Ordering::Relaxed);
 }
 
+/// A buffer of `bytes` (zeroed, 8-aligned, its write position `pos`)
+/// made once for `slot` and kept for good: other threads may still write
+/// into it.
+fn kept_buffer(
+    slot: &AtomicPtr<u8>,
+    bytes: usize,
+    pos: u64,
+) -> *mut fctrace_format::shm::BufHeader {
+    let mut p = slot.load(Ordering::Acquire);
+    if p.is_null() {
+        let made =
+            Box::leak(vec![0u64; bytes.div_ceil(8)].into_boxed_slice()).as_mut_ptr() as *mut u8;
+        // SAFETY: the header just made, 8-aligned, not shared yet.
+        unsafe {
+            (*(made as *mut fctrace_format::shm::BufHeader))
+                .pos
+                .store(pos, Ordering::Relaxed)
+        };
+        p = match slot.compare_exchange(
+            std::ptr::null_mut(),
+            made,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => made,
+            Err(first) => first,
+        };
+    }
+    p as *mut fctrace_format::shm::BufHeader
+}
+
 /// A buffer to write into once the recorder is gone, so that the program
 /// can finish: its contents are discarded.
 pub(crate) fn scratch_buffer() -> *mut fctrace_format::shm::BufHeader {
     static SCRATCH: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
     let size = get().map(|s| s.layout.buf_size as usize).unwrap_or(65536);
-    let mut p = SCRATCH.load(Ordering::Acquire);
-    if p.is_null() {
-        p = Box::leak(vec![0u8; size].into_boxed_slice()).as_mut_ptr();
-        SCRATCH.store(p, Ordering::Release);
-    }
-    let h = p as *mut fctrace_format::shm::BufHeader;
+    let h = kept_buffer(&SCRATCH, size, 0);
     // SAFETY: the scratch buffer is at least a header long; pos is atomic.
     unsafe {
         (*h).pos.store(
@@ -60,22 +86,9 @@ pub(crate) fn scratch_buffer() -> *mut fctrace_format::shm::BufHeader {
 /// (`runtime::buffer::switch_buffer`). Nothing is ever written into it.
 pub(crate) fn pending_buffer() -> *mut fctrace_format::shm::BufHeader {
     static PENDING: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
-    let mut p = PENDING.load(Ordering::Acquire);
-    if p.is_null() {
-        let words = fctrace_format::shm::BUF_HEADER_SIZE.div_ceil(8);
-        p = Box::leak(vec![0u64; words].into_boxed_slice()).as_mut_ptr() as *mut u8;
-        let h = p as *mut fctrace_format::shm::BufHeader;
-        // SAFETY: the header just made, 8-aligned; pos is atomic. Far
-        // beyond any buffer's size: every reservation fails, and adding
-        // to it never wraps.
-        unsafe { (*h).pos.store(1 << 62, Ordering::Relaxed) };
-        if let Err(q) =
-            PENDING.compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
-        {
-            p = q;
-        }
-    }
-    p as *mut fctrace_format::shm::BufHeader
+    // Its position far beyond any buffer's size: every reservation fails,
+    // and adding to it never wraps.
+    kept_buffer(&PENDING, fctrace_format::shm::BUF_HEADER_SIZE, 1 << 62)
 }
 
 impl Shm {

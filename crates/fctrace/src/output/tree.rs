@@ -1260,8 +1260,10 @@ impl<S: EventSource> TaskState<S> {
                 Ok(())
             }
             EventKind::Data => Ok(()),
-            EventKind::Syscall | EventKind::SyscallExit => self.syscall(event, out, summary),
-            EventKind::OffCpu | EventKind::PageFault => self.kernel_note(event, out, summary),
+            EventKind::Syscall
+            | EventKind::SyscallExit
+            | EventKind::OffCpu
+            | EventKind::PageFault => self.kernel_event(event, out, summary),
         }
     }
 
@@ -1431,14 +1433,13 @@ impl<S: EventSource> TaskState<S> {
         }
     }
 
-    /// A system call (`record -k`), at the current depth: one line
-    /// `read(3, 0x7ffd..., 512) = 512` with its duration, when its return
-    /// follows; `= ?` without one (`exit_group`, or the task's events
-    /// end); `<... read resumed> = 512` for a return whose entry was not
-    /// recorded (the `execve` that started the program).
+    /// A kernel event (`record -k`) at the current depth: a system call,
+    /// time off the CPU, page faults. With calls chosen at record time,
+    /// those outside every recorded call are not shown (a call with its
+    /// return).
     #[cold]
     #[inline(never)]
-    fn syscall(
+    fn kernel_event(
         &mut self,
         event: Event,
         out: &mut Sink,
@@ -1446,18 +1447,39 @@ impl<S: EventSource> TaskState<S> {
     ) -> io::Result<()> {
         let depth = self.stack.len();
         let bytes = self.take_payload(summary);
-        let word = payload_word;
         if depth == 0 && out.kernel_in_calls_only {
-            // Outside the calls the recording chose: its return too.
-            if matches!(self.head, Some(next) if next.kind == EventKind::SyscallExit && next.func == event.func)
+            if event.kind == EventKind::Syscall
+                && matches!(self.head, Some(n) if n.kind == EventKind::SyscallExit && n.func == event.func)
             {
                 self.advance(summary);
                 self.take_payload(summary);
             }
             return Ok(());
         }
+        match event.kind {
+            EventKind::Syscall | EventKind::SyscallExit => {
+                self.syscall(event, depth, &bytes, out, summary)
+            }
+            _ => self.kernel_note(event, depth, &bytes, out, summary),
+        }
+    }
+
+    /// A system call (`record -k`), at the current depth: one line
+    /// `read(3, 0x7ffd..., 512) = 512` with its duration, when its return
+    /// follows; `= ?` without one (`exit_group`, or the task's events
+    /// end); `<... read resumed> = 512` for a return whose entry was not
+    /// recorded (the `execve` that started the program).
+    fn syscall(
+        &mut self,
+        event: Event,
+        depth: usize,
+        bytes: &[u8],
+        out: &mut Sink,
+        summary: &mut TreeSummary,
+    ) -> io::Result<()> {
+        let word = payload_word;
         if event.kind == EventKind::SyscallExit {
-            let ret = word(&bytes, 0) as i64;
+            let ret = word(bytes, 0) as i64;
             let name = super::syscalls::name(event.func);
             let result = super::syscalls::result_text(event.func, ret);
             return out.line(
@@ -1469,7 +1491,7 @@ impl<S: EventSource> TaskState<S> {
         }
         let mut args = [0u64; 6];
         for (i, a) in args.iter_mut().enumerate() {
-            *a = word(&bytes, i);
+            *a = word(bytes, i);
         }
         // The path it was given, after the arguments: length, bytes.
         let path = bytes.get(48..50).and_then(|l| {
@@ -1480,12 +1502,12 @@ impl<S: EventSource> TaskState<S> {
         match self.head {
             Some(next) if next.kind == EventKind::SyscallExit && next.func == event.func => {
                 self.advance(summary);
-                let bytes = self.take_payload(summary);
-                let ret = word(&bytes, 0) as i64;
+                let ret_bytes = self.take_payload(summary);
+                let ret = word(&ret_bytes, 0) as i64;
                 let result = super::syscalls::result_text(event.func, ret);
                 let dur = next.ns.saturating_sub(event.ns);
                 // The time the thread spent off the CPU in it.
-                let off = match word(&bytes, 1) {
+                let off = match word(&ret_bytes, 1) {
                     0 => String::new(),
                     ns => format!(" /* off-CPU {} */", Duration(ns).to_string().trim()),
                 };
@@ -1504,21 +1526,16 @@ impl<S: EventSource> TaskState<S> {
     /// waiting for a CPU) for time the thread spent off the CPU outside a
     /// system call; `/* 3 page faults */` for the page faults in a row
     /// (`record -k`).
-    #[cold]
-    #[inline(never)]
     fn kernel_note(
         &mut self,
         event: Event,
+        depth: usize,
+        bytes: &[u8],
         out: &mut Sink,
         summary: &mut TreeSummary,
     ) -> io::Result<()> {
-        let depth = self.stack.len();
-        let bytes = self.take_payload(summary);
-        if depth == 0 && out.kernel_in_calls_only {
-            return Ok(());
-        }
         if event.kind == EventKind::OffCpu {
-            let word = |i: usize| payload_word(&bytes, i);
+            let word = |i: usize| payload_word(bytes, i);
             let how = if word(1) != 0 { "preempted" } else { "blocked" };
             let text = format!(
                 "/* off-CPU {} ({how}) */",

@@ -209,11 +209,48 @@ fn permission_message(e: &std::io::Error) -> String {
     }
 }
 
-/// One CPU's ring buffer.
+/// One CPU's ring buffer: the event that owns it, its CPU, its mapping.
 struct Ring {
+    fd: i32,
+    cpu: i32,
     base: *mut u8,
     len: usize,
     page: usize,
+}
+
+/// A sampling event of `kind` and `config` (every occurrence, with its
+/// identifier, thread, CLOCK_MONOTONIC time and raw record).
+fn sampled(kind: u32, config: u64, flags: u64) -> PerfEventAttr {
+    PerfEventAttr {
+        kind,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config,
+        sample_period: 1,
+        sample_type: PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW,
+        flags: flags | FLAG_USE_CLOCKID,
+        clockid: libc::CLOCK_MONOTONIC,
+        ..Default::default()
+    }
+}
+
+/// Event `fd`'s identifier (what its samples carry); with `ring`, its
+/// samples go into that event's ring buffer.
+fn event_id(fd: i32, ring: Option<i32>) -> Result<u64> {
+    let mut id = 0u64;
+    // SAFETY: PERF_EVENT_IOC_ID writes the event's id into `id`;
+    // SET_OUTPUT points its samples at another event's ring (same CPU).
+    unsafe {
+        libc::ioctl(fd, PERF_EVENT_IOC_ID as _, &mut id as *mut u64);
+        if let Some(r) = ring {
+            if libc::ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT as _, r) != 0 {
+                bail!(
+                    "-k: cannot share the kernel's ring buffer: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+    }
+    Ok(id)
 }
 
 /// The kernel events being recorded.
@@ -230,21 +267,11 @@ pub struct Kernel {
     /// return is a mark's.
     in_agent: std::collections::HashSet<u32>,
     mark_exit: std::collections::HashSet<u32>,
-    /// Samples of the agent's own set-up (not written).
-    pub agent: u64,
     /// Samples the kernel could not write.
     pub lost: u64,
     /// Samples of threads no task of the trace had (written nowhere).
     pub untasked: u64,
-    /// Samples written.
-    pub written: u64,
     fault_ids: Vec<u64>,
-    /// The events owning each ring, and their CPUs.
-    ring_fds: Vec<i32>,
-    ring_cpus: Vec<i32>,
-    /// The sys_enter events (the BPF program attaches to one).
-    enter_fds: Vec<i32>,
-    exit_fds: Vec<i32>,
     /// The BPF output events' ids, and the programs.
     string_ids: Vec<u64>,
     strings: Option<super::bpf::Strings>,
@@ -306,15 +333,9 @@ impl Kernel {
             kept: Vec::new(),
             in_agent: Default::default(),
             mark_exit: Default::default(),
-            agent: 0,
             lost: 0,
             untasked: 0,
-            written: 0,
             fault_ids: Vec::new(),
-            ring_fds: Vec::new(),
-            ring_cpus: Vec::new(),
-            enter_fds: Vec::new(),
-            exit_fds: Vec::new(),
             string_ids: Vec::new(),
             strings: None,
             shm_ranges: HashMap::new(),
@@ -327,28 +348,20 @@ impl Kernel {
         for cpu in 0..ncpu {
             let mut ring_fd = -1;
             for (&(tp, ids), &pid) in tps.iter().flat_map(|t| targets.iter().map(move |p| (t, p))) {
-                let attr = PerfEventAttr {
-                    kind: PERF_TYPE_TRACEPOINT,
-                    size: std::mem::size_of::<PerfEventAttr>() as u32,
-                    config: tp,
-                    sample_period: 1,
-                    sample_type: PERF_SAMPLE_IDENTIFIER
-                        | PERF_SAMPLE_TID
-                        | PERF_SAMPLE_TIME
-                        | PERF_SAMPLE_RAW,
-                    // The entry's event also reports the thread's
-                    // switches off and back on a CPU (with its id and time).
-                    flags: if on_exec {
-                        FLAG_DISABLED | FLAG_ENABLE_ON_EXEC
-                    } else {
-                        0
-                    } | FLAG_INHERIT
-                        | FLAG_USE_CLOCKID
+                // The entry's event also reports the thread's switches off
+                // and back on a CPU (with its id and time).
+                let attr = sampled(
+                    PERF_TYPE_TRACEPOINT,
+                    tp,
+                    FLAG_INHERIT
                         | FLAG_SAMPLE_ID_ALL
+                        | if on_exec {
+                            FLAG_DISABLED | FLAG_ENABLE_ON_EXEC
+                        } else {
+                            0
+                        }
                         | if ids == 0 { FLAG_CONTEXT_SWITCH } else { 0 },
-                    clockid: libc::CLOCK_MONOTONIC,
-                    ..Default::default()
-                };
+                );
                 let fd = match perf_open(&attr, pid, cpu, -1) {
                     Ok(fd) => fd,
                     // A CPU that is offline: nothing runs there.
@@ -363,14 +376,7 @@ impl Kernel {
                     Err(e) => bail!("{}", permission_message(&e)),
                 };
                 k.fds.push(fd);
-                let mut id = 0u64;
-                // SAFETY: PERF_EVENT_IOC_ID writes the event's id into `id`.
-                unsafe { libc::ioctl(fd, PERF_EVENT_IOC_ID as _, &mut id as *mut u64) };
-                match ids {
-                    0 => k.enter_fds.push(fd),
-                    1 => k.exit_fds.push(fd),
-                    _ => {}
-                }
+                let id = event_id(fd, (ring_fd >= 0).then_some(ring_fd))?;
                 match ids {
                     0 => k.enter_ids.push(id),
                     1 => k.exit_ids.push(id),
@@ -407,20 +413,14 @@ impl Kernel {
                             err.map(|e| e.to_string()).unwrap_or_default()
                         );
                     };
-                    k.ring_fds.push(fd);
-                    k.ring_cpus.push(cpu);
                     k.rings.push(Ring {
+                        fd,
+                        cpu,
                         base: base as *mut u8,
                         len,
                         page,
                     });
                     ring_fd = fd;
-                } else {
-                    // SAFETY: points this event's samples at the CPU's ring.
-                    if unsafe { libc::ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT as _, ring_fd) } != 0 {
-                        let e = std::io::Error::last_os_error();
-                        bail!("-k: cannot share the kernel's ring buffer: {e}");
-                    }
                 }
             }
         }
@@ -442,37 +442,14 @@ impl Kernel {
             .copied()
             .unwrap_or(TRACEFS[0]);
         let mut outputs = Vec::new();
-        for (cpu, &ring_fd) in self.ring_fds.clone().iter().enumerate() {
-            let attr = PerfEventAttr {
-                kind: PERF_TYPE_SOFTWARE,
-                size: std::mem::size_of::<PerfEventAttr>() as u32,
-                config: PERF_COUNT_SW_BPF_OUTPUT,
-                sample_period: 1,
-                sample_type: PERF_SAMPLE_IDENTIFIER
-                    | PERF_SAMPLE_TID
-                    | PERF_SAMPLE_TIME
-                    | PERF_SAMPLE_RAW,
-                flags: FLAG_USE_CLOCKID,
-                clockid: libc::CLOCK_MONOTONIC,
-                ..Default::default()
-            };
-            let fd = perf_open(&attr, -1, self.ring_cpus[cpu], -1)
+        let rings: Vec<(i32, i32)> = self.rings.iter().map(|r| (r.fd, r.cpu)).collect();
+        for (ring_fd, cpu) in rings {
+            let attr = sampled(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_BPF_OUTPUT, 0);
+            let fd = perf_open(&attr, -1, cpu, -1)
                 .map_err(|e| anyhow::anyhow!("a BPF output event: {e}"))?;
             self.fds.push(fd);
-            let mut id = 0u64;
-            // SAFETY: PERF_EVENT_IOC_ID writes the event's id into `id`;
-            // SET_OUTPUT points its samples at the CPU's ring.
-            unsafe {
-                libc::ioctl(fd, PERF_EVENT_IOC_ID as _, &mut id as *mut u64);
-                if libc::ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT as _, ring_fd) != 0 {
-                    bail!(
-                        "cannot share the ring with a BPF output event: {}",
-                        std::io::Error::last_os_error()
-                    );
-                }
-            }
-            self.string_ids.push(id);
-            outputs.push((self.ring_cpus[cpu] as u32, fd));
+            self.string_ids.push(event_id(fd, Some(ring_fd))?);
+            outputs.push((cpu as u32, fd));
         }
         let strings = super::bpf::Strings::load(&outputs, root, fork)?;
         // A tracepoint's programs run wherever it fires: attached once, to
@@ -526,7 +503,7 @@ impl Kernel {
                     self.mark_exit.insert(tid);
                 }
                 KernelEvent::Exit { nr: CLOSE, .. } if self.mark_exit.remove(&tid) => {}
-                _ if self.in_agent.contains(&tid) => self.agent += 1,
+                _ if self.in_agent.contains(&tid) => {}
                 _ => ready.push((tid, e)),
             }
         }
@@ -535,8 +512,9 @@ impl Kernel {
         let mut kept = Vec::new();
         for (tid, e) in ready {
             if write(tid, &e) {
-                self.written += 1;
-            } else if last {
+                continue;
+            }
+            if last {
                 self.untasked += 1;
             } else {
                 kept.push((tid, e));
@@ -645,7 +623,6 @@ impl Kernel {
                     // writing of events, not the program's.
                     let pid = u64_at(8) as u32;
                     if self.in_shared_memory(pid, field(8)) {
-                        self.agent += 1;
                         return;
                     }
                     self.pending.push((

@@ -495,6 +495,13 @@ pub fn record(
         notes.push(format!("{lost}{TOTAL_LOST}"));
     }
     let kernel_written = sink.writer.kernel_counts().0;
+    if let Some(k) = kernel.as_ref().filter(|k| k.untasked > 0) {
+        notes.push(format!(
+            "{} system call events of threads that made no traced call (no task in the trace) \
+             were not recorded",
+            k.untasked
+        ));
+    }
     if let Some(kernel_lost) = kernel.as_ref().map(|k| k.lost).or(ended_kernel) {
         let (_, dropped) = sink.writer.kernel_counts();
         if kernel_lost > 0 || dropped > 0 {

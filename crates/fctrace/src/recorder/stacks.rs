@@ -24,7 +24,9 @@ pub const MAX_FRAMES: usize = 1 << 16;
 struct Code {
     start: u64,
     end: u64,
-    /// Run-time address minus file address.
+    /// Its offset in the file.
+    offset: u64,
+    /// Run-time address minus file address (known once its file is read).
     bias: u64,
     /// Index into `Stacks::files`.
     file: usize,
@@ -60,9 +62,6 @@ impl<'a> Stacks<'a> {
         let mut code = Vec::new();
         let mut files: Vec<(Source, Option<Option<Rc<CallFrames>>>)> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
-        // (file index, offset, start) of every mapping with a file, for
-        // the biases.
-        let mut segs = Vec::new();
         for line in maps.lines() {
             let mut f = line.splitn(6, ' ');
             let (Some(range), Some(perms), Some(offset)) = (f.next(), f.next(), f.next()) else {
@@ -101,13 +100,11 @@ impl<'a> Stacks<'a> {
                 files.push((source, None));
                 files.len() - 1
             });
-            segs.push((file, offset, start, end));
-        }
-        for (file, offset, start, end) in segs {
             code.push(Code {
                 start,
                 end,
-                bias: offset, // resolved when the file is read
+                offset,
+                bias: 0,
                 file,
             });
         }
@@ -147,13 +144,11 @@ impl<'a> Stacks<'a> {
             }
             .flatten();
             // Each mapping's bias: its address minus the file address of
-            // its first byte (the vDSO's image starts at file offset 0).
-            let is_memory = matches!(self.files[fi].0, Source::Memory(..));
+            // its first byte (the vDSO's image is mapped from offset 0).
             for c in self.code.iter_mut().filter(|c| c.file == fi) {
-                let offset = if is_memory { 0 } else { c.bias };
-                c.bias = match info.as_ref().and_then(|i| i.file_address(offset)) {
+                c.bias = match info.as_ref().and_then(|i| i.file_address(c.offset)) {
                     Some(vaddr) => c.start.wrapping_sub(vaddr),
-                    None => c.start.wrapping_sub(offset),
+                    None => c.start.wrapping_sub(c.offset),
                 };
             }
             let info = info.map(Rc::new);
