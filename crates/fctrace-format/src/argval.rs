@@ -52,6 +52,10 @@ pub const FLAG_END: u8 = 4;
 /// Flags of a backtrace payload: calls open when fctrace attached
 /// ([`Writer::attach_chain`]).
 pub const FLAG_ATTACH: u8 = 8;
+/// Flags of a backtrace payload, with [`FLAG_ATTACH`]: the calls open
+/// where a flight recorder's kept history begins (`record --ring`): their
+/// entries are older than the history ([`Writer::history_chain`]).
+pub const FLAG_HISTORY: u8 = 16;
 /// Calls one attach chain holds at most (a longer one is written as
 /// several, outermost part first), so that it fits an event's payload.
 pub const MAX_ATTACH_CHAIN: usize = 1000;
@@ -197,12 +201,21 @@ impl<'a> Writer<'a> {
     /// An attach chain: `funcs` (at most [`MAX_ATTACH_CHAIN`], outermost
     /// first) were open when fctrace attached, entries not recorded.
     pub fn attach_chain(&mut self, funcs: &[u32]) -> bool {
+        self.open_chain(funcs, FLAG_ATTACH)
+    }
+    /// A history chain: `funcs` (at most [`MAX_ATTACH_CHAIN`], outermost
+    /// first) were open where the kept history of a flight recorder
+    /// begins; read as an attach chain, shown `(entry not in history)`.
+    pub fn history_chain(&mut self, funcs: &[u32]) -> bool {
+        self.open_chain(funcs, FLAG_ATTACH | FLAG_HISTORY)
+    }
+    fn open_chain(&mut self, funcs: &[u32], flags: u8) -> bool {
         let n = funcs.len().min(MAX_ATTACH_CHAIN);
         if self.full || 4 + 4 * n > self.room() {
             self.full = true;
             return false;
         }
-        self.put(&[&[TAG_BACKTRACE, FLAG_ATTACH], &(n as u16).to_le_bytes()]);
+        self.put(&[&[TAG_BACKTRACE, flags], &(n as u16).to_le_bytes()]);
         for f in &funcs[..n] {
             self.put(&[&f.to_le_bytes()]);
         }
@@ -241,6 +254,9 @@ pub struct Backtrace {
     /// An attach chain: calls open when fctrace attached (outermost
     /// first), entries not recorded.
     pub attached: bool,
+    /// With `attached`: a history chain, the calls open where a flight
+    /// recorder's kept history begins (entries older than the history).
+    pub history: bool,
 }
 
 /// The backtrace an `Args` payload holds, if it is one (`None` for values,
@@ -264,6 +280,7 @@ pub fn decode_backtrace(payload: &[u8]) -> Option<Backtrace> {
         resume: rest[0] & FLAG_RESUME != 0,
         end: rest[0] & FLAG_END != 0,
         attached: rest[0] & FLAG_ATTACH != 0,
+        history: rest[0] & FLAG_ATTACH != 0 && rest[0] & FLAG_HISTORY != 0,
     })
 }
 
@@ -471,6 +488,7 @@ mod tests {
                 resume: false,
                 end: false,
                 attached: false,
+                history: false,
             })
         );
         // Not a value payload, and values are not a backtrace.
@@ -489,6 +507,7 @@ mod tests {
                 resume: false,
                 end: false,
                 attached: false,
+                history: false,
             })
         );
         let mut w = Writer::new(&mut buf);
@@ -502,6 +521,7 @@ mod tests {
                 resume: true,
                 end: false,
                 attached: false,
+                history: false,
             })
         );
         let mut w = Writer::new(&mut buf);
@@ -515,6 +535,7 @@ mod tests {
                 resume: true,
                 end: true,
                 attached: false,
+                history: false,
             })
         );
         let mut w = Writer::new(&mut buf);
@@ -528,6 +549,21 @@ mod tests {
                 resume: false,
                 end: false,
                 attached: true,
+                history: false,
+            })
+        );
+        let mut w = Writer::new(&mut buf);
+        assert!(w.history_chain(&[4, 5]));
+        let n = w.len();
+        assert_eq!(
+            decode_backtrace(&buf[..n]),
+            Some(Backtrace {
+                funcs: vec![4, 5],
+                cut: false,
+                resume: false,
+                end: false,
+                attached: true,
+                history: true,
             })
         );
         // A longer chain than one holds is cut to MAX_ATTACH_CHAIN (the
