@@ -264,6 +264,9 @@ pub(crate) struct ChunkEncoder {
     first_tsc: u64,
     prev_tsc: u64,
     stack: ShadowStack,
+    /// Encoded bytes that make the chunk full; 0: [`CHUNK_MAX_RAW`]
+    /// (a flight recorder's chunks are smaller: `super::ring`).
+    max_raw: usize,
 }
 
 /// Most events one call of [`ChunkEncoder::push_records`] encodes: bounds
@@ -320,7 +323,7 @@ impl ChunkEncoder {
         records: &[crate::event::RawEvent],
         scratch: &mut EncodeScratch,
     ) -> Pushed {
-        let room = if self.buffered() >= CHUNK_MAX_RAW {
+        let room = if self.buffered() >= self.max_raw() {
             0
         } else {
             CHUNK_MAX_EVENTS.saturating_sub(self.events) as usize
@@ -417,7 +420,20 @@ impl ChunkEncoder {
     }
 
     pub(crate) fn is_full(&self) -> bool {
-        self.events >= CHUNK_MAX_EVENTS || self.buffered() >= CHUNK_MAX_RAW
+        self.events >= CHUNK_MAX_EVENTS || self.buffered() >= self.max_raw()
+    }
+
+    fn max_raw(&self) -> usize {
+        if self.max_raw == 0 {
+            CHUNK_MAX_RAW
+        } else {
+            self.max_raw
+        }
+    }
+
+    /// Chunks full at `bytes` encoded bytes (at most [`CHUNK_MAX_RAW`]).
+    pub(crate) fn set_max_raw(&mut self, bytes: usize) {
+        self.max_raw = bytes.clamp(1, CHUNK_MAX_RAW);
     }
 
     /// Bytes held (for the writer's memory budget).

@@ -37,6 +37,17 @@ struct InfoFile {
     detached: bool,
     #[serde(default, skip_serializing_if = "is_zero")]
     kernel_events: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    snapshot: Option<SnapshotFile>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SnapshotFile {
+    number: u32,
+    reason: String,
+    ring_size: u64,
+    events_before: u64,
+    taken_ns: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -135,6 +146,13 @@ pub(crate) fn to_json(info: &TraceInfo) -> String {
         options: info.options.clone(),
         detached: info.detached,
         kernel_events: info.kernel_events,
+        snapshot: info.snapshot.as_ref().map(|s| SnapshotFile {
+            number: s.number,
+            reason: s.reason.clone(),
+            ring_size: s.ring_size,
+            events_before: s.events_before,
+            taken_ns: s.taken_ns,
+        }),
     };
     let mut text = serde_json::to_string_pretty(&file).unwrap_or_else(|_| String::from("{}"));
     text.push('\n');
@@ -245,6 +263,13 @@ pub(crate) fn from_json(dir: &Path, path: &Path, text: &str) -> Result<TraceInfo
         options: file.options,
         detached: file.detached,
         kernel_events: file.kernel_events,
+        snapshot: file.snapshot.map(|s| super::SnapshotInfo {
+            number: s.number,
+            reason: s.reason,
+            ring_size: s.ring_size,
+            events_before: s.events_before,
+            taken_ns: s.taken_ns,
+        }),
     })
 }
 

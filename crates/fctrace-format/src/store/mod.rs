@@ -15,10 +15,11 @@ mod codec;
 mod info;
 pub mod kernel;
 mod reader;
+mod ring;
 mod writer;
 
 pub use reader::{TaskEvents, Trace};
-pub use writer::TraceWriter;
+pub use writer::{Snapshot, TraceWriter};
 
 use crate::event::EventKind;
 use std::fmt;
@@ -236,6 +237,25 @@ pub struct TraceInfo {
     /// Kernel events recorded with `record -k` (system calls' entries and
     /// returns, switches, page faults, paths), in the tasks' `.sys` files.
     pub kernel_events: u64,
+    /// A flight recorder's snapshot (`record --ring`): the most recent
+    /// history of each task when it was taken, not the whole run.
+    pub snapshot: Option<SnapshotInfo>,
+}
+
+/// What a flight recorder snapshot is (info.json `snapshot`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// 1 for the run's first snapshot, then 2, ...
+    pub number: u32,
+    /// Why it was taken: `SIGSEGV` (the program died by it), `exit`,
+    /// `SIGUSR2`, `trigger`, `interrupt`, `detach`...
+    pub reason: String,
+    /// The ring's size (`--ring`), in bytes of encoded events.
+    pub ring_size: u64,
+    /// Events recorded before the kept history (dropped from the ring).
+    pub events_before: u64,
+    /// When it was taken, CLOCK_MONOTONIC ns.
+    pub taken_ns: u64,
 }
 
 impl TraceInfo {

@@ -777,3 +777,117 @@ fn task_file_names_stay_inside_the_trace() {
         );
     }
 }
+
+/// The events `trace` holds for `tid`, as (kind, func), skipping history
+/// chains; and the history chain's calls.
+fn kinds_and_chain(trace: &Trace, tid: u32) -> (Vec<(EventKind, u32)>, Vec<u32>) {
+    let mut chain = Vec::new();
+    let mut out = Vec::new();
+    let mut payload: Option<Vec<u8>> = None;
+    let end_payload = |p: &mut Option<Vec<u8>>, chain: &mut Vec<u32>| {
+        if let Some(bytes) = p.take() {
+            let b = crate::argval::decode_backtrace(&bytes).unwrap();
+            assert!(b.attached && b.history);
+            chain.extend(b.funcs);
+        }
+    };
+    for e in trace.events(tid).unwrap() {
+        let e = e.unwrap();
+        match e.kind {
+            EventKind::Data => {
+                let (b, n) = e.data_bytes();
+                payload.as_mut().unwrap().extend_from_slice(&b[..n]);
+            }
+            EventKind::Args => {
+                end_payload(&mut payload, &mut chain);
+                payload = Some(Vec::new());
+            }
+            _ => {
+                end_payload(&mut payload, &mut chain);
+                out.push((e.kind, e.func));
+            }
+        }
+    }
+    end_payload(&mut payload, &mut chain);
+    (out, chain)
+}
+
+#[test]
+fn ring_snapshots_keep_the_recent_history_of_every_task() {
+    let tmp = TempDir::new("ring");
+    let dir = tmp.path().join("fctrace.data");
+    let mut w = TraceWriter::create(&dir).unwrap();
+    write_symtab_file(&dir, 0);
+    let size = 64 << 10;
+    w.set_ring(size);
+    // Task 1: main (f1) > loop (f2) calling f3 > f4 a million times;
+    // task 2: a quiet thread with a few calls, long ago.
+    let mut tsc = 1_000u64;
+    let mut rng = Rng(7);
+    let mut next = || {
+        tsc += 20 + rng.below(300);
+        tsc
+    };
+    w.append_task(2, 2, &[RawEvent::new(EventKind::Entry, 5, next()), RawEvent::new(EventKind::Exit, 5, next())])
+        .unwrap();
+    w.append_task(1, 1, &[RawEvent::new(EventKind::Entry, 1, next()), RawEvent::new(EventKind::Entry, 2, next())])
+        .unwrap();
+    let mut batch = Vec::new();
+    for i in 0..1_000_000u32 {
+        batch.push(RawEvent::new(EventKind::Entry, 3, next()));
+        batch.push(RawEvent::new(EventKind::Entry, 4 + (i % 3) * 4, next()));
+        batch.push(RawEvent::new(EventKind::Exit, 4 + (i % 3) * 4, next()));
+        batch.push(RawEvent::new(EventKind::Exit, 3, next()));
+        if batch.len() >= 4096 {
+            w.append_task(1, 1, &batch).unwrap();
+            batch.clear();
+        }
+    }
+    w.append_task(1, 1, &batch).unwrap();
+    // The live part of task 1's thread: an entry of f3, not yet handed over.
+    let live = vec![(1, 1, vec![RawEvent::new(EventKind::Entry, 3, next())])];
+    let snap = w.snapshot(sample_info(&[1, 2]), "SIGUSR2", 5, &live).unwrap();
+    assert_eq!(snap.number, 1);
+    assert!(snap.earlier.is_none());
+    assert!(snap.bytes < size, "{} bytes for a ring of {size}", snap.bytes);
+    assert!(snap.events_before > 0);
+    let trace = Trace::open(&dir).unwrap();
+    let info = &trace.info;
+    let s = info.snapshot.as_ref().unwrap();
+    assert_eq!((s.number, s.reason.as_str(), s.ring_size), (1, "SIGUSR2", size));
+    assert_eq!(s.events_before + info.events, 4 + 4_000_000 + 1 + 1, "every event kept or counted");
+    // Task 1: its history begins inside main > loop (maybe inside f3),
+    // and ends with the live entry.
+    let (events, chain) = kinds_and_chain(&trace, 1);
+    assert_eq!(chain[..2], [1, 2]);
+    assert!(chain.len() <= 3);
+    assert_eq!(events.last(), Some(&(EventKind::Entry, 3)));
+    let n = events.len();
+    assert_eq!(
+        events[n - 5..n - 1],
+        [(EventKind::Entry, 3), (EventKind::Entry, 4 + (999_999 % 3) * 4), (EventKind::Exit, 4 + (999_999 % 3) * 4), (EventKind::Exit, 3)]
+    );
+    // The quiet thread keeps its only chunk.
+    let (quiet, chain) = kinds_and_chain(&trace, 2);
+    assert!(chain.is_empty());
+    assert_eq!(quiet, [(EventKind::Entry, 5), (EventKind::Exit, 5)]);
+    drop(trace);
+
+    // A second snapshot: the first moves to snapshot.1 and stays readable.
+    w.append_task(1, 1, &[RawEvent::new(EventKind::Entry, 3, next())]).unwrap();
+    let snap = w.snapshot(sample_info(&[1, 2]), "trigger", 6, &[]).unwrap();
+    assert_eq!(snap.number, 2);
+    assert_eq!(snap.earlier.as_deref(), Some(dir.join("snapshot.1").as_path()));
+    let first = Trace::open(&dir.join("snapshot.1")).unwrap();
+    assert_eq!(first.info.snapshot.as_ref().unwrap().number, 1);
+    assert_eq!(kinds_and_chain(&first, 2).0.len(), 2);
+    let second = Trace::open(&dir).unwrap();
+    assert_eq!(second.info.snapshot.as_ref().unwrap().reason, "trigger");
+    let (events, _) = kinds_and_chain(&second, 1);
+    // The live entry of the first snapshot was not kept: the appended
+    // one is the last.
+    assert_eq!(events[events.len() - 2..], [(EventKind::Exit, 3), (EventKind::Entry, 3)]);
+    // Nothing written but snapshots: finish leaves the second in place.
+    w.finish(sample_info(&[1, 2])).unwrap();
+    assert_eq!(Trace::open(&dir).unwrap().info.snapshot.as_ref().unwrap().number, 2);
+}

@@ -64,6 +64,8 @@ pub struct TraceWriter {
     kernel_events: u64,
     kernel_dropped: u64,
     reserve_tried: bool,
+    /// Flight recorder: chunks kept in memory, written by snapshots.
+    ring: Option<super::ring::Ring>,
 }
 
 struct TaskStream {
@@ -232,6 +234,7 @@ impl TraceWriter {
             kernel: BTreeMap::new(),
             kernel_events: 0,
             kernel_dropped: 0,
+            ring: None,
         })
     }
 
@@ -288,12 +291,16 @@ impl TraceWriter {
     fn name_task(&mut self, id: u32, tid: u32) {
         if !self.tasks.contains_key(&id) {
             let file = self.new_file_name(tid);
+            let mut encoder = ChunkEncoder::default();
+            if let Some(r) = &self.ring {
+                encoder.set_max_raw(r.chunk_raw());
+            }
             self.tasks.insert(
                 id,
                 TaskStream {
                     tid,
                     file,
-                    encoder: ChunkEncoder::default(),
+                    encoder,
                     started: false,
                     events: 0,
                 },
@@ -334,7 +341,16 @@ impl TraceWriter {
         let mut rest = events;
         while let Some(stream) = self.tasks.get_mut(&id) {
             let before = stream.encoder.buffered();
+            let fresh = stream.encoder.events() == 0;
             let pushed = stream.encoder.push_records(rest, &mut self.scratch);
+            if let Some(ring) = &mut self.ring {
+                // The calls open where each chunk begins.
+                let t = ring.tasks.entry(id).or_default();
+                if fresh {
+                    t.chunk_open.clone_from(&t.open);
+                }
+                super::ring::track(&mut t.open, &rest[..pushed.used]);
+            }
             stream.events += u64::from(pushed.stored);
             self.events += u64::from(pushed.stored);
             self.invalid += u64::from(pushed.invalid);
@@ -350,7 +366,11 @@ impl TraceWriter {
                 }
             }
         }
-        if self.buffered > GLOBAL_BUFFER_LIMIT {
+        let limit = self
+            .ring
+            .as_ref()
+            .map_or(GLOBAL_BUFFER_LIMIT, |r| r.buffer_limit());
+        if self.buffered > limit {
             self.flush()?;
         }
         Ok(())
@@ -400,6 +420,227 @@ impl TraceWriter {
         }
     }
 
+    /// Makes this writer a flight recorder (`record --ring SIZE`): task
+    /// events are kept in memory, at most about `size` bytes of compressed
+    /// chunks for all tasks together (`super::ring` says how it is split
+    /// between threads), and written only by [`snapshot`](Self::snapshot);
+    /// [`finish`](Self::finish) writes nothing. Call before any event.
+    pub fn set_ring(&mut self, size: u64) {
+        self.ring = Some(super::ring::Ring::new(size.max(1)));
+    }
+
+    /// A flight recorder's task `id` has ended: its history is no longer
+    /// kept in preference to the others'.
+    pub fn ring_task_ended(&mut self, id: u32) {
+        if let Some(r) = &mut self.ring {
+            r.ended(id);
+        }
+    }
+
+    /// Writes a flight recorder's snapshot: the trace directory becomes a
+    /// complete trace of each task's kept history (its `tasks/` and
+    /// `info.json`); the previous snapshot, if any, is moved into
+    /// `snapshot.<n>/` inside it (with links to the symbol tables), so that
+    /// every snapshot of the run stays readable. `live` holds, per task
+    /// (id, tid), the events its thread wrote since the last ones given to
+    /// [`append_task`](Self::append_task) (not kept: they will come again).
+    /// Each task's file begins with a history chain of the calls open where
+    /// its kept history begins. `info` is completed as by `finish`.
+    pub fn snapshot(
+        &mut self,
+        mut info: TraceInfo,
+        reason: &str,
+        taken_ns: u64,
+        live: &[(u32, u32, Vec<RawEvent>)],
+    ) -> Result<Snapshot, StoreError> {
+        if self.ring.is_none() {
+            return Err(StoreError::io(
+                "cannot take a snapshot of",
+                &self.dir,
+                io::Error::other("not a flight recorder (--ring)"),
+            ));
+        }
+        // Every task's chunk being built joins its kept chunks.
+        let ids: Vec<u32> = self
+            .tasks
+            .iter()
+            .filter(|(_, s)| s.encoder.events() > 0)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            self.write_chunk(id)?;
+        }
+        for &(id, tid, _) in live {
+            self.name_task(id, tid);
+        }
+        let number = self.ring.as_ref().map_or(1, |r| r.snapshots + 1);
+        let tasks_dir = self.dir.join(TASKS_DIR);
+        let info_path = self.dir.join(INFO_FILE);
+        // The previous snapshot moves aside, readable where it goes.
+        let mut earlier = None;
+        if info_path.exists() && number > 1 {
+            let old = self.dir.join(format!("snapshot.{}", number - 1));
+            if !old.exists() {
+                mkdir_private(&old)?;
+            }
+            for name in [TASKS_DIR, INFO_FILE] {
+                let from = self.dir.join(name);
+                if from.exists() {
+                    fs::rename(&from, old.join(name))
+                        .map_err(|e| StoreError::io("cannot move the previous snapshot", &from, e))?;
+                }
+            }
+            link_sessions(&self.sessions_dir(), &old.join(SESSIONS_DIR))?;
+            earlier = Some(old);
+        }
+        if tasks_dir.exists() {
+            fs::remove_dir_all(&tasks_dir)
+                .map_err(|e| StoreError::io("cannot replace", &tasks_dir, e))?;
+        }
+        mkdir_private(&tasks_dir)?;
+        let written = self.write_snapshot_tasks(live);
+        let (per_task, bytes) = match written {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = fs::remove_dir_all(&tasks_dir);
+                return Err(e);
+            }
+        };
+        let ring = self.ring.as_mut().expect("ring");
+        for (&id, stream) in &self.tasks {
+            if per_task.contains_key(&id) && info.task_by_id(id).is_none() {
+                info.tasks.push(TaskInfo {
+                    id,
+                    tid: stream.tid,
+                    pid: stream.tid,
+                    ..TaskInfo::default()
+                });
+            }
+        }
+        for task in &mut info.tasks {
+            task.events = per_task.get(&task.id).copied().unwrap_or(0);
+            task.file = match self.tasks.get(&task.id) {
+                Some(stream) => stream.file.clone(),
+                None => {
+                    let n = self.names_per_tid.entry(task.tid).or_insert(0);
+                    *n += 1;
+                    task_file_name(task.tid, *n)
+                }
+            };
+        }
+        let events: u64 = per_task.values().sum();
+        info.format_version = FORMAT_VERSION;
+        if info.fctrace_version.is_empty() {
+            info.fctrace_version = env!("CARGO_PKG_VERSION").to_string();
+        }
+        info.events = events;
+        info.invalid_events = self.invalid;
+        info.bytes = bytes;
+        info.snapshot = Some(super::SnapshotInfo {
+            number,
+            reason: reason.to_string(),
+            ring_size: ring.size,
+            events_before: ring.evicted_events,
+            taken_ns,
+        });
+        let text = info::to_json(&info);
+        let tmp = self.dir.join(format!("{INFO_FILE}.tmp"));
+        let _ = fs::remove_file(&tmp);
+        let wrote = create_private(&tmp).and_then(|mut f| {
+            f.write_all(text.as_bytes())
+                .map_err(|e| StoreError::io("cannot write", &tmp, e))
+        });
+        if let Err(e) = wrote.and_then(|()| {
+            fs::rename(&tmp, &info_path).map_err(|e| StoreError::io("cannot write", &info_path, e))
+        }) {
+            let _ = fs::remove_file(&tmp);
+            let _ = fs::remove_dir_all(&tasks_dir);
+            return Err(e);
+        }
+        ring.snapshots = number;
+        Ok(Snapshot {
+            number,
+            dir: self.dir.clone(),
+            earlier,
+            events,
+            bytes,
+            events_before: ring.evicted_events,
+        })
+    }
+
+    /// The task files of a snapshot: per task, its history chain, kept
+    /// chunks and live events; (events per task id, bytes written).
+    fn write_snapshot_tasks(
+        &mut self,
+        live: &[(u32, u32, Vec<RawEvent>)],
+    ) -> Result<(BTreeMap<u32, u64>, u64), StoreError> {
+        let ring = self.ring.as_ref().expect("ring");
+        let chunk_raw = ring.chunk_raw();
+        let mut ids: Vec<u32> = ring
+            .tasks
+            .iter()
+            .filter(|(_, t)| !t.chunks.is_empty())
+            .map(|(&id, _)| id)
+            .chain(live.iter().filter(|l| !l.2.is_empty()).map(|l| l.0))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut per_task = BTreeMap::new();
+        let mut bytes = 0u64;
+        let empty = super::ring::TaskRing::default();
+        for id in ids {
+            let Some(stream) = self.tasks.get(&id) else {
+                continue;
+            };
+            let ring = self.ring.as_ref().expect("ring");
+            let t = ring.tasks.get(&id).unwrap_or(&empty);
+            let live_records: &[RawEvent] = live
+                .iter()
+                .find(|l| l.0 == id)
+                .map_or(&[], |l| l.2.as_slice());
+            let path = self.dir.join(&stream.file);
+            let mut out = codec::file_header(stream.tid).to_vec();
+            let mut events = 0u64;
+            // Where the kept history begins, the calls open then.
+            let (open, start) = match t.chunks.front() {
+                Some(c) => (&c.open, c.first_tsc),
+                None => (
+                    &t.open,
+                    live_records.iter().map(|r| r.tsc).find(|&t| t != 0).unwrap_or(1),
+                ),
+            };
+            if !open.is_empty() {
+                let chain = super::ring::history_records(open, start);
+                events += encode_records(
+                    &chain,
+                    chunk_raw,
+                    (&mut self.compressor, &mut self.scratch),
+                    (&mut self.payload, &mut self.compressed),
+                    &path,
+                    &mut out,
+                )?;
+            }
+            for c in &t.chunks {
+                out.extend_from_slice(&c.bytes);
+                events += u64::from(c.events);
+            }
+            events += encode_records(
+                live_records,
+                chunk_raw,
+                (&mut self.compressor, &mut self.scratch),
+                (&mut self.payload, &mut self.compressed),
+                &path,
+                &mut out,
+            )?;
+            create_private(&path)?
+                .write_all(&out)
+                .map_err(|e| StoreError::io("cannot write", &path, e))?;
+            bytes += out.len() as u64;
+            per_task.insert(id, events);
+        }
+        Ok((per_task, bytes))
+    }
+
     /// Kernel events written and dropped.
     pub fn kernel_counts(&self) -> (u64, u64) {
         (self.kernel_events, self.kernel_dropped)
@@ -440,6 +681,10 @@ impl TraceWriter {
     /// a file name too, but no file); a task that has events but is
     /// missing from `info.tasks` is added (with pid = tid and a warning).
     pub fn finish(mut self, mut info: TraceInfo) -> Result<(), StoreError> {
+        if self.ring.is_some() {
+            // A flight recorder writes snapshots only.
+            return Ok(());
+        }
         // After a failure, info.json is still written: it describes the
         // whole chunks that were.
         let flushed = self.flush();
@@ -528,7 +773,7 @@ impl TraceWriter {
     /// Compresses task `id`'s buffered events into one chunk and appends it
     /// to its file (creating the file with its header the first time).
     fn write_chunk(&mut self, id: u32) -> Result<(), StoreError> {
-        if !self.reserve_tried {
+        if !self.reserve_tried && self.ring.is_none() {
             self.reserve_tried = true;
             self.reserve();
         }
@@ -541,38 +786,33 @@ impl TraceWriter {
         self.buffered -= stream.encoder.buffered();
         let (events, first_tsc, last_tsc) = stream.encoder.take_payload(&mut self.payload);
         let path = self.dir.join(&stream.file);
-        // Into a buffer kept from chunk to chunk: no fresh pages per chunk.
-        self.compressed.clear();
-        self.compressed
-            .reserve(zstd::zstd_safe::compress_bound(self.payload.len()));
-        self.compressor
-            .compress_to_buffer(&self.payload, &mut self.compressed)
-            .map_err(|e| StoreError::io("cannot compress events for", &path, e))?;
-        let compressed = &self.compressed;
-        let too_big = |what: &str| StoreError::Io {
-            action: "cannot write",
-            path: path.clone(),
-            error: io::Error::other(format!("chunk {what} exceeds 4 GiB")),
-        };
-        let mut header = ChunkHeader {
-            compressed_len: u32::try_from(compressed.len()).map_err(|_| too_big("data"))?,
-            raw_len: u32::try_from(self.payload.len()).map_err(|_| too_big("payload"))?,
-            events,
-            first_tsc,
-            last_tsc,
-            codec: CODEC_ZSTD,
-            crc: 0,
-        };
-        header.crc = ChunkHeader::checksum(&header.to_bytes(), compressed);
-        let header_bytes = header.to_bytes();
-
         let out = &mut self.out;
         out.clear();
-        if !stream.started {
+        if !stream.started && self.ring.is_none() {
             out.extend_from_slice(&codec::file_header(stream.tid));
         }
-        out.extend_from_slice(&header_bytes);
-        out.extend_from_slice(compressed);
+        seal_chunk(
+            &mut self.compressor,
+            &self.payload,
+            &mut self.compressed,
+            (events, first_tsc, last_tsc),
+            &path,
+            out,
+        )?;
+        if let Some(ring) = &mut self.ring {
+            let open = std::mem::take(&mut ring.tasks.entry(id).or_default().chunk_open);
+            ring.keep(
+                id,
+                super::ring::KeptChunk {
+                    bytes: out.clone(),
+                    events,
+                    first_tsc,
+                    last_tsc,
+                    open,
+                },
+            );
+            return Ok(());
+        }
         let opened = if stream.started {
             // The file this writer created (in its private directory).
             OpenOptions::new()
@@ -610,6 +850,108 @@ impl TraceWriter {
         self.bytes += out.len() as u64;
         Ok(())
     }
+}
+
+/// What [`TraceWriter::snapshot`] wrote.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// 1 for the run's first snapshot, then 2, ...
+    pub number: u32,
+    /// The trace directory, now a trace of this snapshot.
+    pub dir: PathBuf,
+    /// Where the previous snapshot went (`<dir>/snapshot.<n-1>`).
+    pub earlier: Option<PathBuf>,
+    /// Events and bytes in its task files.
+    pub events: u64,
+    pub bytes: u64,
+    /// Events recorded before its history (dropped from the ring).
+    pub events_before: u64,
+}
+
+/// Encodes `records` (the agent's) into chunks of at most `chunk_raw`
+/// encoded bytes appended to `out`; the events stored.
+fn encode_records(
+    records: &[RawEvent],
+    chunk_raw: usize,
+    (compressor, scratch): (&mut zstd::bulk::Compressor<'static>, &mut EncodeScratch),
+    (payload, compressed): (&mut Vec<u8>, &mut Vec<u8>),
+    path: &Path,
+    out: &mut Vec<u8>,
+) -> Result<u64, StoreError> {
+    let mut enc = ChunkEncoder::default();
+    enc.set_max_raw(chunk_raw);
+    let mut rest = records;
+    let mut stored = 0u64;
+    loop {
+        let pushed = enc.push_records(rest, scratch);
+        stored += u64::from(pushed.stored);
+        rest = &rest[pushed.used..];
+        if enc.events() > 0 && (rest.is_empty() || enc.is_full()) {
+            let sums = enc.take_payload(payload);
+            seal_chunk(compressor, payload, compressed, sums, path, out)?;
+        }
+        if rest.is_empty() || pushed.used == 0 && enc.events() == 0 {
+            return Ok(stored);
+        }
+    }
+}
+
+/// Links (or copies) every symbol table of `from` into the new directory
+/// `to`.
+fn link_sessions(from: &Path, to: &Path) -> Result<(), StoreError> {
+    if !to.exists() {
+        mkdir_private(to)?;
+    }
+    let entries = fs::read_dir(from).map_err(|e| StoreError::io("cannot read directory", from, e))?;
+    for e in entries.flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if dst.exists() || !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        if fs::hard_link(&src, &dst).is_err() {
+            let data = fs::read(&src).map_err(|e| StoreError::io("cannot read", &src, e))?;
+            create_private(&dst)?
+                .write_all(&data)
+                .map_err(|e| StoreError::io("cannot write", &dst, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Compresses a chunk's `payload` (its `events`, first and last
+/// timestamps) and appends its header and compressed bytes to `out`;
+/// `compressed` is room kept from chunk to chunk.
+fn seal_chunk(
+    compressor: &mut zstd::bulk::Compressor<'static>,
+    payload: &[u8],
+    compressed: &mut Vec<u8>,
+    (events, first_tsc, last_tsc): (u32, u64, u64),
+    path: &Path,
+    out: &mut Vec<u8>,
+) -> Result<(), StoreError> {
+    compressed.clear();
+    compressed.reserve(zstd::zstd_safe::compress_bound(payload.len()));
+    compressor
+        .compress_to_buffer(payload, compressed)
+        .map_err(|e| StoreError::io("cannot compress events for", path, e))?;
+    let too_big = |what: &str| StoreError::Io {
+        action: "cannot write",
+        path: path.to_path_buf(),
+        error: io::Error::other(format!("chunk {what} exceeds 4 GiB")),
+    };
+    let mut header = ChunkHeader {
+        compressed_len: u32::try_from(compressed.len()).map_err(|_| too_big("data"))?,
+        raw_len: u32::try_from(payload.len()).map_err(|_| too_big("payload"))?,
+        events,
+        first_tsc,
+        last_tsc,
+        codec: CODEC_ZSTD,
+        crc: 0,
+    };
+    header.crc = ChunkHeader::checksum(&header.to_bytes(), compressed);
+    out.extend_from_slice(&header.to_bytes());
+    out.extend_from_slice(compressed);
+    Ok(())
 }
 
 /// Renames the trace directory `dir` to `<dir>.old`, replacing a previous
