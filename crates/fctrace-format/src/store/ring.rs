@@ -88,7 +88,9 @@ impl Ring {
             let oldest = |spare: bool| {
                 self.tasks
                     .iter()
-                    .filter(|(_, t)| !t.chunks.is_empty() && (!spare || t.chunks.len() > 1 || t.ended))
+                    .filter(|(_, t)| {
+                        !t.chunks.is_empty() && (!spare || t.chunks.len() > 1 || t.ended)
+                    })
                     .min_by_key(|(_, t)| t.chunks[0].last_tsc)
                     .map(|(&id, _)| id)
             };
@@ -158,11 +160,7 @@ pub(crate) fn track(open: &mut Vec<u32>, records: &[RawEvent]) {
             continue;
         }
         match kind {
-            Some(EventKind::Entry) => {
-                if open.len() < MAX_OPEN {
-                    open.push(r.func());
-                }
-            }
+            Some(EventKind::Entry) if open.len() < MAX_OPEN => open.push(r.func()),
             Some(EventKind::Exit | EventKind::Unwind) => {
                 let f = r.func();
                 if let Some(at) = open.iter().rposition(|&o| o == f) {
@@ -194,7 +192,8 @@ pub(crate) fn history_records(open: &[u32], tsc: u64) -> Vec<RawEvent> {
             len as u16,
             tsc.max(1),
         ));
-        for rec in buf[..len.div_ceil(RawEvent::SIZE) * RawEvent::SIZE].chunks_exact(RawEvent::SIZE) {
+        for rec in buf[..len.div_ceil(RawEvent::SIZE) * RawEvent::SIZE].chunks_exact(RawEvent::SIZE)
+        {
             out.push(RawEvent {
                 word: u64::from_le_bytes(rec[0..8].try_into().expect("8 bytes")),
                 tsc: u64::from_le_bytes(rec[8..16].try_into().expect("8 bytes")),
@@ -271,7 +270,10 @@ mod tests {
         assert_eq!(open, vec![1, 2, 6]);
         // An exit of a call not open changes nothing; a record never
         // written (no timestamp) neither.
-        track(&mut open, &[ev(EventKind::Exit, 9), RawEvent::new(EventKind::Exit, 6, 0)]);
+        track(
+            &mut open,
+            &[ev(EventKind::Exit, 9), RawEvent::new(EventKind::Exit, 6, 0)],
+        );
         assert_eq!(open, vec![1, 2, 6]);
         // An attach chain opens its calls, values are skipped.
         let mut recs = history_records(&[7, 8], 9);

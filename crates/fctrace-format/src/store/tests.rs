@@ -828,10 +828,24 @@ fn ring_snapshots_keep_the_recent_history_of_every_task() {
         tsc += 20 + rng.below(300);
         tsc
     };
-    w.append_task(2, 2, &[RawEvent::new(EventKind::Entry, 5, next()), RawEvent::new(EventKind::Exit, 5, next())])
-        .unwrap();
-    w.append_task(1, 1, &[RawEvent::new(EventKind::Entry, 1, next()), RawEvent::new(EventKind::Entry, 2, next())])
-        .unwrap();
+    w.append_task(
+        2,
+        2,
+        &[
+            RawEvent::new(EventKind::Entry, 5, next()),
+            RawEvent::new(EventKind::Exit, 5, next()),
+        ],
+    )
+    .unwrap();
+    w.append_task(
+        1,
+        1,
+        &[
+            RawEvent::new(EventKind::Entry, 1, next()),
+            RawEvent::new(EventKind::Entry, 2, next()),
+        ],
+    )
+    .unwrap();
     let mut batch = Vec::new();
     for i in 0..1_000_000u32 {
         batch.push(RawEvent::new(EventKind::Entry, 3, next()));
@@ -846,16 +860,29 @@ fn ring_snapshots_keep_the_recent_history_of_every_task() {
     w.append_task(1, 1, &batch).unwrap();
     // The live part of task 1's thread: an entry of f3, not yet handed over.
     let live = vec![(1, 1, vec![RawEvent::new(EventKind::Entry, 3, next())])];
-    let snap = w.snapshot(sample_info(&[1, 2]), "SIGUSR2", 5, &live).unwrap();
+    let snap = w
+        .snapshot(sample_info(&[1, 2]), "SIGUSR2", 5, &live)
+        .unwrap();
     assert_eq!(snap.number, 1);
     assert!(snap.earlier.is_none());
-    assert!(snap.bytes < size, "{} bytes for a ring of {size}", snap.bytes);
+    assert!(
+        snap.bytes < size,
+        "{} bytes for a ring of {size}",
+        snap.bytes
+    );
     assert!(snap.events_before > 0);
     let trace = Trace::open(&dir).unwrap();
     let info = &trace.info;
     let s = info.snapshot.as_ref().unwrap();
-    assert_eq!((s.number, s.reason.as_str(), s.ring_size), (1, "SIGUSR2", size));
-    assert_eq!(s.events_before + info.events, 4 + 4_000_000 + 1 + 1, "every event kept or counted");
+    assert_eq!(
+        (s.number, s.reason.as_str(), s.ring_size),
+        (1, "SIGUSR2", size)
+    );
+    assert_eq!(
+        s.events_before + info.events,
+        4 + 4_000_000 + 1 + 1,
+        "every event kept or counted"
+    );
     // Task 1: its history begins inside main > loop (maybe inside f3),
     // and ends with the live entry.
     let (events, chain) = kinds_and_chain(&trace, 1);
@@ -863,9 +890,16 @@ fn ring_snapshots_keep_the_recent_history_of_every_task() {
     assert!(chain.len() <= 3);
     assert_eq!(events.last(), Some(&(EventKind::Entry, 3)));
     let n = events.len();
+    // The last iteration's leaf: i = 999_999, i % 3 == 0.
+    let leaf = 4;
     assert_eq!(
         events[n - 5..n - 1],
-        [(EventKind::Entry, 3), (EventKind::Entry, 4 + (999_999 % 3) * 4), (EventKind::Exit, 4 + (999_999 % 3) * 4), (EventKind::Exit, 3)]
+        [
+            (EventKind::Entry, 3),
+            (EventKind::Entry, leaf),
+            (EventKind::Exit, leaf),
+            (EventKind::Exit, 3)
+        ]
     );
     // The quiet thread keeps its only chunk.
     let (quiet, chain) = kinds_and_chain(&trace, 2);
@@ -874,10 +908,14 @@ fn ring_snapshots_keep_the_recent_history_of_every_task() {
     drop(trace);
 
     // A second snapshot: the first moves to snapshot.1 and stays readable.
-    w.append_task(1, 1, &[RawEvent::new(EventKind::Entry, 3, next())]).unwrap();
+    w.append_task(1, 1, &[RawEvent::new(EventKind::Entry, 3, next())])
+        .unwrap();
     let snap = w.snapshot(sample_info(&[1, 2]), "trigger", 6, &[]).unwrap();
     assert_eq!(snap.number, 2);
-    assert_eq!(snap.earlier.as_deref(), Some(dir.join("snapshot.1").as_path()));
+    assert_eq!(
+        snap.earlier.as_deref(),
+        Some(dir.join("snapshot.1").as_path())
+    );
     let first = Trace::open(&dir.join("snapshot.1")).unwrap();
     assert_eq!(first.info.snapshot.as_ref().unwrap().number, 1);
     assert_eq!(kinds_and_chain(&first, 2).0.len(), 2);
@@ -886,8 +924,20 @@ fn ring_snapshots_keep_the_recent_history_of_every_task() {
     let (events, _) = kinds_and_chain(&second, 1);
     // The live entry of the first snapshot was not kept: the appended
     // one is the last.
-    assert_eq!(events[events.len() - 2..], [(EventKind::Exit, 3), (EventKind::Entry, 3)]);
+    assert_eq!(
+        events[events.len() - 2..],
+        [(EventKind::Exit, 3), (EventKind::Entry, 3)]
+    );
     // Nothing written but snapshots: finish leaves the second in place.
     w.finish(sample_info(&[1, 2])).unwrap();
-    assert_eq!(Trace::open(&dir).unwrap().info.snapshot.as_ref().unwrap().number, 2);
+    assert_eq!(
+        Trace::open(&dir)
+            .unwrap()
+            .info
+            .snapshot
+            .as_ref()
+            .unwrap()
+            .number,
+        2
+    );
 }

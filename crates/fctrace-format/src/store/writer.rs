@@ -486,8 +486,9 @@ impl TraceWriter {
             for name in [TASKS_DIR, INFO_FILE] {
                 let from = self.dir.join(name);
                 if from.exists() {
-                    fs::rename(&from, old.join(name))
-                        .map_err(|e| StoreError::io("cannot move the previous snapshot", &from, e))?;
+                    fs::rename(&from, old.join(name)).map_err(|e| {
+                        StoreError::io("cannot move the previous snapshot", &from, e)
+                    })?;
                 }
             }
             link_sessions(&self.sessions_dir(), &old.join(SESSIONS_DIR))?;
@@ -606,7 +607,11 @@ impl TraceWriter {
                 Some(c) => (&c.open, c.first_tsc),
                 None => (
                     &t.open,
-                    live_records.iter().map(|r| r.tsc).find(|&t| t != 0).unwrap_or(1),
+                    live_records
+                        .iter()
+                        .map(|r| r.tsc)
+                        .find(|&t| t != 0)
+                        .unwrap_or(1),
                 ),
             };
             if !open.is_empty() {
@@ -902,7 +907,8 @@ fn link_sessions(from: &Path, to: &Path) -> Result<(), StoreError> {
     if !to.exists() {
         mkdir_private(to)?;
     }
-    let entries = fs::read_dir(from).map_err(|e| StoreError::io("cannot read directory", from, e))?;
+    let entries =
+        fs::read_dir(from).map_err(|e| StoreError::io("cannot read directory", from, e))?;
     for e in entries.flatten() {
         let (src, dst) = (e.path(), to.join(e.file_name()));
         if dst.exists() || !e.file_type().is_ok_and(|t| t.is_file()) {
