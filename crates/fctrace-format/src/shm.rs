@@ -116,8 +116,9 @@ pub struct ShmHeader {
     pub lost_events: AtomicU64,
     /// Head of the free-buffer stack ([`FreeStack`]).
     pub free_head: AtomicU64,
-    /// Unused (kept for the layout).
-    pub free_tail: AtomicU64,
+    /// Snapshots asked for by `snapshot` triggers (`record --ring`): the
+    /// recorder writes one when it sees this change.
+    pub snapshot_requests: AtomicU64,
     /// Positions of the full-buffer queue (a Vyukov bounded MPMC queue).
     pub full_head: AtomicU64,
     pub full_tail: AtomicU64,

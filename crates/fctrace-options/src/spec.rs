@@ -17,6 +17,9 @@ pub enum Action {
     Backtrace,
     /// Stop tracing for good and let the program run on untraced.
     Finish,
+    /// A flight recorder (`record --ring`) writes a snapshot of the
+    /// recent history (each thread's, up to this call).
+    Snapshot,
 }
 
 impl Action {
@@ -28,6 +31,7 @@ impl Action {
             "trace_off" | "trace-off" | "traceoff" => Action::TraceOff,
             "backtrace" => Action::Backtrace,
             "finish" => Action::Finish,
+            "snapshot" => Action::Snapshot,
             _ => {
                 let n = s.strip_prefix("depth=")?;
                 return Some(match n.parse::<u32>() {
@@ -86,7 +90,7 @@ impl Trigger {
         let (func, rest) = spec.split_once('@').ok_or_else(|| {
             format!(
                 "trigger `{spec}`: expected FUNC@ACTION[,ACTION...] (actions: trace_on, \
-                 trace_off, depth=N, backtrace, finish; add `global` to act on every thread)"
+                 trace_off, depth=N, backtrace, finish, snapshot; add `global` to act on every thread)"
             )
         })?;
         let mut module = None;
@@ -103,7 +107,7 @@ impl Trigger {
                 return Err(format!(
                     "trigger `{spec}`: `{item}` is a uftrace action that fctrace does not have \
                      ({instead}); fctrace's actions: trace_on, trace_off, depth=N, backtrace, \
-                     finish, global"
+                     finish, snapshot, global"
                 ));
             }
             match Action::parse(item) {
@@ -112,7 +116,7 @@ impl Trigger {
                 None => {
                     return Err(format!(
                         "trigger `{spec}`: unknown action `{item}` (actions: trace_on, \
-                         trace_off, depth=N, backtrace, finish, global)"
+                         trace_off, depth=N, backtrace, finish, snapshot, global)"
                     ))
                 }
             }
@@ -121,7 +125,7 @@ impl Trigger {
             return Err(match module {
                 Some(m) => format!(
                     "trigger `{spec}`: `{m}` is not an action (trace_on, trace_off, depth=N, \
-                     backtrace, finish; a module, FUNC@MODULE,ACTION, comes before one)"
+                     backtrace, finish, snapshot; a module, FUNC@MODULE,ACTION, comes before one)"
                 ),
                 None => format!("trigger `{spec}` has no action"),
             });

@@ -64,6 +64,9 @@ pub enum Command {
     Flamegraph(FlamegraphArgs),
     /// Browse a recorded trace interactively: call graph, report, tasks
     Tui(TuiArgs),
+    /// Ask a running `fctrace record --ring` to write a snapshot of the
+    /// recent history now (as SIGUSR2 to it does), e.g. `fctrace snapshot -d DIR`
+    Snapshot(SnapshotArgs),
     /// Print a shell completion script, e.g. `source <(fctrace completions bash)`
     Completions(CompletionsArgs),
     /// Print the manual page (roff), e.g. `fctrace man | man -l -`
@@ -470,9 +473,41 @@ pub struct RecordArgs {
     #[command(flatten)]
     pub trace: TraceOptions,
     #[command(flatten)]
+    pub ring: RingArgs,
+    #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// `record --ring`: the flight recorder.
+#[derive(Args, Debug)]
+pub struct RingArgs {
+    /// Keep only the most recent history, about SIZE of compressed events
+    /// for all threads together (`64M`, `512K`, `1G`), in fctrace's
+    /// memory; nothing is written until a snapshot: when the program dies
+    /// by a signal, on SIGUSR2 or Ctrl-C to fctrace, `fctrace snapshot`,
+    /// a `-T FUNC@snapshot` trigger, or at exit with --snapshot-at-exit,
+    /// e.g. `fctrace record --ring 64M ./server`
+    #[arg(long = "ring", value_name = "SIZE", value_parser = parse_size, help_heading = "Flight recorder")]
+    pub ring: Option<u64>,
+    /// With --ring: also write a snapshot when the program exits normally
+    #[arg(
+        long = "snapshot-at-exit",
+        requires = "ring",
+        help_heading = "Flight recorder"
+    )]
+    pub at_exit: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SnapshotArgs {
+    /// Trace directory of the running `record --ring`, e.g. `-d /tmp/run1.data`
+    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+    /// Do not wait for the snapshot to be written
+    #[arg(long = "no-wait")]
+    pub no_wait: bool,
 }
 
 /// What `record` and live mode trace: a program to start, or a running
@@ -766,6 +801,37 @@ pub fn short_usage() -> String {
 }
 
 /// `--duration`: a time as `-t` takes it (`500ms`, `10s`, `2m`).
+/// A size in bytes: a number with an optional K, M or G (powers of 1024),
+/// at least 64K.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => t.split_at(i),
+        None => (t, ""),
+    };
+    let mult: u64 = match unit.to_ascii_uppercase().trim_end_matches(['B', 'I']) {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "`{s}`: a size is a number with K, M or G, e.g. 64M"
+            ))
+        }
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}`: a size is a number with K, M or G, e.g. 64M"))?;
+    let bytes = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("`{s}`: too large"))?;
+    if bytes < 64 << 10 {
+        return Err(format!("`{s}`: the ring must hold at least 64K"));
+    }
+    Ok(bytes)
+}
+
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     fctrace_options::spec::parse_time(s).map(std::time::Duration::from_nanos)
 }

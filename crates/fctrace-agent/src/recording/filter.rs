@@ -356,6 +356,11 @@ pub unsafe fn flagged_entry(
                     }
                     Action::Depth(n) => depth = Some(n),
                     Action::Backtrace => backtrace = true,
+                    Action::Snapshot => {
+                        if let Some(shm) = crate::runtime::shm::get() {
+                            shm.request_snapshot();
+                        }
+                    }
                 }
             }
         }

@@ -139,14 +139,14 @@ pub fn record_attach_chain(st: &mut ThreadState) {
 pub fn append(shm: &Shm, st: &mut ThreadState, kind: EventKind, func: u32) {
     let rec = reserve(shm, st, 1);
     if !rec.is_null() {
-        // SAFETY: a record of this thread's buffer, reserved for it.
+        let e = fctrace_format::event::RawEvent::new(kind, func, shm::rdtsc());
+        // SAFETY: a record of this thread's buffer, reserved for it. The
+        // timestamp last, as the generated code writes it (a record with a
+        // timestamp is whole for a reader of the live buffer).
         unsafe {
-            rec.write(fctrace_format::event::RawEvent::new(
-                kind,
-                func,
-                shm::rdtsc(),
-            ))
-        };
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*rec).word), e.word);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*rec).tsc), e.tsc);
+        }
     }
 }
 
@@ -247,6 +247,10 @@ pub(crate) fn emit(
         fill(&mut w);
         let len = w.len();
         // Records past the payload stay zero: skipped as never written.
+        // The payload before the word and timestamp (a flight recorder's
+        // snapshot reads a live buffer up to its first record without a
+        // timestamp; x86 keeps stores in order, the compiler must too).
+        std::sync::atomic::compiler_fence(Ordering::Release);
         let word = RawEvent::with_payload(kind, func, len as u16, 0).word;
         std::ptr::write_volatile(std::ptr::addr_of_mut!((*rec).word), word);
         std::ptr::write_volatile(std::ptr::addr_of_mut!((*rec).tsc), shm::rdtsc().max(1));

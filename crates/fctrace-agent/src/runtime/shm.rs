@@ -378,6 +378,14 @@ impl Shm {
             .fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A `snapshot` trigger fired: the recorder writes a snapshot
+    /// (`record --ring`; ignored otherwise).
+    pub fn request_snapshot(&self) {
+        self.header()
+            .snapshot_requests
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
     pub fn add_lost(&self, n: u64) {
         self.header().lost_events.fetch_add(n, Ordering::Relaxed);
     }

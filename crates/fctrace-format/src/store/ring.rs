@@ -83,8 +83,15 @@ impl Ring {
         self.evict();
     }
 
+    /// Bytes of chunks kept at most: a sixteenth of the size is left for
+    /// what a snapshot adds (file headers, history chains, the live
+    /// events), so that its task files stay under the size.
+    fn budget(&self) -> u64 {
+        self.size - self.size / 16
+    }
+
     fn evict(&mut self) {
-        while self.held > self.size {
+        while self.held > self.budget() {
             let oldest = |spare: bool| {
                 self.tasks
                     .iter()

@@ -28,6 +28,7 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
             tmp.path(),
             &args.trace,
             &options,
+            None,
         )?;
         let trace =
             fctrace_format::store::Trace::open(tmp.path()).context("reading the recorded trace")?;

@@ -9,6 +9,7 @@ mod manual;
 mod record;
 mod replay;
 mod report;
+mod snapshot;
 mod tui;
 
 use crate::cli::{Cli, Command, OutputArgs, TerminalArgs};
@@ -41,6 +42,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Flamegraph(args)) => flamegraph::run(args),
         Some(Command::Info(args)) => info::run(args, terminal),
         Some(Command::Tui(args)) => tui::run(args),
+        Some(Command::Snapshot(args)) => snapshot::run(args),
         Some(Command::Completions(args)) => manual::completions(args),
         Some(Command::Man(args)) => manual::man(args),
         None => live::run(cli.live, terminal),
@@ -56,6 +58,7 @@ fn pages(command: &Command) -> bool {
     match command {
         Command::Replay(_) | Command::Report(_) | Command::Graph(_) | Command::Info(_) => true,
         Command::Record(_)
+        | Command::Snapshot(_)
         | Command::Dump(_)
         | Command::Flamegraph(_)
         | Command::Tui(_)

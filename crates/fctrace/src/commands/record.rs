@@ -29,6 +29,10 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         &args.dir,
         &args.trace,
         &options,
+        args.ring.ring.map(|size| recorder::RingOptions {
+            size,
+            at_exit: args.ring.at_exit,
+        }),
     )?;
     // What was not recorded, and why (also in the trace's warnings).
     for note in &out.notes {

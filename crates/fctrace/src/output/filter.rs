@@ -1671,6 +1671,8 @@ impl Visibility {
                         self.limit = self.limit.min(self.shown.saturating_add(n));
                     }
                     Action::Backtrace => backtrace = true,
+                    // A recording's action: nothing to do in a reader.
+                    Action::Snapshot => {}
                 }
             }
         }

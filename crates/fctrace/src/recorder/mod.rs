@@ -94,12 +94,36 @@ fn attached_command(pid: u32) -> Result<(std::path::PathBuf, Vec<OsString>)> {
     Ok((exe, args))
 }
 
+/// `record --ring`: the flight recorder's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct RingOptions {
+    /// Bytes of compressed events kept for all tasks together.
+    pub size: u64,
+    /// Also a snapshot when the program exits normally.
+    pub at_exit: bool,
+}
+
+/// In a flight recorder's trace directory while it records: its process
+/// id, for `fctrace snapshot`.
+pub const RECORDER_PID_FILE: &str = "recorder.pid";
+
+/// Snapshots asked for by triggers are written at most this often (a
+/// trigger on a hot function would otherwise write them back to back).
+const TRIGGER_SNAPSHOT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub fn record(
     target: Target<'_>,
     dir: &Path,
     opts: &TraceOptions,
     options: &fctrace_options::Options,
+    ring: Option<RingOptions>,
 ) -> Result<Outcome> {
+    if ring.is_some() && (opts.kernel || opts.kernel_depth.is_some()) {
+        anyhow::bail!(
+            "--ring keeps function events only: the kernel's (-k, -K) are not kept in the \
+             ring; record them without --ring"
+        );
+    }
     let (program, command, mut warnings) = match target {
         Target::Launch(command) => {
             let (program, warnings) = preflight(command)?;
@@ -131,6 +155,11 @@ pub fn record(
     }
     let mut writer = TraceWriter::create(dir)?;
     let abs_dir = std::fs::canonicalize(writer.dir()).context("trace directory")?;
+    if let Some(r) = ring {
+        writer.set_ring(r.size);
+        write_pid_file(&abs_dir.join(RECORDER_PID_FILE))?;
+        process::install_snapshot_signal();
+    }
     let flags = if opts.nest_libcall {
         FLAG_NEST_LIBCALL
     } else {
@@ -292,6 +321,14 @@ pub fn record(
         }
     };
 
+    let facts = RunFacts {
+        program: &program,
+        command: &command,
+        start_unix_ns,
+        first,
+        wire: &wire,
+    };
+    let mut flight = ring.map(|r| Flight::new(r, &mem));
     // From here on the program runs: whatever goes wrong, fctrace waits
     // for it to end, writes what it can and ends as it did.
     let mut sink = Sink {
@@ -330,6 +367,9 @@ pub fn record(
             if foreign {
                 last_foreign = last_reclaim;
             }
+        }
+        if let Some(flight) = flight.as_mut() {
+            flight.poll(&mem, &mut sink, &facts, &warnings);
         }
         if let Target::Attach(pid, duration, _) = target {
             if !attach::alive(pid as i32) {
@@ -412,13 +452,6 @@ pub fn record(
 
     let slots = mem.tasks();
     let tasks: Vec<TaskInfo> = slots.iter().map(|t| task_info(t, &slots)).collect();
-    let (t0, n0) = first;
-    let (t1, n1) = last;
-    let tsc_hz = if t1 > t0 && n1 > n0 {
-        (t1 - t0) as f64 * 1e9 / (n1 - n0) as f64
-    } else {
-        0.0
-    };
     let stored = sink.writer.events_written();
     let dropped = sink.writer.dropped_events() + sink.dropped;
     let (untabled, damaged_events) = (sink.untabled, sink.damaged);
@@ -524,31 +557,44 @@ pub fn record(
         warnings.push("no task was traced: the agent did not start in the program".into());
     }
     let info = TraceInfo {
-        program: std::fs::canonicalize(&program)
-            .unwrap_or(program)
-            .to_string_lossy()
-            .into_owned(),
-        args: command
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        cwd: std::env::current_dir()
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        start_unix_ns,
         exit,
         tasks,
-        clock: Clock {
-            tsc_hz,
-            pairs: vec![first, last],
-        },
+        clock: clock_of(first, last),
         lost_events: lost,
         warnings,
-        options: wire,
         detached: detached.is_some(),
         kernel_events: kernel_written,
-        ..Default::default()
+        ..facts.base_info()
     };
+    if let Some(mut flight) = flight {
+        // The last moments: when the program died by a signal, at its
+        // exit if asked, when fctrace detached or lost the program.
+        let reason = match (&target, exit) {
+            (Target::Attach(..), _) if detached.is_some() => Some("detach".to_string()),
+            (Target::Attach(..), _) => Some("end".to_string()),
+            (_, Some(ExitStatus::Signal { signal, .. })) => {
+                Some(fctrace_options::spec::signal_name(signal))
+            }
+            (_, Some(ExitStatus::Code(_))) if flight.opts.at_exit => Some("exit".to_string()),
+            (_, Some(ExitStatus::Code(_))) => None,
+            (_, None) => Some("end".to_string()),
+        };
+        let _ = std::fs::remove_file(abs_dir.join(RECORDER_PID_FILE));
+        match reason {
+            Some(reason) => {
+                if let Err(e) = flight.write(&mut writer, info, &reason, Vec::new()) {
+                    notes.push(e);
+                }
+            }
+            None if flight.written == 0 => notes.push(format!(
+                "--ring: the program exited normally: no snapshot was written \
+                 (--snapshot-at-exit writes one); {} holds none",
+                abs_dir.display()
+            )),
+            None => {}
+        }
+        return Ok(Outcome { exit, notes });
+    }
     // The program has ended: a trace that cannot be finished is said so,
     // and fctrace still ends as the program did.
     if let Err(e) = writer.finish(info) {
@@ -557,6 +603,183 @@ pub fn record(
         ));
     }
     Ok(Outcome { exit, notes })
+}
+
+/// What every snapshot and the trace say about the run.
+struct RunFacts<'a> {
+    program: &'a Path,
+    command: &'a [OsString],
+    start_unix_ns: u64,
+    /// The clock pair taken when the recording started.
+    first: (u64, u64),
+    wire: &'a str,
+}
+
+impl RunFacts<'_> {
+    /// The trace's description of the run, without its tasks and totals.
+    fn base_info(&self) -> TraceInfo {
+        TraceInfo {
+            program: std::fs::canonicalize(self.program)
+                .unwrap_or_else(|_| self.program.to_path_buf())
+                .to_string_lossy()
+                .into_owned(),
+            args: self
+                .command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            cwd: std::env::current_dir()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            start_unix_ns: self.start_unix_ns,
+            options: self.wire.to_string(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Writes `path` (new, private) with this process's id.
+fn write_pid_file(path: &Path) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    writeln!(f, "{}", std::process::id())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The flight recorder at work (`record --ring`): which tasks ended, and
+/// the snapshots asked for.
+struct Flight {
+    opts: RingOptions,
+    ended: std::collections::HashSet<u32>,
+    last_check: std::time::Instant,
+    /// Trigger requests seen (the shared memory's count).
+    requests: u64,
+    last_trigger: Option<std::time::Instant>,
+    /// Snapshots written.
+    written: u32,
+}
+
+impl Flight {
+    fn new(opts: RingOptions, mem: &shm::SharedMemory) -> Flight {
+        Flight {
+            opts,
+            ended: Default::default(),
+            last_check: std::time::Instant::now(),
+            requests: mem.snapshot_requests(),
+            last_trigger: None,
+            written: 0,
+        }
+    }
+
+    /// In the recorder's loop: tells the ring which tasks ended (every
+    /// second), and writes the snapshots asked for (SIGUSR2, Ctrl-C,
+    /// `fctrace snapshot`, triggers).
+    fn poll(
+        &mut self,
+        mem: &shm::SharedMemory,
+        sink: &mut Sink<'_>,
+        facts: &RunFacts<'_>,
+        warnings: &[String],
+    ) {
+        if self.last_check.elapsed() >= std::time::Duration::from_secs(1) {
+            self.last_check = std::time::Instant::now();
+            for id in mem.newly_ended_tasks(&mut self.ended) {
+                sink.writer.ring_task_ended(id);
+            }
+        }
+        let mut reason = process::take_snapshot_request().then(|| "signal".to_string());
+        let requests = mem.snapshot_requests();
+        if reason.is_none()
+            && requests != self.requests
+            && self
+                .last_trigger
+                .is_none_or(|t| t.elapsed() >= TRIGGER_SNAPSHOT_INTERVAL)
+        {
+            self.requests = requests;
+            self.last_trigger = Some(std::time::Instant::now());
+            reason = Some("trigger".to_string());
+        }
+        let Some(reason) = reason else { return };
+        // Everything handed over so far, then what the threads are
+        // writing (again if buffers were handed over meanwhile).
+        let mut live = Vec::new();
+        for _ in 0..4 {
+            let before = mem.handed_over();
+            let _ = mem.drain_some(&mut |t, ev| sink.take(mem, t, ev));
+            live = mem.live_events();
+            if mem.handed_over() == before {
+                break;
+            }
+        }
+        let live = live
+            .into_iter()
+            .filter(|(t, _)| t.slot < mem.task_count())
+            .map(|(t, recs)| (t.slot, t.tid, recs))
+            .collect();
+        let slots = mem.tasks();
+        let info = TraceInfo {
+            tasks: slots.iter().map(|t| task_info(t, &slots)).collect(),
+            clock: clock_of(facts.first, shm::clock_pair()),
+            lost_events: mem.lost_events(),
+            warnings: warnings.to_vec(),
+            ..facts.base_info()
+        };
+        if let Err(e) = self.write(sink.writer, info, &reason, live) {
+            eprintln!("fctrace: {e}");
+        }
+    }
+
+    /// Writes a snapshot and says so; the error as a note.
+    fn write(
+        &mut self,
+        writer: &mut TraceWriter,
+        info: TraceInfo,
+        reason: &str,
+        live: Vec<(u32, u32, Vec<RawEvent>)>,
+    ) -> std::result::Result<(), String> {
+        let (_, now_ns) = shm::clock_pair();
+        match writer.snapshot(info, reason, now_ns, &live) {
+            Ok(s) => {
+                self.written += 1;
+                let earlier = s
+                    .earlier
+                    .map(|p| format!("; snapshot {} moved to {}", s.number - 1, p.display()))
+                    .unwrap_or_default();
+                eprintln!(
+                    "fctrace: snapshot {} ({reason}): the last {} events ({} bytes; {} before \
+                     them not kept) in {}{earlier}",
+                    s.number,
+                    s.events,
+                    s.bytes,
+                    s.events_before,
+                    s.dir.display()
+                );
+                Ok(())
+            }
+            Err(e) => Err(format!("snapshot ({reason}) not written: {e}")),
+        }
+    }
+}
+
+/// The clock of a trace whose recording started at `first` (a TSC and
+/// CLOCK_MONOTONIC pair) and is described at `last`.
+fn clock_of(first: (u64, u64), last: (u64, u64)) -> Clock {
+    let ((t0, n0), (t1, n1)) = (first, last);
+    let tsc_hz = if t1 > t0 && n1 > n0 {
+        (t1 - t0) as f64 * 1e9 / (n1 - n0) as f64
+    } else {
+        0.0
+    };
+    Clock {
+        tsc_hz,
+        pairs: vec![first, last],
+    }
 }
 
 /// The live processes `pid` forked while fctrace was attached to it (each

@@ -143,6 +143,33 @@ extern "C" fn on_interrupt(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *
     if code != libc::SI_KERNEL {
         mark_forward(sig);
     }
+    if sig == libc::SIGINT {
+        SNAPSHOT.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A snapshot was asked for (SIGUSR2, or Ctrl-C), for `record --ring`.
+static SNAPSHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_snapshot(_sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    SNAPSHOT.store(true, Ordering::Relaxed);
+}
+
+/// `record --ring`: SIGUSR2 asks fctrace for a snapshot (not passed on).
+pub fn install_snapshot_signal() {
+    // SAFETY: installs an async-signal-safe handler with a zeroed, valid sigaction.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_snapshot as Handler as usize;
+        sa.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut());
+    }
+}
+
+/// Whether a snapshot was asked for (SIGUSR2, Ctrl-C) since the last call.
+pub fn take_snapshot_request() -> bool {
+    SNAPSHOT.swap(false, Ordering::Relaxed)
 }
 
 /// SIGTERM, SIGHUP: always passed on.

@@ -363,6 +363,121 @@ impl SharedMemory {
             .collect()
     }
 
+    /// The events threads wrote into the buffers they still own, per task
+    /// (in its order), for a snapshot of a running program: each buffer's
+    /// records up to the first one not complete yet (no timestamp: a
+    /// record's word is written before its timestamp, and x86 keeps stores
+    /// in order), copied while the threads write on. The buffers stay
+    /// theirs: the same events come again when they are handed over.
+    pub fn live_events(&self) -> Vec<(TaskKey, Vec<RawEvent>)> {
+        let mut owned: Vec<(u32, u32, u32)> = (0..self.buffers_used())
+            .filter_map(|i| {
+                let h = self.buf_header(i);
+                (h.state.load(Ordering::Acquire) == BUF_OWNED && h.task_slot < self.task_count())
+                    .then_some((h.task_slot, h.seq, i))
+            })
+            .collect();
+        owned.sort();
+        let mut out: Vec<(TaskKey, Vec<RawEvent>)> = Vec::new();
+        for (_, _, i) in owned {
+            let h = self.buf_header(i);
+            let pos = (h.pos.load(Ordering::Acquire) as usize).min(self.layout.buf_size as usize);
+            let n = pos.saturating_sub(BUF_HEADER_SIZE) / RawEvent::SIZE;
+            // SAFETY: the n records lie inside the buffer (as in `events`);
+            // they are read with volatile loads, never referenced, as
+            // their thread may be writing them.
+            let base = unsafe {
+                self.base
+                    .add(self.layout.buffer_offset(i) + BUF_HEADER_SIZE)
+                    as *const RawEvent
+            };
+            let read = |k: usize| {
+                // SAFETY: k < n, within the buffer (see above).
+                unsafe {
+                    let r = base.add(k);
+                    let tsc = std::ptr::read_volatile(std::ptr::addr_of!((*r).tsc));
+                    std::sync::atomic::compiler_fence(Ordering::Acquire);
+                    let word = std::ptr::read_volatile(std::ptr::addr_of!((*r).word));
+                    RawEvent { word, tsc }
+                }
+            };
+            let mut recs = Vec::new();
+            let mut k = 0;
+            while k < n {
+                let r = read(k);
+                if r.tsc == 0 {
+                    break;
+                }
+                let extra = match r.kind() {
+                    Some(
+                        fctrace_format::event::EventKind::Args
+                        | fctrace_format::event::EventKind::Retval,
+                    ) => r.payload_records(),
+                    _ => 0,
+                };
+                if k + 1 + extra > n {
+                    break;
+                }
+                recs.push(r);
+                for j in 0..extra {
+                    recs.push(read(k + 1 + j));
+                }
+                k += 1 + extra;
+            }
+            let key = TaskKey {
+                slot: h.task_slot,
+                tid: h.tid,
+            };
+            match out.last_mut() {
+                Some((last, v)) if last.slot == key.slot => v.extend(recs),
+                _ => out.push((key, recs)),
+            }
+        }
+        out
+    }
+
+    /// Buffers handed over so far (a change means more came meanwhile).
+    pub fn handed_over(&self) -> u32 {
+        self.header().full_pushes.load(Ordering::Acquire)
+    }
+
+    /// Snapshots asked for by `snapshot` triggers so far.
+    pub fn snapshot_requests(&self) -> u64 {
+        self.header().snapshot_requests.load(Ordering::Acquire)
+    }
+
+    /// Tasks not in `known` that have ended (their thread is gone, or a
+    /// later task has their thread: an exec), added to `known`. Tasks of
+    /// other PID namespaces are not checked.
+    pub fn newly_ended_tasks(&self, known: &mut std::collections::HashSet<u32>) -> Vec<u32> {
+        let own_ns = self.header().recorder_pidns;
+        let mut ended = Vec::new();
+        let count = self.task_count();
+        let mut latest: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        for i in 0..count {
+            let t = self.task_slot(i);
+            if t.state.load(Ordering::Acquire) != TASK_EMPTY {
+                latest.insert(t.tid, i);
+            }
+        }
+        for i in 0..count {
+            if known.contains(&i) {
+                continue;
+            }
+            let t = self.task_slot(i);
+            if t.state.load(Ordering::Acquire) == TASK_EMPTY
+                || (own_ns != 0 && t.pidns != own_ns && t.pidns != 0)
+            {
+                continue;
+            }
+            if latest.get(&t.tid) != Some(&i) || !thread_alive(t.pid, t.tid) {
+                known.insert(i);
+                ended.push(i);
+            }
+        }
+        ended
+    }
+
     /// Buffers that agents ever took (the others were never touched).
     fn buffers_used(&self) -> u32 {
         self.header()
