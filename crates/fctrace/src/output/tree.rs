@@ -52,6 +52,9 @@
 //!   not returned;
 //! - a `Lost` record prints `... N events lost ...`.
 //!
+//! With `--last N` ([`last`]) each task shows only its last N calls, with
+//! the calls open around them, the task that crashed first.
+//!
 //! With colour on (`--color`, see [`super::term`]), the unit of a duration
 //! of a millisecond or more and the markers above are painted; the
 //! common lines take the same code either way.
@@ -66,6 +69,8 @@ use fctrace_options::known_signal_name as signal_name;
 use fctrace_options::Options;
 use std::io::{self, Write};
 use std::rc::Rc;
+
+mod last;
 
 /// The first line of the tree.
 pub const HEADER: &str = "# DURATION     TID     FUNCTION";
@@ -106,6 +111,9 @@ pub struct TreeStyle {
     /// `-f`: the columns before the function, when not the default
     /// (`duration,tid`).
     pub fields: Option<Vec<Field>>,
+    /// `--last N`: per task, only its last N calls, with the calls open
+    /// around them; the task that crashed first ([`last`]).
+    pub last: Option<u64>,
 }
 
 /// A column of `-f/--output-fields` (uftrace's names).
@@ -328,6 +336,9 @@ pub fn write_tree_styled(
     style: &TreeStyle,
     out: &mut dyn Write,
 ) -> io::Result<TreeSummary> {
+    if let Some(n) = style.last {
+        return last::write_last(trace, options, style, n, out);
+    }
     // One task: the same lines either way, without the merge (the fast
     // path of the common single-threaded trace).
     if !style.task_order && trace.info.tasks.len() > 1 {
