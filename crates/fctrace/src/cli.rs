@@ -435,6 +435,15 @@ pub struct TreeArgs {
         help_heading = "Output"
     )]
     pub output_fields: Option<String>,
+    /// Only each thread's last N calls, with the calls open around them,
+    /// the thread that crashed first (then the others), e.g. `--last 20`
+    #[arg(
+        long = "last",
+        value_name = "N",
+        help_heading = "Output",
+        value_parser = parse_last
+    )]
+    pub last: Option<u64>,
 }
 
 impl TreeArgs {
@@ -447,7 +456,17 @@ impl TreeArgs {
         Ok(crate::output::tree::TreeStyle {
             task_order: self.task_order,
             fields,
+            last: self.last,
         })
+    }
+}
+
+/// `--last N`: a number of calls, 1 or more.
+fn parse_last(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("the number of calls must be 1 or more".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a number of calls (1 or more)")),
     }
 }
 

@@ -86,6 +86,14 @@ pub trait EventSource {
     fn backtrace(&mut self, _entry: &Event) -> Option<Vec<u32>> {
         None
     }
+
+    /// Whether the calls open where the task's events begin, read by the
+    /// source (not passed on), came from a history chain: their returns,
+    /// shown without their entries, are `(entry not in history)`.
+    #[inline]
+    fn history(&self) -> bool {
+        false
+    }
 }
 
 impl EventSource for TaskEvents {
@@ -122,6 +130,14 @@ impl EventSource for FilteredEvents {
         match &mut self.inner {
             Inner::Light(_) => None,
             Inner::Full(f) => f.backtrace(entry),
+        }
+    }
+
+    fn history(&self) -> bool {
+        match &self.inner {
+            // Chains go through to the tree.
+            Inner::Light(_) => false,
+            Inner::Full(f) => f.vis.history,
         }
     }
 }
@@ -188,6 +204,9 @@ struct Chain {
     /// The calls open when fctrace attached (entries not recorded), at
     /// the start of a task.
     attached: bool,
+    /// With `attached`: the calls open where a flight recorder's history
+    /// begins (a history chain).
+    history: bool,
 }
 
 /// Per session: flags by function id, and the triggers of each triggered
@@ -612,6 +631,7 @@ impl<'t> Filter<'t> {
             marks: !self.resumes.is_empty(),
             at_start: true,
             in_syscall: None,
+            history: false,
         }
     }
 
@@ -951,6 +971,7 @@ fn read_chain(func: u32, src: &mut TaskEvents, ahead: &mut VecDeque<Event>) -> O
             resume: b.resume,
             end: false,
             attached: false,
+            history: false,
         })
 }
 
@@ -978,6 +999,7 @@ fn read_end_mark(src: &mut TaskEvents, ahead: &mut VecDeque<Event>) -> Option<Ch
             resume: !b.attached,
             end: b.end,
             attached: b.attached,
+            history: b.history,
         });
     if chain.is_none() {
         ahead.extend(data);
@@ -1363,6 +1385,8 @@ struct Visibility {
     /// Inside a system call's events (`record -k`): whether they are
     /// shown (its values and return follow its entry).
     in_syscall: Option<bool>,
+    /// A history chain was read ([`EventSource::history`]).
+    history: bool,
 }
 
 impl Visibility {
@@ -1543,6 +1567,7 @@ impl Visibility {
                 // filters.
                 if let Some(c) = chain {
                     self.open_calls(&c.funcs);
+                    self.history |= c.history;
                 }
                 None
             }
@@ -2027,6 +2052,80 @@ mod tests {
             | } /* main */ (entry not recorded)
 "
         );
+    }
+
+    /// A flight recorder's snapshot: a history chain first in a task of
+    /// any origin (here a thread's) is read as an attach chain: calls open
+    /// for -F/-N, their returns `(entry not in history)`.
+    #[test]
+    fn calls_open_where_the_history_begins() {
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf.
+        let events_after = [
+            ev(Entry, 3, 100),
+            ev(Exit, 3, 110),
+            ev(Exit, 1, 120),
+            ev(Entry, 2, 130),
+            ev(Exit, 2, 140),
+            ev(Exit, 0, 150),
+        ];
+        let mut events = payload(0, 90, |w| {
+            w.history_chain(&[0, 1]);
+        });
+        events.extend_from_slice(&events_after);
+        let (_d, t) = fake_trace(&[
+            FakeTask::main(2, vec![ev(Entry, 3, 10), ev(Exit, 3, 20)]),
+            FakeTask::thread(1, 2, events),
+        ]);
+        let thread = |o: &Options| -> String {
+            let text = tree(&t, o);
+            let part = text.split("# task 1:").nth(1).unwrap_or_default();
+            part.lines()
+                .skip(1)
+                .map(|l| l.replacen(" [    1] | ", " | ", 1) + "\n")
+                .collect()
+        };
+        assert_eq!(
+            thread(&Options::default()),
+            "   0.010 us |     leaf();
+            |   } /* parse_args */ (entry not in history)
+   0.010 us |   strtol();
+            | } /* main */ (entry not in history)
+"
+        );
+        let inside = opts(|o| o.filters = pats(&["parse_args"]));
+        assert_eq!(
+            thread(&inside),
+            "   0.010 us | leaf();
+            | } /* parse_args */ (entry not in history)
+"
+        );
+        let outside = opts(|o| o.notrace = pats(&["parse_args"]));
+        assert_eq!(
+            thread(&outside),
+            "   0.010 us | strtol();
+            | } /* main */ (entry not in history)
+"
+        );
+        // Every option reads it as the same attach chain would be read.
+        let mut attached = payload(0, 90, |w| {
+            w.attach_chain(&[0, 1]);
+        });
+        attached.extend_from_slice(&events_after);
+        let (_a, at) = one(attached);
+        for o in [
+            Options::default(),
+            inside,
+            outside,
+            opts(|o| o.depth = Some(1)),
+            opts(|o| o.callers = pats(&["strtol"])),
+            opts(|o| o.time_filter = Some(50)),
+        ] {
+            assert_eq!(
+                thread(&o),
+                calls(&at, &o).replace("(entry not recorded)", "(entry not in history)"),
+                "{o:?}"
+            );
+        }
     }
 
     /// Backtraces recorded by the agent (`record -F strtol -T

@@ -40,12 +40,20 @@
 //!   was killed below them, the thread was killed);
 //! - an exit of a function that is not open at all (its entry was not
 //!   recorded) prints `} /* name */ (entry not recorded)`;
+//! - the calls an attach chain or a history chain names (open when
+//!   fctrace attached, or where a flight recorder's kept history begins:
+//!   `fctrace_format::argval`) have no opening line, but what follows is
+//!   at its depth inside them; their returns print `} /* name */ (entry
+//!   not recorded)`, or `(entry not in history)` for a history chain;
 //! - a `Signal` record prints `/* signal SIGUSR1 */` (or `/* signal 40 */`)
 //!   at the current depth, without duration: the calls of the handler
 //!   follow at the same depth, as calls of the interrupted function; a
 //!   fatal signal is the last line of its task before the frames closed as
 //!   not returned;
 //! - a `Lost` record prints `... N events lost ...`.
+//!
+//! With `--last N` ([`last`]) each task shows only its last N calls, with
+//! the calls open around them, the task that crashed first.
 //!
 //! With colour on (`--color`, see [`super::term`]), the unit of a duration
 //! of a millisecond or more and the markers above are painted; the
@@ -61,6 +69,8 @@ use fctrace_options::known_signal_name as signal_name;
 use fctrace_options::Options;
 use std::io::{self, Write};
 use std::rc::Rc;
+
+mod last;
 
 /// The first line of the tree.
 pub const HEADER: &str = "# DURATION     TID     FUNCTION";
@@ -101,6 +111,9 @@ pub struct TreeStyle {
     /// `-f`: the columns before the function, when not the default
     /// (`duration,tid`).
     pub fields: Option<Vec<Field>>,
+    /// `--last N`: per task, only its last N calls, with the calls open
+    /// around them; the task that crashed first ([`last`]).
+    pub last: Option<u64>,
 }
 
 /// A column of `-f/--output-fields` (uftrace's names).
@@ -323,6 +336,9 @@ pub fn write_tree_styled(
     style: &TreeStyle,
     out: &mut dyn Write,
 ) -> io::Result<TreeSummary> {
+    if let Some(n) = style.last {
+        return last::write_last(trace, options, style, n, out);
+    }
     // One task: the same lines either way, without the merge (the fast
     // path of the common single-threaded trace).
     if !style.task_order && trace.info.tasks.len() > 1 {
@@ -648,6 +664,19 @@ fn write_task<S: EventSource>(
     let fields = out.fields.is_some();
     let mut task = TaskState::new(info, events, fields);
     task.advance(summary);
+    write_task_lines(&mut task, &mut (out, names, summary, progress))
+}
+
+/// The lines of a task from its next event (in `head`) on.
+fn write_task_lines<S: EventSource>(
+    task: &mut TaskState<S>,
+    (out, names, summary, progress): &mut (
+        &mut Sink,
+        &mut CallNames,
+        &mut TreeSummary,
+        &mut Progress,
+    ),
+) -> io::Result<()> {
     while let Some(event) = task.head.take() {
         task.advance(summary);
         task.handle(event, out, names, summary)?;
@@ -852,11 +881,12 @@ impl Sink<'_> {
 }
 
 /// The markers that end a line, and their colours.
-const END_MARKERS: [(&str, &str); 4] = [
+const END_MARKERS: [(&str, &str); 5] = [
     ("(unwound)", YELLOW),
     ("(not returned)", RED),
     ("(detached)", RED),
     ("(entry not recorded)", RED),
+    ("(entry not in history)", RED),
 ];
 
 impl Sink<'_> {
@@ -959,7 +989,9 @@ struct Frame {
     /// whole (a 4-byte id and padding made a slow partial copy).
     func: u64,
     name: Rc<TreeName>,
-    /// [`NOT_RECORDED`] for a call open when fctrace attached.
+    /// [`NOT_RECORDED`] for a call open when fctrace attached,
+    /// [`NOT_IN_HISTORY`] for one open where a flight recorder's history
+    /// begins.
     entry_ns: u64,
 }
 
@@ -972,6 +1004,17 @@ fn payload_word(b: &[u8], i: usize) -> u64 {
 /// `Frame::entry_ns` of a call whose entry was not recorded: open when
 /// fctrace attached (an attach chain, `fctrace_format::argval`).
 const NOT_RECORDED: u64 = u64::MAX;
+
+/// `Frame::entry_ns` of a call open where the kept history of a flight
+/// recorder's snapshot begins (a history chain: its entry was dropped).
+const NOT_IN_HISTORY: u64 = u64::MAX - 1;
+
+impl Frame {
+    /// A call of a chain (attach or history): no entry, no opening line.
+    fn without_entry(&self) -> bool {
+        self.entry_ns >= NOT_IN_HISTORY
+    }
+}
 
 struct TaskState<S> {
     /// `[  tid] | `
@@ -990,6 +1033,9 @@ struct TaskState<S> {
     last_ns: u64,
     /// `forks` or `column.info` is set: one test per event for both.
     extras: bool,
+    /// The task began with a history chain: an exit without its entry is
+    /// `(entry not in history)`.
+    history: bool,
 }
 
 impl<S: EventSource> TaskState<S> {
@@ -1008,6 +1054,7 @@ impl<S: EventSource> TaskState<S> {
             forks: None,
             last_ns: 0,
             extras: fields,
+            history: false,
         }
     }
 
@@ -1183,7 +1230,7 @@ impl<S: EventSource> TaskState<S> {
                         let Some(frame) = self.stack.pop() else {
                             return Ok(());
                         };
-                        if frame.entry_ns == NOT_RECORDED {
+                        if frame.without_entry() {
                             return self.close_unrecorded(event, frame, j, out);
                         }
                         let dur = event.ns.saturating_sub(frame.entry_ns);
@@ -1217,12 +1264,15 @@ impl<S: EventSource> TaskState<S> {
                     }
                     None => {
                         let name = names.get(self.session, event.func);
-                        out.line(
-                            None,
-                            column,
-                            depth,
-                            &["} /* ", name.bare(), " */ (entry not recorded)"],
-                        )
+                        // In a task that begins with a history chain: a
+                        // call it names, through display filters (they
+                        // keep the chain), or one entered before it.
+                        let why = if self.history || self.events.history() {
+                            " */ (entry not in history)"
+                        } else {
+                            " */ (entry not recorded)"
+                        };
+                        out.line(None, column, depth, &["} /* ", name.bare(), why])
                     }
                 }
             }
@@ -1244,15 +1294,23 @@ impl<S: EventSource> TaskState<S> {
             }
             EventKind::Args => {
                 // Without its entry: the calls open when fctrace attached
-                // (an attach chain), else not expected and skipped.
+                // (an attach chain) or where a flight recorder's history
+                // begins (a history chain, in a task of any origin), else
+                // not expected and skipped.
                 let bytes = self.take_payload(summary);
                 if let Some(chain) = fctrace_format::argval::decode_backtrace(&bytes) {
                     if chain.attached {
+                        self.history |= chain.history;
+                        let entry_ns = if chain.history {
+                            NOT_IN_HISTORY
+                        } else {
+                            NOT_RECORDED
+                        };
                         for f in chain.funcs {
                             self.stack.push(Frame {
                                 func: u64::from(f),
                                 name: names.get(self.session, f),
-                                entry_ns: NOT_RECORDED,
+                                entry_ns,
                             });
                         }
                     }
@@ -1390,7 +1448,9 @@ impl<S: EventSource> TaskState<S> {
     }
 
     /// The return (or unwinding) of a call open when fctrace attached,
-    /// at depth `j`: `} /* name */ (entry not recorded)`, no duration.
+    /// at depth `j`: `} /* name */ (entry not recorded)`, no duration; of
+    /// one open where a flight recorder's history begins: `(entry not in
+    /// history)`.
     #[cold]
     #[inline(never)]
     fn close_unrecorded(
@@ -1405,30 +1465,23 @@ impl<S: EventSource> TaskState<S> {
         } else {
             ""
         };
+        let why = if frame.entry_ns == NOT_IN_HISTORY {
+            " */ (entry not in history)"
+        } else {
+            " */ (entry not recorded)"
+        };
         match self.retval.take() {
             Some((f, text)) if u64::from(f) == frame.func => out.line(
                 None,
                 &self.column,
                 j,
-                &[
-                    "} = ",
-                    &text,
-                    "; /* ",
-                    frame.name.bare(),
-                    " */ (entry not recorded)",
-                    unwound,
-                ],
+                &["} = ", &text, "; /* ", frame.name.bare(), why, unwound],
             ),
             _ => out.line(
                 None,
                 &self.column,
                 j,
-                &[
-                    "} /* ",
-                    frame.name.bare(),
-                    " */ (entry not recorded)",
-                    unwound,
-                ],
+                &["} /* ", frame.name.bare(), why, unwound],
             ),
         }
     }
@@ -1658,6 +1711,76 @@ mod tests {
                 "            [ 4321] | } /* main */ (entry not recorded)",
             ],
             "{text}"
+        );
+    }
+
+    /// A flight recorder's snapshot: each task begins with a history
+    /// chain (the calls open where its kept history begins), whatever its
+    /// origin; read as an attach chain, their returns say `(entry not in
+    /// history)`, painted as `(entry not recorded)` is.
+    #[test]
+    fn calls_open_where_the_history_begins_close_at_their_depth() {
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf.
+        let history = |t: u64, funcs: &'static [u32]| {
+            crate::output::testutil::payload_events(Args, funcs[0], t, |w| {
+                assert!(w.history_chain(funcs));
+            })
+        };
+        let mut main = history(900, &[0, 1]);
+        main.extend([
+            ev(Entry, 3, 1000),
+            ev(Exit, 3, 1100),
+            ev(Unwind, 1, 1200),
+            ev(Entry, 2, 1300),
+            ev(Exit, 2, 1400),
+        ]);
+        let mut thread = history(950, &[1]);
+        // Then the exit of a call entered before the history, not in the
+        // chain (its events lost).
+        thread.extend([
+            ev(Entry, 2, 1050),
+            ev(Exit, 2, 1060),
+            ev(Exit, 1, 1070),
+            ev(Exit, 3, 1080),
+        ]);
+        let (_dir, trace) = fake_trace(&[
+            FakeTask::main(4321, main),
+            FakeTask::thread(4322, 4321, thread),
+        ]);
+        let (text, _) = render(&trace);
+        let body: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            body,
+            [
+                "   0.100 us [ 4321] |     leaf();",
+                "   0.010 us [ 4322] |   strtol();",
+                "            [ 4322] | } /* parse_args */ (entry not in history)",
+                "            [ 4322] | } /* leaf */ (entry not in history)",
+                "            [ 4321] |   } /* parse_args */ (entry not in history) (unwound)",
+                "   0.100 us [ 4321] |   strtol();",
+                "            [ 4321] | } /* main */ (not returned)",
+            ],
+            "{text}"
+        );
+        assert!(
+            text.contains("thread of task 4321") && text.contains("the program started"),
+            "{text}"
+        );
+        // In colour, the marker is painted as `(entry not recorded)` is.
+        let mut bytes = Vec::new();
+        let mut sink = Sink::new(&mut bytes, &TreeStyle::default(), &trace);
+        sink.painted_line(
+            None,
+            &Column::new(7),
+            0,
+            &["} /* main */ (entry not in history)"],
+        )
+        .unwrap();
+        sink.flush().unwrap();
+        drop(sink);
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            format!("            [    7] | }} /* main */ {RED}(entry not in history){RESET}\n")
         );
     }
 

@@ -1215,7 +1215,8 @@ struct Marks {
     /// exit() deep down): no duration.
     not_returned: bool,
     /// ` (entry not recorded)`: the exit of a call entered before the task's
-    /// trace begins (a fork child returning from `fork`).
+    /// trace begins (a fork child returning from `fork`); ` (entry not in
+    /// history)` too (a flight recorder's snapshot).
     entry_not_recorded: bool,
 }
 
@@ -1289,7 +1290,10 @@ fn parse_line(line: &str) -> Result<(String, u64, usize, LineKind, Marks), Strin
         } else if let Some(t) = text.strip_suffix(" (not returned)") {
             text = t.trim_end().to_string();
             marks.not_returned = true;
-        } else if let Some(t) = text.strip_suffix(" (entry not recorded)") {
+        } else if let Some(t) = text
+            .strip_suffix(" (entry not recorded)")
+            .or_else(|| text.strip_suffix(" (entry not in history)"))
+        {
             text = t.trim_end().to_string();
             marks.entry_not_recorded = true;
         } else {
