@@ -81,6 +81,24 @@ pub fn write_info(out: &mut dyn Write, trace: &Trace) -> anyhow::Result<()> {
     writeln!(out, "Directory:      {}", info.cwd)?;
     writeln!(out, "Started:        {}", utc_time(info.start_unix_ns))?;
     writeln!(out, "Exit status:    {}", exit_text(info.exit))?;
+    if let Some(snap) = &info.snapshot {
+        let why = match snap.reason.as_str() {
+            "exit" => "at the program's exit".to_string(),
+            "trigger" => "by a snapshot trigger".to_string(),
+            "detach" => "when fctrace detached".to_string(),
+            "end" => "at the end of the recording".to_string(),
+            "SIGUSR2" => "on SIGUSR2 (fctrace snapshot)".to_string(),
+            "SIGINT" => "on Ctrl-C".to_string(),
+            sig => format!("the program died by {sig}"),
+        };
+        writeln!(
+            out,
+            "Snapshot:       {} of a flight recording (--ring {}), {why}; {} earlier events not kept",
+            snap.number,
+            human_bytes(snap.ring_size),
+            snap.events_before
+        )?;
+    }
     if !info.options.is_empty() {
         writeln!(out, "Record options: {}", options_text(&info.options))?;
     }

@@ -13,6 +13,7 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     // Bad filter or argument specs are errors before anything runs, and
     // so is an output file that cannot be created.
     let options = args.filter.to_options_with(&args.trace)?;
+    super::record::refuse_snapshot_triggers(&options)?;
     let style = args.tree.style()?;
     let mut output = Output::open(&args.output, terminal)?;
     // A new directory only this user can enter (mkdtemp: a random name,

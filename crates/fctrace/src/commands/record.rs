@@ -24,6 +24,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         // --tid chose the threads to trace: the trace holds those only.
         options.tids.clear();
     }
+    if args.ring.ring.is_none() {
+        refuse_snapshot_triggers(&options)?;
+    }
     let out = recorder::record(
         args.run.target(&args.filter)?,
         &args.dir,
@@ -43,4 +46,20 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     Ok(recorder::exit_like(out.exit))
+}
+
+/// A `snapshot` trigger needs a flight recorder (`record --ring`).
+pub fn refuse_snapshot_triggers(options: &fctrace_options::Options) -> anyhow::Result<()> {
+    if let Some(t) = options
+        .triggers
+        .iter()
+        .find(|t| t.actions.contains(&fctrace_options::Action::Snapshot))
+    {
+        anyhow::bail!(
+            "trigger `{}`: `snapshot` writes a flight recorder's snapshot: record with \
+             `fctrace record --ring SIZE`",
+            t.source
+        );
+    }
+    Ok(())
 }

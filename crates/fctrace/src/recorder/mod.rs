@@ -693,7 +693,7 @@ impl Flight {
                 sink.writer.ring_task_ended(id);
             }
         }
-        let mut reason = process::take_snapshot_request().then(|| "signal".to_string());
+        let mut reason = process::take_snapshot_request().map(fctrace_options::spec::signal_name);
         let requests = mem.snapshot_requests();
         if reason.is_none()
             && requests != self.requests

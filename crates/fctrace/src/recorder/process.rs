@@ -144,15 +144,16 @@ extern "C" fn on_interrupt(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *
         mark_forward(sig);
     }
     if sig == libc::SIGINT {
-        SNAPSHOT.store(true, Ordering::Relaxed);
+        SNAPSHOT.store(sig, Ordering::Relaxed);
     }
 }
 
-/// A snapshot was asked for (SIGUSR2, or Ctrl-C), for `record --ring`.
-static SNAPSHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The signal that asked for a snapshot (SIGUSR2, or Ctrl-C's SIGINT), for
+/// `record --ring`; 0: none.
+static SNAPSHOT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-extern "C" fn on_snapshot(_sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    SNAPSHOT.store(true, Ordering::Relaxed);
+extern "C" fn on_snapshot(sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    SNAPSHOT.store(sig, Ordering::Relaxed);
 }
 
 /// `record --ring`: SIGUSR2 asks fctrace for a snapshot (not passed on).
@@ -167,9 +168,10 @@ pub fn install_snapshot_signal() {
     }
 }
 
-/// Whether a snapshot was asked for (SIGUSR2, Ctrl-C) since the last call.
-pub fn take_snapshot_request() -> bool {
-    SNAPSHOT.swap(false, Ordering::Relaxed)
+/// The signal that asked for a snapshot (SIGUSR2, SIGINT) since the last
+/// call, if one did.
+pub fn take_snapshot_request() -> Option<i32> {
+    Some(SNAPSHOT.swap(0, Ordering::Relaxed)).filter(|&s| s != 0)
 }
 
 /// SIGTERM, SIGHUP: always passed on.
