@@ -486,4 +486,21 @@ fn mistakes_are_explained() {
         rec.run.describe()
     );
     assert!(!rec.dir.path.join("info.json").exists());
+    let r = fctrace(&[OsStr::new("replay"), OsStr::new("-d"), rec.dir.path.as_os_str()]);
+    assert_eq!(r.code(), Some(1), "{}", r.describe());
+    assert!(r.stderr.contains("wrote no snapshot"), "{}", r.describe());
+    // Recording there again moves it aside, as any trace.
+    let again = fctrace(&[
+        OsStr::new("record"),
+        OsStr::new("--ring"),
+        OsStr::new("1M"),
+        OsStr::new("--snapshot-at-exit"),
+        OsStr::new("-d"),
+        rec.dir.path.as_os_str(),
+        exe.as_os_str(),
+        OsStr::new("stages"),
+        OsStr::new("10"),
+    ]);
+    assert!(again.success(), "{}", again.describe());
+    assert_eq!(snapshot_of(&rec.dir.path)["reason"], "exit");
 }

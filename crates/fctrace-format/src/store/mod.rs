@@ -39,6 +39,9 @@ pub const FORMAT_OLDEST: u32 = 1;
 pub const SESSIONS_DIR: &str = "sessions";
 /// Name of the directory of task event files inside a trace directory.
 pub const TASKS_DIR: &str = "tasks";
+/// In a flight recorder's trace directory while it records (`record
+/// --ring`): its process id, for `fctrace snapshot`.
+pub const RECORDER_PID_FILE: &str = "recorder.pid";
 /// Name of the metadata file inside a trace directory.
 pub const INFO_FILE: &str = "info.json";
 

@@ -54,7 +54,21 @@ impl Trace {
         let bytes = match fs::read(&info_path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let reason = if dir.join(TASKS_DIR).is_dir() {
+                let tasks = dir.join(TASKS_DIR);
+                let no_events = fs::read_dir(&tasks).is_ok_and(|mut d| d.next().is_none());
+                let reason = if dir.join(super::RECORDER_PID_FILE).exists() {
+                    format!(
+                        "a flight recorder (`fctrace record --ring`) records there and has written \
+                         no snapshot yet: `fctrace snapshot -d {}` asks for one",
+                        dir.display()
+                    )
+                } else if no_events {
+                    format!(
+                        "{INFO_FILE} is missing and it holds no events: a flight recorder \
+                         (`record --ring`) that wrote no snapshot, or a recording that did not \
+                         finish (was fctrace killed?)"
+                    )
+                } else if tasks.is_dir() {
                     format!(
                         "{INFO_FILE} is missing: the recording did not finish (was fctrace killed?)"
                     )

@@ -103,9 +103,7 @@ pub struct RingOptions {
     pub at_exit: bool,
 }
 
-/// In a flight recorder's trace directory while it records: its process
-/// id, for `fctrace snapshot`.
-pub const RECORDER_PID_FILE: &str = "recorder.pid";
+pub use fctrace_format::store::RECORDER_PID_FILE;
 
 /// Snapshots asked for by triggers are written at most this often (a
 /// trigger on a hot function would otherwise write them back to back).
