@@ -964,6 +964,39 @@ struct Frame {
 }
 
 /// The `i`-th 64-bit word of a kernel event's payload (0 if it is short).
+/// A signal the kernel delivered, as strace prints it: `--- SIGUSR1
+/// {si_signo=SIGUSR1, si_code=SI_TKILL} ---`, and the action when it is
+/// not a handler (`/* default action: terminate */`, `/* ignored */`).
+fn kernel_signal_text(sig: u32, bytes: &[u8]) -> String {
+    let sig = i32::try_from(sig).unwrap_or(i32::MAX);
+    let number = sig.to_string();
+    let name = signal_name(sig).unwrap_or(&number);
+    let code = payload_word(bytes, 0) as i64 as i32;
+    let errno = payload_word(bytes, 1) as i64 as i32;
+    let handler = payload_word(bytes, 2);
+    let mut text = format!(
+        "--- {name} {{si_signo={name}, si_code={}",
+        super::syscalls::si_code_name(sig, code)
+    );
+    if errno != 0 {
+        text.push_str(&format!(
+            ", si_errno={}",
+            super::syscalls::errno_name(errno)
+        ));
+    }
+    text.push_str("} ---");
+    match handler {
+        0 => {
+            text.push_str(" /* default action: ");
+            text.push_str(super::syscalls::default_action(sig));
+            text.push_str(" */");
+        }
+        1 => text.push_str(" /* ignored */"),
+        _ => {}
+    }
+    text
+}
+
 fn payload_word(b: &[u8], i: usize) -> u64 {
     b.get(8 * i..8 * i + 8)
         .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
@@ -1263,7 +1296,10 @@ impl<S: EventSource> TaskState<S> {
             EventKind::Syscall
             | EventKind::SyscallExit
             | EventKind::OffCpu
-            | EventKind::PageFault => self.kernel_event(event, out, summary),
+            | EventKind::PageFault
+            | EventKind::KernelSignal
+            | EventKind::KernelEntry
+            | EventKind::KernelExit => self.kernel_event(event, out, summary),
         }
     }
 
@@ -1448,6 +1484,12 @@ impl<S: EventSource> TaskState<S> {
         let depth = self.stack.len();
         let bytes = self.take_payload(summary);
         if depth == 0 && out.kernel_in_calls_only {
+            // With the kernel functions it ran.
+            while matches!(self.head, Some(n) if matches!(n.kind, EventKind::KernelEntry | EventKind::KernelExit))
+            {
+                self.advance(summary);
+                self.take_payload(summary);
+            }
             if event.kind == EventKind::Syscall
                 && matches!(self.head, Some(n) if n.kind == EventKind::SyscallExit && n.func == event.func)
             {
@@ -1460,8 +1502,86 @@ impl<S: EventSource> TaskState<S> {
             EventKind::Syscall | EventKind::SyscallExit => {
                 self.syscall(event, depth, &bytes, out, summary)
             }
+            EventKind::KernelSignal => {
+                let text = kernel_signal_text(event.func, &bytes);
+                out.line(None, &self.column, depth, &[&text])
+            }
+            EventKind::KernelEntry | EventKind::KernelExit => {
+                self.kernel_functions(event, bytes, depth, out, summary)
+            }
             _ => self.kernel_note(event, depth, &bytes, out, summary),
         }
+    }
+
+    /// Kernel functions (`record -K`) from `first` on, while they follow,
+    /// from `depth`: `[kernel] vfs_read() {`, `[kernel] rw_verify_area();`
+    /// and `} /* [kernel] vfs_read */` with their durations.
+    fn kernel_functions(
+        &mut self,
+        first: Event,
+        first_bytes: Vec<u8>,
+        depth: usize,
+        out: &mut Sink,
+        summary: &mut TreeSummary,
+    ) -> io::Result<()> {
+        // The name after a function event's values (an exit's duration).
+        let name_of = |b: &[u8], at: usize| -> String {
+            let n = b
+                .get(at..at + 2)
+                .map_or(0, |l| u16::from_le_bytes([l[0], l[1]]) as usize);
+            String::from_utf8_lossy(b.get(at + 2..at + 2 + n).unwrap_or(&[])).into_owned()
+        };
+        let mut open: Vec<String> = Vec::new();
+        let mut next = Some((first, first_bytes));
+        while let Some((e, bytes)) = next.take() {
+            if e.kind == EventKind::KernelEntry {
+                let name = name_of(&bytes, 0);
+                // A leaf: its exit right after.
+                if matches!(self.head, Some(h) if h.kind == EventKind::KernelExit) {
+                    self.advance(summary);
+                    let exit = self.take_payload(summary);
+                    let dur = payload_word(&exit, 0);
+                    out.line(
+                        Some(dur),
+                        &self.column,
+                        depth + open.len(),
+                        &["[kernel] ", &name, "();"],
+                    )?;
+                } else {
+                    out.line(
+                        None,
+                        &self.column,
+                        depth + open.len(),
+                        &["[kernel] ", &name, "() {"],
+                    )?;
+                    open.push(name);
+                }
+            } else if let Some(name) = open.pop() {
+                let dur = payload_word(&bytes, 0);
+                out.line(
+                    Some(dur),
+                    &self.column,
+                    depth + open.len(),
+                    &["} /* [kernel] ", &name, " */"],
+                )?;
+            }
+            if let Some(h) = self.head {
+                if matches!(h.kind, EventKind::KernelEntry | EventKind::KernelExit) {
+                    self.advance(summary);
+                    next = Some((h, self.take_payload(summary)));
+                }
+            }
+        }
+        // Not returned when its events end.
+        while let Some(name) = open.pop() {
+            out.line(
+                None,
+                &self.column,
+                depth + open.len(),
+                &["} /* [kernel] ", &name, " */ (not returned)"],
+            )?;
+        }
+        Ok(())
     }
 
     /// A system call (`record -k`), at the current depth: one line
@@ -1499,6 +1619,15 @@ impl<S: EventSource> TaskState<S> {
             bytes.get(50..50 + n)
         });
         let call = super::syscalls::call_text(event.func, &args, path);
+        // The kernel functions it ran (-K): `read(...) {`, them, `} = R`.
+        let mut nested = false;
+        if let Some(first) = self.head.filter(|h| h.kind == EventKind::KernelEntry) {
+            out.line(None, &self.column, depth, &[&call, " {"])?;
+            self.advance(summary);
+            let b = self.take_payload(summary);
+            self.kernel_functions(first, b, depth + 1, out, summary)?;
+            nested = true;
+        }
         match self.head {
             Some(next) if next.kind == EventKind::SyscallExit && next.func == event.func => {
                 self.advance(summary);
@@ -1511,6 +1640,15 @@ impl<S: EventSource> TaskState<S> {
                     0 => String::new(),
                     ns => format!(" /* off-CPU {} */", Duration(ns).to_string().trim()),
                 };
+                if nested {
+                    let name = super::syscalls::name(event.func);
+                    return out.line(
+                        Some(dur),
+                        &self.column,
+                        depth,
+                        &["} = ", &result, " /* ", &name, " */", &off],
+                    );
+                }
                 out.line(
                     Some(dur),
                     &self.column,
@@ -1518,6 +1656,7 @@ impl<S: EventSource> TaskState<S> {
                     &[&call, " = ", &result, &off],
                 )
             }
+            _ if nested => out.line(None, &self.column, depth, &["} = ?"]),
             _ => out.line(None, &self.column, depth, &[&call, " = ?"]),
         }
     }
