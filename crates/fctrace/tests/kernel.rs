@@ -618,6 +618,70 @@ fn kernel_functions_say_what_is_missing() {
     assert!(text.contains("read(3, 0x"), "{text}");
 }
 
+/// `-K` where the tracefs instance refuses the tracer (here the
+/// `function` tracer, which this kernel lists but refuses with EPERM,
+/// asked for through FCTRACE_KERNEL_TRACER): the note says so, the
+/// instance is gone afterwards, and the system calls and functions are
+/// recorded as without -K.
+#[test]
+fn a_refused_tracer_is_said_and_the_rest_recorded() {
+    let Some(root) = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .into_iter()
+        .find(|r| Path::new(r).join("instances").is_dir())
+    else {
+        eprintln!("skipped: no tracefs instances here");
+        return;
+    };
+    let tracers = std::fs::read_to_string(format!("{root}/available_tracers")).unwrap_or_default();
+    if !tracers.split_whitespace().any(|t| t == "function") {
+        eprintln!("skipped: no function tracer listed");
+        return;
+    }
+    let exe = c_program("kernel_block.c", "-O2", &["-O2", "-pthread"]);
+    let native = run_native(&exe, &[]);
+    let work = std::env::temp_dir().join(format!("fctrace-kgraph-{}", unique_suffix()));
+    std::fs::create_dir_all(&work).unwrap();
+    let trace = work.join("trace");
+    let r = run(Command::new(fctrace_bin())
+        .args(["record", "-K", "2", "-d"])
+        .arg(&trace)
+        .arg(&exe)
+        .env("FCTRACE_KERNEL_TRACER", "function"));
+    assert_no_panic(&r);
+    // The program untouched (fctrace's notes are on its stderr).
+    assert!(r.success(), "{}", r.describe());
+    assert_eq!(native.stdout, r.stdout, "{}", r.describe());
+    let accepted = !r.stderr.contains("-K: kernel functions are not recorded");
+    if accepted {
+        eprintln!("this kernel accepts the function tracer: nothing refused");
+    } else {
+        assert!(
+            r.stderr.contains(
+                "-K: kernel functions are not recorded: the kernel refuses the function tracer \
+                 in fctrace's tracefs instance ("
+            ) && r.stderr.contains("current_tracer: ")
+                && r.stderr.contains("system calls are recorded as with -k"),
+            "{}",
+            r.describe()
+        );
+    }
+    // No instance of this recording left.
+    let left: Vec<String> = std::fs::read_dir(format!("{root}/instances"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("fctrace-"))
+        .filter(|n| {
+            let pid = n.trim_start_matches("fctrace-");
+            !Path::new("/proc").join(pid).exists()
+        })
+        .collect();
+    assert!(left.is_empty(), "instances left: {left:?}");
+    let text = replay_text(&trace);
+    assert!(text.contains("wait_for_data() {"), "{text}");
+    assert!(text.contains("read(3, 0x"), "{text}");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
 /// Display filters on system calls: `-F NAME@[syscall]` shows those system
 /// calls only, `-N NAME@[syscall]` hides them (a pattern without
 /// `@[syscall]` names functions only).

@@ -860,8 +860,7 @@ mod tests {
 
     #[test]
     fn signals_and_kernel_functions_round_trip_and_nest() {
-        let dir =
-            std::env::temp_dir().join(format!("fctrace-kernel-test2-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("fctrace-kernel-test2-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("1.sys");
         let mut w = KernelWriter::new(File::create(&path).unwrap(), &path).unwrap();
@@ -916,11 +915,7 @@ mod tests {
         let mut out = Vec::new();
         m.merge(&mut out, true);
         use EventKind::*;
-        let kinds: Vec<EventKind> = out
-            .iter()
-            .map(|e| e.kind)
-            .filter(|k| *k != Data)
-            .collect();
+        let kinds: Vec<EventKind> = out.iter().map(|e| e.kind).filter(|k| *k != Data).collect();
         assert_eq!(
             kinds,
             [

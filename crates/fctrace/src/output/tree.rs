@@ -1736,6 +1736,83 @@ mod tests {
         (String::from_utf8(out).unwrap(), summary)
     }
 
+    /// `record -K`'s kernel functions nest under the system call that ran
+    /// them (`read(...) {`, `} = 5 /* read */`); signals from the kernel's
+    /// side show as strace prints them.
+    #[test]
+    fn kernel_functions_and_signals() {
+        use fctrace_format::store::kernel::{sys_file_of, KernelEvent, KernelWriter};
+        let (dir, trace) = fake_trace(&[FakeTask::main(
+            4321,
+            vec![ev(Entry, 0, 1000), ev(Exit, 0, 90_000)],
+        )]);
+        let path = dir.path().join(sys_file_of(&trace.info.tasks[0].file));
+        let mut w = KernelWriter::new(std::fs::File::create(&path).unwrap(), &path).unwrap();
+        let f = |ns, name: &str| KernelEvent::FuncEntry {
+            ns,
+            name: name.into(),
+        };
+        let x = |ns, dur, name: &str| KernelEvent::FuncExit {
+            ns,
+            dur,
+            name: name.into(),
+        };
+        for e in [
+            KernelEvent::Enter {
+                nr: 0,
+                ns: 2_000,
+                args: [3, 0x1000, 16, 0, 0, 0],
+            },
+            f(2_999, "ksys_read"),
+            f(2_999, "vfs_read"),
+            x(3_300, 301, "vfs_read"),
+            KernelEvent::Exit {
+                nr: 0,
+                ns: 5_000,
+                ret: 5,
+            },
+            x(5_999, 3_000, "ksys_read"),
+            KernelEvent::Signal {
+                ns: 6_000,
+                sig: 10,
+                code: -6,
+                errno: 0,
+                handler: 0x1234,
+                flags: 0,
+            },
+            KernelEvent::Signal {
+                ns: 7_000,
+                sig: 11,
+                code: 1,
+                errno: 0,
+                handler: 0,
+                flags: 0,
+            },
+        ] {
+            w.write(&e).unwrap();
+        }
+        w.finish().unwrap();
+        let trace = Trace::open(dir.path()).unwrap();
+        let (text, _) = render(&trace);
+        let body: Vec<&str> = text.lines().skip(2).collect();
+        assert_eq!(
+            body,
+            [
+                "            [ 4321] | main() {",
+                "            [ 4321] |   read(3, 0x1000, 16) {",
+                "            [ 4321] |     [kernel] ksys_read() {",
+                "   0.301 us [ 4321] |       [kernel] vfs_read();",
+                "   3.000 us [ 4321] |     } /* [kernel] ksys_read */",
+                "   3.000 us [ 4321] |   } = 5 /* read */",
+                "            [ 4321] |   --- SIGUSR1 {si_signo=SIGUSR1, si_code=SI_TKILL} ---",
+                "            [ 4321] |   --- SIGSEGV {si_signo=SIGSEGV, si_code=SEGV_MAPERR} --- \
+                 /* default action: core */",
+                "  89.000 us [ 4321] | } /* main */",
+            ],
+            "{text}"
+        );
+    }
+
     #[test]
     fn example_from_the_spec() {
         // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf

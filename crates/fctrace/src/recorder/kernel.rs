@@ -142,40 +142,9 @@ fn perf_rights() -> String {
     )
 }
 
-/// `-K`: kernel functions need ftrace's function_graph tracer, which
-/// fctrace looks for in tracefs; what it finds, said as a warning (this
-/// version records no kernel functions).
-pub fn kernel_functions_note() -> String {
-    let mut seen = None;
-    for root in TRACEFS {
-        if let Ok(t) = std::fs::read_to_string(format!("{root}/available_tracers")) {
-            seen = Some((
-                root,
-                t.split_whitespace().map(str::to_string).collect::<Vec<_>>(),
-            ));
-            break;
-        }
-    }
-    match seen {
-        None => "-K: kernel functions are not recorded: tracefs is not readable here \
-                 (/sys/kernel/tracing/available_tracers), and they need its function_graph \
-                 tracer"
-            .to_string(),
-        Some((root, tracers)) if !tracers.iter().any(|t| t == "function_graph") => format!(
-            "-K: kernel functions are not recorded: this kernel has no function_graph tracer \
-             ({root}/available_tracers lists {}; it needs CONFIG_FUNCTION_GRAPH_TRACER), nor \
-             does fctrace use kprobes for them",
-            if tracers.is_empty() {
-                "none".to_string()
-            } else {
-                tracers.join(", ")
-            }
-        ),
-        Some(_) => "-K: kernel functions are not recorded by this version of fctrace (the \
-                    kernel offers the function_graph tracer; system calls are recorded as \
-                    with -k)"
-            .to_string(),
-    }
+/// `-K`: why kernel functions are not recorded, said as a warning.
+fn kernel_functions_note(why: &str) -> String {
+    format!("-K: kernel functions are not recorded: {why}; system calls are recorded as with -k")
 }
 
 /// An enabled event of tracepoint `id` on the calling thread, without a
@@ -269,10 +238,14 @@ pub struct Kernel {
     mark_exit: std::collections::HashSet<u32>,
     /// Samples the kernel could not write.
     pub lost: u64,
+    /// Kernel functions' events the tracer lost.
+    pub lost_functions: u64,
     /// Samples of threads no task of the trace had (written nowhere).
     pub untasked: u64,
     fault_ids: Vec<u64>,
     signal_ids: Vec<u64>,
+    /// `-K`: kernel functions (ftrace's function_graph tracer).
+    funcs: Option<super::kgraph::FuncGraph>,
     /// Per process, where fctrace's agent is mapped.
     agent_ranges: HashMap<u32, Vec<(u64, u64)>>,
     /// The BPF output events' ids, and the programs.
@@ -344,9 +317,11 @@ impl Kernel {
             in_agent: Default::default(),
             mark_exit: Default::default(),
             lost: 0,
+            lost_functions: 0,
             untasked: 0,
             fault_ids: Vec::new(),
             signal_ids: Vec::new(),
+            funcs: None,
             agent_ranges: HashMap::new(),
             string_ids: Vec::new(),
             strings: None,
@@ -482,12 +457,32 @@ impl Kernel {
         Ok(())
     }
 
+    /// `-K DEPTH`: records the kernel functions the threads `pids` run
+    /// (and those they create from then on), `depth` levels deep. What the
+    /// kernel lacks or refuses is returned as a note; the rest is recorded
+    /// as before.
+    pub fn trace_functions(&mut self, depth: u32, pids: &[i32]) -> Option<String> {
+        let mut g = match super::kgraph::FuncGraph::open(depth) {
+            Ok(g) => g,
+            Err(why) => return Some(kernel_functions_note(&why)),
+        };
+        if let Err(why) = g.follow(pids) {
+            return Some(kernel_functions_note(&why));
+        }
+        self.funcs = Some(g);
+        None
+    }
+
     /// Reads what the rings hold; writes the samples old enough to be in
     /// order through `write(tid, event)` (all of them when `last`).
     pub fn drain(&mut self, last: bool, write: &mut dyn FnMut(u32, &KernelEvent) -> bool) {
         let now = monotonic_ns();
         for i in 0..self.rings.len() {
             self.read_ring(i);
+        }
+        if let Some(g) = &mut self.funcs {
+            g.read(&mut self.pending);
+            self.lost_functions = g.lost();
         }
         let limit = if last {
             u64::MAX
