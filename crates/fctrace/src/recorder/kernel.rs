@@ -270,7 +270,7 @@ impl Kernel {
     /// those they create from now on), enabled at once (`fctrace -p`,
     /// once the agent runs; closed before detaching).
     pub fn open_for_threads(pid: u32, tids: &[i32]) -> Result<Kernel> {
-        // threads x CPUs x 3 descriptors: as many as the hard limit allows.
+        // threads x CPUs x 4 descriptors (system call entry and exit, page faults, signals): as many as the hard limit allows.
         let mut lim = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,
