@@ -520,6 +520,29 @@ fn signal_lines(text: &str, funcs: &[&str]) -> SignalCounts {
     (by_func, total)
 }
 
+/// `strace -f -qq -e trace=none` of a native run: its `--- SIG...` lines
+/// per signal.
+fn strace_signals(exe: &Path, args: &[&str]) -> BTreeMap<String, u64> {
+    let out = std::env::temp_dir().join(format!("fctrace-strace-{}", unique_suffix()));
+    let r = run(Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=none", "-o"])
+        .arg(&out)
+        .arg(exe)
+        .args(args));
+    // (strace ends as the program did: by its signal, too.)
+    let straced = std::fs::read_to_string(&out)
+        .unwrap_or_else(|e| panic!("strace wrote nothing ({e})\n{}", r.describe()));
+    let _ = std::fs::remove_file(&out);
+    let mut by_strace: BTreeMap<String, u64> = BTreeMap::new();
+    for l in straced.lines() {
+        if let Some(rest) = l.split_once("--- ").map(|(_, r)| r) {
+            let sig = rest.split(' ').next().unwrap().to_string();
+            *by_strace.entry(sig).or_default() += 1;
+        }
+    }
+    by_strace
+}
+
 /// Signals from the kernel's side (`signal:signal_deliver`), shown where
 /// they arrive as strace prints them, under the function running then:
 /// kernel_signals.c raises, kills and pthread_kills SIGUSR1, reaps
@@ -571,25 +594,38 @@ fn signals_are_shown_where_the_kernel_delivers_them() {
         }
     }
     // strace's count of each signal, for a native run.
-    let out = std::env::temp_dir().join(format!("fctrace-strace-{}", unique_suffix()));
-    let r = run(Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=none", "-o"])
-        .arg(&out)
-        .arg(&exe));
-    assert!(r.success(), "strace failed\n{}", r.describe());
-    let straced = std::fs::read_to_string(&out).unwrap();
-    let _ = std::fs::remove_file(&out);
-    let mut by_strace: BTreeMap<String, u64> = BTreeMap::new();
-    for l in straced.lines() {
-        if let Some(rest) = l.split_once("--- ").map(|(_, r)| r) {
-            let sig = rest.split(' ').next().unwrap().to_string();
-            *by_strace.entry(sig).or_default() += 1;
-        }
+    let by_strace = strace_signals(&exe, &[]);
+    assert_eq!(total, by_strace, "fctrace -k against strace\n{ctx}");
+}
+
+/// Crash signals left at their default action: the agent's marker catches
+/// them first (a delivery of its own), then lets them take effect (the
+/// delivery a run without fctrace has): one line each, as strace shows.
+#[test]
+fn crash_signals_are_shown_once() {
+    let exe = c_program("kernel_signals.c", "-O2", &["-O2", "-pthread"]);
+    for (arg, func, sig, code) in [
+        ("abort", "crash_abort", "SIGABRT", "SI_TKILL"),
+        ("segv", "crash_segv", "SIGSEGV", "SEGV_MAPERR"),
+    ] {
+        let native = run(Command::new(&exe).arg(arg));
+        let rec = record_any(&exe, &[arg], &["-k"]);
+        assert_same_behaviour(&native, &rec.run, arg);
+        let text = replay_text(&rec.dir.path);
+        let (by_func, total) = signal_lines(&text, &[func]);
+        let want: BTreeMap<(String, String, String), u64> =
+            [((func.to_string(), sig.to_string(), code.to_string()), 1)]
+                .into_iter()
+                .collect();
+        assert_eq!(by_func, want, "{text}");
+        assert_eq!(total, strace_signals(&exe, &[arg]), "{text}");
+        assert!(
+            text.contains(&format!(
+                "--- {sig} {{si_signo={sig}, si_code={code}}} --- /* default action: core */"
+            )),
+            "{text}"
+        );
     }
-    assert_eq!(
-        total, by_strace,
-        "fctrace -k against strace\n{straced}\n{ctx}"
-    );
 }
 
 /// `-K DEPTH` (kernel functions): fctrace says what this kernel lacks

@@ -199,6 +199,13 @@ fn push_func(out: &mut Vec<Event>, e: &KernelEvent) -> i32 {
     }
 }
 
+/// The action flags of fctrace's agent's marker on crash signals
+/// (SA_SIGINFO | SA_ONSTACK | SA_RESTART, and glibc's SA_RESTORER), and
+/// those signals (SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV,
+/// SIGSYS).
+const AGENT_MARKER_FLAGS: u64 = 0x1c00_0004;
+const CRASH_SIGNALS: [u16; 7] = [4, 5, 6, 7, 8, 11, 31];
+
 /// How far (ns) a kernel function's time may lie past the system call it
 /// ran in: ftrace prints microseconds, recorded as the end of theirs.
 pub const FUNC_TIME_SLACK: u64 = 999;
@@ -532,7 +539,7 @@ pub(crate) struct KernelMerge {
     next: Vec<Event>,
     key: Option<u64>,
     /// Read ahead while making a unit.
-    ahead: Option<KernelEvent>,
+    ahead: std::collections::VecDeque<KernelEvent>,
     scratch: Vec<Event>,
 }
 
@@ -542,7 +549,7 @@ impl KernelMerge {
             reader,
             next: Vec::new(),
             key: None,
-            ahead: None,
+            ahead: Default::default(),
             scratch: Vec::new(),
         };
         m.advance();
@@ -550,7 +557,7 @@ impl KernelMerge {
     }
 
     fn read(&mut self) -> Option<KernelEvent> {
-        self.ahead.take().or_else(|| self.reader.next_event())
+        self.ahead.pop_front().or_else(|| self.reader.next_event())
     }
 
     /// Makes the next unit: a system call with its return and the time
@@ -604,7 +611,9 @@ impl KernelMerge {
                         }
                         Some(x @ KernelEvent::Exit { nr: n, .. }) if n == nr => break Some(x),
                         other => {
-                            self.ahead = other;
+                            if let Some(o) = other {
+                                self.ahead.push_front(o);
+                            }
                             break None;
                         }
                     }
@@ -623,7 +632,9 @@ impl KernelMerge {
                                 depth += push_func(&mut funcs, &f);
                             }
                             other => {
-                                self.ahead = other;
+                                if let Some(o) = other {
+                                    self.ahead.push_front(o);
+                                }
                                 break;
                             }
                         }
@@ -672,7 +683,9 @@ impl KernelMerge {
                 let back = match self.read() {
                     Some(KernelEvent::In { ns: b }) => b,
                     other => {
-                        self.ahead = other;
+                        if let Some(o) = other {
+                            self.ahead.push_front(o);
+                        }
                         ns
                     }
                 };
@@ -698,6 +711,22 @@ impl KernelMerge {
                 self.key = Some(ns);
             }
             KernelEvent::Path { .. } => self.advance(),
+            // The agent's marker on a crash signal the program left at its
+            // default action: the delivery to it, then the same signal's
+            // again at the default action (raised again, or the
+            // instruction faulting again): the second is the program's.
+            KernelEvent::Signal {
+                sig,
+                handler,
+                flags,
+                ..
+            } if handler > 1
+                && flags == AGENT_MARKER_FLAGS
+                && CRASH_SIGNALS.contains(&sig)
+                && self.delivered_again(sig) =>
+            {
+                self.advance()
+            }
             KernelEvent::Signal {
                 ns,
                 sig,
@@ -727,7 +756,9 @@ impl KernelMerge {
                             depth += push_func(&mut self.next, &g);
                         }
                         other => {
-                            self.ahead = other;
+                            if let Some(o) = other {
+                                self.ahead.push_front(o);
+                            }
                             break;
                         }
                     }
@@ -737,6 +768,26 @@ impl KernelMerge {
             // The end of one whose entry was not recorded.
             KernelEvent::FuncExit { .. } => self.advance(),
         }
+    }
+
+    /// Whether signal `sig` is delivered again at its default action
+    /// among the next few events (kept for the next units).
+    fn delivered_again(&mut self, sig: u16) -> bool {
+        for i in 0..16 {
+            if i == self.ahead.len() {
+                match self.reader.next_event() {
+                    Some(e) => self.ahead.push_back(e),
+                    None => return false,
+                }
+            }
+            if let KernelEvent::Signal {
+                sig: s, handler, ..
+            } = self.ahead[i]
+            {
+                return s == sig && handler == 0;
+            }
+        }
+        false
     }
 
     /// Where the next unit goes in time.
@@ -940,6 +991,56 @@ mod tests {
         assert_eq!(u64::from_le_bytes(b[..8].try_into().unwrap()), 301);
         assert_eq!(&b[8..10], &8u16.to_le_bytes());
         assert_eq!(n, 16);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The agent's marker on a crash signal: its delivery is followed by
+    /// the same signal's at the default action, the one shown; a
+    /// program's handler (other flags) is shown with its own.
+    #[test]
+    fn the_agents_marker_delivery_is_not_shown() {
+        let dir = std::env::temp_dir().join(format!("fctrace-kernel-test3-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("1.sys");
+        let mut w = KernelWriter::new(File::create(&path).unwrap(), &path).unwrap();
+        let sig = |ns, sig, handler, flags| KernelEvent::Signal {
+            ns,
+            sig,
+            code: 1,
+            errno: 0,
+            handler,
+            flags,
+        };
+        for e in [
+            // A program handler, then its re-raise at the default action.
+            sig(100, 11, 0x5555_0000, 0x0400_0004),
+            sig(200, 11, 0, 0x0400_0000),
+            // The marker, rt_sigreturn, the fault again.
+            sig(300, 11, 0x7f00_0000, AGENT_MARKER_FLAGS),
+            KernelEvent::Enter {
+                nr: 15,
+                ns: 310,
+                args: [0; 6],
+            },
+            KernelEvent::Fault {
+                ns: 320,
+                addr: 0,
+                ip: 0x5555_1000,
+            },
+            sig(330, 11, 0, 0x0400_0000),
+        ] {
+            w.write(&e).unwrap();
+        }
+        w.finish().unwrap();
+        let mut m = KernelMerge::new(KernelReader::open(&path).unwrap());
+        let mut out = Vec::new();
+        m.merge(&mut out, true);
+        let shown: Vec<u64> = out
+            .iter()
+            .filter(|e| e.kind == EventKind::KernelSignal)
+            .map(|e| e.ns)
+            .collect();
+        assert_eq!(shown, [100, 200, 330]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -741,7 +741,10 @@ impl Kernel {
     /// entry), or the delivery to its marker of a crash signal the program
     /// left at its default action (raised again by the marker, or faulted
     /// again: that second delivery, to the default action, is the one a
-    /// run without fctrace has).
+    /// run without fctrace has). The process's memory map tells where the
+    /// agent is, when it is still there at the drain (a process that
+    /// crashes at once is gone: readers then recognise the marker's
+    /// delivery by what follows it, `store::kernel`).
     fn agents_signal(&mut self, pid: u32, sig: i32, code: i32, handler: u64, flags: u64) -> bool {
         if handler <= 1 {
             return false;

@@ -9,6 +9,9 @@
  *   wait_alarm()   ALARMS times: a 5 ms ITIMER_REAL (SIGALRM, SI_KERNEL);
  *                  its handler writes into a pipe the function reads
  *                  (SA_RESTART: the read goes on after the handler)
+ * With an argument: crash_abort() (abort(): SIGABRT, SI_TKILL) or
+ * crash_segv() (a write through NULL: SIGSEGV, SEGV_MAPERR), left at
+ * their default actions.
  * Nothing sleeps to synchronise: waits and pipes. */
 #include <pthread.h>
 #include <signal.h>
@@ -75,7 +78,15 @@ __attribute__((noinline)) int wait_alarm(void) {
     return (int)read(fds[0], &c, 1);
 }
 
-int main(void) {
+__attribute__((noinline)) void crash_abort(void) { abort(); }
+
+__attribute__((noinline)) void crash_segv(volatile int *p) { *p = 1; }
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "abort") == 0)
+        crash_abort();
+    if (argc > 1 && strcmp(argv[1], "segv") == 0)
+        crash_segv((volatile int *)(argc - 2));
     if (pipe(fds) != 0)
         return 2;
     handle(SIGUSR1, on_usr1);
