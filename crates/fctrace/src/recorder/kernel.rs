@@ -515,6 +515,9 @@ impl Kernel {
                 }
                 KernelEvent::Exit { nr: CLOSE, .. } if self.mark_exit.remove(&tid) => {}
                 _ if self.in_agent.contains(&tid) => {}
+                // The kernel functions of a mark's own close.
+                KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. }
+                    if self.mark_exit.contains(&tid) => {}
                 _ => ready.push((tid, e)),
             }
         }
