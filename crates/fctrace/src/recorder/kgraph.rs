@@ -85,8 +85,7 @@ impl FuncGraph {
     /// missing (the instance is removed).
     pub fn open(depth: u32) -> Result<FuncGraph, String> {
         let root = tracefs_root()?;
-        // SAFETY: getpid has no preconditions.
-        let me = unsafe { libc::getpid() };
+        let me = std::process::id();
         // (Tests ask for a tracer the kernel refuses, to see the message.)
         let tracer =
             std::env::var("FCTRACE_KERNEL_TRACER").unwrap_or_else(|_| "function_graph".into());
@@ -603,8 +602,7 @@ CPU:0 [LOST 20 EVENTS]
             }
         };
         eprintln!("function_graph: {e}");
-        // SAFETY: getpid has no preconditions.
-        let me = unsafe { libc::getpid() };
+        let me = std::process::id();
         assert!(!Path::new(root)
             .join(format!("instances/fctrace-{me}"))
             .exists());
