@@ -57,6 +57,28 @@ fn write_file(path: &Path, value: &str) -> std::io::Result<()> {
     f.write_all(value.as_bytes())
 }
 
+/// Removes the instances of fctrace recordings that were killed before
+/// they could remove theirs (`fctrace-<pid>` of a process that is gone).
+fn remove_stale_instances(root: &Path) {
+    let Ok(dir) = std::fs::read_dir(root.join("instances")) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("fctrace-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = write_file(&e.path().join("tracing_on"), "0");
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
 /// The tracefs root that has instances, or why there is none.
 fn tracefs_root() -> Result<&'static str, String> {
     let mut seen = None;
@@ -86,6 +108,7 @@ impl FuncGraph {
     pub fn open(depth: u32) -> Result<FuncGraph, String> {
         let root = tracefs_root()?;
         let me = std::process::id();
+        remove_stale_instances(Path::new(root));
         // (Tests ask for a tracer the kernel refuses, to see the message.)
         let tracer =
             std::env::var("FCTRACE_KERNEL_TRACER").unwrap_or_else(|_| "function_graph".into());
