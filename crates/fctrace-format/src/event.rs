@@ -53,6 +53,20 @@ pub enum EventKind {
     /// Decoded events only: a page fault of the thread; one `Data` event
     /// follows with the faulting address and the instruction's (u64 each).
     PageFault = 11,
+    /// Decoded events only: the kernel delivered a signal to the thread
+    /// (`signal:signal_deliver`); `func` is its number, 2 `Data` events
+    /// follow with its `si_code` (i64), `si_errno` (i64), the handler the
+    /// kernel ran it with (u64: 0 the default action, 1 ignored) and that
+    /// action's flags (u64).
+    KernelSignal = 12,
+    /// Decoded events only: a kernel function was entered (`record -K`,
+    /// ftrace's function_graph tracer); `func` is 0, `Data` events follow
+    /// with its name's length (u16) and bytes.
+    KernelEntry = 13,
+    /// Decoded events only: the kernel function entered last returned;
+    /// `Data` events follow with its duration (u64 ns), its name's length
+    /// (u16) and bytes.
+    KernelExit = 14,
 }
 
 impl EventKind {

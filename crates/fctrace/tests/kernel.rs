@@ -475,6 +475,159 @@ fn blocked_time_and_page_faults_are_shown() {
     assert_eq!(faults, 64, "{ctx}");
 }
 
+/// The kernel_signals.c constants.
+const RAISES: u64 = 3;
+const KILLS: u64 = 2;
+const CHILDREN: u64 = 2;
+const ALARMS: u64 = 2;
+
+/// `--- SIGNAME {si_signo=SIGNAME, si_code=CODE...} ---` lines: per
+/// (innermost function among `funcs`, signal, si_code), and per signal
+/// over the whole trace.
+type SignalCounts = (
+    BTreeMap<(String, String, String), u64>,
+    BTreeMap<String, u64>,
+);
+
+fn signal_lines(text: &str, funcs: &[&str]) -> SignalCounts {
+    let mut by_func: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+    let mut total: BTreeMap<String, u64> = BTreeMap::new();
+    let mut stacks: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let l = split_replay_line(line).unwrap();
+        let stack = stacks.entry(l.tid).or_default();
+        stack.truncate(l.depth);
+        let t = l.text;
+        if let Some(name) = t.strip_suffix(" {").and_then(|t| t.split('(').next()) {
+            stack.push(name.to_string());
+            continue;
+        }
+        let Some(rest) = t.strip_prefix("--- ") else {
+            continue;
+        };
+        let sig = rest.split(' ').next().unwrap().to_string();
+        let code = rest
+            .split("si_code=")
+            .nth(1)
+            .and_then(|r| r.split([',', '}']).next())
+            .unwrap_or("")
+            .to_string();
+        *total.entry(sig.clone()).or_default() += 1;
+        if let Some(f) = stack.iter().rev().find(|f| funcs.contains(&f.as_str())) {
+            *by_func.entry((f.clone(), sig, code)).or_default() += 1;
+        }
+    }
+    (by_func, total)
+}
+
+/// `strace -f -qq -e trace=none` of a native run: its `--- SIG...` lines
+/// per signal.
+fn strace_signals(exe: &Path, args: &[&str]) -> BTreeMap<String, u64> {
+    let out = std::env::temp_dir().join(format!("fctrace-strace-{}", unique_suffix()));
+    let r = run(Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=none", "-o"])
+        .arg(&out)
+        .arg(exe)
+        .args(args));
+    // (strace ends as the program did: by its signal, too.)
+    let straced = std::fs::read_to_string(&out)
+        .unwrap_or_else(|e| panic!("strace wrote nothing ({e})\n{}", r.describe()));
+    let _ = std::fs::remove_file(&out);
+    let mut by_strace: BTreeMap<String, u64> = BTreeMap::new();
+    for l in straced.lines() {
+        if let Some(rest) = l.split_once("--- ").map(|(_, r)| r) {
+            let sig = rest.split(' ').next().unwrap().to_string();
+            *by_strace.entry(sig).or_default() += 1;
+        }
+    }
+    by_strace
+}
+
+/// Signals from the kernel's side (`signal:signal_deliver`), shown where
+/// they arrive as strace prints them, under the function running then:
+/// kernel_signals.c raises, kills and pthread_kills SIGUSR1, reaps
+/// children (SIGCHLD) and waits for timers (SIGALRM), all handled. The
+/// counts are the program's, and per signal the same as strace's `---`
+/// lines for a native run (nothing of the agent's mixed in).
+#[test]
+fn signals_are_shown_where_the_kernel_delivers_them() {
+    let exe = c_program("kernel_signals.c", "-O2", &["-O2", "-pthread"]);
+    let native = run_native(&exe, &[]);
+    let want_out = format!(
+        "usr1 {} chld {CHILDREN} alrm {ALARMS}\n",
+        RAISES + KILLS + 1
+    );
+    assert_eq!(native.stdout, want_out, "{}", native.describe());
+    let rec = record(&exe, &[], &["-k"]);
+    assert_same_behaviour(&native, &rec.run, "kernel_signals -k");
+    let text = replay_text(&rec.dir.path);
+    let ctx = format!("trace {}\n{}", rec.dir.path.display(), clip(&text, 20_000));
+    let funcs = [
+        "raise_usr1",
+        "kill_usr1",
+        "poke_usr1",
+        "reap_child",
+        "wait_alarm",
+    ];
+    let (by_func, total) = signal_lines(&text, &funcs);
+    let key = |f: &str, s: &str, c: &str| (f.to_string(), s.to_string(), c.to_string());
+    let expected: BTreeMap<(String, String, String), u64> = [
+        (key("raise_usr1", "SIGUSR1", "SI_TKILL"), RAISES),
+        (key("kill_usr1", "SIGUSR1", "SI_USER"), KILLS),
+        (key("poke_usr1", "SIGUSR1", "SI_TKILL"), 1),
+        (key("reap_child", "SIGCHLD", "CLD_EXITED"), CHILDREN),
+        (key("wait_alarm", "SIGALRM", "SI_KERNEL"), ALARMS),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(by_func, expected, "{ctx}");
+    // The whole run: every signal line is one of those, in the main task.
+    let all: u64 = total.values().sum();
+    assert_eq!(all, RAISES + KILLS + 1 + CHILDREN + ALARMS, "{ctx}");
+    // Handled: no default action noted. (The agent's mark of the
+    // handler, `/* signal SIGCHLD */`, is missing when the signal lands
+    // inside its fork interposer, the child having exited before fork
+    // returned: the kernel's side shows it all the same.)
+    for l in text.lines().filter_map(|l| split_replay_line(l).ok()) {
+        if l.text.starts_with("--- ") {
+            assert!(l.text.ends_with("} ---"), "{}\n{ctx}", l.text);
+        }
+    }
+    // strace's count of each signal, for a native run.
+    let by_strace = strace_signals(&exe, &[]);
+    assert_eq!(total, by_strace, "fctrace -k against strace\n{ctx}");
+}
+
+/// Crash signals left at their default action: the agent's marker catches
+/// them first (a delivery of its own), then lets them take effect (the
+/// delivery a run without fctrace has): one line each, as strace shows.
+#[test]
+fn crash_signals_are_shown_once() {
+    let exe = c_program("kernel_signals.c", "-O2", &["-O2", "-pthread"]);
+    for (arg, func, sig, code) in [
+        ("abort", "crash_abort", "SIGABRT", "SI_TKILL"),
+        ("segv", "crash_segv", "SIGSEGV", "SEGV_MAPERR"),
+    ] {
+        let native = run(Command::new(&exe).arg(arg));
+        let rec = record_any(&exe, &[arg], &["-k"]);
+        assert_same_behaviour(&native, &rec.run, arg);
+        let text = replay_text(&rec.dir.path);
+        let (by_func, total) = signal_lines(&text, &[func]);
+        let want: BTreeMap<(String, String, String), u64> =
+            [((func.to_string(), sig.to_string(), code.to_string()), 1)]
+                .into_iter()
+                .collect();
+        assert_eq!(by_func, want, "{text}");
+        assert_eq!(total, strace_signals(&exe, &[arg]), "{text}");
+        assert!(
+            text.contains(&format!(
+                "--- {sig} {{si_signo={sig}, si_code={code}}} --- /* default action: core */"
+            )),
+            "{text}"
+        );
+    }
+}
+
 /// `-K DEPTH` (kernel functions): fctrace says what this kernel lacks
 /// (here the function_graph tracer) and records the system calls anyway.
 #[test]
@@ -499,6 +652,70 @@ fn kernel_functions_say_what_is_missing() {
     }
     let text = replay_text(&rec.dir.path);
     assert!(text.contains("read(3, 0x"), "{text}");
+}
+
+/// `-K` where the tracefs instance refuses the tracer (here the
+/// `function` tracer, which this kernel lists but refuses with EPERM,
+/// asked for through FCTRACE_KERNEL_TRACER): the note says so, the
+/// instance is gone afterwards, and the system calls and functions are
+/// recorded as without -K.
+#[test]
+fn a_refused_tracer_is_said_and_the_rest_recorded() {
+    let Some(root) = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .into_iter()
+        .find(|r| Path::new(r).join("instances").is_dir())
+    else {
+        eprintln!("skipped: no tracefs instances here");
+        return;
+    };
+    let tracers = std::fs::read_to_string(format!("{root}/available_tracers")).unwrap_or_default();
+    if !tracers.split_whitespace().any(|t| t == "function") {
+        eprintln!("skipped: no function tracer listed");
+        return;
+    }
+    let exe = c_program("kernel_block.c", "-O2", &["-O2", "-pthread"]);
+    let native = run_native(&exe, &[]);
+    let work = std::env::temp_dir().join(format!("fctrace-kgraph-{}", unique_suffix()));
+    std::fs::create_dir_all(&work).unwrap();
+    let trace = work.join("trace");
+    let r = run(Command::new(fctrace_bin())
+        .args(["record", "-K", "2", "-d"])
+        .arg(&trace)
+        .arg(&exe)
+        .env("FCTRACE_KERNEL_TRACER", "function"));
+    assert_no_panic(&r);
+    // The program untouched (fctrace's notes are on its stderr).
+    assert!(r.success(), "{}", r.describe());
+    assert_eq!(native.stdout, r.stdout, "{}", r.describe());
+    let accepted = !r.stderr.contains("-K: kernel functions are not recorded");
+    if accepted {
+        eprintln!("this kernel accepts the function tracer: nothing refused");
+    } else {
+        assert!(
+            r.stderr.contains(
+                "-K: kernel functions are not recorded: the kernel refuses the function tracer \
+                 in fctrace's tracefs instance ("
+            ) && r.stderr.contains("current_tracer: ")
+                && r.stderr.contains("system calls are recorded as with -k"),
+            "{}",
+            r.describe()
+        );
+    }
+    // No instance of this recording left.
+    let left: Vec<String> = std::fs::read_dir(format!("{root}/instances"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("fctrace-"))
+        .filter(|n| {
+            let pid = n.trim_start_matches("fctrace-");
+            !Path::new("/proc").join(pid).exists()
+        })
+        .collect();
+    assert!(left.is_empty(), "instances left: {left:?}");
+    let text = replay_text(&trace);
+    assert!(text.contains("wait_for_data() {"), "{text}");
+    assert!(text.contains("read(3, 0x"), "{text}");
+    let _ = std::fs::remove_dir_all(&work);
 }
 
 /// Display filters on system calls: `-F NAME@[syscall]` shows those system

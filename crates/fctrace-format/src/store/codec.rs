@@ -84,7 +84,10 @@ impl ShadowStack {
             | EventKind::Syscall
             | EventKind::SyscallExit
             | EventKind::OffCpu
-            | EventKind::PageFault => {}
+            | EventKind::PageFault
+            | EventKind::KernelSignal
+            | EventKind::KernelEntry
+            | EventKind::KernelExit => {}
         }
     }
     pub(crate) fn clear(&mut self) {

@@ -12,8 +12,15 @@
 //!   kind 5 (a page fault): body = address: u64, ip: u64
 //!   kind 6 (the path the system call in progress was given, copied when
 //!           it returned, before its kind 2): body = len: u16, len bytes
+//!   kind 7 (a signal delivered, nr = its number): body = code: i32,
+//!           errno: i32, handler: u64, flags: u64
+//!   kind 8 (a kernel function's name, before its first use): body =
+//!           id: u32, len: u16, len bytes
+//!   kind 9 (a kernel function entered): body = id: u32
+//!   kind 10 (the kernel function entered last returned): body = id: u32,
+//!           duration: u64
 //! ```
-//! (`nr` is 0 for kinds 3 to 5.)
+//! (`nr` is 0 for kinds 3 to 5 and 8 to 10; `ns` is 0 for kind 8.)
 //! Little-endian; `ns` is CLOCK_MONOTONIC, the timeline of the user
 //! events. Records are in time order. docs/format.md has the same table.
 //!
@@ -79,8 +86,14 @@ const KIND_OUT: u8 = 3;
 const KIND_IN: u8 = 4;
 const KIND_FAULT: u8 = 5;
 const KIND_PATH: u8 = 6;
+const KIND_SIGNAL: u8 = 7;
+const KIND_NAME: u8 = 8;
+const KIND_FUNC_ENTRY: u8 = 9;
+const KIND_FUNC_EXIT: u8 = 10;
 /// Longest path kept.
 pub const MAX_PATH: usize = 256;
+/// Longest kernel function name kept.
+pub const MAX_NAME: usize = 128;
 
 /// One kernel event, as recorded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,6 +111,21 @@ pub enum KernelEvent {
     /// The path system call `nr` was given (without the NUL; at most
     /// `MAX_PATH` bytes, a longer one is cut).
     Path { ns: u64, nr: u16, bytes: Box<[u8]> },
+    /// A signal delivered (`signal:signal_deliver`): its number, `si_code`,
+    /// `si_errno`, and the action the kernel took for it (handler: 0 the
+    /// default action, 1 ignored, else the handler's address; its flags).
+    Signal {
+        ns: u64,
+        sig: u16,
+        code: i32,
+        errno: i32,
+        handler: u64,
+        flags: u64,
+    },
+    /// A kernel function entered (ftrace's function_graph tracer).
+    FuncEntry { ns: u64, name: Box<str> },
+    /// The kernel function entered last returned, after `dur` ns.
+    FuncExit { ns: u64, dur: u64, name: Box<str> },
 }
 
 impl KernelEvent {
@@ -108,7 +136,10 @@ impl KernelEvent {
             | KernelEvent::Out { ns, .. }
             | KernelEvent::In { ns }
             | KernelEvent::Fault { ns, .. }
-            | KernelEvent::Path { ns, .. } => ns,
+            | KernelEvent::Path { ns, .. }
+            | KernelEvent::Signal { ns, .. }
+            | KernelEvent::FuncEntry { ns, .. }
+            | KernelEvent::FuncExit { ns, .. } => ns,
         }
     }
 }
@@ -134,6 +165,51 @@ fn push_unit(out: &mut Vec<Event>, kind: EventKind, func: u32, ns: u64, bytes: &
     }
 }
 
+/// A kernel function's entry or exit, decoded (into `out`), and the
+/// change of depth it makes.
+fn push_func(out: &mut Vec<Event>, e: &KernelEvent) -> i32 {
+    let named = |mut b: Vec<u8>, name: &str| {
+        let len = name.len().min(MAX_NAME);
+        b.extend_from_slice(&(len as u16).to_le_bytes());
+        b.extend_from_slice(&name.as_bytes()[..len]);
+        b
+    };
+    match e {
+        KernelEvent::FuncEntry { ns, name } => {
+            push_unit(
+                out,
+                EventKind::KernelEntry,
+                0,
+                *ns,
+                &named(Vec::new(), name),
+            );
+            1
+        }
+        KernelEvent::FuncExit { ns, dur, name } => {
+            push_unit(
+                out,
+                EventKind::KernelExit,
+                0,
+                *ns,
+                &named(dur.to_le_bytes().to_vec(), name),
+            );
+            -1
+        }
+        _ => 0,
+    }
+}
+
+/// The action flags of fctrace's agent's marker on crash signals
+/// (SA_SIGINFO | SA_ONSTACK | SA_RESTART, and glibc's SA_RESTORER), and
+/// those signals (SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV,
+/// SIGSYS).
+const AGENT_MARKER_FLAGS: u64 = 0x1c00_0004;
+const CRASH_SIGNALS: [u16; 7] = [4, 5, 6, 7, 8, 11, 31];
+
+/// How far (ns) a kernel function's time may lie past the system call it
+/// ran in: ftrace prints microseconds, recorded as the end of theirs.
+pub const FUNC_TIME_SLACK: u64 = 999;
+
 fn words(w: &[u64]) -> Vec<u8> {
     w.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -153,6 +229,8 @@ pub struct KernelWriter {
     path: PathBuf,
     /// Events written.
     pub events: u64,
+    /// Kernel function names written, with their ids.
+    names: std::collections::HashMap<Box<str>, u32>,
 }
 
 impl KernelWriter {
@@ -166,7 +244,30 @@ impl KernelWriter {
             out,
             path: path.to_path_buf(),
             events: 0,
+            names: Default::default(),
         })
+    }
+
+    /// The id of kernel function `name`, its record written first if new.
+    fn name_id(&mut self, name: &str) -> Result<u32, StoreError> {
+        if let Some(&id) = self.names.get(name) {
+            return Ok(id);
+        }
+        let id = self.names.len() as u32;
+        let mut len = name.len().min(MAX_NAME);
+        while !name.is_char_boundary(len) {
+            len -= 1;
+        }
+        let mut rec = vec![KIND_NAME];
+        rec.extend_from_slice(&[0u8; 10]);
+        rec.extend_from_slice(&id.to_le_bytes());
+        rec.extend_from_slice(&(len as u16).to_le_bytes());
+        rec.extend_from_slice(&name.as_bytes()[..len]);
+        self.out
+            .write_all(&rec)
+            .map_err(|e| StoreError::io("cannot write", &self.path, e))?;
+        self.names.insert(name.into(), id);
+        Ok(id)
     }
 
     pub fn write(&mut self, e: &KernelEvent) -> Result<(), StoreError> {
@@ -215,6 +316,38 @@ impl KernelWriter {
                 rec[13..13 + len].copy_from_slice(&bytes[..len]);
                 13 + len
             }
+            KernelEvent::Signal {
+                ns,
+                sig,
+                code,
+                errno,
+                handler,
+                flags,
+            } => {
+                rec[0] = KIND_SIGNAL;
+                rec[1..3].copy_from_slice(&sig.to_le_bytes());
+                rec[3..11].copy_from_slice(&ns.to_le_bytes());
+                rec[11..15].copy_from_slice(&code.to_le_bytes());
+                rec[15..19].copy_from_slice(&errno.to_le_bytes());
+                rec[19..27].copy_from_slice(&handler.to_le_bytes());
+                rec[27..35].copy_from_slice(&flags.to_le_bytes());
+                35
+            }
+            KernelEvent::FuncEntry { ns, ref name } => {
+                let id = self.name_id(name)?;
+                rec[0] = KIND_FUNC_ENTRY;
+                rec[3..11].copy_from_slice(&ns.to_le_bytes());
+                rec[11..15].copy_from_slice(&id.to_le_bytes());
+                15
+            }
+            KernelEvent::FuncExit { ns, dur, ref name } => {
+                let id = self.name_id(name)?;
+                rec[0] = KIND_FUNC_EXIT;
+                rec[3..11].copy_from_slice(&ns.to_le_bytes());
+                rec[11..15].copy_from_slice(&id.to_le_bytes());
+                rec[15..23].copy_from_slice(&dur.to_le_bytes());
+                23
+            }
         };
         self.out
             .write_all(&rec[..n])
@@ -239,6 +372,8 @@ impl KernelWriter {
 /// Reads one task's kernel events, streaming.
 pub struct KernelReader {
     input: zstd::stream::read::Decoder<'static, BufReader<File>>,
+    /// Kernel function names by id.
+    names: Vec<Box<str>>,
 }
 
 impl KernelReader {
@@ -251,17 +386,46 @@ impl KernelReader {
             return None;
         }
         let input = zstd::stream::read::Decoder::new(f).ok()?;
-        Some(KernelReader { input })
+        Some(KernelReader {
+            input,
+            names: Vec::new(),
+        })
     }
 
     /// The next event; `None` at the end (or where the file is damaged:
     /// the events before are good).
     pub fn next_event(&mut self) -> Option<KernelEvent> {
+        loop {
+            let e = self.next_record()?;
+            if let Some(e) = e {
+                return Some(e);
+            }
+        }
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        let mut b = [0u8; 4];
+        self.input.read_exact(&mut b).ok()?;
+        Some(u32::from_le_bytes(b))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        let mut b = [0u8; 8];
+        self.input.read_exact(&mut b).ok()?;
+        Some(u64::from_le_bytes(b))
+    }
+
+    fn name(&self, id: u32) -> Option<Box<str>> {
+        self.names.get(id as usize).cloned()
+    }
+
+    /// The next record: `Some(None)` for a name's (no event).
+    fn next_record(&mut self) -> Option<Option<KernelEvent>> {
         let mut head = [0u8; 11];
         self.input.read_exact(&mut head).ok()?;
         let nr = u16::from_le_bytes([head[1], head[2]]);
         let ns = u64::from_le_bytes(head[3..11].try_into().unwrap());
-        match head[0] {
+        let e = match head[0] {
             KIND_ENTER => {
                 let mut b = [0u8; 48];
                 self.input.read_exact(&mut b).ok()?;
@@ -313,8 +477,51 @@ impl KernelReader {
                     ip: u64::from_le_bytes(b[8..].try_into().unwrap()),
                 })
             }
+            KIND_SIGNAL => {
+                let code = self.u32()? as i32;
+                let errno = self.u32()? as i32;
+                Some(KernelEvent::Signal {
+                    ns,
+                    sig: nr,
+                    code,
+                    errno,
+                    handler: self.u64()?,
+                    flags: self.u64()?,
+                })
+            }
+            KIND_NAME => {
+                let id = self.u32()?;
+                let mut l = [0u8; 2];
+                self.input.read_exact(&mut l).ok()?;
+                let len = u16::from_le_bytes(l) as usize;
+                if len > MAX_NAME || id as usize != self.names.len() {
+                    return None;
+                }
+                let mut bytes = vec![0u8; len];
+                self.input.read_exact(&mut bytes).ok()?;
+                self.names
+                    .push(String::from_utf8_lossy(&bytes).into_owned().into());
+                return Some(None);
+            }
+            KIND_FUNC_ENTRY => {
+                let id = self.u32()?;
+                Some(KernelEvent::FuncEntry {
+                    ns,
+                    name: self.name(id)?,
+                })
+            }
+            KIND_FUNC_EXIT => {
+                let id = self.u32()?;
+                let dur = self.u64()?;
+                Some(KernelEvent::FuncExit {
+                    ns,
+                    dur,
+                    name: self.name(id)?,
+                })
+            }
             _ => None,
-        }
+        };
+        e.map(Some)
     }
 }
 
@@ -332,7 +539,7 @@ pub(crate) struct KernelMerge {
     next: Vec<Event>,
     key: Option<u64>,
     /// Read ahead while making a unit.
-    ahead: Option<KernelEvent>,
+    ahead: std::collections::VecDeque<KernelEvent>,
     scratch: Vec<Event>,
 }
 
@@ -342,7 +549,7 @@ impl KernelMerge {
             reader,
             next: Vec::new(),
             key: None,
-            ahead: None,
+            ahead: Default::default(),
             scratch: Vec::new(),
         };
         m.advance();
@@ -350,7 +557,7 @@ impl KernelMerge {
     }
 
     fn read(&mut self) -> Option<KernelEvent> {
-        self.ahead.take().or_else(|| self.reader.next_event())
+        self.ahead.pop_front().or_else(|| self.reader.next_event())
     }
 
     /// Makes the next unit: a system call with its return and the time
@@ -376,8 +583,20 @@ impl KernelMerge {
             KernelEvent::Enter { nr, ns, args } => {
                 let mut off = 0u64;
                 let mut out_at = None;
+                // The kernel functions it ran (-K), and their depth.
+                let mut funcs = Vec::new();
+                let mut depth = 0i32;
                 let exit = loop {
                     match self.read() {
+                        Some(
+                            f @ (KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. }),
+                        ) => {
+                            if matches!(f, KernelEvent::FuncExit { .. }) && depth == 0 {
+                                // The end of one entered before the call.
+                                continue;
+                            }
+                            depth += push_func(&mut funcs, &f);
+                        }
                         Some(KernelEvent::Out { ns, .. }) => out_at = Some(ns),
                         Some(KernelEvent::In { ns }) => {
                             if let Some(o) = out_at.take() {
@@ -392,11 +611,35 @@ impl KernelMerge {
                         }
                         Some(x @ KernelEvent::Exit { nr: n, .. }) if n == nr => break Some(x),
                         other => {
-                            self.ahead = other;
+                            if let Some(o) = other {
+                                self.ahead.push_front(o);
+                            }
                             break None;
                         }
                     }
                 };
+                // Its kernel functions' times are ftrace's microseconds:
+                // those still open, or begun before it returned, are its.
+                if let Some(KernelEvent::Exit { ns: end, .. }) = exit {
+                    loop {
+                        match self.read() {
+                            Some(f @ KernelEvent::FuncExit { .. }) if depth > 0 => {
+                                depth += push_func(&mut funcs, &f);
+                            }
+                            Some(f @ KernelEvent::FuncEntry { ns: at, .. })
+                                if at <= end + FUNC_TIME_SLACK =>
+                            {
+                                depth += push_func(&mut funcs, &f);
+                            }
+                            other => {
+                                if let Some(o) = other {
+                                    self.ahead.push_front(o);
+                                }
+                                break;
+                            }
+                        }
+                    }
+                }
                 // Its arguments, then the path it was given (length, bytes).
                 let mut payload = words(&args);
                 if let Some(bytes) = path {
@@ -411,6 +654,7 @@ impl KernelMerge {
                     ns,
                     &payload,
                 );
+                self.next.append(&mut funcs);
                 match exit {
                     Some(KernelEvent::Exit { ns: end, ret, .. }) => {
                         push_unit(
@@ -439,7 +683,9 @@ impl KernelMerge {
                 let back = match self.read() {
                     Some(KernelEvent::In { ns: b }) => b,
                     other => {
-                        self.ahead = other;
+                        if let Some(o) = other {
+                            self.ahead.push_front(o);
+                        }
                         ns
                     }
                 };
@@ -465,7 +711,83 @@ impl KernelMerge {
                 self.key = Some(ns);
             }
             KernelEvent::Path { .. } => self.advance(),
+            // The agent's marker on a crash signal the program left at its
+            // default action: the delivery to it, then the same signal's
+            // again at the default action (raised again, or the
+            // instruction faulting again): the second is the program's.
+            KernelEvent::Signal {
+                sig,
+                handler,
+                flags,
+                ..
+            } if handler > 1
+                && flags == AGENT_MARKER_FLAGS
+                && CRASH_SIGNALS.contains(&sig)
+                && self.delivered_again(sig) =>
+            {
+                self.advance()
+            }
+            KernelEvent::Signal {
+                ns,
+                sig,
+                code,
+                errno,
+                handler,
+                flags,
+            } => {
+                push_unit(
+                    &mut self.next,
+                    EventKind::KernelSignal,
+                    u32::from(sig),
+                    ns,
+                    &words(&[code as i64 as u64, errno as i64 as u64, handler, flags]),
+                );
+                self.key = Some(ns);
+            }
+            // Kernel functions outside any system call (a page fault's, an
+            // interrupt's): the whole tree, where it began.
+            f @ KernelEvent::FuncEntry { ns, .. } => {
+                let mut depth = push_func(&mut self.next, &f);
+                while depth > 0 {
+                    match self.read() {
+                        Some(
+                            g @ (KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. }),
+                        ) => {
+                            depth += push_func(&mut self.next, &g);
+                        }
+                        other => {
+                            if let Some(o) = other {
+                                self.ahead.push_front(o);
+                            }
+                            break;
+                        }
+                    }
+                }
+                self.key = Some(ns);
+            }
+            // The end of one whose entry was not recorded.
+            KernelEvent::FuncExit { .. } => self.advance(),
         }
+    }
+
+    /// Whether signal `sig` is delivered again at its default action
+    /// among the next few events (kept for the next units).
+    fn delivered_again(&mut self, sig: u16) -> bool {
+        for i in 0..16 {
+            if i == self.ahead.len() {
+                match self.reader.next_event() {
+                    Some(e) => self.ahead.push_back(e),
+                    None => return false,
+                }
+            }
+            if let KernelEvent::Signal {
+                sig: s, handler, ..
+            } = self.ahead[i]
+            {
+                return s == sig && handler == 0;
+            }
+        }
+        false
     }
 
     /// Where the next unit goes in time.
@@ -584,6 +906,141 @@ mod tests {
         assert_eq!(rest[0].kind, Syscall);
         assert_eq!(rest[0].func, 231);
         assert!(!m.has_more());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn signals_and_kernel_functions_round_trip_and_nest() {
+        let dir = std::env::temp_dir().join(format!("fctrace-kernel-test2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("1.sys");
+        let mut w = KernelWriter::new(File::create(&path).unwrap(), &path).unwrap();
+        let f = |ns, name: &str| KernelEvent::FuncEntry {
+            ns,
+            name: name.into(),
+        };
+        let x = |ns, dur, name: &str| KernelEvent::FuncExit {
+            ns,
+            dur,
+            name: name.into(),
+        };
+        let evs = [
+            KernelEvent::Enter {
+                nr: 0,
+                ns: 1_000,
+                args: [0; 6],
+            },
+            f(1_999, "ksys_read"),
+            f(1_999, "vfs_read"),
+            x(2_300, 301, "vfs_read"),
+            KernelEvent::Exit {
+                nr: 0,
+                ns: 2_500,
+                ret: 5,
+            },
+            // Printed in the microsecond the call returned in: its own.
+            x(2_999, 1_200, "ksys_read"),
+            KernelEvent::Signal {
+                ns: 3_000,
+                sig: 10,
+                code: -6,
+                errno: 0,
+                handler: 0x1234,
+                flags: 0x0400_0000,
+            },
+            // Outside any system call.
+            f(5_999, "handle_mm_fault"),
+            x(5_999, 400, "handle_mm_fault"),
+        ];
+        for e in &evs {
+            w.write(e).unwrap();
+        }
+        assert_eq!(w.finish().unwrap(), evs.len() as u64);
+        let mut r = KernelReader::open(&path).unwrap();
+        for e in &evs {
+            assert_eq!(r.next_event().as_ref(), Some(e));
+        }
+        assert_eq!(r.next_event(), None);
+
+        let mut m = KernelMerge::new(KernelReader::open(&path).unwrap());
+        let mut out = Vec::new();
+        m.merge(&mut out, true);
+        use EventKind::*;
+        let kinds: Vec<EventKind> = out.iter().map(|e| e.kind).filter(|k| *k != Data).collect();
+        assert_eq!(
+            kinds,
+            [
+                Syscall,
+                KernelEntry,
+                KernelEntry,
+                KernelExit,
+                KernelExit,
+                SyscallExit,
+                KernelSignal,
+                KernelEntry,
+                KernelExit
+            ]
+        );
+        let sig = out.iter().position(|e| e.kind == KernelSignal).unwrap();
+        assert_eq!(out[sig].func, 10);
+        let (b, _) = out[sig + 1].data_bytes();
+        assert_eq!(i64::from_le_bytes(b[..8].try_into().unwrap()), -6);
+        // An exit's duration, then its name.
+        let exit = out.iter().position(|e| e.kind == KernelExit).unwrap();
+        let (b, n) = out[exit + 1].data_bytes();
+        assert_eq!(u64::from_le_bytes(b[..8].try_into().unwrap()), 301);
+        assert_eq!(&b[8..10], &8u16.to_le_bytes());
+        assert_eq!(n, 16);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The agent's marker on a crash signal: its delivery is followed by
+    /// the same signal's at the default action, the one shown; a
+    /// program's handler (other flags) is shown with its own.
+    #[test]
+    fn the_agents_marker_delivery_is_not_shown() {
+        let dir = std::env::temp_dir().join(format!("fctrace-kernel-test3-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("1.sys");
+        let mut w = KernelWriter::new(File::create(&path).unwrap(), &path).unwrap();
+        let sig = |ns, sig, handler, flags| KernelEvent::Signal {
+            ns,
+            sig,
+            code: 1,
+            errno: 0,
+            handler,
+            flags,
+        };
+        for e in [
+            // A program handler, then its re-raise at the default action.
+            sig(100, 11, 0x5555_0000, 0x0400_0004),
+            sig(200, 11, 0, 0x0400_0000),
+            // The marker, rt_sigreturn, the fault again.
+            sig(300, 11, 0x7f00_0000, AGENT_MARKER_FLAGS),
+            KernelEvent::Enter {
+                nr: 15,
+                ns: 310,
+                args: [0; 6],
+            },
+            KernelEvent::Fault {
+                ns: 320,
+                addr: 0,
+                ip: 0x5555_1000,
+            },
+            sig(330, 11, 0, 0x0400_0000),
+        ] {
+            w.write(&e).unwrap();
+        }
+        w.finish().unwrap();
+        let mut m = KernelMerge::new(KernelReader::open(&path).unwrap());
+        let mut out = Vec::new();
+        m.merge(&mut out, true);
+        let shown: Vec<u64> = out
+            .iter()
+            .filter(|e| e.kind == EventKind::KernelSignal)
+            .map(|e| e.ns)
+            .collect();
+        assert_eq!(shown, [100, 200, 330]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

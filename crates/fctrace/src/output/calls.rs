@@ -299,7 +299,10 @@ impl<S: EventSource> Calls<S> {
                 | EventKind::Syscall
                 | EventKind::SyscallExit
                 | EventKind::OffCpu
-                | EventKind::PageFault => {}
+                | EventKind::PageFault
+                | EventKind::KernelSignal
+                | EventKind::KernelEntry
+                | EventKind::KernelExit => {}
             }
         }
     }

@@ -1526,7 +1526,13 @@ impl Visibility {
         }
         // A system call's values and return go with it.
         match (e.kind, self.in_syscall) {
-            (EventKind::Data | EventKind::SyscallExit, Some(shown)) => {
+            (
+                EventKind::Data
+                | EventKind::SyscallExit
+                | EventKind::KernelEntry
+                | EventKind::KernelExit,
+                Some(shown),
+            ) => {
                 return shown.then_some(e);
             }
             (EventKind::Data, None) => {}
@@ -1599,6 +1605,21 @@ impl Visibility {
                 }
             }
             EventKind::Lost => Some(e),
+            // A signal from the kernel's side, kernel functions outside a
+            // system call: with their values, where the call they came in
+            // is shown.
+            EventKind::KernelSignal | EventKind::KernelEntry => {
+                let shown = match self.stack.last() {
+                    Some(top) if top.hide => match self.stack.iter().rev().find(|f| !f.hide) {
+                        Some(f) => f.shown,
+                        None => self.context_shown(0),
+                    },
+                    Some(top) => top.shown,
+                    None => self.context_shown(0),
+                };
+                self.in_syscall = Some(shown);
+                shown.then_some(e)
+            }
             // Signal marks, arguments and return values belong to the call
             // they came in.
             _ => match self.stack.last() {

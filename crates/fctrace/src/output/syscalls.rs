@@ -238,6 +238,127 @@ pub fn result_text(nr: u32, ret: i64) -> String {
     }
 }
 
+/// An error number's name (`EPERM`), or the number.
+pub fn errno_name(e: i32) -> String {
+    ERRNO_NAMES
+        .get(e.max(0) as usize)
+        .filter(|n| !n.is_empty())
+        .map_or_else(|| e.to_string(), |n| n.to_string())
+}
+
+/// strace's name for a signal's `si_code` (`SI_TKILL`, `SEGV_MAPERR`,
+/// `CLD_EXITED`), or the number.
+pub fn si_code_name(sig: i32, code: i32) -> String {
+    let general = match code {
+        0 => Some("SI_USER"),
+        0x80 => Some("SI_KERNEL"),
+        -1 => Some("SI_QUEUE"),
+        -2 => Some("SI_TIMER"),
+        -3 => Some("SI_MESGQ"),
+        -4 => Some("SI_ASYNCIO"),
+        -5 => Some("SI_SIGIO"),
+        -6 => Some("SI_TKILL"),
+        -7 => Some("SI_DETHREAD"),
+        -60 => Some("SI_ASYNCNL"),
+        _ => None,
+    };
+    if let Some(n) = general {
+        return n.to_string();
+    }
+    let specific: &[&str] = match sig {
+        libc::SIGILL => &[
+            "ILL_ILLOPC",
+            "ILL_ILLOPN",
+            "ILL_ILLADR",
+            "ILL_ILLTRP",
+            "ILL_PRVOPC",
+            "ILL_PRVREG",
+            "ILL_COPROC",
+            "ILL_BADSTK",
+            "ILL_BADIADDR",
+        ],
+        libc::SIGFPE => &[
+            "FPE_INTDIV",
+            "FPE_INTOVF",
+            "FPE_FLTDIV",
+            "FPE_FLTOVF",
+            "FPE_FLTUND",
+            "FPE_FLTRES",
+            "FPE_FLTINV",
+            "FPE_FLTSUB",
+            "FPE_FLTUNK",
+            "FPE_CONDTRAP",
+        ],
+        libc::SIGSEGV => &[
+            "SEGV_MAPERR",
+            "SEGV_ACCERR",
+            "SEGV_BNDERR",
+            "SEGV_PKUERR",
+            "SEGV_ACCADI",
+            "SEGV_ADIDERR",
+            "SEGV_ADIPERR",
+            "SEGV_MTEAERR",
+            "SEGV_MTESERR",
+            "SEGV_CPERR",
+        ],
+        libc::SIGBUS => &[
+            "BUS_ADRALN",
+            "BUS_ADRERR",
+            "BUS_OBJERR",
+            "BUS_MCEERR_AR",
+            "BUS_MCEERR_AO",
+        ],
+        libc::SIGTRAP => &[
+            "TRAP_BRKPT",
+            "TRAP_TRACE",
+            "TRAP_BRANCH",
+            "TRAP_HWBKPT",
+            "TRAP_UNK",
+            "TRAP_PERF",
+        ],
+        libc::SIGCHLD => &[
+            "CLD_EXITED",
+            "CLD_KILLED",
+            "CLD_DUMPED",
+            "CLD_TRAPPED",
+            "CLD_STOPPED",
+            "CLD_CONTINUED",
+        ],
+        libc::SIGIO => &[
+            "POLL_IN", "POLL_OUT", "POLL_MSG", "POLL_ERR", "POLL_PRI", "POLL_HUP",
+        ],
+        libc::SIGSYS => &["SYS_SECCOMP", "SYS_USER_DISPATCH"],
+        _ => &[],
+    };
+    match usize::try_from(code)
+        .ok()
+        .and_then(|c| specific.get(c.wrapping_sub(1)))
+    {
+        Some(n) => n.to_string(),
+        None => code.to_string(),
+    }
+}
+
+/// What a signal's default action does (signal(7)).
+pub fn default_action(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGCHLD | libc::SIGURG | libc::SIGWINCH => "ignore",
+        libc::SIGCONT => "continue",
+        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => "stop",
+        libc::SIGQUIT
+        | libc::SIGILL
+        | libc::SIGTRAP
+        | libc::SIGABRT
+        | libc::SIGBUS
+        | libc::SIGFPE
+        | libc::SIGSEGV
+        | libc::SIGXCPU
+        | libc::SIGXFSZ
+        | libc::SIGSYS => "core",
+        _ => "terminate",
+    }
+}
+
 /// Whether `ret` is an error result.
 pub fn is_error(ret: i64) -> bool {
     (-4095..0).contains(&ret)

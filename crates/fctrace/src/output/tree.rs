@@ -996,6 +996,39 @@ struct Frame {
 }
 
 /// The `i`-th 64-bit word of a kernel event's payload (0 if it is short).
+/// A signal the kernel delivered, as strace prints it: `--- SIGUSR1
+/// {si_signo=SIGUSR1, si_code=SI_TKILL} ---`, and the action when it is
+/// not a handler (`/* default action: terminate */`, `/* ignored */`).
+fn kernel_signal_text(sig: u32, bytes: &[u8]) -> String {
+    let sig = i32::try_from(sig).unwrap_or(i32::MAX);
+    let number = sig.to_string();
+    let name = signal_name(sig).unwrap_or(&number);
+    let code = payload_word(bytes, 0) as i64 as i32;
+    let errno = payload_word(bytes, 1) as i64 as i32;
+    let handler = payload_word(bytes, 2);
+    let mut text = format!(
+        "--- {name} {{si_signo={name}, si_code={}",
+        super::syscalls::si_code_name(sig, code)
+    );
+    if errno != 0 {
+        text.push_str(&format!(
+            ", si_errno={}",
+            super::syscalls::errno_name(errno)
+        ));
+    }
+    text.push_str("} ---");
+    match handler {
+        0 => {
+            text.push_str(" /* default action: ");
+            text.push_str(super::syscalls::default_action(sig));
+            text.push_str(" */");
+        }
+        1 => text.push_str(" /* ignored */"),
+        _ => {}
+    }
+    text
+}
+
 fn payload_word(b: &[u8], i: usize) -> u64 {
     b.get(8 * i..8 * i + 8)
         .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()))
@@ -1321,7 +1354,10 @@ impl<S: EventSource> TaskState<S> {
             EventKind::Syscall
             | EventKind::SyscallExit
             | EventKind::OffCpu
-            | EventKind::PageFault => self.kernel_event(event, out, summary),
+            | EventKind::PageFault
+            | EventKind::KernelSignal
+            | EventKind::KernelEntry
+            | EventKind::KernelExit => self.kernel_event(event, out, summary),
         }
     }
 
@@ -1501,6 +1537,12 @@ impl<S: EventSource> TaskState<S> {
         let depth = self.stack.len();
         let bytes = self.take_payload(summary);
         if depth == 0 && out.kernel_in_calls_only {
+            // With the kernel functions it ran.
+            while matches!(self.head, Some(n) if matches!(n.kind, EventKind::KernelEntry | EventKind::KernelExit))
+            {
+                self.advance(summary);
+                self.take_payload(summary);
+            }
             if event.kind == EventKind::Syscall
                 && matches!(self.head, Some(n) if n.kind == EventKind::SyscallExit && n.func == event.func)
             {
@@ -1513,8 +1555,86 @@ impl<S: EventSource> TaskState<S> {
             EventKind::Syscall | EventKind::SyscallExit => {
                 self.syscall(event, depth, &bytes, out, summary)
             }
+            EventKind::KernelSignal => {
+                let text = kernel_signal_text(event.func, &bytes);
+                out.line(None, &self.column, depth, &[&text])
+            }
+            EventKind::KernelEntry | EventKind::KernelExit => {
+                self.kernel_functions(event, bytes, depth, out, summary)
+            }
             _ => self.kernel_note(event, depth, &bytes, out, summary),
         }
+    }
+
+    /// Kernel functions (`record -K`) from `first` on, while they follow,
+    /// from `depth`: `[kernel] vfs_read() {`, `[kernel] rw_verify_area();`
+    /// and `} /* [kernel] vfs_read */` with their durations.
+    fn kernel_functions(
+        &mut self,
+        first: Event,
+        first_bytes: Vec<u8>,
+        depth: usize,
+        out: &mut Sink,
+        summary: &mut TreeSummary,
+    ) -> io::Result<()> {
+        // The name after a function event's values (an exit's duration).
+        let name_of = |b: &[u8], at: usize| -> String {
+            let n = b
+                .get(at..at + 2)
+                .map_or(0, |l| u16::from_le_bytes([l[0], l[1]]) as usize);
+            String::from_utf8_lossy(b.get(at + 2..at + 2 + n).unwrap_or(&[])).into_owned()
+        };
+        let mut open: Vec<String> = Vec::new();
+        let mut next = Some((first, first_bytes));
+        while let Some((e, bytes)) = next.take() {
+            if e.kind == EventKind::KernelEntry {
+                let name = name_of(&bytes, 0);
+                // A leaf: its exit right after.
+                if matches!(self.head, Some(h) if h.kind == EventKind::KernelExit) {
+                    self.advance(summary);
+                    let exit = self.take_payload(summary);
+                    let dur = payload_word(&exit, 0);
+                    out.line(
+                        Some(dur),
+                        &self.column,
+                        depth + open.len(),
+                        &["[kernel] ", &name, "();"],
+                    )?;
+                } else {
+                    out.line(
+                        None,
+                        &self.column,
+                        depth + open.len(),
+                        &["[kernel] ", &name, "() {"],
+                    )?;
+                    open.push(name);
+                }
+            } else if let Some(name) = open.pop() {
+                let dur = payload_word(&bytes, 0);
+                out.line(
+                    Some(dur),
+                    &self.column,
+                    depth + open.len(),
+                    &["} /* [kernel] ", &name, " */"],
+                )?;
+            }
+            if let Some(h) = self.head {
+                if matches!(h.kind, EventKind::KernelEntry | EventKind::KernelExit) {
+                    self.advance(summary);
+                    next = Some((h, self.take_payload(summary)));
+                }
+            }
+        }
+        // Not returned when its events end.
+        while let Some(name) = open.pop() {
+            out.line(
+                None,
+                &self.column,
+                depth + open.len(),
+                &["} /* [kernel] ", &name, " */ (not returned)"],
+            )?;
+        }
+        Ok(())
     }
 
     /// A system call (`record -k`), at the current depth: one line
@@ -1552,6 +1672,15 @@ impl<S: EventSource> TaskState<S> {
             bytes.get(50..50 + n)
         });
         let call = super::syscalls::call_text(event.func, &args, path);
+        // The kernel functions it ran (-K): `read(...) {`, them, `} = R`.
+        let mut nested = false;
+        if let Some(first) = self.head.filter(|h| h.kind == EventKind::KernelEntry) {
+            out.line(None, &self.column, depth, &[&call, " {"])?;
+            self.advance(summary);
+            let b = self.take_payload(summary);
+            self.kernel_functions(first, b, depth + 1, out, summary)?;
+            nested = true;
+        }
         match self.head {
             Some(next) if next.kind == EventKind::SyscallExit && next.func == event.func => {
                 self.advance(summary);
@@ -1564,6 +1693,15 @@ impl<S: EventSource> TaskState<S> {
                     0 => String::new(),
                     ns => format!(" /* off-CPU {} */", Duration(ns).to_string().trim()),
                 };
+                if nested {
+                    let name = super::syscalls::name(event.func);
+                    return out.line(
+                        Some(dur),
+                        &self.column,
+                        depth,
+                        &["} = ", &result, " /* ", &name, " */", &off],
+                    );
+                }
                 out.line(
                     Some(dur),
                     &self.column,
@@ -1571,6 +1709,7 @@ impl<S: EventSource> TaskState<S> {
                     &[&call, " = ", &result, &off],
                 )
             }
+            _ if nested => out.line(None, &self.column, depth, &["} = ?"]),
             _ => out.line(None, &self.column, depth, &[&call, " = ?"]),
         }
     }
@@ -1648,6 +1787,83 @@ mod tests {
         let mut out = Vec::new();
         let summary = write_tree(trace, &mut out).unwrap();
         (String::from_utf8(out).unwrap(), summary)
+    }
+
+    /// `record -K`'s kernel functions nest under the system call that ran
+    /// them (`read(...) {`, `} = 5 /* read */`); signals from the kernel's
+    /// side show as strace prints them.
+    #[test]
+    fn kernel_functions_and_signals() {
+        use fctrace_format::store::kernel::{sys_file_of, KernelEvent, KernelWriter};
+        let (dir, trace) = fake_trace(&[FakeTask::main(
+            4321,
+            vec![ev(Entry, 0, 1000), ev(Exit, 0, 90_000)],
+        )]);
+        let path = dir.path().join(sys_file_of(&trace.info.tasks[0].file));
+        let mut w = KernelWriter::new(std::fs::File::create(&path).unwrap(), &path).unwrap();
+        let f = |ns, name: &str| KernelEvent::FuncEntry {
+            ns,
+            name: name.into(),
+        };
+        let x = |ns, dur, name: &str| KernelEvent::FuncExit {
+            ns,
+            dur,
+            name: name.into(),
+        };
+        for e in [
+            KernelEvent::Enter {
+                nr: 0,
+                ns: 2_000,
+                args: [3, 0x1000, 16, 0, 0, 0],
+            },
+            f(2_999, "ksys_read"),
+            f(2_999, "vfs_read"),
+            x(3_300, 301, "vfs_read"),
+            KernelEvent::Exit {
+                nr: 0,
+                ns: 5_000,
+                ret: 5,
+            },
+            x(5_999, 3_000, "ksys_read"),
+            KernelEvent::Signal {
+                ns: 6_000,
+                sig: 10,
+                code: -6,
+                errno: 0,
+                handler: 0x1234,
+                flags: 0,
+            },
+            KernelEvent::Signal {
+                ns: 7_000,
+                sig: 11,
+                code: 1,
+                errno: 0,
+                handler: 0,
+                flags: 0,
+            },
+        ] {
+            w.write(&e).unwrap();
+        }
+        w.finish().unwrap();
+        let trace = Trace::open(dir.path()).unwrap();
+        let (text, _) = render(&trace);
+        let body: Vec<&str> = text.lines().skip(2).collect();
+        assert_eq!(
+            body,
+            [
+                "            [ 4321] | main() {",
+                "            [ 4321] |   read(3, 0x1000, 16) {",
+                "            [ 4321] |     [kernel] ksys_read() {",
+                "   0.301 us [ 4321] |       [kernel] vfs_read();",
+                "   3.000 us [ 4321] |     } /* [kernel] ksys_read */",
+                "   3.000 us [ 4321] |   } = 5 /* read */",
+                "            [ 4321] |   --- SIGUSR1 {si_signo=SIGUSR1, si_code=SI_TKILL} ---",
+                "            [ 4321] |   --- SIGSEGV {si_signo=SIGSEGV, si_code=SEGV_MAPERR} --- \
+                 /* default action: core */",
+                "  89.000 us [ 4321] | } /* main */",
+            ],
+            "{text}"
+        );
     }
 
     #[test]

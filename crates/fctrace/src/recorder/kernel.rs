@@ -142,40 +142,9 @@ fn perf_rights() -> String {
     )
 }
 
-/// `-K`: kernel functions need ftrace's function_graph tracer, which
-/// fctrace looks for in tracefs; what it finds, said as a warning (this
-/// version records no kernel functions).
-pub fn kernel_functions_note() -> String {
-    let mut seen = None;
-    for root in TRACEFS {
-        if let Ok(t) = std::fs::read_to_string(format!("{root}/available_tracers")) {
-            seen = Some((
-                root,
-                t.split_whitespace().map(str::to_string).collect::<Vec<_>>(),
-            ));
-            break;
-        }
-    }
-    match seen {
-        None => "-K: kernel functions are not recorded: tracefs is not readable here \
-                 (/sys/kernel/tracing/available_tracers), and they need its function_graph \
-                 tracer"
-            .to_string(),
-        Some((root, tracers)) if !tracers.iter().any(|t| t == "function_graph") => format!(
-            "-K: kernel functions are not recorded: this kernel has no function_graph tracer \
-             ({root}/available_tracers lists {}; it needs CONFIG_FUNCTION_GRAPH_TRACER), nor \
-             does fctrace use kprobes for them",
-            if tracers.is_empty() {
-                "none".to_string()
-            } else {
-                tracers.join(", ")
-            }
-        ),
-        Some(_) => "-K: kernel functions are not recorded by this version of fctrace (the \
-                    kernel offers the function_graph tracer; system calls are recorded as \
-                    with -k)"
-            .to_string(),
-    }
+/// `-K`: why kernel functions are not recorded, said as a warning.
+fn kernel_functions_note(why: &str) -> String {
+    format!("-K: kernel functions are not recorded: {why}; system calls are recorded as with -k")
 }
 
 /// An enabled event of tracepoint `id` on the calling thread, without a
@@ -269,9 +238,16 @@ pub struct Kernel {
     mark_exit: std::collections::HashSet<u32>,
     /// Samples the kernel could not write.
     pub lost: u64,
+    /// Kernel functions' events the tracer lost.
+    pub lost_functions: u64,
     /// Samples of threads no task of the trace had (written nowhere).
     pub untasked: u64,
     fault_ids: Vec<u64>,
+    signal_ids: Vec<u64>,
+    /// `-K`: kernel functions (ftrace's function_graph tracer).
+    funcs: Option<super::kgraph::FuncGraph>,
+    /// Per process, where fctrace's agent is mapped.
+    agent_ranges: HashMap<u32, Vec<(u64, u64)>>,
     /// The BPF output events' ids, and the programs.
     string_ids: Vec<u64>,
     strings: Option<super::bpf::Strings>,
@@ -294,7 +270,7 @@ impl Kernel {
     /// those they create from now on), enabled at once (`fctrace -p`,
     /// once the agent runs; closed before detaching).
     pub fn open_for_threads(pid: u32, tids: &[i32]) -> Result<Kernel> {
-        // threads x CPUs x 3 descriptors: as many as the hard limit allows.
+        // threads x CPUs x 4 descriptors (system call entry and exit, page faults, signals): as many as the hard limit allows.
         let mut lim = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,
@@ -320,6 +296,13 @@ impl Kernel {
         if let Err(e) = &fault {
             notes.push(format!("{e:#}: page faults are not recorded"));
         }
+        // Signals as the kernel delivers them.
+        let signal = tracepoint_id("signal", "signal_deliver");
+        if let Err(e) = &signal {
+            notes.push(format!(
+                "{e:#}: signals are not recorded from the kernel's side"
+            ));
+        }
         // SAFETY: sysconf has no preconditions.
         let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as i32;
         // SAFETY: as above.
@@ -334,8 +317,12 @@ impl Kernel {
             in_agent: Default::default(),
             mark_exit: Default::default(),
             lost: 0,
+            lost_functions: 0,
             untasked: 0,
             fault_ids: Vec::new(),
+            signal_ids: Vec::new(),
+            funcs: None,
+            agent_ranges: HashMap::new(),
             string_ids: Vec::new(),
             strings: None,
             shm_ranges: HashMap::new(),
@@ -344,6 +331,9 @@ impl Kernel {
         let mut tps = vec![(enter, 0), (exit, 1)];
         if let Ok(f) = fault {
             tps.push((f, 2));
+        }
+        if let Ok(s) = signal {
+            tps.push((s, 3));
         }
         for cpu in 0..ncpu {
             let mut ring_fd = -1;
@@ -380,7 +370,8 @@ impl Kernel {
                 match ids {
                     0 => k.enter_ids.push(id),
                     1 => k.exit_ids.push(id),
-                    _ => k.fault_ids.push(id),
+                    2 => k.fault_ids.push(id),
+                    _ => k.signal_ids.push(id),
                 }
                 if ring_fd < 0 {
                     let mut mapped = None;
@@ -466,12 +457,32 @@ impl Kernel {
         Ok(())
     }
 
+    /// `-K DEPTH`: records the kernel functions the threads `pids` run
+    /// (and those they create from then on), `depth` levels deep. What the
+    /// kernel lacks or refuses is returned as a note; the rest is recorded
+    /// as before.
+    pub fn trace_functions(&mut self, depth: u32, pids: &[i32]) -> Option<String> {
+        let mut g = match super::kgraph::FuncGraph::open(depth) {
+            Ok(g) => g,
+            Err(why) => return Some(kernel_functions_note(&why)),
+        };
+        if let Err(why) = g.follow(pids) {
+            return Some(kernel_functions_note(&why));
+        }
+        self.funcs = Some(g);
+        None
+    }
+
     /// Reads what the rings hold; writes the samples old enough to be in
     /// order through `write(tid, event)` (all of them when `last`).
     pub fn drain(&mut self, last: bool, write: &mut dyn FnMut(u32, &KernelEvent) -> bool) {
         let now = monotonic_ns();
         for i in 0..self.rings.len() {
             self.read_ring(i);
+        }
+        if let Some(g) = &mut self.funcs {
+            g.read(&mut self.pending);
+            self.lost_functions = g.lost();
         }
         let limit = if last {
             u64::MAX
@@ -504,6 +515,9 @@ impl Kernel {
                 }
                 KernelEvent::Exit { nr: CLOSE, .. } if self.mark_exit.remove(&tid) => {}
                 _ if self.in_agent.contains(&tid) => {}
+                // The kernel functions of a mark's own close.
+                KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. }
+                    if self.mark_exit.contains(&tid) => {}
                 _ => ready.push((tid, e)),
             }
         }
@@ -635,6 +649,31 @@ impl Kernel {
                     ));
                     return;
                 }
+                if self.signal_ids.contains(&id) {
+                    // sig, errno, code (i32 at 8, 12, 16), sa_handler,
+                    // sa_flags (at 24, 32).
+                    let i32_at = |o: usize| field(o) as u32 as i32;
+                    let (sig, errno, code) = (i32_at(8), i32_at(12), i32_at(16));
+                    let (handler, flags) = (field(24), field(32));
+                    let pid = u64_at(8) as u32;
+                    if !(1..=u16::MAX as i32).contains(&sig)
+                        || self.agents_signal(pid, sig, code, handler, flags)
+                    {
+                        return;
+                    }
+                    self.pending.push((
+                        tid,
+                        KernelEvent::Signal {
+                            ns,
+                            sig: sig as u16,
+                            code,
+                            errno,
+                            handler,
+                            flags,
+                        },
+                    ));
+                    return;
+                }
                 let nr = field(8) as i64;
                 if !(0..=u16::MAX as i64).contains(&nr) {
                     return;
@@ -662,25 +701,71 @@ impl Kernel {
     }
 }
 
+/// The address ranges process `pid` maps from files whose name contains
+/// one of `names`.
+fn mapped_ranges(pid: u32, names: &[&str]) -> Vec<(u64, u64)> {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| names.iter().any(|n| l.contains(n)))
+        .filter_map(|l| {
+            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Signals whose delivery is the agent's work, not the program's (the
+/// kernel does not say who handles them: by the handler's address, in the
+/// agent, and what the agent's handlers are for).
+const SIGTRAP: i32 = 5;
+const SI_KERNEL: i32 = 0x80;
+/// The agent's marker on a crash signal the program leaves at its default
+/// action: SA_SIGINFO | SA_ONSTACK | SA_RESTART, and glibc's SA_RESTORER.
+const MARKER_FLAGS: u64 = 0x4 | 0x0800_0000 | 0x1000_0000 | 0x0400_0000;
+const CRASH_SIGNALS: [i32; 7] = [4, 5, 6, 7, 8, 11, 31];
+
 impl Kernel {
     /// Whether `addr` lies in fctrace's shared memory as process `pid`
     /// maps it (its memory map read once per process).
     fn in_shared_memory(&mut self, pid: u32, addr: u64) -> bool {
-        let ranges = self.shm_ranges.entry(pid).or_insert_with(|| {
-            std::fs::read_to_string(format!("/proc/{pid}/maps"))
-                .unwrap_or_default()
-                .lines()
-                .filter(|l| l.contains("memfd:fctrace-shm"))
-                .filter_map(|l| {
-                    let (a, b) = l.split_whitespace().next()?.split_once('-')?;
-                    Some((
-                        u64::from_str_radix(a, 16).ok()?,
-                        u64::from_str_radix(b, 16).ok()?,
-                    ))
-                })
-                .collect()
-        });
+        let ranges = self
+            .shm_ranges
+            .entry(pid)
+            .or_insert_with(|| mapped_ranges(pid, &["memfd:fctrace-shm"]));
         ranges.iter().any(|&(lo, hi)| (lo..hi).contains(&addr))
+    }
+
+    /// Whether a signal delivered to process `pid` is the agent's own: an
+    /// int3 of its trap fallback (SIGTRAP from the kernel, to the agent's
+    /// entry), or the delivery to its marker of a crash signal the program
+    /// left at its default action (raised again by the marker, or faulted
+    /// again: that second delivery, to the default action, is the one a
+    /// run without fctrace has). The process's memory map tells where the
+    /// agent is, when it is still there at the drain (a process that
+    /// crashes at once is gone: readers then recognise the marker's
+    /// delivery by what follows it, `store::kernel`).
+    fn agents_signal(&mut self, pid: u32, sig: i32, code: i32, handler: u64, flags: u64) -> bool {
+        if handler <= 1 {
+            return false;
+        }
+        let ranges = self
+            .agent_ranges
+            .entry(pid)
+            .or_insert_with(|| mapped_ranges(pid, &["fctrace-agent", "fctrace_agent"]));
+        if ranges.is_empty() {
+            // Read again at the next (the agent loads after the exec).
+            self.agent_ranges.remove(&pid);
+            return false;
+        }
+        if !ranges.iter().any(|&(lo, hi)| (lo..hi).contains(&handler)) {
+            return false;
+        }
+        (sig == SIGTRAP && code == SI_KERNEL)
+            || (CRASH_SIGNALS.contains(&sig) && flags == MARKER_FLAGS)
     }
 }
 

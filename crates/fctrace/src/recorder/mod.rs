@@ -5,6 +5,7 @@
 mod attach;
 mod bpf;
 mod kernel;
+mod kgraph;
 mod process;
 mod shm;
 mod stacks;
@@ -232,11 +233,6 @@ pub fn record(
     // the program (which inherits them). Refused or unavailable: said,
     // and the functions are recorded anyway.
     let mut kernel = None;
-    if opts.kernel_depth.is_some() {
-        let w = kernel::kernel_functions_note();
-        eprintln!("fctrace: {w}");
-        warnings.push(w);
-    }
     if opts.kernel || opts.kernel_depth.is_some() {
         // Attaching: opened once the agent runs (below).
         let opened = match target {
@@ -318,6 +314,20 @@ pub fn record(
             pid
         }
     };
+    // -K: the kernel functions of the program's threads (those it creates
+    // from now on followed by the kernel).
+    if let (Some(depth), Some(k)) = (opts.kernel_depth, kernel.as_mut()) {
+        let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{child_pid}/task"))
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(w) = k.trace_functions(depth, &tids) {
+            eprintln!("fctrace: {w}");
+            warnings.push(w);
+        }
+    }
 
     let facts = RunFacts {
         program: &program,
@@ -531,6 +541,13 @@ pub fn record(
             "{} system call events of threads that made no traced call (no task in the trace) \
              were not recorded",
             k.untasked
+        ));
+    }
+    if let Some(k) = kernel.as_ref().filter(|k| k.lost_functions > 0) {
+        notes.push(format!(
+            "{} kernel function events were lost by ftrace (its buffer was full, or returns \
+             it could not trace); system calls and functions are not affected",
+            k.lost_functions
         ));
     }
     if let Some(kernel_lost) = kernel.as_ref().map(|k| k.lost).or(ended_kernel) {

@@ -1,0 +1,662 @@
+//! `record -K DEPTH`: the kernel functions the traced tasks run, from
+//! ftrace's function_graph tracer in a tracefs instance of fctrace's own.
+//!
+//! Every facility is looked for and what is missing is said: tracefs with
+//! instances, the tracer in the instance's `available_tracers`, the
+//! `mono` trace clock (CLOCK_MONOTONIC, the user events' timeline),
+//! `max_graph_depth`, the tracer options that put the time, the thread
+//! and the duration on each line (`funcgraph-abstime`, `funcgraph-proc`,
+//! `funcgraph-duration`), `set_ftrace_pid` and `function-fork`. The
+//! instance (`instances/fctrace-<pid>`) is removed at the end, also when
+//! setting it up failed part way; a global `max_graph_depth` is put back.
+//!
+//! The instance's `trace_pipe` is read (non-blocking) at each drain of
+//! the kernel's rings and parsed ([`Parser`]) into entries and exits of
+//! kernel functions per thread. ftrace prints times in microseconds: an
+//! entry (or a `}`) is recorded at the last nanosecond of its microsecond,
+//! a leaf's exit at its entry plus its duration, and each thread's times
+//! never go back (the lines of one thread are in order).
+
+use fctrace_format::store::kernel::{KernelEvent, MAX_NAME};
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Where tracefs is mounted.
+const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// The tracer options each line needs (absolute time, thread, duration).
+const NEEDED_OPTIONS: [&str; 3] = ["funcgraph-abstime", "funcgraph-proc", "funcgraph-duration"];
+
+/// Functions of the recording itself that run in the traced threads (the
+/// perf tracepoint handlers and the BPF programs that copy paths): not
+/// the program's work.
+const NOT_TRACED: [&str; 5] = [
+    "perf_trace_*",
+    "perf_tp_event*",
+    "perf_swevent_*",
+    "bpf_*",
+    "__bpf_*",
+];
+
+/// The function_graph tracer of a tracefs instance of fctrace's own.
+pub struct FuncGraph {
+    /// The instance's directory (removed at the end).
+    dir: PathBuf,
+    /// A global `max_graph_depth` and the value it had.
+    saved_depth: Option<(PathBuf, String)>,
+    pipe: Option<std::fs::File>,
+    parser: Parser,
+}
+
+fn write_file(path: &Path, value: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)?;
+    f.write_all(value.as_bytes())
+}
+
+/// Removes the instances of fctrace recordings that were killed before
+/// they could remove theirs (`fctrace-<pid>` of a process that is gone).
+fn remove_stale_instances(root: &Path) {
+    let Ok(dir) = std::fs::read_dir(root.join("instances")) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("fctrace-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = write_file(&e.path().join("tracing_on"), "0");
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
+/// The tracefs root that has instances, or why there is none.
+fn tracefs_root() -> Result<&'static str, String> {
+    let mut seen = None;
+    for root in TRACEFS {
+        if Path::new(root).join("available_tracers").exists() {
+            if Path::new(root).join("instances").is_dir() {
+                return Ok(root);
+            }
+            seen = Some(root);
+        }
+    }
+    Err(match seen {
+        Some(root) => format!(
+            "tracefs has no instances ({root}/instances: the kernel is older than 3.10), \
+             which fctrace needs not to disturb the system's own tracing"
+        ),
+        None => "tracefs is not mounted or not readable here (/sys/kernel/tracing/\
+                 available_tracers): mount -t tracefs nodev /sys/kernel/tracing"
+            .to_string(),
+    })
+}
+
+impl FuncGraph {
+    /// Sets up function_graph, `depth` levels deep, in a new instance;
+    /// tracing starts at [`FuncGraph::follow`]. The error says what is
+    /// missing (the instance is removed).
+    pub fn open(depth: u32) -> Result<FuncGraph, String> {
+        let root = tracefs_root()?;
+        let me = std::process::id();
+        remove_stale_instances(Path::new(root));
+        // (Tests ask for a tracer the kernel refuses, to see the message.)
+        let tracer =
+            std::env::var("FCTRACE_KERNEL_TRACER").unwrap_or_else(|_| "function_graph".into());
+        FuncGraph::open_in(Path::new(root), &format!("fctrace-{me}"), &tracer, depth)
+    }
+
+    /// As [`FuncGraph::open`], in tracefs `root`, instance `name`, with
+    /// `tracer` (the tests try a tracer this kernel refuses).
+    fn open_in(root: &Path, name: &str, tracer: &str, depth: u32) -> Result<FuncGraph, String> {
+        let dir = root.join("instances").join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::PermissionDenied) => {
+                return Err(format!(
+                    "this user may not create a tracefs instance ({}: {e}): run fctrace as root",
+                    dir.display()
+                ))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot create a tracefs instance ({}: {e})",
+                    dir.display()
+                ))
+            }
+        }
+        // From here on, dropping it removes the instance.
+        let mut g = FuncGraph {
+            dir,
+            saved_depth: None,
+            pipe: None,
+            parser: Parser::default(),
+        };
+        g.set_up(root, tracer, depth)?;
+        Ok(g)
+    }
+
+    fn set_up(&mut self, root: &Path, tracer: &str, depth: u32) -> Result<(), String> {
+        let at = |f: &str| self.dir.join(f);
+        let tracers = std::fs::read_to_string(at("available_tracers")).unwrap_or_default();
+        let tracers: Vec<&str> = tracers.split_whitespace().collect();
+        if !tracers.contains(&tracer) {
+            return Err(format!(
+                "this kernel has no {tracer} tracer ({} lists {}; it needs \
+                 CONFIG_FUNCTION_GRAPH_TRACER), nor does fctrace use kprobes for them",
+                at("available_tracers").display(),
+                if tracers.is_empty() {
+                    "none".to_string()
+                } else {
+                    tracers.join(", ")
+                }
+            ));
+        }
+        // Times on the user events' clock.
+        let clocks = std::fs::read_to_string(at("trace_clock")).unwrap_or_default();
+        if !clocks
+            .split_whitespace()
+            .any(|c| c.trim_matches(['[', ']']) == "mono")
+        {
+            return Err(format!(
+                "the trace clock mono (CLOCK_MONOTONIC) is not offered ({} lists {}): kernel \
+                 functions' times would not match the program's",
+                at("trace_clock").display(),
+                clocks.trim()
+            ));
+        }
+        write_file(&at("trace_clock"), "mono")
+            .map_err(|e| format!("cannot set {}: {e}", at("trace_clock").display()))?;
+        write_file(&at("tracing_on"), "0")
+            .map_err(|e| format!("cannot write {}: {e}", at("tracing_on").display()))?;
+        // The threads the traced ones create.
+        if let Err(e) = write_file(&at("options/function-fork"), "1") {
+            return Err(format!(
+                "cannot follow the threads and processes the program creates ({}: {e}; \
+                 the option exists since Linux 4.14)",
+                at("options/function-fork").display()
+            ));
+        }
+        if let Err(e) = write_file(&at("current_tracer"), tracer) {
+            let why = match e.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => refusal_cause(),
+                Some(libc::EBUSY) => ": another user of the tracer holds it".to_string(),
+                _ => String::new(),
+            };
+            return Err(format!(
+                "the kernel refuses the {tracer} tracer in fctrace's tracefs instance ({}: \
+                 {e}){why}",
+                at("current_tracer").display()
+            ));
+        }
+        // What each line must say: its time, its thread and the duration.
+        let missing: Vec<&str> = NEEDED_OPTIONS
+            .iter()
+            .copied()
+            .filter(|o| write_file(&at(&format!("options/{o}")), "1").is_err())
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "the {tracer} tracer lacks the options {} ({})",
+                missing.join(", "),
+                at("options").display()
+            ));
+        }
+        // Kernel functions under system calls, not interrupts'; the name on
+        // each `}`. (Optional: older kernels lack them.)
+        let _ = write_file(&at("options/funcgraph-irqs"), "0");
+        let _ = write_file(&at("options/funcgraph-tail"), "1");
+        // The depth: the instance's, or a global one, put back at the end.
+        let depth_file = [at("max_graph_depth"), root.join("max_graph_depth")]
+            .into_iter()
+            .find(|p| p.exists())
+            .ok_or_else(|| {
+                format!(
+                    "the kernel cannot limit the depth of function_graph ({}/max_graph_depth: \
+                     Linux 4.2 and later)",
+                    root.display()
+                )
+            })?;
+        let old = std::fs::read_to_string(&depth_file)
+            .map_err(|e| format!("cannot read {}: {e}", depth_file.display()))?;
+        if !depth_file.starts_with(&self.dir) {
+            self.saved_depth = Some((depth_file.clone(), old.trim().to_string()));
+        }
+        write_file(&depth_file, &depth.to_string())
+            .map_err(|e| format!("cannot set {}: {e}", depth_file.display()))?;
+        // The recording's own handlers are not the program's work (each
+        // pattern where the kernel has such functions).
+        if at("set_graph_notrace").exists() {
+            for p in NOT_TRACED {
+                let _ = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(at("set_graph_notrace"))
+                    .and_then(|mut f| f.write_all(p.as_bytes()));
+            }
+        }
+        let pipe = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(at("trace_pipe"))
+            .map_err(|e| format!("cannot read {}: {e}", at("trace_pipe").display()))?;
+        self.pipe = Some(pipe);
+        Ok(())
+    }
+
+    /// Traces the threads `pids` (and what they create from now on), and
+    /// starts.
+    pub fn follow(&mut self, pids: &[i32]) -> Result<(), String> {
+        let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+        let f = self.dir.join("set_ftrace_pid");
+        write_file(&f, &list.join(" ")).map_err(|e| format!("cannot set {}: {e}", f.display()))?;
+        let on = self.dir.join("tracing_on");
+        write_file(&on, "1").map_err(|e| format!("cannot write {}: {e}", on.display()))
+    }
+
+    /// Reads what the tracer has written; its entries and exits go into
+    /// `out` with their threads.
+    pub fn read(&mut self, out: &mut Vec<(u32, KernelEvent)>) {
+        let Some(pipe) = self.pipe.as_mut() else {
+            return;
+        };
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => self.parser.feed(&buf[..n], out),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Events the tracer lost (its buffer full) and returns it could not
+    /// trace (overruns).
+    pub fn lost(&self) -> u64 {
+        self.parser.lost + self.parser.overruns
+    }
+}
+
+impl Drop for FuncGraph {
+    fn drop(&mut self) {
+        let _ = write_file(&self.dir.join("tracing_on"), "0");
+        let _ = write_file(&self.dir.join("current_tracer"), "nop");
+        if let Some((path, value)) = self.saved_depth.take() {
+            let _ = write_file(&path, &value);
+        }
+        self.pipe = None;
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+use std::os::unix::fs::OpenOptionsExt;
+
+/// What may forbid function tracing, as far as the kernel shows it.
+fn refusal_cause() -> String {
+    let enabled = std::fs::read_to_string("/proc/sys/kernel/ftrace_enabled")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    if enabled == "0" {
+        return ": kernel.ftrace_enabled is 0 (sysctl kernel.ftrace_enabled=1)".to_string();
+    }
+    if let Ok(l) = std::fs::read_to_string("/sys/kernel/security/lockdown") {
+        if let Some(mode) = l.split_whitespace().find(|w| w.starts_with('[')) {
+            if mode != "[none]" {
+                return format!(": the kernel is locked down ({})", l.trim());
+            }
+        }
+    }
+    format!(
+        ": kernel.ftrace_enabled is {}, and no lockdown is shown; a security module or the \
+         kernel's configuration forbids it",
+        if enabled.is_empty() { "?" } else { &enabled }
+    )
+}
+
+/// function_graph's text, as `trace_pipe` gives it with the columns
+/// `funcgraph-abstime`, the CPU, `funcgraph-proc` and
+/// `funcgraph-duration`:
+///
+/// ```text
+///  3563.104573 |   1)    app-4251    |               |  __x64_sys_read() {
+///  3563.104574 |   1)    app-4251    |   0.190 us    |    fdget_pos();
+///  3563.104581 |   1)    app-4251    | + 12.140 us   |  } /* __x64_sys_read */
+///  ------------------------------------------
+///  1)    app-4251    =>   kworker-91
+///  ------------------------------------------
+/// CPU:1 [LOST 20 EVENTS]
+///  (Overruns: 2)
+/// ```
+#[derive(Default)]
+pub struct Parser {
+    /// A line not ended yet.
+    partial: Vec<u8>,
+    /// Per thread, the functions open and the time of its last event.
+    threads: HashMap<u32, (Vec<Box<str>>, u64)>,
+    /// Events the tracer lost, and returns it could not trace.
+    pub lost: u64,
+    pub overruns: u64,
+    /// Lines not understood.
+    pub unknown: u64,
+}
+
+/// A line's parts: time (ns, the microsecond's start), thread, duration
+/// (ns), and the function column.
+fn columns(line: &str) -> Option<(u64, u32, Option<u64>, &str)> {
+    let parts: Vec<&str> = line.split('|').collect();
+    if parts.len() < 4 {
+        return None;
+    }
+    // Absolute time: seconds.microseconds.
+    let (secs, usecs) = parts[0].trim().split_once('.')?;
+    let ns = secs.parse::<u64>().ok()? * 1_000_000_000 + usecs.parse::<u64>().ok()? * 1_000;
+    // `CPU) comm-pid`: the pid after the last '-'.
+    let proc = parts[1].split_once(')').map_or(parts[1], |(_, p)| p).trim();
+    let tid: u32 = proc.rsplit_once('-')?.1.parse().ok()?;
+    // `+ 12.140 us` (a mark for long ones), or empty.
+    let d = parts[parts.len() - 2]
+        .trim()
+        .trim_start_matches(['+', '!', '#', '*', '@', '$', ' '])
+        .trim();
+    let dur = match d.strip_suffix("us") {
+        Some(v) => {
+            let (whole, frac) = v.trim().split_once('.').unwrap_or((v.trim(), "0"));
+            let frac = format!("{frac:0<3}");
+            Some(whole.parse::<u64>().ok()? * 1_000 + frac[..3].parse::<u64>().ok()?)
+        }
+        None if d.is_empty() => None,
+        None => return None,
+    };
+    Some((ns, tid, dur, parts[parts.len() - 1]))
+}
+
+/// A function's name from `name() {`, `name(args);`, `name.cold();`.
+fn function_name(text: &str) -> Option<Box<str>> {
+    let name = text.split('(').next()?.trim();
+    if name.is_empty() || name.contains(' ') {
+        return None;
+    }
+    let mut len = name.len().min(MAX_NAME);
+    while !name.is_char_boundary(len) {
+        len -= 1;
+    }
+    Some(name[..len].into())
+}
+
+impl Parser {
+    /// Parses `bytes` (lines, the last maybe cut).
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<(u32, KernelEvent)>) {
+        self.partial.extend_from_slice(bytes);
+        let Some(end) = self.partial.iter().rposition(|&b| b == b'\n') else {
+            return;
+        };
+        let whole: Vec<u8> = self.partial.drain(..=end).collect();
+        for line in String::from_utf8_lossy(&whole).lines() {
+            self.line(line, out);
+        }
+    }
+
+    fn line(&mut self, line: &str, out: &mut Vec<(u32, KernelEvent)>) {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') || t.bytes().all(|b| b == b'-') {
+            return;
+        }
+        // `CPU:1 [LOST 20 EVENTS]`
+        if let Some(n) = t
+            .split_once("[LOST ")
+            .and_then(|(_, r)| r.split_whitespace().next()?.parse::<u64>().ok())
+        {
+            self.lost += n;
+            return;
+        }
+        // `(Overruns: 2)`
+        if let Some(n) = t
+            .strip_prefix("(Overruns:")
+            .and_then(|r| r.trim_end_matches(')').trim().parse::<u64>().ok())
+        {
+            self.overruns += n;
+            return;
+        }
+        // `1)  app-4251  =>  kworker-91`: a CPU changing threads (each
+        // line names its thread already).
+        if t.contains("=>") && !t.contains('|') {
+            return;
+        }
+        // Interrupts' arrows (funcgraph-irqs).
+        if t.contains("==========>") || t.contains("<==========") {
+            return;
+        }
+        let Some((us_ns, tid, dur, text)) = columns(line) else {
+            self.unknown += 1;
+            return;
+        };
+        let text = text.trim();
+        // Comments (trace_printk, events).
+        if text.starts_with("/*") {
+            return;
+        }
+        let (stack, last) = self.threads.entry(tid).or_default();
+        // The microsecond's last nanosecond, never before the thread's last.
+        let at = (us_ns + 999).max(*last);
+        if let Some(body) = text.strip_suffix('{') {
+            let Some(name) = function_name(body) else {
+                self.unknown += 1;
+                return;
+            };
+            stack.push(name.clone());
+            *last = at;
+            out.push((tid, KernelEvent::FuncEntry { ns: at, name }));
+        } else if text.starts_with('}') {
+            // `}` or `} /* name */`; the entry may predate the recording.
+            let Some(name) = stack.pop() else {
+                return;
+            };
+            *last = at;
+            out.push((
+                tid,
+                KernelEvent::FuncExit {
+                    ns: at,
+                    dur: dur.unwrap_or(0),
+                    name,
+                },
+            ));
+        } else if text
+            .split("/*")
+            .next()
+            .is_some_and(|b| b.trim_end().ends_with(';'))
+        {
+            let Some(name) = function_name(text) else {
+                self.unknown += 1;
+                return;
+            };
+            let dur = dur.unwrap_or(0);
+            *last = at + dur;
+            out.push((
+                tid,
+                KernelEvent::FuncEntry {
+                    ns: at,
+                    name: name.clone(),
+                },
+            ));
+            out.push((
+                tid,
+                KernelEvent::FuncExit {
+                    ns: at + dur,
+                    dur,
+                    name,
+                },
+            ));
+        } else {
+            self.unknown += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> (Parser, Vec<(u32, KernelEvent)>) {
+        let mut p = Parser::default();
+        let mut out = Vec::new();
+        // Fed in pieces that cut lines.
+        for chunk in text.as_bytes().chunks(37) {
+            p.feed(chunk, &mut out);
+        }
+        (p, out)
+    }
+
+    fn shape(out: &[(u32, KernelEvent)]) -> Vec<String> {
+        out.iter()
+            .map(|(tid, e)| match e {
+                KernelEvent::FuncEntry { ns, name } => format!("{tid} > {name} {ns}"),
+                KernelEvent::FuncExit { ns, dur, name } => {
+                    format!("{tid} < {name} {ns} {dur}")
+                }
+                e => format!("{e:?}"),
+            })
+            .collect()
+    }
+
+    /// The layout of Documentation/trace/ftrace.rst's function_graph
+    /// examples, with funcgraph-abstime, the CPU, funcgraph-proc and
+    /// funcgraph-duration: nested and leaf calls, the duration marks,
+    /// `=>` context-switch blocks, lost events and overruns.
+    #[test]
+    fn function_graph_lines() {
+        let text = "\
+# tracer: function_graph
+#
+#     TIME        CPU  TASK/PID         DURATION                  FUNCTION CALLS
+#      |          |     |    |           |   |                     |   |   |   |
+ 3563.104573 |   1)    app-4251    |               |  __x64_sys_read() {
+ 3563.104573 |   1)    app-4251    |               |    ksys_read() {
+ 3563.104574 |   1)    app-4251    |   0.190 us    |      __fdget_pos();
+ 3563.104575 |   1)    app-4251    |               |      vfs_read() {
+ 3563.104575 |   1)    app-4251    |   0.101 us    |        rw_verify_area();
+ 3563.104580 |   1)    app-4251    |   4.877 us    |      }
+ 3563.104581 |   1)    app-4251    | + 12.140 us   |    } /* ksys_read */
+ ------------------------------------------
+ 1)    app-4251    =>  kworke-91    
+ ------------------------------------------
+
+ 3563.104590 |   1)  kworke-91     |   0.300 us    |  process_one_work();
+ 3563.104600 |   0)  app thr-4252  |               |  __x64_sys_getppid() {
+ 3563.104601 |   0)  app thr-4252  |   0.095 us    |    __task_pid_nr_ns(); /* = 0x10a7 */
+CPU:0 [LOST 20 EVENTS]
+ 3563.105601 |   0)  app thr-4252  | ! 1001.020 us |  }
+ (Overruns: 2)
+ 3563.104700 |   1)    app-4251    | # 2127.000 us |  }
+ 3563.104701 |   1)    app-4251    |               |  /* sched_switch: prev=app */
+ 3563.104702 |   1)    app-4251    |   ==========> |
+ 3563.104703 |   1)    app-4251    |   <========== |
+ 3563.104704 |   1)    app-4251    |   0.100 us    |  }
+";
+        let (p, out) = parse(text);
+        let s = 3_563_000_000_000u64;
+        let us = |u: u64| (s + u * 1000 + 999).to_string();
+        assert_eq!(
+            shape(&out),
+            [
+                format!("4251 > __x64_sys_read {}", us(104_573)),
+                format!("4251 > ksys_read {}", us(104_573)),
+                format!("4251 > __fdget_pos {}", us(104_574)),
+                format!("4251 < __fdget_pos {} 190", s + 104_574_999 + 190),
+                format!("4251 > vfs_read {}", us(104_575)),
+                format!("4251 > rw_verify_area {}", us(104_575)),
+                format!("4251 < rw_verify_area {} 101", s + 104_575_999 + 101),
+                format!("4251 < vfs_read {} 4877", us(104_580)),
+                format!("4251 < ksys_read {} 12140", us(104_581)),
+                format!("91 > process_one_work {}", us(104_590)),
+                format!("91 < process_one_work {} 300", s + 104_590_999 + 300),
+                format!("4252 > __x64_sys_getppid {}", us(104_600)),
+                format!("4252 > __task_pid_nr_ns {}", us(104_601)),
+                format!("4252 < __task_pid_nr_ns {} 95", s + 104_601_999 + 95),
+                format!("4252 < __x64_sys_getppid {} 1001020", us(105_601)),
+                format!("4251 < __x64_sys_read {} 2127000", us(104_700)),
+            ]
+        );
+        // The last `}` has no entry left open: dropped.
+        assert_eq!((p.lost, p.overruns, p.unknown), (20, 2, 0));
+        assert!(p.partial.is_empty());
+    }
+
+    /// A thread's times never go back (a leaf's exit lies past the next
+    /// line's microsecond), and cut lines wait for their end.
+    #[test]
+    fn times_of_a_thread_stay_in_order() {
+        let mut p = Parser::default();
+        let mut out = Vec::new();
+        p.feed(
+            b" 10.000001 |   0)  a-7  |   0.600 us    |  f();\n 10.000001 |   0)  a-7  |   0.200 us    |  g();\n 10.0000",
+            &mut out,
+        );
+        assert_eq!(out.len(), 4);
+        let times: Vec<u64> = out.iter().map(|(_, e)| e.ns()).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+        p.feed(b"02 |   0)  a-7  |   0.100 us    |  h();\n", &mut out);
+        assert_eq!(out.len(), 6);
+        assert_eq!(out[4].1.ns(), 10_000_002_999);
+    }
+
+    /// Setting up on this machine: the message says what is missing, and
+    /// no instance is left behind. A tracer the kernel lists but refuses
+    /// (here `function`, EPERM) gives a clear message too.
+    #[test]
+    fn facilities_are_detected() {
+        let e = match FuncGraph::open(2) {
+            Ok(_) => return, // A kernel that has it all.
+            Err(e) => e,
+        };
+        let root = match tracefs_root() {
+            Ok(r) => r,
+            Err(r) => {
+                assert_eq!(e, r);
+                return;
+            }
+        };
+        eprintln!("function_graph: {e}");
+        let me = std::process::id();
+        assert!(!Path::new(root)
+            .join(format!("instances/fctrace-{me}"))
+            .exists());
+        let tracers = std::fs::read_to_string(format!("{root}/available_tracers")).unwrap();
+        if !tracers.split_whitespace().any(|t| t == "function_graph") {
+            assert!(
+                e.starts_with("this kernel has no function_graph tracer (")
+                    && e.contains("available_tracers lists")
+                    && e.contains("CONFIG_FUNCTION_GRAPH_TRACER"),
+                "{e}"
+            );
+        }
+        // A listed tracer the kernel refuses.
+        if tracers.split_whitespace().any(|t| t == "function") {
+            let name = format!("fctrace-test-{me}");
+            match FuncGraph::open_in(Path::new(root), &name, "function", 2) {
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("function: {e}");
+                    assert!(
+                        e.contains("the kernel refuses the function tracer")
+                            || e.contains("max_graph_depth")
+                            || e.contains("options"),
+                        "{e}"
+                    );
+                    if e.contains("refuses") {
+                        assert!(e.contains("current_tracer"), "{e}");
+                    }
+                }
+            }
+            assert!(!Path::new(root).join("instances").join(&name).exists());
+        }
+    }
+}
