@@ -51,6 +51,9 @@ pub(crate) struct Ring {
     pub evicted_events: u64,
     /// Snapshots written so far.
     pub snapshots: u32,
+    /// Ended tasks whose chunks are all gone (their state dropped here),
+    /// for the writer to forget too.
+    pub forgotten: Vec<u32>,
 }
 
 impl Ring {
@@ -61,6 +64,7 @@ impl Ring {
             tasks: BTreeMap::new(),
             evicted_events: 0,
             snapshots: 0,
+            forgotten: Vec::new(),
         }
     }
 
@@ -113,16 +117,19 @@ impl Ring {
             }
             if t.ended && t.chunks.is_empty() {
                 self.tasks.remove(&id);
+                self.forgotten.push(id);
             }
         }
     }
 
-    /// Task `id` has ended.
+    /// Task `id` has ended (the chunk it was building, if any, is kept
+    /// already).
     pub(crate) fn ended(&mut self, id: u32) {
         if let Some(t) = self.tasks.get_mut(&id) {
             t.ended = true;
             if t.chunks.is_empty() {
                 self.tasks.remove(&id);
+                self.forgotten.push(id);
             }
         }
         self.evict();
@@ -240,6 +247,7 @@ mod tests {
         r.ended(1);
         r.keep(2, chunk(300, 10, 30));
         assert!(!r.tasks.contains_key(&1));
+        assert_eq!(r.forgotten, [1], "the writer forgets it too");
         assert_eq!(r.tasks[&2].chunks.len(), 3);
     }
 

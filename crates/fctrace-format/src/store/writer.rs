@@ -431,9 +431,33 @@ impl TraceWriter {
 
     /// A flight recorder's task `id` has ended: its history is no longer
     /// kept in preference to the others'.
-    pub fn ring_task_ended(&mut self, id: u32) {
+    pub fn ring_task_ended(&mut self, id: u32) -> Result<(), StoreError> {
+        if self.ring.is_none() {
+            return Ok(());
+        }
+        // Its last events join its kept chunks; its encoder's memory goes.
+        self.write_chunk(id)?;
+        if let (Some(stream), Some(r)) = (self.tasks.get_mut(&id), &self.ring) {
+            let mut fresh = ChunkEncoder::default();
+            fresh.set_max_raw(r.chunk_raw());
+            stream.encoder = fresh;
+        }
         if let Some(r) = &mut self.ring {
             r.ended(id);
+        }
+        self.forget_ended();
+        Ok(())
+    }
+
+    /// Drops what the writer holds of ended tasks whose kept chunks are
+    /// all gone (a program that creates threads for days keeps nothing
+    /// of the ones that ended long ago).
+    fn forget_ended(&mut self) {
+        let Some(r) = &mut self.ring else { return };
+        for id in std::mem::take(&mut r.forgotten) {
+            if self.tasks.get(&id).is_some_and(|s| s.encoder.events() == 0) {
+                self.tasks.remove(&id);
+            }
         }
     }
 
@@ -816,6 +840,9 @@ impl TraceWriter {
                     open,
                 },
             );
+            if !ring.forgotten.is_empty() {
+                self.forget_ended();
+            }
             return Ok(());
         }
         let opened = if stream.started {

@@ -705,7 +705,9 @@ impl Flight {
         if self.last_check.elapsed() >= std::time::Duration::from_secs(1) {
             self.last_check = std::time::Instant::now();
             for id in mem.newly_ended_tasks(&mut self.ended) {
-                sink.writer.ring_task_ended(id);
+                if let Err(e) = sink.writer.ring_task_ended(id) {
+                    sink.fail(&e);
+                }
             }
         }
         let mut reason = process::take_snapshot_request().map(fctrace_options::spec::signal_name);
