@@ -492,7 +492,11 @@ fn mistakes_are_explained() {
         rec.run.describe()
     );
     assert!(!rec.dir.path.join("info.json").exists());
-    let r = fctrace(&[OsStr::new("replay"), OsStr::new("-d"), rec.dir.path.as_os_str()]);
+    let r = fctrace(&[
+        OsStr::new("replay"),
+        OsStr::new("-d"),
+        rec.dir.path.as_os_str(),
+    ]);
     assert_eq!(r.code(), Some(1), "{}", r.describe());
     assert!(r.stderr.contains("wrote no snapshot"), "{}", r.describe());
     // Recording there again moves it aside, as any trace.
