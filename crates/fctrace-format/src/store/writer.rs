@@ -485,13 +485,7 @@ impl TraceWriter {
             ));
         }
         // Every task's chunk being built joins its kept chunks.
-        let ids: Vec<u32> = self
-            .tasks
-            .iter()
-            .filter(|(_, s)| s.encoder.events() > 0)
-            .map(|(&id, _)| id)
-            .collect();
-        for id in ids {
+        for id in self.building() {
             self.write_chunk(id)?;
         }
         for &(id, tid, _) in live {
@@ -670,6 +664,15 @@ impl TraceWriter {
         Ok((per_task, bytes))
     }
 
+    /// The tasks whose chunk being built holds events.
+    fn building(&self) -> Vec<u32> {
+        self.tasks
+            .iter()
+            .filter(|(_, s)| s.encoder.events() > 0)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
     /// Kernel events written and dropped.
     pub fn kernel_counts(&self) -> (u64, u64) {
         (self.kernel_events, self.kernel_dropped)
@@ -688,13 +691,7 @@ impl TraceWriter {
         if self.failed {
             return Ok(());
         }
-        let ids: Vec<u32> = self
-            .tasks
-            .iter()
-            .filter(|(_, s)| s.encoder.events() > 0)
-            .map(|(&id, _)| id)
-            .collect();
-        for id in ids {
+        for id in self.building() {
             if let Err(e) = self.write_chunk(id) {
                 self.fail(&[]);
                 return Err(e);
