@@ -53,28 +53,47 @@ pub(crate) const KIND_BITS: u32 = 3;
 
 /// The shadow stack both encoder and decoder keep: entries push, an exit or
 /// unwind of the function on top pops. It only serves to predict exits.
+/// `stack[..depth]`, the storage growing to the deepest depth met (not
+/// shrunk by pops: no length to keep in step).
 #[derive(Default)]
 pub(crate) struct ShadowStack {
     stack: Vec<u32>,
+    depth: usize,
 }
 
 impl ShadowStack {
     #[inline(always)]
     pub(crate) fn top(&self) -> Option<u32> {
-        self.stack.last().copied()
+        self.depth
+            .checked_sub(1)
+            .and_then(|d| self.stack.get(d).copied())
+    }
+    #[inline(always)]
+    fn push(&mut self, func: u32) {
+        if let Some(slot) = self.stack.get_mut(self.depth) {
+            *slot = func;
+            self.depth += 1;
+        } else if self.depth < PREDICT_STACK_MAX {
+            self.stack.push(func);
+            self.depth += 1;
+        }
+    }
+    /// Pops `func` if it is on top; whether it was.
+    #[inline(always)]
+    fn pop_if(&mut self, func: u32) -> bool {
+        if self.top() == Some(func) {
+            self.depth -= 1;
+            true
+        } else {
+            false
+        }
     }
     #[inline(always)]
     pub(crate) fn apply(&mut self, kind: EventKind, func: u32) {
         match kind {
-            EventKind::Entry => {
-                if self.stack.len() < PREDICT_STACK_MAX {
-                    self.stack.push(func);
-                }
-            }
+            EventKind::Entry => self.push(func),
             EventKind::Exit | EventKind::Unwind => {
-                if self.stack.last() == Some(&func) {
-                    self.stack.pop();
-                }
+                self.pop_if(func);
             }
             EventKind::Lost
             | EventKind::Signal
@@ -91,7 +110,7 @@ impl ShadowStack {
         }
     }
     pub(crate) fn clear(&mut self) {
-        self.stack.clear();
+        self.depth = 0;
     }
 }
 
@@ -348,6 +367,25 @@ impl ChunkEncoder {
             let r = &records[i];
             i += 1;
             let kind_bits = r.word & ((1 << crate::event::KIND_BITS) - 1);
+            // Nearly every record: a written entry or exit.
+            if kind_bits <= EventKind::Exit as u64 && r.tsc != 0 && !first_pending {
+                let func = r.func();
+                let code = if kind_bits == EventKind::Exit as u64 {
+                    if self.stack.pop_if(func) {
+                        0
+                    } else {
+                        ((u64::from(func) << KIND_BITS) | kind_bits) + 1
+                    }
+                } else {
+                    self.stack.push(func);
+                    ((u64::from(func) << KIND_BITS) | kind_bits) + 1
+                };
+                cp = put_varint_at(codes, cp, code);
+                dp = put_varint_at(deltas, dp, zigzag(r.tsc.wrapping_sub(prev) as i64));
+                prev = r.tsc;
+                stored += 1;
+                continue;
+            }
             let kind = EventKind::from_u8(kind_bits as u8);
             if let Some(EventKind::Args | EventKind::Retval) = kind {
                 let n = r.payload_records();
