@@ -898,6 +898,96 @@ mod tests {
         decode_all(TASK_FILE_VERSION, &payload, &header).unwrap()
     }
 
+    /// Random entries, exits (of the call on top or of another), unwinds,
+    /// losses, signals, recursion past the predicting stack's limit, time
+    /// deltas of every size and backwards: what is decoded is what was
+    /// encoded, through the writer's batches.
+    #[test]
+    fn random_streams_round_trip() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut events = Vec::new();
+        let mut open: Vec<u32> = Vec::new();
+        let mut tsc = 1_000_000u64;
+        while events.len() < 60_000 {
+            let r = next();
+            tsc = match r % 50 {
+                0 => tsc.wrapping_sub(r % 5000),
+                1 => tsc + (r % (1 << 40)),
+                2..=9 => tsc + 100 + r % 20_000,
+                _ => tsc + r % 120,
+            };
+            let (kind, func) = match (r >> 8) % 20 {
+                0..=8 => (EventKind::Entry, ((r >> 16) % 40) as u32),
+                9..=16 => (EventKind::Exit, open.last().copied().unwrap_or(3)),
+                17 => (EventKind::Exit, ((r >> 16) % 40) as u32),
+                18 => (EventKind::Unwind, open.first().copied().unwrap_or(5)),
+                _ => match (r >> 16) % 3 {
+                    0 => (EventKind::Lost, ((r >> 20) % 1000) as u32),
+                    1 => (EventKind::Signal, 11),
+                    _ => {
+                        // A recursion deeper than the predicting stack.
+                        for _ in 0..(PREDICT_STACK_MAX + 50) {
+                            tsc += 7;
+                            events.push((EventKind::Entry, 9, tsc));
+                        }
+                        for _ in 0..(PREDICT_STACK_MAX + 50) {
+                            tsc += 9;
+                            events.push((EventKind::Exit, 9, tsc));
+                        }
+                        continue;
+                    }
+                },
+            };
+            match kind {
+                EventKind::Entry => open.push(func),
+                EventKind::Exit | EventKind::Unwind => {
+                    if let Some(at) = open.iter().rposition(|&f| f == func) {
+                        open.truncate(at);
+                    }
+                }
+                _ => {}
+            }
+            events.push((kind, func, tsc));
+        }
+        let records: Vec<crate::event::RawEvent> = events
+            .iter()
+            .map(|&(k, f, t)| crate::event::RawEvent::new(k, f, t))
+            .collect();
+        let mut got = Vec::new();
+        let mut enc = ChunkEncoder::default();
+        let mut scratch = EncodeScratch::default();
+        let mut rest = &records[..];
+        while !rest.is_empty() {
+            let p = enc.push_records(rest, &mut scratch);
+            assert_eq!(p.invalid, 0);
+            rest = &rest[p.used..];
+            if enc.is_full() || rest.is_empty() {
+                let mut payload = Vec::new();
+                let (n, first, last) = enc.take_payload(&mut payload);
+                let header = ChunkHeader {
+                    compressed_len: 0,
+                    raw_len: payload.len() as u32,
+                    events: n,
+                    first_tsc: first,
+                    last_tsc: last,
+                    codec: CODEC_ZSTD,
+                    crc: 0,
+                };
+                got.extend(decode_all(TASK_FILE_VERSION, &payload, &header).unwrap());
+            }
+        }
+        assert_eq!(got.len(), events.len());
+        for (i, (g, e)) in got.iter().zip(&events).enumerate() {
+            assert_eq!(g, e, "event {i}");
+        }
+    }
+
     #[test]
     fn every_kind_round_trips() {
         use EventKind::*;
