@@ -54,12 +54,12 @@ use crate::recording::args;
 use crate::runtime::buffer;
 use crate::runtime::shm::Shm;
 use crate::runtime::state::{
-    ShadowEntry, ThreadState, B_FINISHED, B_NOFILTER, B_OFF, E_DEPTH, E_FILTER, E_HIDDEN,
-    E_NOTRACE, E_OPENED, E_RETVAL, E_SLOW_EXIT, NEVER, NT_MASK, PREV_MASK, PREV_SHIFT,
-    SHADOW_ENTRY_SIZE,
+    FastDesc, ShadowEntry, ThreadState, B_FINISHED, B_NOFILTER, B_OFF, E_DEPTH, E_FASTRET,
+    E_FILTER, E_HIDDEN, E_NOTRACE, E_OPENED, E_RETVAL, E_SLOW_EXIT, FASTRET_SHIFT, NEVER,
+    NT_MASK, PREV_MASK, PREV_SHIFT, SHADOW_ENTRY_SIZE,
 };
 use fctrace_format::argval::MAX_BACKTRACE;
-use fctrace_format::event::EventKind;
+use fctrace_format::event::{EventKind, RawEvent};
 use fctrace_options::{pattern::name_forms, Action, Options};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -184,6 +184,90 @@ pub fn flags_for(func: u32, module_path: &str, raw: &str) -> u64 {
         f |= F_RETVAL;
     }
     f
+}
+
+/// The fast flagged entry's description of function `func` (with filter
+/// `flags`), made once and never freed, or `None` when its calls take the
+/// flagged entry's slow path. A call through the fast entry
+/// (`arch::x86_64::codegen`) does in generated code what
+/// [`flagged_entry`] would do, while nothing unusual is going on (the
+/// agent not busy, the thread's state made, the global switch applied,
+/// room on the shadow stack; else it hands over to the slow path):
+///
+/// - `-A` whose values are integers or pointers in argument registers
+///   (`argN` for N <= 6 with the formats `i`, `u`, `x`, `c`, `p` or
+///   none): the `Args` record and its payload, the bytes
+///   [`args::on_entry`] writes, right after the `Entry`;
+/// - `-R` with such a format: the frame's shadow entry carries
+///   `E_FASTRET` and the value's header, so that the generated exit
+///   records the `Retval` record (as [`flagged_exit`] would); another
+///   `-R` still takes the slow exit;
+/// - triggers whose every action is a per-thread `trace_on` or every one
+///   a per-thread `trace_off`: the fast entry is taken only when the
+///   action has nothing to do (tracing already on, already off for the
+///   thread), so that the call is then an unflagged one; else the slow
+///   path runs the trigger.
+///
+/// Other flags (`-F`, `-N`, other actions, global triggers, strings,
+/// floats, `-a`) keep the slow path.
+pub fn fast_desc(func: u32, flags: u64) -> Option<&'static FastDesc> {
+    let cfg = CONFIG.get()?;
+    if flags & (F_FILTER | F_NOTRACE) != 0 || flags & (F_TRIGGER | F_ARGS | F_RETVAL) == 0 {
+        return None;
+    }
+    let mut d = FastDesc {
+        id: func,
+        ..FastDesc::default()
+    };
+    if flags & F_TRIGGER != 0 {
+        let (mut on, mut off) = (false, false);
+        for (i, t) in cfg.opts.triggers.iter().take(MAX_TRIGGERS).enumerate() {
+            if flags & 1 << (TRIGGER_SHIFT + i as u32) == 0 {
+                continue;
+            }
+            if t.global {
+                return None;
+            }
+            for a in &t.actions {
+                match a {
+                    Action::TraceOn => on = true,
+                    Action::TraceOff => off = true,
+                    _ => return None,
+                }
+            }
+        }
+        d.trig_mask = B_OFF;
+        d.trig_want = match (on, off) {
+            (true, false) => 0,
+            (false, true) => B_OFF,
+            _ => return None,
+        };
+    }
+    let items = if flags & F_ARGS != 0 {
+        cfg.specs?.fast_args(func)?
+    } else {
+        Vec::new()
+    };
+    d.shadow_word = func as u64;
+    if flags & F_RETVAL != 0 {
+        d.shadow_word |= E_SLOW_EXIT | E_RETVAL;
+        if let Some(hdr) = cfg.specs.and_then(|sp| sp.fast_retval(func)) {
+            d.shadow_word |= E_FASTRET | u64::from(hdr) << FASTRET_SHIFT;
+        }
+    }
+    d.entry_word = RawEvent::new(EventKind::Entry, func, 0).word;
+    d.want = RawEvent::SIZE as u32;
+    if !items.is_empty() {
+        let len = items.len() * 11;
+        let n = len.div_ceil(RawEvent::SIZE);
+        d.count = items.len() as u32;
+        d.items[..items.len()].copy_from_slice(&items);
+        d.want += ((1 + n) * RawEvent::SIZE) as u32;
+        d.prov_word =
+            RawEvent::with_payload(EventKind::Args, func, (n * RawEvent::SIZE) as u16, 0).word;
+        d.args_word = RawEvent::with_payload(EventKind::Args, func, len as u16, 0).word;
+    }
+    Some(Box::leak(Box::new(d)))
 }
 
 /// Publishes the flags of every function id (a new table; old ones are
