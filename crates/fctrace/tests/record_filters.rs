@@ -569,6 +569,9 @@ fn filters_under_a_signal_storm() {
         &["-F", "step"],
         &["-F", "step", "-F", "tick", "-F", "leaf"],
         &["-F", "leaf", "-F", "work"],
+        // The fast flagged entry and the fast -R exit (generated code).
+        &["-A", "step@arg1/i32", "-R", "step@retval/i32"],
+        &["-T", "step@trace_on", "-A", "step@arg1", "-R", "step@retval"],
     ] {
         let rec = record_any(&exe, &args, opts);
         assert_same_behaviour(&native, &rec.run, &format!("{opts:?}"));
@@ -588,6 +591,36 @@ fn filters_under_a_signal_storm() {
                 500_000,
                 "{opts:?}"
             );
+            assert!(!text.contains("not returned"), "{opts:?}");
+        }
+        if opts.contains(&"step@retval") || opts.contains(&"step@retval/i32") {
+            // Every one of the 500,000 calls of step(i) = 3i + 1, in
+            // order, with its value and its return value (its handler
+            // inside when a signal landed in it).
+            let mut args = Vec::new();
+            let mut rets = Vec::new();
+            for l in text.lines() {
+                let Some((_, t)) = l.split_once("] | ") else {
+                    continue;
+                };
+                let t = t.trim_start();
+                if let Some(r) = t.strip_prefix("step(") {
+                    let (a, rest) = r.split_once(')').unwrap();
+                    args.push(a.parse::<i64>().unwrap_or_else(|_| panic!("{l}")));
+                    if let Some(v) = rest.strip_prefix(" = ").and_then(|v| v.strip_suffix(';')) {
+                        rets.push(v.parse::<i64>().unwrap());
+                    }
+                } else if let Some(v) = t
+                    .strip_prefix("} = ")
+                    .and_then(|v| v.strip_suffix("; /* step */"))
+                {
+                    rets.push(v.parse::<i64>().unwrap());
+                }
+            }
+            let expected: Vec<i64> = (0..200).flat_map(|_| 0..2500).collect();
+            assert!(args == expected, "{opts:?}: the arguments of step differ");
+            let expected: Vec<i64> = expected.iter().map(|i| 3 * i + 1).collect();
+            assert!(rets == expected, "{opts:?}: the return values of step differ");
             assert!(!text.contains("not returned"), "{opts:?}");
         }
     }
