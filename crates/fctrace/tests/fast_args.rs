@@ -121,14 +121,7 @@ fn every_format_and_size_of_six_arguments() {
     // The calls as fastargs.c makes them.
     let calls: [[i64; 6]; 2] = [
         [-1, -2, 0x1234567890abcdef, -300, 0x7fff00001234, 70000],
-        [
-            0x80,
-            0x8000,
-            0x80000000,
-            i64::MIN,
-            0,
-            0x41,
-        ],
+        [0x80, 0x8000, 0x80000000, i64::MIN, 0, 0x41],
     ];
     // (atol calls strtol.)
     let mut expected = vec!["main() {".to_string(), "  strtol();".to_string()];
@@ -176,9 +169,7 @@ fn every_format_and_size_of_six_arguments() {
 #[test]
 fn hot_function_across_buffers() {
     let n = 20_000;
-    let opts = [
-        "-F", "hot", "-A", "hot@arg1/i32", "-R", "hot@retval/i32",
-    ];
+    let opts = ["-F", "hot", "-A", "hot@arg1/i32", "-R", "hot@retval/i32"];
     let l = same_as_slow(n, &opts, &["hot"]);
     let expected: Vec<String> = (0..n as i64)
         .map(|i| {

@@ -571,7 +571,14 @@ fn filters_under_a_signal_storm() {
         &["-F", "leaf", "-F", "work"],
         // The fast flagged entry and the fast -R exit (generated code).
         &["-A", "step@arg1/i32", "-R", "step@retval/i32"],
-        &["-T", "step@trace_on", "-A", "step@arg1", "-R", "step@retval"],
+        &[
+            "-T",
+            "step@trace_on",
+            "-A",
+            "step@arg1",
+            "-R",
+            "step@retval",
+        ],
     ] {
         let rec = record_any(&exe, &args, opts);
         assert_same_behaviour(&native, &rec.run, &format!("{opts:?}"));
@@ -620,7 +627,10 @@ fn filters_under_a_signal_storm() {
             let expected: Vec<i64> = (0..200).flat_map(|_| 0..2500).collect();
             assert!(args == expected, "{opts:?}: the arguments of step differ");
             let expected: Vec<i64> = expected.iter().map(|i| 3 * i + 1).collect();
-            assert!(rets == expected, "{opts:?}: the return values of step differ");
+            assert!(
+                rets == expected,
+                "{opts:?}: the return values of step differ"
+            );
             assert!(!text.contains("not returned"), "{opts:?}");
         }
     }

@@ -55,8 +55,8 @@ use crate::runtime::buffer;
 use crate::runtime::shm::Shm;
 use crate::runtime::state::{
     FastDesc, ShadowEntry, ThreadState, B_FINISHED, B_NOFILTER, B_OFF, E_DEPTH, E_FASTRET,
-    E_FILTER, E_HIDDEN, E_NOTRACE, E_OPENED, E_RETVAL, E_SLOW_EXIT, FASTRET_SHIFT, NEVER,
-    NT_MASK, PREV_MASK, PREV_SHIFT, SHADOW_ENTRY_SIZE,
+    E_FILTER, E_HIDDEN, E_NOTRACE, E_OPENED, E_RETVAL, E_SLOW_EXIT, FASTRET_SHIFT, NEVER, NT_MASK,
+    PREV_MASK, PREV_SHIFT, SHADOW_ENTRY_SIZE,
 };
 use fctrace_format::argval::MAX_BACKTRACE;
 use fctrace_format::event::{EventKind, RawEvent};

@@ -795,11 +795,13 @@ fn build_stub(
     let body_ip = plan.moved_at;
     let mut v: Vec<Instruction> = Vec::with_capacity(moved.len() + 12);
     v.push(Instruction::with1(Code::Push_r64, Register::RAX).map_err(err)?);
-    v.push(match id {
-        StubArg::Id(id) => Instruction::with2(Code::Mov_r32_imm32, Register::EAX, id),
-        StubArg::Desc(d) => Instruction::with2(Code::Mov_r64_imm64, Register::RAX, d),
-    }
-    .map_err(err)?);
+    v.push(
+        match id {
+            StubArg::Id(id) => Instruction::with2(Code::Mov_r32_imm32, Register::EAX, id),
+            StubArg::Desc(d) => Instruction::with2(Code::Mov_r64_imm64, Register::RAX, d),
+        }
+        .map_err(err)?,
+    );
     let ret_index;
     match mode {
         Mode::Traced => {
