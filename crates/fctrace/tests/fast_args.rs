@@ -3,8 +3,9 @@
 //! `trace_on`/`trace_off` triggers that have nothing to do) on
 //! fastargs.c: exactly the values the program passes and returns, cut to
 //! each format's size, and the same trees as the slow path's (forced by a
-//! `depth` trigger on the same functions, which the generated code leaves
-//! to the slow path and which changes nothing for a leaf).
+//! global `trace_on` trigger on the same functions, which the generated
+//! code leaves to the slow path and which changes nothing while tracing
+//! stays on); `depth=N` triggers, also in generated code.
 
 mod common;
 
@@ -28,13 +29,13 @@ fn lines(n: u32, opts: &[&str]) -> Vec<String> {
     call_lines(&replay_text(&rec.dir.path))
 }
 
-/// `opts` plus a `depth` trigger on each of `funcs`: every call of them
-/// then takes the slow path.
+/// `opts` plus a global `trace_on` trigger on each of `funcs`: every call
+/// of them then takes the slow path.
 fn slow(opts: &[&str], funcs: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
     for f in funcs {
         v.push("-T".into());
-        v.push(format!("{f}@depth=100000"));
+        v.push(format!("{f}@trace_on,global"));
     }
     v
 }
@@ -47,7 +48,7 @@ fn without_addresses(lines: Vec<String>) -> Vec<String> {
     lines
         .into_iter()
         .map(|l| {
-            let Some(rest) = l.strip_prefix("  bump(") else {
+            let Some(rest) = l.strip_prefix("  bump(").filter(|r| *r != ");") else {
                 return l;
             };
             let (arg, ret) = rest
@@ -211,7 +212,9 @@ fn triggers_with_arguments() {
         "-A",
         "on@arg1",
     ];
-    let l = same_as_slow(10, &opts, &["both", "on", "off"]);
+    // (Not against the slow path: a global trace_on would change what
+    // the trace_off does.)
+    let l = lines(10, &opts);
     // fastargs.c's loop: off(i) (tracing goes off), both(i) (on again),
     // on(i), both(i + 10); with --disable nothing before the first both.
     let mut expected = Vec::new();
@@ -227,4 +230,76 @@ fn triggers_with_arguments() {
     }
     expected.push("printf();".into());
     assert_eq!(l, expected);
+}
+
+/// `depth=N` triggers: the generated entry narrows the depth limit, the
+/// generated exit puts it back; alone, with arguments and return values,
+/// and inside -D.
+#[test]
+fn depth_triggers() {
+    // Two levels from main (main, its calls, not theirs); or one from
+    // `both` (not its call of `inner`): the same tree.
+    let mut plain = vec!["main() {".to_string()];
+    for f in ["strtol", "six", "six", "neg", "neg", "bump", "letter"] {
+        plain.push(format!("  {f}();"));
+    }
+    for _ in 0..3 {
+        for f in ["off", "both", "on", "both"] {
+            plain.push(format!("  {f}();"));
+        }
+    }
+    plain.push("  printf();".into());
+    plain.push("} /* main */".into());
+    for opts in [
+        &["-N", "hot", "-T", "main@depth=2"][..],
+        &["-N", "hot", "-T", "both@depth=1"],
+        &["-N", "hot", "-D", "3", "-T", "both@depth=1"],
+        &["-N", "hot", "-D", "2", "-T", "main@depth=5"],
+    ] {
+        let l = same_as_slow(10, opts, &["main", "both"]);
+        assert_eq!(l, plain, "{opts:?}");
+    }
+    // With its argument and return value (the exit then takes the slow
+    // path); depth=2 shows `inner`.
+    let mut expected = plain.clone();
+    let mut k = 0;
+    for l in expected.iter_mut() {
+        if l == "  both();" {
+            let x = [0i64, 10, 1, 11, 2, 12][k];
+            k += 1;
+            *l = format!("  both({x}) = {};", (x - 1) * 2);
+        }
+    }
+    let opts = [
+        "-N",
+        "hot",
+        "-T",
+        "both@depth=1",
+        "-A",
+        "both@arg1",
+        "-R",
+        "both@retval",
+    ];
+    assert_eq!(same_as_slow(10, &opts, &["both"]), expected);
+    let opts = ["-N", "hot", "-T", "both@depth=2", "-A", "both@arg1"];
+    let l = same_as_slow(10, &opts, &["both"]);
+    let both: Vec<&String> = l.iter().filter(|l| l.contains("both(")).collect();
+    assert_eq!(both.len(), 6, "{l:#?}");
+    assert_eq!(
+        l.iter().filter(|l| l.trim() == "inner();").count(),
+        6,
+        "{l:#?}"
+    );
+    // Thousands of calls, each a depth region of its own.
+    let opts = ["-F", "main", "-T", "hot@depth=1", "-A", "hot@arg1/i32"];
+    let l = same_as_slow(5000, &opts, &["hot"]);
+    let hots: Vec<String> = l
+        .iter()
+        .filter(|l| l.contains("hot("))
+        .map(|l| l.trim().to_string())
+        .collect();
+    let expected: Vec<String> = (0..5000i64)
+        .map(|i| format!("hot({});", i - 1000))
+        .collect();
+    assert_eq!(hots, expected);
 }

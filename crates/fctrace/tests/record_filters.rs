@@ -579,6 +579,9 @@ fn filters_under_a_signal_storm() {
             "-R",
             "step@retval",
         ],
+        // Depth regions opened and closed by generated code.
+        &["-T", "work@depth=1"],
+        &["-T", "step@depth=1", "-A", "step@arg1", "-R", "step@retval"],
     ] {
         let rec = record_any(&exe, &args, opts);
         assert_same_behaviour(&native, &rec.run, &format!("{opts:?}"));
@@ -598,6 +601,12 @@ fn filters_under_a_signal_storm() {
                 500_000,
                 "{opts:?}"
             );
+            assert!(!text.contains("not returned"), "{opts:?}");
+        }
+        if opts == ["-T", "work@depth=1"] {
+            // The 200 calls of work, none of step under them.
+            assert_eq!(text.matches("work()").count(), 200, "{opts:?}");
+            assert!(!text.contains("step("), "{opts:?}");
             assert!(!text.contains("not returned"), "{opts:?}");
         }
         if opts.contains(&"step@retval") || opts.contains(&"step@retval/i32") {

@@ -44,7 +44,7 @@
 use crate::recording::filter;
 use crate::runtime::buffer::{self, PENDING};
 use crate::runtime::shm;
-use crate::runtime::state::{ShadowEntry, ThreadState, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE};
+use crate::runtime::state::{ShadowEntry, ThreadState, E_DEPTH, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE};
 use crate::runtime::tls;
 use fctrace_format::event::EventKind;
 use std::ffi::c_void;
@@ -194,6 +194,9 @@ struct Hot {
     r_pop_lo: AtomicU64,
     r_pop_store: AtomicU64,
     r_pop_next: AtomicU64,
+    d_hi: AtomicU64,
+    d_close_lo: AtomicU64,
+    d_close_hi: AtomicU64,
 }
 
 const MAX_HOT: usize = 256;
@@ -229,6 +232,9 @@ static HOT: [Hot; MAX_HOT] = [const {
         r_pop_lo: AtomicU64::new(0),
         r_pop_store: AtomicU64::new(0),
         r_pop_next: AtomicU64::new(0),
+        d_hi: AtomicU64::new(0),
+        d_close_lo: AtomicU64::new(0),
+        d_close_hi: AtomicU64::new(0),
     }
 }; MAX_HOT];
 static HOT_LEN: AtomicUsize = AtomicUsize::new(0);
@@ -319,6 +325,9 @@ pub fn note_region_windows(at: u64, w: &crate::arch::x86_64::codegen::RegionWind
         h.r_pop_lo.store(w.r_pop_lo, Ordering::Relaxed);
         h.r_pop_store.store(w.r_pop_store, Ordering::Relaxed);
         h.r_pop_next.store(w.r_pop_next, Ordering::Relaxed);
+        h.d_hi.store(w.d_hi, Ordering::Relaxed);
+        h.d_close_lo.store(w.d_close_lo, Ordering::Relaxed);
+        h.d_close_hi.store(w.d_close_hi, Ordering::Relaxed);
         h.n_push_lo.store(w.push_lo, Ordering::Release);
     }
 }
@@ -392,6 +401,34 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
         }
         if n_lo != 0 && rip == h.n_pop.load(Ordering::Relaxed) {
             top_to_rcx_then(&h.n_pop_next);
+            return;
+        }
+        // Its depth limit (a depth trigger), the shadow entry whole: the
+        // limit from before the call put back, the entry taken back, and
+        // the checks again.
+        if n_lo != 0
+            && rip >= h.a_push_hi.load(Ordering::Relaxed)
+            && rip < h.d_hi.load(Ordering::Relaxed)
+        {
+            if top == rcx + ent {
+                let word = (*(rcx as *const ShadowEntry)).func;
+                st.shadow_top = rcx as *mut ShadowEntry;
+                filter::fix_depth(st, word);
+                g[libc::REG_RIP as usize] = h.a_retry.load(Ordering::Relaxed) as i64;
+            }
+            return;
+        }
+        // The generated exit of a depth region, popped, its limit not yet
+        // stored: made from the state (rax = the popped word; a -R
+        // frame's, without E_DEPTH, only passes the first two
+        // instructions, which change nothing).
+        if n_lo != 0
+            && rip >= h.d_close_lo.load(Ordering::Relaxed)
+            && rip < h.d_close_hi.load(Ordering::Relaxed)
+            && g[libc::REG_RAX as usize] as u64 & E_DEPTH != 0
+        {
+            filter::fix_depth(st, g[libc::REG_RAX as usize] as u64);
+            g[libc::REG_RIP as usize] = h.d_close_hi.load(Ordering::Relaxed) as i64;
             return;
         }
         // The -N exit, its region count down and its limit not yet

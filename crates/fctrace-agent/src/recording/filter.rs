@@ -83,6 +83,21 @@ const G_ON: u32 = 1;
 const G_OFF: u32 = 2;
 const G_FINISH: u32 = 3;
 
+/// For `signal::fix_interrupted`: a signal interrupted the fast flagged
+/// entry of a `depth=N` trigger function between its whole shadow entry
+/// (whose `func` word is `word`) and the limit's store, or its generated
+/// exit between the pop and the limit's store: the depth limit from
+/// before the call is put back (the entry is then taken back by the
+/// caller and starts over), and `block` and `limit` are made from the
+/// state.
+pub fn fix_depth(st: &mut ThreadState, word: u64) {
+    if word & E_DEPTH != 0 {
+        let p = (word >> PREV_SHIFT) & PREV_MASK;
+        st.max = if p == PREV_MASK { u32::MAX } else { p as u32 };
+    }
+    recompute(st);
+}
+
 /// For `signal::fix_interrupted`: a signal interrupted the generated
 /// `-F` entry or exit around its update of the count of open `-F`
 /// regions. `uncount`: subtract one (the entry's increment is taken back,
@@ -221,27 +236,34 @@ pub fn fast_desc(func: u32, flags: u64) -> Option<&'static FastDesc> {
     };
     if flags & F_TRIGGER != 0 {
         let (mut on, mut off) = (false, false);
+        let mut depth = None;
         for (i, t) in cfg.opts.triggers.iter().take(MAX_TRIGGERS).enumerate() {
             if flags & 1 << (TRIGGER_SHIFT + i as u32) == 0 {
                 continue;
             }
-            if t.global {
+            if t.global && t.actions.iter().any(|a| !matches!(a, Action::Depth(_))) {
                 return None;
             }
             for a in &t.actions {
-                match a {
+                match *a {
                     Action::TraceOn => on = true,
                     Action::TraceOff => off = true,
+                    // (The last one counts, as in `flagged_entry`.)
+                    Action::Depth(n) => depth = Some(n),
                     _ => return None,
                 }
             }
         }
-        d.trig_mask = B_OFF;
-        d.trig_want = match (on, off) {
-            (true, false) => 0,
-            (false, true) => B_OFF,
+        (d.trig_mask, d.trig_want) = match (on, off) {
+            (false, false) => (0, 0),
+            (true, false) => (B_OFF, 0),
+            (false, true) => (B_OFF, B_OFF),
             _ => return None,
         };
+        if let Some(n) = depth {
+            d.depth_mask = u64::MAX;
+            d.depth = u64::from(n);
+        }
     }
     let items = if flags & F_ARGS != 0 {
         cfg.specs?.fast_args(func)?
@@ -249,10 +271,18 @@ pub fn fast_desc(func: u32, flags: u64) -> Option<&'static FastDesc> {
         Vec::new()
     };
     d.shadow_word = func as u64;
+    if d.depth_mask != 0 {
+        // (The generated entry adds the depth limit from before the call.)
+        d.shadow_word |= E_SLOW_EXIT | E_DEPTH;
+    }
     if flags & F_RETVAL != 0 {
         d.shadow_word |= E_SLOW_EXIT | E_RETVAL;
-        if let Some(hdr) = cfg.specs.and_then(|sp| sp.fast_retval(func)) {
-            d.shadow_word |= E_FASTRET | u64::from(hdr) << FASTRET_SHIFT;
+        // (E_FASTRET's header would take E_DEPTH's bits.)
+        match cfg.specs.and_then(|sp| sp.fast_retval(func)) {
+            Some(hdr) if d.depth_mask == 0 => {
+                d.shadow_word |= E_FASTRET | u64::from(hdr) << FASTRET_SHIFT;
+            }
+            _ => {}
         }
     }
     d.entry_word = RawEvent::new(EventKind::Entry, func, 0).word;

@@ -233,6 +233,12 @@ pub struct FastDesc {
     /// Arguments recorded (0: no `Args` record).
     pub count: u32,
     pub _pad: u32,
+    /// A `depth=N` trigger: all ones (else 0), and N. The call's shadow
+    /// entry then keeps the depth limit from before it (`E_DEPTH`), the
+    /// limit becomes at most N levels from the call, and the generated
+    /// exit puts it back.
+    pub depth_mask: u64,
+    pub depth: u64,
     pub items: [FastItem; FAST_ITEMS],
 }
 
@@ -245,6 +251,14 @@ pub const FD_ARGS_WORD: i32 = std::mem::offset_of!(FastDesc, args_word) as i32;
 pub const FD_TRIG_MASK: i32 = std::mem::offset_of!(FastDesc, trig_mask) as i32;
 pub const FD_TRIG_WANT: i32 = std::mem::offset_of!(FastDesc, trig_want) as i32;
 pub const FD_COUNT: i32 = std::mem::offset_of!(FastDesc, count) as i32;
+pub const FD_DEPTH_MASK: i32 = std::mem::offset_of!(FastDesc, depth_mask) as i32;
+pub const FD_DEPTH: i32 = std::mem::offset_of!(FastDesc, depth) as i32;
+/// The low byte of `func >> 32` of a `depth=N` region made by the fast
+/// flagged entry (`E_SLOW_EXIT | E_DEPTH`, nothing else), whose exit is
+/// generated.
+pub const DEPTH_BITS: u8 = ((E_SLOW_EXIT | E_DEPTH) >> 32) as u8;
+/// Offset of the shadow stack's base (the generated code computes depths).
+pub const OFF_SHADOW_BASE: i32 = std::mem::offset_of!(ThreadState, shadow_base) as i32;
 pub const FD_ITEMS: i32 = std::mem::offset_of!(FastDesc, items) as i32;
 pub const FI_SIZE: i32 = std::mem::size_of::<FastItem>() as i32;
 pub const FI_HDR: i32 = std::mem::offset_of!(FastItem, hdr) as i32;

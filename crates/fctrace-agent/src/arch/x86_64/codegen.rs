@@ -15,11 +15,13 @@
 //! one `fs:`-relative load at the agent's initial-exec TLS offset.
 
 use crate::runtime::state::{
-    B_NOFILTER, FASTRET_BITS, FASTRET_SHIFT, FD_ARGS_WORD, FD_COUNT, FD_ENTRY_WORD, FD_ID,
-    FD_ITEMS, FD_PROV_WORD, FD_SHADOW_WORD, FD_TRIG_MASK, FD_TRIG_WANT, FD_WANT, FILTER_ENTRY_BITS,
-    FI_HDR, FI_MASK, FI_SIZE, NOTRACE_ENTRY_BITS, OFF_BLOCK, OFF_BUF, OFF_FL, OFF_GEN, OFF_HIDDEN,
-    OFF_LIMIT, OFF_MAX, OFF_SHADOW_END, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE, SLOW_FLAGGED_ENTRY,
-    SLOW_FLAGGED_EXIT, SLOW_FULL, SLOW_GROW, SLOW_INIT, SLOW_MISMATCH, SLOW_RESYNC, SLOW_UNWINDING,
+    B_NOFILTER, DEPTH_BITS, E_FASTRET, FASTRET_BITS, FASTRET_SHIFT, FD_ARGS_WORD, FD_COUNT,
+    FD_DEPTH, FD_DEPTH_MASK, FD_ENTRY_WORD, FD_ID, FD_ITEMS, FD_PROV_WORD, FD_SHADOW_WORD,
+    FD_TRIG_MASK, FD_TRIG_WANT, FD_WANT, FILTER_ENTRY_BITS, FI_HDR, FI_MASK, FI_SIZE,
+    NOTRACE_ENTRY_BITS, OFF_BLOCK, OFF_BUF, OFF_FL, OFF_GEN, OFF_HIDDEN, OFF_LIMIT, OFF_MAX,
+    OFF_SHADOW_BASE, OFF_SHADOW_END, OFF_SHADOW_TOP, PREV_MASK, PREV_SHIFT, SHADOW_ENTRY_SIZE,
+    SLOW_FLAGGED_ENTRY, SLOW_FLAGGED_EXIT, SLOW_FULL, SLOW_GROW, SLOW_INIT, SLOW_MISMATCH,
+    SLOW_RESYNC, SLOW_UNWINDING,
 };
 use crate::runtime::tls::BUSY_UNWINDING;
 use fctrace_format::event::{EventKind, RawEvent, KIND_BITS, PAYLOAD_LEN_SHIFT};
@@ -95,6 +97,15 @@ pub struct RegionWindows {
     pub r_pop_lo: u64,
     pub r_pop_store: u64,
     pub r_pop_next: u64,
+    /// The fast flagged entry's depth limit, from `a_push_hi` (its
+    /// shadow entry whole) to (excluded) the first instruction after the
+    /// limit's store.
+    pub d_hi: u64,
+    /// The generated exit of a depth region, from the instruction after
+    /// the pop (`r_pop_next`) to (excluded) the first one after the
+    /// limit's store.
+    pub d_close_lo: u64,
+    pub d_close_hi: u64,
 }
 
 /// Entry points of an assembled common block.
@@ -234,6 +245,18 @@ fn fill_shadow_entry(a: &mut CodeAssembler, bits: u64, full: CodeLabel) -> Resul
         a.or(rdx, rax)?;
         a.mov(qword_ptr(rcx + 16), rdx)?;
     }
+    Ok(())
+}
+
+/// rdx = the recorded calls open on the thread (in r11) below the
+/// shadow-stack address `top`: its entries minus the hidden ones
+/// (`filter::vdepth`); `inv3` labels the inverse of 3 modulo 2^64.
+fn depth_of(a: &mut CodeAssembler, top: AsmRegister64, inv3: CodeLabel) -> Result<(), IcedError> {
+    a.mov(rdx, top)?;
+    a.sub(rdx, qword_ptr(r11 + OFF_SHADOW_BASE))?;
+    a.shr(rdx, 3)?;
+    a.imul_2(rdx, qword_ptr(inv3))?;
+    a.sub(rdx, qword_ptr(r11 + OFF_HIDDEN))?;
     Ok(())
 }
 
@@ -459,6 +482,9 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     let mut l_rpop_lo = a.create_label();
     let mut l_rpop_store = a.create_label();
     let mut l_rpop_next = a.create_label();
+    let mut l_dclose_hi = a.create_label();
+    let mut l_dhi = a.create_label();
+    let mut inv3 = a.create_label();
     if p.filter.is_some() {
         a.set_label(&mut slow_exit)?;
         // The exit of a -N region made by the generated -N entry (below):
@@ -527,8 +553,13 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         // one reservation, as `filter::flagged_exit` writes them. A
         // signal between the slot's store and the pop completes the pop
         // (`signal::fix_interrupted`, as for `exit`).
+        let mut fast_pop = a.create_label();
+        let mut fast_ret = a.create_label();
         a.cmp(al, FASTRET_BITS as i8 as i32)?;
+        a.je(fast_pop)?;
+        a.cmp(al, DEPTH_BITS as i8 as i32)?;
         a.jne(real_slow)?;
+        a.set_label(&mut fast_pop)?;
         a.mov(rax, qword_ptr(rcx))?;
         a.mov(qword_ptr(rsp + 32), rax)?;
         a.set_label(&mut l_rpop_lo)?;
@@ -536,6 +567,54 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.set_label(&mut l_rpop_store)?;
         a.mov(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?;
         a.set_label(&mut l_rpop_next)?;
+        a.bt(rax, E_FASTRET.trailing_zeros() as i32)?;
+        a.jc(fast_ret)?;
+        // The exit of a depth=N region made by the fast flagged entry
+        // (what `filter::release` does): the depth limit from before the
+        // call put back, `limit` made from the state as
+        // `filter::recompute` makes it; then the exit recorded. A signal
+        // from here to the limit's store makes them from the state
+        // instead (`signal::fix_interrupted`). rcx = the top.
+        let mut c1 = a.create_label();
+        let mut c_zero = a.create_label();
+        let mut c_inf = a.create_label();
+        let mut c_store = a.create_label();
+        a.mov(rdx, rax)?;
+        a.shr(rdx, PREV_SHIFT)?;
+        a.and(edx, PREV_MASK as u32)?;
+        a.cmp(edx, PREV_MASK as u32)?;
+        a.jne(c1)?;
+        a.mov(edx, u32::MAX)?;
+        a.set_label(&mut c1)?;
+        a.mov(dword_ptr(r11 + OFF_MAX), edx)?;
+        a.cmp(dword_ptr(r11 + OFF_BLOCK), 0)?;
+        a.jne(c_zero)?;
+        a.cmp(edx, -1)?;
+        a.je(c_inf)?;
+        a.mov(qword_ptr(rsp - 8), rdx)?;
+        depth_of(&mut a, rcx, inv3)?;
+        a.neg(rdx)?;
+        a.add(rdx, qword_ptr(rsp - 8))?;
+        a.imul_3(rdx, rdx, ent)?;
+        a.add(rdx, rcx)?;
+        a.test(rdx, rdx)?;
+        a.jns(c_store)?;
+        a.set_label(&mut c_zero)?;
+        a.xor(edx, edx)?;
+        a.jmp(c_store)?;
+        a.set_label(&mut c_inf)?;
+        a.mov(rdx, -1i64)?;
+        a.set_label(&mut c_store)?;
+        a.mov(qword_ptr(r11 + OFF_LIMIT), rdx)?;
+        a.set_label(&mut l_dclose_hi)?;
+        a.mov(rcx, p.finished)?;
+        a.cmp(byte_ptr(rcx), 0)?;
+        a.jne(xtail)?;
+        a.mov(eax, eax)?;
+        a.shl(rax, KIND_BITS)?;
+        a.or(rax, EventKind::Exit as i32)?;
+        a.jmp(xrec)?;
+        a.set_label(&mut fast_ret)?;
         // After `finish`, nothing more (as the plain exit).
         a.mov(rcx, p.finished)?;
         a.cmp(byte_ptr(rcx), 0)?;
@@ -749,6 +828,20 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(rcx, qword_ptr(r11 + OFF_SHADOW_TOP))?;
         a.cmp(rcx, qword_ptr(r11 + OFF_LIMIT))?;
         a.jae(pass)?;
+        // The shadow entry's word: with a depth trigger, the depth limit
+        // from before the call above the bits (`E_DEPTH`, as
+        // `filter::flagged_entry` writes it); kept in the red zone
+        // (signal frames are put below it).
+        let mut prev_ok = a.create_label();
+        a.mov(edx, dword_ptr(r11 + OFF_MAX))?;
+        a.cmp(rdx, PREV_MASK as i32)?;
+        a.jbe(prev_ok)?;
+        a.mov(edx, PREV_MASK as u32)?;
+        a.set_label(&mut prev_ok)?;
+        a.shl(rdx, PREV_SHIFT)?;
+        a.and(rdx, qword_ptr(rax + FD_DEPTH_MASK))?;
+        a.or(rdx, qword_ptr(rax + FD_SHADOW_WORD))?;
+        a.mov(qword_ptr(rsp - 8), rdx)?;
         a.mov(ecx, ent as u32)?;
         a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve first
         a.set_label(&mut l_apush_lo)?;
@@ -758,9 +851,39 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(qword_ptr(rcx), rdx)?;
         a.lea(rdx, qword_ptr(rsp + 40))?;
         a.mov(qword_ptr(rcx + 8), rdx)?;
-        a.mov(rdx, qword_ptr(rax + FD_SHADOW_WORD))?;
+        a.mov(rdx, qword_ptr(rsp - 8))?;
         a.mov(qword_ptr(rcx + 16), rdx)?;
         a.set_label(&mut l_apush_hi)?;
+        // A depth trigger: the limit becomes N levels from the call
+        // (`st.max = min(max, v + N)`, v the recorded calls open before
+        // it), and `limit` the top at which it is reached. A signal from
+        // here to the limit's store puts the old limit back, takes the
+        // shadow entry back and restarts at the checks
+        // (`signal::fix_interrupted`).
+        let mut a_nodepth = a.create_label();
+        let mut d1 = a.create_label();
+        let mut d2 = a.create_label();
+        a.cmp(qword_ptr(rax + FD_DEPTH_MASK), 0)?;
+        a.je(a_nodepth)?;
+        depth_of(&mut a, rcx, inv3)?;
+        a.mov(qword_ptr(rsp - 16), rdx)?;
+        a.add(rdx, qword_ptr(rax + FD_DEPTH))?;
+        a.cmp(rdx, (PREV_MASK - 1) as i32)?;
+        a.jbe(d1)?;
+        a.mov(edx, (PREV_MASK - 1) as u32)?;
+        a.set_label(&mut d1)?;
+        a.cmp(edx, dword_ptr(r11 + OFF_MAX))?;
+        a.jbe(d2)?;
+        a.mov(edx, dword_ptr(r11 + OFF_MAX))?;
+        a.set_label(&mut d2)?;
+        a.mov(dword_ptr(r11 + OFF_MAX), edx)?;
+        a.sub(rdx, qword_ptr(rsp - 16))?;
+        a.imul_3(rdx, rdx, ent)?;
+        a.add(rdx, rcx)?;
+        a.mov(qword_ptr(r11 + OFF_LIMIT), rdx)?;
+        a.set_label(&mut l_dhi)?;
+        a.nop()?;
+        a.set_label(&mut a_nodepth)?;
         a.cmp(dword_ptr(rax + FD_COUNT), 0)?;
         a.jne(a_args)?;
         // No arguments: the entry's own record, as `entry` writes it.
@@ -848,6 +971,10 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.set_label(&mut a_slow)?;
         a.mov(eax, dword_ptr(rax + FD_ID))?;
         a.jmp(fretry)?;
+        // The inverse of 3 modulo 2^64: a multiple of 3 times it is the
+        // exact quotient (depths: shadow-stack bytes / 8 / 3).
+        a.set_label(&mut inv3)?;
+        a.db(&0xAAAA_AAAA_AAAA_AAABu64.to_le_bytes())?;
     }
 
     let res = a.assemble_options(at, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
@@ -898,6 +1025,9 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
                 r_pop_lo: res.label_ip(&l_rpop_lo)?,
                 r_pop_store: res.label_ip(&l_rpop_store)?,
                 r_pop_next: res.label_ip(&l_rpop_next)?,
+                d_hi: res.label_ip(&l_dhi)?,
+                d_close_lo: res.label_ip(&l_rpop_next)?,
+                d_close_hi: res.label_ip(&l_dclose_hi)?,
             }
         } else {
             RegionWindows::default()
