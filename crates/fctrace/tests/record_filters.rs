@@ -569,6 +569,19 @@ fn filters_under_a_signal_storm() {
         &["-F", "step"],
         &["-F", "step", "-F", "tick", "-F", "leaf"],
         &["-F", "leaf", "-F", "work"],
+        // The fast flagged entry and the fast -R exit (generated code).
+        &["-A", "step@arg1/i32", "-R", "step@retval/i32"],
+        &[
+            "-T",
+            "step@trace_on",
+            "-A",
+            "step@arg1",
+            "-R",
+            "step@retval",
+        ],
+        // Depth regions opened and closed by generated code.
+        &["-T", "work@depth=1"],
+        &["-T", "step@depth=1", "-A", "step@arg1", "-R", "step@retval"],
     ] {
         let rec = record_any(&exe, &args, opts);
         assert_same_behaviour(&native, &rec.run, &format!("{opts:?}"));
@@ -587,6 +600,45 @@ fn filters_under_a_signal_storm() {
                 text.matches("step();").count() + opened,
                 500_000,
                 "{opts:?}"
+            );
+            assert!(!text.contains("not returned"), "{opts:?}");
+        }
+        if opts == ["-T", "work@depth=1"] {
+            // The 200 calls of work, none of step under them.
+            assert_eq!(text.matches("work()").count(), 200, "{opts:?}");
+            assert!(!text.contains("step("), "{opts:?}");
+            assert!(!text.contains("not returned"), "{opts:?}");
+        }
+        if opts.contains(&"step@retval") || opts.contains(&"step@retval/i32") {
+            // Every one of the 500,000 calls of step(i) = 3i + 1, in
+            // order, with its value and its return value (its handler
+            // inside when a signal landed in it).
+            let mut args = Vec::new();
+            let mut rets = Vec::new();
+            for l in text.lines() {
+                let Some((_, t)) = l.split_once("] | ") else {
+                    continue;
+                };
+                let t = t.trim_start();
+                if let Some(r) = t.strip_prefix("step(") {
+                    let (a, rest) = r.split_once(')').unwrap();
+                    args.push(a.parse::<i64>().unwrap_or_else(|_| panic!("{l}")));
+                    if let Some(v) = rest.strip_prefix(" = ").and_then(|v| v.strip_suffix(';')) {
+                        rets.push(v.parse::<i64>().unwrap());
+                    }
+                } else if let Some(v) = t
+                    .strip_prefix("} = ")
+                    .and_then(|v| v.strip_suffix("; /* step */"))
+                {
+                    rets.push(v.parse::<i64>().unwrap());
+                }
+            }
+            let expected: Vec<i64> = (0..200).flat_map(|_| 0..2500).collect();
+            assert!(args == expected, "{opts:?}: the arguments of step differ");
+            let expected: Vec<i64> = expected.iter().map(|i| 3 * i + 1).collect();
+            assert!(
+                rets == expected,
+                "{opts:?}: the return values of step differ"
             );
             assert!(!text.contains("not returned"), "{opts:?}");
         }

@@ -1005,21 +1005,39 @@ impl Stubs {
             Err(e) => return FuncStatus::NotTraced(e.clone()),
         };
         let mut new_arena = false;
+        // (An entry-only stub's common entry takes the id.)
+        let fast = match flags {
+            _ if !matches!(mode, Mode::Traced) => None,
+            0 | crate::recording::filter::F_NOTRACE | crate::recording::filter::F_FILTER => None,
+            _ => crate::recording::filter::fast_desc(id, flags),
+        };
         let site = loop {
             let at = st.arena.cursor();
             st.stub.clear();
             // A function with filter flags enters through the flagged
             // entry (the slow path), a -N or -F function alone through
-            // the generated -N or -F entry.
-            let entry = match flags {
-                0 => st.common.entry,
-                crate::recording::filter::F_NOTRACE => st.common.entry_notrace,
-                crate::recording::filter::F_FILTER => st.common.entry_filter,
-                _ => st.common.entry_flagged,
+            // the generated -N or -F entry, one whose values and
+            // triggers the generated code can handle through the fast
+            // flagged entry.
+            let (entry, arg) = match flags {
+                0 => (st.common.entry, patch::StubArg::Id(id)),
+                crate::recording::filter::F_NOTRACE => {
+                    (st.common.entry_notrace, patch::StubArg::Id(id))
+                }
+                crate::recording::filter::F_FILTER => {
+                    (st.common.entry_filter, patch::StubArg::Id(id))
+                }
+                _ => match fast {
+                    Some(d) => (
+                        st.common.entry_fast,
+                        patch::StubArg::Desc(d as *const _ as u64),
+                    ),
+                    None => (st.common.entry_flagged, patch::StubArg::Id(id)),
+                },
             };
             let common = Common { entry, ..st.common };
             let built =
-                patch::build_stub_with(plan, read_code, at, &common, id, mode, &mut st.stub);
+                patch::build_stub_with(plan, read_code, at, &common, arg, mode, &mut st.stub);
             match built {
                 Err(e) => return FuncStatus::NotTraced(e),
                 Ok(b) if st.stub.len() <= st.arena.remaining() => break b,

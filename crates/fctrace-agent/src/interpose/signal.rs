@@ -44,7 +44,7 @@
 use crate::recording::filter;
 use crate::runtime::buffer::{self, PENDING};
 use crate::runtime::shm;
-use crate::runtime::state::{ShadowEntry, ThreadState, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE};
+use crate::runtime::state::{ShadowEntry, ThreadState, E_DEPTH, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE};
 use crate::runtime::tls;
 use fctrace_format::event::EventKind;
 use std::ffi::c_void;
@@ -186,6 +186,17 @@ struct Hot {
     f_pop: AtomicU64,
     f_uncounted: AtomicU64,
     f_close_hi: AtomicU64,
+    /// The fast flagged entry's and the fast `-R` exit's windows (with
+    /// filters), as `entry`'s and `exit`'s.
+    a_retry: AtomicU64,
+    a_push_lo: AtomicU64,
+    a_push_hi: AtomicU64,
+    r_pop_lo: AtomicU64,
+    r_pop_store: AtomicU64,
+    r_pop_next: AtomicU64,
+    d_hi: AtomicU64,
+    d_close_lo: AtomicU64,
+    d_close_hi: AtomicU64,
 }
 
 const MAX_HOT: usize = 256;
@@ -215,6 +226,15 @@ static HOT: [Hot; MAX_HOT] = [const {
         f_pop: AtomicU64::new(0),
         f_uncounted: AtomicU64::new(0),
         f_close_hi: AtomicU64::new(0),
+        a_retry: AtomicU64::new(0),
+        a_push_lo: AtomicU64::new(0),
+        a_push_hi: AtomicU64::new(0),
+        r_pop_lo: AtomicU64::new(0),
+        r_pop_store: AtomicU64::new(0),
+        r_pop_next: AtomicU64::new(0),
+        d_hi: AtomicU64::new(0),
+        d_close_lo: AtomicU64::new(0),
+        d_close_hi: AtomicU64::new(0),
     }
 }; MAX_HOT];
 static HOT_LEN: AtomicUsize = AtomicUsize::new(0);
@@ -299,6 +319,15 @@ pub fn note_region_windows(at: u64, w: &crate::arch::x86_64::codegen::RegionWind
         h.f_pop.store(w.f_pop, Ordering::Relaxed);
         h.f_uncounted.store(w.f_uncounted, Ordering::Relaxed);
         h.f_close_hi.store(w.f_close_hi, Ordering::Relaxed);
+        h.a_retry.store(w.a_retry, Ordering::Relaxed);
+        h.a_push_lo.store(w.a_push_lo, Ordering::Relaxed);
+        h.a_push_hi.store(w.a_push_hi, Ordering::Relaxed);
+        h.r_pop_lo.store(w.r_pop_lo, Ordering::Relaxed);
+        h.r_pop_store.store(w.r_pop_store, Ordering::Relaxed);
+        h.r_pop_next.store(w.r_pop_next, Ordering::Relaxed);
+        h.d_hi.store(w.d_hi, Ordering::Relaxed);
+        h.d_close_lo.store(w.d_close_lo, Ordering::Relaxed);
+        h.d_close_hi.store(w.d_close_hi, Ordering::Relaxed);
         h.n_push_lo.store(w.push_lo, Ordering::Release);
     }
 }
@@ -343,15 +372,63 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
             top_to_rcx_then(&h.retry);
             return;
         }
+        // (The windows of the filtered variant are noted before n_push_lo.)
+        let n_lo = h.n_push_lo.load(Ordering::Acquire);
+        // The fast flagged entry and the fast -R exit: as `entry` and
+        // `exit`.
+        let a_lo = h.a_push_lo.load(Ordering::Relaxed);
+        if n_lo != 0 && rip >= a_lo && rip < h.a_push_hi.load(Ordering::Relaxed) {
+            top_to_rcx_then(&h.a_retry);
+            return;
+        }
+        if n_lo != 0
+            && (rip == h.r_pop_lo.load(Ordering::Relaxed)
+                || rip == h.r_pop_store.load(Ordering::Relaxed))
+        {
+            if top == rcx + ent {
+                let e = rcx as *const ShadowEntry;
+                g[libc::REG_RAX as usize] = (*e).func as i64;
+                st.shadow_top = e as *mut ShadowEntry;
+                g[libc::REG_RIP as usize] = h.r_pop_next.load(Ordering::Relaxed) as i64;
+            }
+            return;
+        }
         // The -N entry: the same, restarting at its reservation (the
         // region is already counted); its exit: the pop.
-        let n_lo = h.n_push_lo.load(Ordering::Acquire);
         if n_lo != 0 && rip >= n_lo && rip < h.n_push_hi.load(Ordering::Relaxed) {
             top_to_rcx_then(&h.n_restart);
             return;
         }
         if n_lo != 0 && rip == h.n_pop.load(Ordering::Relaxed) {
             top_to_rcx_then(&h.n_pop_next);
+            return;
+        }
+        // Its depth limit (a depth trigger), the shadow entry whole: the
+        // limit from before the call put back, the entry taken back, and
+        // the checks again.
+        if n_lo != 0
+            && rip >= h.a_push_hi.load(Ordering::Relaxed)
+            && rip < h.d_hi.load(Ordering::Relaxed)
+        {
+            if top == rcx + ent {
+                let word = (*(rcx as *const ShadowEntry)).func;
+                st.shadow_top = rcx as *mut ShadowEntry;
+                filter::fix_depth(st, word);
+                g[libc::REG_RIP as usize] = h.a_retry.load(Ordering::Relaxed) as i64;
+            }
+            return;
+        }
+        // The generated exit of a depth region, popped, its limit not yet
+        // stored: made from the state (rax = the popped word; a -R
+        // frame's, without E_DEPTH, only passes the first two
+        // instructions, which change nothing).
+        if n_lo != 0
+            && rip >= h.d_close_lo.load(Ordering::Relaxed)
+            && rip < h.d_close_hi.load(Ordering::Relaxed)
+            && g[libc::REG_RAX as usize] as u64 & E_DEPTH != 0
+        {
+            filter::fix_depth(st, g[libc::REG_RAX as usize] as u64);
+            g[libc::REG_RIP as usize] = h.d_close_hi.load(Ordering::Relaxed) as i64;
             return;
         }
         // The -N exit, its region count down and its limit not yet

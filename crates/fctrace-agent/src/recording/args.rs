@@ -15,7 +15,7 @@
 //! specs pay nothing: they never reach this module.
 
 use crate::runtime::buffer::emit;
-use crate::runtime::state::ThreadState;
+use crate::runtime::state::{FastItem, ThreadState, FAST_ITEMS};
 use fctrace_format::argval::{IntFmt, Writer};
 use fctrace_format::event::{EventKind, MAX_PAYLOAD};
 use fctrace_options::{ArgSpec, Format, Item, Options, Source};
@@ -167,6 +167,44 @@ impl Specs {
         // Leaked: a thread may be reading the previous one.
         page[idx].store(Box::into_raw(Box::new(f)), Ordering::Release);
         flags
+    }
+
+    /// The arguments of `func` as the generated fast entry records them
+    /// (`runtime::state::FastDesc`): empty without `-A`; `None` if one of
+    /// them needs the slow path (a string, a float, a stack argument, a
+    /// type from `-a`, or too many).
+    pub fn fast_args(&self, func: u32) -> Option<Vec<FastItem>> {
+        let f = self.lookup(func)?;
+        if f.args.len() > FAST_ITEMS {
+            return None;
+        }
+        f.args
+            .iter()
+            .map(|v| match v {
+                Val::Item(Item {
+                    source: Source::Int(n @ 1..=6),
+                    format,
+                }) => {
+                    let (hdr, size) = fast_int(*format)?;
+                    Some(FastItem {
+                        reg: n - 1,
+                        _pad: [0; 3],
+                        hdr,
+                        mask: mask(u64::MAX, size),
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The header of `func`'s return value (`-R`) if the generated exit
+    /// can record it (an integer format: `runtime::state::E_FASTRET`).
+    pub fn fast_retval(&self, func: u32) -> Option<u32> {
+        match &self.lookup(func)?.retval {
+            Some(Val::Item(item)) => fast_int(item.format).map(|(hdr, _)| hdr),
+            _ => None,
+        }
     }
 
     fn lookup(&self, func: u32) -> Option<&FuncSpec> {
@@ -561,6 +599,26 @@ fn int_arg(pid: u32, regs: &EntryRegs, n: u8) -> Option<u64> {
             u64::from_le_bytes(b)
         }
     })
+}
+
+/// The argval header (`TAG_INT`, format, size) of an integer format, and
+/// the bytes of the value kept, as [`put_int`] writes it; `None` for a
+/// string or a float.
+fn fast_int(fmt: Format) -> Option<(u32, u8)> {
+    // (The size shown is the size kept for every one of them.)
+    let (f, size) = match fmt {
+        Format::Auto => (IntFmt::Auto, 8),
+        Format::Signed(s) => (IntFmt::Signed, s),
+        Format::Unsigned(s) => (IntFmt::Unsigned, s),
+        Format::Hex(s) => (IntFmt::Hex, s),
+        Format::Char => (IntFmt::Char, 1),
+        Format::Ptr => (IntFmt::Ptr, 8),
+        Format::Str | Format::Float(_) => return None,
+    };
+    let hdr = u32::from(fctrace_format::argval::TAG_INT)
+        | u32::from(f as u8) << 8
+        | u32::from(size) << 16;
+    Some((hdr, size))
 }
 
 fn mask(v: u64, size: u8) -> u64 {

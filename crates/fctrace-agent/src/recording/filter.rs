@@ -54,12 +54,12 @@ use crate::recording::args;
 use crate::runtime::buffer;
 use crate::runtime::shm::Shm;
 use crate::runtime::state::{
-    ShadowEntry, ThreadState, B_FINISHED, B_NOFILTER, B_OFF, E_DEPTH, E_FILTER, E_HIDDEN,
-    E_NOTRACE, E_OPENED, E_RETVAL, E_SLOW_EXIT, NEVER, NT_MASK, PREV_MASK, PREV_SHIFT,
-    SHADOW_ENTRY_SIZE,
+    FastDesc, ShadowEntry, ThreadState, B_FINISHED, B_NOFILTER, B_OFF, E_DEPTH, E_FASTRET,
+    E_FILTER, E_HIDDEN, E_NOTRACE, E_OPENED, E_RETVAL, E_SLOW_EXIT, FASTRET_SHIFT, NEVER, NT_MASK,
+    PREV_MASK, PREV_SHIFT, SHADOW_ENTRY_SIZE,
 };
 use fctrace_format::argval::MAX_BACKTRACE;
-use fctrace_format::event::EventKind;
+use fctrace_format::event::{EventKind, RawEvent};
 use fctrace_options::{pattern::name_forms, Action, Options};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -82,6 +82,21 @@ pub static FINISHED: AtomicU8 = AtomicU8::new(0);
 const G_ON: u32 = 1;
 const G_OFF: u32 = 2;
 const G_FINISH: u32 = 3;
+
+/// For `signal::fix_interrupted`: a signal interrupted the fast flagged
+/// entry of a `depth=N` trigger function between its whole shadow entry
+/// (whose `func` word is `word`) and the limit's store, or its generated
+/// exit between the pop and the limit's store: the depth limit from
+/// before the call is put back (the entry is then taken back by the
+/// caller and starts over), and `block` and `limit` are made from the
+/// state.
+pub fn fix_depth(st: &mut ThreadState, word: u64) {
+    if word & E_DEPTH != 0 {
+        let p = (word >> PREV_SHIFT) & PREV_MASK;
+        st.max = if p == PREV_MASK { u32::MAX } else { p as u32 };
+    }
+    recompute(st);
+}
 
 /// For `signal::fix_interrupted`: a signal interrupted the generated
 /// `-F` entry or exit around its update of the count of open `-F`
@@ -184,6 +199,105 @@ pub fn flags_for(func: u32, module_path: &str, raw: &str) -> u64 {
         f |= F_RETVAL;
     }
     f
+}
+
+/// The fast flagged entry's description of function `func` (with filter
+/// `flags`), made once and never freed, or `None` when its calls take the
+/// flagged entry's slow path. A call through the fast entry
+/// (`arch::x86_64::codegen`) does in generated code what
+/// [`flagged_entry`] would do, while nothing unusual is going on (the
+/// agent not busy, the thread's state made, the global switch applied,
+/// room on the shadow stack; else it hands over to the slow path):
+///
+/// - `-A` whose values are integers or pointers in argument registers
+///   (`argN` for N <= 6 with the formats `i`, `u`, `x`, `c`, `p` or
+///   none): the `Args` record and its payload, the bytes
+///   [`args::on_entry`] writes, right after the `Entry`;
+/// - `-R` with such a format: the frame's shadow entry carries
+///   `E_FASTRET` and the value's header, so that the generated exit
+///   records the `Retval` record (as [`flagged_exit`] would); another
+///   `-R` still takes the slow exit;
+/// - triggers whose every action is a per-thread `trace_on` or every one
+///   a per-thread `trace_off`: the fast entry is taken only when the
+///   action has nothing to do (tracing already on, already off for the
+///   thread), so that the call is then an unflagged one; else the slow
+///   path runs the trigger.
+///
+/// Other flags (`-F`, `-N`, other actions, global triggers, strings,
+/// floats, `-a`) keep the slow path.
+pub fn fast_desc(func: u32, flags: u64) -> Option<&'static FastDesc> {
+    let cfg = CONFIG.get()?;
+    if flags & (F_FILTER | F_NOTRACE) != 0 || flags & (F_TRIGGER | F_ARGS | F_RETVAL) == 0 {
+        return None;
+    }
+    let mut d = FastDesc {
+        id: func,
+        ..FastDesc::default()
+    };
+    if flags & F_TRIGGER != 0 {
+        let (mut on, mut off) = (false, false);
+        let mut depth = None;
+        for (i, t) in cfg.opts.triggers.iter().take(MAX_TRIGGERS).enumerate() {
+            if flags & 1 << (TRIGGER_SHIFT + i as u32) == 0 {
+                continue;
+            }
+            if t.global && t.actions.iter().any(|a| !matches!(a, Action::Depth(_))) {
+                return None;
+            }
+            for a in &t.actions {
+                match *a {
+                    Action::TraceOn => on = true,
+                    Action::TraceOff => off = true,
+                    // (The last one counts, as in `flagged_entry`.)
+                    Action::Depth(n) => depth = Some(n),
+                    _ => return None,
+                }
+            }
+        }
+        (d.trig_mask, d.trig_want) = match (on, off) {
+            (false, false) => (0, 0),
+            (true, false) => (B_OFF, 0),
+            (false, true) => (B_OFF, B_OFF),
+            _ => return None,
+        };
+        if let Some(n) = depth {
+            d.depth_mask = u64::MAX;
+            d.depth = u64::from(n);
+        }
+    }
+    let items = if flags & F_ARGS != 0 {
+        cfg.specs?.fast_args(func)?
+    } else {
+        Vec::new()
+    };
+    d.shadow_word = func as u64;
+    if d.depth_mask != 0 {
+        // (The generated entry adds the depth limit from before the call.)
+        d.shadow_word |= E_SLOW_EXIT | E_DEPTH;
+    }
+    if flags & F_RETVAL != 0 {
+        d.shadow_word |= E_SLOW_EXIT | E_RETVAL;
+        // (E_FASTRET's header would take E_DEPTH's bits.)
+        match cfg.specs.and_then(|sp| sp.fast_retval(func)) {
+            Some(hdr) if d.depth_mask == 0 => {
+                d.shadow_word |= E_FASTRET | u64::from(hdr) << FASTRET_SHIFT;
+            }
+            _ => {}
+        }
+    }
+    d.entry_word = RawEvent::new(EventKind::Entry, func, 0).word;
+    d.want = RawEvent::SIZE as u32;
+    if !items.is_empty() {
+        let len = items.len() * 11;
+        let n = len.div_ceil(RawEvent::SIZE);
+        d.count = items.len() as u32;
+        d.items[..items.len()].copy_from_slice(&items);
+        d.want += ((1 + n) * RawEvent::SIZE) as u32;
+        d.prov_word =
+            RawEvent::with_payload(EventKind::Args, func, (n * RawEvent::SIZE) as u16, 0).word;
+        d.args_word = RawEvent::with_payload(EventKind::Args, func, len as u16, 0).word;
+    }
+    Some(Box::leak(Box::new(d)))
 }
 
 /// Publishes the flags of every function id (a new table; old ones are

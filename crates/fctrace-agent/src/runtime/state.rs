@@ -176,3 +176,90 @@ pub struct FilterState {
 
 /// Offset of the count of open `-F` regions in [`FilterState`].
 pub const FL_OFFSET: usize = std::mem::offset_of!(FilterState, fl);
+
+/// A shadow entry's `func` word bit: a `-R` frame whose return value the
+/// generated exit records (`arch::x86_64::codegen`, the fast flagged
+/// entry and exit); bits 40..63 then hold the value's header (the
+/// argval `INT` tag, its format and its size in bytes), precomputed.
+/// Only with [`E_SLOW_EXIT`] and [`E_RETVAL`] (never with `E_DEPTH`,
+/// whose bits 40..61 it would share).
+pub const E_FASTRET: u64 = 1 << 39;
+/// The low byte of `func >> 32` of such a frame.
+pub const FASTRET_BITS: u8 = ((E_SLOW_EXIT | E_RETVAL | E_FASTRET) >> 32) as u8;
+/// Where the header of the return value lies in the word.
+pub const FASTRET_SHIFT: u32 = 40;
+
+/// Values one fast flagged entry records at most.
+pub const FAST_ITEMS: usize = 8;
+
+/// One integer argument the fast flagged entry records.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FastItem {
+    /// The argument register: 0..5 for rdi, rsi, rdx, rcx, r8, r9.
+    pub reg: u8,
+    pub _pad: [u8; 3],
+    /// The argval header: `TAG_INT | format << 8 | size << 16`.
+    pub hdr: u32,
+    /// The bits of the value kept (its size).
+    pub mask: u64,
+}
+
+/// What the *fast flagged entry* (`arch::x86_64::codegen`) of one
+/// function does, precomputed at instrumentation
+/// (`recording::filter::fast_desc`); its stub passes its address in rax.
+/// Made once, never freed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FastDesc {
+    /// The function id.
+    pub id: u32,
+    /// Bytes reserved in the buffer: the `Entry`, and with arguments the
+    /// `Args` record and its payload records.
+    pub want: u32,
+    /// The `Entry` record's word.
+    pub entry_word: u64,
+    /// The shadow entry's `func` word.
+    pub shadow_word: u64,
+    /// The `Args` record's word while its payload is written (announcing
+    /// every reserved payload record) and once it is.
+    pub prov_word: u64,
+    pub args_word: u64,
+    /// The trigger condition: the call takes the fast entry only while
+    /// `block & trig_mask == trig_want` (a `trace_on` that finds tracing
+    /// on, a `trace_off` that finds it off: nothing to do).
+    pub trig_mask: u32,
+    pub trig_want: u32,
+    /// Arguments recorded (0: no `Args` record).
+    pub count: u32,
+    pub _pad: u32,
+    /// A `depth=N` trigger: all ones (else 0), and N. The call's shadow
+    /// entry then keeps the depth limit from before it (`E_DEPTH`), the
+    /// limit becomes at most N levels from the call, and the generated
+    /// exit puts it back.
+    pub depth_mask: u64,
+    pub depth: u64,
+    pub items: [FastItem; FAST_ITEMS],
+}
+
+pub const FD_ID: i32 = std::mem::offset_of!(FastDesc, id) as i32;
+pub const FD_WANT: i32 = std::mem::offset_of!(FastDesc, want) as i32;
+pub const FD_ENTRY_WORD: i32 = std::mem::offset_of!(FastDesc, entry_word) as i32;
+pub const FD_SHADOW_WORD: i32 = std::mem::offset_of!(FastDesc, shadow_word) as i32;
+pub const FD_PROV_WORD: i32 = std::mem::offset_of!(FastDesc, prov_word) as i32;
+pub const FD_ARGS_WORD: i32 = std::mem::offset_of!(FastDesc, args_word) as i32;
+pub const FD_TRIG_MASK: i32 = std::mem::offset_of!(FastDesc, trig_mask) as i32;
+pub const FD_TRIG_WANT: i32 = std::mem::offset_of!(FastDesc, trig_want) as i32;
+pub const FD_COUNT: i32 = std::mem::offset_of!(FastDesc, count) as i32;
+pub const FD_DEPTH_MASK: i32 = std::mem::offset_of!(FastDesc, depth_mask) as i32;
+pub const FD_DEPTH: i32 = std::mem::offset_of!(FastDesc, depth) as i32;
+/// The low byte of `func >> 32` of a `depth=N` region made by the fast
+/// flagged entry (`E_SLOW_EXIT | E_DEPTH`, nothing else), whose exit is
+/// generated.
+pub const DEPTH_BITS: u8 = ((E_SLOW_EXIT | E_DEPTH) >> 32) as u8;
+/// Offset of the shadow stack's base (the generated code computes depths).
+pub const OFF_SHADOW_BASE: i32 = std::mem::offset_of!(ThreadState, shadow_base) as i32;
+pub const FD_ITEMS: i32 = std::mem::offset_of!(FastDesc, items) as i32;
+pub const FI_SIZE: i32 = std::mem::size_of::<FastItem>() as i32;
+pub const FI_HDR: i32 = std::mem::offset_of!(FastItem, hdr) as i32;
+pub const FI_MASK: i32 = std::mem::offset_of!(FastItem, mask) as i32;

@@ -15,13 +15,16 @@
 //! one `fs:`-relative load at the agent's initial-exec TLS offset.
 
 use crate::runtime::state::{
-    B_NOFILTER, FILTER_ENTRY_BITS, NOTRACE_ENTRY_BITS, OFF_BLOCK, OFF_BUF, OFF_FL, OFF_GEN,
-    OFF_HIDDEN, OFF_LIMIT, OFF_MAX, OFF_SHADOW_END, OFF_SHADOW_TOP, SHADOW_ENTRY_SIZE,
+    B_NOFILTER, DEPTH_BITS, E_FASTRET, FASTRET_BITS, FASTRET_SHIFT, FD_ARGS_WORD, FD_COUNT,
+    FD_DEPTH, FD_DEPTH_MASK, FD_ENTRY_WORD, FD_ID, FD_ITEMS, FD_PROV_WORD, FD_SHADOW_WORD,
+    FD_TRIG_MASK, FD_TRIG_WANT, FD_WANT, FILTER_ENTRY_BITS, FI_HDR, FI_MASK, FI_SIZE,
+    NOTRACE_ENTRY_BITS, OFF_BLOCK, OFF_BUF, OFF_FL, OFF_GEN, OFF_HIDDEN, OFF_LIMIT, OFF_MAX,
+    OFF_SHADOW_BASE, OFF_SHADOW_END, OFF_SHADOW_TOP, PREV_MASK, PREV_SHIFT, SHADOW_ENTRY_SIZE,
     SLOW_FLAGGED_ENTRY, SLOW_FLAGGED_EXIT, SLOW_FULL, SLOW_GROW, SLOW_INIT, SLOW_MISMATCH,
     SLOW_RESYNC, SLOW_UNWINDING,
 };
 use crate::runtime::tls::BUSY_UNWINDING;
-use fctrace_format::event::{EventKind, RawEvent, KIND_BITS};
+use fctrace_format::event::{EventKind, RawEvent, KIND_BITS, PAYLOAD_LEN_SHIFT};
 use iced_x86::code_asm::*;
 use iced_x86::{BlockEncoderOptions, IcedError};
 
@@ -81,6 +84,28 @@ pub struct RegionWindows {
     pub f_pop: u64,
     pub f_uncounted: u64,
     pub f_close_hi: u64,
+    /// The fast flagged entry: where it restarts (its checks, after its
+    /// three pushes), and from the instruction after the `xadd` that
+    /// reserves its shadow entry to (excluded) the first one after its
+    /// last store (as `entry`'s).
+    pub a_retry: u64,
+    pub a_push_lo: u64,
+    pub a_push_hi: u64,
+    /// The fast `-R` exit: the two instructions after the slot's real
+    /// return address is put back, up to the pop (included); and the one
+    /// after the pop (as `exit`'s).
+    pub r_pop_lo: u64,
+    pub r_pop_store: u64,
+    pub r_pop_next: u64,
+    /// The fast flagged entry's depth limit, from `a_push_hi` (its
+    /// shadow entry whole) to (excluded) the first instruction after the
+    /// limit's store.
+    pub d_hi: u64,
+    /// The generated exit of a depth region, from the instruction after
+    /// the pop (`r_pop_next`) to (excluded) the first one after the
+    /// limit's store.
+    pub d_close_lo: u64,
+    pub d_close_hi: u64,
 }
 
 /// Entry points of an assembled common block.
@@ -95,6 +120,9 @@ pub struct Common {
     /// The entry of functions whose only flag is `-F` (filtered variant
     /// only; else `entry`).
     pub entry_filter: u64,
+    /// The fast flagged entry (filtered variant only; else `entry`): rax
+    /// holds the address of the function's `FastDesc`, not its id.
+    pub entry_fast: u64,
     /// The updates of the `-N` and `-F` entries and exits that a signal
     /// must not split (`signal::fix_interrupted`); zero when unfiltered.
     pub region_windows: RegionWindows,
@@ -217,6 +245,18 @@ fn fill_shadow_entry(a: &mut CodeAssembler, bits: u64, full: CodeLabel) -> Resul
         a.or(rdx, rax)?;
         a.mov(qword_ptr(rcx + 16), rdx)?;
     }
+    Ok(())
+}
+
+/// rdx = the recorded calls open on the thread (in r11) below the
+/// shadow-stack address `top`: its entries minus the hidden ones
+/// (`filter::vdepth`); `inv3` labels the inverse of 3 modulo 2^64.
+fn depth_of(a: &mut CodeAssembler, top: AsmRegister64, inv3: CodeLabel) -> Result<(), IcedError> {
+    a.mov(rdx, top)?;
+    a.sub(rdx, qword_ptr(r11 + OFF_SHADOW_BASE))?;
+    a.shr(rdx, 3)?;
+    a.imul_2(rdx, qword_ptr(inv3))?;
+    a.sub(rdx, qword_ptr(r11 + OFF_HIDDEN))?;
     Ok(())
 }
 
@@ -435,6 +475,16 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     let mut l_fpop_next = a.create_label();
     let mut l_funcounted = a.create_label();
     let mut l_fclose_hi = a.create_label();
+    let mut fast_entry = a.create_label();
+    let mut l_aretry = a.create_label();
+    let mut l_apush_lo = a.create_label();
+    let mut l_apush_hi = a.create_label();
+    let mut l_rpop_lo = a.create_label();
+    let mut l_rpop_store = a.create_label();
+    let mut l_rpop_next = a.create_label();
+    let mut l_dclose_hi = a.create_label();
+    let mut l_dhi = a.create_label();
+    let mut inv3 = a.create_label();
     if p.filter.is_some() {
         a.set_label(&mut slow_exit)?;
         // The exit of a -N region made by the generated -N entry (below):
@@ -474,8 +524,9 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         // close recording if it was the last one, record the exit. A
         // signal from the slot's store up to the closed region completes
         // the pop and the closing first (`signal::fix_interrupted`).
+        let mut not_filter = a.create_label();
         a.cmp(eax, (FILTER_ENTRY_BITS >> 32) as i32)?;
-        a.jne(real_slow)?;
+        a.jne(not_filter)?;
         a.mov(rax, qword_ptr(rcx))?;
         a.mov(qword_ptr(rsp + 32), rax)?;
         a.set_label(&mut l_fpop_lo)?;
@@ -495,6 +546,143 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.cmp(byte_ptr(rcx), 0)?;
         a.jne(xtail)?;
         a.jmp(xrec)?;
+        a.set_label(&mut not_filter)?;
+        // The exit of a -R frame whose return value the generated code
+        // records (`E_FASTRET`, made by the fast flagged entry): pop,
+        // then the `Retval` record, its payload and the `Exit` record in
+        // one reservation, as `filter::flagged_exit` writes them. A
+        // signal between the slot's store and the pop completes the pop
+        // (`signal::fix_interrupted`, as for `exit`).
+        let mut fast_pop = a.create_label();
+        let mut fast_ret = a.create_label();
+        a.cmp(al, FASTRET_BITS as i8 as i32)?;
+        a.je(fast_pop)?;
+        a.cmp(al, DEPTH_BITS as i8 as i32)?;
+        a.jne(real_slow)?;
+        a.set_label(&mut fast_pop)?;
+        a.mov(rax, qword_ptr(rcx))?;
+        a.mov(qword_ptr(rsp + 32), rax)?;
+        a.set_label(&mut l_rpop_lo)?;
+        a.mov(rax, qword_ptr(rcx + 16))?;
+        a.set_label(&mut l_rpop_store)?;
+        a.mov(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?;
+        a.set_label(&mut l_rpop_next)?;
+        a.bt(rax, E_FASTRET.trailing_zeros() as i32)?;
+        a.jc(fast_ret)?;
+        // The exit of a depth=N region made by the fast flagged entry
+        // (what `filter::release` does): the depth limit from before the
+        // call put back, `limit` made from the state as
+        // `filter::recompute` makes it; then the exit recorded. A signal
+        // from here to the limit's store makes them from the state
+        // instead (`signal::fix_interrupted`). rcx = the top.
+        let mut c1 = a.create_label();
+        let mut c_zero = a.create_label();
+        let mut c_inf = a.create_label();
+        let mut c_store = a.create_label();
+        a.mov(rdx, rax)?;
+        a.shr(rdx, PREV_SHIFT)?;
+        a.and(edx, PREV_MASK as u32)?;
+        a.cmp(edx, PREV_MASK as u32)?;
+        a.jne(c1)?;
+        a.mov(edx, u32::MAX)?;
+        a.set_label(&mut c1)?;
+        a.mov(dword_ptr(r11 + OFF_MAX), edx)?;
+        a.cmp(dword_ptr(r11 + OFF_BLOCK), 0)?;
+        a.jne(c_zero)?;
+        a.cmp(edx, -1)?;
+        a.je(c_inf)?;
+        a.mov(qword_ptr(rsp - 8), rdx)?;
+        depth_of(&mut a, rcx, inv3)?;
+        a.neg(rdx)?;
+        a.add(rdx, qword_ptr(rsp - 8))?;
+        a.imul_3(rdx, rdx, ent)?;
+        a.add(rdx, rcx)?;
+        a.test(rdx, rdx)?;
+        a.jns(c_store)?;
+        a.set_label(&mut c_zero)?;
+        a.xor(edx, edx)?;
+        a.jmp(c_store)?;
+        a.set_label(&mut c_inf)?;
+        a.mov(rdx, -1i64)?;
+        a.set_label(&mut c_store)?;
+        a.mov(qword_ptr(r11 + OFF_LIMIT), rdx)?;
+        a.set_label(&mut l_dclose_hi)?;
+        a.mov(rcx, p.finished)?;
+        a.cmp(byte_ptr(rcx), 0)?;
+        a.jne(xtail)?;
+        a.mov(eax, eax)?;
+        a.shl(rax, KIND_BITS)?;
+        a.or(rax, EventKind::Exit as i32)?;
+        a.jmp(xrec)?;
+        a.set_label(&mut fast_ret)?;
+        // After `finish`, nothing more (as the plain exit).
+        a.mov(rcx, p.finished)?;
+        a.cmp(byte_ptr(rcx), 0)?;
+        a.jne(xtail)?;
+        a.push(rsi)?;
+        a.push(rdi)?;
+        // rsi: the return value (the saved rax) cut to its size; rdi:
+        // the value's header (tag, format, size).
+        a.mov(rsi, qword_ptr(rsp + 40))?;
+        a.mov(rcx, rax)?;
+        a.shr(rcx, 56)?;
+        a.neg(ecx)?;
+        a.lea(ecx, dword_ptr(rcx * 8 + 64))?;
+        a.shl(rsi, cl)?;
+        a.shr(rsi, cl)?;
+        a.mov(rdi, rax)?;
+        a.shr(rdi, FASTRET_SHIFT)?;
+        let mut r_rec = a.create_label();
+        let mut r_full = a.create_label();
+        let mut r_full2 = a.create_label();
+        let want = 3 * RawEvent::SIZE as i32;
+        a.set_label(&mut r_rec)?;
+        a.mov(rcx, qword_ptr(r11 + OFF_BUF))?;
+        a.mov(edx, want as u32)?;
+        a.xadd(qword_ptr(rcx), rdx)?;
+        a.cmp(rdx, p.buf_size as i32 - want)?;
+        a.ja(r_full)?;
+        a.add(rcx, rdx)?;
+        a.mov(edx, eax)?;
+        a.shl(rdx, KIND_BITS)?;
+        a.or(rdx, EventKind::Retval as i32)?;
+        // The record first says "never completed" with the whole
+        // reservation as payload (as `buffer::emit`), then the payload,
+        // then its word, then the exit's, then both timestamps.
+        a.mov(r11, (RawEvent::SIZE as u64) << PAYLOAD_LEN_SHIFT)?;
+        a.or(r11, rdx)?;
+        a.mov(qword_ptr(rcx), r11)?;
+        a.mov(qword_ptr(rcx + 8), 0)?;
+        a.mov(qword_ptr(rcx + 16), 0)?;
+        a.mov(qword_ptr(rcx + 24), 0)?;
+        a.mov(dword_ptr(rcx + 16), edi)?;
+        a.mov(qword_ptr(rcx + 19), rsi)?;
+        a.mov(r11, 11u64 << PAYLOAD_LEN_SHIFT)?;
+        a.or(r11, rdx)?;
+        a.mov(qword_ptr(rcx), r11)?;
+        a.xor(rdx, (EventKind::Retval as i32) ^ (EventKind::Exit as i32))?;
+        a.mov(qword_ptr(rcx + 32), rdx)?;
+        a.rdtsc()?;
+        a.shl(rdx, 32)?;
+        a.or(rax, rdx)?;
+        a.mov(qword_ptr(rcx + 8), rax)?;
+        a.mov(qword_ptr(rcx + 40), rax)?;
+        a.pop(rdi)?;
+        a.pop(rsi)?;
+        a.jmp(xtail)?;
+        a.set_label(&mut r_full)?;
+        // The records of the reservation that lie in the buffer are
+        // cleared (skipped as never written), then the buffer switched.
+        a.cmp(rdx, p.buf_size as i32)?;
+        a.jae(r_full2)?;
+        a.mov(qword_ptr(rcx + rdx), 0)?;
+        a.mov(qword_ptr(rcx + rdx + 8), 0)?;
+        a.add(rdx, RawEvent::SIZE as i32)?;
+        a.jmp(r_full)?;
+        a.set_label(&mut r_full2)?;
+        slow_call(&mut a, p, SLOW_FULL, None)?;
+        a.jmp(r_rec)?;
+
         a.set_label(&mut real_slow)?;
         slow_call(&mut a, p, SLOW_FLAGGED_EXIT, Some(32))?;
         a.jmp(xtail)?;
@@ -607,6 +795,186 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         slow_call(&mut a, p, SLOW_GROW, None)?;
         a.jnz(fretry)?;
         a.jmp(pass)?;
+
+        // ---- the fast flagged entry: rax = the function's `FastDesc`
+        // (`recording::filter::fast_desc`). When nothing unusual is going
+        // on and its trigger condition holds, it does what
+        // `filter::flagged_entry` would: the limit decides as for an
+        // unflagged call; a recorded call pushes its shadow entry (with
+        // the `-R` bits), then reserves the `Entry`, the `Args` record and
+        // its payload at once and writes them (payload, words, then the
+        // timestamps). Anything else goes to the flagged entry's slow
+        // path with the id in eax. A signal between the shadow entry's
+        // reservation and its last store undoes it and restarts at the
+        // checks (`signal::fix_interrupted`, as for `entry`).
+        let mut a_slow = a.create_label();
+        let mut a_overflow = a.create_label();
+        let mut a_args = a.create_label();
+        let mut a_rec = a.create_label();
+        let mut a_zero = a.create_label();
+        let mut a_item = a.create_label();
+        let mut a_full = a.create_label();
+        let mut a_full2 = a.create_label();
+        a.set_label(&mut fast_entry)?;
+        a.push(rcx)?;
+        a.push(rdx)?;
+        a.push(r11)?;
+        a.set_label(&mut l_aretry)?;
+        usual_filtered_checks(&mut a, p, a_slow)?;
+        a.mov(ecx, dword_ptr(r11 + OFF_BLOCK))?;
+        a.and(ecx, dword_ptr(rax + FD_TRIG_MASK))?;
+        a.cmp(ecx, dword_ptr(rax + FD_TRIG_WANT))?;
+        a.jne(a_slow)?;
+        a.mov(rcx, qword_ptr(r11 + OFF_SHADOW_TOP))?;
+        a.cmp(rcx, qword_ptr(r11 + OFF_LIMIT))?;
+        a.jae(pass)?;
+        // The shadow entry's word: with a depth trigger, the depth limit
+        // from before the call above the bits (`E_DEPTH`, as
+        // `filter::flagged_entry` writes it); kept in the red zone
+        // (signal frames are put below it).
+        let mut prev_ok = a.create_label();
+        a.mov(edx, dword_ptr(r11 + OFF_MAX))?;
+        a.cmp(rdx, PREV_MASK as i32)?;
+        a.jbe(prev_ok)?;
+        a.mov(edx, PREV_MASK as u32)?;
+        a.set_label(&mut prev_ok)?;
+        a.shl(rdx, PREV_SHIFT)?;
+        a.and(rdx, qword_ptr(rax + FD_DEPTH_MASK))?;
+        a.or(rdx, qword_ptr(rax + FD_SHADOW_WORD))?;
+        a.mov(qword_ptr(rsp - 8), rdx)?;
+        a.mov(ecx, ent as u32)?;
+        a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve first
+        a.set_label(&mut l_apush_lo)?;
+        a.cmp(rcx, qword_ptr(r11 + OFF_SHADOW_END))?;
+        a.jae(a_overflow)?;
+        a.mov(rdx, qword_ptr(rsp + 40))?;
+        a.mov(qword_ptr(rcx), rdx)?;
+        a.lea(rdx, qword_ptr(rsp + 40))?;
+        a.mov(qword_ptr(rcx + 8), rdx)?;
+        a.mov(rdx, qword_ptr(rsp - 8))?;
+        a.mov(qword_ptr(rcx + 16), rdx)?;
+        a.set_label(&mut l_apush_hi)?;
+        // A depth trigger: the limit becomes N levels from the call
+        // (`st.max = min(max, v + N)`, v the recorded calls open before
+        // it), and `limit` the top at which it is reached. A signal from
+        // here to the limit's store puts the old limit back, takes the
+        // shadow entry back and restarts at the checks
+        // (`signal::fix_interrupted`).
+        let mut a_nodepth = a.create_label();
+        let mut d1 = a.create_label();
+        let mut d2 = a.create_label();
+        a.cmp(qword_ptr(rax + FD_DEPTH_MASK), 0)?;
+        a.je(a_nodepth)?;
+        depth_of(&mut a, rcx, inv3)?;
+        a.mov(qword_ptr(rsp - 16), rdx)?;
+        a.add(rdx, qword_ptr(rax + FD_DEPTH))?;
+        a.cmp(rdx, (PREV_MASK - 1) as i32)?;
+        a.jbe(d1)?;
+        a.mov(edx, (PREV_MASK - 1) as u32)?;
+        a.set_label(&mut d1)?;
+        a.cmp(edx, dword_ptr(r11 + OFF_MAX))?;
+        a.jbe(d2)?;
+        a.mov(edx, dword_ptr(r11 + OFF_MAX))?;
+        a.set_label(&mut d2)?;
+        a.mov(dword_ptr(r11 + OFF_MAX), edx)?;
+        a.sub(rdx, qword_ptr(rsp - 16))?;
+        a.imul_3(rdx, rdx, ent)?;
+        a.add(rdx, rcx)?;
+        a.mov(qword_ptr(r11 + OFF_LIMIT), rdx)?;
+        a.set_label(&mut l_dhi)?;
+        a.nop()?;
+        a.set_label(&mut a_nodepth)?;
+        a.cmp(dword_ptr(rax + FD_COUNT), 0)?;
+        a.jne(a_args)?;
+        // No arguments: the entry's own record, as `entry` writes it.
+        a.mov(rax, qword_ptr(rax + FD_ENTRY_WORD))?;
+        a.jmp(rec)?;
+        a.set_label(&mut a_args)?;
+        // The argument registers in order on the stack: rdi at [rsp],
+        // rsi, rdx, rcx (saved above), r8, r9.
+        a.push(r9)?;
+        a.push(r8)?;
+        a.push(qword_ptr(rsp + 32))?; // the saved rcx
+        a.push(qword_ptr(rsp + 32))?; // the saved rdx
+        a.push(rsi)?;
+        a.push(rdi)?;
+        a.mov(edx, dword_ptr(rax + FD_WANT))?;
+        a.set_label(&mut a_rec)?;
+        a.mov(rcx, qword_ptr(r11 + OFF_BUF))?;
+        a.mov(rsi, rdx)?;
+        a.xadd(qword_ptr(rcx), rdx)?;
+        a.lea(rdi, qword_ptr(rdx + rsi))?;
+        a.cmp(rdi, p.buf_size as i32)?;
+        a.ja(a_full)?;
+        a.add(rcx, rdx)?; // the Entry record; Args at +16, its payload at +32
+        a.mov(rdx, qword_ptr(rax + FD_PROV_WORD))?;
+        a.mov(qword_ptr(rcx + 16), rdx)?;
+        a.mov(qword_ptr(rcx + 24), 0)?;
+        a.lea(rdi, qword_ptr(rcx + 32))?;
+        a.add(rsi, rcx)?;
+        a.set_label(&mut a_zero)?;
+        a.mov(qword_ptr(rdi), 0)?;
+        a.mov(qword_ptr(rdi + 8), 0)?;
+        a.add(rdi, RawEvent::SIZE as i32)?;
+        a.cmp(rdi, rsi)?;
+        a.jb(a_zero)?;
+        // Each value: INT fmt size (the item's header), then its bits.
+        a.lea(rdi, qword_ptr(rcx + 32))?;
+        a.lea(rsi, qword_ptr(rax + FD_ITEMS))?;
+        a.mov(r11d, dword_ptr(rax + FD_COUNT))?;
+        a.imul_3(r11, r11, FI_SIZE)?;
+        a.add(r11, rsi)?;
+        a.set_label(&mut a_item)?;
+        a.mov(edx, dword_ptr(rsi + FI_HDR))?;
+        a.mov(dword_ptr(rdi), edx)?;
+        a.movzx(edx, byte_ptr(rsi))?;
+        a.mov(rdx, qword_ptr(rsp + rdx * 8))?;
+        a.and(rdx, qword_ptr(rsi + FI_MASK))?;
+        a.mov(qword_ptr(rdi + 3), rdx)?;
+        a.add(rdi, 11)?;
+        a.add(rsi, FI_SIZE)?;
+        a.cmp(rsi, r11)?;
+        a.jb(a_item)?;
+        a.mov(rdx, qword_ptr(rax + FD_ARGS_WORD))?;
+        a.mov(qword_ptr(rcx + 16), rdx)?;
+        a.mov(rdx, qword_ptr(rax + FD_ENTRY_WORD))?;
+        a.mov(qword_ptr(rcx), rdx)?;
+        a.rdtsc()?;
+        a.shl(rdx, 32)?;
+        a.or(rax, rdx)?;
+        a.mov(qword_ptr(rcx + 8), rax)?;
+        a.mov(qword_ptr(rcx + 24), rax)?;
+        a.pop(rdi)?;
+        a.pop(rsi)?;
+        a.add(rsp, 32)?;
+        a.pop(r11)?;
+        a.pop(rdx)?;
+        a.pop(rcx)?;
+        a.cmp(eax, eax)?; // ZF=1: traced
+        a.ret()?;
+        a.set_label(&mut a_full)?;
+        // rcx = the buffer, rdx = the reservation's start: its records
+        // that lie in the buffer are cleared, then the buffer switched
+        // (as `buffer::reserve`).
+        a.cmp(rdx, p.buf_size as i32)?;
+        a.jae(a_full2)?;
+        a.mov(qword_ptr(rcx + rdx), 0)?;
+        a.mov(qword_ptr(rcx + rdx + 8), 0)?;
+        a.add(rdx, RawEvent::SIZE as i32)?;
+        a.jmp(a_full)?;
+        a.set_label(&mut a_full2)?;
+        slow_call(&mut a, p, SLOW_FULL, None)?;
+        a.mov(edx, dword_ptr(rax + FD_WANT))?;
+        a.jmp(a_rec)?;
+        a.set_label(&mut a_overflow)?;
+        a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ent)?;
+        a.set_label(&mut a_slow)?;
+        a.mov(eax, dword_ptr(rax + FD_ID))?;
+        a.jmp(fretry)?;
+        // The inverse of 3 modulo 2^64: a multiple of 3 times it is the
+        // exact quotient (depths: shadow-stack bytes / 8 / 3).
+        a.set_label(&mut inv3)?;
+        a.db(&0xAAAA_AAAA_AAAA_AAABu64.to_le_bytes())?;
     }
 
     let res = a.assemble_options(at, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
@@ -628,6 +996,11 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         } else {
             entry_ip
         },
+        entry_fast: if p.filter.is_some() {
+            res.label_ip(&fast_entry)?
+        } else {
+            entry_ip
+        },
         region_windows: if p.filter.is_some() {
             RegionWindows {
                 restart: res.label_ip(&l_nrestart)?,
@@ -646,6 +1019,15 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
                 f_pop: res.label_ip(&l_fpop)?,
                 f_uncounted: res.label_ip(&l_funcounted)?,
                 f_close_hi: res.label_ip(&l_fclose_hi)?,
+                a_retry: res.label_ip(&l_aretry)?,
+                a_push_lo: res.label_ip(&l_apush_lo)?,
+                a_push_hi: res.label_ip(&l_apush_hi)?,
+                r_pop_lo: res.label_ip(&l_rpop_lo)?,
+                r_pop_store: res.label_ip(&l_rpop_store)?,
+                r_pop_next: res.label_ip(&l_rpop_next)?,
+                d_hi: res.label_ip(&l_dhi)?,
+                d_close_lo: res.label_ip(&l_rpop_next)?,
+                d_close_hi: res.label_ip(&l_dclose_hi)?,
             }
         } else {
             RegionWindows::default()

@@ -674,6 +674,14 @@ pub struct Built {
     pub body: u64,
 }
 
+/// What a stub hands its common entry in rax: the function id, or (for
+/// the fast flagged entry) the address of its `runtime::state::FastDesc`.
+#[derive(Clone, Copy, Debug)]
+pub enum StubArg {
+    Id(u32),
+    Desc(u64),
+}
+
 /// The common case of `build_stub`, without an assembler: a fixed template
 /// with the moved instructions copied verbatim, appended to `v`. `None` if
 /// a displacement to the common block does not fit (then `v` is left with
@@ -683,14 +691,22 @@ fn build_stub_fast(
     code: &[u8],
     at: u64,
     common: &Common,
-    id: u32,
+    id: StubArg,
     mode: Mode,
     v: &mut Vec<u8>,
 ) -> Option<Built> {
     let base = v.len() as u64;
     v.push(0x50); // push rax
-    v.push(0xB8); // mov eax, id
-    v.extend_from_slice(&id.to_le_bytes());
+    match id {
+        StubArg::Id(id) => {
+            v.push(0xB8); // mov eax, id
+            v.extend_from_slice(&id.to_le_bytes());
+        }
+        StubArg::Desc(d) => {
+            v.extend_from_slice(&[0x48, 0xB8]); // mov rax, desc
+            v.extend_from_slice(&d.to_le_bytes());
+        }
+    }
     let ret_site;
     match mode {
         Mode::Traced => {
@@ -742,7 +758,7 @@ pub fn build_stub_with<'a>(
     read: impl FnOnce(u64, usize) -> &'a [u8],
     at: u64,
     common: &Common,
-    id: u32,
+    id: StubArg,
     mode: Mode,
     out: &mut Vec<u8>,
 ) -> Result<Built, String> {
@@ -771,7 +787,7 @@ fn build_stub(
     moved: &[Instruction],
     at: u64,
     common: &Common,
-    id: u32,
+    id: StubArg,
     mode: Mode,
     out: &mut Vec<u8>,
 ) -> Result<Built, String> {
@@ -779,7 +795,13 @@ fn build_stub(
     let body_ip = plan.moved_at;
     let mut v: Vec<Instruction> = Vec::with_capacity(moved.len() + 12);
     v.push(Instruction::with1(Code::Push_r64, Register::RAX).map_err(err)?);
-    v.push(Instruction::with2(Code::Mov_r32_imm32, Register::EAX, id).map_err(err)?);
+    v.push(
+        match id {
+            StubArg::Id(id) => Instruction::with2(Code::Mov_r32_imm32, Register::EAX, id),
+            StubArg::Desc(d) => Instruction::with2(Code::Mov_r64_imm64, Register::RAX, d),
+        }
+        .map_err(err)?,
+    );
     let ret_index;
     match mode {
         Mode::Traced => {
