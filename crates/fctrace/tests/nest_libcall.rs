@@ -238,3 +238,74 @@ fn with_nest_libcall_own_counts_match_callgrind() {
     assert_counts_match_callgrind(&libcall(), &[], &opts);
     assert_counts_match_callgrind(&c_program("dense.c", "-O2", &["-O2"]), &[], &opts);
 }
+
+/// A position-dependent program that takes a library function's address
+/// in its code makes its own PLT entry that function's address for the
+/// whole process (its dynamic symbol `puts` is undefined with a non-zero
+/// value), so looking `puts` up finds the program's PLT entry. With -l,
+/// the call is still recorded once (by libc's own entry; the PLT entry is
+/// left alone as for any import traced inside its library), and the
+/// import belongs to libc, not to a module named after the program.
+#[test]
+fn canonical_plt_entry_is_traced_once_with_nest_libcall() {
+    let src = write_cached_source(
+        "canonical_plt.c",
+        "#include <stdio.h>\n\
+         int (*volatile fp)(const char *);\n\
+         int main(void) { fp = puts; puts(\"a\"); fp(\"b\"); return 0; }\n",
+    );
+    let exe = Build::new(
+        Lang::C,
+        "canonical_plt",
+        &[src],
+        &["-O1", "-no-pie", "-fno-pic"],
+    )
+    .build();
+    // The shape: puts undefined, with its PLT entry as value.
+    let syms = tool("readelf", &["--dyn-syms".as_ref(), exe.as_os_str()]);
+    let line = syms
+        .stdout
+        .lines()
+        .find(|l| l.contains(" UND ") && l.split_whitespace().any(|w| w.starts_with("puts@")))
+        .unwrap_or_else(|| panic!("no undefined puts\n{}", syms.stdout));
+    let value = u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    assert_ne!(value, 0, "puts has no canonical PLT address: {line}");
+
+    let native = run_native(&exe, &[]);
+    assert_eq!(native.stdout, "a\nb\n");
+    let libc = libc_path(&exe);
+    let labels = alias_labels(&libc, "puts");
+    for (opts, what) in [(&[][..], "without -l"), (&["-l"][..], "-l")] {
+        let rec = record(&exe, &[], opts);
+        assert_same_behaviour(&native, &rec.run, what);
+        let rep = report(&rec.dir.path);
+        let puts_calls: u64 = rep
+            .functions
+            .iter()
+            .filter(|f| labels.contains(&format!("{}()", f.name)))
+            .map(|f| f.calls)
+            .sum();
+        assert_eq!(puts_calls, 2, "{what}: puts recorded {puts_calls} times");
+        for f in rep
+            .functions
+            .iter()
+            .filter(|f| labels.contains(&format!("{}()", f.name)))
+        {
+            assert_eq!(
+                canonical(Path::new(&f.module)),
+                libc,
+                "{what}: {} in {}",
+                f.name,
+                f.module
+            );
+        }
+        let info = info_text(&rec.dir.path);
+        let exe_name = exe.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            !info
+                .lines()
+                .any(|l| l.trim_end().ends_with(&format!("  {exe_name}"))),
+            "{what}: a module named after the program\n{info}"
+        );
+    }
+}

@@ -305,6 +305,16 @@ fn resolve(name: &str) -> Option<(u64, bool)> {
     Some((if next.is_null() { p } else { next } as u64, true))
 }
 
+/// The definition of `name` that the lookup finds after the program
+/// (and the agent): the library function behind the program's canonical
+/// PLT entry for it.
+fn defined_after_program(name: &str) -> Option<u64> {
+    let c = std::ffi::CString::new(name).ok()?;
+    // SAFETY: dlsym with a valid C string.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, c.as_ptr()) };
+    (!p.is_null() && !in_agent(p as u64)).then_some(p as u64)
+}
+
 /// The session's symbol table (`sessions/<id>.sym`). No descriptor is kept
 /// across the program's code: the program may close it and get its number
 /// back for a file of its own (a daemon closing every descriptor, ...), and
@@ -996,18 +1006,33 @@ fn instrument_imports(
     if let Ok(mut v) = MAIN_IMPORTS.lock() {
         *v = (first..s.next_id, m.lo..m.hi);
     }
-    // The modules of the imports, with their lines first.
+    // The modules of the imports, with their lines first. An import that
+    // resolves to the program itself (`__cxa_pure_virtual` defined by
+    // clang), or to nothing, is the program's: its own module, which with
+    // -l is not module 0 (the libraries come first).
+    let own = s.module_index(&m.path, m.base)?;
     let mut modules = Vec::with_capacity(n);
     let mut targets = Vec::with_capacity(n);
     for p in &info.plt {
-        let resolved = resolve(&p.name);
+        let resolved = resolve(&p.name).map(|(t, interposed)| {
+            if !interposed && t >= m.lo && t < m.hi {
+                // The program's own PLT entry: a position-dependent
+                // program that takes the address of a library function
+                // makes its PLT entry that function's address for
+                // everyone (its dynamic symbol's value), which is what
+                // the lookup finds. The function is the next definition.
+                (defined_after_program(&p.name).unwrap_or(t), false)
+            } else {
+                (t, interposed)
+            }
+        });
         // A call the agent interposes never reaches the library's own
         // entry: the PLT entry stays traced even with -l.
         targets.push(resolved.and_then(|(t, interposed)| (!interposed).then_some(t)));
         let lib = resolved.and_then(|(t, _)| module_of(t));
         modules.push(match &lib {
             Some(path) if *path != m.path => s.module_index(path, 0)?,
-            _ => 0,
+            _ => own,
         });
     }
     for g in &info.got_imports {
@@ -1025,7 +1050,7 @@ fn instrument_imports(
         };
         modules.push(match &lib {
             Some(path) if *path != m.path => s.module_index(path, 0)?,
-            _ => 0,
+            _ => own,
         });
     }
     s.write_new_modules()?;
