@@ -21,6 +21,8 @@ struct Loaded {
     /// The loaded segments' file contents: (runtime address, offset in
     /// the file, size in the file).
     segs: Vec<(u64, u64, u64)>,
+    /// The loaded notes (PT_NOTE): (runtime address, size, alignment).
+    notes: Vec<(u64, u64, u64)>,
 }
 
 /// Functions traced entry-only (their call is recorded, their return
@@ -102,7 +104,11 @@ fn loaded_modules() -> Vec<Loaded> {
             let (mut lo, mut hi) = (u64::MAX, 0u64);
             let mut interp = None;
             let mut segs = Vec::new();
+            let mut notes = Vec::new();
             for ph in phdrs {
+                if ph.p_type == libc::PT_NOTE {
+                    notes.push((info.dlpi_addr + ph.p_vaddr, ph.p_memsz, ph.p_align));
+                }
                 if ph.p_type == libc::PT_LOAD {
                     lo = lo.min(info.dlpi_addr + ph.p_vaddr);
                     hi = hi.max(info.dlpi_addr + ph.p_vaddr + ph.p_memsz);
@@ -120,6 +126,7 @@ fn loaded_modules() -> Vec<Loaded> {
                 hi,
                 interp,
                 segs,
+                notes,
             });
         }
         0
@@ -532,17 +539,21 @@ struct CodeWindow {
 const WINDOW: u64 = 1 << 20;
 
 impl CodeWindow {
-    /// The window onto the file of `m`, if that file is the one mapped
-    /// (same device and inode: a library replaced on disk since it was
-    /// loaded is read through its mapping instead).
-    fn open(m: &Loaded) -> Option<CodeWindow> {
+    /// The window onto the file of `m`, if that file is the one mapped:
+    /// the same device and inode, else (overlayfs shows the layer's file
+    /// in /proc/self/maps, not the one a path opens) the same build-id in
+    /// the file (`build_id`, from its analysis) and in the loaded notes. A
+    /// library replaced on disk since it was loaded is read through its
+    /// mapping instead.
+    fn open(m: &Loaded, build_id: Option<&[u8]>) -> Option<CodeWindow> {
         use std::os::unix::fs::MetadataExt;
         let file = std::fs::File::open(&m.path).ok()?;
         let meta = file.metadata().ok()?;
-        let mapped = crate::runtime::maps::mappings()
+        let same_file = crate::runtime::maps::mappings()
             .into_iter()
-            .find(|x| x.start >= m.lo && x.start < m.hi && x.path.is_some())?;
-        if mapped.dev != meta.dev() || mapped.inode != meta.ino() {
+            .find(|x| x.start >= m.lo && x.start < m.hi && x.path.is_some())
+            .is_some_and(|x| x.dev == meta.dev() && x.inode == meta.ino());
+        if !same_file && (build_id.is_none() || loaded_build_id(m) != build_id) {
             return None;
         }
         Some(CodeWindow {
@@ -610,6 +621,33 @@ impl Drop for CodeWindow {
     fn drop(&mut self) {
         self.unmap();
     }
+}
+
+/// The build-id in the loaded notes of `m` (`NT_GNU_BUILD_ID`).
+fn loaded_build_id(m: &Loaded) -> Option<&'static [u8]> {
+    for &(at, size, align) in &m.notes {
+        if at < m.lo || at + size > m.hi {
+            continue;
+        }
+        let align = if align == 8 { 8 } else { 4 };
+        let b = read_code(at, size as usize);
+        let mut k = 0usize;
+        while k + 12 <= b.len() {
+            let word = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().unwrap()) as usize;
+            let (namesz, descsz, kind) = (word(k), word(k + 4), word(k + 8));
+            let name = k + 12;
+            let desc = name + namesz.next_multiple_of(align);
+            let next = desc + descsz.next_multiple_of(align);
+            if next > b.len() || desc + descsz > b.len() {
+                break;
+            }
+            if kind == 3 && b[name..name + namesz].starts_with(b"GNU\0") {
+                return Some(&b[desc..desc + descsz]);
+            }
+            k = next;
+        }
+    }
+    None
 }
 
 /// The code of `[lo, hi)` (runtime addresses): from the window when it
@@ -865,7 +903,7 @@ fn instrument_module(
     let mut prev_pad: Option<(u64, u64)> = None;
     let mut prev_writes_end = 0u64;
     let trap = may_trap(&m.path);
-    let mut win = CodeWindow::open(m);
+    let mut win = CodeWindow::open(m, info.build_id.as_deref());
     let mut moved = Vec::with_capacity(64);
     for (k, f) in funcs.iter().enumerate() {
         // The names lie in the file's string table in symbol order, not
