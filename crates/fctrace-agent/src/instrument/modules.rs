@@ -150,7 +150,6 @@ fn loaded_modules() -> Vec<Loaded> {
 /// hundreds of microseconds per call). The spans are read once and again
 /// only when an address lies in none of them (a library loaded since).
 fn module_of(addr: u64) -> Option<String> {
-    static SPANS: std::sync::Mutex<Vec<(u64, u64, String)>> = std::sync::Mutex::new(Vec::new());
     let find = |v: &[(u64, u64, String)]| {
         v.iter()
             .find(|(lo, hi, _)| addr >= *lo && addr < *hi)
@@ -166,6 +165,15 @@ fn module_of(addr: u64) -> Option<String> {
         .map(|m| (m.lo, m.hi, m.path))
         .collect();
     find(&spans)
+}
+
+/// The loaded modules' spans and paths, as `module_of` last read them.
+static SPANS: std::sync::Mutex<Vec<(u64, u64, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Forgets the spans (a library was loaded or unloaded: another may now
+/// be where one was).
+fn forget_spans() {
+    SPANS.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
 /// The path of the module that contains `addr`, by `dladdr`.
@@ -1674,6 +1682,7 @@ extern "C" fn on_link_map_change() {
     if unsafe { (*r).r_state } != RT_CONSISTENT {
         return;
     }
+    forget_spans();
     let _ = std::panic::catch_unwind(|| {
         let mut guard = match RUNTIME.try_lock() {
             Ok(g) => g,
