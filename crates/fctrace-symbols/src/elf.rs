@@ -400,7 +400,6 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
                 addr,
                 size: sym.st_size(endian).into(),
                 pad_end: 0,
-                pad_limit: 0,
                 section: sec as u32,
                 global: bind != elf::STB_LOCAL.0,
                 ifunc: st_type == elf::STT_GNU_IFUNC,
@@ -419,13 +418,13 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
     // functions come in address order).
     let mut cursors = vec![0usize; sections.len()];
     for f in &mut functions {
-        f.pad_limit = pad_limit(f, &sections, &boundaries, &mut cursors, is_x86, has_symtab);
-        f.pad_end = if read_code {
-            pad_end(f, &sections)
-        } else if f.size == 0 {
+        let limit = pad_limit(f, &sections, &boundaries, &mut cursors, is_x86, has_symtab);
+        f.pad_end = if f.size == 0 {
             f.addr
+        } else if read_code {
+            pad_end(f, limit, &sections)
         } else {
-            f.addr + f.size
+            limit
         };
     }
 
@@ -575,9 +574,9 @@ fn pad_limit(
         .max(end)
 }
 
-/// The end of the padding after `f` (its `pad_limit` set), read in the
-/// file's bytes.
-fn pad_end(f: &FuncRef, sections: &[Section]) -> u64 {
+/// The end of the padding after `f`, scanned up to `limit` in the file's
+/// bytes.
+fn pad_end(f: &FuncRef, limit: u64, sections: &[Section]) -> u64 {
     let end = f.addr + f.size;
     if f.size == 0 {
         return f.addr;
@@ -585,11 +584,11 @@ fn pad_end(f: &FuncRef, sections: &[Section]) -> u64 {
     let Some(section) = sections.get(f.section as usize) else {
         return end;
     };
-    if f.pad_limit <= end || end < section.addr {
+    if limit <= end || end < section.addr {
         return end;
     }
     let start = (end - section.addr) as usize;
-    let stop = (f.pad_limit - section.addr) as usize;
+    let stop = (limit - section.addr) as usize;
     end + x86::padding_run(&section.bytes[start..stop]) as u64
 }
 

@@ -184,16 +184,14 @@ pub struct FuncRef<'data> {
     pub addr: u64,
     /// `st_size`, 0 if unknown.
     pub size: u64,
-    /// Exclusive end of the alignment padding after `addr + size`
-    /// (`addr + size` from [`analyze_functions_with_debug`], which reads
-    /// no code).
+    /// Exclusive end of the alignment padding after `addr + size`. From
+    /// [`analyze_functions_with_debug`], which reads no code: where a scan
+    /// for that padding stops instead (the next symbol of any kind in the
+    /// section, the section's end, or without a `.symtab` the next 16-byte
+    /// boundary; `addr + size` if there is nothing to scan, `addr` for a
+    /// size of 0); the padding's end is then `addr + size +`
+    /// [`padding_run`]`(bytes of [addr + size, pad_end))`.
     pub pad_end: u64,
-    /// Where the scan for that padding stops (the next symbol of any kind
-    /// in the section, the section's end, or without a `.symtab` the next
-    /// 16-byte boundary); `addr + size` if there is nothing to scan. A
-    /// caller that reads the code elsewhere finds `pad_end` as
-    /// `addr + size + padding_run(bytes of [addr + size, pad_limit))`.
-    pub pad_limit: u64,
     /// Index of the containing section in the file's section table.
     pub section: u32,
     /// The preferred name is not `STB_LOCAL`.
@@ -300,8 +298,8 @@ pub fn analyze_borrowed_with_debug<'data>(
 
 /// [`analyze_borrowed_with_debug`] without reading any of the file's
 /// code: `plt` and `got_imports` are left empty (no relocation is read
-/// either) and each function's `pad_end` is its end (`pad_limit` says how
-/// far to look for padding). For a library of 100 MB whose imports are not
+/// either) and each function's `pad_end` is where its padding would be
+/// looked for up to (see [`FuncRef::pad_end`]). For a library of 100 MB whose imports are not
 /// wanted and whose code the caller reads its own way (the agent
 /// instrumenting it with `-l`).
 pub fn analyze_functions_with_debug<'data>(

@@ -544,7 +544,7 @@ struct CodeWindow {
 }
 
 /// Bytes mapped in a window at a time.
-const WINDOW: u64 = 1 << 20;
+const WINDOW: u64 = 1 << 18;
 
 impl CodeWindow {
     /// The window onto the file of `m`, if that file is the one mapped:
@@ -723,7 +723,7 @@ pub fn instrument_process(
             continue;
         }
         match with_analysis(&m.path, false, false, |info, funcs| {
-            instrument_module(&mut s, m, info, funcs, false)
+            instrument_module(&mut s, m, info, funcs, false, true)
         })
         .and_then(finish_module)
         {
@@ -875,8 +875,10 @@ fn with_analysis<R>(
 }
 
 /// Builds the stub of every function of a module and writes their lines.
-/// Returns the runtime entry addresses that are traced (for libraries
-/// only: `is_main` gives none) and the stubs, whose patches
+/// `code_free`: the analysis read no code (`with_analysis` without
+/// imports), so each function's `pad_end` is where to look for its padding
+/// up to. Returns the runtime entry addresses that are traced (for
+/// libraries only: `is_main` gives none) and the stubs, whose patches
 /// `finish_module` applies (after the caller has unmapped the module's
 /// file: its pages and the code pages the patches copy are not resident
 /// at the same time).
@@ -887,6 +889,7 @@ fn instrument_module(
     info: &ElfInfo,
     funcs: &[FuncRef],
     is_main: bool,
+    code_free: bool,
 ) -> Result<(Vec<u64>, Result<Stubs, String>), String> {
     let midx = s.module_index(&m.path, m.base)?;
     s.write_new_modules()?;
@@ -933,10 +936,16 @@ fn instrument_module(
                 Some(n) => (n as u64, next),
                 None => (0, f.addr),
             }
-        } else if f.size != 0 && f.pad_limit > end && addr >= m.lo && m.base + f.pad_limit <= m.hi {
-            // The padding after the function (the analysis read no code).
-            let pad = code_of(&mut win, m.base + end, m.base + f.pad_limit);
-            (f.size, end + fctrace_symbols::padding_run(pad) as u64)
+        } else if code_free && f.size != 0 {
+            // The padding after the function: the analysis read no code,
+            // and gives where to look up to.
+            let limit = f.pad_end;
+            if limit > end && addr >= m.lo && m.base + limit <= m.hi {
+                let pad = code_of(&mut win, m.base + end, m.base + limit);
+                (f.size, end + fctrace_symbols::padding_run(pad) as u64)
+            } else {
+                (f.size, end)
+            }
         } else {
             (f.size, f.pad_end)
         };
@@ -1030,7 +1039,7 @@ fn instrument_main(
 ) -> Result<(), String> {
     with_analysis(&m.path, true, true, |info, funcs| {
         // The program's own functions.
-        instrument_module(s, m, info, funcs, true).and_then(finish_module)?;
+        instrument_module(s, m, info, funcs, true, false).and_then(finish_module)?;
         instrument_imports(s, m, info, lib_entries)
     })
 }
@@ -1737,7 +1746,7 @@ fn sync_modules(rt: &mut Runtime) {
             continue;
         }
         let entries = match with_analysis(&m.path, false, false, |info, funcs| {
-            instrument_module(&mut rt.s, m, info, funcs, false)
+            instrument_module(&mut rt.s, m, info, funcs, false, true)
         })
         .and_then(finish_module)
         {
