@@ -525,7 +525,7 @@ fn read_code(addr: u64, len: usize) -> &'static [u8] {
 }
 
 /// A module's code read from its file, a window at a time (a private
-/// read-only mapping of 1 MiB of the file, unmapped when the next one is
+/// read-only mapping of 256 KiB of the file, unmapped when the next one is
 /// made), for planning its patches: reading it through the loaded mapping
 /// instead would map every code page of the module into the process for
 /// the rest of the run (each read fault maps up to 16 pages around it,
