@@ -330,6 +330,29 @@ fn defined_after_program(name: &str) -> Option<u64> {
     (!p.is_null() && !in_agent(p as u64)).then_some(p as u64)
 }
 
+/// Whether the agent itself defines `name` (one of its interposers): the
+/// program's calls of it then reach the agent first, not the library.
+fn agent_defines(name: &str) -> bool {
+    static HANDLE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let h = *HANDLE.get_or_init(|| {
+        let Some(path) = agent_module().and_then(|p| std::ffi::CString::new(p).ok()) else {
+            return 0;
+        };
+        // SAFETY: dlopen of the agent itself, already loaded (a new
+        // reference only, never closed).
+        unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) as usize }
+    });
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return false;
+    };
+    if h == 0 {
+        return false;
+    }
+    // SAFETY: dlsym on a valid handle with a valid C string.
+    let p = unsafe { libc::dlsym(h as *mut libc::c_void, c.as_ptr()) };
+    !p.is_null() && in_agent(p as u64)
+}
+
 /// The session's symbol table (`sessions/<id>.sym`). No descriptor is kept
 /// across the program's code: the program may close it and get its number
 /// back for a file of its own (a daemon closing every descriptor, ...), and
@@ -1075,8 +1098,13 @@ fn instrument_imports(
                 // program that takes the address of a library function
                 // makes its PLT entry that function's address for
                 // everyone (its dynamic symbol's value), which is what
-                // the lookup finds. The function is the next definition.
-                (defined_after_program(&p.name).unwrap_or(t), false)
+                // the lookup finds. The function is the next definition,
+                // unless the agent interposes it (its GOT slot is bound to
+                // the agent, which comes before the libraries).
+                (
+                    defined_after_program(&p.name).unwrap_or(t),
+                    agent_defines(&p.name),
+                )
             } else {
                 (t, interposed)
             }
