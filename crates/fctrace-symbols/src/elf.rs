@@ -44,13 +44,26 @@ pub(crate) fn analyze_with<'data>(
     debug: Option<&'data [u8]>,
     full: bool,
 ) -> Result<Analysis<'data>> {
+    analyze_opts(data, debug, full, true)
+}
+
+/// [`analyze_with`]; without `code`, no byte of the file's code is read:
+/// the PLT entries and GOT imports are not looked for (no relocation is
+/// read either) and each function's `pad_end` is left at its end, its
+/// `pad_limit` telling where a scan for padding would stop.
+pub(crate) fn analyze_opts<'data>(
+    data: &'data [u8],
+    debug: Option<&'data [u8]>,
+    full: bool,
+    code: bool,
+) -> Result<Analysis<'data>> {
     if data.len() < 16 || !data.starts_with(b"\x7fELF") {
         return Err(SymbolError("not an ELF file".into()));
     }
     match data[4] {
         // EI_CLASS
-        1 => analyze_as::<elf::FileHeader32<Endianness>>(data, debug, full),
-        2 => analyze_as::<elf::FileHeader64<Endianness>>(data, debug, full),
+        1 => analyze_as::<elf::FileHeader32<Endianness>>(data, debug, full, code),
+        2 => analyze_as::<elf::FileHeader64<Endianness>>(data, debug, full, code),
         c => Err(SymbolError(format!("unsupported ELF class {c}"))),
     }
 }
@@ -181,6 +194,7 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
     data: &'data [u8],
     debug: Option<&'data [u8]>,
     full: bool,
+    read_code: bool,
 ) -> Result<Analysis<'data>> {
     let header = Elf::parse(data).map_err(malformed)?;
     let endian = header.endian().map_err(malformed)?;
@@ -404,10 +418,17 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
     // functions come in address order).
     let mut cursors = vec![0usize; sections.len()];
     for f in &mut functions {
-        f.pad_end = pad_end(f, &sections, &boundaries, &mut cursors, is_x86, has_symtab);
+        let limit = pad_limit(f, &sections, &boundaries, &mut cursors, is_x86, has_symtab);
+        f.pad_end = if f.size == 0 {
+            f.addr
+        } else if read_code {
+            pad_end(f, limit, &sections)
+        } else {
+            limit
+        };
     }
 
-    let (plt, got_imports) = if is_x86_64 {
+    let (plt, got_imports) = if is_x86_64 && read_code {
         imports(data, endian, &table, &dynsym, &sections, &functions)?
     } else {
         (Vec::new(), Vec::new())
@@ -501,7 +522,11 @@ fn group_functions<'data>(
     aliases
 }
 
-fn pad_end(
+/// Where the scan for padding after `f` stops: the next symbol of any
+/// kind in its section or the section's end (without a `.symtab`, the
+/// next 16-byte boundary at the latest); `addr + size` when there is
+/// nothing to scan.
+fn pad_limit(
     f: &FuncRef,
     sections: &[Section],
     boundaries: &[Vec<u64>],
@@ -510,10 +535,7 @@ fn pad_end(
     has_symtab: bool,
 ) -> u64 {
     let end = f.addr + f.size;
-    if f.size == 0 {
-        return f.addr;
-    }
-    if !is_x86 {
+    if f.size == 0 || !is_x86 {
         return end;
     }
     let sec = f.section as usize;
@@ -546,11 +568,27 @@ fn pad_end(
     if !has_symtab {
         limit = limit.min(end.saturating_add(15) & !15);
     }
-    let start = (end - section.addr) as usize;
-    let stop = ((limit - section.addr) as usize).min(section.bytes.len());
-    if start >= stop {
+    // Section data can be shorter than sh_size only for bad files.
+    limit
+        .min(section.addr + section.bytes.len() as u64)
+        .max(end)
+}
+
+/// The end of the padding after `f`, scanned up to `limit` in the file's
+/// bytes.
+fn pad_end(f: &FuncRef, limit: u64, sections: &[Section]) -> u64 {
+    let end = f.addr + f.size;
+    if f.size == 0 {
+        return f.addr;
+    }
+    let Some(section) = sections.get(f.section as usize) else {
+        return end;
+    };
+    if limit <= end || end < section.addr {
         return end;
     }
+    let start = (end - section.addr) as usize;
+    let stop = (limit - section.addr) as usize;
     end + x86::padding_run(&section.bytes[start..stop]) as u64
 }
 

@@ -184,7 +184,13 @@ pub struct FuncRef<'data> {
     pub addr: u64,
     /// `st_size`, 0 if unknown.
     pub size: u64,
-    /// Exclusive end of the alignment padding after `addr + size`.
+    /// Exclusive end of the alignment padding after `addr + size`. From
+    /// [`analyze_functions_with_debug`], which reads no code: where a scan
+    /// for that padding stops instead (the next symbol of any kind in the
+    /// section, the section's end, or without a `.symtab` the next 16-byte
+    /// boundary; `addr + size` if there is nothing to scan, `addr` for a
+    /// size of 0); the padding's end is then `addr + size +`
+    /// [`padding_run`]`(bytes of [addr + size, pad_end))`.
     pub pad_end: u64,
     /// Index of the containing section in the file's section table.
     pub section: u32,
@@ -273,6 +279,12 @@ pub fn analyze_borrowed(data: &[u8]) -> Result<(ElfInfo, Vec<FuncRef<'_>>), Symb
     elf::analyze(data, true).map(|a| (a.info, a.functions))
 }
 
+/// Length of the run of alignment padding (`int3`, `nop` forms) at the
+/// start of `b`, as `pad_end` counts it.
+pub fn padding_run(b: &[u8]) -> usize {
+    x86::padding_run(b)
+}
+
 /// [`analyze_borrowed`] of a file whose separate debug file (see
 /// [`debugfile`]) holds `debug`: a stripped file's functions and names are
 /// those of the debug file's `.symtab` (its code, PLT and GOT are the
@@ -282,6 +294,19 @@ pub fn analyze_borrowed_with_debug<'data>(
     debug: Option<&'data [u8]>,
 ) -> Result<(ElfInfo, Vec<FuncRef<'data>>), SymbolError> {
     elf::analyze_with(data, debug, true).map(|a| (a.info, a.functions))
+}
+
+/// [`analyze_borrowed_with_debug`] without reading any of the file's
+/// code: `plt` and `got_imports` are left empty (no relocation is read
+/// either) and each function's `pad_end` is where its padding would be
+/// looked for up to (see [`FuncRef::pad_end`]). For a library of 100 MB whose imports are not
+/// wanted and whose code the caller reads its own way (the agent
+/// instrumenting it with `-l`).
+pub fn analyze_functions_with_debug<'data>(
+    data: &'data [u8],
+    debug: Option<&'data [u8]>,
+) -> Result<(ElfInfo, Vec<FuncRef<'data>>), SymbolError> {
+    elf::analyze_opts(data, debug, true, false).map(|a| (a.info, a.functions))
 }
 
 /// The owned form of an analysis: functions in [`ElfInfo::functions`].

@@ -367,6 +367,39 @@ fn file_offset(data: &[u8], addr: u64) -> (u64, String) {
     panic!("{addr:#x} not in a section");
 }
 
+/// `analyze_functions_with_debug` (what the agent uses for a library
+/// with -l) reads no code: the same functions as the full analysis, no
+/// PLT or GOT imports, and each `pad_end` where the scan for padding
+/// stops; the padding the agent then measures in the code (`padding_run`
+/// up to there) is the full analysis's `pad_end`.
+fn check_code_free_analysis(data: &[u8]) {
+    let (full_info, full) = fctrace_symbols::analyze_borrowed(data).unwrap();
+    let (info, funcs) = fctrace_symbols::analyze_functions_with_debug(data, None).unwrap();
+    assert!(info.plt.is_empty() && info.got_imports.is_empty());
+    assert_eq!(info.markers, full_info.markers);
+    assert_eq!(funcs.len(), full.len());
+    let mut padded = 0;
+    for (f, g) in funcs.iter().zip(&full) {
+        assert_eq!((&f.name, f.addr, f.size), (&g.name, g.addr, g.size));
+        let end = f.addr + f.size;
+        assert!(
+            f.pad_end >= g.pad_end,
+            "{}: limit before the padding's end",
+            f.name
+        );
+        let measured = if f.size != 0 && f.pad_end > end {
+            let (off, _) = file_offset(data, end);
+            let bytes = &data[off as usize..(off + f.pad_end - end) as usize];
+            end + fctrace_symbols::padding_run(bytes) as u64
+        } else {
+            f.pad_end
+        };
+        assert_eq!(measured, g.pad_end, "{} at {:#x}", f.name, f.addr);
+        padded += usize::from(g.pad_end > end);
+    }
+    assert!(padded > 0, "no function has padding");
+}
+
 const VARIANTS: &[&[&str]] = &[
     &["-O0"],
     &["-O2"],
@@ -392,6 +425,7 @@ fn gcc_variants() {
         let data = std::fs::read(&built.path).unwrap();
         let info = read_file(&built.path).unwrap();
         check_invariants(&info, &data);
+        check_code_free_analysis(&data);
         info.check_traceable().unwrap();
         let no_pie = flags.contains(&"-no-pie");
         let no_plt = flags.contains(&"-fno-plt");
@@ -656,6 +690,7 @@ fn system_libc() {
     let data = std::fs::read(path).unwrap();
     let info = read_file(path).unwrap();
     check_invariants(&info, &data);
+    check_code_free_analysis(&data);
     assert_eq!(info.kind, ElfKind::SharedObject);
     assert!(!info.is_static);
     assert!(info.functions.len() > 1500, "{}", info.functions.len());

@@ -238,3 +238,107 @@ fn with_nest_libcall_own_counts_match_callgrind() {
     assert_counts_match_callgrind(&libcall(), &[], &opts);
     assert_counts_match_callgrind(&c_program("dense.c", "-O2", &["-O2"]), &[], &opts);
 }
+
+/// A position-dependent program that takes a library function's address
+/// in its code makes its own PLT entry that function's address for the
+/// whole process (its dynamic symbol `puts` is undefined with a non-zero
+/// value), so looking `puts` up finds the program's PLT entry. With -l,
+/// the call is still recorded once (by libc's own entry; the PLT entry is
+/// left alone as for any import traced inside its library), and the
+/// import belongs to libc, not to a module named after the program. The
+/// same for `pthread_create`, which the agent interposes: its PLT entry
+/// stays traced (the call reaches the agent's interposer first).
+#[test]
+fn canonical_plt_entry_is_traced_once_with_nest_libcall() {
+    let src = write_cached_source(
+        "canonical_plt.c",
+        "#include <stdio.h>\n\
+         #include <pthread.h>\n\
+         int (*volatile fp)(const char *);\n\
+         int (*volatile cp)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);\n\
+         static void *run(void *a) { return a; }\n\
+         int main(void) {\n\
+             pthread_t t;\n\
+             fp = puts; cp = pthread_create;\n\
+             puts(\"a\"); fp(\"b\");\n\
+             if (pthread_create(&t, 0, run, 0) || pthread_join(t, 0)) return 1;\n\
+             if (cp(&t, 0, run, 0) || pthread_join(t, 0)) return 1;\n\
+             return 0;\n\
+         }\n",
+    );
+    let exe = Build::new(
+        Lang::C,
+        "canonical_plt",
+        &[src],
+        &["-O1", "-no-pie", "-fno-pic"],
+    )
+    .build();
+    // The shape: puts undefined, with its PLT entry as value.
+    let syms = tool(
+        "readelf",
+        &["--dyn-syms".as_ref(), "-W".as_ref(), exe.as_os_str()],
+    );
+    let line = syms
+        .stdout
+        .lines()
+        .find(|l| l.contains(" UND ") && l.split_whitespace().any(|w| w.starts_with("puts@")))
+        .unwrap_or_else(|| panic!("no undefined puts\n{}", syms.stdout));
+    let value = u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    assert_ne!(value, 0, "puts has no canonical PLT address: {line}");
+    assert!(
+        syms.stdout.lines().any(|l| l.contains(" UND ")
+            && l.split_whitespace()
+                .any(|w| w.starts_with("pthread_create@"))
+            && !l
+                .split_whitespace()
+                .nth(1)
+                .unwrap()
+                .chars()
+                .all(|c| c == '0')),
+        "pthread_create has no canonical PLT address\n{}",
+        syms.stdout
+    );
+
+    let native = run_native(&exe, &[]);
+    assert_eq!(native.stdout, "a\nb\n");
+    let libc = libc_path(&exe);
+    let labels = alias_labels(&libc, "puts");
+    for (opts, what) in [(&[][..], "without -l"), (&["-l"][..], "-l")] {
+        let rec = record(&exe, &[], opts);
+        assert_same_behaviour(&native, &rec.run, what);
+        let rep = report(&rec.dir.path);
+        let puts_calls: u64 = rep
+            .functions
+            .iter()
+            .filter(|f| labels.contains(&format!("{}()", f.name)))
+            .map(|f| f.calls)
+            .sum();
+        assert_eq!(puts_calls, 2, "{what}: puts recorded {puts_calls} times");
+        for f in rep
+            .functions
+            .iter()
+            .filter(|f| labels.contains(&format!("{}()", f.name)))
+        {
+            assert_eq!(
+                canonical(Path::new(&f.module)),
+                libc,
+                "{what}: {} in {}",
+                f.name,
+                f.module
+            );
+        }
+        // Each call at the program's PLT entry, and with -l again at
+        // libc's own entry, which the agent's interposer calls (as for any
+        // program's call of pthread_create).
+        let want = if opts.is_empty() { 2 } else { 4 };
+        assert_eq!(rep.calls("pthread_create"), want, "{what}: pthread_create");
+        let info = info_text(&rec.dir.path);
+        let exe_name = exe.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            !info
+                .lines()
+                .any(|l| l.trim_end().ends_with(&format!("  {exe_name}"))),
+            "{what}: a module named after the program\n{info}"
+        );
+    }
+}

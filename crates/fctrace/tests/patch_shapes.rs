@@ -228,3 +228,101 @@ fn short_entry_jumps_trace_every_call() {
         panic!("{msg}(fctrace trace: {})", rec.dir.path.display());
     }
 }
+
+/// The same shapes in a shared library traced with -l: there the agent
+/// reads the library's code from its file (a window at a time, never
+/// through the loaded mapping) and measures the padding after each
+/// function itself (the library's analysis reads no code), so the
+/// placements after, before and inside a function, and the trap fallback,
+/// are found the same way, and the counts are the program's.
+#[test]
+fn short_entry_jumps_in_a_library_with_l() {
+    let lib = Build::new(
+        Lang::C,
+        "libpatch_shapesO2.so",
+        &[program_source("patch_shapes.c")],
+        &[
+            "-O2",
+            "-shared",
+            "-fPIC",
+            "-Wl,-Bsymbolic",
+            "-Dmain=patch_shapes_main",
+        ],
+    )
+    .build();
+    check_shapes(&lib);
+    let dir = lib.parent().unwrap().to_str().unwrap().to_string();
+    let main = write_cached_source(
+        "patch_shapes_host.c",
+        "int patch_shapes_main(void);\nint main(void) { return patch_shapes_main(); }\n",
+    );
+    let exe = Build::new(
+        Lang::C,
+        "patch_shapes_hostO2",
+        &[main],
+        &["-O2", &format!("-Wl,-rpath,{dir}")],
+    )
+    .libs(&[lib.to_str().unwrap()])
+    .build();
+    let native = run_native(&exe, &[]);
+    assert!(
+        native.stdout.starts_with(STDOUT_PREFIX),
+        "{}",
+        native.describe()
+    );
+    let rec = record(&exe, &[], &["-l"]);
+    assert_same_behaviour(&native, &rec.run, "patch_shapes.c -O2 as a library, -l");
+
+    let info = info_text(&rec.dir.path);
+    let lib_path = canonical(&lib);
+    let here = |name: &str| format!("{name} ({})", lib_path.display());
+    for name in [
+        "mark_near",
+        "far_before",
+        "far_inside",
+        "donor",
+        "donor2",
+        "seven",
+        "visit",
+        "leaf",
+    ] {
+        assert!(
+            !info
+                .lines()
+                .any(|l| l.trim_start().starts_with(&here(name))),
+            "{name} is not instrumented\n{info}"
+        );
+    }
+    let trapped = info
+        .split_once("Traced through the trap fallback")
+        .and_then(|(_, t)| t.split_once("\n"))
+        .map(|(_, t)| t)
+        .unwrap_or_else(|| panic!("no trap fallback in\n{info}"));
+    let trapped: Vec<&str> = trapped
+        .lines()
+        .take_while(|l| l.starts_with("    "))
+        .map(str::trim)
+        .filter(|l| l.ends_with(&format!("({})", lib_path.display())))
+        .collect();
+    assert_eq!(trapped, [here("far_claimed"), here("entry_loop")], "{info}");
+
+    // The program's own counts (callgrind's, in the test above).
+    let rep = report(&rec.dir.path);
+    assert_eq!(rep.lost_events, 0);
+    for (name, n) in [
+        ("main", 1),
+        ("patch_shapes_main", 1),
+        ("mark_near", 1 + 34),
+        ("visit", 100 + 34),
+        ("donor", 10),
+        ("far_before", 10),
+        ("seven", 10),
+        ("far_inside", 10),
+        ("donor2", 10),
+        ("leaf", 10 * (3 + 4 + 5) + 6),
+        ("far_claimed", 10),
+        ("entry_loop", 1),
+    ] {
+        assert_eq!(rep.calls(name), n, "calls of {name}");
+    }
+}

@@ -18,6 +18,11 @@ struct Loaded {
     hi: u64,
     /// PT_INTERP of the main program: the dynamic linker's path.
     interp: Option<String>,
+    /// The loaded segments' file contents: (runtime address, offset in
+    /// the file, size in the file).
+    segs: Vec<(u64, u64, u64)>,
+    /// The loaded notes (PT_NOTE): (runtime address, size, alignment).
+    notes: Vec<(u64, u64, u64)>,
 }
 
 /// Functions traced entry-only (their call is recorded, their return
@@ -98,10 +103,16 @@ fn loaded_modules() -> Vec<Loaded> {
             let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
             let (mut lo, mut hi) = (u64::MAX, 0u64);
             let mut interp = None;
+            let mut segs = Vec::new();
+            let mut notes = Vec::new();
             for ph in phdrs {
+                if ph.p_type == libc::PT_NOTE {
+                    notes.push((info.dlpi_addr + ph.p_vaddr, ph.p_memsz, ph.p_align));
+                }
                 if ph.p_type == libc::PT_LOAD {
                     lo = lo.min(info.dlpi_addr + ph.p_vaddr);
                     hi = hi.max(info.dlpi_addr + ph.p_vaddr + ph.p_memsz);
+                    segs.push((info.dlpi_addr + ph.p_vaddr, ph.p_offset, ph.p_filesz));
                 }
                 if ph.p_type == libc::PT_INTERP {
                     let p = (info.dlpi_addr + ph.p_vaddr) as *const libc::c_char;
@@ -114,6 +125,8 @@ fn loaded_modules() -> Vec<Loaded> {
                 lo,
                 hi,
                 interp,
+                segs,
+                notes,
             });
         }
         0
@@ -131,8 +144,40 @@ fn loaded_modules() -> Vec<Loaded> {
     v
 }
 
-/// The path of the module that contains `addr`.
+/// The path of the module that contains `addr`: the loaded module whose
+/// segments span it (as `dladdr` finds it, without `dladdr`'s scan of the
+/// module's whole symbol table, which on a library of 45,000 symbols costs
+/// hundreds of microseconds per call). The spans are read once and again
+/// only when an address lies in none of them (a library loaded since).
 fn module_of(addr: u64) -> Option<String> {
+    let find = |v: &[(u64, u64, String)]| {
+        v.iter()
+            .find(|(lo, hi, _)| addr >= *lo && addr < *hi)
+            .map(|(_, _, p)| p.clone())
+    };
+    let mut spans = SPANS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = find(&spans) {
+        return Some(p);
+    }
+    *spans = loaded_modules()
+        .into_iter()
+        .filter(|m| m.lo < m.hi)
+        .map(|m| (m.lo, m.hi, m.path))
+        .collect();
+    find(&spans)
+}
+
+/// The loaded modules' spans and paths, as `module_of` last read them.
+static SPANS: std::sync::Mutex<Vec<(u64, u64, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Forgets the spans (a library was loaded or unloaded: another may now
+/// be where one was).
+fn forget_spans() {
+    SPANS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+/// The path of the module that contains `addr`, by `dladdr`.
+fn module_of_dladdr(addr: u64) -> Option<String> {
     // SAFETY: dladdr only reads loader data; info is a valid out-parameter.
     unsafe {
         let mut info: libc::Dl_info = std::mem::zeroed();
@@ -150,7 +195,7 @@ fn module_of(addr: u64) -> Option<String> {
 /// The path of the agent itself, looked up once.
 fn agent_module() -> Option<&'static str> {
     static PATH: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    PATH.get_or_init(|| module_of(agent_module as *const () as u64))
+    PATH.get_or_init(|| module_of_dladdr(agent_module as *const () as u64))
         .as_deref()
 }
 
@@ -236,7 +281,7 @@ pub fn bind_interposers() -> Vec<String> {
         {
             continue;
         }
-        let r = with_analysis(&m.path, false, |info, _| {
+        let r = with_analysis(&m.path, false, true, |info, _| {
             let slots = info
                 .plt
                 .iter()
@@ -273,6 +318,39 @@ fn resolve(name: &str) -> Option<(u64, bool)> {
     // SAFETY: dlsym with a valid C string.
     let next = unsafe { libc::dlsym(libc::RTLD_NEXT, c.as_ptr()) };
     Some((if next.is_null() { p } else { next } as u64, true))
+}
+
+/// The definition of `name` that the lookup finds after the program
+/// (and the agent): the library function behind the program's canonical
+/// PLT entry for it.
+fn defined_after_program(name: &str) -> Option<u64> {
+    let c = std::ffi::CString::new(name).ok()?;
+    // SAFETY: dlsym with a valid C string.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, c.as_ptr()) };
+    (!p.is_null() && !in_agent(p as u64)).then_some(p as u64)
+}
+
+/// Whether the agent itself defines `name` (one of its interposers): the
+/// program's calls of it then reach the agent first, not the library.
+fn agent_defines(name: &str) -> bool {
+    static HANDLE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let h = *HANDLE.get_or_init(|| {
+        let Some(path) = agent_module().and_then(|p| std::ffi::CString::new(p).ok()) else {
+            return 0;
+        };
+        // SAFETY: dlopen of the agent itself, already loaded (a new
+        // reference only, never closed).
+        unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) as usize }
+    });
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return false;
+    };
+    if h == 0 {
+        return false;
+    }
+    // SAFETY: dlsym on a valid handle with a valid C string.
+    let p = unsafe { libc::dlsym(h as *mut libc::c_void, c.as_ptr()) };
+    !p.is_null() && in_agent(p as u64)
 }
 
 /// The session's symbol table (`sessions/<id>.sym`). No descriptor is kept
@@ -469,6 +547,152 @@ fn read_code(addr: u64, len: usize) -> &'static [u8] {
     unsafe { std::slice::from_raw_parts(addr as *const u8, len) }
 }
 
+/// A module's code read from its file, a window at a time (a private
+/// read-only mapping of 256 KiB of the file, unmapped when the next one is
+/// made), for planning its patches: reading it through the loaded mapping
+/// instead would map every code page of the module into the process for
+/// the rest of the run (each read fault maps up to 16 pages around it,
+/// whether the program runs that code or not), which for libLLVM is 50 MB
+/// more resident memory. Only the pages the patches write to are touched
+/// in the loaded mapping.
+struct CodeWindow {
+    file: std::fs::File,
+    /// The module's loaded segments: (runtime address, file offset, size).
+    segs: Vec<(u64, u64, u64)>,
+    /// The current window's mapping (null: none yet) and its length.
+    map: *mut libc::c_void,
+    len: usize,
+    /// The runtime address of the window's first byte.
+    at: u64,
+}
+
+/// Bytes mapped in a window at a time.
+const WINDOW: u64 = 1 << 18;
+
+impl CodeWindow {
+    /// The window onto the file of `m`, if that file is the one mapped:
+    /// the same device and inode, else (overlayfs shows the layer's file
+    /// in /proc/self/maps, not the one a path opens) the same build-id in
+    /// the file (`build_id`, from its analysis) and in the loaded notes. A
+    /// library replaced on disk since it was loaded is read through its
+    /// mapping instead.
+    fn open(m: &Loaded, build_id: Option<&[u8]>) -> Option<CodeWindow> {
+        use std::os::unix::fs::MetadataExt;
+        let file = std::fs::File::open(&m.path).ok()?;
+        let meta = file.metadata().ok()?;
+        let same_file = crate::runtime::maps::mappings()
+            .into_iter()
+            .find(|x| x.start >= m.lo && x.start < m.hi && x.path.is_some())
+            .is_some_and(|x| x.dev == meta.dev() && x.inode == meta.ino());
+        if !same_file && (build_id.is_none() || loaded_build_id(m) != build_id) {
+            return None;
+        }
+        Some(CodeWindow {
+            file,
+            segs: m.segs.clone(),
+            map: std::ptr::null_mut(),
+            len: 0,
+            at: 0,
+        })
+    }
+
+    /// The bytes of `[lo, hi)` (runtime addresses), or `None` if they do
+    /// not lie in one segment's file contents or cannot be mapped.
+    fn get(&mut self, lo: u64, hi: u64) -> Option<&[u8]> {
+        use std::os::fd::AsRawFd;
+        if self.map.is_null() || lo < self.at || hi > self.at + self.len as u64 {
+            let &(seg, off, size) = self
+                .segs
+                .iter()
+                .find(|&&(a, _, n)| lo >= a && hi <= a + n)?;
+            self.unmap();
+            // A segment's address and file offset are equal modulo the
+            // page size: the window starts on a page in both.
+            let start = lo & !(PAGE - 1);
+            let end = (start + WINDOW).max(hi).min(seg + size);
+            let len = (end - start) as usize;
+            // SAFETY: a new private read-only mapping of a file we opened,
+            // at a page-aligned offset (start - seg + off >= 0: off is at
+            // least seg's offset within its page).
+            let map = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ,
+                    libc::MAP_PRIVATE | libc::MAP_POPULATE,
+                    self.file.as_raw_fd(),
+                    (off + start - seg) as libc::off_t,
+                )
+            };
+            if map == libc::MAP_FAILED {
+                return None;
+            }
+            self.map = map;
+            self.len = len;
+            self.at = start;
+        }
+        let k = (lo - self.at) as usize;
+        // SAFETY: [lo, hi) lies in the window's mapping, which lives until
+        // the next call (which needs `&mut self`, so this borrow has ended).
+        Some(unsafe {
+            std::slice::from_raw_parts((self.map as *const u8).add(k), (hi - lo) as usize)
+        })
+    }
+
+    fn unmap(&mut self) {
+        if !self.map.is_null() {
+            // SAFETY: our own mapping, no longer borrowed (`&mut self`).
+            unsafe { libc::munmap(self.map, self.len) };
+            self.map = std::ptr::null_mut();
+        }
+    }
+}
+
+impl Drop for CodeWindow {
+    fn drop(&mut self) {
+        self.unmap();
+    }
+}
+
+/// The build-id in the loaded notes of `m` (`NT_GNU_BUILD_ID`).
+fn loaded_build_id(m: &Loaded) -> Option<&'static [u8]> {
+    for &(at, size, align) in &m.notes {
+        if at < m.lo || at + size > m.hi {
+            continue;
+        }
+        let align = if align == 8 { 8 } else { 4 };
+        let b = read_code(at, size as usize);
+        let mut k = 0usize;
+        while k + 12 <= b.len() {
+            let word = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().unwrap()) as usize;
+            let (namesz, descsz, kind) = (word(k), word(k + 4), word(k + 8));
+            let name = k + 12;
+            let desc = name + namesz.next_multiple_of(align);
+            let next = desc + descsz.next_multiple_of(align);
+            if next > b.len() || desc + descsz > b.len() {
+                break;
+            }
+            if kind == 3 && b[name..name + namesz].starts_with(b"GNU\0") {
+                return Some(&b[desc..desc + descsz]);
+            }
+            k = next;
+        }
+    }
+    None
+}
+
+/// The code of `[lo, hi)` (runtime addresses): from the window when it
+/// has it, else from the loaded mapping.
+fn code_of(win: &mut Option<CodeWindow>, lo: u64, hi: u64) -> &[u8] {
+    match win {
+        Some(w) => match w.get(lo, hi) {
+            Some(b) => b,
+            None => read_code(lo, (hi - lo) as usize),
+        },
+        None => read_code(lo, (hi - lo) as usize),
+    }
+}
+
 /// Instruments the process's modules. `stopped`: attaching, where its
 /// stopped threads are (no patch may cut an instruction one of them is
 /// about to run).
@@ -521,9 +745,11 @@ pub fn instrument_process(
         if !is_instrumentable_lib(m, me, &interp) {
             continue;
         }
-        match with_analysis(&m.path, false, |info, funcs| {
-            instrument_module(&mut s, m, info, funcs, false)
-        }) {
+        match with_analysis(&m.path, false, false, |info, funcs| {
+            instrument_module(&mut s, m, info, funcs, false, true)
+        })
+        .and_then(finish_module)
+        {
             Ok(entries) => {
                 known.push(Known::new(m, &entries));
                 lib_entries.extend(entries);
@@ -646,10 +872,14 @@ impl Drop for MappedFile {
 /// file's functions come from its separate debug file when one is
 /// installed: for the program only (a library's debug file, libc's from
 /// libc6-dbg, lists internal functions the engine cannot patch yet; see
-/// docs/engine.md, "Known limits").
+/// docs/engine.md, "Known limits"). Without `imports`, the file's PLT
+/// entries and GOT imports are not looked for (a library instrumented with
+/// -l needs only its functions; finding its imports reads all of its
+/// relocations and may scan all of its code).
 fn with_analysis<R>(
     path: &str,
     use_debug_file: bool,
+    imports: bool,
     f: impl FnOnce(&ElfInfo, &[FuncRef]) -> Result<R, String>,
 ) -> Result<R, String> {
     let file = MappedFile::open(path)?;
@@ -657,24 +887,33 @@ fn with_analysis<R>(
         .then(|| fctrace_symbols::debugfile::find_symbols(std::path::Path::new(path), file.bytes()))
         .flatten()
         .and_then(|p| MappedFile::open(&p.to_string_lossy()).ok());
-    let (info, funcs) = fctrace_symbols::analyze_borrowed_with_debug(
-        file.bytes(),
-        debug.as_ref().map(|d| d.bytes()),
-    )
+    let debug = debug.as_ref().map(|d| d.bytes());
+    let (info, funcs) = if imports {
+        fctrace_symbols::analyze_borrowed_with_debug(file.bytes(), debug)
+    } else {
+        fctrace_symbols::analyze_functions_with_debug(file.bytes(), debug)
+    }
     .map_err(|e| e.to_string())?;
     f(&info, &funcs)
 }
 
-/// Patches every function of a module and writes their lines. Returns the
-/// runtime entry addresses that are traced (for libraries only: `is_main`
-/// gives none).
+/// Builds the stub of every function of a module and writes their lines.
+/// `code_free`: the analysis read no code (`with_analysis` without
+/// imports), so each function's `pad_end` is where to look for its padding
+/// up to. Returns the runtime entry addresses that are traced (for
+/// libraries only: `is_main` gives none) and the stubs, whose patches
+/// `finish_module` applies (after the caller has unmapped the module's
+/// file: its pages and the code pages the patches copy are not resident
+/// at the same time).
+#[allow(clippy::type_complexity)]
 fn instrument_module(
     s: &mut Session,
     m: &Loaded,
     info: &ElfInfo,
     funcs: &[FuncRef],
     is_main: bool,
-) -> Result<Vec<u64>, String> {
+    code_free: bool,
+) -> Result<(Vec<u64>, Result<Stubs, String>), String> {
     let midx = s.module_index(&m.path, m.base)?;
     s.write_new_modules()?;
     let first = s.next_id;
@@ -698,6 +937,8 @@ fn instrument_module(
     let mut prev_pad: Option<(u64, u64)> = None;
     let mut prev_writes_end = 0u64;
     let trap = may_trap(&m.path);
+    let mut win = CodeWindow::open(m, info.build_id.as_deref());
+    let mut moved = Vec::with_capacity(64);
     for (k, f) in funcs.iter().enumerate() {
         // The names lie in the file's string table in symbol order, not
         // in address order: each is a cache miss unless asked for ahead.
@@ -712,10 +953,21 @@ fn instrument_module(
             .map(|n| n.addr)
             .unwrap_or(f.addr + 4096)
             .min(f.addr + 4096);
+        let end = f.addr + f.size;
         let (size, pad_end) = if f.size == 0 && addr >= m.lo && m.base + next <= m.hi {
-            match patch::infer_size(addr, read_code(addr, (next - f.addr) as usize)) {
+            match patch::infer_size(addr, code_of(&mut win, addr, m.base + next)) {
                 Some(n) => (n as u64, next),
                 None => (0, f.addr),
+            }
+        } else if code_free && f.size != 0 {
+            // The padding after the function: the analysis read no code,
+            // and gives where to look up to.
+            let limit = f.pad_end;
+            if limit > end && addr >= m.lo && m.base + limit <= m.hi {
+                let pad = code_of(&mut win, m.base + end, m.base + limit);
+                (f.size, end + fctrace_symbols::padding_run(pad) as u64)
+            } else {
+                (f.size, end)
             }
         } else {
             (f.size, f.pad_end)
@@ -731,17 +983,22 @@ fn instrument_module(
         } else if addr < m.lo || m.base + pad_end > m.hi {
             Err("outside the loaded segments".to_string())
         } else {
-            let code = read_code(addr, (pad_end.max(f.addr + size) - f.addr) as usize);
             let before = match prev_pad {
                 Some((lo, hi)) if !own_prefix && lo >= m.lo && lo < hi && hi <= addr => {
-                    Some(patch::Before {
-                        at: lo,
-                        bytes: read_code(lo, (hi - lo) as usize),
-                        free_from: prev_writes_end,
-                    })
+                    Some((lo, hi))
                 }
                 _ => None,
             };
+            // The function and its padding, and the padding before it, in
+            // one read.
+            let from = before.map_or(addr, |(lo, _)| lo);
+            let all = code_of(&mut win, from, m.base + pad_end.max(f.addr + size));
+            let code = &all[(addr - from) as usize..];
+            let before = before.map(|(lo, hi)| patch::Before {
+                at: lo,
+                bytes: &all[(lo - from) as usize..(hi - from) as usize],
+                free_from: prev_writes_end,
+            });
             patch::plan(
                 addr,
                 size as usize,
@@ -767,7 +1024,14 @@ fn instrument_module(
                 if matches!(mode, Mode::Traced) {
                     crate::recording::filter::note_range(id, addr, size);
                 }
-                Stubs::add(&mut stubs, s, m, id, &plan, mode, None, flags)
+                // The instructions the stub moves, read before the
+                // module's code is written.
+                moved.clear();
+                if plan.moved_count != 0 {
+                    let hi = plan.moved_at + plan.moved_len as u64;
+                    moved.extend_from_slice(code_of(&mut win, plan.moved_at, hi));
+                }
+                Stubs::add(&mut stubs, s, m, id, &plan, &moved, mode, None, flags)
             }
             Err(reason) => FuncStatus::NotTraced(reason),
         };
@@ -781,6 +1045,12 @@ fn instrument_module(
             name,
         })?;
     }
+    Ok((traced, stubs))
+}
+
+/// Applies the patches of a module that `instrument_module` prepared;
+/// returns its traced entries.
+fn finish_module((traced, stubs): (Vec<u64>, Result<Stubs, String>)) -> Result<Vec<u64>, String> {
     Stubs::finish(stubs)?;
     Ok(traced)
 }
@@ -790,9 +1060,9 @@ fn instrument_main(
     m: &Loaded,
     lib_entries: &std::collections::HashSet<u64>,
 ) -> Result<(), String> {
-    with_analysis(&m.path, true, |info, funcs| {
+    with_analysis(&m.path, true, true, |info, funcs| {
         // The program's own functions.
-        instrument_module(s, m, info, funcs, true)?;
+        instrument_module(s, m, info, funcs, true, false).and_then(finish_module)?;
         instrument_imports(s, m, info, lib_entries)
     })
 }
@@ -814,18 +1084,38 @@ fn instrument_imports(
     if let Ok(mut v) = MAIN_IMPORTS.lock() {
         *v = (first..s.next_id, m.lo..m.hi);
     }
-    // The modules of the imports, with their lines first.
+    // The modules of the imports, with their lines first. An import that
+    // resolves to the program itself (`__cxa_pure_virtual` defined by
+    // clang), or to nothing, is the program's: its own module, which with
+    // -l is not module 0 (the libraries come first).
+    let own = s.module_index(&m.path, m.base)?;
     let mut modules = Vec::with_capacity(n);
     let mut targets = Vec::with_capacity(n);
     for p in &info.plt {
-        let resolved = resolve(&p.name);
+        let resolved = resolve(&p.name).map(|(t, interposed)| {
+            if !interposed && t >= m.lo && t < m.hi {
+                // The program's own PLT entry: a position-dependent
+                // program that takes the address of a library function
+                // makes its PLT entry that function's address for
+                // everyone (its dynamic symbol's value), which is what
+                // the lookup finds. The function is the next definition,
+                // unless the agent interposes it (its GOT slot is bound to
+                // the agent, which comes before the libraries).
+                (
+                    defined_after_program(&p.name).unwrap_or(t),
+                    agent_defines(&p.name),
+                )
+            } else {
+                (t, interposed)
+            }
+        });
         // A call the agent interposes never reaches the library's own
         // entry: the PLT entry stays traced even with -l.
         targets.push(resolved.and_then(|(t, interposed)| (!interposed).then_some(t)));
         let lib = resolved.and_then(|(t, _)| module_of(t));
         modules.push(match &lib {
             Some(path) if *path != m.path => s.module_index(path, 0)?,
-            _ => 0,
+            _ => own,
         });
     }
     for g in &info.got_imports {
@@ -843,7 +1133,7 @@ fn instrument_imports(
         };
         modules.push(match &lib {
             Some(path) if *path != m.path => s.module_index(path, 0)?,
-            _ => 0,
+            _ => own,
         });
     }
     s.write_new_modules()?;
@@ -865,7 +1155,8 @@ fn instrument_imports(
                     if let (Some(t), Mode::Traced) = (targets[k], mode) {
                         crate::recording::filter::note_import_range(id, t);
                     }
-                    Stubs::add(&mut stubs, s, m, id, &plan, mode, None, flags)
+                    let moved = read_code(plan.moved_at, plan.moved_len);
+                    Stubs::add(&mut stubs, s, m, id, &plan, moved, mode, None, flags)
                 }
                 Err(reason) => FuncStatus::NotTraced(reason),
             }
@@ -913,6 +1204,7 @@ fn instrument_imports(
                 m,
                 id,
                 &plan,
+                &[],
                 import_mode(&g.name),
                 Some(slot),
                 flags,
@@ -988,7 +1280,8 @@ impl Stubs {
     }
 
     /// Builds the stub of function `id` and notes its patch; returns the
-    /// function's status. `flags`: its filter flags (`crate::recording::filter`).
+    /// function's status. `moved`: the bytes of the instructions the stub
+    /// moves (`plan.moved_len` bytes at `plan.moved_at`). `flags`: its filter flags (`crate::recording::filter`).
     #[allow(clippy::too_many_arguments)]
     fn add(
         stubs: &mut Result<Stubs, String>,
@@ -996,6 +1289,7 @@ impl Stubs {
         m: &Loaded,
         id: u32,
         plan: &Plan,
+        moved: &[u8],
         mode: Mode,
         got_slot: Option<u64>,
         flags: u64,
@@ -1037,7 +1331,7 @@ impl Stubs {
             };
             let common = Common { entry, ..st.common };
             let built =
-                patch::build_stub_with(plan, read_code, at, &common, arg, mode, &mut st.stub);
+                patch::build_stub_with(plan, |_, _| moved, at, &common, arg, mode, &mut st.stub);
             match built {
                 Err(e) => return FuncStatus::NotTraced(e),
                 Ok(b) if st.stub.len() <= st.arena.remaining() => break b,
@@ -1443,6 +1737,7 @@ extern "C" fn on_link_map_change() {
     if unsafe { (*r).r_state } != RT_CONSISTENT {
         return;
     }
+    forget_spans();
     let _ = std::panic::catch_unwind(|| {
         let mut guard = match RUNTIME.try_lock() {
             Ok(g) => g,
@@ -1496,9 +1791,11 @@ fn sync_modules(rt: &mut Runtime) {
         {
             continue;
         }
-        let entries = match with_analysis(&m.path, false, |info, funcs| {
-            instrument_module(&mut rt.s, m, info, funcs, false)
-        }) {
+        let entries = match with_analysis(&m.path, false, false, |info, funcs| {
+            instrument_module(&mut rt.s, m, info, funcs, false, true)
+        })
+        .and_then(finish_module)
+        {
             Ok(e) => e,
             Err(e) => {
                 crate::runtime::log::warn(&format!("{}: {e}", m.path));

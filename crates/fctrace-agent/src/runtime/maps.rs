@@ -7,6 +7,9 @@ pub struct Mapping {
     pub end: u64,
     pub prot: i32,
     pub offset: u64,
+    /// The file's device (`makedev(major, minor)`) and inode.
+    pub dev: u64,
+    pub inode: u64,
     /// The file, if a file's and not deleted.
     pub path: Option<String>,
 }
@@ -18,7 +21,12 @@ pub fn mappings() -> Vec<Mapping> {
         .filter_map(|l| {
             let mut f = l.split_whitespace();
             let (range, perms, offset) = (f.next()?, f.next()?.as_bytes(), f.next()?);
-            let (_dev, _inode) = (f.next()?, f.next()?);
+            let (dev, inode) = (f.next()?, f.next()?);
+            let (major, minor) = dev.split_once(':')?;
+            let dev = libc::makedev(
+                u32::from_str_radix(major, 16).ok()?,
+                u32::from_str_radix(minor, 16).ok()?,
+            );
             let rest: Vec<&str> = f.collect();
             let path = (rest.len() == 1 && rest[0].starts_with('/')).then(|| rest[0].to_string());
             let (a, b) = range.split_once('-')?;
@@ -37,6 +45,8 @@ pub fn mappings() -> Vec<Mapping> {
                 end: u64::from_str_radix(b, 16).ok()?,
                 prot,
                 offset: u64::from_str_radix(offset, 16).ok()?,
+                dev,
+                inode: inode.parse().ok()?,
                 path,
             })
         })

@@ -317,6 +317,9 @@ fn plan_jump(
     if room < JMP_LEN {
         return Err(format!("only {size} bytes long with no padding after it"));
     }
+    if let Some(plan) = plan_jump_common(addr, size, code, off, scratch) {
+        return Ok(plan);
+    }
     decode_all(&code[off..size], start, scratch)?;
     let body: &[Instruction] = scratch;
     if body.is_empty() {
@@ -409,6 +412,72 @@ fn plan_jump(
         Some(start + len as u64)
     };
     Ok(moved_plan(start, patch_len, moved, resume, None))
+}
+
+/// [`plan_jump`]'s common case in one pass that keeps only the moved
+/// instructions (in `scratch`): the first instructions cover 5 bytes of
+/// the function, no branch lands inside them or loops back to the entry,
+/// and they can be moved. `None` for anything else (undecodable bytes
+/// included), which the full analysis then decides. Start-up decodes
+/// every instruction of every function, so this pass is most of its
+/// time on large libraries.
+fn plan_jump_common(
+    addr: u64,
+    size: usize,
+    code: &[u8],
+    off: usize,
+    scratch: &mut Vec<Instruction>,
+) -> Option<Plan> {
+    let start = addr + off as u64;
+    let mut d = Decoder::with_ip(64, &code[off..size], start, DecoderOptions::NONE);
+    let mut i = Instruction::default();
+    scratch.clear();
+    let mut len = 0usize;
+    while len < JMP_LEN {
+        if !d.can_decode() {
+            return None;
+        }
+        d.decode_out(&mut i);
+        if i.is_invalid() {
+            return None;
+        }
+        len += i.len();
+        scratch.push(i);
+    }
+    let moved_end = start + len as u64;
+    // As in plan_jump: a jump back to the entry, or a branch from after
+    // the moved instructions into them.
+    let conflicts = |i: &Instruction| match branch_target(i) {
+        Some(t) => {
+            (i.flow_control() != FlowControl::Call && (addr..=start).contains(&t))
+                || (i.ip() >= moved_end && t > start && t < moved_end)
+        }
+        None => false,
+    };
+    if scratch.iter().any(conflicts) {
+        return None;
+    }
+    while d.can_decode() {
+        d.decode_out(&mut i);
+        if i.is_invalid() || conflicts(&i) {
+            return None;
+        }
+    }
+    let n = scratch.len();
+    if scratch
+        .iter()
+        .enumerate()
+        .any(|(k, m)| check_movable(m, k + 1 == n).is_err())
+    {
+        return None;
+    }
+    let end_of_fn = off + len == size;
+    let resume = if is_terminator(&scratch[n - 1]) && end_of_fn {
+        None
+    } else {
+        Some(moved_end)
+    };
+    Some(moved_plan(start, len, scratch, resume, None))
 }
 
 const SHORT_JMP_LEN: usize = 2;
