@@ -884,6 +884,11 @@ mod tests {
         for &(k, f, t) in events {
             enc.push(k, f, t);
         }
+        take_and_decode(&mut enc)
+    }
+
+    /// The encoder's chunk, taken and decoded.
+    fn take_and_decode(enc: &mut ChunkEncoder) -> Vec<(EventKind, u32, u64)> {
         let mut payload = Vec::new();
         let (n, first, last) = enc.take_payload(&mut payload);
         let header = ChunkHeader {
@@ -968,18 +973,7 @@ mod tests {
             assert_eq!(p.invalid, 0);
             rest = &rest[p.used..];
             if enc.is_full() || rest.is_empty() {
-                let mut payload = Vec::new();
-                let (n, first, last) = enc.take_payload(&mut payload);
-                let header = ChunkHeader {
-                    compressed_len: 0,
-                    raw_len: payload.len() as u32,
-                    events: n,
-                    first_tsc: first,
-                    last_tsc: last,
-                    codec: CODEC_ZSTD,
-                    crc: 0,
-                };
-                got.extend(decode_all(TASK_FILE_VERSION, &payload, &header).unwrap());
+                got.extend(take_and_decode(&mut enc));
             }
         }
         assert_eq!(got.len(), events.len());

@@ -632,29 +632,23 @@ impl TraceWriter {
                         .unwrap_or(1),
                 ),
             };
-            if !open.is_empty() {
-                let chain = super::ring::history_records(open, start);
-                events += encode_records(
-                    &chain,
+            let chain = super::ring::history_records(open, start);
+            let mut encode = |records: &[RawEvent], out: &mut Vec<u8>| {
+                encode_records(
+                    records,
                     chunk_raw,
                     (&mut self.compressor, &mut self.scratch),
                     (&mut self.payload, &mut self.compressed),
                     &path,
-                    &mut out,
-                )?;
-            }
+                    out,
+                )
+            };
+            events += encode(&chain, &mut out)?;
             for c in &t.chunks {
                 out.extend_from_slice(&c.bytes);
                 events += u64::from(c.events);
             }
-            events += encode_records(
-                live_records,
-                chunk_raw,
-                (&mut self.compressor, &mut self.scratch),
-                (&mut self.payload, &mut self.compressed),
-                &path,
-                &mut out,
-            )?;
+            events += encode(live_records, &mut out)?;
             create_private(&path)?
                 .write_all(&out)
                 .map_err(|e| StoreError::io("cannot write", &path, e))?;
