@@ -74,6 +74,7 @@ pub mod dwarf;
 mod elf;
 pub mod unwind;
 mod x86;
+pub use x86::rip_loads;
 
 #[cfg(feature = "demangle")]
 mod demangle;

@@ -92,9 +92,44 @@ pub(crate) fn indirect_rip_targets(code: &[u8], addr: u64, mut want: impl FnMut(
     }
 }
 
+/// The 64-bit register loads from rip-relative addresses (`mov r64,
+/// [rip + disp32]`: REX.W 8B /r, mod 00, r/m 101) in `code` (at `addr`):
+/// `want(instruction address, address loaded from)`. A byte scan: a match
+/// inside another instruction is possible (callers decode from it).
+pub fn rip_loads(code: &[u8], addr: u64, mut want: impl FnMut(u64, u64)) {
+    if code.len() < 7 {
+        return;
+    }
+    for i in 0..code.len() - 6 {
+        if code[i] & 0xf8 == 0x48 && code[i + 1] == 0x8b && code[i + 2] & 0xc7 == 0x05 {
+            let disp = i32::from_le_bytes([code[i + 3], code[i + 4], code[i + 5], code[i + 6]]);
+            want(
+                addr + i as u64,
+                addr.wrapping_add(i as u64 + 7)
+                    .wrapping_add(disp as i64 as u64),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rip_loads_are_found() {
+        // mov rax, [rip+0x10]; call [rip+0x20]; mov r11, [rip-8]
+        let code = [
+            0x48, 0x8b, 0x05, 0x10, 0, 0, 0, 0xff, 0x15, 0x20, 0, 0, 0, 0x4c, 0x8b, 0x1d, 0xf8,
+            0xff, 0xff, 0xff, 0x90,
+        ];
+        let mut got = Vec::new();
+        rip_loads(&code, 0x1000, |at, t| got.push((at, t)));
+        assert_eq!(
+            got,
+            [(0x1000, 0x1000 + 7 + 0x10), (0x100d, 0x1000 + 20 - 8)]
+        );
+    }
 
     #[test]
     fn padding_forms() {

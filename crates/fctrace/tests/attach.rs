@@ -1090,3 +1090,48 @@ fn system_calls_of_an_attached_process() {
         "{ctx}"
     );
 }
+
+/// A function's address taken while attached (read from the program's GOT)
+/// and called after the detach: the pointer is the function's own, not a
+/// stub's (the stubs are unmapped at the detach). Calls made through the
+/// PLT stay traced.
+#[test]
+fn function_pointers_taken_while_attached_work_after_the_detach() {
+    let exe = c_program("attach_fnptr.c", "-O2", &["-O2", "-fPIE", "-pie"]);
+    let commands = ["take", "call"];
+    let native = {
+        let mut prog = Driven::start(&mut Command::new(&exe));
+        prog.wait_for("ready");
+        for c in commands {
+            prog.send(c);
+            prog.wait_for(&format!("ok {c}"));
+        }
+        prog.send("quit");
+        prog.finish()
+    };
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    wait_in_read(pid, 1);
+    let dir = TraceDir::new("attach-fnptr");
+    let (t, err) = start_attached(pid, &dir.path, &[]);
+    prog.send("take");
+    prog.wait_for("ok take");
+    ctrl_c(t, err, pid);
+    prog.send("call");
+    prog.wait_for("ok call");
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert_eq!(out, native.0);
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(native.1.code(), Some(3));
+    assert!(out.contains("called: 5"), "{out}");
+    // take() ran traced; the import whose address it read is said untraced.
+    let text = replay_text(&dir.path);
+    assert!(text.contains("take();"), "{text}");
+    let info = info_text(&dir.path);
+    assert!(
+        info.contains("its address is read from its GOT slot"),
+        "{info}"
+    );
+}

@@ -1061,18 +1061,61 @@ fn instrument_main(
     lib_entries: &std::collections::HashSet<u64>,
 ) -> Result<(), String> {
     with_analysis(&m.path, true, true, |info, funcs| {
+        // Attached, a GOT slot whose value the program also reads as a
+        // pointer (a function's address taken) keeps it: a pointer to a
+        // stub would outlive the detach, which unmaps the stubs. Read
+        // before the entries are patched (a load can be among the
+        // instructions a patch moves).
+        let loaded = if crate::runtime::shm::attached() && !info.got_imports.is_empty() {
+            slots_read_as_pointers(m, info)
+        } else {
+            Default::default()
+        };
         // The program's own functions.
         instrument_module(s, m, info, funcs, true, false).and_then(finish_module)?;
-        instrument_imports(s, m, info, lib_entries)
+        instrument_imports(s, m, info, lib_entries, &loaded)
     })
 }
 
+/// Which of module `m`'s GOT import slots its code loads as a pointer
+/// that may be kept (not only called through:
+/// `arch::x86_64::escape`), looking at its executable mappings.
+fn slots_read_as_pointers(m: &Loaded, info: &ElfInfo) -> std::collections::HashSet<u64> {
+    let slots: std::collections::HashSet<u64> =
+        info.got_imports.iter().map(|g| m.base + g.got).collect();
+    let mut found = std::collections::HashSet::new();
+    for map in crate::runtime::maps::mappings() {
+        let rx = libc::PROT_EXEC | libc::PROT_READ;
+        if map.prot & rx != rx || map.path.as_deref() != Some(m.path.as_str()) {
+            continue;
+        }
+        // SAFETY: a readable, executable mapping of the module, read while
+        // the process's other threads are stopped (nothing unmaps it
+        // meanwhile).
+        let code = unsafe {
+            std::slice::from_raw_parts(map.start as *const u8, (map.end - map.start) as usize)
+        };
+        fctrace_symbols::rip_loads(code, map.start, |at, slot| {
+            if slots.contains(&slot)
+                && !found.contains(&slot)
+                && crate::arch::x86_64::escape::pointer_may_be_kept(code, map.start, at)
+            {
+                found.insert(slot);
+            }
+        });
+    }
+    found
+}
+
 /// The program's calls into libraries, through the PLT and through the GOT.
+/// `loaded`: GOT slots the program reads as pointers (left alone when
+/// attached).
 fn instrument_imports(
     s: &mut Session,
     m: &Loaded,
     info: &ElfInfo,
     lib_entries: &std::collections::HashSet<u64>,
+    loaded: &std::collections::HashSet<u64>,
 ) -> Result<(), String> {
     let n = info.plt.len() + info.got_imports.len();
     if n == 0 {
@@ -1178,6 +1221,12 @@ fn instrument_imports(
         let target = targets[k].unwrap_or(0);
         let status = if target == 0 {
             FuncStatus::NotTraced("unresolved (weak) import".into())
+        } else if loaded.contains(&slot) {
+            FuncStatus::NotTraced(
+                "its address is read from its GOT slot: not redirected while attached (a \
+                 pointer to a stub would outlive the detach)"
+                    .into(),
+            )
         } else if lib_entries.contains(&target) {
             FuncStatus::NotTraced("traced inside its library (-l)".into())
         } else {

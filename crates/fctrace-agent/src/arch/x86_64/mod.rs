@@ -4,4 +4,5 @@
 
 pub mod arena;
 pub mod codegen;
+pub mod escape;
 pub mod patch;
