@@ -1135,3 +1135,49 @@ fn function_pointers_taken_while_attached_work_after_the_detach() {
         "{info}"
     );
 }
+
+/// A function whose first bytes (moved into its stub by the patch) hold a
+/// call: the moved call pushes the function's own return address (not
+/// one in the stub), so a thread blocked in the callee while fctrace
+/// detaches (the stubs unmapped) returns into the function's own code.
+#[test]
+fn a_call_moved_by_a_patch_returns_after_the_detach() {
+    let exe = c_program(
+        "attach_movedcall.c",
+        "O2-nosibling",
+        &["-O2", "-fno-optimize-sibling-calls"],
+    );
+    let drive = |prog: &mut Driven| {
+        prog.send("wait");
+        prog.wait_for("waiting");
+    };
+    let native = {
+        let mut prog = Driven::start(&mut Command::new(&exe));
+        prog.wait_for("ready");
+        drive(&mut prog);
+        prog.send("hello");
+        prog.wait_for("got hello");
+        prog.send("quit");
+        prog.finish()
+    };
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    wait_in_read(pid, 1);
+    let dir = TraceDir::new("attach-movedcall");
+    let (t, err) = start_attached(pid, &dir.path, &[]);
+    drive(&mut prog);
+    // Blocked in block_read, called from waiter's moved first bytes.
+    wait_in_read(pid, 1);
+    ctrl_c(t, err, pid);
+    prog.send("hello");
+    prog.wait_for("got hello");
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert_eq!(out, native.0);
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(native.1.code(), Some(3));
+    let text = replay_text(&dir.path);
+    assert!(text.contains("waiter() {"), "{text}");
+    assert!(text.contains("} /* waiter */ (detached)"), "{text}");
+}
