@@ -220,6 +220,20 @@ fn quoted(s: &mut String, bytes: &[u8]) {
 pub fn result_text(nr: u32, ret: i64) -> String {
     if (-4095..0).contains(&ret) {
         let e = (-ret) as i32;
+        // The kernel's own codes for a call a signal interrupted (never
+        // seen by the program: it restarts, or gets EINTR), as strace
+        // shows them.
+        let internal = match e {
+            512 => Some(("ERESTARTSYS", "To be restarted if SA_RESTART is set")),
+            513 => Some(("ERESTARTNOINTR", "To be restarted")),
+            514 => Some(("ERESTARTNOHAND", "To be restarted if no handler")),
+            515 => Some(("ENOIOCTLCMD", "No ioctl command")),
+            516 => Some(("ERESTART_RESTARTBLOCK", "Interrupted by signal")),
+            _ => None,
+        };
+        if let Some((ename, text)) = internal {
+            return format!("? {ename} ({text})");
+        }
         let ename = ERRNO_NAMES
             .get(e as usize)
             .filter(|n| !n.is_empty())
@@ -684,6 +698,16 @@ mod tests {
             "read(3, 0x7ffd0000, 512)"
         );
         assert_eq!(result_text(0, 512), "512");
+        // A call a signal interrupted, as strace shows it.
+        let pause = number("pause").unwrap();
+        assert_eq!(
+            result_text(pause, -514),
+            "? ERESTARTNOHAND (To be restarted if no handler)"
+        );
+        assert_eq!(
+            result_text(0, -512),
+            "? ERESTARTSYS (To be restarted if SA_RESTART is set)"
+        );
         let mmap = number("mmap").unwrap();
         assert_eq!(
             call_text(mmap, &[0, 4096, 3, 0x22, u64::MAX, 0], None),
