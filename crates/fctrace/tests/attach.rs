@@ -1098,30 +1098,12 @@ fn system_calls_of_an_attached_process() {
 #[test]
 fn function_pointers_taken_while_attached_work_after_the_detach() {
     let exe = c_program("attach_fnptr.c", "-O2", &["-O2", "-fPIE", "-pie"]);
-    let commands = ["take", "call"];
-    let native = {
-        let mut prog = Driven::start(&mut Command::new(&exe));
-        prog.wait_for("ready");
-        for c in commands {
-            prog.send(c);
-            prog.wait_for(&format!("ok {c}"));
-        }
-        prog.send("quit");
-        prog.finish()
-    };
-    let mut prog = Driven::start(&mut Command::new(&exe));
-    prog.wait_for("ready");
-    let pid = prog.child.id();
-    wait_in_read(pid, 1);
-    let dir = TraceDir::new("attach-fnptr");
-    let (t, err) = start_attached(pid, &dir.path, &[]);
-    prog.send("take");
-    prog.wait_for("ok take");
-    ctrl_c(t, err, pid);
-    prog.send("call");
-    prog.wait_for("ok call");
-    prog.send("quit");
-    let (out, status) = prog.finish();
+    let (native, (out, status), dir) = across_a_detach(
+        &exe,
+        "attach-fnptr",
+        &[("take", "ok take"), ("call", "ok call")],
+        1,
+    );
     assert_eq!(out, native.0);
     assert_eq!(status.code(), Some(3));
     assert_eq!(native.1.code(), Some(3));
@@ -1147,37 +1129,62 @@ fn a_call_moved_by_a_patch_returns_after_the_detach() {
         "O2-nosibling",
         &["-O2", "-fno-optimize-sibling-calls"],
     );
-    let drive = |prog: &mut Driven| {
-        prog.send("wait");
-        prog.wait_for("waiting");
-    };
-    let native = {
-        let mut prog = Driven::start(&mut Command::new(&exe));
-        prog.wait_for("ready");
-        drive(&mut prog);
-        prog.send("hello");
-        prog.wait_for("got hello");
-        prog.send("quit");
-        prog.finish()
-    };
-    let mut prog = Driven::start(&mut Command::new(&exe));
-    prog.wait_for("ready");
-    let pid = prog.child.id();
-    wait_in_read(pid, 1);
-    let dir = TraceDir::new("attach-movedcall");
-    let (t, err) = start_attached(pid, &dir.path, &[]);
-    drive(&mut prog);
-    // Blocked in block_read, called from waiter's moved first bytes.
-    wait_in_read(pid, 1);
-    ctrl_c(t, err, pid);
-    prog.send("hello");
-    prog.wait_for("got hello");
-    prog.send("quit");
-    let (out, status) = prog.finish();
+    // Blocked in block_read, called from waiter's moved first bytes, at
+    // the detach.
+    let (native, (out, status), dir) = across_a_detach(
+        &exe,
+        "attach-movedcall",
+        &[("wait", "waiting"), ("hello", "got hello")],
+        1,
+    );
     assert_eq!(out, native.0);
     assert_eq!(status.code(), Some(3));
     assert_eq!(native.1.code(), Some(3));
     let text = replay_text(&dir.path);
     assert!(text.contains("waiter() {"), "{text}");
     assert!(text.contains("} /* waiter */ (detached)"), "{text}");
+}
+
+/// Runs `exe` natively, then attached: each step sends a line and waits
+/// for the text; fctrace attaches before the first step and detaches
+/// (Ctrl-C, the process blocked in read) before step `detach_at`; then
+/// `quit`. The native and traced (output, status), and the trace.
+fn across_a_detach(
+    exe: &Path,
+    label: &str,
+    steps: &[(&str, &str)],
+    detach_at: usize,
+) -> (
+    (String, std::process::ExitStatus),
+    (String, std::process::ExitStatus),
+    TraceDir,
+) {
+    let native = {
+        let mut prog = Driven::start(&mut Command::new(exe));
+        prog.wait_for("ready");
+        for (line, expect) in steps {
+            prog.send(line);
+            prog.wait_for(expect);
+        }
+        prog.send("quit");
+        prog.finish()
+    };
+    let mut prog = Driven::start(&mut Command::new(exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    wait_in_read(pid, 1);
+    let dir = TraceDir::new(label);
+    let (t, err) = start_attached(pid, &dir.path, &[]);
+    let mut tracer = Some((t, err));
+    for (k, (line, expect)) in steps.iter().enumerate() {
+        if k == detach_at {
+            wait_in_read(pid, 1);
+            let (t, err) = tracer.take().expect("attached");
+            ctrl_c(t, err, pid);
+        }
+        prog.send(line);
+        prog.wait_for(expect);
+    }
+    prog.send("quit");
+    (native, prog.finish(), dir)
 }

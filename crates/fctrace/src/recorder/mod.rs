@@ -336,7 +336,7 @@ pub fn record(
         first,
         wire: &wire,
     };
-    let mut flight = ring.map(|r| Flight::new(r, &mem));
+    let mut flight = ring.map(Flight::new);
     // From here on the program runs: whatever goes wrong, fctrace waits
     // for it to end, writes what it can and ends as it did.
     let mut sink = Sink {
@@ -681,12 +681,15 @@ struct Flight {
 }
 
 impl Flight {
-    fn new(opts: RingOptions, mem: &shm::SharedMemory) -> Flight {
+    fn new(opts: RingOptions) -> Flight {
         Flight {
             opts,
             ended: Default::default(),
             last_check: std::time::Instant::now(),
-            requests: mem.snapshot_requests(),
+            // The shared memory is new: every request counts, also one
+            // made before the loop first looks (a trigger hit right
+            // after the program started).
+            requests: 0,
             last_trigger: None,
             written: 0,
         }

@@ -239,15 +239,7 @@ impl SharedMemory {
         sink: &mut dyn FnMut(TaskKey, &[RawEvent]) -> Result<()>,
     ) -> Result<()> {
         self.drain_some(sink)?;
-        let mut owned: Vec<(u32, u32, u32)> = (0..self.buffers_used())
-            .filter_map(|i| {
-                let h = self.buf_header(i);
-                let state = h.state.load(Ordering::Acquire);
-                (state == BUF_OWNED || state == BUF_FULL).then_some((h.task_slot, h.seq, i))
-            })
-            .collect();
-        owned.sort();
-        for (_, _, i) in owned {
+        for i in self.buffers_in_task_order(&[BUF_OWNED, BUF_FULL]) {
             let (task, records) = self.events(i);
             sink(task, records)?;
             self.recycle(i);
@@ -370,17 +362,12 @@ impl SharedMemory {
     /// in order), copied while the threads write on. The buffers stay
     /// theirs: the same events come again when they are handed over.
     pub fn live_events(&self) -> Vec<(TaskKey, Vec<RawEvent>)> {
-        let mut owned: Vec<(u32, u32, u32)> = (0..self.buffers_used())
-            .filter_map(|i| {
-                let h = self.buf_header(i);
-                (h.state.load(Ordering::Acquire) == BUF_OWNED && h.task_slot < self.task_count())
-                    .then_some((h.task_slot, h.seq, i))
-            })
-            .collect();
-        owned.sort();
         let mut out: Vec<(TaskKey, Vec<RawEvent>)> = Vec::new();
-        for (_, _, i) in owned {
+        for i in self.buffers_in_task_order(&[BUF_OWNED]) {
             let h = self.buf_header(i);
+            if h.task_slot >= self.task_count() {
+                continue;
+            }
             let pos = (h.pos.load(Ordering::Acquire) as usize).min(self.layout.buf_size as usize);
             let n = pos.saturating_sub(BUF_HEADER_SIZE) / RawEvent::SIZE;
             // SAFETY: the n records lie inside the buffer (as in `events`);
@@ -476,6 +463,21 @@ impl SharedMemory {
             }
         }
         ended
+    }
+
+    /// The buffers in one of `states`, by task and in each task's order
+    /// (its sequence numbers).
+    fn buffers_in_task_order(&self, states: &[u32]) -> Vec<u32> {
+        let mut found: Vec<(u32, u32, u32)> = (0..self.buffers_used())
+            .filter_map(|i| {
+                let h = self.buf_header(i);
+                states
+                    .contains(&h.state.load(Ordering::Acquire))
+                    .then_some((h.task_slot, h.seq, i))
+            })
+            .collect();
+        found.sort();
+        found.into_iter().map(|(_, _, i)| i).collect()
     }
 
     /// Buffers that agents ever took (the others were never touched).
