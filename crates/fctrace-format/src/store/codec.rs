@@ -9,8 +9,10 @@ pub(crate) const FILE_MAGIC: [u8; 8] = *b"fctrtask";
 /// Major version of the task file encoding written. Version 2 packs the
 /// event kind in 3 bits of the code (version 1 had 2 bits and no
 /// `Signal` kind); version 3 adds the data stream of `Args`/`Retval`
-/// payloads; readers accept all three.
-pub(crate) const TASK_FILE_VERSION: u16 = 3;
+/// payloads; version 4 gives `Args`/`Retval` events no time delta and
+/// writes a payload of integers like the one before it as the changes of
+/// its values ([`PayloadMemory`]); readers accept all four.
+pub(crate) const TASK_FILE_VERSION: u16 = 4;
 /// Oldest major version readers accept.
 pub(crate) const TASK_FILE_OLDEST: u16 = 1;
 /// Minor version written (readers accept any minor of their major).
@@ -35,6 +37,154 @@ pub(crate) const READ_MAX_COMPRESSED: u32 = 1 << 25;
 
 /// Depth of the shadow call stack that predicts exits.
 pub(crate) const PREDICT_STACK_MAX: usize = 4096;
+
+/// Bytes of one integer value in a payload: `TAG_INT fmt size bits:u64`
+/// (`crate::argval`).
+const INT_VALUE_LEN: usize = 11;
+/// Payloads remembered per kind (`Args`, `Retval`), by function id modulo
+/// this.
+const PAYLOAD_SLOTS: usize = 8;
+
+/// The last payload of integers only (`Args` or `Retval`) of each slot
+/// (kind, function id mod [`PAYLOAD_SLOTS`]) in the chunk, kept alike by
+/// encoder and decoder from version 4 on, empty at the start of each
+/// chunk. A payload of integers only whose values have the same tags,
+/// formats and sizes as its slot's is written as the change of each value
+/// (`varint(n << 1 | 1)` then, per value, the zigzag varint of the
+/// difference of the 64-bit values); any other as `varint(len << 1)` then
+/// its bytes. Either way the decoder gives back the exact bytes.
+#[derive(Default)]
+pub(crate) struct PayloadMemory {
+    slots: [Vec<u8>; 2 * PAYLOAD_SLOTS],
+}
+
+/// Most bytes [`PayloadMemory::encode`] writes for a payload of `len`
+/// bytes: its length and bytes, or (never more) a varint per value.
+fn encoded_max(len: usize) -> usize {
+    10 + len
+}
+
+/// Whether `payload` is a sequence of integer values only.
+#[inline(always)]
+fn ints_only(payload: &[u8]) -> bool {
+    let n = payload.len() / INT_VALUE_LEN;
+    n > 0
+        && payload.len() == n * INT_VALUE_LEN
+        && (0..n).all(|k| payload[k * INT_VALUE_LEN] == crate::argval::TAG_INT)
+}
+
+/// Tag, format and size of the `k`th integer value of `payload`.
+#[inline(always)]
+fn int_head(payload: &[u8], k: usize) -> [u8; 3] {
+    let o = k * INT_VALUE_LEN;
+    [payload[o], payload[o + 1], payload[o + 2]]
+}
+
+/// The 64-bit value of the `k`th integer value of `payload`.
+#[inline(always)]
+fn int_bits(payload: &[u8], k: usize) -> u64 {
+    let o = k * INT_VALUE_LEN + 3;
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&payload[o..o + 8]);
+    u64::from_le_bytes(b)
+}
+
+#[inline(always)]
+fn set_int_bits(payload: &mut [u8], k: usize, v: u64) {
+    let o = k * INT_VALUE_LEN + 3;
+    payload[o..o + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+impl PayloadMemory {
+    #[inline(always)]
+    fn slot(&mut self, kind: EventKind, func: u32) -> &mut Vec<u8> {
+        let k = usize::from(kind == EventKind::Retval);
+        &mut self.slots[k * PAYLOAD_SLOTS + func as usize % PAYLOAD_SLOTS]
+    }
+
+    fn clear(&mut self) {
+        for s in &mut self.slots {
+            s.clear();
+        }
+    }
+
+    /// Writes the data stream bytes of `payload` at `out[pos..]`, which
+    /// has room for [`encoded_max`]`(payload.len())` bytes; returns the
+    /// position after them.
+    #[inline(always)]
+    fn encode(
+        &mut self,
+        kind: EventKind,
+        func: u32,
+        payload: &[u8],
+        out: &mut [u8],
+        pos: usize,
+    ) -> usize {
+        let slot = self.slot(kind, func);
+        let ints = ints_only(payload);
+        let n = payload.len() / INT_VALUE_LEN;
+        if ints
+            && slot.len() == payload.len()
+            && (0..n).all(|k| int_head(slot, k) == int_head(payload, k))
+        {
+            let mut p = put_varint_at(out, pos, (n as u64) << 1 | 1);
+            for k in 0..n {
+                let new = int_bits(payload, k);
+                p = put_varint_at(out, p, zigzag(new.wrapping_sub(int_bits(slot, k)) as i64));
+                set_int_bits(slot, k, new);
+            }
+            return p;
+        }
+        let p = put_varint_at(out, pos, (payload.len() as u64) << 1);
+        out[p..p + payload.len()].copy_from_slice(payload);
+        slot.clear();
+        if ints {
+            slot.extend_from_slice(payload);
+        }
+        p + payload.len()
+    }
+
+    /// Reads one payload of the data stream at `*xp` (as
+    /// [`encode`](Self::encode) wrote it) into `out` (cleared first).
+    fn decode(
+        &mut self,
+        kind: EventKind,
+        func: u32,
+        data: &[u8],
+        xp: &mut usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), &'static str> {
+        let h = get_varint(data, xp).ok_or("the data stream ends early")?;
+        let slot = self.slot(kind, func);
+        out.clear();
+        if h & 1 == 1 {
+            let n = usize::try_from(h >> 1).unwrap_or(usize::MAX);
+            if n == 0 || slot.len() / INT_VALUE_LEN != n {
+                return Err("a payload is written as changes to values that are not there");
+            }
+            for k in 0..n {
+                let d = get_varint(data, xp).ok_or("the data stream ends early")?;
+                let v = int_bits(slot, k).wrapping_add(unzigzag(d) as u64);
+                set_int_bits(slot, k, v);
+            }
+            out.extend_from_slice(slot);
+            return Ok(());
+        }
+        let end = usize::try_from(h >> 1)
+            .ok()
+            .filter(|&l| l <= crate::event::MAX_PAYLOAD)
+            .and_then(|l| xp.checked_add(l))
+            .filter(|&end| end <= data.len())
+            .ok_or("an argument payload is longer than the data stream")?;
+        out.extend_from_slice(&data[*xp..end]);
+        *xp = end;
+        slot.clear();
+        if ints_only(out) {
+            slot.extend_from_slice(out);
+        }
+        Ok(())
+    }
+}
 
 /// Bits of a code that hold the event kind, by task file major version:
 /// the code of an event in the code stream is 0 for "exit of the function
@@ -280,8 +430,11 @@ pub(crate) fn file_header(tid: u32) -> [u8; FILE_HEADER_LEN] {
 pub(crate) struct ChunkEncoder {
     codes: Vec<u8>,
     deltas: Vec<u8>,
-    /// `varint(len) bytes` of each `Args`/`Retval` payload.
+    /// Each `Args`/`Retval` payload, as [`PayloadMemory`] writes it.
     data: Vec<u8>,
+    memory: PayloadMemory,
+    /// The payload being encoded, gathered from its records.
+    payload: PayloadBuf,
     events: u32,
     first_tsc: u64,
     prev_tsc: u64,
@@ -299,13 +452,21 @@ const PUSH_BATCH: usize = 4096;
 pub(crate) struct EncodeScratch {
     codes: Box<[u8]>,
     deltas: Box<[u8]>,
+    /// Payloads: appended to the chunk's data stream when nearly full and
+    /// at the end of the batch.
+    data: Box<[u8]>,
 }
+
+/// Bytes of [`EncodeScratch::data`].
+const DATA_SCRATCH: usize = 64 << 10;
+const _: () = assert!(DATA_SCRATCH >= 10 + crate::event::MAX_PAYLOAD);
 
 impl Default for EncodeScratch {
     fn default() -> EncodeScratch {
         EncodeScratch {
             codes: vec![0; PUSH_BATCH * 10].into_boxed_slice(),
             deltas: vec![0; PUSH_BATCH * 10].into_boxed_slice(),
+            data: vec![0; DATA_SCRATCH].into_boxed_slice(),
         }
     }
 }
@@ -318,6 +479,32 @@ pub(crate) struct Pushed {
     pub stored: u32,
     /// Records skipped because their kind is invalid.
     pub invalid: u32,
+}
+
+/// Room for the bytes of one payload.
+pub(crate) struct PayloadBuf(Box<[u8; crate::event::MAX_PAYLOAD + crate::event::RawEvent::SIZE]>);
+
+impl Default for PayloadBuf {
+    fn default() -> PayloadBuf {
+        PayloadBuf(Box::new(
+            [0; crate::event::MAX_PAYLOAD + crate::event::RawEvent::SIZE],
+        ))
+    }
+}
+
+impl PayloadBuf {
+    /// The first `len` bytes of the payload `records` (at most
+    /// [`MAX_PAYLOAD`](crate::event::MAX_PAYLOAD), in as many records).
+    #[inline(always)]
+    fn gather(&mut self, records: &[crate::event::RawEvent], len: usize) -> &[u8] {
+        let buf = &mut self.0[..];
+        for (k, p) in records.iter().enumerate() {
+            let o = k * crate::event::RawEvent::SIZE;
+            buf[o..o + 8].copy_from_slice(&p.word.to_le_bytes());
+            buf[o + 8..o + 16].copy_from_slice(&p.tsc.to_le_bytes());
+        }
+        &buf[..len]
+    }
 }
 
 impl ChunkEncoder {
@@ -357,7 +544,8 @@ impl ChunkEncoder {
         // event), then appended.
         let codes = &mut scratch.codes[..];
         let deltas = &mut scratch.deltas[..];
-        let (mut cp, mut dp) = (0usize, 0usize);
+        let data = &mut scratch.data[..];
+        let (mut cp, mut dp, mut xp) = (0usize, 0usize, 0usize);
         let mut prev = self.prev_tsc;
         let mut stored = 0u32;
         let mut invalid = 0u32;
@@ -407,17 +595,18 @@ impl ChunkEncoder {
                     self.first_tsc = r.tsc;
                     prev = r.tsc;
                 }
-                let code = ((u64::from(r.func()) << KIND_BITS) | kind_bits) + 1;
+                let func = r.func();
+                let code = ((u64::from(func) << KIND_BITS) | kind_bits) + 1;
                 cp = put_varint_at(codes, cp, code);
-                // No time of its own: that of the event before it.
-                dp = put_varint_at(deltas, dp, 0);
-                put_varint(&mut self.data, len as u64);
-                let start = self.data.len();
-                for p in payload {
-                    self.data.extend_from_slice(&p.word.to_le_bytes());
-                    self.data.extend_from_slice(&p.tsc.to_le_bytes());
+                // No time delta: it has the time of the event before it.
+                let bytes = self.payload.gather(payload, len);
+                if xp + encoded_max(len) > data.len() {
+                    self.data.extend_from_slice(&data[..xp]);
+                    xp = 0;
                 }
-                self.data.truncate(start + len);
+                if let Some(kind) = kind {
+                    xp = self.memory.encode(kind, func, bytes, data, xp);
+                }
                 stored += 1;
                 continue;
             }
@@ -447,6 +636,7 @@ impl ChunkEncoder {
         }
         self.codes.extend_from_slice(&codes[..cp]);
         self.deltas.extend_from_slice(&deltas[..dp]);
+        self.data.extend_from_slice(&data[..xp]);
         self.prev_tsc = prev;
         self.events += stored;
         Pushed {
@@ -498,6 +688,7 @@ impl ChunkEncoder {
         self.data.clear();
         self.events = 0;
         self.stack.clear();
+        self.memory.clear();
         // Give back the memory of an unusually large chunk.
         if self.codes.capacity() > CHUNK_MAX_RAW {
             self.codes.shrink_to(CHUNK_MAX_RAW / 4);
@@ -523,6 +714,12 @@ pub(crate) struct ChunkDecoder {
     kind_bits: u32,
     /// Whether chunks have a data stream (version 3 on).
     has_data: bool,
+    /// Whether `Args`/`Retval` events have a time delta and their
+    /// payloads are written whole (version 3), or neither (version 4).
+    v3_payloads: bool,
+    memory: PayloadMemory,
+    /// The payload being decoded.
+    payload: Vec<u8>,
 }
 
 /// Reads a varint at `*pos` as [`get_varint`] does, with the one- and
@@ -555,6 +752,9 @@ impl ChunkDecoder {
             stack: Box::new([0; PREDICT_STACK_MAX]),
             kind_bits: kind_bits_of_version(version),
             has_data: version >= 3,
+            v3_payloads: version <= 3,
+            memory: PayloadMemory::default(),
+            payload: Vec::new(),
         }
     }
 
@@ -598,10 +798,13 @@ impl ChunkDecoder {
         // Each event takes at least one byte of each stream: a corrupt
         // count does not make this reserve more than the payload's size.
         out.reserve((header.events as usize).min(deltas.len()));
+        self.memory.clear();
         let (fault, prev) = if self.kind_bits == 2 {
-            self.events::<2>(codes, deltas, data, header, out, to_ns)
+            self.events::<2, true>(codes, deltas, data, header, out, to_ns)
+        } else if self.v3_payloads {
+            self.events::<3, true>(codes, deltas, data, header, out, to_ns)
         } else {
-            self.events::<3>(codes, deltas, data, header, out, to_ns)
+            self.events::<3, false>(codes, deltas, data, header, out, to_ns)
         };
         if let Some(reason) = fault {
             return Err(reason.into());
@@ -612,12 +815,13 @@ impl ChunkDecoder {
         Ok(())
     }
 
-    /// The loop of [`decode`](Self::decode), for `BITS` bits of kind:
-    /// the fault that stopped it, if any, and the last timestamp. The
-    /// events go through [`run`] (the hot loop, which stops at an `Args` or
-    /// `Retval` event) and the payloads through [`push_payload`].
+    /// The loop of [`decode`](Self::decode), for `BITS` bits of kind and
+    /// `V3` payloads (version 3 and before) or not: the fault that stopped
+    /// it, if any, and the last timestamp. The events go through [`run`]
+    /// (the hot loop, which stops at an `Args` or `Retval` event) and the
+    /// payloads through [`push_payload`].
     #[inline(always)]
-    fn events<const BITS: u32>(
+    fn events<const BITS: u32, const V3: bool>(
         &mut self,
         codes: &[u8],
         deltas: &[u8],
@@ -639,14 +843,20 @@ impl ChunkDecoder {
         let fault = loop {
             let done = out.len() - start - data_events;
             let left = (header.events as usize).saturating_sub(done) as u32;
-            match run::<BITS>(&mut self.stack[..], &mut c, codes, deltas, out, to_ns, left) {
+            match run::<BITS, V3>(&mut self.stack[..], &mut c, codes, deltas, out, to_ns, left) {
                 Stop::End => break None,
                 Stop::Fault(f) => break Some(f),
                 Stop::Payload(kind, func) => {
-                    match push_payload(data, &mut xp, kind, func, c.prev, &to_ns, out) {
-                        Ok(n) => data_events += n,
-                        Err(f) => break Some(f),
+                    let read = if V3 {
+                        whole_payload(data, &mut xp, &mut self.payload)
+                    } else {
+                        self.memory
+                            .decode(kind, func, data, &mut xp, &mut self.payload)
+                    };
+                    if let Err(f) = read {
+                        break Some(f);
                     }
+                    data_events += push_payload(&self.payload, kind, func, c.prev, &to_ns, out);
                 }
             }
         };
@@ -677,9 +887,9 @@ enum Stop {
 }
 
 /// Decodes up to `n` events into `out`; stops before that at a corrupt
-/// one or one with a payload.
+/// one or one with a payload (which has a time delta if `V3`).
 #[inline(always)]
-fn run<const BITS: u32>(
+fn run<const BITS: u32, const V3: bool>(
     stack: &mut [u32],
     c: &mut Cursor,
     codes: &[u8],
@@ -701,10 +911,6 @@ fn run<const BITS: u32>(
     for _ in 0..n {
         let Some(code) = read_varint(codes, &mut cp) else {
             stop = Stop::Fault("the code stream ends early");
-            break;
-        };
-        let Some(delta) = read_varint(deltas, &mut dp) else {
-            stop = Stop::Fault("the timestamp stream ends early");
             break;
         };
         let (kind, func) = if code == 0 {
@@ -753,13 +959,21 @@ fn run<const BITS: u32>(
                         6 => Stop::Payload(EventKind::Retval, func),
                         _ => Stop::Fault("unknown event kind"),
                     };
-                    if b < 7 {
+                    if b < 7 && V3 {
+                        let Some(delta) = read_varint(deltas, &mut dp) else {
+                            stop = Stop::Fault("the timestamp stream ends early");
+                            break;
+                        };
                         prev = prev.wrapping_add(unzigzag(delta) as u64);
                     }
                     break;
                 }
             };
             (kind, func)
+        };
+        let Some(delta) = read_varint(deltas, &mut dp) else {
+            stop = Stop::Fault("the timestamp stream ends early");
+            break;
         };
         let tsc = prev.wrapping_add(unzigzag(delta) as u64);
         prev = tsc;
@@ -785,19 +999,9 @@ fn run<const BITS: u32>(
     stop
 }
 
-/// Appends an `Args`/`Retval` event and the `Data` events of its payload,
-/// read from `data` at `*xp`; returns the number of `Data` events.
-#[cold]
-#[inline(never)]
-fn push_payload(
-    data: &[u8],
-    xp: &mut usize,
-    kind: EventKind,
-    func: u32,
-    tsc: u64,
-    to_ns: &impl Fn(u64) -> u64,
-    out: &mut Vec<super::Event>,
-) -> Result<usize, &'static str> {
+/// Reads a version 3 payload (`varint(len)` then its bytes) of `data` at
+/// `*xp` into `out` (cleared first).
+fn whole_payload(data: &[u8], xp: &mut usize, out: &mut Vec<u8>) -> Result<(), &'static str> {
     let len = get_varint(data, xp).ok_or("the data stream ends early")?;
     let end = usize::try_from(len)
         .ok()
@@ -805,8 +1009,23 @@ fn push_payload(
         .and_then(|l| xp.checked_add(l))
         .filter(|&end| end <= data.len())
         .ok_or("an argument payload is longer than the data stream")?;
-    let bytes = &data[*xp..end];
+    out.clear();
+    out.extend_from_slice(&data[*xp..end]);
     *xp = end;
+    Ok(())
+}
+
+/// Appends an `Args`/`Retval` event and the `Data` events of its payload
+/// `bytes`; returns the number of `Data` events.
+#[inline(never)]
+fn push_payload(
+    bytes: &[u8],
+    kind: EventKind,
+    func: u32,
+    tsc: u64,
+    to_ns: &impl Fn(u64) -> u64,
+    out: &mut Vec<super::Event>,
+) -> usize {
     out.push(super::Event {
         kind,
         func,
@@ -825,7 +1044,7 @@ fn push_payload(
             ns: (v >> 64) as u64,
         });
     }
-    Ok(bytes.len().div_ceil(16))
+    bytes.len().div_ceil(16)
 }
 
 #[cfg(test)]
@@ -1186,16 +1405,155 @@ mod tests {
 
     #[test]
     fn corrupt_payloads_are_errors() {
-        // An Args event whose payload length runs past the data stream.
+        // Version 3: an Args event whose payload length runs past the data
+        // stream.
         let (payload, header) = raw_chunk(
             &[(1u64 << 3) + 1, ((1u64 << 3) | 5) + 1],
             Some(&[9, 1]),
             &[0, 0],
         );
         assert_eq!(
-            decode_all(TASK_FILE_VERSION, &payload, &header),
+            decode_all(3, &payload, &header),
             Err("an argument payload is longer than the data stream".to_string())
         );
+        // Version 4 (no delta for Args): the same, length 9 written as 18.
+        let codes = [(1u64 << 3) + 1, ((1u64 << 3) | 5) + 1];
+        let (payload, header) = raw_chunk(&codes, Some(&[18, 1]), &[0]);
+        assert_eq!(
+            decode_all(4, &payload, &header),
+            Err("an argument payload is longer than the data stream".to_string())
+        );
+        // Changes to one integer when no payload of integers came before.
+        let (payload, header) = raw_chunk(&codes, Some(&[3, 2]), &[0]);
+        assert_eq!(
+            decode_all(4, &payload, &header),
+            Err("a payload is written as changes to values that are not there".to_string())
+        );
+        // Changes to two integers after a payload of one.
+        let mut data = vec![22];
+        data.extend_from_slice(&int_value(2, 8, 5));
+        data.extend_from_slice(&[5, 2, 2]);
+        let codes = [codes[0], codes[1], codes[1]];
+        let (payload, header) = raw_chunk(&codes, Some(&data), &[0]);
+        assert_eq!(
+            decode_all(4, &payload, &header),
+            Err("a payload is written as changes to values that are not there".to_string())
+        );
+        // The change runs past the data stream.
+        data.truncate(data.len() - 3);
+        data.push(3);
+        let (payload, header) = raw_chunk(&codes, Some(&data), &[0]);
+        assert_eq!(
+            decode_all(4, &payload, &header),
+            Err("the data stream ends early".to_string())
+        );
+    }
+
+    /// The bytes of an integer value (`crate::argval`).
+    fn int_value(fmt: u8, size: u8, bits: u64) -> [u8; INT_VALUE_LEN] {
+        let mut v = [0u8; INT_VALUE_LEN];
+        v[0] = crate::argval::TAG_INT;
+        v[1] = fmt;
+        v[2] = size;
+        v[3..].copy_from_slice(&bits.to_le_bytes());
+        v
+    }
+
+    #[test]
+    fn version_3_payloads_still_decode() {
+        // Entry f=1, Args f=1 (its own delta), Exit f=1: version 3 has a
+        // delta for every event and payloads written whole.
+        let (payload, header) = raw_chunk(
+            &[(1u64 << 3) + 1, ((1u64 << 3) | 5) + 1, 0],
+            Some(&[2, b'h', b'i']),
+            &[0, 0, 4],
+        );
+        let mut out = Vec::new();
+        ChunkDecoder::new(3)
+            .decode(&payload, &header, &mut out, |t| t)
+            .unwrap();
+        let got: Vec<_> = out.iter().map(|e| (e.kind, e.func, e.tsc)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (EventKind::Entry, 1, 10),
+                (EventKind::Args, 1, 10),
+                (EventKind::Data, 2, 0x6968),
+                (EventKind::Exit, 1, 14)
+            ]
+        );
+    }
+
+    /// Payloads of integers (written as changes to the last payload of the
+    /// same kind and slot) mixed with others, functions sharing a slot,
+    /// shapes that change, values of every size and direction: the exact
+    /// bytes come back, and a run of like payloads takes a few bytes each.
+    #[test]
+    fn integer_payloads_round_trip() {
+        use EventKind::*;
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut records = Vec::new();
+        let mut want = Vec::new();
+        let mut tsc = 1000u64;
+        let mut value = 0u64;
+        for _ in 0..5000 {
+            let r = next();
+            // Functions 2 and 10 share a slot, 3 has its own.
+            let func = [2u32, 10, 3][(r % 3) as usize];
+            let kind = if r & 8 == 0 { Args } else { Retval };
+            value = match (r >> 4) % 8 {
+                0 => next(),
+                1 => value.wrapping_sub(r % 1000),
+                2 => u64::MAX,
+                _ => value.wrapping_add(r % 3),
+            };
+            let mut payload = Vec::new();
+            match (r >> 8) % 16 {
+                // Another shape: one value of another format or size.
+                0 => payload.extend_from_slice(&int_value(3, 4, value)),
+                // Not integers only: a string after an integer.
+                1 => {
+                    payload.extend_from_slice(&int_value(0, 8, value));
+                    payload.extend_from_slice(&[crate::argval::TAG_STR, 2, 0, b'o', b'k']);
+                }
+                2 => payload.extend_from_slice(&[crate::argval::TAG_NULL]),
+                3 => {}
+                // Two or three values.
+                4..=6 => {
+                    for k in 0..(2 + (r >> 12) % 2) {
+                        payload.extend_from_slice(&int_value(k as u8, 8, value ^ k));
+                    }
+                }
+                _ => payload.extend_from_slice(&int_value(0, 8, value)),
+            }
+            tsc += 1 + r % 50;
+            records.push(RawEvent::new(Entry, func, tsc));
+            want.push((Entry, func, vec![]));
+            records.extend(with_payload(kind, func, tsc + 1, &payload));
+            want.push((kind, func, payload));
+            records.push(RawEvent::new(Exit, func, tsc + 2));
+            want.push((Exit, func, vec![]));
+        }
+        assert_eq!(records_round_trip(&records), want);
+
+        // A run of calls with one changing integer argument and return
+        // value: a few bytes of data stream each.
+        let mut enc = ChunkEncoder::default();
+        let mut scratch = EncodeScratch::default();
+        for i in 0..1000u64 {
+            let mut records = vec![RawEvent::new(Entry, 7, 10 * i + 1)];
+            records.extend(with_payload(Args, 7, 10 * i + 2, &int_value(0, 8, i)));
+            records.extend(with_payload(Retval, 7, 10 * i + 3, &int_value(0, 4, i + 1)));
+            records.push(RawEvent::new(Exit, 7, 10 * i + 4));
+            assert_eq!(enc.push_records(&records, &mut scratch).stored, 4);
+        }
+        assert!(enc.data.len() <= 2 * 2 * 1000 + 2 * 12, "{}", enc.data.len());
     }
 
     #[test]

@@ -424,13 +424,13 @@ fn newer_versions_are_refused() {
     fs::write(&info_path, &text).unwrap();
 
     let mut bytes = fs::read(&path).unwrap();
-    assert_eq!(bytes[8], 3);
-    bytes[8] = 4;
+    assert_eq!(bytes[8], 4);
+    bytes[8] = 5;
     fs::write(&path, &bytes).unwrap();
     let trace = Trace::open(&dir).unwrap();
     let err = trace.events(1).err().unwrap();
     assert!(
-        matches!(err, StoreError::NewerVersion { found: 4, .. }),
+        matches!(err, StoreError::NewerVersion { found: 5, .. }),
         "{err}"
     );
 
