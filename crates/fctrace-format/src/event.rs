@@ -148,6 +148,11 @@ impl RawEvent {
     pub fn payload_len(&self) -> usize {
         (self.word >> PAYLOAD_LEN_SHIFT) as u16 as usize
     }
+    /// Whether this `Args`/`Retval` record is also the call's `Entry`/`Exit`
+    /// ([`WITH_CALL_STEP`]).
+    pub fn with_call_step(&self) -> bool {
+        self.word & WITH_CALL_STEP != 0
+    }
     /// Records after this one that hold its payload.
     pub fn payload_records(&self) -> usize {
         self.payload_len().div_ceil(RawEvent::SIZE)
@@ -157,5 +162,12 @@ impl RawEvent {
 /// Bit of [`RawEvent::word`] where an `Args`/`Retval` record's payload
 /// length (16 bits) starts: above the 32-bit function id.
 pub const PAYLOAD_LEN_SHIFT: u32 = KIND_BITS + 32;
+/// Bit of an `Args` record's word: the record is also the `Entry` of its
+/// function, at its time (the entry comes first); of a `Retval` record:
+/// also the `Exit`, at its time (the exit comes after). The agent's
+/// generated code writes a call with integer arguments and return value
+/// so: a record less each way. Buffers only (never in a file).
+pub const WITH_CALL_STEP: u64 = 1 << 56;
+
 /// Largest payload of one `Args`/`Retval` record, in bytes.
 pub const MAX_PAYLOAD: usize = 4096;

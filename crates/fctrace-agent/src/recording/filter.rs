@@ -59,7 +59,7 @@ use crate::runtime::state::{
     PREV_MASK, PREV_SHIFT, SHADOW_ENTRY_SIZE,
 };
 use fctrace_format::argval::MAX_BACKTRACE;
-use fctrace_format::event::{EventKind, RawEvent};
+use fctrace_format::event::{EventKind, RawEvent, WITH_CALL_STEP};
 use fctrace_options::{pattern::name_forms, Action, Options};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -288,14 +288,18 @@ pub fn fast_desc(func: u32, flags: u64) -> Option<&'static FastDesc> {
     d.entry_word = RawEvent::new(EventKind::Entry, func, 0).word;
     d.want = RawEvent::SIZE as u32;
     if !items.is_empty() {
+        // One `Args` record that is also the entry (`WITH_CALL_STEP`),
+        // then its payload.
         let len = items.len() * 11;
         let n = len.div_ceil(RawEvent::SIZE);
         d.count = items.len() as u32;
         d.items[..items.len()].copy_from_slice(&items);
-        d.want += ((1 + n) * RawEvent::SIZE) as u32;
+        d.want = ((1 + n) * RawEvent::SIZE) as u32;
         d.prov_word =
-            RawEvent::with_payload(EventKind::Args, func, (n * RawEvent::SIZE) as u16, 0).word;
-        d.args_word = RawEvent::with_payload(EventKind::Args, func, len as u16, 0).word;
+            RawEvent::with_payload(EventKind::Args, func, (n * RawEvent::SIZE) as u16, 0).word
+                | WITH_CALL_STEP;
+        d.args_word =
+            RawEvent::with_payload(EventKind::Args, func, len as u16, 0).word | WITH_CALL_STEP;
     }
     Some(Box::leak(Box::new(d)))
 }

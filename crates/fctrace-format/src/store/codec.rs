@@ -596,6 +596,16 @@ impl ChunkEncoder {
                     prev = r.tsc;
                 }
                 let func = r.func();
+                let step = r.with_call_step();
+                if step && kind == Some(EventKind::Args) {
+                    // The call's entry, then its arguments.
+                    self.stack.push(func);
+                    let code = ((u64::from(func) << KIND_BITS) | EventKind::Entry as u64) + 1;
+                    cp = put_varint_at(codes, cp, code);
+                    dp = put_varint_at(deltas, dp, zigzag(r.tsc.wrapping_sub(prev) as i64));
+                    prev = r.tsc;
+                    stored += 1;
+                }
                 let code = ((u64::from(func) << KIND_BITS) | kind_bits) + 1;
                 cp = put_varint_at(codes, cp, code);
                 // No time delta: it has the time of the event before it.
@@ -608,6 +618,18 @@ impl ChunkEncoder {
                     xp = self.memory.encode(kind, func, bytes, data, xp);
                 }
                 stored += 1;
+                if step && kind == Some(EventKind::Retval) {
+                    // The return value, then the call's exit.
+                    let code = if self.stack.pop_if(func) {
+                        0
+                    } else {
+                        ((u64::from(func) << KIND_BITS) | EventKind::Exit as u64) + 1
+                    };
+                    cp = put_varint_at(codes, cp, code);
+                    dp = put_varint_at(deltas, dp, zigzag(r.tsc.wrapping_sub(prev) as i64));
+                    prev = r.tsc;
+                    stored += 1;
+                }
                 continue;
             }
             if r.tsc == 0 {
@@ -1374,6 +1396,48 @@ mod tests {
         // A chunk that starts with a payload event.
         let records = with_payload(Args, 1, 50, b"x");
         assert_eq!(records_round_trip(&records), vec![(Args, 1, b"x".to_vec())]);
+    }
+
+    /// `Args`/`Retval` records that are also the call's entry/exit (as the
+    /// agent's generated code writes them) decode as the two events.
+    #[test]
+    fn records_with_call_steps_round_trip() {
+        use EventKind::*;
+        let step = |kind, func, tsc, payload: &[u8]| {
+            let mut v = with_payload(kind, func, tsc, payload);
+            v[0].word |= crate::event::WITH_CALL_STEP;
+            v
+        };
+        // First in the chunk, nested, one never completed (skipped with
+        // its payload, its entry too), an exit not on top.
+        let mut records = step(Args, 3, 100, b"abc");
+        records.extend(step(Args, 4, 101, &[1; 20]));
+        records.extend(step(Retval, 4, 102, b"r"));
+        records.extend(step(Args, 5, 0, b"lost"));
+        records.extend(step(Retval, 9, 103, b""));
+        records.extend(step(Retval, 3, 104, &[2; 11]));
+        assert_eq!(
+            records_round_trip(&records),
+            vec![
+                (Entry, 3, vec![]),
+                (Args, 3, b"abc".to_vec()),
+                (Entry, 4, vec![]),
+                (Args, 4, vec![1; 20]),
+                (Retval, 4, b"r".to_vec()),
+                (Exit, 4, vec![]),
+                (Retval, 9, vec![]),
+                (Exit, 9, vec![]),
+                (Retval, 3, vec![2; 11]),
+                (Exit, 3, vec![]),
+            ]
+        );
+        let mut enc = ChunkEncoder::default();
+        let p = enc.push_records(&records, &mut EncodeScratch::default());
+        assert_eq!((p.used, p.stored, p.invalid), (records.len(), 10, 0));
+        // Times: the entry has the Args record's, the exit the Retval's.
+        let mut payload = Vec::new();
+        let (n, first, last) = enc.take_payload(&mut payload);
+        assert_eq!((n, first, last), (10, 100, 104));
     }
 
     #[test]

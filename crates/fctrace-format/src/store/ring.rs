@@ -150,6 +150,9 @@ pub(crate) fn track(open: &mut Vec<u32>, records: &[RawEvent]) {
             let end = (i + r.payload_records()).min(records.len());
             let body = &records[i..end];
             i = end;
+            if r.tsc != 0 && r.with_call_step() {
+                step(open, kind == Some(EventKind::Args), r.func());
+            }
             if kind == Some(EventKind::Args)
                 && r.tsc != 0
                 && body.first().is_some_and(|p| p.word as u8 == TAG_BACKTRACE)
@@ -174,15 +177,21 @@ pub(crate) fn track(open: &mut Vec<u32>, records: &[RawEvent]) {
             continue;
         }
         match kind {
-            Some(EventKind::Entry) if open.len() < MAX_OPEN => open.push(r.func()),
-            Some(EventKind::Exit | EventKind::Unwind) => {
-                let f = r.func();
-                if let Some(at) = open.iter().rposition(|&o| o == f) {
-                    open.truncate(at);
-                }
-            }
+            Some(EventKind::Entry) => step(open, true, r.func()),
+            Some(EventKind::Exit | EventKind::Unwind) => step(open, false, r.func()),
             _ => {}
         }
+    }
+}
+
+/// A call of `func` entered (`entry`) or left in `open`.
+fn step(open: &mut Vec<u32>, entry: bool, func: u32) {
+    if entry {
+        if open.len() < MAX_OPEN {
+            open.push(func);
+        }
+    } else if let Some(at) = open.iter().rposition(|&o| o == func) {
+        open.truncate(at);
     }
 }
 
@@ -303,6 +312,20 @@ mod tests {
         });
         track(&mut open, &recs);
         assert_eq!(open, vec![1, 2, 6, 7, 8]);
+        // An Args record that is also the entry opens its call, a Retval
+        // record that is also the exit closes it; never written, neither.
+        let with_step = |kind, func, tsc| {
+            let mut r = RawEvent::with_payload(kind, func, 11, tsc);
+            r.word |= crate::event::WITH_CALL_STEP;
+            [r, RawEvent { word: 0, tsc: 0 }]
+        };
+        track(&mut open, &with_step(EventKind::Args, 10, 5));
+        track(&mut open, &with_step(EventKind::Args, 11, 0));
+        assert_eq!(open, vec![1, 2, 6, 7, 8, 10]);
+        track(&mut open, &with_step(EventKind::Retval, 8, 0));
+        assert_eq!(open, vec![1, 2, 6, 7, 8, 10]);
+        track(&mut open, &with_step(EventKind::Retval, 8, 6));
+        assert_eq!(open, vec![1, 2, 6, 7]);
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::runtime::state::{
     SLOW_RESYNC, SLOW_UNWINDING,
 };
 use crate::runtime::tls::BUSY_UNWINDING;
-use fctrace_format::event::{EventKind, RawEvent, KIND_BITS, PAYLOAD_LEN_SHIFT};
+use fctrace_format::event::{EventKind, RawEvent, KIND_BITS, PAYLOAD_LEN_SHIFT, WITH_CALL_STEP};
 use iced_x86::code_asm::*;
 use iced_x86::{BlockEncoderOptions, IcedError};
 
@@ -635,7 +635,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         let mut r_rec = a.create_label();
         let mut r_full = a.create_label();
         let mut r_full2 = a.create_label();
-        let want = 3 * RawEvent::SIZE as i32;
+        let want = 2 * RawEvent::SIZE as i32;
         a.set_label(&mut r_rec)?;
         a.mov(rcx, qword_ptr(r11 + OFF_BUF))?;
         a.mov(edx, want as u32)?;
@@ -646,9 +646,11 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(edx, eax)?;
         a.shl(rdx, KIND_BITS)?;
         a.or(rdx, EventKind::Retval as i32)?;
-        // The record first says "never completed" with the whole
-        // reservation as payload (as `buffer::emit`), then the payload,
-        // then its word, then the exit's, then both timestamps.
+        a.bts(rdx, WITH_CALL_STEP.trailing_zeros() as i32)?;
+        // One Retval record that is also the exit (`WITH_CALL_STEP`). It
+        // first says "never completed" with the whole reservation as
+        // payload (as `buffer::emit`), then the payload, then its word,
+        // then the timestamp.
         a.mov(r11, (RawEvent::SIZE as u64) << PAYLOAD_LEN_SHIFT)?;
         a.or(r11, rdx)?;
         a.mov(qword_ptr(rcx), r11)?;
@@ -660,13 +662,10 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(r11, 11u64 << PAYLOAD_LEN_SHIFT)?;
         a.or(r11, rdx)?;
         a.mov(qword_ptr(rcx), r11)?;
-        a.xor(rdx, (EventKind::Retval as i32) ^ (EventKind::Exit as i32))?;
-        a.mov(qword_ptr(rcx + 32), rdx)?;
         a.rdtsc()?;
         a.shl(rdx, 32)?;
         a.or(rax, rdx)?;
         a.mov(qword_ptr(rcx + 8), rax)?;
-        a.mov(qword_ptr(rcx + 40), rax)?;
         a.pop(rdi)?;
         a.pop(rsi)?;
         a.jmp(xtail)?;
@@ -906,11 +905,13 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.lea(rdi, qword_ptr(rdx + rsi))?;
         a.cmp(rdi, p.buf_size as i32)?;
         a.ja(a_full)?;
-        a.add(rcx, rdx)?; // the Entry record; Args at +16, its payload at +32
+        // The Args record that is also the entry (`WITH_CALL_STEP`), its
+        // payload at +16.
+        a.add(rcx, rdx)?;
         a.mov(rdx, qword_ptr(rax + FD_PROV_WORD))?;
-        a.mov(qword_ptr(rcx + 16), rdx)?;
-        a.mov(qword_ptr(rcx + 24), 0)?;
-        a.lea(rdi, qword_ptr(rcx + 32))?;
+        a.mov(qword_ptr(rcx), rdx)?;
+        a.mov(qword_ptr(rcx + 8), 0)?;
+        a.lea(rdi, qword_ptr(rcx + 16))?;
         a.add(rsi, rcx)?;
         a.set_label(&mut a_zero)?;
         a.mov(qword_ptr(rdi), 0)?;
@@ -919,7 +920,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.cmp(rdi, rsi)?;
         a.jb(a_zero)?;
         // Each value: INT fmt size (the item's header), then its bits.
-        a.lea(rdi, qword_ptr(rcx + 32))?;
+        a.lea(rdi, qword_ptr(rcx + 16))?;
         a.lea(rsi, qword_ptr(rax + FD_ITEMS))?;
         a.mov(r11d, dword_ptr(rax + FD_COUNT))?;
         a.imul_3(r11, r11, FI_SIZE)?;
@@ -936,14 +937,11 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.cmp(rsi, r11)?;
         a.jb(a_item)?;
         a.mov(rdx, qword_ptr(rax + FD_ARGS_WORD))?;
-        a.mov(qword_ptr(rcx + 16), rdx)?;
-        a.mov(rdx, qword_ptr(rax + FD_ENTRY_WORD))?;
         a.mov(qword_ptr(rcx), rdx)?;
         a.rdtsc()?;
         a.shl(rdx, 32)?;
         a.or(rax, rdx)?;
         a.mov(qword_ptr(rcx + 8), rax)?;
-        a.mov(qword_ptr(rcx + 24), rax)?;
         a.pop(rdi)?;
         a.pop(rsi)?;
         a.add(rsp, 32)?;
