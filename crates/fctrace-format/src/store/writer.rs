@@ -14,6 +14,10 @@ use std::path::{Path, PathBuf};
 
 /// zstd level of the chunks: fast, and the varint streams compress well.
 const ZSTD_LEVEL: i32 = 1;
+/// zstd's shortest match (level 1's is 6): with 7, the recorder runs 8%
+/// fewer instructions on `dense fib 27` (callgrind, the whole recording)
+/// and the chunks are 5% smaller; on `dense leaf8 1000000` 3% and 3%.
+const ZSTD_MIN_MATCH: u32 = 7;
 
 /// When the encoded events buffered for all tasks together exceed this,
 /// every task's partial chunk is written out (bounds memory with many
@@ -212,7 +216,10 @@ impl TraceWriter {
         }
         mkdir_private(&dir.join(SESSIONS_DIR))?;
         mkdir_private(&dir.join(TASKS_DIR))?;
-        let compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL)
+        let mut compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL)
+            .map_err(|e| StoreError::io("cannot set up compression for", dir, e))?;
+        compressor
+            .set_parameter(zstd::zstd_safe::CParameter::MinMatch(ZSTD_MIN_MATCH))
             .map_err(|e| StoreError::io("cannot set up compression for", dir, e))?;
         Ok(TraceWriter {
             dir: dir.to_path_buf(),
