@@ -430,6 +430,9 @@ pub unsafe extern "C" fn fctrace_agent_detach(
             "the process was started under fctrace (its agent preloaded): it cannot be detached",
         );
     }
+    // The stubs go: the agent's forwarding enters real functions at their
+    // entries again.
+    runtime::real::clear_bypasses(0, u64::MAX);
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() } as u32;
     // Each stopped thread's state, found through its own TLS word (not its

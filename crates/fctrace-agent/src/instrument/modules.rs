@@ -240,6 +240,49 @@ const INTERPOSED: &[&str] = &[
     "__cxa_begin_catch",
 ];
 
+/// The agent's other interposers (`interpose::signal`).
+const INTERPOSED_SIGNALS: &[&str] = &[
+    "signal",
+    "bsd_signal",
+    "ssignal",
+    "sysv_signal",
+    "__sysv_signal",
+    "sigset",
+    "sigaction",
+    "__sigaction",
+    "sigprocmask",
+    "pthread_sigmask",
+];
+
+/// The real functions the agent's interposers forward to (sorted): with
+/// -l, patched in their libraries, they are entered untraced when the
+/// agent forwards a call the program made through its traced import
+/// (`runtime::real::forward_to`), so that the call is recorded once.
+fn forwarded_functions() -> Vec<u64> {
+    let mut v: Vec<u64> = INTERPOSED
+        .iter()
+        .chain(INTERPOSED_SIGNALS)
+        .filter(|n| agent_defines(n))
+        .filter_map(|n| {
+            // What the interposer's `real!` finds.
+            let p = crate::runtime::real::lookup_next(&format!("{n}\0")) as u64;
+            (p != 0 && !in_agent(p)).then_some(p)
+        })
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The program's import `id` reaches the agent's interposer for `real`:
+/// if `real` is patched in its library, the agent enters it untraced on
+/// behalf of this import.
+fn note_forwarded_import(s: &Session, real: u64, id: u32) {
+    if let Some(&(_, body)) = s.forwarded_bodies.iter().find(|(e, _)| *e == real) {
+        crate::runtime::real::add_bypass(real, body, id);
+    }
+}
+
 /// Attaching: the program and its libraries bound their calls of the
 /// functions the agent interposes to the real ones before the agent was
 /// loaded (a preloaded agent comes first in the lookup order instead), so
@@ -479,6 +522,10 @@ struct Session {
     stopped: Vec<u64>,
     /// Arenas of unloaded libraries: (module path, module base, arena).
     free_arenas: Vec<(String, u64, Arena)>,
+    /// With -l: the real functions behind the agent's interposers (sorted),
+    /// and the untraced ways into those patched so far: (entry, stub body).
+    forwarded: Vec<u64>,
+    forwarded_bodies: Vec<(u64, u64)>,
 }
 
 impl Session {
@@ -731,6 +778,8 @@ pub fn instrument_process(
         arenas: Vec::new(),
         free_arenas: Vec::new(),
         stopped: stopped.to_vec(),
+        forwarded: if nest { forwarded_functions() } else { Vec::new() },
+        forwarded_bodies: Vec::new(),
     };
     let me = agent_module().unwrap_or_default();
 
@@ -1031,7 +1080,13 @@ fn instrument_module(
                     let hi = plan.moved_at + plan.moved_len as u64;
                     moved.extend_from_slice(code_of(&mut win, plan.moved_at, hi));
                 }
-                Stubs::add(&mut stubs, s, m, id, &plan, &moved, mode, None, flags)
+                let status = Stubs::add(&mut stubs, s, m, id, &plan, &moved, mode, None, flags);
+                if let (Ok(st), FuncStatus::Traced | FuncStatus::TracedTrap) = (&stubs, &status) {
+                    if !is_main && s.forwarded.binary_search(&addr).is_ok() {
+                        s.forwarded_bodies.push((addr, st.last_body));
+                    }
+                }
+                status
             }
             Err(reason) => FuncStatus::NotTraced(reason),
         };
@@ -1152,8 +1207,12 @@ fn instrument_imports(
                 (t, interposed)
             }
         });
-        // A call the agent interposes never reaches the library's own
-        // entry: the PLT entry stays traced even with -l.
+        // A call the agent interposes reaches the library's entry only
+        // through the agent: the PLT entry stays traced even with -l, and
+        // the agent's forwarding enters the library's untraced.
+        if let Some((t, true)) = resolved {
+            note_forwarded_import(s, t, first + targets.len() as u32);
+        }
         targets.push(resolved.and_then(|(t, interposed)| (!interposed).then_some(t)));
         let lib = resolved.and_then(|(t, _)| module_of(t));
         modules.push(match &lib {
@@ -1170,7 +1229,12 @@ fn instrument_imports(
         // A slot bound to the agent's interposer: named after the library
         // the agent forwards to.
         let lib = if in_agent(target) {
-            resolve(&g.name).and_then(|(real, _)| module_of(real))
+            let real = resolve(&g.name);
+            if let Some((t, _)) = real {
+                // (Its target was pushed above.)
+                note_forwarded_import(s, t, first + targets.len() as u32 - 1);
+            }
+            real.and_then(|(real, _)| module_of(real))
         } else {
             module_of(target)
         };
@@ -1309,6 +1373,8 @@ struct Stubs {
     stub: Vec<u8>,
     /// The functions that take the trap fallback.
     traps: Vec<crate::interpose::signal::Trap>,
+    /// The body of the last stub built (its untraced way in).
+    last_body: u64,
 }
 
 impl Stubs {
@@ -1325,6 +1391,7 @@ impl Stubs {
             got_writes: Vec::new(),
             stub: Vec::with_capacity(256),
             traps: Vec::new(),
+            last_body: 0,
         })
     }
 
@@ -1436,6 +1503,7 @@ impl Stubs {
         if let Some(r) = site.ret_site {
             s.ret_sites[id as usize] = r;
         }
+        st.last_body = site.body;
         match mode {
             Mode::EntryOnly => FuncStatus::EntryOnly,
             Mode::Traced if plan.trap => FuncStatus::TracedTrap,
@@ -1589,6 +1657,9 @@ fn is_unwinder(module: &str, name: &str) -> bool {
 /// A library that was instrumented (or found not instrumentable).
 struct Known {
     base: u64,
+    /// Its loaded segments' range.
+    lo: u64,
+    hi: u64,
     path: String,
     /// The first bytes of one patched entry, as patched: a library unloaded
     /// and loaded again at the same address has them unpatched.
@@ -1603,6 +1674,8 @@ impl Known {
             .map(|&a| (a, read_probe(a)));
         Known {
             base: m.base,
+            lo: m.lo,
+            hi: m.hi,
             path: m.path.clone(),
             probe,
         }
@@ -1810,8 +1883,10 @@ fn sync_modules(rt: &mut Runtime) {
         .partition(|k| modules.iter().any(|m| k.is(m)));
     rt.known = kept;
     for k in gone {
-        // Its int3s are gone with it (another object may be loaded there).
+        // Its int3s are gone with it (another object may be loaded there),
+        // and the ways into its functions.
         crate::interpose::signal::drop_traps(k.base);
+        crate::runtime::real::clear_bypasses(k.lo, k.hi);
         let s = &mut rt.s;
         let mut i = 0;
         while i < s.arenas.len() {

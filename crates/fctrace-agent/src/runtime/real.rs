@@ -4,25 +4,32 @@
 
 use crate::runtime::tls;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+/// The next definition of `name` (NUL-terminated) after the agent's (the
+/// real function), or null.
+pub fn lookup_next(name: &str) -> *mut c_void {
+    debug_assert!(name.ends_with('\0'));
+    let _busy = tls::Busy::enter();
+    // SAFETY: dlsym with a NUL-terminated name.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) };
+    if !p.is_null() {
+        return p;
+    }
+    // Loaded into a running process (`-p`), the agent is not in the global
+    // scope: the objects after it in its own scope are its dependencies
+    // only, and a function of another library (libstdc++'s) is found in
+    // the global scope, which does not hold the agent's definition.
+    // SAFETY: as above.
+    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr().cast()) }
+}
 
 /// The next definition of `name` after the agent's (the real function),
 /// looked up once.
 pub fn resolve_next(cache: &AtomicPtr<c_void>, name: &'static str) -> *mut c_void {
     let mut p = cache.load(Ordering::Relaxed);
     if p.is_null() {
-        let _busy = tls::Busy::enter();
-        // SAFETY: dlsym with a NUL-terminated name.
-        p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) };
-        if p.is_null() {
-            // Loaded into a running process (`-p`), the agent is not in
-            // the global scope: the objects after it in its own scope are
-            // its dependencies only, and a function of another library
-            // (libstdc++'s) is found in the global scope, which does not
-            // hold the agent's definition.
-            // SAFETY: as above.
-            p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr().cast()) };
-        }
+        p = lookup_next(name);
         if p.is_null() {
             crate::runtime::log::fatal(&format!(
                 "cannot find the real {}",
@@ -34,16 +41,117 @@ pub fn resolve_next(cache: &AtomicPtr<c_void>, name: &'static str) -> *mut c_voi
     p
 }
 
+/// A real function patched in its library (`-l`) that the program calls
+/// through an import the agent interposes: its entry, the untraced way in
+/// (its stub's body: the moved instructions, then the rest of the
+/// function), and the ids of the program's imports of it (two, packed;
+/// 0: none). Its entry 0: a free or cleared slot.
+struct Bypass {
+    entry: AtomicU64,
+    body: AtomicU64,
+    ids: AtomicU64,
+}
+
+const MAX_BYPASS: usize = 64;
+
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_BYPASS: Bypass = Bypass {
+    entry: AtomicU64::new(0),
+    body: AtomicU64::new(0),
+    ids: AtomicU64::new(0),
+};
+static BYPASS: [Bypass; MAX_BYPASS] = [NO_BYPASS; MAX_BYPASS];
+static BYPASS_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Notes that import `id` of the program reaches the agent's interposer,
+/// which forwards to `entry`, a function patched in its library whose
+/// untraced way in is `body`. Called while instrumenting (one thread).
+pub fn add_bypass(entry: u64, body: u64, id: u32) {
+    let n = BYPASS_LEN.load(Ordering::Acquire);
+    let id = u64::from(id) + 1;
+    if let Some(b) = BYPASS[..n]
+        .iter()
+        .find(|b| b.entry.load(Ordering::Relaxed) == entry)
+    {
+        let ids = b.ids.load(Ordering::Relaxed);
+        if ids >> 32 == 0 && ids != id {
+            b.ids.store(ids | id << 32, Ordering::Release);
+        }
+        return;
+    }
+    let Some(b) = BYPASS.get(n) else {
+        return;
+    };
+    b.body.store(body, Ordering::Relaxed);
+    b.ids.store(id, Ordering::Relaxed);
+    b.entry.store(entry, Ordering::Release);
+    BYPASS_LEN.store(n + 1, Ordering::Release);
+}
+
+/// Forgets the bypasses into `lo..hi` (a library unloaded), or all of them
+/// (detaching: the stubs go).
+pub fn clear_bypasses(lo: u64, hi: u64) {
+    let n = BYPASS_LEN.load(Ordering::Acquire);
+    for b in &BYPASS[..n] {
+        let e = b.entry.load(Ordering::Relaxed);
+        if e >= lo && e < hi {
+            b.entry.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// `real`, or its untraced way in when the agent forwards a call the
+/// program made through its import (the innermost call the thread
+/// recorded): that import's record is the call's, the library's entry
+/// would record it a second time, nested (with `-l`). The calls the real
+/// function makes are traced as usual.
+pub fn forward_to(real: *mut c_void) -> *mut c_void {
+    let n = BYPASS_LEN.load(Ordering::Acquire);
+    if n == 0 {
+        return real;
+    }
+    let Some(b) = BYPASS[..n]
+        .iter()
+        .find(|b| b.entry.load(Ordering::Acquire) == real as u64)
+    else {
+        return real;
+    };
+    let ids = b.ids.load(Ordering::Acquire);
+    let st = tls::state();
+    if st.is_null() {
+        return real;
+    }
+    // SAFETY: a non-null state word is this thread's own state; its shadow
+    // stack holds the entries below `shadow_top` down to `shadow_base`.
+    let top = unsafe {
+        let st = &*st;
+        if st.shadow_top <= st.shadow_base {
+            return real;
+        }
+        (*st.shadow_top.sub(1)).func as u32
+    };
+    let top = u64::from(top) + 1;
+    if top == ids & 0xffff_ffff || top == ids >> 32 {
+        let body = b.body.load(Ordering::Acquire);
+        // (Cleared meanwhile: the entry.)
+        if b.entry.load(Ordering::Acquire) == real as u64 {
+            return body as *mut c_void;
+        }
+    }
+    real
+}
+
 /// The real function, as a function pointer of type `$ty`; used inside an
-/// `unsafe` block whose SAFETY note names the signature.
+/// `unsafe` block whose SAFETY note names the signature. Called on behalf
+/// of the program's traced import of it, the real function's untraced
+/// way in ([`forward_to`]).
 #[macro_export]
 macro_rules! real {
     ($name:expr, $ty:ty) => {{
         static REAL: std::sync::atomic::AtomicPtr<std::ffi::c_void> =
             std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-        std::mem::transmute::<*mut std::ffi::c_void, $ty>($crate::runtime::real::resolve_next(
-            &REAL,
-            concat!($name, "\0"),
+        std::mem::transmute::<*mut std::ffi::c_void, $ty>($crate::runtime::real::forward_to(
+            $crate::runtime::real::resolve_next(&REAL, concat!($name, "\0")),
         ))
     }};
 }
