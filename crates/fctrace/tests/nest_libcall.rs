@@ -414,6 +414,21 @@ fn interposed_functions_are_recorded_once_with_nest_libcall() {
                 !create.children.is_empty(),
                 "-l: nothing under pthread_create\n{tree}"
             );
+            // The system call's wrapper runs as often as natively: the
+            // agent's own calls of sigaction (for its handlers) are not
+            // the program's.
+            let native_calls: u64 = callgrind(&exe, &[])
+                .calls
+                .iter()
+                .filter(|((_, name), _)| name == "__libc_sigaction")
+                .map(|(_, n)| n)
+                .sum();
+            assert!(native_calls >= 4, "callgrind: {native_calls} __libc_sigaction");
+            assert_eq!(
+                report(&rec.dir.path).calls("__libc_sigaction"),
+                native_calls,
+                "-l: __libc_sigaction\n{tree}"
+            );
         }
     }
 

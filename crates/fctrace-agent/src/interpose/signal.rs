@@ -704,6 +704,8 @@ fn edit_installed_for_traps(sig: i32) {
     if !traps_active() {
         return;
     }
+    // The agent's own calls (with -l, libc's sigaction is traced).
+    let _busy = tls::Busy::enter();
     // SAFETY: a zeroed sigaction is a valid value; query, then the same
     // action with the edits.
     unsafe {
