@@ -262,6 +262,88 @@ impl ShadowStack {
     pub(crate) fn clear(&mut self) {
         self.depth = 0;
     }
+
+    /// Encodes the written entries and exits at the front of `records`
+    /// (their codes at `codes[cp..]`, their deltas from `prev` at
+    /// `deltas[dp..]`, each with room for 10 bytes a record) and stops at
+    /// the first other record: `(records encoded, cp, dp, prev)`. The
+    /// writer's hot loop: the same codes as the general one.
+    #[inline(always)]
+    fn plain_steps(
+        &mut self,
+        records: &[crate::event::RawEvent],
+        codes: &mut [u8],
+        mut cp: usize,
+        deltas: &mut [u8],
+        mut dp: usize,
+        mut prev: u64,
+    ) -> (usize, usize, usize, u64) {
+        const KIND_MASK: u64 = (1 << crate::event::KIND_BITS) - 1;
+        const NOT_PLAIN: u64 = (KIND_MASK & !1) | !((1 << (crate::event::KIND_BITS + 32)) - 1);
+        let mut depth = self.depth;
+        // The storage as it is: an entry past it (the stack grows) ends
+        // the run, for the general loop.
+        let stack = &mut self.stack[..];
+        let mut n = 0;
+        for r in records {
+            let (w, t) = (r.word, r.tsc);
+            // Entry (0) or Exit (1), nothing above the function id, and
+            // written.
+            if w & NOT_PLAIN != 0 || t == 0 {
+                break;
+            }
+            let func = (w >> crate::event::KIND_BITS) as u32;
+            let code = if w & 1 == 1 {
+                match depth.checked_sub(1).and_then(|d| stack.get(d)) {
+                    Some(&top) if top == func => {
+                        depth -= 1;
+                        0
+                    }
+                    _ => ((u64::from(func) << KIND_BITS) | 1) + 1,
+                }
+            } else {
+                let Some(slot) = stack.get_mut(depth) else {
+                    break;
+                };
+                *slot = func;
+                depth += 1;
+                (u64::from(func) << KIND_BITS) + 1
+            };
+            cp = put_varint10(codes, cp, code);
+            dp = put_varint10(deltas, dp, zigzag(t.wrapping_sub(prev) as i64));
+            prev = t;
+            n += 1;
+        }
+        self.depth = depth;
+        (n, cp, dp, prev)
+    }
+}
+
+/// [`put_varint_at`] into `buf[pos..pos + 10]` (which must exist): one
+/// bounds check.
+#[inline(always)]
+fn put_varint10(buf: &mut [u8], pos: usize, v: u64) -> usize {
+    let b: &mut [u8; 10] = (&mut buf[pos..pos + 10])
+        .try_into()
+        .expect("10 bytes");
+    if v < 0x80 {
+        b[0] = v as u8;
+        return pos + 1;
+    }
+    if v < 0x4000 {
+        b[0] = (v as u8) | 0x80;
+        b[1] = (v >> 7) as u8;
+        return pos + 2;
+    }
+    let mut v = v;
+    let mut k = 0;
+    while v >= 0x80 && k < 9 {
+        b[k] = (v as u8) | 0x80;
+        v >>= 7;
+        k += 1;
+    }
+    b[k] = v as u8;
+    pos + k + 1
 }
 
 #[inline(always)]
@@ -552,6 +634,18 @@ impl ChunkEncoder {
         let mut i = 0usize;
         let mut used = take;
         while i < take {
+            if !first_pending {
+                // Nearly every record: a written entry or exit.
+                let n;
+                (n, cp, dp, prev) =
+                    self.stack
+                        .plain_steps(&records[i..take], codes, cp, deltas, dp, prev);
+                i += n;
+                stored += n as u32;
+                if i == take {
+                    break;
+                }
+            }
             let r = &records[i];
             i += 1;
             let kind_bits = r.word & ((1 << crate::event::KIND_BITS) - 1);
