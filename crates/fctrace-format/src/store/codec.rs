@@ -267,8 +267,10 @@ impl ShadowStack {
     /// (their codes at `codes[cp..]`, their deltas from `prev` at
     /// `deltas[dp..]`, each with room for 10 bytes a record) and stops at
     /// the first other record: `(records encoded, cp, dp, prev)`. The
-    /// writer's hot loop: the same codes as the general one.
-    #[inline(always)]
+    /// writer's hot loop: the same codes as the general one. Not inlined:
+    /// the general loop's other paths (`-A`/`-R` records) keep their
+    /// registers.
+    #[inline(never)]
     fn plain_steps(
         &mut self,
         records: &[crate::event::RawEvent],
@@ -278,8 +280,6 @@ impl ShadowStack {
         mut dp: usize,
         mut prev: u64,
     ) -> (usize, usize, usize, u64) {
-        const KIND_MASK: u64 = (1 << crate::event::KIND_BITS) - 1;
-        const NOT_PLAIN: u64 = (KIND_MASK & !1) | !((1 << (crate::event::KIND_BITS + 32)) - 1);
         let mut depth = self.depth;
         // The storage as it is: an entry past it (the stack grows) ends
         // the run, for the general loop.
@@ -287,8 +287,6 @@ impl ShadowStack {
         let mut n = 0;
         for r in records {
             let (w, t) = (r.word, r.tsc);
-            // Entry (0) or Exit (1), nothing above the function id, and
-            // written.
             if w & NOT_PLAIN != 0 || t == 0 {
                 break;
             }
@@ -318,6 +316,11 @@ impl ShadowStack {
         (n, cp, dp, prev)
     }
 }
+
+/// Bits of a record's word that a written entry or exit has clear: any
+/// kind but Entry (0) and Exit (1), anything above the function id.
+const NOT_PLAIN: u64 = (((1 << crate::event::KIND_BITS) - 1) & !1)
+    | !((1u64 << (crate::event::KIND_BITS + 32)) - 1);
 
 /// [`put_varint_at`] into `buf[pos..pos + 10]` (which must exist): one
 /// bounds check.
@@ -634,23 +637,22 @@ impl ChunkEncoder {
         let mut i = 0usize;
         let mut used = take;
         while i < take {
-            if !first_pending {
-                // Nearly every record: a written entry or exit.
-                let n;
-                (n, cp, dp, prev) =
-                    self.stack
-                        .plain_steps(&records[i..take], codes, cp, deltas, dp, prev);
-                i += n;
-                stored += n as u32;
-                if i == take {
-                    break;
-                }
-            }
             let r = &records[i];
             i += 1;
             let kind_bits = r.word & ((1 << crate::event::KIND_BITS) - 1);
             // Nearly every record: a written entry or exit.
             if kind_bits <= EventKind::Exit as u64 && r.tsc != 0 && !first_pending {
+                // The run of them from here.
+                let (n, c, d, p) =
+                    self.stack
+                        .plain_steps(&records[i - 1..take], codes, cp, deltas, dp, prev);
+                if n > 0 {
+                    (cp, dp, prev) = (c, d, p);
+                    stored += n as u32;
+                    i += n - 1;
+                    continue;
+                }
+                // This one grows the shadow stack (or has other bits).
                 let func = r.func();
                 let code = if kind_bits == EventKind::Exit as u64 {
                     if self.stack.pop_if(func) {
