@@ -423,7 +423,10 @@ fn interposed_functions_are_recorded_once_with_nest_libcall() {
                 .filter(|((_, name), _)| name == "__libc_sigaction")
                 .map(|(_, n)| n)
                 .sum();
-            assert!(native_calls >= 4, "callgrind: {native_calls} __libc_sigaction");
+            assert!(
+                native_calls >= 4,
+                "callgrind: {native_calls} __libc_sigaction"
+            );
             assert_eq!(
                 report(&rec.dir.path).calls("__libc_sigaction"),
                 native_calls,

@@ -778,7 +778,11 @@ pub fn instrument_process(
         arenas: Vec::new(),
         free_arenas: Vec::new(),
         stopped: stopped.to_vec(),
-        forwarded: if nest { forwarded_functions() } else { Vec::new() },
+        forwarded: if nest {
+            forwarded_functions()
+        } else {
+            Vec::new()
+        },
         forwarded_bodies: Vec::new(),
     };
     let me = agent_module().unwrap_or_default();

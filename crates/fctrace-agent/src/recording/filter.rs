@@ -295,9 +295,9 @@ pub fn fast_desc(func: u32, flags: u64) -> Option<&'static FastDesc> {
         d.count = items.len() as u32;
         d.items[..items.len()].copy_from_slice(&items);
         d.want = ((1 + n) * RawEvent::SIZE) as u32;
-        d.prov_word =
-            RawEvent::with_payload(EventKind::Args, func, (n * RawEvent::SIZE) as u16, 0).word
-                | WITH_CALL_STEP;
+        d.prov_word = RawEvent::with_payload(EventKind::Args, func, (n * RawEvent::SIZE) as u16, 0)
+            .word
+            | WITH_CALL_STEP;
         d.args_word =
             RawEvent::with_payload(EventKind::Args, func, len as u16, 0).word | WITH_CALL_STEP;
     }

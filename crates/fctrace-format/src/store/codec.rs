@@ -319,16 +319,14 @@ impl ShadowStack {
 
 /// Bits of a record's word that a written entry or exit has clear: any
 /// kind but Entry (0) and Exit (1), anything above the function id.
-const NOT_PLAIN: u64 = (((1 << crate::event::KIND_BITS) - 1) & !1)
-    | !((1u64 << (crate::event::KIND_BITS + 32)) - 1);
+const NOT_PLAIN: u64 =
+    (((1 << crate::event::KIND_BITS) - 1) & !1) | !((1u64 << (crate::event::KIND_BITS + 32)) - 1);
 
 /// [`put_varint_at`] into `buf[pos..pos + 10]` (which must exist): one
 /// bounds check.
 #[inline(always)]
 fn put_varint10(buf: &mut [u8], pos: usize, v: u64) -> usize {
-    let b: &mut [u8; 10] = (&mut buf[pos..pos + 10])
-        .try_into()
-        .expect("10 bytes");
+    let b: &mut [u8; 10] = (&mut buf[pos..pos + 10]).try_into().expect("10 bytes");
     if v < 0x80 {
         b[0] = v as u8;
         return pos + 1;
@@ -1713,7 +1711,11 @@ mod tests {
             records.push(RawEvent::new(Exit, 7, 10 * i + 4));
             assert_eq!(enc.push_records(&records, &mut scratch).stored, 4);
         }
-        assert!(enc.data.len() <= 2 * 2 * 1000 + 2 * 12, "{}", enc.data.len());
+        assert!(
+            enc.data.len() <= 2 * 2 * 1000 + 2 * 12,
+            "{}",
+            enc.data.len()
+        );
     }
 
     #[test]
