@@ -218,10 +218,13 @@ extern "C" fn agent_init() {
     // mapping, reading the environment into strings).
     let traced = traced_by_environment();
     if traced {
+        // (Nothing is patched yet.)
         tls::kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
     }
     agent_setup();
     if traced {
+        // Still the agent's (with -l, libc's `syscall` is traced now).
+        let _quiet = tls::Busy::quiet();
         tls::kernel_mark(fctrace_format::shm::KERNEL_MARK_END);
     }
 }

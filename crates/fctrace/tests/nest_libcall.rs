@@ -376,9 +376,42 @@ fn interposed_functions_are_recorded_once_with_nest_libcall() {
     let native = run_native(&exe, &[]);
     assert_eq!(native.stdout, "ok\n");
     let libc = libc_path(&exe);
-    for (opts, what) in [(&[][..], "without -l"), (&["-l"][..], "-l")] {
+    let truth = callgrind(&exe, &[]);
+    let native_calls = |f: &str| -> u64 {
+        truth
+            .calls
+            .iter()
+            .filter(|((_, name), _)| name == f)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    for (opts, what) in [
+        (&[][..], "without -l"),
+        (&["-l"][..], "-l"),
+        (&["-l", "-k"][..], "-l -k"),
+    ] {
         let rec = record(&exe, &[], opts);
         assert_same_behaviour(&native, &rec.run, what);
+        // The agent's own calls are not the program's: `syscall` (the
+        // agent marks its spans for -k with a system call) is called as
+        // often as natively, in the whole trace.
+        let rep = report(&rec.dir.path);
+        assert_eq!(
+            rep.calls("syscall"),
+            native_calls("syscall"),
+            "{what}: syscall()\n{}",
+            replay_text(&rec.dir.path)
+        );
+        if opts.contains(&"-k") {
+            // (The tree has system call lines: counts only.)
+            assert_eq!(
+                rep.calls("__libc_sigaction"),
+                native_calls("__libc_sigaction"),
+                "{what}: __libc_sigaction"
+            );
+            assert_eq!(rep.calls("pthread_create"), 3, "{what}: pthread_create");
+            continue;
+        }
         let replay = replay(&rec.dir.path);
         let main = replay.main();
         let tree = outline(std::slice::from_ref(main));
@@ -412,25 +445,17 @@ fn interposed_functions_are_recorded_once_with_nest_libcall() {
                 .unwrap();
             assert!(
                 !create.children.is_empty(),
-                "-l: nothing under pthread_create\n{tree}"
+                "{what}: nothing under pthread_create\n{tree}"
             );
             // The system call's wrapper runs as often as natively: the
             // agent's own calls of sigaction (for its handlers) are not
             // the program's.
-            let native_calls: u64 = callgrind(&exe, &[])
-                .calls
-                .iter()
-                .filter(|((_, name), _)| name == "__libc_sigaction")
-                .map(|(_, n)| n)
-                .sum();
-            assert!(
-                native_calls >= 4,
-                "callgrind: {native_calls} __libc_sigaction"
-            );
+            let n = native_calls("__libc_sigaction");
+            assert!(n >= 4, "callgrind: {n} __libc_sigaction");
             assert_eq!(
-                report(&rec.dir.path).calls("__libc_sigaction"),
-                native_calls,
-                "-l: __libc_sigaction\n{tree}"
+                rep.calls("__libc_sigaction"),
+                n,
+                "{what}: __libc_sigaction\n{tree}"
             );
         }
     }

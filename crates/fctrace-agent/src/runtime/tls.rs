@@ -116,10 +116,11 @@ impl Busy {
     pub fn enter() -> Busy {
         let prev = busy();
         let marked = prev == 0 && KERNEL_MARKS.load(std::sync::atomic::Ordering::Relaxed);
+        // Busy first: with -l, libc's `syscall` (the mark) is traced.
+        set_busy(1);
         if marked {
             kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
         }
-        set_busy(1);
         Busy(prev, marked)
     }
 
@@ -132,10 +133,11 @@ impl Busy {
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        set_busy(self.0);
+        // The mark while still busy (with -l, libc's `syscall` is traced).
         if self.1 {
             kernel_mark(fctrace_format::shm::KERNEL_MARK_END);
         }
+        set_busy(self.0);
     }
 }
 
