@@ -343,7 +343,7 @@ fn canonical_plt_entry_is_traced_once_with_nest_libcall() {
 }
 
 /// The functions the agent interposes (pthread_create, signal, sigaction,
-/// sigprocmask) are recorded once per call with -l: at the program's
+/// sigprocmask, longjmp) are recorded once per call with -l: at the program's
 /// import, with libc's own calls nested under it (the agent forwards to
 /// libc's patched function through its untraced way in), and at libc's
 /// entry when a library calls them (std::thread in libstdc++).
@@ -352,8 +352,10 @@ fn interposed_functions_are_recorded_once_with_nest_libcall() {
     let src = write_cached_source(
         "interposed.c",
         "#include <pthread.h>\n\
+         #include <setjmp.h>\n\
          #include <signal.h>\n\
          #include <stdio.h>\n\
+         static jmp_buf jb;\n\
          static void *run(void *a) { return a; }\n\
          static void on(int s) { (void)s; }\n\
          int main(void) {\n\
@@ -368,6 +370,7 @@ fn interposed_functions_are_recorded_once_with_nest_libcall() {
              sigset_t m;\n\
              sigemptyset(&m);\n\
              sigprocmask(SIG_BLOCK, &m, 0);\n\
+             if (!setjmp(jb)) longjmp(jb, 1);\n\
              puts(\"ok\");\n\
              return 0;\n\
          }\n",
@@ -420,6 +423,7 @@ fn interposed_functions_are_recorded_once_with_nest_libcall() {
             ("signal", 2),
             ("sigaction", 1),
             ("sigprocmask", 1),
+            ("longjmp", 1),
         ] {
             let labels = alias_labels(&libc, name);
             let direct = main

@@ -691,9 +691,14 @@ macro_rules! longjmp_interposer {
         /// Called with a buffer filled by the matching setjmp.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name(env: *mut c_void, val: i32) -> ! {
+            // The real function first, while the program's call of it is
+            // the innermost (with -l it is then entered untraced: that
+            // call is recorded once).
+            // SAFETY: the real function of the same C signature.
+            let real = unsafe { real!(stringify!($name), LongjmpFn) };
             before_longjmp(env as *const u64);
-            // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
-            unsafe { real!(stringify!($name), LongjmpFn)(env, val) }
+            // SAFETY: forwarding the caller's arguments.
+            unsafe { real(env, val) }
         }
     )*};
 }
