@@ -202,6 +202,8 @@ fn reachable(path: &[u8]) -> bool {
         return true;
     }
     buf[..path.len()].copy_from_slice(path);
+    // The agent's own question (with -l, libc's stat is traced).
+    let _busy = tls::Busy::enter();
     // SAFETY: a NUL-terminated path in a local buffer; stat into a local.
     unsafe {
         let mut st: libc::stat = std::mem::zeroed();
@@ -479,6 +481,8 @@ fn current_environ() -> *const *const c_char {
 /// file capabilities for a user other than root), unless the file system
 /// is mounted nosuid or the process has no_new_privs.
 fn secure_exec_reason(path: *const c_char) -> Option<&'static [u8]> {
+    // The agent's own question (with -l, libc's stat is traced).
+    let _busy = tls::Busy::enter();
     // SAFETY: system calls with a valid path and local out-parameters.
     unsafe {
         let mut st: libc::stat = std::mem::zeroed();
