@@ -104,6 +104,7 @@ impl Kept {
         if self.fd < 0 {
             return None;
         }
+        let _busy = tls::Busy::enter();
         // SAFETY: fstat into a local; F_DUPFD makes a new descriptor the
         // caller closes (or the exec passes on).
         unsafe {
@@ -262,6 +263,7 @@ fn with_scratch<R>(need: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
     }
     // SAFETY: the mapping is `need` bytes, ours alone until unmapped below.
     let r = f(unsafe { std::slice::from_raw_parts_mut(p, need) });
+    let _busy = tls::Busy::enter();
     // SAFETY: unmapping the mapping made above; nothing refers to it any more.
     unsafe { libc::munmap(p.cast(), need) };
     r
@@ -560,6 +562,8 @@ fn find_program(file: *const c_char, search: bool, buf: &mut [u8; 4096]) -> *con
 /// nothing (a vfork child may run this).
 fn note_untraced(file: *const c_char, search: bool) {
     let Some(inj) = inject() else { return };
+    // The agent's own work (with -l, libc's access and stat are traced).
+    let _busy = tls::Busy::enter();
     let mut found = [0u8; 4096];
     let path = find_program(file, search, &mut found);
     if path.is_null() {

@@ -75,8 +75,15 @@ fn thread_id() -> usize {
     tp
 }
 
+/// The agent's own memory calls are never the program's (with -l, libc's
+/// `mmap` and `munmap` are traced): busy meanwhile.
+fn quiet() -> crate::runtime::tls::Busy {
+    crate::runtime::tls::Busy::quiet()
+}
+
 /// A fresh private anonymous mapping of `len` bytes (read-write), or null.
 pub(crate) fn map(len: usize) -> *mut u8 {
+    let _q = quiet();
     // SAFETY: a fresh anonymous private mapping; checked for failure.
     let p = unsafe {
         libc::mmap(
@@ -236,6 +243,7 @@ unsafe impl GlobalAlloc for AgentAlloc {
                     return p;
                 }
                 let start = (p as usize).next_multiple_of(layout.align());
+                let _q = quiet();
                 // SAFETY: unmapping the unused head and tail of our mapping.
                 unsafe {
                     if start > p as usize {
@@ -255,6 +263,7 @@ unsafe impl GlobalAlloc for AgentAlloc {
         match class_of(&layout) {
             Some(i) => self.free_class(p, i),
             None => {
+                let _q = quiet();
                 // SAFETY: a large block is a mapping of exactly this length.
                 unsafe { libc::munmap(p.cast(), large_len(&layout)) };
             }
@@ -272,6 +281,7 @@ unsafe impl GlobalAlloc for AgentAlloc {
                 if old_len == new_len {
                     return p;
                 }
+                let _q = quiet();
                 // SAFETY: p is a mapping of old_len bytes; the kernel moves it
                 // if it cannot grow in place.
                 let q = unsafe { libc::mremap(p.cast(), old_len, new_len, libc::MREMAP_MAYMOVE) };
