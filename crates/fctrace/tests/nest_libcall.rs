@@ -352,17 +352,8 @@ fn main_thread_report(dir: &Path) -> Report {
         .and_then(|r| r.split(',').next())
         .unwrap_or_else(|| panic!("no first task in\n{info}"))
         .to_string();
-    let r = fctrace(&[
-        OsStr::new("report"),
-        OsStr::new("-d"),
-        dir.as_os_str(),
-        OsStr::new("--format"),
-        OsStr::new("json"),
-        OsStr::new("--tid"),
-        OsStr::new(&tid),
-    ]);
-    assert!(r.success(), "{}", r.describe());
-    serde_json::from_str(&r.stdout).unwrap()
+    let text = report_json_text_with(dir, &[OsStr::new("--tid"), OsStr::new(&tid)]);
+    serde_json::from_str(&text).unwrap()
 }
 
 /// The functions the agent interposes (pthread_create, signal, sigaction,

@@ -1238,19 +1238,23 @@ mod tests {
         decode_all(TASK_FILE_VERSION, &payload, &header).unwrap()
     }
 
+    /// A xorshift64 generator (the tests' random streams, reproducible).
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
     /// Random entries, exits (of the call on top or of another), unwinds,
     /// losses, signals, recursion past the predicting stack's limit, time
     /// deltas of every size and backwards: what is decoded is what was
     /// encoded, through the writer's batches.
     #[test]
     fn random_streams_round_trip() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut events = Vec::new();
         let mut open: Vec<u32> = Vec::new();
         let mut tsc = 1_000_000u64;
@@ -1649,13 +1653,7 @@ mod tests {
     #[test]
     fn integer_payloads_round_trip() {
         use EventKind::*;
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let mut records = Vec::new();
         let mut want = Vec::new();
         let mut tsc = 1000u64;

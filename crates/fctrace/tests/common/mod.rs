@@ -1017,14 +1017,20 @@ pub struct Task {
 /// (the C runtime's too, as callgrind counts them).
 #[track_caller]
 pub fn report_json_text(dir: &Path) -> String {
-    let r = fctrace(&[
+    report_json_text_with(dir, &[OsStr::new("--show-runtime")])
+}
+
+/// `fctrace report -d DIR --format json` with the options `extra`.
+pub fn report_json_text_with(dir: &Path, extra: &[&OsStr]) -> String {
+    let mut args = vec![
         OsStr::new("report"),
         OsStr::new("-d"),
         dir.as_os_str(),
         OsStr::new("--format"),
         OsStr::new("json"),
-        OsStr::new("--show-runtime"),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let r = fctrace(&args);
     assert!(r.success(), "fctrace report failed\n{}", r.describe());
     r.stdout
 }
