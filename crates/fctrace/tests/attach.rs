@@ -599,7 +599,9 @@ fn detached_process_runs_on_with_its_own_code() {
         prog.send("go");
         prog.wait_for(&format!("round {round}"));
     }
-    // Ctrl-C on fctrace: it detaches and ends.
+    // Ctrl-C on fctrace once main is blocked in read_command again (the
+    // detach then finds it in progress): it detaches and ends.
+    wait_in_read(pid, 2);
     ctrl_c(t, err, pid);
     let ctx = format!("trace {}", dir.path.display());
     assert_code_is_the_files(pid, &ctx);

@@ -11,7 +11,12 @@
 //! - an exit of a function that is not open at all is an
 //!   [`Step::Unmatched`] (its entry was not recorded);
 //! - the calls still open when the task's events end are ended as
-//!   [`End::NotReturned`] at the time of the task's last event.
+//!   [`End::NotReturned`] at the time of the task's last event;
+//! - the calls an attach or history chain names (open when fctrace
+//!   attached, or where a flight recorder's kept history begins) are
+//!   entered at the chain's time, outermost first, as [`Step::Enter`]s of
+//!   calls whose entry was not recorded ([`Open::entry_recorded`]), so
+//!   that the calls under them have their real depth.
 //!
 //! `Args` payloads after an entry are the call's argument values (a
 //! recorded backtrace or resume chain is not: the filters use those), a
@@ -52,6 +57,9 @@ pub struct Open {
     pub children_ns: u64,
     /// Argument payload, when recorded.
     pub args: Option<Vec<u8>>,
+    /// False for a call named by an attach or history chain: its start is
+    /// the chain's time, not its entry's.
+    pub entry_recorded: bool,
 }
 
 /// A call that ended.
@@ -69,6 +77,8 @@ pub struct Call {
     pub args: Option<Vec<u8>>,
     /// Return value payload, when recorded.
     pub retval: Option<Vec<u8>>,
+    /// As [`Open::entry_recorded`].
+    pub entry_recorded: bool,
 }
 
 impl Call {
@@ -104,6 +114,8 @@ pub struct Calls<S> {
     queued: std::collections::VecDeque<Step>,
     /// A `Retval` payload waiting for its exit: `(func, payload)`.
     retval: Option<(u32, Vec<u8>)>,
+    /// Calls of a chain still to enter, outermost first, at a time.
+    chain: std::collections::VecDeque<(u32, u64)>,
     last_ns: u64,
     events: u64,
     started: bool,
@@ -117,6 +129,7 @@ impl<S: EventSource> Calls<S> {
             stack: Vec::new(),
             queued: Default::default(),
             retval: None,
+            chain: Default::default(),
             last_ns: 0,
             events: 0,
             started: false,
@@ -198,6 +211,7 @@ impl<S: EventSource> Calls<S> {
             end,
             args: open.args,
             retval,
+            entry_recorded: open.entry_recorded,
         }))
     }
 
@@ -206,6 +220,16 @@ impl<S: EventSource> Calls<S> {
     pub fn next_step(&mut self) -> Option<Step> {
         if let Some(step) = self.queued.pop_front() {
             return Some(step);
+        }
+        if let Some((func, ns)) = self.chain.pop_front() {
+            self.stack.push(Open {
+                func,
+                start_ns: ns,
+                children_ns: 0,
+                args: None,
+                entry_recorded: false,
+            });
+            return Some(Step::Enter { func, ns });
         }
         if !self.started {
             self.started = true;
@@ -229,6 +253,7 @@ impl<S: EventSource> Calls<S> {
                         start_ns: event.ns,
                         children_ns: 0,
                         args: None,
+                        entry_recorded: true,
                     });
                     if matches!(self.head, Some(e) if e.kind == EventKind::Args && e.func == event.func)
                     {
@@ -277,9 +302,20 @@ impl<S: EventSource> Calls<S> {
                     self.retval = Some((event.func, bytes));
                 }
                 EventKind::Args => {
-                    // Not after its entry (a resume chain's end mark, or
-                    // values of a call the filters hid): not a call's.
-                    self.take_payload();
+                    // Not after its entry: an attach or history chain
+                    // opens the calls it names (entered one step at a
+                    // time); a resume chain's end mark or the values of a
+                    // call the filters hid are not a call's.
+                    let bytes = self.take_payload();
+                    if let Some(chain) =
+                        fctrace_format::argval::decode_backtrace(&bytes).filter(|c| c.attached)
+                    {
+                        self.chain
+                            .extend(chain.funcs.into_iter().map(|f| (f, event.ns)));
+                        if let Some(step) = self.next_step() {
+                            return Some(step);
+                        }
+                    }
                 }
                 EventKind::Signal => {
                     return Some(Step::Signal {
@@ -606,7 +642,62 @@ mod tests {
             end,
             args: None,
             retval: None,
+            entry_recorded: true,
         })
+    }
+
+    /// The calls an attach or history chain names are entered at the
+    /// chain's time, one step each (the stack then holds the calls up to
+    /// it), without a recorded entry; the calls under them have their
+    /// real depth; a later chain continues the first.
+    #[test]
+    fn chains_open_the_calls_they_name() {
+        for history in [false, true] {
+            let chain = |funcs: &'static [u32]| {
+                move |w: &mut Writer| {
+                    assert!(if history {
+                        w.history_chain(funcs)
+                    } else {
+                        w.attach_chain(funcs)
+                    });
+                }
+            };
+            let mut events = payload_events(Args, 1, 5, chain(&[1, 2]));
+            events.extend(payload_events(Args, 1, 5, chain(&[3])));
+            events.extend([
+                ev(Entry, 4, 10),
+                ev(Exit, 4, 20),
+                ev(Exit, 3, 25),
+                ev(Exit, 2, 30),
+            ]);
+            let (_dir, trace) = fake_trace(&[FakeTask::main(10, events.clone())]);
+            let mut calls = Calls::new(trace.task_events(&trace.info.tasks[0]).unwrap());
+            for (func, depth) in [(1, 1), (2, 2), (3, 3)] {
+                assert_eq!(calls.next_step(), Some(Step::Enter { func, ns: 5 }));
+                assert_eq!(calls.stack().len(), depth);
+                assert!(!calls.stack()[depth - 1].entry_recorded);
+            }
+            assert_eq!(calls.next_step(), Some(Step::Enter { func: 4, ns: 10 }));
+            assert!(calls.stack()[3].entry_recorded);
+            let chain_leave = |func, depth, span, children, end| {
+                let Step::Leave(mut c) = leave(func, depth, span, children, end) else {
+                    unreachable!()
+                };
+                c.entry_recorded = false;
+                Step::Leave(c)
+            };
+            let s = steps(events);
+            assert_eq!(
+                s[4..],
+                [
+                    leave(4, 3, (10, 20), 0, End::Returned),
+                    chain_leave(3, 2, (5, 25), 10, End::Returned),
+                    chain_leave(2, 1, (5, 30), 20, End::Returned),
+                    chain_leave(1, 0, (5, 30), 25, End::NotReturned),
+                ],
+                "history {history}"
+            );
+        }
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //! 4242 81234011000 exit 0 main
 //! ```
 //!
-//! `event` is `entry`; `exit` (returned), `unwind` (its frame vanished:
+//! `event` is `entry`; `open` (a call already running where the task's
+//! recorded events begin: an attach or history chain names it; the time
+//! is that point); `exit` (returned), `unwind` (its frame vanished:
 //! longjmp, exception) or `noreturn` (still open when a caller returned
 //! or the task ended: the time is when that was seen); `orphan-exit` (an
 //! exit whose entry was not recorded); `signal` (its name follows); `lost`
@@ -105,10 +107,16 @@ impl<W: Write> StepSink for Events<'_, '_, W> {
     fn step(&mut self, step: &Step, stack: &[Open]) -> io::Result<()> {
         match step {
             Step::Enter { func, ns } => {
-                let args = stack.last().and_then(|o| o.args.as_deref());
+                let top = stack.last();
+                let args = top.and_then(|o| o.args.as_deref());
+                let event = if top.is_some_and(|o| !o.entry_recorded) {
+                    "open"
+                } else {
+                    "entry"
+                };
                 self.line(
                     *ns,
-                    "entry",
+                    event,
                     stack.len().saturating_sub(1),
                     Ok(*func),
                     args.map(|a| ("args", a)),
