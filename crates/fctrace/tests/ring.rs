@@ -181,6 +181,35 @@ fn the_last_calls_before_a_crash_after_tens_of_millions() {
         "{:?}",
         &last[..last.len().min(10)]
     );
+    // `dump`: the history's calls open first (`open`, at the history's
+    // start), every call at its real depth, main and run not returned.
+    let r = fctrace(&["dump", "-d", dir.to_str().unwrap()]);
+    assert!(r.success(), "{}", r.describe());
+    let rows: Vec<(String, usize, String)> = r
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[2].to_string(), f[3].parse().unwrap(), f[4].to_string())
+        })
+        .collect();
+    let row = |e: &str, d: usize, f: &str| (e.to_string(), d, f.to_string());
+    assert_eq!(rows[..2], [row("open", 0, "main"), row("open", 1, "run")]);
+    assert_eq!(
+        rows[rows.len() - 2..],
+        [row("noreturn", 1, "run"), row("noreturn", 0, "main")]
+    );
+    for (event, depth, func) in &rows {
+        let want = match func.as_str() {
+            "main" => 0,
+            "run" => 1,
+            "work" | "parse" => 2,
+            "leaf" | "deref" => 3,
+            _ => continue,
+        };
+        assert_eq!(*depth, want, "{event} {func}");
+    }
 }
 
 #[test]
