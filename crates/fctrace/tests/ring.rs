@@ -210,6 +210,18 @@ fn the_last_calls_before_a_crash_after_tens_of_millions() {
         };
         assert_eq!(*depth, want, "{event} {func}");
     }
+    // The flame graph's stacks are under main > run too; main and run
+    // themselves are not counted calls (as in the report: their entries
+    // are not in the history).
+    let r = fctrace(&["dump", "-d", dir.to_str().unwrap(), "--flame-graph"]);
+    assert!(r.success(), "{}", r.describe());
+    assert!(
+        r.stdout.lines().all(|l| l.starts_with("main;run;")),
+        "{}",
+        clip(&r.stdout, 2000)
+    );
+    let rep = report(dir);
+    assert_eq!((rep.calls("main"), rep.calls("run")), (0, 0));
 }
 
 #[test]

@@ -309,7 +309,7 @@ impl StepSink for Builder<'_> {
     }
 
     #[inline]
-    fn step(&mut self, step: &Step, _: &[Open]) -> io::Result<()> {
+    fn step(&mut self, step: &Step, stack: &[Open]) -> io::Result<()> {
         let tree = &mut self.g.tree;
         match step {
             Step::Enter { func, .. } => {
@@ -330,7 +330,12 @@ impl StepSink for Builder<'_> {
                 };
                 let parent = self.stack.last().map_or(self.root, |fr| fr.node);
                 let n = tree.child(parent, f);
-                tree.nodes[n as usize].calls += 1;
+                // A call open where the trace begins (an attach or history
+                // chain) is a node of the graph, not a counted call, as in
+                // the report.
+                if stack.last().is_none_or(|o| o.entry_recorded) {
+                    tree.nodes[n as usize].calls += 1;
+                }
                 self.stack.push(Frame {
                     node: n,
                     children_ns: 0,
@@ -340,7 +345,7 @@ impl StepSink for Builder<'_> {
                 let Some(frame) = self.stack.pop() else {
                     return Ok(());
                 };
-                if call.end == End::NotReturned {
+                if call.end == End::NotReturned || !call.entry_recorded {
                     return Ok(());
                 }
                 let dur = call.duration_ns();

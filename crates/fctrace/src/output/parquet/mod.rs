@@ -642,7 +642,12 @@ impl StepSink for Pass<'_> {
                     }
                 }
                 let outermost = self.open[f as usize] == 0;
-                self.push(f, call, self_ns, outermost);
+                // A call open where the trace begins (an attach or history
+                // chain) has no entry: not a row, as the report does not
+                // count it.
+                if call.entry_recorded {
+                    self.push(f, call, self_ns, outermost);
+                }
             }
             Step::Lost { .. } | Step::Unmatched { .. } | Step::Signal { .. } => {}
         }
