@@ -374,10 +374,13 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
         }
         // (The windows of the filtered variant are noted before n_push_lo.)
         let n_lo = h.n_push_lo.load(Ordering::Acquire);
+        // Whether rip is in `lo..hi` of the filtered variant's code.
+        let within = |lo: &AtomicU64, hi: &AtomicU64| {
+            n_lo != 0 && rip >= lo.load(Ordering::Relaxed) && rip < hi.load(Ordering::Relaxed)
+        };
         // The fast flagged entry and the fast -R exit: as `entry` and
         // `exit`.
-        let a_lo = h.a_push_lo.load(Ordering::Relaxed);
-        if n_lo != 0 && rip >= a_lo && rip < h.a_push_hi.load(Ordering::Relaxed) {
+        if within(&h.a_push_lo, &h.a_push_hi) {
             top_to_rcx_then(&h.a_retry);
             return;
         }
@@ -395,7 +398,7 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
         }
         // The -N entry: the same, restarting at its reservation (the
         // region is already counted); its exit: the pop.
-        if n_lo != 0 && rip >= n_lo && rip < h.n_push_hi.load(Ordering::Relaxed) {
+        if within(&h.n_push_lo, &h.n_push_hi) {
             top_to_rcx_then(&h.n_restart);
             return;
         }
@@ -406,10 +409,7 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
         // Its depth limit (a depth trigger), the shadow entry whole: the
         // limit from before the call put back, the entry taken back, and
         // the checks again.
-        if n_lo != 0
-            && rip >= h.a_push_hi.load(Ordering::Relaxed)
-            && rip < h.d_hi.load(Ordering::Relaxed)
-        {
+        if within(&h.a_push_hi, &h.d_hi) {
             if top == rcx + ent {
                 let word = (*(rcx as *const ShadowEntry)).func;
                 st.shadow_top = rcx as *mut ShadowEntry;
@@ -422,11 +422,7 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
         // stored: made from the state (rax = the popped word; a -R
         // frame's, without E_DEPTH, only passes the first two
         // instructions, which change nothing).
-        if n_lo != 0
-            && rip >= h.d_close_lo.load(Ordering::Relaxed)
-            && rip < h.d_close_hi.load(Ordering::Relaxed)
-            && g[libc::REG_RAX as usize] as u64 & E_DEPTH != 0
-        {
+        if within(&h.d_close_lo, &h.d_close_hi) && g[libc::REG_RAX as usize] as u64 & E_DEPTH != 0 {
             filter::fix_depth(st, g[libc::REG_RAX as usize] as u64);
             g[libc::REG_RIP as usize] = h.d_close_hi.load(Ordering::Relaxed) as i64;
             return;
@@ -435,10 +431,7 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
         // written: the limit is computed from the state now (the handler
         // may change the state; the store would then undo that) and the
         // exit goes on at its tail.
-        if n_lo != 0
-            && rip >= h.n_close_lo.load(Ordering::Relaxed)
-            && rip < h.n_close_hi.load(Ordering::Relaxed)
-        {
+        if within(&h.n_close_lo, &h.n_close_hi) {
             filter::recompute(st);
             g[libc::REG_RIP as usize] = h.x_tail.load(Ordering::Relaxed) as i64;
             return;
@@ -446,10 +439,7 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
         // The -F entry, from its checks to the open region: everything
         // it did is undone (the region count, the shadow entry) and it
         // starts over at its checks, which see what the handler changed.
-        if n_lo != 0
-            && rip >= h.f_check.load(Ordering::Relaxed)
-            && rip < h.f_open_hi.load(Ordering::Relaxed)
-        {
+        if within(&h.f_check, &h.f_open_hi) {
             if rip >= h.f_push_lo.load(Ordering::Relaxed) {
                 if top != rcx + ent {
                     return;
@@ -464,10 +454,7 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
         }
         // The -F exit, from the slot's store to the closed region: the
         // pop and the closing are completed.
-        if n_lo != 0
-            && rip >= h.f_pop_lo.load(Ordering::Relaxed)
-            && rip < h.f_close_hi.load(Ordering::Relaxed)
-        {
+        if within(&h.f_pop_lo, &h.f_close_hi) {
             if rip <= h.f_pop.load(Ordering::Relaxed) {
                 // rcx = the top entry; the slot holds its real return
                 // address again.

@@ -170,14 +170,7 @@ impl PayloadMemory {
             out.extend_from_slice(slot);
             return Ok(());
         }
-        let end = usize::try_from(h >> 1)
-            .ok()
-            .filter(|&l| l <= crate::event::MAX_PAYLOAD)
-            .and_then(|l| xp.checked_add(l))
-            .filter(|&end| end <= data.len())
-            .ok_or("an argument payload is longer than the data stream")?;
-        out.extend_from_slice(&data[*xp..end]);
-        *xp = end;
+        out.extend_from_slice(take_payload_bytes(data, xp, h >> 1)?);
         slot.clear();
         if ints_only(out) {
             slot.extend_from_slice(out);
@@ -650,23 +643,8 @@ impl ChunkEncoder {
                     i += n - 1;
                     continue;
                 }
-                // This one grows the shadow stack (or has other bits).
-                let func = r.func();
-                let code = if kind_bits == EventKind::Exit as u64 {
-                    if self.stack.pop_if(func) {
-                        0
-                    } else {
-                        ((u64::from(func) << KIND_BITS) | kind_bits) + 1
-                    }
-                } else {
-                    self.stack.push(func);
-                    ((u64::from(func) << KIND_BITS) | kind_bits) + 1
-                };
-                cp = put_varint_at(codes, cp, code);
-                dp = put_varint_at(deltas, dp, zigzag(r.tsc.wrapping_sub(prev) as i64));
-                prev = r.tsc;
-                stored += 1;
-                continue;
+                // This one grows the shadow stack (or has other bits):
+                // the general way, below.
             }
             let kind = EventKind::from_u8(kind_bits as u8);
             if let Some(EventKind::Args | EventKind::Retval) = kind {
@@ -1119,16 +1097,27 @@ fn run<const BITS: u32, const V3: bool>(
 /// `*xp` into `out` (cleared first).
 fn whole_payload(data: &[u8], xp: &mut usize, out: &mut Vec<u8>) -> Result<(), &'static str> {
     let len = get_varint(data, xp).ok_or("the data stream ends early")?;
+    out.clear();
+    out.extend_from_slice(take_payload_bytes(data, xp, len)?);
+    Ok(())
+}
+
+/// The `len` bytes of a payload at `data[*xp..]` (at most
+/// [`MAX_PAYLOAD`](crate::event::MAX_PAYLOAD)), `*xp` moved past them.
+fn take_payload_bytes<'d>(
+    data: &'d [u8],
+    xp: &mut usize,
+    len: u64,
+) -> Result<&'d [u8], &'static str> {
     let end = usize::try_from(len)
         .ok()
         .filter(|&l| l <= crate::event::MAX_PAYLOAD)
         .and_then(|l| xp.checked_add(l))
         .filter(|&end| end <= data.len())
         .ok_or("an argument payload is longer than the data stream")?;
-    out.clear();
-    out.extend_from_slice(&data[*xp..end]);
+    let bytes = &data[*xp..end];
     *xp = end;
-    Ok(())
+    Ok(bytes)
 }
 
 /// Appends an `Args`/`Retval` event and the `Data` events of its payload

@@ -186,11 +186,38 @@ fn record(a: &mut CodeAssembler, p: &Params, full: CodeLabel) -> Result<(), Iced
     a.ja(full)?;
     a.add(rcx, rdx)?;
     a.mov(qword_ptr(rcx), rax)?;
+    stamp(a)
+}
+
+/// Writes the time stamp counter into the record at rcx (its timestamp,
+/// written last: a record without one was never completed); clobbers rax
+/// and rdx.
+fn stamp(a: &mut CodeAssembler) -> Result<(), IcedError> {
     a.rdtsc()?;
     a.shl(rdx, 32)?;
     a.or(rax, rdx)?;
-    a.mov(qword_ptr(rcx + 8), rax)?;
-    Ok(())
+    a.mov(qword_ptr(rcx + 8), rax)
+}
+
+/// At `full`, with rcx = the buffer and rdx = a reservation's start that
+/// did not fit: clears the reservation's records that lie in the buffer
+/// (skipped as never written, as `buffer::reserve` does), then has the
+/// slow path switch buffers and falls through after the call.
+fn clear_reservation_then_switch(
+    a: &mut CodeAssembler,
+    p: &Params,
+    full: &mut CodeLabel,
+) -> Result<(), IcedError> {
+    let mut cleared = a.create_label();
+    a.set_label(full)?;
+    a.cmp(rdx, p.buf_size as i32)?;
+    a.jae(cleared)?;
+    a.mov(qword_ptr(rcx + rdx), 0)?;
+    a.mov(qword_ptr(rcx + rdx + 8), 0)?;
+    a.add(rdx, RawEvent::SIZE as i32)?;
+    a.jmp(*full)?;
+    a.set_label(&mut cleared)?;
+    slow_call(a, p, SLOW_FULL, None)
 }
 
 /// The start of the generated -F and -N entries: saves rcx, rdx and r11,
@@ -634,7 +661,6 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.shr(rdi, FASTRET_SHIFT)?;
         let mut r_rec = a.create_label();
         let mut r_full = a.create_label();
-        let mut r_full2 = a.create_label();
         let want = 2 * RawEvent::SIZE as i32;
         a.set_label(&mut r_rec)?;
         a.mov(rcx, qword_ptr(r11 + OFF_BUF))?;
@@ -662,24 +688,11 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(r11, 11u64 << PAYLOAD_LEN_SHIFT)?;
         a.or(r11, rdx)?;
         a.mov(qword_ptr(rcx), r11)?;
-        a.rdtsc()?;
-        a.shl(rdx, 32)?;
-        a.or(rax, rdx)?;
-        a.mov(qword_ptr(rcx + 8), rax)?;
+        stamp(&mut a)?;
         a.pop(rdi)?;
         a.pop(rsi)?;
         a.jmp(xtail)?;
-        a.set_label(&mut r_full)?;
-        // The records of the reservation that lie in the buffer are
-        // cleared (skipped as never written), then the buffer switched.
-        a.cmp(rdx, p.buf_size as i32)?;
-        a.jae(r_full2)?;
-        a.mov(qword_ptr(rcx + rdx), 0)?;
-        a.mov(qword_ptr(rcx + rdx + 8), 0)?;
-        a.add(rdx, RawEvent::SIZE as i32)?;
-        a.jmp(r_full)?;
-        a.set_label(&mut r_full2)?;
-        slow_call(&mut a, p, SLOW_FULL, None)?;
+        clear_reservation_then_switch(&mut a, p, &mut r_full)?;
         a.jmp(r_rec)?;
 
         a.set_label(&mut real_slow)?;
@@ -813,7 +826,6 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         let mut a_zero = a.create_label();
         let mut a_item = a.create_label();
         let mut a_full = a.create_label();
-        let mut a_full2 = a.create_label();
         a.set_label(&mut fast_entry)?;
         a.push(rcx)?;
         a.push(rdx)?;
@@ -938,10 +950,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.jb(a_item)?;
         a.mov(rdx, qword_ptr(rax + FD_ARGS_WORD))?;
         a.mov(qword_ptr(rcx), rdx)?;
-        a.rdtsc()?;
-        a.shl(rdx, 32)?;
-        a.or(rax, rdx)?;
-        a.mov(qword_ptr(rcx + 8), rax)?;
+        stamp(&mut a)?;
         a.pop(rdi)?;
         a.pop(rsi)?;
         a.add(rsp, 32)?;
@@ -950,18 +959,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.pop(rcx)?;
         a.cmp(eax, eax)?; // ZF=1: traced
         a.ret()?;
-        a.set_label(&mut a_full)?;
-        // rcx = the buffer, rdx = the reservation's start: its records
-        // that lie in the buffer are cleared, then the buffer switched
-        // (as `buffer::reserve`).
-        a.cmp(rdx, p.buf_size as i32)?;
-        a.jae(a_full2)?;
-        a.mov(qword_ptr(rcx + rdx), 0)?;
-        a.mov(qword_ptr(rcx + rdx + 8), 0)?;
-        a.add(rdx, RawEvent::SIZE as i32)?;
-        a.jmp(a_full)?;
-        a.set_label(&mut a_full2)?;
-        slow_call(&mut a, p, SLOW_FULL, None)?;
+        clear_reservation_then_switch(&mut a, p, &mut a_full)?;
         a.mov(edx, dword_ptr(rax + FD_WANT))?;
         a.jmp(a_rec)?;
         a.set_label(&mut a_overflow)?;
