@@ -643,8 +643,26 @@ impl ChunkEncoder {
                     i += n - 1;
                     continue;
                 }
-                // This one grows the shadow stack (or has other bits):
-                // the general way, below.
+                // This one grows the shadow stack (or has other bits).
+                // (Encoded here, not by falling through to the general
+                // code below: that made the `-A`/`-R` path 3 ns slower a
+                // call, the loop compiled differently; measured.)
+                let func = r.func();
+                let code = if kind_bits == EventKind::Exit as u64 {
+                    if self.stack.pop_if(func) {
+                        0
+                    } else {
+                        ((u64::from(func) << KIND_BITS) | kind_bits) + 1
+                    }
+                } else {
+                    self.stack.push(func);
+                    ((u64::from(func) << KIND_BITS) | kind_bits) + 1
+                };
+                cp = put_varint_at(codes, cp, code);
+                dp = put_varint_at(deltas, dp, zigzag(r.tsc.wrapping_sub(prev) as i64));
+                prev = r.tsc;
+                stored += 1;
+                continue;
             }
             let kind = EventKind::from_u8(kind_bits as u8);
             if let Some(EventKind::Args | EventKind::Retval) = kind {
