@@ -127,6 +127,19 @@ fn check_shapes(exe: &Path) {
     assert_eq!(calls(el), 1, "{}", listing(el));
 }
 
+/// The lines `fctrace info` lists under "Traced through the trap
+/// fallback", trimmed.
+fn trap_fallback_lines(info: &str) -> Vec<&str> {
+    info.split_once("Traced through the trap fallback")
+        .and_then(|(_, t)| t.split_once('\n'))
+        .map(|(_, t)| t)
+        .unwrap_or_else(|| panic!("no trap fallback in\n{info}"))
+        .lines()
+        .take_while(|l| l.starts_with("    "))
+        .map(str::trim)
+        .collect()
+}
+
 /// The calls patch_shapes.c's main makes of each shape (by its code: the
 /// list, then each child by recursion; ten rounds of the rest).
 const SHAPE_CALLS: &[(&str, u64)] = &[
@@ -182,16 +195,7 @@ fn short_entry_jumps_trace_every_call() {
         assert_eq!(listed(name), None, "{name} is not instrumented\n{info}");
     }
     // No jump fits these two: the trap fallback, and nothing else.
-    let trapped = info
-        .split_once("Traced through the trap fallback")
-        .and_then(|(_, t)| t.split_once("\n"))
-        .map(|(_, t)| t)
-        .unwrap_or_else(|| panic!("no trap fallback in\n{info}"));
-    let trapped: Vec<&str> = trapped
-        .lines()
-        .take_while(|l| l.starts_with("    "))
-        .map(str::trim)
-        .collect();
+    let trapped = trap_fallback_lines(&info);
     let exe_path = canonical(&exe);
     assert_eq!(
         trapped,
@@ -296,15 +300,8 @@ fn short_entry_jumps_in_a_library_with_l() {
             "{name} is not instrumented\n{info}"
         );
     }
-    let trapped = info
-        .split_once("Traced through the trap fallback")
-        .and_then(|(_, t)| t.split_once("\n"))
-        .map(|(_, t)| t)
-        .unwrap_or_else(|| panic!("no trap fallback in\n{info}"));
-    let trapped: Vec<&str> = trapped
-        .lines()
-        .take_while(|l| l.starts_with("    "))
-        .map(str::trim)
+    let trapped: Vec<&str> = trap_fallback_lines(&info)
+        .into_iter()
         .filter(|l| l.ends_with(&format!("({})", lib_path.display())))
         .collect();
     assert_eq!(trapped, [here("far_claimed"), here("entry_loop")], "{info}");
