@@ -785,16 +785,22 @@ impl ChunkEncoder {
     }
 
     /// Writes the payload (`varint(len(codes)) codes varint(len(data))
-    /// data deltas`) into `out` and returns `(events, first_tsc,
-    /// last_tsc)`; resets the encoder.
-    pub(crate) fn take_payload(&mut self, out: &mut Vec<u8>) -> (u32, u64, u64) {
+    /// data deltas`) into `out` and returns its counts for the chunk
+    /// header and where its deltas begin; resets the encoder.
+    pub(crate) fn take_payload(&mut self, out: &mut Vec<u8>) -> ChunkSums {
         out.clear();
         put_varint(out, self.codes.len() as u64);
         out.extend_from_slice(&self.codes);
         put_varint(out, self.data.len() as u64);
         out.extend_from_slice(&self.data);
+        let deltas_at = out.len();
         out.extend_from_slice(&self.deltas);
-        let r = (self.events, self.first_tsc, self.prev_tsc);
+        let r = ChunkSums {
+            events: self.events,
+            first_tsc: self.first_tsc,
+            last_tsc: self.prev_tsc,
+            deltas_at,
+        };
         self.codes.clear();
         self.deltas.clear();
         self.data.clear();
@@ -813,6 +819,17 @@ impl ChunkEncoder {
         }
         r
     }
+}
+
+/// What [`ChunkEncoder::take_payload`] wrote: the chunk header's event
+/// count and first and last timestamps, and the offset in the payload
+/// where its `deltas` stream begins (the writer compresses it apart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChunkSums {
+    pub events: u32,
+    pub first_tsc: u64,
+    pub last_tsc: u64,
+    pub deltas_at: usize,
 }
 
 /// Decodes the events of uncompressed chunk payloads, a whole chunk at a
@@ -1232,7 +1249,12 @@ mod tests {
     /// The encoder's chunk, taken and decoded.
     fn take_and_decode(enc: &mut ChunkEncoder) -> Vec<(EventKind, u32, u64)> {
         let mut payload = Vec::new();
-        let (n, first, last) = enc.take_payload(&mut payload);
+        let ChunkSums {
+            events: n,
+            first_tsc: first,
+            last_tsc: last,
+            ..
+        } = enc.take_payload(&mut payload);
         let header = ChunkHeader {
             compressed_len: 0,
             raw_len: payload.len() as u32,
@@ -1444,7 +1466,12 @@ mod tests {
             rest = &rest[p.used..];
         }
         let mut payload = Vec::new();
-        let (n, first, last) = enc.take_payload(&mut payload);
+        let ChunkSums {
+            events: n,
+            first_tsc: first,
+            last_tsc: last,
+            ..
+        } = enc.take_payload(&mut payload);
         let header = ChunkHeader {
             compressed_len: 0,
             raw_len: payload.len() as u32,
@@ -1541,8 +1568,8 @@ mod tests {
         assert_eq!((p.used, p.stored, p.invalid), (records.len(), 10, 0));
         // Times: the entry has the Args record's, the exit the Retval's.
         let mut payload = Vec::new();
-        let (n, first, last) = enc.take_payload(&mut payload);
-        assert_eq!((n, first, last), (10, 100, 104));
+        let sums = enc.take_payload(&mut payload);
+        assert_eq!((sums.events, sums.first_tsc, sums.last_tsc), (10, 100, 104));
     }
 
     #[test]

@@ -269,6 +269,48 @@ fn recursive_pattern_is_under_4_bytes_per_event() {
     assert_eq!(trace.events(1).unwrap().count(), events.len());
 }
 
+/// A chunk's compressed payload is two zstd frames (docs/format.md): the
+/// codes and data, then the timestamp deltas, Huffman coded (smaller than
+/// raw) even though their level searches no matches.
+#[test]
+fn chunks_are_two_frames_codes_then_deltas() {
+    let tmp = TempDir::new("frames");
+    let dir = tmp.path().join("t");
+    let (path, _) = damaged_fixture(&dir, 200_000);
+    let file = fs::read(&path).unwrap();
+    let mut off = codec::FILE_HEADER_LEN;
+    let mut chunks = 0;
+    while off < file.len() {
+        let len = u32::from_le_bytes(file[off + 4..off + 8].try_into().unwrap()) as usize;
+        let raw_len = u32::from_le_bytes(file[off + 8..off + 12].try_into().unwrap()) as usize;
+        let data = &file[off + codec::CHUNK_HEADER_LEN..off + codec::CHUNK_HEADER_LEN + len];
+        let first = zstd::zstd_safe::find_frame_compressed_size(data).unwrap();
+        let (head, tail) = data.split_at(first);
+        assert_eq!(
+            zstd::zstd_safe::find_frame_compressed_size(tail),
+            Ok(tail.len())
+        );
+        let head = zstd::bulk::decompress(head, raw_len).unwrap();
+        let deltas = zstd::bulk::decompress(tail, raw_len).unwrap();
+        assert_eq!(head.len() + deltas.len(), raw_len);
+        // The first frame ends where the data stream does.
+        let mut p = 0;
+        let codes = codec::get_varint(&head, &mut p).unwrap() as usize;
+        p += codes;
+        let data_len = codec::get_varint(&head, &mut p).unwrap() as usize;
+        assert_eq!(p + data_len, head.len());
+        assert!(
+            tail.len() < deltas.len(),
+            "{} of {} bytes",
+            tail.len(),
+            deltas.len()
+        );
+        off += codec::CHUNK_HEADER_LEN + len;
+        chunks += 1;
+    }
+    assert!(chunks > 1);
+}
+
 /// A one-task trace of `n` events in several chunks; returns the task file.
 fn damaged_fixture(dir: &Path, n: usize) -> (PathBuf, Vec<RawEvent>) {
     let mut w = TraceWriter::create(dir).unwrap();

@@ -2,7 +2,7 @@
 //! (`tasks/<tid>.dat`, or `tasks/<tid>-<n>.dat` for the n-th task with the
 //! same tid) and writes info.json at the end.
 
-use super::codec::{self, ChunkEncoder, ChunkHeader, EncodeScratch, CODEC_ZSTD};
+use super::codec::{self, ChunkEncoder, ChunkHeader, ChunkSums, EncodeScratch, CODEC_ZSTD};
 use super::{info, task_file_name, StoreError, TaskInfo, TraceInfo, FORMAT_VERSION};
 use super::{INFO_FILE, SESSIONS_DIR, TASKS_DIR};
 use crate::event::RawEvent;
@@ -12,12 +12,21 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-/// zstd level of the chunks: fast, and the varint streams compress well.
+/// zstd level of a chunk's codes and data: fast, and the call patterns
+/// repeat (the codes compress about 70 times).
 const ZSTD_LEVEL: i32 = 1;
 /// zstd's shortest match (level 1's is 6): with 7, the recorder runs 8%
 /// fewer instructions on `dense fib 27` (callgrind, the whole recording)
 /// and the chunks are 5% smaller; on `dense leaf8 1000000` 3% and 3%.
 const ZSTD_MIN_MATCH: u32 = 7;
+/// zstd level of a chunk's timestamp deltas, a frame of their own: their
+/// low bits hardly repeat, so level 1's search for matches took 2.5 to
+/// 2.8 ns an event and found almost nothing that Huffman coding alone
+/// does not (0.35 against 0.37 bytes an event on Lua, the same on fib);
+/// this level does no search to speak of, and the literals stay Huffman
+/// coded: 0.8 to 0.9 ns an event (docs/performance.md, "Timestamps in a
+/// frame of their own").
+const ZSTD_DELTAS_LEVEL: i32 = -1000;
 
 /// When the encoded events buffered for all tasks together exceed this,
 /// every task's partial chunk is written out (bounds memory with many
@@ -49,10 +58,9 @@ pub struct TraceWriter {
     events: u64,
     invalid: u64,
     bytes: u64,
-    compressor: zstd::bulk::Compressor<'static>,
+    compressor: ChunkCompressor,
     scratch: EncodeScratch,
     payload: Vec<u8>,
-    compressed: Vec<u8>,
     /// The bytes of one chunk as written (headers and compressed data).
     out: Vec<u8>,
     /// Writing failed: nothing more is written; what was buffered then
@@ -216,10 +224,7 @@ impl TraceWriter {
         }
         mkdir_private(&dir.join(SESSIONS_DIR))?;
         mkdir_private(&dir.join(TASKS_DIR))?;
-        let mut compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL)
-            .map_err(|e| StoreError::io("cannot set up compression for", dir, e))?;
-        compressor
-            .set_parameter(zstd::zstd_safe::CParameter::MinMatch(ZSTD_MIN_MATCH))
+        let compressor = ChunkCompressor::new()
             .map_err(|e| StoreError::io("cannot set up compression for", dir, e))?;
         Ok(TraceWriter {
             dir: dir.to_path_buf(),
@@ -232,7 +237,6 @@ impl TraceWriter {
             compressor,
             scratch: EncodeScratch::default(),
             payload: Vec::new(),
-            compressed: Vec::new(),
             out: Vec::new(),
             failed: false,
             dropped: 0,
@@ -645,7 +649,7 @@ impl TraceWriter {
                     records,
                     chunk_raw,
                     (&mut self.compressor, &mut self.scratch),
-                    (&mut self.payload, &mut self.compressed),
+                    &mut self.payload,
                     &path,
                     out,
                 )
@@ -811,21 +815,20 @@ impl TraceWriter {
             return Ok(());
         }
         self.buffered -= stream.encoder.buffered();
-        let (events, first_tsc, last_tsc) = stream.encoder.take_payload(&mut self.payload);
+        let sums = stream.encoder.take_payload(&mut self.payload);
+        let ChunkSums {
+            events,
+            first_tsc,
+            last_tsc,
+            ..
+        } = sums;
         let path = self.dir.join(&stream.file);
         let out = &mut self.out;
         out.clear();
         if !stream.started && self.ring.is_none() {
             out.extend_from_slice(&codec::file_header(stream.tid));
         }
-        seal_chunk(
-            &mut self.compressor,
-            &self.payload,
-            &mut self.compressed,
-            (events, first_tsc, last_tsc),
-            &path,
-            out,
-        )?;
+        seal_chunk(&mut self.compressor, &self.payload, sums, &path, out)?;
         if let Some(ring) = &mut self.ring {
             let open = std::mem::take(&mut ring.tasks.entry(id).or_default().chunk_open);
             ring.keep(
@@ -903,8 +906,8 @@ pub struct Snapshot {
 fn encode_records(
     records: &[RawEvent],
     chunk_raw: usize,
-    (compressor, scratch): (&mut zstd::bulk::Compressor<'static>, &mut EncodeScratch),
-    (payload, compressed): (&mut Vec<u8>, &mut Vec<u8>),
+    (compressor, scratch): (&mut ChunkCompressor, &mut EncodeScratch),
+    payload: &mut Vec<u8>,
     path: &Path,
     out: &mut Vec<u8>,
 ) -> Result<u64, StoreError> {
@@ -918,7 +921,7 @@ fn encode_records(
         rest = &rest[pushed.used..];
         if enc.events() > 0 && (rest.is_empty() || enc.is_full()) {
             let sums = enc.take_payload(payload);
-            seal_chunk(compressor, payload, compressed, sums, path, out)?;
+            seal_chunk(compressor, payload, sums, path, out)?;
         }
         if rest.is_empty() || pushed.used == 0 && enc.events() == 0 {
             return Ok(stored);
@@ -949,21 +952,64 @@ fn link_sessions(from: &Path, to: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Compresses a chunk's `payload` (its `events`, first and last
-/// timestamps) and appends its header and compressed bytes to `out`;
-/// `compressed` is room kept from chunk to chunk.
+/// The two zstd contexts of a writer, and room kept from chunk to chunk:
+/// a chunk's compressed payload is two zstd frames, its codes and data,
+/// then its timestamp deltas, each compressed its own way (zstd
+/// decompresses concatenated frames as one).
+struct ChunkCompressor {
+    streams: zstd::bulk::Compressor<'static>,
+    deltas: zstd::bulk::Compressor<'static>,
+    compressed: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl ChunkCompressor {
+    fn new() -> io::Result<ChunkCompressor> {
+        use zstd::zstd_safe::{CParameter, ParamSwitch};
+        let mut streams = zstd::bulk::Compressor::new(ZSTD_LEVEL)?;
+        streams.set_parameter(CParameter::MinMatch(ZSTD_MIN_MATCH))?;
+        let mut deltas = zstd::bulk::Compressor::new(ZSTD_DELTAS_LEVEL)?;
+        // Negative levels turn Huffman coding of literals off by default.
+        deltas.set_parameter(CParameter::LiteralCompressionMode(ParamSwitch::Enable))?;
+        Ok(ChunkCompressor {
+            streams,
+            deltas,
+            compressed: Vec::new(),
+            tail: Vec::new(),
+        })
+    }
+
+    /// `payload` compressed: `payload[..deltas_at]` then the rest, each
+    /// a frame.
+    fn compress(&mut self, payload: &[u8], deltas_at: usize) -> io::Result<&[u8]> {
+        let (head, deltas) = payload.split_at(deltas_at.min(payload.len()));
+        self.compressed.clear();
+        self.compressed
+            .reserve(zstd::zstd_safe::compress_bound(head.len()));
+        self.streams
+            .compress_to_buffer(head, &mut self.compressed)?;
+        if !deltas.is_empty() {
+            self.tail.clear();
+            self.tail
+                .reserve(zstd::zstd_safe::compress_bound(deltas.len()));
+            self.deltas.compress_to_buffer(deltas, &mut self.tail)?;
+            self.compressed.extend_from_slice(&self.tail);
+        }
+        Ok(&self.compressed)
+    }
+}
+
+/// Compresses a chunk's `payload` (with its counts and where its deltas
+/// begin) and appends its header and compressed bytes to `out`.
 fn seal_chunk(
-    compressor: &mut zstd::bulk::Compressor<'static>,
+    compressor: &mut ChunkCompressor,
     payload: &[u8],
-    compressed: &mut Vec<u8>,
-    (events, first_tsc, last_tsc): (u32, u64, u64),
+    sums: ChunkSums,
     path: &Path,
     out: &mut Vec<u8>,
 ) -> Result<(), StoreError> {
-    compressed.clear();
-    compressed.reserve(zstd::zstd_safe::compress_bound(payload.len()));
-    compressor
-        .compress_to_buffer(payload, compressed)
+    let compressed = compressor
+        .compress(payload, sums.deltas_at)
         .map_err(|e| StoreError::io("cannot compress events for", path, e))?;
     let too_big = |what: &str| StoreError::Io {
         action: "cannot write",
@@ -973,9 +1019,9 @@ fn seal_chunk(
     let mut header = ChunkHeader {
         compressed_len: u32::try_from(compressed.len()).map_err(|_| too_big("data"))?,
         raw_len: u32::try_from(payload.len()).map_err(|_| too_big("payload"))?,
-        events,
-        first_tsc,
-        last_tsc,
+        events: sums.events,
+        first_tsc: sums.first_tsc,
+        last_tsc: sums.last_tsc,
         codec: CODEC_ZSTD,
         crc: 0,
     };
