@@ -278,9 +278,9 @@ fn chunks_are_two_frames_codes_then_deltas() {
     let dir = tmp.path().join("t");
     let (path, _) = damaged_fixture(&dir, 200_000);
     let file = fs::read(&path).unwrap();
-    let mut off = codec::FILE_HEADER_LEN;
-    let mut chunks = 0;
-    while off < file.len() {
+    let chunks = chunk_offsets(&file);
+    assert!(chunks.len() > 1);
+    for &off in &chunks {
         let len = u32::from_le_bytes(file[off + 4..off + 8].try_into().unwrap()) as usize;
         let raw_len = u32::from_le_bytes(file[off + 8..off + 12].try_into().unwrap()) as usize;
         let data = &file[off + codec::CHUNK_HEADER_LEN..off + codec::CHUNK_HEADER_LEN + len];
@@ -305,10 +305,19 @@ fn chunks_are_two_frames_codes_then_deltas() {
             tail.len(),
             deltas.len()
         );
-        off += codec::CHUNK_HEADER_LEN + len;
-        chunks += 1;
     }
-    assert!(chunks > 1);
+}
+
+/// Where each chunk of a task file begins (its header).
+fn chunk_offsets(file: &[u8]) -> Vec<usize> {
+    let mut offsets = vec![];
+    let mut off = codec::FILE_HEADER_LEN;
+    while off < file.len() {
+        offsets.push(off);
+        let len = u32::from_le_bytes(file[off + 4..off + 8].try_into().unwrap()) as usize;
+        off += codec::CHUNK_HEADER_LEN + len;
+    }
+    offsets
 }
 
 /// A one-task trace of `n` events in several chunks; returns the task file.
@@ -333,13 +342,7 @@ fn truncation_is_reported_not_panicking() {
     let bytes = fs::read(&path).unwrap();
     assert!(bytes.len() > 1000);
     // Find the chunk boundaries to also cut exactly there.
-    let mut boundaries = vec![];
-    let mut off = codec::FILE_HEADER_LEN;
-    while off < bytes.len() {
-        boundaries.push(off);
-        let len = u32::from_le_bytes(bytes[off + 4..off + 8].try_into().unwrap()) as usize;
-        off += codec::CHUNK_HEADER_LEN + len;
-    }
+    let boundaries = chunk_offsets(&bytes);
     assert!(boundaries.len() >= 3, "{boundaries:?}");
     let mut cuts = vec![0, 1, 15, 16, 17, 20, 55, bytes.len() - 1, bytes.len() / 2];
     cuts.extend(boundaries.iter().skip(1).copied());
