@@ -179,18 +179,16 @@ fn many_threads_under_an_address_space_limit() {
 }
 
 /// Runs `cmd` natively and under `fctrace record` with the same small
-/// environment (and `LD_PRELOAD` of the user's own when given); returns
-/// both runs and the trace.
-fn native_and_traced(cmd: &[&str], user_preload: Option<&str>) -> (Run, Recorded) {
+/// environment (and the user's own loader variables when given: a
+/// `LD_PRELOAD`, a `LD_AUDIT`); returns both runs and the trace.
+fn native_and_traced(cmd: &[&str], user_vars: &[(&str, &str)]) -> (Run, Recorded) {
     let mut vars = vec![
         ("PATH", "/usr/local/bin:/usr/bin:/bin"),
         ("HOME", "/nonexistent"),
         ("ZZ_LAST", "last"),
         ("AA_FIRST", "first"),
     ];
-    if let Some(p) = user_preload {
-        vars.push(("LD_PRELOAD", p));
-    }
+    vars.extend_from_slice(user_vars);
     let native = run(std::process::Command::new(cmd[0])
         .args(&cmd[1..])
         .env_clear()
@@ -211,20 +209,30 @@ fn native_and_traced(cmd: &[&str], user_preload: Option<&str>) -> (Run, Recorded
 
 /// The program and the programs it executes see the environment they see
 /// without fctrace, as the C library has it and as the kernel shows it
-/// (`/proc/self/environ`), with and without a `LD_PRELOAD` of the user's;
+/// (`/proc/self/environ`), with and without a `LD_PRELOAD` or a
+/// `LD_AUDIT` of the user's (fctrace adds both, and takes its own out);
 /// and they are traced.
 #[test]
 fn the_environment_is_the_programs() {
     let exe = c_program("hygiene_env.c", "-O2", &["-O2"]);
     let exe = exe.to_str().unwrap();
     let libm = "/lib/x86_64-linux-gnu/libm.so.6";
-    for (args, preload) in [
-        (vec![exe], None),
-        (vec![exe, "again"], None),
-        (vec![exe, "again"], Some(libm)),
+    let audit = Build::new(
+        Lang::C,
+        "libhygiene_audit.so",
+        &[program_source("hygiene_audit.c")],
+        &["-O1", "-shared", "-fPIC"],
+    )
+    .build();
+    let audit = audit.to_str().unwrap();
+    for (args, user) in [
+        (vec![exe], vec![]),
+        (vec![exe, "again"], vec![]),
+        (vec![exe, "again"], vec![("LD_PRELOAD", libm)]),
+        (vec![exe, "again"], vec![("LD_AUDIT", audit)]),
     ] {
-        let (native, rec) = native_and_traced(&args, preload);
-        let ctx = format!("{args:?} LD_PRELOAD {preload:?}");
+        let (native, rec) = native_and_traced(&args, &user);
+        let ctx = format!("{args:?} {user:?}");
         assert!(
             native.stdout.contains("\nAA_FIRST=first\n"),
             "{}",
@@ -244,6 +252,37 @@ fn the_environment_is_the_programs() {
     }
 }
 
+/// `ldd` (bash running the dynamic loader with `LD_TRACE_LOADED_OBJECTS`)
+/// lists the program's objects under fctrace as without it: the loader
+/// runs no program then, and gets neither the agent nor its auditing
+/// module to list.
+#[test]
+fn ldd_lists_the_programs_objects_only() {
+    let exe = c_program("hygiene_env.c", "-O2", &["-O2"]);
+    let exe = exe.to_str().unwrap();
+    let (native, rec) = native_and_traced(&["/bin/bash", "/usr/bin/ldd", exe], &[]);
+    // Load addresses differ from run to run.
+    let objects = |out: &str| -> Vec<String> {
+        out.lines()
+            .map(|l| l.split(" (0x").next().unwrap_or(l).trim().to_string())
+            .collect()
+    };
+    assert!(
+        objects(&native.stdout)
+            .iter()
+            .any(|l| l.starts_with("libc.so.6 => ")),
+        "{}",
+        native.describe()
+    );
+    assert_eq!(
+        objects(&rec.run.stdout),
+        objects(&native.stdout),
+        "{}",
+        rec.run.describe()
+    );
+    assert!(rec.run.success(), "{}", rec.run.describe());
+}
+
 /// bash reads its environment itself (and defines its own `unsetenv`):
 /// `bash -c env` prints the same variables under fctrace, bash itself has
 /// none of fctrace's, and `env`, which
@@ -251,7 +290,7 @@ fn the_environment_is_the_programs() {
 #[test]
 fn bash_sees_and_exports_the_programs_environment() {
     let script = "env; echo \"LD_PRELOAD=[$LD_PRELOAD] FCTRACE_SHM=[$FCTRACE_SHM]\"; declare -px | grep -c FCTRACE_ || true";
-    let (native, mut rec) = native_and_traced(&["/bin/bash", "-c", script], None);
+    let (native, mut rec) = native_and_traced(&["/bin/bash", "-c", script], &[]);
     assert!(
         native.stdout.ends_with("LD_PRELOAD=[] FCTRACE_SHM=[]\n0\n"),
         "{}",
@@ -282,7 +321,7 @@ fn a_new_mount_and_pid_namespace() {
         "--fork",
         exe.to_str().unwrap(),
     ];
-    let (native, mut rec) = native_and_traced(&cmd, None);
+    let (native, mut rec) = native_and_traced(&cmd, &[]);
     if !native.success() {
         eprintln!(
             "skipped: unshare does not work here (needs root)\n{}",

@@ -4,14 +4,16 @@
 use crate::arch::x86_64::arena::Arena;
 use crate::arch::x86_64::codegen::{self, Common, Params};
 use crate::arch::x86_64::patch::{self, Mode, Plan};
-use crate::runtime::journal;
 use crate::runtime::shm::Shm;
+use crate::runtime::{journal, loader};
 use fctrace_format::symtab::{self, FuncKind, FuncStatus, FunctionLine, Module};
 use fctrace_symbols::{ElfInfo, FuncRef};
 use std::ffi::CStr;
 use std::io::Write;
 
 struct Loaded {
+    /// On the program's namespace's list (`audit::on_program_list`).
+    on_list: bool,
     path: String,
     base: u64,
     lo: u64,
@@ -120,6 +122,7 @@ fn loaded_modules() -> Vec<Loaded> {
                 }
             }
             v.push(Loaded {
+                on_list: loader::on_program_list(info.dlpi_addr),
                 path: name,
                 base: info.dlpi_addr,
                 lo,
@@ -134,6 +137,15 @@ fn loaded_modules() -> Vec<Loaded> {
     let mut v: Vec<Loaded> = Vec::new();
     // SAFETY: the callback only reads the info it is given.
     unsafe { libc::dl_iterate_phdr(Some(cb), &mut v as *mut Vec<Loaded> as *mut libc::c_void) };
+    // Another namespace's copy of an object the program's namespace has
+    // too (the auditing copy of the agent and its own libc, `audit.rs`):
+    // not the program's; left alone.
+    let program_paths: std::collections::HashSet<String> = v
+        .iter()
+        .filter(|m| m.on_list)
+        .map(|m| m.path.clone())
+        .collect();
+    v.retain(|m| m.on_list || m.path.is_empty() || !program_paths.contains(&m.path));
     if let Some(m) = v.first_mut() {
         if m.path.is_empty() {
             m.path = std::fs::read_link("/proc/self/exe")
@@ -295,25 +307,16 @@ pub fn bind_interposers() -> Vec<String> {
     let Some(me) = agent_module() else {
         return vec!["the agent's own file is unknown".into()];
     };
-    let Ok(me_c) = std::ffi::CString::new(me) else {
-        return vec!["the agent's own file is unknown".into()];
+    let Some(own) = loader::own_map() else {
+        return vec!["cannot look the agent's functions up".into()];
     };
-    // SAFETY: dlopen of the agent itself (already loaded: a new reference
-    // only, never closed) and dlsym with NUL-terminated names.
-    let ours: Vec<(&str, u64)> = unsafe {
-        let h = libc::dlopen(me_c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
-        if h.is_null() {
-            return vec!["cannot look the agent's functions up".into()];
-        }
-        INTERPOSED
-            .iter()
-            .filter_map(|&n| {
-                let c = std::ffi::CString::new(n).ok()?;
-                let p = libc::dlsym(h, c.as_ptr()) as u64;
-                (p != 0 && in_agent(p)).then_some((n, p))
-            })
-            .collect()
-    };
+    let ours: Vec<(&str, u64)> = INTERPOSED
+        .iter()
+        .filter_map(|&n| {
+            let p = loader::lookup(own, n.as_bytes())?;
+            in_agent(p).then_some((n, p))
+        })
+        .collect();
     let modules = loaded_modules();
     let interp = modules.first().and_then(|m| m.interp.clone());
     for m in &modules {
@@ -376,24 +379,12 @@ fn defined_after_program(name: &str) -> Option<u64> {
 /// Whether the agent itself defines `name` (one of its interposers): the
 /// program's calls of it then reach the agent first, not the library.
 fn agent_defines(name: &str) -> bool {
-    static HANDLE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let h = *HANDLE.get_or_init(|| {
-        let Some(path) = agent_module().and_then(|p| std::ffi::CString::new(p).ok()) else {
-            return 0;
-        };
-        // SAFETY: dlopen of the agent itself, already loaded (a new
-        // reference only, never closed).
-        unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) as usize }
-    });
-    let Ok(c) = std::ffi::CString::new(name) else {
-        return false;
-    };
-    if h == 0 {
-        return false;
-    }
-    // SAFETY: dlsym on a valid handle with a valid C string.
-    let p = unsafe { libc::dlsym(h as *mut libc::c_void, c.as_ptr()) };
-    !p.is_null() && in_agent(p as u64)
+    // In the agent's own dynamic symbols (not through `dlopen` and `dlsym`:
+    // at start-up, before the libraries' initialisers, `dlopen` would run
+    // them).
+    loader::own_map()
+        .and_then(|own| loader::lookup(own, name.as_bytes()))
+        .is_some_and(in_agent)
 }
 
 /// The session's symbol table (`sessions/<id>.sym`). No descriptor is kept
@@ -1742,50 +1733,15 @@ pub fn detach() {
     crate::runtime::frames::set_ret_sites(Vec::new());
 }
 
-/// glibc's `struct r_debug` (link.h): the dynamic linker's list of the base
-/// namespace's objects and the function it calls at every change.
-#[repr(C)]
-struct RDebug {
-    r_version: i32,
-    r_map: *const LinkMap,
-    r_brk: u64,
-    r_state: i32,
-    r_ldbase: u64,
-}
-
-/// The public head of glibc's `struct link_map`.
-#[repr(C)]
-struct LinkMap {
-    l_addr: u64,
-    l_name: *const libc::c_char,
-    l_ld: *const libc::c_void,
-    l_next: *const LinkMap,
-    l_prev: *const LinkMap,
-}
-
-const RT_CONSISTENT: i32 = 0;
-
-fn r_debug() -> Option<*const RDebug> {
-    // SAFETY: dlsym with a NUL-terminated name.
-    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_r_debug".as_ptr()) };
-    (!p.is_null()).then_some(p as *const RDebug)
-}
-
 /// Load bases of the objects of the base namespace (`dlmopen` loads
 /// objects into other namespaces, with their own copies of libc and of
 /// the unwinder, which the agent does not interpose: they stay untraced).
 fn base_namespace() -> std::collections::HashSet<u64> {
     let mut set = std::collections::HashSet::new();
-    let Some(r) = r_debug() else { return set };
-    // SAFETY: the dynamic linker's list, read while it holds its load lock
-    // (we run inside its notification) or at start-up.
-    unsafe {
-        let mut l = (*r).r_map;
-        while !l.is_null() {
-            set.insert((*l).l_addr);
-            l = (*l).l_next;
-        }
-    }
+    loader::find(|m| {
+        set.insert(m.l_addr);
+        false
+    });
     set
 }
 
@@ -1795,9 +1751,8 @@ fn base_namespace() -> std::collections::HashSet<u64> {
 /// are mapped, before they are relocated and their constructors run, and
 /// once the objects of a `dlclose` are unmapped.
 fn install_load_hook(modules: &[Loaded], interp: &Option<String>) -> Result<(), String> {
-    let r = r_debug().ok_or("no _r_debug")?;
     // SAFETY: _r_debug is the dynamic linker's initialised structure.
-    let brk = unsafe { (*r).r_brk };
+    let brk = unsafe { (*loader::r_debug()).r_brk };
     let ld = modules
         .iter()
         .find(|m| Some(&m.path) == interp.as_ref() && (m.lo..m.hi).contains(&brk))
@@ -1858,9 +1813,8 @@ fn install_load_hook(modules: &[Loaded], interp: &Option<String>) -> Result<(), 
 /// namespace and forgets those that are gone.
 extern "C" fn on_link_map_change() {
     let _busy = crate::runtime::tls::Busy::enter();
-    let Some(r) = r_debug() else { return };
     // SAFETY: reading the state field of the dynamic linker's structure.
-    if unsafe { (*r).r_state } != RT_CONSISTENT {
+    if unsafe { (*loader::r_debug()).r_state } != loader::RT_CONSISTENT {
         return;
     }
     forget_spans();

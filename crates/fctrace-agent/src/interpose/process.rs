@@ -40,13 +40,17 @@ struct Inject {
     dir: Vec<u8>,
     /// The agent's path, first in the new `LD_PRELOAD`.
     agent: Vec<u8>,
+    /// The auditing module's path, the new `LD_AUDIT` (empty: none; the
+    /// agent then starts from its constructor).
+    audit: Vec<u8>,
     /// `FCTRACE_OPTIONS=...` (filters, triggers: `crate::recording::filter`), empty
     /// when there are none.
     opts: Vec<u8>,
-    /// Descriptors of the agent file and the shared memory, for a program
-    /// executed where those paths do not lead (a new mount namespace with
-    /// its own /proc): handed to it as `/proc/self/fd/N`.
-    kept: [Kept; 2],
+    /// Descriptors of the agent file, the shared memory and the auditing
+    /// module, for a program executed where those paths do not lead (a new
+    /// mount namespace with its own /proc): handed to it as
+    /// `/proc/self/fd/N`.
+    kept: [Kept; 3],
     /// The trace directory.
     dir_path: Vec<u8>,
 }
@@ -165,15 +169,21 @@ fn self_fd(path: &str) -> Option<c_int> {
 }
 
 /// Remembers how to trace programs this process executes. `agent` is the
-/// path the agent was preloaded from. A program started in a new mount
-/// namespace got both files as inherited descriptors (`/proc/self/fd/N`):
-/// they are closed here, the program does not see them.
-pub fn init(shm_path: &str, dir: &str, agent: &str, opts: &str) {
+/// path the agent was preloaded from, `audit` the auditing module's (or
+/// empty). A program started in a new mount namespace got the files as
+/// inherited descriptors (`/proc/self/fd/N`): they are closed here, the
+/// program does not see them.
+pub fn init(shm_path: &str, dir: &str, agent: &str, audit: &str, opts: &str) {
     let kept = [
         Kept::open(agent).unwrap_or(NO_KEPT),
         Kept::open(shm_path).unwrap_or(NO_KEPT),
+        if audit.is_empty() {
+            NO_KEPT
+        } else {
+            Kept::open(audit).unwrap_or(NO_KEPT)
+        },
     ];
-    for p in [agent, shm_path] {
+    for p in [agent, shm_path, audit] {
         if let Some(fd) = self_fd(p) {
             // SAFETY: the descriptor the exec'ing agent passed on for us;
             // nothing of the program has run yet.
@@ -184,6 +194,7 @@ pub fn init(shm_path: &str, dir: &str, agent: &str, opts: &str) {
         shm_path: shm_path.as_bytes().to_vec(),
         dir: format!("{}={dir}", ENV_DIR).into_bytes(),
         agent: agent.as_bytes().to_vec(),
+        audit: audit.as_bytes().to_vec(),
         opts: if opts.is_empty() {
             Vec::new()
         } else {
@@ -216,13 +227,18 @@ fn reachable(path: &[u8]) -> bool {
 /// usual ones, or, where they do not lead, inheritable descriptors made
 /// for it (closed by `Paths::close` if it does not start).
 struct Paths {
-    /// Descriptor numbers in decimal, when descriptors are passed.
-    fds: Option<[c_int; 2]>,
+    /// Descriptors of the agent, the shared memory and the auditing module
+    /// (-1: none passed: the new image's agent starts from its
+    /// constructor), when descriptors are passed.
+    fds: Option<[c_int; 3]>,
 }
 
 impl Paths {
     fn choose(inj: &Inject) -> Paths {
-        if reachable(&inj.agent) && reachable(&inj.shm_path) {
+        if reachable(&inj.agent)
+            && reachable(&inj.shm_path)
+            && (inj.audit.is_empty() || reachable(&inj.audit))
+        {
             return Paths { fds: None };
         }
         let Some(a) = inj.kept[0].dup_inheritable() else {
@@ -233,12 +249,15 @@ impl Paths {
             unsafe { libc::close(a) };
             return Paths { fds: None };
         };
-        Paths { fds: Some([a, s]) }
+        let au = inj.kept[2].dup_inheritable().unwrap_or(-1);
+        Paths {
+            fds: Some([a, s, au]),
+        }
     }
 
     fn close(&self) {
         if let Some(fds) = self.fds {
-            for fd in fds {
+            for fd in fds.into_iter().filter(|&fd| fd >= 0) {
                 // SAFETY: descriptors `choose` made for a new program.
                 unsafe { libc::close(fd) };
             }
@@ -345,6 +364,12 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
     if unsafe { entries(envp) }.any(|e| e.starts_with(b"FCTRACE_SHM=")) {
         return f(envp);
     }
+    // The dynamic loader only lists the objects it would load (`ldd`): it
+    // runs no program, and would list the agent and its libraries too.
+    // SAFETY: the caller's environment array.
+    if unsafe { entries(envp) }.any(|e| e.starts_with(b"LD_TRACE_LOADED_OBJECTS=")) {
+        return f(envp);
+    }
     let parent = parent_slot();
     let mut count = 0usize;
     let mut bytes = 0usize;
@@ -359,10 +384,10 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
     }
     let preload_len = user_preload.map_or(0, |v| v.len());
     let paths = Paths::choose(inj);
-    let mut fd_digits = [[0u8; 20]; 2];
-    let [agent_fd, shm_fd] = fd_digits.each_mut();
-    let (agent_path, shm_path): (&[&[u8]], &[&[u8]]) = match paths.fds {
-        Some([a, s]) => (
+    let mut fd_digits = [[0u8; 20]; 3];
+    let [agent_fd, shm_fd, audit_fd] = fd_digits.each_mut();
+    let (agent_path, shm_path, audit_path): (&[&[u8]], &[&[u8]], &[&[u8]]) = match paths.fds {
+        Some([a, s, au]) => (
             &[
                 b"/proc/self/fd/",
                 fctrace_format::digits::decimal(a as u64, agent_fd),
@@ -371,8 +396,17 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
                 b"/proc/self/fd/",
                 fctrace_format::digits::decimal(s as u64, shm_fd),
             ],
+            if au >= 0 {
+                &[
+                    b"/proc/self/fd/",
+                    fctrace_format::digits::decimal(au as u64, audit_fd),
+                ]
+            } else {
+                &[]
+            },
         ),
-        None => (&[&inj.agent], &[&inj.shm_path]),
+        None if inj.audit.is_empty() => (&[&inj.agent], &[&inj.shm_path], &[]),
+        None => (&[&inj.agent], &[&inj.shm_path], &[&inj.audit]),
     };
     let need = (count + 8) * 8
         + 64
@@ -381,9 +415,11 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         + inj.dir.len()
         + inj.opts.len()
         + inj.agent.len()
+        + inj.audit.len()
         + 2 * preload_len
         + 128
-        + 16 * 4;
+        + 16 * 4
+        + 32;
     let _ = bytes;
     let r = with_scratch(need, |buf| {
         let mut b = Bump { buf, used: 0 };
@@ -435,11 +471,21 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
                 pre[4] = v;
             }
             let preload = b.string(&pre)?;
+            // The auditing module (lib.rs, "Starting before the libraries'
+            // initialisers"): a variable of its own (the loader uses every
+            // LD_AUDIT; the new image's agent removes the last one).
+            let audit = if audit_path.is_empty() {
+                None
+            } else {
+                let mut aud: [&[u8]; 3] = [b"LD_AUDIT=", b"", b""];
+                aud[1..1 + audit_path.len()].copy_from_slice(audit_path);
+                Some(b.string(&aud)?)
+            };
             // "-": exec'd by a thread the agent has no state for.
             let par = b.string(&[ENV_PARENT.as_bytes(), b"=", parent_s.unwrap_or(b"-")])?;
-            Some((shm, dir, opts, preload, par))
+            Some((shm, dir, opts, preload, audit, par))
         })();
-        let Some((shm, dir, opts, preload, par)) = made else {
+        let Some((shm, dir, opts, preload, audit, par)) = made else {
             return f(envp);
         };
         push(shm);
@@ -448,6 +494,9 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
             push(o);
         }
         push(par);
+        if let Some(a) = audit {
+            push(a);
+        }
         push(preload);
         push(std::ptr::null());
         f(arr as *const *const c_char)

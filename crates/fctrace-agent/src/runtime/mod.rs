@@ -5,6 +5,7 @@ pub mod alloc;
 pub mod buffer;
 pub mod frames;
 pub mod journal;
+pub mod loader;
 pub mod log;
 pub mod maps;
 pub mod real;
