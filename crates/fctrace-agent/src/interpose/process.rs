@@ -347,6 +347,9 @@ fn is_ours(entry: &[u8]) -> bool {
     entry.starts_with(b"FCTRACE_")
 }
 
+/// A path as the pieces it is written from.
+type Parts<'a> = &'a [&'a [u8]];
+
 /// Calls `f` with `envp` plus the agent's variables; with `envp` itself
 /// when the agent is not set up (or the environment cannot be composed).
 ///
@@ -386,7 +389,7 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
     let paths = Paths::choose(inj);
     let mut fd_digits = [[0u8; 20]; 3];
     let [agent_fd, shm_fd, audit_fd] = fd_digits.each_mut();
-    let (agent_path, shm_path, audit_path): (&[&[u8]], &[&[u8]], &[&[u8]]) = match paths.fds {
+    let (agent_path, shm_path, audit_path): (Parts, Parts, Parts) = match paths.fds {
         Some([a, s, au]) => (
             &[
                 b"/proc/self/fd/",
