@@ -1,9 +1,7 @@
-//! Builds the agent (crates/fctrace-agent) as a release cdylib, and its
-//! auditing module (crates/fctrace-agent/audit/fctrace_audit.c, a shared
-//! object that uses no library), and embeds both in the fctrace binary, so
-//! that one executable is all a user installs. Set FCTRACE_AGENT_STUB=1 to
-//! embed an empty agent (for working on the CLI alone; tracing then fails
-//! with a clear error).
+//! Builds the agent (crates/fctrace-agent) as a release cdylib and embeds
+//! it in the fctrace binary, so that one executable is all a user installs.
+//! Set FCTRACE_AGENT_STUB=1 to embed an empty agent (for working on the CLI
+//! alone; tracing then fails with a clear error).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -25,20 +23,14 @@ fn watch(dir: &Path) {
 fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let dest = out.join("fctrace_agent.so");
-    let audit_dest = out.join("fctrace_audit.so");
     println!("cargo:rerun-if-env-changed=FCTRACE_AGENT_STUB");
     if env::var_os("FCTRACE_AGENT_STUB").is_some() {
         std::fs::write(&dest, b"").unwrap();
-        std::fs::write(&audit_dest, b"").unwrap();
         return;
     }
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let crates = manifest.parent().unwrap();
     let root = crates.parent().unwrap();
-    build_audit(
-        &crates.join("fctrace-agent/audit/fctrace_audit.c"),
-        &audit_dest,
-    );
     for c in ["fctrace-agent", "fctrace-format", "fctrace-symbols"] {
         watch(&crates.join(c).join("src"));
         println!(
@@ -80,41 +72,4 @@ fn main() {
         &dest,
     )
     .expect("agent library missing");
-}
-
-/// Compiles the auditing module: position-independent, with no library at
-/// all (the dynamic loader then maps no second libc for it), no stack
-/// protector and no calls the compiler would add to `memcpy` and the like.
-fn build_audit(source: &Path, dest: &Path) {
-    println!("cargo:rerun-if-changed={}", source.display());
-    let compiler = cc::Build::new()
-        .cargo_metadata(false)
-        .cargo_warnings(false)
-        .get_compiler();
-    let mut cmd = compiler.to_command();
-    cmd.args([
-        "-O2",
-        "-fPIC",
-        "-shared",
-        "-nostdlib",
-        "-ffreestanding",
-        "-fno-builtin",
-        "-fno-stack-protector",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-Wl,-z,now",
-    ]);
-    if compiler.is_like_gnu() {
-        cmd.arg("-fno-tree-loop-distribute-patterns");
-    }
-    let status = cmd
-        .arg("-o")
-        .arg(dest)
-        .arg(source)
-        .status()
-        .expect("cannot run the C compiler to build the auditing module");
-    if !status.success() {
-        panic!("building the auditing module ({}) failed", source.display());
-    }
 }

@@ -1,9 +1,6 @@
 //! The fctrace agent: a shared object preloaded into the traced program.
 //!
-//! It starts before any initialiser of the program or of its libraries
-//! runs (called by fctrace's auditing module, see the end of this file;
-//! else from its constructor, before the program's own initialisers): it
-//! maps the
+//! Its constructor runs before the program's own initialisers: it maps the
 //! recorder's shared memory, finds the functions of the program (and with
 //! `-l` of its shared libraries), patches each entry with a jump to a stub,
 //! and writes the session's symbol table into the trace directory. From
@@ -29,12 +26,10 @@ use arch::x86_64;
 use interpose::process::{self, ENV_DIR, ENV_OPTIONS, ENV_SHM};
 use interpose::{signal, unwind};
 use recording::filter;
-use runtime::loader;
 use runtime::log::warn;
 use runtime::{alloc, shm, thread, tls};
 
-use std::ffi::c_char;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::Ordering;
 
 /// The configuration the recorder passes through the environment. These
 /// variables are removed before the program's own code runs.
@@ -43,8 +38,6 @@ struct Config {
     dir: String,
     /// The path the agent was preloaded from (first in `LD_PRELOAD`).
     agent: String,
-    /// The auditing module's path (the last `LD_AUDIT`), or empty.
-    audit: String,
     /// Set if a traced process exec'd or spawned this program: the slot of
     /// the task that did (u32::MAX if it is unknown).
     parent: Option<u32>,
@@ -54,23 +47,6 @@ struct Config {
 
 unsafe extern "C" {
     static mut environ: *mut *mut std::ffi::c_char;
-}
-
-/// The environment array passed by [`audit::fctrace_agent_early`] (libc
-/// has not published `environ` then), or null.
-static EARLY_ENVP: AtomicPtr<*mut c_char> = AtomicPtr::new(std::ptr::null_mut());
-/// Whether the agent has started (early, or from its constructor).
-static STARTED: AtomicBool = AtomicBool::new(false);
-
-/// The process's environment array: `environ`, or before libc publishes
-/// it, the one the auditing copy passed.
-fn env_array() -> *mut *mut c_char {
-    let early = EARLY_ENVP.load(Ordering::Relaxed);
-    if !early.is_null() {
-        return early;
-    }
-    // SAFETY: reads the pointer only (start-up, one thread).
-    unsafe { environ }
 }
 
 /// Reads the agent's variables and takes them out of the environment, so
@@ -86,7 +62,7 @@ fn take_config() -> Option<Config> {
     // SAFETY: the constructor runs before any other thread of the program
     // exists; `environ` is the process's NULL-terminated array of C strings.
     unsafe {
-        let env = env_array();
+        let env = environ;
         if env.is_null() {
             return None;
         }
@@ -99,14 +75,8 @@ fn take_config() -> Option<Config> {
             return None;
         }
         let last_preload = (0..n).rev().find(|&i| text(i).starts_with(b"LD_PRELOAD="));
-        // fctrace's auditing module (the end of this file): the last
-        // `LD_AUDIT`, added after the program's own variables as the
-        // preload is (a user's own stays).
-        let last_audit = (0..n).rev().find(|&i| text(i).starts_with(b"LD_AUDIT="));
         let ours: Vec<bool> = (0..n)
-            .map(|i| {
-                text(i).starts_with(b"FCTRACE_") || Some(i) == last_preload || Some(i) == last_audit
-            })
+            .map(|i| text(i).starts_with(b"FCTRACE_") || Some(i) == last_preload)
             .collect();
         let value = |key: &str| -> Option<String> {
             (0..n).filter(|&i| ours[i]).find_map(|i| {
@@ -126,7 +96,6 @@ fn take_config() -> Option<Config> {
                         .map(str::to_string)
                 })
                 .unwrap_or_default(),
-            audit: value("LD_AUDIT").unwrap_or_default(),
             // Set (to a slot, or "-" if unknown) when a traced process
             // exec'd this.
             parent: value(process::ENV_PARENT).map(|v| v.parse().unwrap_or(u32::MAX)),
@@ -245,26 +214,6 @@ fn hide_environment_tail(removed: &[(u64, usize)], kept: &[(u64, usize)]) {
 }
 
 extern "C" fn agent_init() {
-    // The auditing copy (`audit.rs`) does nothing here; the preloaded one
-    // may have started before the libraries' initialisers.
-    if !in_program_namespace() || STARTED.swap(true, Ordering::Relaxed) {
-        return;
-    }
-    start_agent();
-}
-
-/// [`agent_init`], called by the auditing copy before the libraries'
-/// initialisers, with the environment array.
-fn start_early(envp: *mut *mut c_char) {
-    if STARTED.swap(true, Ordering::Relaxed) {
-        return;
-    }
-    EARLY_ENVP.store(envp, Ordering::Relaxed);
-    start_agent();
-    EARLY_ENVP.store(std::ptr::null_mut(), Ordering::Relaxed);
-}
-
-fn start_agent() {
     // Before anything that makes a system call (the allocator's first
     // mapping, reading the environment into strings).
     let traced = traced_by_environment();
@@ -286,7 +235,7 @@ fn traced_by_environment() -> bool {
     // SAFETY: the constructor runs before the program's threads exist;
     // `environ` is a NULL-terminated array of C strings.
     unsafe {
-        let mut p = env_array();
+        let mut p = environ;
         if p.is_null() {
             return false;
         }
@@ -379,7 +328,6 @@ pub unsafe extern "C" fn fctrace_agent_attach(
                 shm,
                 dir: value(ENV_DIR).unwrap_or_default(),
                 agent: value("FCTRACE_AGENT").unwrap_or_default(),
-                audit: value("FCTRACE_AUDIT").unwrap_or_default(),
                 parent: None,
                 options: value(ENV_OPTIONS).unwrap_or_default(),
             };
@@ -614,7 +562,7 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
     }
     unwind::watch_thread_exit();
     runtime::buffer::set_on_adopted(unwind::watch_thread_exit);
-    process::init(&cfg.shm, &cfg.dir, &cfg.agent, &cfg.audit, &cfg.options);
+    process::init(&cfg.shm, &cfg.dir, &cfg.agent, &cfg.options);
     signal::init();
     signal::init_triggers(&signal_triggers);
     // Once, however many times fctrace attaches.
@@ -655,41 +603,3 @@ extern "C" fn fork_child() {
 #[used]
 #[unsafe(link_section = ".init_array")]
 static INIT: extern "C" fn() = agent_init;
-
-// ---------------------------------------------------------------------
-// Starting before the libraries' initialisers (docs/engine.md).
-//
-// A preloaded object's constructor runs after those of every library the
-// program loads at start-up (the loader initialises dependencies first, and
-// a preloaded object is nobody's dependency): the calls a library's
-// initialisers make (C++ static constructors...) would run before anything
-// is patched. So the recorder also names a small auditing module in
-// `LD_AUDIT` (`audit/fctrace_audit.c`, no library of its own). The loader
-// loads it first, in a namespace of its own, and tells it when the
-// program's set of objects is complete: everything is relocated and libc's
-// early set-up is done, but no initialiser has run. It then calls
-// [`fctrace_agent_early`] with the environment array, which libc has not
-// published in `environ` yet. Where the loader does not audit, the
-// constructor starts the agent as before.
-
-/// Whether this copy of the agent is on the program's namespace's list
-/// (one the program `dlmopen`s into another namespace is not).
-fn in_program_namespace() -> bool {
-    loader::own_map().is_some()
-}
-
-/// Starts the agent before the libraries' initialisers (called by
-/// fctrace's auditing module) with the program's environment array `envp`.
-/// Does nothing if the agent has started, or if this copy is not the
-/// program's.
-///
-/// # Safety
-/// `envp` is the process's NULL-terminated environment array, and no
-/// other thread of the program runs.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn fctrace_agent_early(envp: *mut *mut c_char) {
-    if !in_program_namespace() || envp.is_null() {
-        return;
-    }
-    start_early(envp);
-}

@@ -141,9 +141,17 @@ fn symbol_name(raw: &[u8]) -> Cow<'_, str> {
     }
 }
 
-/// GCC's hot/cold splitting puts the cold part in `foo.cold` or `foo.cold.N`.
+/// A part split off a function, entered by a jump from it, not by a call:
+/// GCC's (and LLVM's) hot/cold splitting puts the cold part in `foo.cold`
+/// or `foo.cold.N`; BOLT, which optimises a linked binary, splits
+/// functions into hot, `foo.warm` and `foo.cold` parts (librustc_driver
+/// and Rust's libLLVM have thousands of each).
 fn is_cold_part(name: &str) -> bool {
-    name.bytes().any(|b| b == b'.') && name.split('.').skip(1).any(|part| part == "cold")
+    name.bytes().any(|b| b == b'.')
+        && name
+            .split('.')
+            .skip(1)
+            .any(|part| part == "cold" || part == "warm")
 }
 
 /// Preference rank of a symbol's binding: lower is better.
@@ -765,6 +773,10 @@ mod tests {
         assert!(!is_cold_part("cold"));
         assert!(!is_cold_part("foo.coldish"));
         assert!(!is_cold_part("foo.isra.0"));
+        assert!(is_cold_part(
+            "_ZN8jobserver6Client12from_env_ext17h0123456789abcdefE.warm"
+        ));
+        assert!(!is_cold_part("foo.warmup"));
     }
 
     #[test]

@@ -24,8 +24,10 @@
 //!   come from the union of `.symtab` and `.dynsym` (a partial `.symtab` is
 //!   completed by `.dynsym`); a stored `@VERSION` / `@@VERSION` suffix is
 //!   stripped from the name.
-//! * GCC's cold split parts (`foo.cold`, `foo.cold.3`, `_Z3barv.cold`) are not
-//!   functions and are dropped. Other clone suffixes (`.part.N`, `.isra.N`,
+//! * Split-off parts, entered by a jump from their function (GCC's and LLVM's
+//!   cold parts `foo.cold`, `foo.cold.3`, `_Z3barv.cold`; BOLT's `foo.warm`
+//!   and `foo.cold`), are not functions and are dropped. Other clone
+//!   suffixes (`.part.N`, `.isra.N`,
 //!   `.constprop.N`, `.lto_priv.N`, `.localalias`, ...) are kept.
 //! * All names at one address make one [`FuncSym`]. The preferred `name` is the
 //!   one with the best binding (global with default/protected visibility, then

@@ -209,9 +209,9 @@ fn native_and_traced(cmd: &[&str], user_vars: &[(&str, &str)]) -> (Run, Recorded
 
 /// The program and the programs it executes see the environment they see
 /// without fctrace, as the C library has it and as the kernel shows it
-/// (`/proc/self/environ`), with and without a `LD_PRELOAD` or a
-/// `LD_AUDIT` of the user's (fctrace adds both, and takes its own out);
-/// and they are traced.
+/// (`/proc/self/environ`), with and without a `LD_PRELOAD` (fctrace adds
+/// its own, and takes it out) or a `LD_AUDIT` of the user's; and they are
+/// traced.
 #[test]
 fn the_environment_is_the_programs() {
     let exe = c_program("hygiene_env.c", "-O2", &["-O2"]);
@@ -254,8 +254,7 @@ fn the_environment_is_the_programs() {
 
 /// `ldd` (bash running the dynamic loader with `LD_TRACE_LOADED_OBJECTS`)
 /// lists the program's objects under fctrace as without it: the loader
-/// runs no program then, and gets neither the agent nor its auditing
-/// module to list.
+/// runs no program then, and does not get the agent to list.
 #[test]
 fn ldd_lists_the_programs_objects_only() {
     let exe = c_program("hygiene_env.c", "-O2", &["-O2"]);

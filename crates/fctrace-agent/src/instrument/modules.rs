@@ -1513,25 +1513,41 @@ impl Stubs {
         // The handler knows every trap before the first int3 is written.
         crate::interpose::signal::add_traps(&st.traps);
         if st.lo < st.hi {
-            // Pages stay executable throughout (the agent itself may be
-            // running library code on them).
-            protect(
-                st.lo,
-                st.hi,
-                libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
-            )?;
-            let mut w = &st.writes[..];
-            while w.len() > 9 {
-                let at = u64::from_le_bytes(w[..8].try_into().unwrap());
-                let len = w[8] as usize;
-                let bytes = &w[9..9 + len];
-                journal::before_write(at, len);
-                // SAFETY: the range was made writable above; no other
-                // thread runs code of the module yet.
-                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, len) };
-                w = &w[9 + len..];
+            // Only the pages written, each run with its own protection
+            // plus write (a module may have data between two code
+            // segments; code stays executable: the agent itself may be
+            // running library code on it).
+            let writes = || {
+                let mut w = &st.writes[..];
+                std::iter::from_fn(move || {
+                    (w.len() > 9).then(|| {
+                        let at = u64::from_le_bytes(w[..8].try_into().unwrap());
+                        let len = w[8] as usize;
+                        let bytes = &w[9..9 + len];
+                        w = &w[9 + len..];
+                        (at, bytes)
+                    })
+                })
+            };
+            let mappings = crate::runtime::maps::mappings();
+            let pages =
+                journal::WritablePages::open(writes().map(|(a, b)| (a, b.len())), &mappings);
+            // All or nothing, as the symbol table says of every entry.
+            if let Some((at, _)) = writes().find(|(at, b)| !pages.covers(*at, b.len())) {
+                pages.close();
+                return Err(format!(
+                    "mprotect: the code at {at:#x} cannot be made writable"
+                ));
             }
-            protect(st.lo, st.hi, libc::PROT_READ | libc::PROT_EXEC)?;
+            for (at, bytes) in writes() {
+                journal::before_write(at, bytes.len());
+                // SAFETY: the pages were made writable above; no other
+                // thread runs code of the module yet.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len())
+                };
+            }
+            pages.close();
         }
         for (slot, stub) in st.got_writes {
             write_word(slot, stub)?;

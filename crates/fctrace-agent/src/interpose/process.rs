@@ -40,17 +40,13 @@ struct Inject {
     dir: Vec<u8>,
     /// The agent's path, first in the new `LD_PRELOAD`.
     agent: Vec<u8>,
-    /// The auditing module's path, the new `LD_AUDIT` (empty: none; the
-    /// agent then starts from its constructor).
-    audit: Vec<u8>,
     /// `FCTRACE_OPTIONS=...` (filters, triggers: `crate::recording::filter`), empty
     /// when there are none.
     opts: Vec<u8>,
-    /// Descriptors of the agent file, the shared memory and the auditing
-    /// module, for a program executed where those paths do not lead (a new
-    /// mount namespace with its own /proc): handed to it as
-    /// `/proc/self/fd/N`.
-    kept: [Kept; 3],
+    /// Descriptors of the agent file and the shared memory, for a program
+    /// executed where those paths do not lead (a new mount namespace with
+    /// its own /proc): handed to it as `/proc/self/fd/N`.
+    kept: [Kept; 2],
     /// The trace directory.
     dir_path: Vec<u8>,
 }
@@ -169,21 +165,15 @@ fn self_fd(path: &str) -> Option<c_int> {
 }
 
 /// Remembers how to trace programs this process executes. `agent` is the
-/// path the agent was preloaded from, `audit` the auditing module's (or
-/// empty). A program started in a new mount namespace got the files as
-/// inherited descriptors (`/proc/self/fd/N`): they are closed here, the
-/// program does not see them.
-pub fn init(shm_path: &str, dir: &str, agent: &str, audit: &str, opts: &str) {
+/// path the agent was preloaded from. A program started in a new mount
+/// namespace got both files as inherited descriptors (`/proc/self/fd/N`):
+/// they are closed here, the program does not see them.
+pub fn init(shm_path: &str, dir: &str, agent: &str, opts: &str) {
     let kept = [
         Kept::open(agent).unwrap_or(NO_KEPT),
         Kept::open(shm_path).unwrap_or(NO_KEPT),
-        if audit.is_empty() {
-            NO_KEPT
-        } else {
-            Kept::open(audit).unwrap_or(NO_KEPT)
-        },
     ];
-    for p in [agent, shm_path, audit] {
+    for p in [agent, shm_path] {
         if let Some(fd) = self_fd(p) {
             // SAFETY: the descriptor the exec'ing agent passed on for us;
             // nothing of the program has run yet.
@@ -194,7 +184,6 @@ pub fn init(shm_path: &str, dir: &str, agent: &str, audit: &str, opts: &str) {
         shm_path: shm_path.as_bytes().to_vec(),
         dir: format!("{}={dir}", ENV_DIR).into_bytes(),
         agent: agent.as_bytes().to_vec(),
-        audit: audit.as_bytes().to_vec(),
         opts: if opts.is_empty() {
             Vec::new()
         } else {
@@ -227,18 +216,13 @@ fn reachable(path: &[u8]) -> bool {
 /// usual ones, or, where they do not lead, inheritable descriptors made
 /// for it (closed by `Paths::close` if it does not start).
 struct Paths {
-    /// Descriptors of the agent, the shared memory and the auditing module
-    /// (-1: none passed: the new image's agent starts from its
-    /// constructor), when descriptors are passed.
-    fds: Option<[c_int; 3]>,
+    /// Descriptor numbers in decimal, when descriptors are passed.
+    fds: Option<[c_int; 2]>,
 }
 
 impl Paths {
     fn choose(inj: &Inject) -> Paths {
-        if reachable(&inj.agent)
-            && reachable(&inj.shm_path)
-            && (inj.audit.is_empty() || reachable(&inj.audit))
-        {
+        if reachable(&inj.agent) && reachable(&inj.shm_path) {
             return Paths { fds: None };
         }
         let Some(a) = inj.kept[0].dup_inheritable() else {
@@ -249,15 +233,12 @@ impl Paths {
             unsafe { libc::close(a) };
             return Paths { fds: None };
         };
-        let au = inj.kept[2].dup_inheritable().unwrap_or(-1);
-        Paths {
-            fds: Some([a, s, au]),
-        }
+        Paths { fds: Some([a, s]) }
     }
 
     fn close(&self) {
         if let Some(fds) = self.fds {
-            for fd in fds.into_iter().filter(|&fd| fd >= 0) {
+            for fd in fds {
                 // SAFETY: descriptors `choose` made for a new program.
                 unsafe { libc::close(fd) };
             }
@@ -347,9 +328,6 @@ fn is_ours(entry: &[u8]) -> bool {
     entry.starts_with(b"FCTRACE_")
 }
 
-/// A path as the pieces it is written from.
-type Parts<'a> = &'a [&'a [u8]];
-
 /// Calls `f` with `envp` plus the agent's variables; with `envp` itself
 /// when the agent is not set up (or the environment cannot be composed).
 ///
@@ -387,10 +365,10 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
     }
     let preload_len = user_preload.map_or(0, |v| v.len());
     let paths = Paths::choose(inj);
-    let mut fd_digits = [[0u8; 20]; 3];
-    let [agent_fd, shm_fd, audit_fd] = fd_digits.each_mut();
-    let (agent_path, shm_path, audit_path): (Parts, Parts, Parts) = match paths.fds {
-        Some([a, s, au]) => (
+    let mut fd_digits = [[0u8; 20]; 2];
+    let [agent_fd, shm_fd] = fd_digits.each_mut();
+    let (agent_path, shm_path): (&[&[u8]], &[&[u8]]) = match paths.fds {
+        Some([a, s]) => (
             &[
                 b"/proc/self/fd/",
                 fctrace_format::digits::decimal(a as u64, agent_fd),
@@ -399,17 +377,8 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
                 b"/proc/self/fd/",
                 fctrace_format::digits::decimal(s as u64, shm_fd),
             ],
-            if au >= 0 {
-                &[
-                    b"/proc/self/fd/",
-                    fctrace_format::digits::decimal(au as u64, audit_fd),
-                ]
-            } else {
-                &[]
-            },
         ),
-        None if inj.audit.is_empty() => (&[&inj.agent], &[&inj.shm_path], &[]),
-        None => (&[&inj.agent], &[&inj.shm_path], &[&inj.audit]),
+        None => (&[&inj.agent], &[&inj.shm_path]),
     };
     let need = (count + 8) * 8
         + 64
@@ -418,11 +387,9 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         + inj.dir.len()
         + inj.opts.len()
         + inj.agent.len()
-        + inj.audit.len()
         + 2 * preload_len
         + 128
-        + 16 * 4
-        + 32;
+        + 16 * 4;
     let _ = bytes;
     let r = with_scratch(need, |buf| {
         let mut b = Bump { buf, used: 0 };
@@ -474,21 +441,11 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
                 pre[4] = v;
             }
             let preload = b.string(&pre)?;
-            // The auditing module (lib.rs, "Starting before the libraries'
-            // initialisers"): a variable of its own (the loader uses every
-            // LD_AUDIT; the new image's agent removes the last one).
-            let audit = if audit_path.is_empty() {
-                None
-            } else {
-                let mut aud: [&[u8]; 3] = [b"LD_AUDIT=", b"", b""];
-                aud[1..1 + audit_path.len()].copy_from_slice(audit_path);
-                Some(b.string(&aud)?)
-            };
             // "-": exec'd by a thread the agent has no state for.
             let par = b.string(&[ENV_PARENT.as_bytes(), b"=", parent_s.unwrap_or(b"-")])?;
-            Some((shm, dir, opts, preload, audit, par))
+            Some((shm, dir, opts, preload, par))
         })();
-        let Some((shm, dir, opts, preload, audit, par)) = made else {
+        let Some((shm, dir, opts, preload, par)) = made else {
             return f(envp);
         };
         push(shm);
@@ -497,9 +454,6 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
             push(o);
         }
         push(par);
-        if let Some(a) = audit {
-            push(a);
-        }
         push(preload);
         push(std::ptr::null());
         f(arr as *const *const c_char)

@@ -65,47 +65,10 @@ pub fn undo() -> usize {
         (std::mem::take(&mut j.writes), std::mem::take(&mut j.maps))
     };
     let mappings = mappings();
-    // The written pages, in runs of adjacent pages of one mapping.
-    let mut pages: Vec<u64> = writes
-        .iter()
-        .flat_map(|(a, b)| {
-            let first = a & !(PAGE - 1);
-            let last = (a + b.len().max(1) as u64 - 1) & !(PAGE - 1);
-            (first..=last).step_by(PAGE as usize)
-        })
-        .collect();
-    pages.sort_unstable();
-    pages.dedup();
-    let mut runs: Vec<(u64, u64, Option<&Mapping>)> = Vec::new();
-    for p in pages {
-        let m = mappings.iter().find(|m| p >= m.start && p < m.end);
-        match runs.last_mut() {
-            Some(r) if r.1 == p && same(r.2, m) => r.1 = p + PAGE,
-            _ => runs.push((p, p + PAGE, m)),
-        }
-    }
-    let prot_of = |m: Option<&Mapping>| m.map_or(libc::PROT_READ | libc::PROT_EXEC, |m| m.prot);
-    let mut writable = Vec::with_capacity(runs.len());
-    for &(lo, hi, m) in &runs {
-        // SAFETY: pages of the process's own modules, made writable for
-        // the copies below and given back their protection after.
-        let ok = unsafe {
-            libc::mprotect(
-                lo as *mut libc::c_void,
-                (hi - lo) as usize,
-                prot_of(m) | libc::PROT_WRITE,
-            ) == 0
-        };
-        writable.push(ok);
-    }
-    let run_ok = |a: u64| {
-        runs.iter()
-            .position(|r| a >= r.0 && a < r.1)
-            .is_some_and(|i| writable[i])
-    };
+    let pages = WritablePages::open(writes.iter().map(|(a, b)| (*a, b.len())), &mappings);
     let mut failed = 0;
     for (addr, old) in writes.iter().rev() {
-        if !run_ok(*addr) || !run_ok(addr + old.len() as u64 - 1) {
+        if !pages.covers(*addr, old.len()) {
             failed += 1;
             continue;
         }
@@ -113,11 +76,7 @@ pub fn undo() -> usize {
         // the agent's write.
         unsafe { std::ptr::copy_nonoverlapping(old.as_ptr(), *addr as *mut u8, old.len()) };
     }
-    for (i, &(lo, hi, m)) in runs.iter().enumerate() {
-        if writable[i] {
-            // SAFETY: as above: the mapping's own protection again.
-            unsafe { libc::mprotect(lo as *mut libc::c_void, (hi - lo) as usize, prot_of(m)) };
-        }
+    for (lo, hi, m) in pages.close() {
         if let Some(m) = m.filter(|m| m.prot & libc::PROT_EXEC != 0) {
             drop_file_copies(lo, hi, m);
         }
@@ -128,6 +87,86 @@ pub fn undo() -> usize {
         unsafe { libc::munmap(addr as *mut libc::c_void, len) };
     }
     failed
+}
+
+/// The pages some writes into the process's own code touch, made writable
+/// for them: in runs of adjacent pages of one mapping, each given its own
+/// protection plus `PROT_WRITE` (code stays executable: the agent may be
+/// running it) once, and its own protection back at [`close`]. A module
+/// may have data between its code segments (a BOLT-optimised library has
+/// two code segments around its data): only the pages written change.
+///
+/// [`close`]: WritablePages::close
+pub struct WritablePages<'m> {
+    runs: Vec<(u64, u64, Option<&'m Mapping>)>,
+    writable: Vec<bool>,
+}
+
+impl<'m> WritablePages<'m> {
+    /// `spans`: (address, length) of each write; `mappings`: the process's
+    /// mappings, read before.
+    pub fn open(spans: impl Iterator<Item = (u64, usize)>, mappings: &'m [Mapping]) -> Self {
+        let mut pages: Vec<u64> = spans
+            .flat_map(|(a, len)| {
+                let first = a & !(PAGE - 1);
+                let last = (a + len.max(1) as u64 - 1) & !(PAGE - 1);
+                (first..=last).step_by(PAGE as usize)
+            })
+            .collect();
+        pages.sort_unstable();
+        pages.dedup();
+        let mut runs: Vec<(u64, u64, Option<&Mapping>)> = Vec::new();
+        for p in pages {
+            let m = mappings.iter().find(|m| p >= m.start && p < m.end);
+            match runs.last_mut() {
+                Some(r) if r.1 == p && same(r.2, m) => r.1 = p + PAGE,
+                _ => runs.push((p, p + PAGE, m)),
+            }
+        }
+        let writable = runs
+            .iter()
+            .map(|&(lo, hi, m)| {
+                // SAFETY: pages of the process's own modules, made writable
+                // for the caller's writes and given back their protection
+                // at `close`.
+                unsafe {
+                    libc::mprotect(
+                        lo as *mut libc::c_void,
+                        (hi - lo) as usize,
+                        prot_of(m) | libc::PROT_WRITE,
+                    ) == 0
+                }
+            })
+            .collect();
+        WritablePages { runs, writable }
+    }
+
+    /// Whether the `len` bytes at `addr` were made writable.
+    pub fn covers(&self, addr: u64, len: usize) -> bool {
+        let ok = |a: u64| {
+            self.runs
+                .iter()
+                .position(|r| a >= r.0 && a < r.1)
+                .is_some_and(|i| self.writable[i])
+        };
+        ok(addr) && ok(addr + len.max(1) as u64 - 1)
+    }
+
+    /// Gives every run its own protection back; the runs.
+    pub fn close(self) -> Vec<(u64, u64, Option<&'m Mapping>)> {
+        for (i, &(lo, hi, m)) in self.runs.iter().enumerate() {
+            if self.writable[i] {
+                // SAFETY: as in `open`: the mapping's own protection again.
+                unsafe { libc::mprotect(lo as *mut libc::c_void, (hi - lo) as usize, prot_of(m)) };
+            }
+        }
+        self.runs
+    }
+}
+
+/// A mapping's protection (code's, if the page is in none).
+fn prot_of(m: Option<&Mapping>) -> i32 {
+    m.map_or(libc::PROT_READ | libc::PROT_EXEC, |m| m.prot)
 }
 
 const PAGE: u64 = 4096;

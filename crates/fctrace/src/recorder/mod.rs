@@ -26,10 +26,6 @@ pub use process::ignore_terminal_interrupts;
 
 /// The agent, built from crates/fctrace-agent by build.rs.
 static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fctrace_agent.so"));
-/// The auditing module that starts the agent before the libraries'
-/// initialisers (docs/engine.md, "Starting before the libraries'
-/// initialisers").
-pub(crate) static AUDIT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fctrace_audit.so"));
 
 pub struct Outcome {
     pub exit: Option<ExitStatus>,
@@ -190,7 +186,6 @@ pub fn record(
         }
     };
     let (_agent_fd, mut agent_path) = shm::agent_file(AGENT)?;
-    let (_audit_fd, audit_path) = shm::memory_file("fctrace-audit.so", AUDIT)?;
     // For profiling fctrace itself: an agent loaded from a file has symbols
     // that perf and gdb can resolve (the embedded one is a memfd).
     if let Some(p) = std::env::var_os("FCTRACE_AGENT_PATH") {
@@ -215,11 +210,6 @@ pub fn record(
     if !wire.is_empty() {
         env.push(("FCTRACE_OPTIONS".to_string(), wire.clone()));
     }
-    // The auditing module, which starts the agent before the libraries'
-    // initialisers (docs/engine.md, "Starting before the libraries'
-    // initialisers"): the loader uses every LD_AUDIT of the environment,
-    // the agent removes the last one, this one.
-    env.push(("LD_AUDIT".into(), audit_path.clone()));
     // Last: the dynamic loader takes the last LD_PRELOAD of the
     // environment, and the agent removes exactly this one (the user's own,
     // if any, stays where it was).
@@ -274,11 +264,10 @@ pub fn record(
             // agent file (for programs the process executes) is fctrace's.
             let mut vars: Vec<(String, String)> = env
                 .iter()
-                .filter(|(k, _)| k != "LD_PRELOAD" && k != "LD_AUDIT")
+                .filter(|(k, _)| k != "LD_PRELOAD")
                 .cloned()
                 .collect();
             vars.push(("FCTRACE_AGENT".into(), agent_path.clone()));
-            vars.push(("FCTRACE_AUDIT".into(), audit_path.clone()));
             if !tids.is_empty() {
                 // As the process's threads know their ids (its own PID
                 // namespace's numbers).
@@ -975,40 +964,5 @@ fn task_info(t: &shm::TaskSlotCopy, slots: &[shm::TaskSlotCopy]) -> TaskInfo {
         session: t.session,
         comm: t.comm.clone(),
         events: 0,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// The embedded auditing module needs no library (the loader maps no
-    /// second libc for it: no `DT_NEEDED`, no undefined dynamic symbol,
-    /// whatever the compiler would have liked to call) and defines what
-    /// the loader looks for.
-    #[test]
-    fn the_auditing_module_stands_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("fctrace_audit.so");
-        std::fs::write(&path, super::AUDIT).unwrap();
-        let run = |tool: &str, args: &[&str]| {
-            let out = std::process::Command::new(tool)
-                .args(args)
-                .arg(&path)
-                .output()
-                .unwrap_or_else(|e| panic!("{tool}: {e}"));
-            assert!(out.status.success(), "{tool} {args:?} failed");
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        };
-        let dynamic = run("readelf", &["-d", "-W"]);
-        assert!(dynamic.contains("(INIT_ARRAY)"), "{dynamic}");
-        assert!(!dynamic.contains("(NEEDED)"), "{dynamic}");
-        let undefined = run("nm", &["-D", "--undefined-only"]);
-        assert_eq!(undefined.trim(), "", "undefined symbols");
-        let defined = run("nm", &["-D", "--defined-only"]);
-        for f in ["la_version", "la_objopen", "la_activity"] {
-            assert!(
-                defined.lines().any(|l| l.ends_with(&format!(" T {f}"))),
-                "{f} not defined:\n{defined}"
-            );
-        }
     }
 }

@@ -709,26 +709,18 @@ pub fn agent_file(bytes: &[u8]) -> Result<(OwnedFd, String)> {
     if bytes.is_empty() {
         bail!("this fctrace was built without its agent (FCTRACE_AGENT_STUB): it cannot trace");
     }
-    memory_file("fctrace-agent.so", bytes)
-}
-
-/// A memory file named `name` holding `bytes`, and its path for the
-/// program (`/proc/<fctrace>/fd/N`).
-pub fn memory_file(name: &str, bytes: &[u8]) -> Result<(OwnedFd, String)> {
-    let c_name = std::ffi::CString::new(name).context("file name")?;
     // SAFETY: memfd_create with a valid C string; checked.
-    let fd = unsafe { libc::memfd_create(c_name.as_ptr(), libc::MFD_CLOEXEC) };
+    let fd = unsafe { libc::memfd_create(c"fctrace-agent.so".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
         bail!(
-            "cannot create the file {name}: {}",
+            "cannot create the agent file: {}",
             std::io::Error::last_os_error()
         );
     }
     // SAFETY: fresh descriptor we own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut f = std::fs::File::from(fd.try_clone().context("dup")?);
-    std::io::Write::write_all(&mut f, bytes)
-        .with_context(|| format!("cannot write the file {name}"))?;
+    std::io::Write::write_all(&mut f, bytes).context("cannot write the agent file")?;
     let path = format!("/proc/{}/fd/{}", std::process::id(), fd.as_raw_fd());
     Ok((fd, path))
 }

@@ -1,0 +1,88 @@
+//! A library with data between two code segments (as BOLT-optimised
+//! libraries have: librustc_driver's code, data, then its optimised code).
+//! With -l, patching its entries makes only the pages written writable,
+//! each run with its own protection back: the data pages between stay
+//! writable (they once became read-only and executable, and rustc
+//! --version died of SIGSEGV on its first write to them).
+
+mod common;
+use common::*;
+use std::path::PathBuf;
+
+/// late_code(i) adds early_code(i) (the running sum 1, 3, 6) to 5.
+const STDOUT: &str = "15\n";
+
+/// The library (late_code at 0x400000, after its data), and the program.
+fn programs() -> (PathBuf, PathBuf) {
+    let lib = Build::new(
+        Lang::C,
+        "libsplit_code.so",
+        &[program_source("split_code_lib.c")],
+        &[
+            "-O1",
+            "-shared",
+            "-fPIC",
+            "-Wl,--section-start=.late_text=0x400000",
+        ],
+    )
+    .build();
+    let dir = lib.parent().unwrap().to_str().unwrap().to_string();
+    let exe = Build::new(
+        Lang::C,
+        "split_code",
+        &[program_source("split_code.c")],
+        &["-O1", &format!("-Wl,-rpath,{dir}")],
+    )
+    .libs(&[lib.to_str().unwrap()])
+    .build();
+    (lib, exe)
+}
+
+/// The executable segments of `lib` and whether a writable one lies
+/// between them (from `readelf -l`).
+fn load_segments(lib: &std::path::Path) -> Vec<(u64, String)> {
+    let r = tool("readelf", &["-lW".as_ref(), lib.as_os_str()]);
+    r.stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("LOAD"))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let vaddr = u64::from_str_radix(f[2].trim_start_matches("0x"), 16).unwrap();
+            let flags: String = f[6..f.len() - 1].concat();
+            (vaddr, flags)
+        })
+        .collect()
+}
+
+#[test]
+fn data_between_code_segments_stays_writable_with_nest_libcall() {
+    let (lib, exe) = programs();
+    let segs = load_segments(&lib);
+    let flags: Vec<&str> = segs.iter().map(|(_, f)| f.as_str()).collect();
+    let first_code = flags.iter().position(|f| f.contains('E')).unwrap();
+    let last_code = flags.iter().rposition(|f| f.contains('E')).unwrap();
+    assert!(
+        flags[first_code..last_code].iter().any(|f| f.contains('W')),
+        "the library's data is not between its code segments: {segs:?}"
+    );
+    let native = run_native(&exe, &[]);
+    assert_eq!(native.stdout, STDOUT, "{}", native.describe());
+    let rec = record(&exe, &[], &["-l"]);
+    assert_same_behaviour(&native, &rec.run, "-l");
+    let rep = report(&rec.dir.path);
+    assert_eq!(rep.lost_events, 0);
+    // main's loop calls late_code 3 times, each calls early_code once
+    // (callgrind does not name late_code, in a segment of its own).
+    assert_eq!(rep.calls("late_code"), 3, "{:?}", rep.calls_by_name());
+    assert_eq!(rep.calls("early_code"), 3, "{:?}", rep.calls_by_name());
+    let text = replay_text(&rec.dir.path);
+    let calls = call_lines(&text);
+    assert!(
+        calls
+            .windows(2)
+            .filter(|w| w[0].contains("late_code() {") && w[1].contains("early_code();"))
+            .count()
+            == 3,
+        "early_code is not called by late_code:\n{text}"
+    );
+}
