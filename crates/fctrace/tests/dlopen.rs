@@ -12,13 +12,7 @@ use common::*;
 use std::path::{Path, PathBuf};
 
 fn plugin(opt: &str) -> PathBuf {
-    Build::new(
-        Lang::C,
-        &format!("libplugin{opt}.so"),
-        &[program_source("plugin.c")],
-        &[opt, "-shared", "-fPIC"],
-    )
-    .build()
+    c_shared_lib(&format!("libplugin{opt}.so"), "plugin.c", &[opt])
 }
 
 fn host(opt: &str) -> PathBuf {

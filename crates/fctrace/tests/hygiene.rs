@@ -217,13 +217,7 @@ fn the_environment_is_the_programs() {
     let exe = c_program("hygiene_env.c", "-O2", &["-O2"]);
     let exe = exe.to_str().unwrap();
     let libm = "/lib/x86_64-linux-gnu/libm.so.6";
-    let audit = Build::new(
-        Lang::C,
-        "libhygiene_audit.so",
-        &[program_source("hygiene_audit.c")],
-        &["-O1", "-shared", "-fPIC"],
-    )
-    .build();
+    let audit = c_shared_lib("libhygiene_audit.so", "hygiene_audit.c", &["-O1"]);
     let audit = audit.to_str().unwrap();
     for (args, user) in [
         (vec![exe], vec![]),

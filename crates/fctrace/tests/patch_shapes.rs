@@ -244,19 +244,11 @@ fn short_entry_jumps_trace_every_call() {
 /// are found the same way, and the counts are the program's.
 #[test]
 fn short_entry_jumps_in_a_library_with_l() {
-    let lib = Build::new(
-        Lang::C,
+    let lib = c_shared_lib(
         "libpatch_shapesO2.so",
-        &[program_source("patch_shapes.c")],
-        &[
-            "-O2",
-            "-shared",
-            "-fPIC",
-            "-Wl,-Bsymbolic",
-            "-Dmain=patch_shapes_main",
-        ],
-    )
-    .build();
+        "patch_shapes.c",
+        &["-O2", "-Wl,-Bsymbolic", "-Dmain=patch_shapes_main"],
+    );
     check_shapes(&lib);
     let dir = lib.parent().unwrap().to_str().unwrap().to_string();
     let main = write_cached_source(

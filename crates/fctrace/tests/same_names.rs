@@ -10,22 +10,8 @@ use std::path::PathBuf;
 
 /// The library, and the program linked with it (found through its rpath).
 fn programs() -> (PathBuf, PathBuf) {
-    let lib = Build::new(
-        Lang::C,
-        "libsamenameO1.so",
-        &[program_source("samename_lib.c")],
-        &["-O1", "-shared", "-fPIC"],
-    )
-    .build();
-    let dir = lib.parent().unwrap().to_str().unwrap().to_string();
-    let exe = Build::new(
-        Lang::C,
-        "samenameO1",
-        &[program_source("samename.c")],
-        &["-O1", &format!("-Wl,-rpath,{dir}")],
-    )
-    .libs(&[lib.to_str().unwrap()])
-    .build();
+    let lib = c_shared_lib("libsamenameO1.so", "samename_lib.c", &["-O1"]);
+    let exe = c_program_with_lib("samenameO1", "samename.c", &["-O1"], &lib);
     (lib, exe)
 }
 

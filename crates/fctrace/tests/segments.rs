@@ -14,27 +14,12 @@ const STDOUT: &str = "15\n";
 
 /// The library (late_code at 0x400000, after its data), and the program.
 fn programs() -> (PathBuf, PathBuf) {
-    let lib = Build::new(
-        Lang::C,
+    let lib = c_shared_lib(
         "libsplit_code.so",
-        &[program_source("split_code_lib.c")],
-        &[
-            "-O1",
-            "-shared",
-            "-fPIC",
-            "-Wl,--section-start=.late_text=0x400000",
-        ],
-    )
-    .build();
-    let dir = lib.parent().unwrap().to_str().unwrap().to_string();
-    let exe = Build::new(
-        Lang::C,
-        "split_code",
-        &[program_source("split_code.c")],
-        &["-O1", &format!("-Wl,-rpath,{dir}")],
-    )
-    .libs(&[lib.to_str().unwrap()])
-    .build();
+        "split_code_lib.c",
+        &["-O1", "-Wl,--section-start=.late_text=0x400000"],
+    );
+    let exe = c_program_with_lib("split_code", "split_code.c", &["-O1"], &lib);
     (lib, exe)
 }
 

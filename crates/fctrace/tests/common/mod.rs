@@ -583,6 +583,26 @@ pub fn c_program(file: &str, suffix: &str, flags: &[&str]) -> PathBuf {
     .build()
 }
 
+/// A C shared library named `name` built from `tests/programs/` `file`
+/// with `flags` (`-shared -fPIC` added).
+pub fn c_shared_lib(name: &str, file: &str, flags: &[&str]) -> PathBuf {
+    let mut all = flags.to_vec();
+    all.extend(["-shared", "-fPIC"]);
+    Build::new(Lang::C, name, &[program_source(file)], &all).build()
+}
+
+/// A C program named `name` built from `tests/programs/` `file` with
+/// `flags`, linked with the shared library `lib` (found through its rpath).
+pub fn c_program_with_lib(name: &str, file: &str, flags: &[&str], lib: &Path) -> PathBuf {
+    let dir = lib.parent().unwrap().to_str().unwrap();
+    let rpath = format!("-Wl,-rpath,{dir}");
+    let mut all = flags.to_vec();
+    all.push(&rpath);
+    Build::new(Lang::C, name, &[program_source(file)], &all)
+        .libs(&[lib.to_str().unwrap()])
+        .build()
+}
+
 pub fn cxx_program(file: &str, suffix: &str, flags: &[&str]) -> PathBuf {
     let stem = Path::new(file)
         .file_stem()
