@@ -1531,7 +1531,7 @@ impl Stubs {
             };
             let mappings = crate::runtime::maps::mappings();
             let pages =
-                journal::WritablePages::open(writes().map(|(a, b)| (a, b.len())), &mappings);
+                journal::WritablePages::open(writes().map(|(a, b)| (a, b.len())), &mappings, true);
             // All or nothing, as the symbol table says of every entry.
             if let Some((at, _)) = writes().find(|(at, b)| !pages.covers(*at, b.len())) {
                 pages.close();

@@ -65,7 +65,7 @@ pub fn undo() -> usize {
         (std::mem::take(&mut j.writes), std::mem::take(&mut j.maps))
     };
     let mappings = mappings();
-    let pages = WritablePages::open(writes.iter().map(|(a, b)| (*a, b.len())), &mappings);
+    let pages = WritablePages::open(writes.iter().map(|(a, b)| (*a, b.len())), &mappings, false);
     let mut failed = 0;
     for (addr, old) in writes.iter().rev() {
         if !pages.covers(*addr, old.len()) {
@@ -90,11 +90,18 @@ pub fn undo() -> usize {
 }
 
 /// The pages some writes into the process's own code touch, made writable
-/// for them: in runs of adjacent pages of one mapping, each given its own
+/// for them: in runs within one mapping, each given its mapping's
 /// protection plus `PROT_WRITE` (code stays executable: the agent may be
 /// running it) once, and its own protection back at [`close`]. A module
 /// may have data between its code segments (a BOLT-optimised library has
-/// two code segments around its data): only the pages written change.
+/// two code segments around its data): those pages never change.
+///
+/// With `per_mapping`, a run spans a mapping's written pages from the
+/// first to the last: one `mprotect` each way per mapping, and the mapping
+/// stays one (runs of adjacent pages only split a library's code mapping
+/// into thousands, each one more line of /proc/self/maps to read at every
+/// later module). Without, runs are of adjacent written pages (detaching:
+/// each page of a run is compared with its file's afterwards).
 ///
 /// [`close`]: WritablePages::close
 pub struct WritablePages<'m> {
@@ -105,7 +112,11 @@ pub struct WritablePages<'m> {
 impl<'m> WritablePages<'m> {
     /// `spans`: (address, length) of each write; `mappings`: the process's
     /// mappings, read before.
-    pub fn open(spans: impl Iterator<Item = (u64, usize)>, mappings: &'m [Mapping]) -> Self {
+    pub fn open(
+        spans: impl Iterator<Item = (u64, usize)>,
+        mappings: &'m [Mapping],
+        per_mapping: bool,
+    ) -> Self {
         let mut pages: Vec<u64> = spans
             .flat_map(|(a, len)| {
                 let first = a & !(PAGE - 1);
@@ -119,7 +130,9 @@ impl<'m> WritablePages<'m> {
         for p in pages {
             let m = mappings.iter().find(|m| p >= m.start && p < m.end);
             match runs.last_mut() {
-                Some(r) if r.1 == p && same(r.2, m) => r.1 = p + PAGE,
+                Some(r) if (r.1 == p || per_mapping && m.is_some()) && same(r.2, m) => {
+                    r.1 = p + PAGE
+                }
                 _ => runs.push((p, p + PAGE, m)),
             }
         }
@@ -143,11 +156,12 @@ impl<'m> WritablePages<'m> {
 
     /// Whether the `len` bytes at `addr` were made writable.
     pub fn covers(&self, addr: u64, len: usize) -> bool {
+        // The runs are in address order and do not overlap: the one that
+        // may hold `a` is the last starting at or below it (a module of
+        // 55,000 patched entries has thousands of runs).
         let ok = |a: u64| {
-            self.runs
-                .iter()
-                .position(|r| a >= r.0 && a < r.1)
-                .is_some_and(|i| self.writable[i])
+            let i = self.runs.partition_point(|r| r.0 <= a);
+            i > 0 && a < self.runs[i - 1].1 && self.writable[i - 1]
         };
         ok(addr) && ok(addr + len.max(1) as u64 - 1)
     }
