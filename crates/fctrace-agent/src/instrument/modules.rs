@@ -85,6 +85,30 @@ const NOT_CALLED: &[&str] = &[
     "_dl_start_user",
 ];
 
+/// V8's builtins (`Builtins_*`), embedded in node or any other program or
+/// library that embeds V8: a module that has them is not instrumented.
+/// They are generated code with V8's own calling convention, entered by
+/// jumps (the interpreter's bytecode handlers dispatch to each other), and
+/// V8's stack walker reads the return address of every C++ function they
+/// call (runtime functions, C++ builtins, API callbacks) to find its
+/// caller: with the stub's address there instead, `node -e 1` died in the
+/// agent, and with the builtins left alone `JSON.parse` of bad input died
+/// in V8 ("Check failed: maybe_code.has_value()").
+fn is_v8_builtin(name: &str) -> bool {
+    name.starts_with("Builtins_")
+}
+
+/// Why the module at `path` is not instrumented, if it embeds V8.
+fn embeds_v8(path: &str, funcs: &[FuncRef]) -> Option<String> {
+    funcs.iter().any(|f| is_v8_builtin(&f.name)).then(|| {
+        format!(
+            "{path} embeds V8, whose stack walker reads the return address of every C++ \
+             function its generated code calls (fctrace's stubs would be there instead): \
+             its functions and its calls into libraries are not traced"
+        )
+    })
+}
+
 fn loaded_modules() -> Vec<Loaded> {
     unsafe extern "C" fn cb(
         info: *mut libc::dl_phdr_info,
@@ -958,6 +982,9 @@ fn instrument_module(
     is_main: bool,
     code_free: bool,
 ) -> Result<(Vec<u64>, Result<Stubs, String>), String> {
+    if let Some(why) = embeds_v8(&m.path, funcs) {
+        return Err(why);
+    }
     let midx = s.module_index(&m.path, m.base)?;
     s.write_new_modules()?;
     let first = s.next_id;
@@ -1121,6 +1148,11 @@ fn instrument_main(
         } else {
             Default::default()
         };
+        // (The process runs on, and with -l its libraries are traced.)
+        if let Some(why) = embeds_v8(&m.path, funcs) {
+            crate::runtime::log::warn(&why);
+            return Ok(());
+        }
         // The program's own functions.
         instrument_module(s, m, info, funcs, true, false).and_then(finish_module)?;
         instrument_imports(s, m, info, lib_entries, &loaded)
