@@ -12,8 +12,6 @@ use std::ffi::CStr;
 use std::io::Write;
 
 struct Loaded {
-    /// On the program's namespace's list (`audit::on_program_list`).
-    on_list: bool,
     path: String,
     base: u64,
     lo: u64,
@@ -145,8 +143,13 @@ fn loaded_modules() -> Vec<Loaded> {
                     interp = Some(CStr::from_ptr(p).to_string_lossy().into_owned());
                 }
             }
+            // Another namespace's objects (`dlmopen` loads its own copies
+            // of libc and of the unwinder, which the agent does not
+            // interpose) are not the program's: they stay untraced.
+            if !loader::on_program_list(info.dlpi_addr) {
+                return 0;
+            }
             v.push(Loaded {
-                on_list: loader::on_program_list(info.dlpi_addr),
                 path: name,
                 base: info.dlpi_addr,
                 lo,
@@ -161,15 +164,6 @@ fn loaded_modules() -> Vec<Loaded> {
     let mut v: Vec<Loaded> = Vec::new();
     // SAFETY: the callback only reads the info it is given.
     unsafe { libc::dl_iterate_phdr(Some(cb), &mut v as *mut Vec<Loaded> as *mut libc::c_void) };
-    // Another namespace's copy of an object the program's namespace has
-    // too (the auditing copy of the agent and its own libc, `audit.rs`):
-    // not the program's; left alone.
-    let program_paths: std::collections::HashSet<String> = v
-        .iter()
-        .filter(|m| m.on_list)
-        .map(|m| m.path.clone())
-        .collect();
-    v.retain(|m| m.on_list || m.path.is_empty() || !program_paths.contains(&m.path));
     if let Some(m) = v.first_mut() {
         if m.path.is_empty() {
             m.path = std::fs::read_link("/proc/self/exe")
@@ -331,16 +325,25 @@ pub fn bind_interposers() -> Vec<String> {
     let Some(me) = agent_module() else {
         return vec!["the agent's own file is unknown".into()];
     };
-    let Some(own) = loader::own_map() else {
-        return vec!["cannot look the agent's functions up".into()];
+    let Ok(me_c) = std::ffi::CString::new(me) else {
+        return vec!["the agent's own file is unknown".into()];
     };
-    let ours: Vec<(&str, u64)> = INTERPOSED
-        .iter()
-        .filter_map(|&n| {
-            let p = loader::lookup(own, n.as_bytes())?;
-            in_agent(p).then_some((n, p))
-        })
-        .collect();
+    // SAFETY: dlopen of the agent itself (already loaded: a new reference
+    // only, never closed) and dlsym with NUL-terminated names.
+    let ours: Vec<(&str, u64)> = unsafe {
+        let h = libc::dlopen(me_c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if h.is_null() {
+            return vec!["cannot look the agent's functions up".into()];
+        }
+        INTERPOSED
+            .iter()
+            .filter_map(|&n| {
+                let c = std::ffi::CString::new(n).ok()?;
+                let p = libc::dlsym(h, c.as_ptr()) as u64;
+                (p != 0 && in_agent(p)).then_some((n, p))
+            })
+            .collect()
+    };
     let modules = loaded_modules();
     let interp = modules.first().and_then(|m| m.interp.clone());
     for m in &modules {
@@ -403,12 +406,24 @@ fn defined_after_program(name: &str) -> Option<u64> {
 /// Whether the agent itself defines `name` (one of its interposers): the
 /// program's calls of it then reach the agent first, not the library.
 fn agent_defines(name: &str) -> bool {
-    // In the agent's own dynamic symbols (not through `dlopen` and `dlsym`:
-    // at start-up, before the libraries' initialisers, `dlopen` would run
-    // them).
-    loader::own_map()
-        .and_then(|own| loader::lookup(own, name.as_bytes()))
-        .is_some_and(in_agent)
+    static HANDLE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let h = *HANDLE.get_or_init(|| {
+        let Some(path) = agent_module().and_then(|p| std::ffi::CString::new(p).ok()) else {
+            return 0;
+        };
+        // SAFETY: dlopen of the agent itself, already loaded (a new
+        // reference only, never closed).
+        unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) as usize }
+    });
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return false;
+    };
+    if h == 0 {
+        return false;
+    }
+    // SAFETY: dlsym on a valid handle with a valid C string.
+    let p = unsafe { libc::dlsym(h as *mut libc::c_void, c.as_ptr()) };
+    !p.is_null() && in_agent(p as u64)
 }
 
 /// The session's symbol table (`sessions/<id>.sym`). No descriptor is kept
@@ -1781,18 +1796,6 @@ pub fn detach() {
     crate::runtime::frames::set_ret_sites(Vec::new());
 }
 
-/// Load bases of the objects of the base namespace (`dlmopen` loads
-/// objects into other namespaces, with their own copies of libc and of
-/// the unwinder, which the agent does not interpose: they stay untraced).
-fn base_namespace() -> std::collections::HashSet<u64> {
-    let mut set = std::collections::HashSet::new();
-    loader::find(|m| {
-        set.insert(m.l_addr);
-        false
-    });
-    set
-}
-
 /// Makes the dynamic linker's notification function (`_r_debug.r_brk`,
 /// `_dl_debug_state`, where debuggers put a breakpoint) jump to
 /// [`on_link_map_change`]. It is called once the objects of a `dlopen`
@@ -1909,11 +1912,9 @@ fn sync_modules(rt: &mut Runtime) {
             }
         }
     }
-    let ns = base_namespace();
     let mut changed = false;
     for m in modules.iter().skip(1) {
         if !is_instrumentable_lib(m, &rt.me, &rt.interp)
-            || !ns.contains(&m.base)
             || rt
                 .known
                 .iter()

@@ -341,14 +341,13 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
     // program that passes its own `FCTRACE_SHM` is another fctrace, which
     // records what it runs into a trace of its own (fctrace tracing
     // fctrace). That program is its, with its agent: not traced here.
+    // With `LD_TRACE_LOADED_OBJECTS` (`ldd`), the dynamic loader only lists
+    // the objects it would load: it runs no program, and would list the
+    // agent and its libraries too.
     // SAFETY: the caller's environment array.
-    if unsafe { entries(envp) }.any(|e| e.starts_with(b"FCTRACE_SHM=")) {
-        return f(envp);
-    }
-    // The dynamic loader only lists the objects it would load (`ldd`): it
-    // runs no program, and would list the agent and its libraries too.
-    // SAFETY: the caller's environment array.
-    if unsafe { entries(envp) }.any(|e| e.starts_with(b"LD_TRACE_LOADED_OBJECTS=")) {
+    if unsafe { entries(envp) }
+        .any(|e| e.starts_with(b"FCTRACE_SHM=") || e.starts_with(b"LD_TRACE_LOADED_OBJECTS="))
+    {
         return f(envp);
     }
     let parent = parent_slot();

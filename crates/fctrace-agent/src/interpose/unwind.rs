@@ -246,11 +246,15 @@ fn redirect_forced_unwind() {
 
 fn try_redirect() -> Result<(), String> {
     use iced_x86::{Decoder, DecoderOptions, FlowControl};
-    // The agent needs libgcc_s: it is loaded. Looked up in its own symbols
-    // (`dlopen` would run initialisers, at start-up before their turn).
-    let target = crate::runtime::loader::find_named(b"libgcc_s.so.1")
-        .and_then(|m| crate::runtime::loader::lookup(m, b"_Unwind_ForcedUnwind"))
-        .ok_or("libgcc_s.so.1 is not loaded")?;
+    // SAFETY: dlopen/dlsym with NUL-terminated names; libgcc_s stays loaded
+    // (the handle is never closed).
+    let target = unsafe {
+        let h = libc::dlopen(c"libgcc_s.so.1".as_ptr(), libc::RTLD_NOW);
+        if h.is_null() {
+            return Err("cannot load libgcc_s.so.1".into());
+        }
+        libc::dlsym(h, c"_Unwind_ForcedUnwind".as_ptr()) as u64
+    };
     if target == 0 {
         return Err("libgcc_s.so.1 has no _Unwind_ForcedUnwind".into());
     }
