@@ -22,7 +22,6 @@ mod interpose;
 mod recording;
 mod runtime;
 
-use arch::x86_64;
 use interpose::process::{self, ENV_DIR, ENV_OPTIONS, ENV_SHM};
 use interpose::{signal, unwind};
 use recording::filter;
@@ -524,9 +523,6 @@ fn fail(err: *mut u8, err_len: usize, msg: &str) -> i32 {
 /// Starts tracing. `attaching`: loaded into a running process, whose other
 /// threads are stopped at these instruction pointers; None: preloaded.
 fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
-    if !x86_64::codegen::has_xsave() {
-        return Err("this CPU lacks xsave".into());
-    }
     let options = fctrace_options::Options::from_wire(&cfg.options)
         .map_err(|e| format!("bad options from the recorder: {e}"))?;
     let signal_triggers = options.signals.clone();

@@ -792,7 +792,7 @@ pub fn instrument_process(
         buf_size: shm.layout.buf_size,
         slow_path: super::slow_path::slow_path as *const () as u64,
         lost_counter: &shm.header().lost_events as *const _ as u64,
-        xsave_size: codegen::xsave_size(),
+        ext_state: codegen::ext_state(),
         filter: crate::recording::filter::active()
             .then_some(&crate::recording::filter::GLOBAL as *const _ as u64),
         finished: &crate::recording::filter::FINISHED as *const _ as u64,

@@ -14,7 +14,8 @@ use crate::runtime::state::{
 use crate::runtime::{buffer, thread, tls};
 
 /// Called by the generated code with every register saved: `xsave` is
-/// the saved extended state, `gprs` the saved general registers (rbx,
+/// the saved extended state (xsave's or fxsave's area, `codegen::ExtState`:
+/// FXSAVE's legacy layout either way), `gprs` the saved general registers (rbx,
 /// r11, r10, r9, r8, rdi, rsi, rdx, rcx, rax in that order).
 ///
 /// # Safety

@@ -554,7 +554,8 @@ pub unsafe fn flagged_entry(
         }
         if flags & F_ARGS != 0 {
             // SAFETY: the generated code saved the general registers in
-            // this order and the extended state in xsave's layout.
+            // this order and the extended state in FXSAVE's legacy layout
+            // (xsave's area starts with it).
             let regs = unsafe { entry_regs(slot, xsave, gprs) };
             args::on_entry(st, func, &regs);
         }
@@ -565,7 +566,7 @@ pub unsafe fn flagged_entry(
 
 /// # Safety
 /// `gprs` holds 10 saved registers (`instrument::slow_path`), `xsave` an
-/// xsave area.
+/// xsave or fxsave area (xmm0..7 at offset 160 in both).
 unsafe fn entry_regs(slot: u64, xsave: *const u8, gprs: *const u64) -> args::EntryRegs {
     // SAFETY: as the caller guarantees.
     unsafe {

@@ -12,7 +12,9 @@
 //!   properly (signal markers are leaves, which [`strip_markers`] removes);
 //! * reading ELF symbols (readelf) and disassembly (objdump);
 //! * running callgrind and counting calls per function, and comparing those
-//!   counts with fctrace's, function by function, for the main executable.
+//!   counts with fctrace's, function by function, for the main executable;
+//! * booting a Linux kernel under qemu with an initramfs of the test's
+//!   programs, for CPUs and kernels other than this machine's ([`vm`]).
 //!
 //! # What callgrind counts (valgrind 3.19, checked on this project's programs)
 //!
@@ -77,6 +79,7 @@ mod info_json;
 mod notes;
 mod scratch;
 mod sqlite_build;
+pub mod vm;
 // (each test file uses only some of the shared helpers)
 #[allow(unused_imports)]
 pub use cli_args::*;

@@ -28,6 +28,19 @@ use fctrace_format::event::{EventKind, RawEvent, KIND_BITS, PAYLOAD_LEN_SHIFT, W
 use iced_x86::code_asm::*;
 use iced_x86::{BlockEncoderOptions, IcedError};
 
+/// How the slow paths save and restore the extended (x87, SSE, AVX...)
+/// state. Either way the area starts with FXSAVE's 512-byte legacy layout
+/// (xmm0..15 at offset 160), which `recording::filter` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExtState {
+    /// `xsave64`/`xrstor64` of every component enabled in XCR0, into an
+    /// area of this many bytes.
+    Xsave(u32),
+    /// `fxsave64`/`fxrstor64` of a 512-byte area: x87 and SSE, the whole
+    /// state of a CPU (or an OS) without XSAVE, which cannot enable AVX.
+    Fxsave,
+}
+
 /// What the common block needs to know about its environment.
 pub struct Params {
     /// TLS block offset from the thread pointer.
@@ -38,8 +51,8 @@ pub struct Params {
     pub slow_path: u64,
     /// Address of the shared lost-events counter.
     pub lost_counter: u64,
-    /// Bytes needed by `xsave` for the enabled state components.
-    pub xsave_size: u32,
+    /// How the slow paths save the extended state (chosen once, at start-up).
+    pub ext_state: ExtState,
     /// With record-time filters (`crate::recording::filter`): the address of the
     /// global switch word. The common block is then the filtered variant.
     pub filter: Option<u64>,
@@ -143,36 +156,60 @@ fn slow_call(
         a.push(r)?;
     }
     a.mov(rbx, rsp)?;
-    a.and(rsp, -64)?;
-    let area = (p.xsave_size as i32 + 63) & !63;
-    a.sub(rsp, area)?;
-    // The xsave header (bytes 512..576) must be clean for xrstor.
-    for i in 0..8 {
-        a.mov(qword_ptr(rsp + (512 + i * 8)), 0)?;
-    }
-    a.mov(eax, -1)?;
-    a.mov(edx, -1)?;
-    a.xsave64(ptr(rsp))?;
+    save_ext_state(a, p.ext_state)?;
     a.mov(rdi, reason)?;
     match arg_slot {
         Some(off) => a.lea(rsi, qword_ptr(rbx + (80 + off)))?,
         None => a.xor(esi, esi)?,
     }
     a.mov(rdx, qword_ptr(rbx + 72))?; // the saved rax: the function id on entry paths
-    a.mov(rcx, rsp)?; // the xsave area
+    a.mov(rcx, rsp)?; // the extended state's area
     a.mov(r8, rbx)?; // the saved general registers
     a.mov(rax, p.slow_path)?;
     a.call(rax)?;
     // The result is passed back in ZF (nothing below changes the flags).
     a.test(rax, rax)?;
-    a.mov(eax, -1)?;
-    a.mov(edx, -1)?;
-    a.xrstor64(ptr(rsp))?;
+    restore_ext_state(a, p.ext_state)?;
     a.mov(rsp, rbx)?;
     for r in [rbx, r11, r10, r9, r8, rdi, rsi, rdx, rcx, rax] {
         a.pop(r)?;
     }
     Ok(())
+}
+
+/// Reserves a 64-byte aligned area below rsp and saves the extended state
+/// into it (rsp then points at it); clobbers rax and rdx.
+fn save_ext_state(a: &mut CodeAssembler, ext: ExtState) -> Result<(), IcedError> {
+    a.and(rsp, -64)?;
+    match ext {
+        ExtState::Xsave(size) => {
+            a.sub(rsp, (size as i32 + 63) & !63)?;
+            // The xsave header (bytes 512..576) must be clean for xrstor.
+            for i in 0..8 {
+                a.mov(qword_ptr(rsp + (512 + i * 8)), 0)?;
+            }
+            a.mov(eax, -1)?;
+            a.mov(edx, -1)?;
+            a.xsave64(ptr(rsp))
+        }
+        ExtState::Fxsave => {
+            a.sub(rsp, 512)?;
+            a.fxsave64(ptr(rsp))
+        }
+    }
+}
+
+/// Restores the extended state saved by [`save_ext_state`] at rsp; leaves
+/// the flags alone (the slow path's result is in ZF), clobbers rax and rdx.
+fn restore_ext_state(a: &mut CodeAssembler, ext: ExtState) -> Result<(), IcedError> {
+    match ext {
+        ExtState::Xsave(_) => {
+            a.mov(eax, -1)?;
+            a.mov(edx, -1)?;
+            a.xrstor64(ptr(rsp))
+        }
+        ExtState::Fxsave => a.fxrstor64(ptr(rsp)),
+    }
 }
 
 /// Appends the event word in rax to the current buffer of the thread whose
@@ -1034,14 +1071,16 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
     Ok((res.inner.code_buffer, common))
 }
 
-/// Bytes `xsave` needs for the state components enabled in XCR0.
-pub fn xsave_size() -> u32 {
-    // cpuid leaf 0xD exists on every CPU with xsave (checked by the caller).
-    let r = std::arch::x86_64::__cpuid_count(0xD, 0);
-    r.ebx.max(576)
-}
-
-pub fn has_xsave() -> bool {
+/// How this CPU's extended state is saved: with `xsave` when the OS
+/// enabled it (CPUID.1:ECX.OSXSAVE), sized for the components enabled in
+/// XCR0; else with `fxsave` (x86-64 always has it, and without XSAVE the
+/// OS cannot enable AVX or later state: x87 and SSE are all there is).
+pub fn ext_state() -> ExtState {
     let r = std::arch::x86_64::__cpuid(1);
-    r.ecx & (1 << 27) != 0 // OSXSAVE
+    if r.ecx & (1 << 27) == 0 {
+        return ExtState::Fxsave;
+    }
+    // cpuid leaf 0xD exists on every CPU with xsave.
+    let r = std::arch::x86_64::__cpuid_count(0xD, 0);
+    ExtState::Xsave(r.ebx.max(576))
 }
