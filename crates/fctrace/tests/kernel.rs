@@ -824,7 +824,7 @@ fn strace_preloaded(
     images: u64,
     unequal: &[&str],
 ) -> BTreeMap<String, (u64, u64)> {
-    let agent = env!("FCTRACE_AGENT_SO");
+    let agent = env!("TESTS_AGENT_LIBRARY");
     let preload = format!("LD_PRELOAD={agent}");
     let pre = strace_counts_with(&["-E", &preload], exe, args);
     let loader = ["openat", "read", "newfstatat", "close", "mmap", "mprotect"];

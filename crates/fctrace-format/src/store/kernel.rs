@@ -1140,4 +1140,98 @@ mod tests {
         assert_eq!(shown, [100, 200, 330]);
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// An int3 of the agent's trap fallback: its SIGTRAP delivery and the
+    /// tagged rt_sigreturn that ends its frame are not shown, even with a
+    /// program's signal delivered on top of it (whose frame ends first);
+    /// a program's own int3 (its handler's rt_sigreturn is not tagged)
+    /// is shown.
+    #[test]
+    fn the_agents_trap_frames_are_not_shown() {
+        let dir = std::env::temp_dir().join(format!("fctrace-kernel-test4-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("1.sys");
+        let mut w = KernelWriter::new(File::create(&path).unwrap(), &path).unwrap();
+        let trap = |ns| KernelEvent::Signal {
+            ns,
+            sig: SIGTRAP,
+            code: SI_KERNEL,
+            errno: 0,
+            handler: 0x7f00_0000,
+            flags: 0x0400_0004,
+        };
+        let sigreturn = |ns, tagged: bool| {
+            let mut args = [0u64; 6];
+            if tagged {
+                args[4] = crate::shm::KERNEL_TAG[0];
+                args[5] = crate::shm::KERNEL_TAG[1];
+            }
+            [
+                KernelEvent::Enter {
+                    nr: RT_SIGRETURN,
+                    ns,
+                    args,
+                },
+                KernelEvent::Exit {
+                    nr: RT_SIGRETURN,
+                    ns: ns + 1,
+                    ret: 0,
+                },
+            ]
+        };
+        let mut events = vec![trap(100)];
+        events.extend(sigreturn(110, true));
+        // The program's int3, to its handler, which makes a call.
+        events.push(trap(200));
+        events.push(KernelEvent::Enter {
+            nr: 39,
+            ns: 210,
+            args: [0; 6],
+        });
+        events.push(KernelEvent::Exit {
+            nr: 39,
+            ns: 211,
+            ret: 7,
+        });
+        events.extend(sigreturn(220, false));
+        // The agent's int3, then SIGUSR1 delivered on top of its frame.
+        events.push(trap(300));
+        events.push(KernelEvent::Signal {
+            ns: 301,
+            sig: 10,
+            code: 0,
+            errno: 0,
+            handler: 0x7f00_0000,
+            flags: 0x0400_0004,
+        });
+        events.extend(sigreturn(310, false));
+        events.extend(sigreturn(320, true));
+        for e in &events {
+            w.write(e).unwrap();
+        }
+        w.finish().unwrap();
+        let mut m = KernelMerge::new(KernelReader::open(&path).unwrap());
+        let mut out = Vec::new();
+        m.merge(&mut out, true);
+        let shown: Vec<(EventKind, u64)> = out
+            .iter()
+            .filter(|e| e.kind != EventKind::Data)
+            .map(|e| (e.kind, e.ns))
+            .collect();
+        use EventKind::*;
+        assert_eq!(
+            shown,
+            [
+                (KernelSignal, 200),
+                (Syscall, 210),
+                (SyscallExit, 211),
+                (Syscall, 220),
+                (SyscallExit, 221),
+                (KernelSignal, 301),
+                (Syscall, 310),
+                (SyscallExit, 311),
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
