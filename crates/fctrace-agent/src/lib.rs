@@ -218,14 +218,6 @@ extern "C" fn agent_init() {
     // mapping, reading the environment into strings).
     let traced = traced_by_environment();
     if traced {
-        // The C library's allocator sets itself up at its first call (a
-        // getrandom, a brk or two): the program's first malloc does it in
-        // a run without fctrace, the agent's set-up (through the dynamic
-        // loader's functions) here. Done before the span, those calls are
-        // recorded as the program's, as many as it makes natively.
-        // (black_box: the compiler would drop a malloc freed at once.)
-        // SAFETY: malloc and free of one byte.
-        unsafe { libc::free(std::hint::black_box(libc::malloc(1))) };
         // (Nothing is patched yet.) One span: the set-up's own spans
         // nest in it.
         tls::set_mark_depth(1);
