@@ -217,13 +217,16 @@ extern "C" fn agent_init() {
     // mapping, reading the environment into strings).
     let traced = traced_by_environment();
     if traced {
-        // (Nothing is patched yet.)
+        // (Nothing is patched yet.) One span: the set-up's own spans
+        // nest in it.
+        tls::set_mark_depth(1);
         tls::kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
     }
     agent_setup();
     if traced {
         // Still the agent's (with -l, libc's `syscall` is traced now).
         let _quiet = tls::Busy::quiet();
+        tls::set_mark_depth(0);
         tls::kernel_mark(fctrace_format::shm::KERNEL_MARK_END);
     }
 }
@@ -581,17 +584,21 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
-    // (Its system calls are the agent's, for `record -k`.)
+    // (Its system calls are the agent's, for `record -k`: a new thread
+    // for the recorder, so the mark is made whatever spans the forking
+    // thread had open, which stay open in the child and end there.)
     let marks = tls::KERNEL_MARKS.load(Ordering::Relaxed);
+    let open = tls::mark_depth();
     if marks {
         tls::kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
+        tls::set_mark_depth(open + 1);
     }
     alloc::ALLOC.after_fork_child();
     if let Some(shm) = shm::get() {
         thread::after_fork_child(shm);
     }
     if marks {
-        tls::kernel_mark(fctrace_format::shm::KERNEL_MARK_END);
+        tls::mark_end();
     }
     tls::set_busy(tls::busy().saturating_sub(1));
 }

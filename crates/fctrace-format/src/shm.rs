@@ -185,6 +185,20 @@ pub const ORIGIN_ATTACH: u32 = 4;
 pub const KERNEL_MARK_BEGIN: u64 = 0x7fac_e0b1;
 pub const KERNEL_MARK_END: u64 = 0x7fac_e0e1;
 
+/// The agent's system calls made on paths too frequent for marks (the
+/// slow path's `rt_sigprocmask` around a buffer switch) and the
+/// `rt_sigreturn` that ends a signal frame that was the agent's alone (an
+/// int3 of the trap fallback, the crash marker) carry these values in the
+/// two argument registers the call does not use (r8, r9): the
+/// `raw_syscalls:sys_enter` tracepoint records all six, so the call is
+/// known as the agent's without a system call more (`record -k`).
+pub const KERNEL_TAG: [u64; 2] = [0x6663_7472_6163_6521, 0x7fac_e0b1_7fac_e0e1];
+
+/// Whether a system call's six argument registers carry [`KERNEL_TAG`].
+pub fn kernel_tagged(args: &[u64; 6]) -> bool {
+    args[4] == KERNEL_TAG[0] && args[5] == KERNEL_TAG[1]
+}
+
 #[repr(C)]
 pub struct QueueCell {
     pub seq: AtomicU64,

@@ -89,10 +89,16 @@ fn record_syscalls(
 
 /// `strace -f -c` of a native run: calls and errors per system call.
 fn strace_counts(exe: &Path, args: &[&str]) -> BTreeMap<String, (u64, u64)> {
+    strace_counts_with(&[], exe, args)
+}
+
+/// [`strace_counts`] with more options for strace.
+fn strace_counts_with(opts: &[&str], exe: &Path, args: &[&str]) -> BTreeMap<String, (u64, u64)> {
     let out = std::env::temp_dir().join(format!("fctrace-strace-{}", unique_suffix()));
     let r = run(Command::new("strace")
         .args(["-f", "-c", "-o"])
         .arg(&out)
+        .args(opts)
         .arg(exe)
         .args(args));
     assert!(r.success(), "strace failed\n{}", r.describe());
@@ -775,4 +781,185 @@ fn record_time_filters_keep_the_system_calls_of_the_calls_recorded() {
     let inside: u64 = c.by_func.values().map(|n| n.0).sum();
     assert_eq!(inside, all, "{text}");
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// `report -k --format json` of a trace: calls and errors per system call.
+fn reported_counts(dir: &Path) -> BTreeMap<String, (u64, u64)> {
+    let r = fctrace(&[
+        "report",
+        "-k",
+        "--format",
+        "json",
+        "-d",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(r.success(), "{}", r.describe());
+    let json: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    json["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                (s["calls"].as_u64().unwrap(), s["errors"].as_u64().unwrap()),
+            )
+        })
+        .collect()
+}
+
+/// What the dynamic loader does to load fctrace's agent into each of
+/// `images` programs, before any of the agent's code runs (so it is
+/// recorded, and the agent cannot mark it): `strace -f -c` of a run
+/// without fctrace but with the agent's library preloaded (which does
+/// nothing without fctrace's shared memory) differs from `native` only in
+/// opening, reading, mapping and closing two more libraries per program
+/// (the agent and libgcc_s, which it needs), and their RELRO `mprotect`.
+/// Returns that run's counts (`unequal`: calls whose count differs from
+/// run to run natively).
+fn strace_preloaded(
+    exe: &Path,
+    args: &[&str],
+    native: &BTreeMap<String, (u64, u64)>,
+    images: u64,
+    unequal: &[&str],
+) -> BTreeMap<String, (u64, u64)> {
+    let agent = env!("TESTS_AGENT_LIBRARY");
+    let preload = format!("LD_PRELOAD={agent}");
+    let pre = strace_counts_with(&["-E", &preload], exe, args);
+    let loader = ["openat", "read", "newfstatat", "close", "mmap", "mprotect"];
+    for name in native.keys().chain(pre.keys()) {
+        let (a, b) = (native.get(name), pre.get(name));
+        if loader.contains(&name.as_str()) || unequal.contains(&name.as_str()) {
+            continue;
+        }
+        assert_eq!(a, b, "{name}: preloaded {pre:?}\nnative {native:?}");
+    }
+    // (Successful calls: the loader also tries the directories of
+    // LD_LIBRARY_PATH, which cargo's tests have, for libgcc_s.)
+    for name in ["openat", "read", "newfstatat", "close", "mprotect"] {
+        let ok = |m: &BTreeMap<String, (u64, u64)>| m.get(name).map_or(0, |n| n.0 - n.1);
+        let (a, b) = (ok(native), ok(&pre));
+        assert_eq!(
+            b,
+            a + 2 * images,
+            "{name}: preloaded {pre:?}\nnative {native:?}"
+        );
+    }
+    pre
+}
+
+/// `report -k` against `strace -f -c` (`strace`, of the preloaded run:
+/// [`strace_preloaded`]), system call by system call, calls and errors:
+/// equal, but for what strace counts otherwise: the first `execve` is
+/// fctrace's starting of the program (recorded from its return on), and
+/// `exit`/`exit_group` never return (strace counts a call at its return);
+/// and `unequal`'s (futex with lock contention, which differs from run
+/// to run natively).
+fn assert_counts_as_strace(
+    reported: &BTreeMap<String, (u64, u64)>,
+    strace: &BTreeMap<String, (u64, u64)>,
+    unequal: &[&str],
+    ctx: &str,
+) {
+    for name in reported.keys().chain(strace.keys()) {
+        let (ours, theirs) = (reported.get(name), strace.get(name));
+        match name.as_str() {
+            "execve" => {
+                let (o, t) = (ours.map_or(0, |n| n.0), theirs.map_or(0, |n| n.0));
+                assert_eq!(
+                    o + 1,
+                    t,
+                    "execve: fctrace {reported:?}\nstrace {strace:?}\n{ctx}"
+                );
+            }
+            "exit" | "exit_group" => assert_eq!(theirs, None, "{name}"),
+            n if unequal.contains(&n) => {}
+            _ => assert_eq!(
+                ours, theirs,
+                "{name}: fctrace -k {reported:?}\nstrace -f -c {strace:?}\n{ctx}"
+            ),
+        }
+    }
+}
+
+/// The agent's own system calls are not the program's: a threaded program
+/// with a signal handler (the slow path blocks signals around each of
+/// the many buffer switches), a forked child and an exec: `report -k`
+/// counts what `strace -f -c` counts of a native run.
+#[test]
+fn the_agents_system_calls_are_left_out() {
+    let exe = c_program("agent_quiet.c", "-O2", &["-O2", "-pthread"]);
+    let native = run_native(&exe, &[]);
+    let rec = record(&exe, &[], &["-k"]);
+    assert_same_behaviour(&native, &rec.run, "agent_quiet -k");
+    let reported = reported_counts(&rec.dir.path);
+    let plain = strace_counts(&exe, &[]);
+    // The program and the image it executes.
+    let strace = strace_preloaded(&exe, &[], &plain, 2, &[]);
+    let text = replay_text(&rec.dir.path);
+    let ctx = format!("trace {}\n{}", rec.dir.path.display(), clip(&text, 20_000));
+    assert_counts_as_strace(&reported, &strace, &[], &ctx);
+}
+
+/// An int3 of the trap fallback is the agent's: no SIGTRAP delivery and
+/// no rt_sigreturn of it in the tree, and the counts are the program's.
+#[test]
+fn the_trap_fallbacks_signals_are_left_out() {
+    let exe = c_program(
+        "agent_quiet.c",
+        "-O2-falign1",
+        &["-O2", "-falign-functions=1", "-pthread"],
+    );
+    let native = run_native(&exe, &["trap"]);
+    let rec = record(&exe, &["trap"], &["-k"]);
+    assert_same_behaviour(&native, &rec.run, "agent_quiet trap -k");
+    // tail2 really takes the trap.
+    let info = info_text(&rec.dir.path);
+    let traps = info
+        .split("Traced through the trap fallback")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no trap fallback\n{info}"));
+    assert!(traps.contains("tail2 ("), "{info}");
+    let text = replay_text(&rec.dir.path);
+    let ctx = format!("trace {}\n{}", rec.dir.path.display(), clip(&text, 20_000));
+    for bad in ["rt_sigreturn", "SIGTRAP"] {
+        assert!(!text.contains(bad), "{bad}\n{ctx}");
+    }
+    // Its calls are all there.
+    let tail2 = text.lines().filter(|l| l.ends_with("tail2() {")).count();
+    assert_eq!(tail2, 3000, "{ctx}");
+    let reported = reported_counts(&rec.dir.path);
+    let plain = strace_counts(&exe, &["trap"]);
+    let strace = strace_preloaded(&exe, &["trap"], &plain, 1, &[]);
+    assert_counts_as_strace(&reported, &strace, &[], &ctx);
+}
+
+/// A threaded Python script: `report -k` counts what `strace -f -c`
+/// counts of a native run (but futex: the interpreter lock's contention
+/// differs from run to run), but for the C library's allocator setting
+/// itself up (a getrandom and two brk, at its first call): in python3 the
+/// agent's set-up makes that first call, inside its span.
+#[test]
+fn a_threaded_python_scripts_system_calls_are_its_own() {
+    let python = Path::new("/usr/bin/python3");
+    assert!(
+        python.exists(),
+        "/usr/bin/python3 is missing: apt-get install python3"
+    );
+    let script = program_source("ctypes_threads.py");
+    let script = script.to_str().unwrap();
+    let native = run_native(python, &[script]);
+    let rec = record(python, &[script], &["-k"]);
+    // (fctrace says on stderr what it cannot see in the stripped python.)
+    assert_eq!(native.stdout, rec.run.stdout);
+    assert!(rec.run.success(), "{}", rec.run.describe());
+    let reported = reported_counts(&rec.dir.path);
+    let plain = strace_counts(python, &[script]);
+    let mut strace = strace_preloaded(python, &[script], &plain, 1, &["futex"]);
+    for (name, n) in [("getrandom", 1), ("brk", 2)] {
+        strace.get_mut(name).unwrap_or_else(|| panic!("{name}")).0 -= n;
+    }
+    let ctx = format!("trace {}", rec.dir.path.display());
+    assert_counts_as_strace(&reported, &strace, &["futex"], &ctx);
 }

@@ -626,6 +626,8 @@ fn before_exec() -> bool {
     }
     // SAFETY: the state is this thread's; pid compared before any write.
     let st = unsafe { &mut *p };
+    // (Its system calls are the agent's, for `record -k`.)
+    let _marked = tls::Marked::span();
     // SAFETY: getpid has no preconditions (a system call: right in a vfork child).
     if unsafe { libc::getpid() } as u32 != st.pid {
         return false;
@@ -638,6 +640,7 @@ fn before_exec() -> bool {
 fn after_failed_exec(flushed: bool) {
     let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
     if flushed {
+        let _marked = tls::Marked::span();
         if let (Some(shm), p) = (shm::get(), tls::state()) {
             if !p.is_null() {
                 // SAFETY: this thread's state.

@@ -140,10 +140,23 @@ extern "C" fn signal_entry() {
     );
 }
 
-/// Where the entry goes when there is no program handler to run.
+/// Where the entry goes when there is no program handler to run: the
+/// signal frame is the agent's alone (an int3 of the trap fallback, the
+/// crash marker, a trigger), and so is the `rt_sigreturn` that ends it.
+/// Returning to the kernel's restorer (`mov eax, 15; syscall`) with r8 and
+/// r9 set to `fctrace_format::shm::KERNEL_TAG` marks that call for
+/// `record -k` (rt_sigreturn reads no argument; it restores every register
+/// from the frame).
 #[unsafe(naked)]
 extern "C" fn return_to_kernel() {
-    core::arch::naked_asm!("endbr64", "ret");
+    core::arch::naked_asm!(
+        "endbr64",
+        "movabs r8, {t0}",
+        "movabs r9, {t1}",
+        "ret",
+        t0 = const fctrace_format::shm::KERNEL_TAG[0],
+        t1 = const fctrace_format::shm::KERNEL_TAG[1],
+    );
 }
 
 fn entry_addr() -> usize {
@@ -1094,7 +1107,12 @@ pub struct DeferSignals(Option<u64>);
 
 /// The system call itself, not libc's `syscall()`: with -l that function
 /// is traced, and the slow path that calls this must not recurse into it.
+/// r8 and r9, which rt_sigprocmask does not read, carry
+/// `fctrace_format::shm::KERNEL_TAG`: with `record -k` the call is known as
+/// the agent's without a mark around it (two system calls more at every
+/// buffer switch).
 fn sigprocmask(how: i32, set: *const u64, old: *mut u64) {
+    let [t0, t1] = fctrace_format::shm::KERNEL_TAG;
     // SAFETY: rt_sigprocmask with the kernel's 8-byte sigset; pointers
     // valid or null; the kernel clobbers rcx and r11 only.
     unsafe {
@@ -1105,6 +1123,8 @@ fn sigprocmask(how: i32, set: *const u64, old: *mut u64) {
             in("rsi") set,
             in("rdx") old,
             in("r10") 8usize,
+            in("r8") t0,
+            in("r9") t1,
             lateout("rcx") _,
             lateout("r11") _,
             options(nostack),

@@ -76,9 +76,12 @@ fn thread_id() -> usize {
 }
 
 /// The agent's own memory calls are never the program's (with -l, libc's
-/// `mmap` and `munmap` are traced): busy meanwhile.
-fn quiet() -> crate::runtime::tls::Busy {
-    crate::runtime::tls::Busy::quiet()
+/// `mmap` and `munmap` are traced): busy meanwhile, and marked for
+/// `record -k` (the mark's end dropped before the busy word: with -l,
+/// libc's `syscall` is traced).
+fn quiet() -> (crate::runtime::tls::Marked, crate::runtime::tls::Busy) {
+    let busy = crate::runtime::tls::Busy::quiet();
+    (crate::runtime::tls::Marked::span(), busy)
 }
 
 /// A fresh private anonymous mapping of `len` bytes (read-write), or null.
@@ -150,6 +153,7 @@ impl AgentAlloc {
                 return None;
             }
             if spins % 64 == 0 {
+                let _q = quiet();
                 // SAFETY: sched_yield has no preconditions.
                 unsafe { libc::sched_yield() };
             } else {

@@ -12,7 +12,8 @@
 //! pass straight through. Word 2: the task slot (plus one) of the thread
 //! that created this one, until its state is made (see `interpose::process`). Word 3:
 //! the return address of a `vfork` in progress, word 4: the busy word
-//! before it (see `interpose::process`).
+//! before it (see `interpose::process`). Word 5: how many of the agent's
+//! marked spans are open on this thread ([`mark_begin`], `record -k`).
 
 use std::arch::asm;
 
@@ -115,12 +116,9 @@ pub struct Busy(u64, bool);
 impl Busy {
     pub fn enter() -> Busy {
         let prev = busy();
-        let marked = prev == 0 && KERNEL_MARKS.load(std::sync::atomic::Ordering::Relaxed);
         // Busy first: with -l, libc's `syscall` (the mark) is traced.
         set_busy(1);
-        if marked {
-            kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
-        }
+        let marked = prev == 0 && mark_begin();
         Busy(prev, marked)
     }
 
@@ -135,7 +133,7 @@ impl Drop for Busy {
     fn drop(&mut self) {
         // The mark while still busy (with -l, libc's `syscall` is traced).
         if self.1 {
-            kernel_mark(fctrace_format::shm::KERNEL_MARK_END);
+            mark_end();
         }
         set_busy(self.0);
     }
@@ -147,19 +145,54 @@ pub struct Marked(bool);
 
 impl Marked {
     pub fn span() -> Marked {
-        let on = KERNEL_MARKS.load(std::sync::atomic::Ordering::Relaxed);
-        if on {
-            kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
-        }
-        Marked(on)
+        Marked(mark_begin())
     }
 }
 
 impl Drop for Marked {
     fn drop(&mut self) {
         if self.0 {
-            kernel_mark(fctrace_format::shm::KERNEL_MARK_END);
+            mark_end();
         }
+    }
+}
+
+/// The open marked spans on this thread (word 5).
+pub fn mark_depth() -> u64 {
+    // SAFETY: as above.
+    unsafe { word_addr(5).read() }
+}
+
+pub fn set_mark_depth(v: u64) {
+    // SAFETY: as above.
+    unsafe { word_addr(5).write(v) }
+}
+
+/// With `record -k`, opens a marked span (true; [`mark_end`] closes it).
+/// Spans nest: only the outermost makes the marks, so that an inner span's
+/// end does not end the outer one's (the recorder keeps one state per
+/// thread).
+pub fn mark_begin() -> bool {
+    if !KERNEL_MARKS.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
+    let d = mark_depth();
+    set_mark_depth(d + 1);
+    if d == 0 {
+        kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
+    }
+    true
+}
+
+/// Closes a span [`mark_begin`] opened.
+pub fn mark_end() {
+    let d = mark_depth();
+    if d == 0 {
+        return;
+    }
+    set_mark_depth(d - 1);
+    if d == 1 {
+        kernel_mark(fctrace_format::shm::KERNEL_MARK_END);
     }
 }
 

@@ -199,6 +199,16 @@ fn push_func(out: &mut Vec<Event>, e: &KernelEvent) -> i32 {
     }
 }
 
+/// x86_64 system call numbers and signal values the readers need.
+const RT_SIGRETURN: u16 = 15;
+const EXECVE: u16 = 59;
+const EXECVEAT: u16 = 322;
+const SIGTRAP: u16 = 5;
+/// `si_code` of a signal the kernel raises itself (an int3's SIGTRAP).
+const SI_KERNEL: i32 = 0x80;
+/// How far past a SIGTRAP delivery the end of its frame is looked for.
+const FRAME_LOOKAHEAD: usize = 4096;
+
 /// The action flags of fctrace's agent's marker on crash signals
 /// (SA_SIGINFO | SA_ONSTACK | SA_RESTART, and glibc's SA_RESTORER), and
 /// those signals (SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV,
@@ -564,9 +574,18 @@ impl KernelMerge {
     /// the thread spent off the CPU inside it; a stretch off the CPU
     /// outside any; a page fault; or a lone event.
     fn advance(&mut self) {
+        // (A loop: the agent's units, left out, can be thousands in a row.)
+        while !self.make_unit() {}
+    }
+
+    /// [`KernelMerge::advance`]'s unit; false when what it read made none
+    /// (the agent's, or nothing to show alone): read on.
+    fn make_unit(&mut self) -> bool {
         self.next.clear();
         self.key = None;
-        let Some(mut first) = self.read() else { return };
+        let Some(mut first) = self.read() else {
+            return true;
+        };
         // A path comes just before its system call's entry.
         let mut path: Option<Box<[u8]>> = None;
         while let KernelEvent::Path { nr, bytes, .. } = first {
@@ -576,10 +595,17 @@ impl KernelMerge {
                     first = next;
                 }
                 Some(next) => first = next,
-                None => return,
+                None => return true,
             }
         }
         match first {
+            // A call the agent tagged (the rt_sigreturn of a signal frame
+            // that was its alone; any other the recorder has left out):
+            // with its return.
+            KernelEvent::Enter { nr, args, .. } if crate::shm::kernel_tagged(&args) => {
+                self.skip_call(nr);
+                return false;
+            }
             KernelEvent::Enter { nr, ns, args } => {
                 let mut off = 0u64;
                 let mut out_at = None;
@@ -699,7 +725,7 @@ impl KernelMerge {
                 self.key = Some(ns / 2 + back / 2);
             }
             // Back without having been seen leaving (the first switch).
-            KernelEvent::In { .. } => self.advance(),
+            KernelEvent::In { .. } => return false,
             KernelEvent::Fault { ns, addr, ip } => {
                 push_unit(
                     &mut self.next,
@@ -710,7 +736,7 @@ impl KernelMerge {
                 );
                 self.key = Some(ns);
             }
-            KernelEvent::Path { .. } => self.advance(),
+            KernelEvent::Path { .. } => return false,
             // The agent's marker on a crash signal the program left at its
             // default action: the delivery to it, then the same signal's
             // again at the default action (raised again, or the
@@ -725,8 +751,16 @@ impl KernelMerge {
                 && CRASH_SIGNALS.contains(&sig)
                 && self.delivered_again(sig) =>
             {
-                self.advance()
+                return false
             }
+            // An int3 of the agent's trap fallback: its frame ends with
+            // the agent's tagged rt_sigreturn.
+            KernelEvent::Signal {
+                sig: SIGTRAP,
+                code: SI_KERNEL,
+                handler,
+                ..
+            } if handler > 1 && self.frame_is_agents() => return false,
             KernelEvent::Signal {
                 ns,
                 sig,
@@ -766,8 +800,71 @@ impl KernelMerge {
                 self.key = Some(ns);
             }
             // The end of one whose entry was not recorded.
-            KernelEvent::FuncExit { .. } => self.advance(),
+            KernelEvent::FuncExit { .. } => return false,
         }
+        true
+    }
+
+    /// Reads past the return of system call `nr`, whose entry was just
+    /// read, and what the thread did inside it.
+    fn skip_call(&mut self, nr: u16) {
+        loop {
+            match self.read() {
+                Some(KernelEvent::Exit { nr: n, .. }) if n == nr => return,
+                Some(
+                    KernelEvent::Out { .. }
+                    | KernelEvent::In { .. }
+                    | KernelEvent::Fault { .. }
+                    | KernelEvent::Path { .. }
+                    | KernelEvent::FuncEntry { .. }
+                    | KernelEvent::FuncExit { .. },
+                ) => {}
+                other => {
+                    if let Some(o) = other {
+                        self.ahead.push_front(o);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Whether the signal frame just delivered is the agent's alone: the
+    /// `rt_sigreturn` that ends it (the next one, past the frames of
+    /// signals delivered on top of it, which end first) carries the
+    /// agent's tag. Looked for among the next [`FRAME_LOOKAHEAD`] events
+    /// (kept for the next units): the agent makes no system call in the
+    /// frame of one of its int3s.
+    fn frame_is_agents(&mut self) -> bool {
+        let mut depth = 0u32;
+        for i in 0..FRAME_LOOKAHEAD {
+            if i == self.ahead.len() {
+                match self.reader.next_event() {
+                    Some(e) => self.ahead.push_back(e),
+                    None => return false,
+                }
+            }
+            match &self.ahead[i] {
+                KernelEvent::Signal { handler, .. } if *handler > 1 => depth += 1,
+                KernelEvent::Enter {
+                    nr: RT_SIGRETURN,
+                    args,
+                    ..
+                } => {
+                    if depth == 0 {
+                        return crate::shm::kernel_tagged(args);
+                    }
+                    depth -= 1;
+                }
+                // The frames are gone.
+                KernelEvent::Enter {
+                    nr: EXECVE | EXECVEAT,
+                    ..
+                } => return false,
+                _ => {}
+            }
+        }
+        false
     }
 
     /// Whether signal `sig` is delivered again at its default action
@@ -1041,6 +1138,100 @@ mod tests {
             .map(|e| e.ns)
             .collect();
         assert_eq!(shown, [100, 200, 330]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An int3 of the agent's trap fallback: its SIGTRAP delivery and the
+    /// tagged rt_sigreturn that ends its frame are not shown, even with a
+    /// program's signal delivered on top of it (whose frame ends first);
+    /// a program's own int3 (its handler's rt_sigreturn is not tagged)
+    /// is shown.
+    #[test]
+    fn the_agents_trap_frames_are_not_shown() {
+        let dir = std::env::temp_dir().join(format!("fctrace-kernel-test4-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("1.sys");
+        let mut w = KernelWriter::new(File::create(&path).unwrap(), &path).unwrap();
+        let trap = |ns| KernelEvent::Signal {
+            ns,
+            sig: SIGTRAP,
+            code: SI_KERNEL,
+            errno: 0,
+            handler: 0x7f00_0000,
+            flags: 0x0400_0004,
+        };
+        let sigreturn = |ns, tagged: bool| {
+            let mut args = [0u64; 6];
+            if tagged {
+                args[4] = crate::shm::KERNEL_TAG[0];
+                args[5] = crate::shm::KERNEL_TAG[1];
+            }
+            [
+                KernelEvent::Enter {
+                    nr: RT_SIGRETURN,
+                    ns,
+                    args,
+                },
+                KernelEvent::Exit {
+                    nr: RT_SIGRETURN,
+                    ns: ns + 1,
+                    ret: 0,
+                },
+            ]
+        };
+        let mut events = vec![trap(100)];
+        events.extend(sigreturn(110, true));
+        // The program's int3, to its handler, which makes a call.
+        events.push(trap(200));
+        events.push(KernelEvent::Enter {
+            nr: 39,
+            ns: 210,
+            args: [0; 6],
+        });
+        events.push(KernelEvent::Exit {
+            nr: 39,
+            ns: 211,
+            ret: 7,
+        });
+        events.extend(sigreturn(220, false));
+        // The agent's int3, then SIGUSR1 delivered on top of its frame.
+        events.push(trap(300));
+        events.push(KernelEvent::Signal {
+            ns: 301,
+            sig: 10,
+            code: 0,
+            errno: 0,
+            handler: 0x7f00_0000,
+            flags: 0x0400_0004,
+        });
+        events.extend(sigreturn(310, false));
+        events.extend(sigreturn(320, true));
+        for e in &events {
+            w.write(e).unwrap();
+        }
+        w.finish().unwrap();
+        let mut m = KernelMerge::new(KernelReader::open(&path).unwrap());
+        let mut out = Vec::new();
+        m.merge(&mut out, true);
+        let shown: Vec<(EventKind, u64)> = out
+            .iter()
+            .filter(|e| e.kind != EventKind::Data)
+            .map(|e| (e.kind, e.ns))
+            .collect();
+        use EventKind::*;
+        assert_eq!(
+            shown,
+            [
+                (KernelSignal, 200),
+                (Syscall, 210),
+                (SyscallExit, 211),
+                (Syscall, 220),
+                (SyscallExit, 221),
+                (KernelSignal, 301),
+                (Syscall, 310),
+                (SyscallExit, 311),
+            ]
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

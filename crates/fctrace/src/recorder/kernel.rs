@@ -236,6 +236,8 @@ pub struct Kernel {
     /// return is a mark's.
     in_agent: std::collections::HashSet<u32>,
     mark_exit: std::collections::HashSet<u32>,
+    /// Per thread inside a call the agent tagged: its number.
+    tagged_exit: HashMap<u32, u16>,
     /// Samples the kernel could not write.
     pub lost: u64,
     /// Kernel functions' events the tracer lost.
@@ -316,6 +318,7 @@ impl Kernel {
             kept: Vec::new(),
             in_agent: Default::default(),
             mark_exit: Default::default(),
+            tagged_exit: Default::default(),
             lost: 0,
             lost_functions: 0,
             untasked: 0,
@@ -502,6 +505,7 @@ impl Kernel {
         for (tid, e) in self.pending.drain(..n) {
             use fctrace_format::shm::{KERNEL_MARK_BEGIN, KERNEL_MARK_END};
             const CLOSE: u16 = 3;
+            const RT_SIGRETURN: u16 = 15;
             match e {
                 KernelEvent::Enter {
                     nr: CLOSE, args, ..
@@ -514,6 +518,20 @@ impl Kernel {
                     self.mark_exit.insert(tid);
                 }
                 KernelEvent::Exit { nr: CLOSE, .. } if self.mark_exit.remove(&tid) => {}
+                // A call the agent tagged (its slow path's rt_sigprocmask):
+                // the call and its return. (An rt_sigreturn it tagged is
+                // kept: readers drop it with the signal delivery whose
+                // frame it ends, `store::kernel`.)
+                KernelEvent::Enter { nr, args, .. }
+                    if nr != RT_SIGRETURN && fctrace_format::shm::kernel_tagged(&args) =>
+                {
+                    self.tagged_exit.insert(tid, nr);
+                }
+                KernelEvent::Exit { nr, .. } if self.tagged_exit.get(&tid) == Some(&nr) => {
+                    self.tagged_exit.remove(&tid);
+                }
+                // (Its kernel functions, -K.)
+                _ if self.tagged_exit.contains_key(&tid) => {}
                 _ if self.in_agent.contains(&tid) => {}
                 // The kernel functions of a mark's own close.
                 KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. }
@@ -657,7 +675,7 @@ impl Kernel {
                     let (handler, flags) = (field(24), field(32));
                     let pid = u64_at(8) as u32;
                     if !(1..=u16::MAX as i32).contains(&sig)
-                        || self.agents_signal(pid, sig, code, handler, flags)
+                        || self.agents_signal(pid, sig, handler, flags)
                     {
                         return;
                     }
@@ -720,9 +738,9 @@ fn mapped_ranges(pid: u32, names: &[&str]) -> Vec<(u64, u64)> {
 
 /// Signals whose delivery is the agent's work, not the program's (the
 /// kernel does not say who handles them: by the handler's address, in the
-/// agent, and what the agent's handlers are for).
-const SIGTRAP: i32 = 5;
-const SI_KERNEL: i32 = 0x80;
+/// agent, and what the agent's handlers are for). (An int3 of the trap
+/// fallback is known by the tagged `rt_sigreturn` that ends its frame,
+/// `store::kernel`.)
 /// The agent's marker on a crash signal the program leaves at its default
 /// action: SA_SIGINFO | SA_ONSTACK | SA_RESTART, and glibc's SA_RESTORER.
 const MARKER_FLAGS: u64 = 0x4 | 0x0800_0000 | 0x1000_0000 | 0x0400_0000;
@@ -739,16 +757,15 @@ impl Kernel {
         ranges.iter().any(|&(lo, hi)| (lo..hi).contains(&addr))
     }
 
-    /// Whether a signal delivered to process `pid` is the agent's own: an
-    /// int3 of its trap fallback (SIGTRAP from the kernel, to the agent's
-    /// entry), or the delivery to its marker of a crash signal the program
-    /// left at its default action (raised again by the marker, or faulted
+    /// Whether a signal delivered to process `pid` is the agent's own: the
+    /// delivery to its marker of a crash signal the program left at its
+    /// default action (raised again by the marker, or faulted
     /// again: that second delivery, to the default action, is the one a
     /// run without fctrace has). The process's memory map tells where the
     /// agent is, when it is still there at the drain (a process that
     /// crashes at once is gone: readers then recognise the marker's
     /// delivery by what follows it, `store::kernel`).
-    fn agents_signal(&mut self, pid: u32, sig: i32, code: i32, handler: u64, flags: u64) -> bool {
+    fn agents_signal(&mut self, pid: u32, sig: i32, handler: u64, flags: u64) -> bool {
         if handler <= 1 {
             return false;
         }
@@ -764,8 +781,7 @@ impl Kernel {
         if !ranges.iter().any(|&(lo, hi)| (lo..hi).contains(&handler)) {
             return false;
         }
-        (sig == SIGTRAP && code == SI_KERNEL)
-            || (CRASH_SIGNALS.contains(&sig) && flags == MARKER_FLAGS)
+        CRASH_SIGNALS.contains(&sig) && flags == MARKER_FLAGS
     }
 }
 
