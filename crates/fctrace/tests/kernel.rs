@@ -408,6 +408,66 @@ fn refused_tracepoints_are_explained_and_functions_recorded() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
+/// A machine that boots without tracefs (this one): fctrace, as root,
+/// mounts it as perf does and says so. Run in a mount namespace of its
+/// own where every tracefs (and debugfs, which mounts one on access) is
+/// unmounted, so the other tests keep theirs.
+#[test]
+fn tracefs_is_mounted_when_it_is_not() {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    assert!(
+        root,
+        "this test needs root (to mount tracefs in a mount namespace of its own)"
+    );
+    let exe = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
+    let (work, src, dst) = files();
+    let trace = work.join("trace");
+    let script = "for m in /sys/kernel/debug/tracing /sys/kernel/tracing /sys/kernel/debug; do \
+                    while umount \"$m\" 2>/dev/null; do :; done; done; \
+                  if [ -e /sys/kernel/tracing/events ]; then echo still mounted; exit 99; fi; \
+                  exec \"$@\"";
+    let r = run(Command::new("unshare")
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .arg(fctrace_bin())
+        .args(["record", "-k", "-d"])
+        .arg(&trace)
+        .arg(&exe)
+        .arg(&src)
+        .arg(&dst));
+    assert_no_panic(&r);
+    assert!(r.success(), "{}", r.describe());
+    assert!(
+        r.stderr
+            .contains("fctrace: mounted tracefs at /sys/kernel/tracing (it was not mounted)"),
+        "{}",
+        r.describe()
+    );
+    let text = replay_text(&trace);
+    let c = counts(&text, &["copy_file"]);
+    let opens = c
+        .by_func
+        .get(&("copy_file".to_string(), "openat".to_string()))
+        .copied();
+    assert_eq!(
+        opens,
+        Some((2, 0)),
+        "copy_file opens its two files\n{}",
+        clip(&text, 20_000)
+    );
+    let _ = std::fs::remove_dir_all(&work);
+}
+
 /// Time off the CPU inside a call, and page faults counted where they
 /// happen: main blocks in read(2) on a pipe until a thread writes into it
 /// 30 ms later, then touches 64 fresh pages.

@@ -82,9 +82,39 @@ const SETTLE_NS: u64 = 20_000_000;
 const MAX_KEPT: usize = 1 << 20;
 
 /// Where tracefs is mounted.
-const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+pub const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// Mounts tracefs at `/sys/kernel/tracing` when it is mounted at neither
+/// place, as perf does, if this process may (root, in a mount namespace
+/// where sysfs has the directory); says so once on stderr. Anything else
+/// is left to the callers' messages, which say what is missing.
+pub fn mount_tracefs_if_needed() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let mounted = |root: &str| std::path::Path::new(root).join("events").is_dir();
+        if TRACEFS.iter().any(|r| mounted(r)) || !std::path::Path::new(TRACEFS[0]).is_dir() {
+            return;
+        }
+        let (src, target, fstype) = (c"nodev", c"/sys/kernel/tracing", c"tracefs");
+        // SAFETY: mount(2) with NUL-terminated strings and no data; it
+        // only fails (EPERM for a user who may not mount) or mounts.
+        let r = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            )
+        };
+        if r == 0 && mounted(TRACEFS[0]) {
+            eprintln!("fctrace: mounted tracefs at /sys/kernel/tracing (it was not mounted)");
+        }
+    });
+}
 
 fn tracepoint_id(group: &str, name: &str) -> Result<u64> {
+    mount_tracefs_if_needed();
     let mut why = String::new();
     for root in TRACEFS {
         let p = format!("{root}/events/{group}/{name}/id");

@@ -23,7 +23,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Where tracefs is mounted.
-const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+use super::kernel::TRACEFS;
 
 /// The tracer options each line needs (absolute time, thread, duration).
 const NEEDED_OPTIONS: [&str; 3] = ["funcgraph-abstime", "funcgraph-proc", "funcgraph-duration"];
@@ -81,6 +81,7 @@ fn remove_stale_instances(root: &Path) {
 
 /// The tracefs root that has instances, or why there is none.
 fn tracefs_root() -> Result<&'static str, String> {
+    super::kernel::mount_tracefs_if_needed();
     let mut seen = None;
     for root in TRACEFS {
         if Path::new(root).join("available_tracers").exists() {
