@@ -295,7 +295,7 @@ fn forwarded_functions() -> Vec<u64> {
         .filter(|n| agent_defines(n))
         .filter_map(|n| {
             // What the interposer's `real!` finds.
-            let p = crate::runtime::real::lookup_next(&format!("{n}\0")) as u64;
+            let p = crate::runtime::real::lookup_next(&format!("{n}\0")).0 as u64;
             (p != 0 && !in_agent(p)).then_some(p)
         })
         .collect();
