@@ -268,6 +268,9 @@ const INTERPOSED: &[&str] = &[
     "_Unwind_Backtrace",
     "backtrace",
     "__cxa_begin_catch",
+    "mcount",
+    "_mcount",
+    "__fentry__",
 ];
 
 /// The agent's other interposers (`interpose::signal`).
