@@ -66,7 +66,7 @@ fn arcs(exe: &Path, dir: &Path) -> BTreeMap<(String, String), u64> {
     out
 }
 
-fn check(flags: &[&str], suffix: &str) {
+fn check(flags: &[&str], suffix: &str, record_opts: &[&str]) {
     let found = Command::new("gprof").arg("--version").output();
     assert!(
         found.is_ok_and(|o| o.status.success()),
@@ -96,27 +96,46 @@ fn check(flags: &[&str], suffix: &str) {
         .arg("record")
         .arg("-d")
         .arg(&trace)
+        .args(record_opts)
         .arg(&exe));
-    let ctx = format!("{} (trace {})", exe.display(), trace.display());
+    let ctx = format!(
+        "{} {record_opts:?} (trace {})",
+        exe.display(),
+        trace.display()
+    );
     assert_same_behaviour(&native, &traced, &ctx);
     assert_eq!(arcs(&exe, &cwd.path), native_arcs, "{ctx}");
     // The program's functions were traced, as many times as it calls them.
     let rep = report(&trace);
     assert_eq!(rep.calls("leaf"), 73, "{ctx}");
     assert_eq!(rep.calls("a"), 20, "{ctx}");
+    // The compiler's hook at every entry is not one of the program's calls.
+    for hook in ["mcount", "_mcount", "__fentry__"] {
+        assert_eq!(rep.calls(hook), 0, "{ctx}: {hook}");
+    }
 }
 
 #[test]
 fn gprof_call_graph_as_natively_o0() {
-    check(&["-O0"], "-O0");
+    check(&["-O0"], "-O0", &[]);
 }
 
 #[test]
 fn gprof_call_graph_as_natively_o2() {
-    check(&["-O2"], "-O2");
+    check(&["-O2"], "-O2", &[]);
 }
 
 #[test]
 fn gprof_call_graph_as_natively_fentry() {
-    check(&["-O2", "-mfentry"], "-O2-fentry");
+    check(&["-O2", "-mfentry"], "-O2-fentry", &[]);
+}
+
+#[test]
+fn gprof_call_graph_as_natively_nest_libcall() {
+    check(&["-O2"], "-O2", &["-l"]);
+}
+
+#[test]
+fn gprof_call_graph_as_natively_fentry_nest_libcall() {
+    check(&["-O2", "-mfentry"], "-O2-fentry", &["-l"]);
 }
