@@ -11,13 +11,15 @@
 //! lookup of the program's `call *mcount@GOTPCREL`; attaching, the GOT
 //! slots are bound to them). Each saves the registers glibc's hook saves
 //! (and the vector argument registers, for the agent's own code), passes
-//! frompc, selfpc and the slot's address to [`record_arc`], which puts the
-//! real return address (the shadow entry of that slot) in place of a
-//! return site and calls glibc's `__mcount_internal(frompc, selfpc)`, the
-//! function both of glibc's hooks call (not exported: found as the first
-//! direct call in glibc's `mcount`). selfpc is right as it is: a call
-//! moved into a stub pushes its original return address
-//! (`arch::x86_64::patch`).
+//! the addresses of both slots (the function's return slot and the hook's
+//! own) to [`record_arc`], which reads them, puts the real return address
+//! (the shadow entry of that slot) in place of a return site and calls
+//! glibc's `__mcount_internal(frompc, selfpc)`, the function both of
+//! glibc's hooks call (not exported: found as the first direct call in
+//! glibc's `mcount`). A hook call moved into a stub pushes its original
+//! return address (`arch::x86_64::patch`), so selfpc needs translating
+//! only when the call to the hook was traced as an import (it is not:
+//! `instrument::modules`, `PROFILING_HOOKS`).
 
 use crate::real;
 use crate::runtime::frames::ret_site;
