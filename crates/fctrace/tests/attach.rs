@@ -513,6 +513,44 @@ fn exceptions_thrown_after_attaching_are_caught_as_natively() {
     );
 }
 
+/// A C program that loaded a C++ library (and libstdc++ with it) with
+/// dlopen(RTLD_LOCAL) before fctrace attached; each round throws and
+/// catches inside the library (dlthrow_lib.cpp): the real
+/// `__cxa_begin_catch` is found in the library's own scope.
+#[test]
+fn exceptions_in_a_dlopened_cxx_library_after_attaching() {
+    let lib = Build::new(
+        Lang::Cxx,
+        "libdlthrow-O2.so",
+        &[program_source("dlthrow_lib.cpp")],
+        &["-O2", "-shared", "-fPIC"],
+    )
+    .build();
+    let define = format!("-DDLTHROW_LIB=\"{}\"", lib.display());
+    let exe = Build::new(
+        Lang::C,
+        "dlthrow_host-O2",
+        &[program_source("dlthrow_host.c")],
+        &["-O2", &define],
+    )
+    .build();
+    // Round r catches r + 1 exceptions of its own, from the source.
+    let dir = attached_as_natively(
+        &exe,
+        "attach-dlthrow",
+        &["go"; ROUNDS],
+        false,
+        "round 3: caught 103",
+    );
+    let rep = report(&dir.path);
+    assert_eq!(
+        calls_named(&rep, "one_round"),
+        ROUNDS as u64,
+        "trace {}",
+        dir.path.display()
+    );
+}
+
 /// Every file-backed executable mapping of process `pid` holds its file's
 /// bytes: no patch of fctrace's is left.
 fn assert_code_is_the_files(pid: u32, ctx: &str) {

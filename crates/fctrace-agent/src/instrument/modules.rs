@@ -72,6 +72,13 @@ fn import_mode(name: &str) -> Mode {
     }
 }
 
+/// gprof's hooks (`-pg`, `-pg -mfentry`): the compiler's call at every
+/// function's entry, not the program's; the agent defines them
+/// (`interpose::profiling`). The program's imports of them are not traced.
+const PROFILING_HOOKS: &[&str] = &["mcount", "_mcount", "__fentry__"];
+
+const PROFILING_HOOK: &str = "gprof's hook (-pg): the compiler's call at every entry";
+
 /// Functions entered by something other than a call (a return, a signal
 /// frame, the kernel): patching them would take over a slot that holds no
 /// return address.
@@ -268,6 +275,9 @@ const INTERPOSED: &[&str] = &[
     "_Unwind_Backtrace",
     "backtrace",
     "__cxa_begin_catch",
+    "mcount",
+    "_mcount",
+    "__fentry__",
 ];
 
 /// The agent's other interposers (`interpose::signal`).
@@ -295,7 +305,7 @@ fn forwarded_functions() -> Vec<u64> {
         .filter(|n| agent_defines(n))
         .filter_map(|n| {
             // What the interposer's `real!` finds.
-            let p = crate::runtime::real::lookup_next(&format!("{n}\0")) as u64;
+            let p = crate::runtime::real::lookup_next(&format!("{n}\0")).0 as u64;
             (p != 0 && !in_agent(p)).then_some(p)
         })
         .collect();
@@ -1293,6 +1303,8 @@ fn instrument_imports(
         let addr = m.base + p.addr;
         let status = if targets[k].is_some_and(|t| lib_entries.contains(&t)) {
             FuncStatus::NotTraced("traced inside its library (-l)".into())
+        } else if PROFILING_HOOKS.contains(&p.name.as_str()) {
+            FuncStatus::NotTraced(PROFILING_HOOK.into())
         } else {
             let code = read_code(addr, p.size as usize);
             let around = patch::Around::default();
@@ -1327,6 +1339,8 @@ fn instrument_imports(
         let target = targets[k].unwrap_or(0);
         let status = if target == 0 {
             FuncStatus::NotTraced("unresolved (weak) import".into())
+        } else if PROFILING_HOOKS.contains(&g.name.as_str()) {
+            FuncStatus::NotTraced(PROFILING_HOOK.into())
         } else if loaded.contains(&slot) {
             FuncStatus::NotTraced(
                 "its address is read from its GOT slot: not redirected while attached (a \

@@ -3,5 +3,6 @@
 //! switches. Uses `runtime`, `recording` and `arch`.
 pub mod context;
 pub mod process;
+pub mod profiling;
 pub mod signal;
 pub mod unwind;

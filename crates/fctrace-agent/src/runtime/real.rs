@@ -2,42 +2,135 @@
 //! bind to functions the agent defines before the real ones. `real!` finds
 //! the real function (the next definition after the agent's).
 
+use crate::runtime::frames::in_agent;
 use crate::runtime::tls;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// The next definition of `name` (NUL-terminated) after the agent's (the
-/// real function), or null.
-pub fn lookup_next(name: &str) -> *mut c_void {
+/// real function), or null; and whether it may go away (found in a
+/// library loaded later, which `dlclose` can unload).
+pub fn lookup_next(name: &str) -> (*mut c_void, bool) {
     debug_assert!(name.ends_with('\0'));
     let _busy = tls::Busy::enter();
     // SAFETY: dlsym with a NUL-terminated name.
     let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) };
     if !p.is_null() {
-        return p;
+        return (p, false);
     }
     // Loaded into a running process (`-p`), the agent is not in the global
     // scope: the objects after it in its own scope are its dependencies
     // only, and a function of another library (libstdc++'s) is found in
     // the global scope, which does not hold the agent's definition.
     // SAFETY: as above.
-    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr().cast()) }
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr().cast()) };
+    if !p.is_null() && !in_agent(p as u64) {
+        return (p, false);
+    }
+    // Neither scope has it but the agent's own (preloaded, the agent comes
+    // first in the global scope): the library arrived later through
+    // `dlopen` with `RTLD_LOCAL` (a C++ plugin and its libstdc++, a Python
+    // extension), in a scope of its own.
+    (lookup_local(name), true)
+}
+
+/// `name` (NUL-terminated) as the objects loaded with `RTLD_LOCAL` see it:
+/// each loaded object's own scope (itself and its dependencies), in load
+/// order, the first definition outside the agent; or null.
+fn lookup_local(name: &str) -> *mut c_void {
+    let mut names: Vec<std::ffi::CString> = Vec::new();
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> i32 {
+        // SAFETY: dl_iterate_phdr passes a valid info for the duration of
+        // the call; data is the `names` vector below.
+        unsafe {
+            let names = &mut *(data as *mut Vec<std::ffi::CString>);
+            let n = (*info).dlpi_name;
+            if !n.is_null() && *n != 0 && !in_agent((*info).dlpi_addr.max(1)) {
+                names.push(std::ffi::CStr::from_ptr(n).to_owned());
+            }
+        }
+        0
+    }
+    // SAFETY: the callback only reads the info it is given. dlopen is
+    // called after the walk (the walk holds the loader's list lock).
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut names as *mut _ as *mut c_void) };
+    for n in &names {
+        // SAFETY: a new reference to an object already loaded (RTLD_NOLOAD:
+        // nothing is loaded, no scope changes), dropped right after the
+        // lookup in its own scope.
+        let p = unsafe {
+            let h = libc::dlopen(n.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+            if h.is_null() {
+                continue;
+            }
+            let p = libc::dlsym(h, name.as_ptr().cast());
+            libc::dlclose(h);
+            p
+        };
+        if !p.is_null() && !in_agent(p as u64) {
+            return p;
+        }
+    }
+    std::ptr::null_mut()
+}
+
+/// How many objects the dynamic linker has unloaded so far.
+fn unloads() -> u64 {
+    unsafe extern "C" fn first(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> i32 {
+        // SAFETY: as in `lookup_local`; data is the u64 below.
+        unsafe { *(data as *mut u64) = (*info).dlpi_subs };
+        1
+    }
+    // (With -l, libc's dl_iterate_phdr is traced: not the program's call.)
+    let _busy = tls::Busy::quiet();
+    let mut n = 0u64;
+    // SAFETY: the callback writes the counter only.
+    unsafe { libc::dl_iterate_phdr(Some(first), &mut n as *mut u64 as *mut c_void) };
+    n
+}
+
+/// A real function looked up once: the address (null: not yet), and
+/// whether it lives in a library loaded later (`u64::MAX`: no; otherwise
+/// the unload count when it was found: once another object is unloaded,
+/// it is looked up again).
+pub struct Real {
+    pub ptr: AtomicPtr<c_void>,
+    pub unloads: AtomicU64,
+}
+
+impl Real {
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> Real {
+        Real {
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+            unloads: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 /// The next definition of `name` after the agent's (the real function),
-/// looked up once.
-pub fn resolve_next(cache: &AtomicPtr<c_void>, name: &'static str) -> *mut c_void {
-    let mut p = cache.load(Ordering::Relaxed);
-    if p.is_null() {
-        p = lookup_next(name);
-        if p.is_null() {
-            crate::runtime::log::fatal(&format!(
-                "cannot find the real {}",
-                name.trim_end_matches('\0')
-            ));
+/// looked up once (again after an unload, if it lived in a library loaded
+/// later).
+pub fn resolve_next(cache: &Real, name: &'static str) -> *mut c_void {
+    let p = cache.ptr.load(Ordering::Acquire);
+    if !p.is_null() {
+        let gen = cache.unloads.load(Ordering::Relaxed);
+        if gen == u64::MAX || gen == unloads() {
+            return p;
         }
-        cache.store(p, Ordering::Relaxed);
     }
+    let gen = unloads();
+    let (p, late) = lookup_next(name);
+    if p.is_null() {
+        crate::runtime::log::fatal(&format!(
+            "cannot find the real {}",
+            name.trim_end_matches('\0')
+        ));
+    }
+    cache
+        .unloads
+        .store(if late { gen } else { u64::MAX }, Ordering::Relaxed);
+    cache.ptr.store(p, Ordering::Release);
     p
 }
 
@@ -148,8 +241,7 @@ pub fn forward_to(real: *mut c_void) -> *mut c_void {
 #[macro_export]
 macro_rules! real {
     ($name:expr, $ty:ty) => {{
-        static REAL: std::sync::atomic::AtomicPtr<std::ffi::c_void> =
-            std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+        static REAL: $crate::runtime::real::Real = $crate::runtime::real::Real::new();
         std::mem::transmute::<*mut std::ffi::c_void, $ty>($crate::runtime::real::forward_to(
             $crate::runtime::real::resolve_next(&REAL, concat!($name, "\0")),
         ))
