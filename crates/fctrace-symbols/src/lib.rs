@@ -72,6 +72,7 @@
 //! (`-fpatchable-function-entry`). Detection only.
 
 pub mod debugfile;
+pub mod sanitizer;
 pub mod dwarf;
 mod elf;
 pub mod unwind;

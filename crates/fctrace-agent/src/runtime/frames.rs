@@ -16,9 +16,32 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// unwinders may still be reading them.
 static RET_SITES: AtomicPtr<Vec<u64>> = AtomicPtr::new(std::ptr::null_mut());
 
+/// The lowest and highest return site (a quick test of whether an
+/// address can be one, for `real_return`).
+static SITES_LO: AtomicU64 = AtomicU64::new(u64::MAX);
+static SITES_HI: AtomicU64 = AtomicU64::new(0);
+
 pub fn set_ret_sites(v: Vec<u64>) {
+    for &s in v.iter().filter(|&&s| s != 0) {
+        SITES_LO.fetch_min(s, Ordering::Relaxed);
+        SITES_HI.fetch_max(s, Ordering::Relaxed);
+    }
     let v = Box::leak(Box::new(v));
     RET_SITES.store(v, Ordering::Release);
+}
+
+/// The real return address behind `addr` if it is the stub address a
+/// traced frame's slot holds (the innermost such frame of the thread:
+/// a return address just read from a slot); else `addr` itself.
+pub(crate) fn real_return(st: &ThreadState, addr: u64) -> u64 {
+    if addr < SITES_LO.load(Ordering::Relaxed) || addr > SITES_HI.load(Ordering::Relaxed) {
+        return addr;
+    }
+    entries(st)
+        .iter()
+        .rev()
+        .find(|e| ret_site(e.func) == addr)
+        .map_or(addr, |e| e.ret)
 }
 
 pub(crate) fn ret_site(func: u64) -> u64 {
