@@ -72,9 +72,9 @@
 //! (`-fpatchable-function-entry`). Detection only.
 
 pub mod debugfile;
-pub mod sanitizer;
 pub mod dwarf;
 mod elf;
+pub mod sanitizer;
 pub mod unwind;
 mod x86;
 pub use x86::rip_loads;

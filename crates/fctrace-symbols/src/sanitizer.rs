@@ -23,7 +23,9 @@ pub fn is_runtime(entry: &[u8]) -> bool {
         b"libubsan.so",
         b"libhwasan.so",
     ];
-    const CLANG: &[&[u8]] = &[b"asan", b"tsan", b"lsan", b"ubsan", b"hwasan", b"msan", b"memprof"];
+    const CLANG: &[&[u8]] = &[
+        b"asan", b"tsan", b"lsan", b"ubsan", b"hwasan", b"msan", b"memprof",
+    ];
     GCC.iter().any(|p| base.starts_with(p))
         || base.strip_prefix(b"libclang_rt.").is_some_and(|r| {
             CLANG.iter().any(|p| {
@@ -166,7 +168,10 @@ mod tests {
 
     #[test]
     fn split() {
-        assert_eq!(split_first(b"a.so:b.so c.so"), (&b"a.so"[..], &b"b.so c.so"[..]));
+        assert_eq!(
+            split_first(b"a.so:b.so c.so"),
+            (&b"a.so"[..], &b"b.so c.so"[..])
+        );
         assert_eq!(split_first(b" a.so"), (&b"a.so"[..], &b""[..]));
         assert_eq!(split_first(b""), (&b""[..], &b""[..]));
     }

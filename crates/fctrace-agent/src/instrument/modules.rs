@@ -1366,17 +1366,7 @@ fn instrument_imports(
             if matches!(mode, Mode::Traced) {
                 crate::recording::filter::note_import_range(id, target);
             }
-            Stubs::add(
-                &mut stubs,
-                s,
-                m,
-                id,
-                &plan,
-                &[],
-                mode,
-                Some(slot),
-                flags,
-            )
+            Stubs::add(&mut stubs, s, m, id, &plan, &[], mode, Some(slot), flags)
         };
         s.write_line(&FunctionLine {
             id,

@@ -5,11 +5,13 @@
 //! the agent (`arch::x86_64::redirect`), which makes what they record the
 //! real return addresses:
 //!
-//! - `__sanitizer::BufferedStackTrace::UnwindImpl` (every runtime has its
-//!   own copy, a local symbol found in the runtime's symbol table or its
-//!   debug file): ASan's and LSan's stacks at each `malloc` and `free`,
-//!   every report's stack (the fast frame-pointer walk and the slow one
-//!   through `_Unwind_Backtrace`), UBSan's `print_stacktrace=1`. The hook
+//! - `__sanitizer::BufferedStackTrace::Unwind(max_depth, pc, bp, context,
+//!   stack_top, stack_bottom, request_fast)`, which every stack a runtime
+//!   collects goes through (every runtime has its own copy, a local
+//!   symbol found in the runtime's symbol table or its debug file): ASan's
+//!   and LSan's stacks at each `malloc` and `free`, every report's stack
+//!   (the fast frame-pointer walk, `UnwindFast`, and the slow one through
+//!   `_Unwind_Backtrace`, `UnwindSlow`), UBSan's `print_stacktrace=1`. The hook
 //!   puts the real return addresses back into every traced frame of the
 //!   thread, translates a stub address given as the starting pc, runs the
 //!   walk, and takes the slots over again (`runtime::frames`).
@@ -30,7 +32,7 @@ use crate::runtime::tls;
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-const UNWIND_IMPL: &str = "_ZN11__sanitizer18BufferedStackTrace10UnwindImplEmmPvbj";
+const UNWIND: &str = "_ZN11__sanitizer18BufferedStackTrace6UnwindEjmmPvmmb";
 const TSAN_FUNC_ENTRY: &str = "__tsan_func_entry";
 
 /// The loaded modules that are sanitizer runtimes: (path, load bias).
@@ -69,12 +71,14 @@ pub fn install() {
                     .find(|f| f.name == name && f.size > 0)
                     .map(|f| base + f.addr)
             };
-            Ok((addr(UNWIND_IMPL), addr(TSAN_FUNC_ENTRY)))
+            Ok((addr(UNWIND), addr(TSAN_FUNC_ENTRY)))
         });
         let (unwind, entry) = match found {
             Ok(v) => v,
             Err(e) => {
-                warn(&format!("{path}: {e}: its reports will show fctrace's stub addresses"));
+                warn(&format!(
+                    "{path}: {e}: its reports will show fctrace's stub addresses"
+                ));
                 continue;
             }
         };
@@ -86,7 +90,7 @@ pub fn install() {
                     slot.store(t, Ordering::Release);
                     Ok(())
                 }),
-            None => Err(format!("no {UNWIND_IMPL} in its symbols")),
+            None => Err(format!("no {UNWIND} in its symbols")),
         };
         if let Err(e) = result {
             warn(&format!(
@@ -104,11 +108,11 @@ pub fn install() {
     }
 }
 
-// ---- UnwindImpl ----------------------------------------------------------
+// ---- BufferedStackTrace::Unwind -------------------------------------------
 
-/// `BufferedStackTrace::UnwindImpl(this, pc, bp, context, request_fast,
-/// max_depth)`.
-type UnwindFn = unsafe extern "C" fn(*mut c_void, u64, u64, *mut c_void, u64, u64);
+/// `BufferedStackTrace::Unwind(this, max_depth, pc, bp, context,
+/// stack_top, stack_bottom, request_fast)`: the last two on the stack.
+type UnwindFn = unsafe extern "C" fn(*mut c_void, u64, u64, u64, *mut c_void, u64, u64, u64);
 
 /// One hook per redirected runtime (ASan and UBSan are often loaded
 /// together), each with its trampoline: ordinary functions, so that the
@@ -118,20 +122,25 @@ static UNWIND_TRAMPOLINES: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 
 macro_rules! unwind_hook {
     ($name:ident, $k:literal) => {
+        #[allow(clippy::too_many_arguments)]
         unsafe extern "C" fn $name(
             this: *mut c_void,
+            max: u64,
             pc: u64,
             bp: u64,
             ctx: *mut c_void,
+            top: u64,
+            bottom: u64,
             fast: u64,
-            max: u64,
         ) {
             let t = UNWIND_TRAMPOLINES[$k].load(Ordering::Acquire);
             // SAFETY: the trampoline runs the original function, which
             // has this signature; the arguments are the caller's.
             unsafe {
                 around_walk(pc, |pc| {
-                    std::mem::transmute::<u64, UnwindFn>(t)(this, pc, bp, ctx, fast, max)
+                    std::mem::transmute::<u64, UnwindFn>(t)(
+                        this, max, pc, bp, ctx, top, bottom, fast,
+                    )
                 })
             }
         }

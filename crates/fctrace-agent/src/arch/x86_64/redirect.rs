@@ -39,7 +39,12 @@ pub fn redirect(target: u64, hook: u64) -> Result<u64, String> {
     } else {
         0
     };
-    let mut dec = Decoder::with_ip(64, &code[start..], target + start as u64, DecoderOptions::NONE);
+    let mut dec = Decoder::with_ip(
+        64,
+        &code[start..],
+        target + start as u64,
+        DecoderOptions::NONE,
+    );
     let mut moved = Vec::new();
     let mut len = 0;
     while len < ABS_JMP_LEN {
