@@ -41,8 +41,8 @@ fn normalise(text: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         let rest = &text[i..];
-        if rest.starts_with("0x") {
-            let n = rest[2..]
+        if let Some(hex) = rest.strip_prefix("0x") {
+            let n = hex
                 .bytes()
                 .take_while(|c| c.is_ascii_hexdigit())
                 .count();

@@ -26,7 +26,7 @@
 
 use super::modules;
 use crate::arch::x86_64::redirect::redirect;
-use crate::runtime::frames::{hijack_all, real_return, restore_all};
+use crate::runtime::frames::{hijack_top, real_return, restore_top};
 use crate::runtime::log::warn;
 use crate::runtime::tls;
 use std::ffi::{c_void, CStr};
@@ -137,7 +137,7 @@ macro_rules! unwind_hook {
             // SAFETY: the trampoline runs the original function, which
             // has this signature; the arguments are the caller's.
             unsafe {
-                around_walk(pc, |pc| {
+                around_walk(pc, max as u32, |pc| {
                     std::mem::transmute::<u64, UnwindFn>(t)(
                         this, max, pc, bp, ctx, top, bottom, fast,
                     )
@@ -159,10 +159,15 @@ fn next_unwind_hook() -> Option<(u64, &'static AtomicU64)> {
     Some((hooks[k] as *const () as u64, &UNWIND_TRAMPOLINES[k]))
 }
 
-/// Runs a stack walk starting at `pc` with the real return addresses in
-/// every traced frame of the thread, and the thread busy (calls the walk
-/// makes are the sanitizer's: not recorded, their slots left alone).
-fn around_walk(pc: u64, walk: impl FnOnce(u64)) {
+/// Runs a stack walk starting at `pc` that records at most `max_depth`
+/// frames, with the real return addresses in the slots of the innermost
+/// traced frames it can reach (`max_depth` of them and two more: a walk
+/// reads the slot of a frame it skips as the starting pc's, and one past
+/// the last frame it keeps; ASan walks 30 frames at every `malloc` and
+/// `free`, and a deep program's whole shadow stack would cost more), and
+/// the thread busy (calls the walk makes are the sanitizer's: not
+/// recorded, their slots left alone).
+fn around_walk(pc: u64, max_depth: u32, walk: impl FnOnce(u64)) {
     let p = tls::state();
     if p.is_null() {
         return walk(pc);
@@ -170,10 +175,11 @@ fn around_walk(pc: u64, walk: impl FnOnce(u64)) {
     let _busy = tls::Busy::quiet();
     // SAFETY: the state belongs to this thread.
     let st = unsafe { &*p };
+    let n = max_depth as usize + 2;
     let pc = real_return(st, pc);
-    restore_all(st);
+    restore_top(st, n);
     walk(pc);
-    hijack_all(st);
+    hijack_top(st, n);
 }
 
 // ---- __tsan_func_entry ---------------------------------------------------

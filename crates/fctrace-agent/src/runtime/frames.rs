@@ -72,7 +72,19 @@ fn entries(st: &ThreadState) -> &[ShadowEntry] {
 
 /// Puts the real return address back into every traced frame's slot.
 pub(crate) fn restore_all(st: &ThreadState) {
-    for e in entries(st).iter().rev() {
+    restore_top(st, usize::MAX);
+}
+
+/// Takes over again the slots of frames still alive.
+pub(crate) fn hijack_all(st: &ThreadState) {
+    hijack_top(st, usize::MAX);
+}
+
+/// [`restore_all`] for the `n` innermost traced frames only (a walk that
+/// stops after `n` frames reads no other slot).
+pub(crate) fn restore_top(st: &ThreadState, n: usize) {
+    let all = entries(st);
+    for e in all[all.len().saturating_sub(n)..].iter().rev() {
         let site = ret_site(e.func);
         let slot = e.slot as *mut u64;
         // SAFETY: slots are return-address slots on this thread's stack;
@@ -85,9 +97,10 @@ pub(crate) fn restore_all(st: &ThreadState) {
     }
 }
 
-/// Takes over again the slots of frames still alive.
-pub(crate) fn hijack_all(st: &ThreadState) {
-    for e in entries(st).iter() {
+/// [`hijack_all`] for the `n` innermost traced frames only.
+pub(crate) fn hijack_top(st: &ThreadState, n: usize) {
+    let all = entries(st);
+    for e in all[all.len().saturating_sub(n)..].iter() {
         let site = ret_site(e.func);
         let slot = e.slot as *mut u64;
         // SAFETY: as in restore_all; only a slot holding the real address
