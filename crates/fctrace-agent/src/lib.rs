@@ -35,7 +35,8 @@ use std::sync::atomic::Ordering;
 struct Config {
     shm: String,
     dir: String,
-    /// The path the agent was preloaded from (first in `LD_PRELOAD`).
+    /// The path the agent was preloaded from (first in `LD_PRELOAD`, or
+    /// second after a sanitizer runtime).
     agent: String,
     /// Set if a traced process exec'd or spawned this program: the slot of
     /// the task that did (u32::MAX if it is unknown).
@@ -88,10 +89,12 @@ fn take_config() -> Option<Config> {
         let cfg = Config {
             shm: value(ENV_SHM)?,
             dir: value(ENV_DIR).unwrap_or_default(),
+            // First, unless a sanitizer runtime comes before it.
             agent: value("LD_PRELOAD")
                 .and_then(|v| {
                     v.split([':', ' '])
-                        .find(|s| !s.is_empty())
+                        .filter(|s| !s.is_empty())
+                        .find(|s| !fctrace_symbols::sanitizer::is_runtime(s.as_bytes()))
                         .map(str::to_string)
                 })
                 .unwrap_or_default(),
@@ -550,6 +553,9 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
         }
     }
     instrument::modules::instrument_process(shm, sid, &cfg.dir, nest, attaching.unwrap_or(&[]))?;
+    if attaching.is_none() {
+        instrument::sanitizer::install();
+    }
     let (parent, origin) = match cfg.parent {
         Some(p) => (p, fctrace_format::shm::ORIGIN_EXEC),
         None => (u32::MAX, fctrace_format::shm::ORIGIN_START),

@@ -74,6 +74,7 @@
 pub mod debugfile;
 pub mod dwarf;
 mod elf;
+pub mod sanitizer;
 pub mod unwind;
 mod x86;
 pub use x86::rip_loads;

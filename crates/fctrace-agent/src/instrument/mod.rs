@@ -2,4 +2,5 @@
 //! slow path the generated code calls. Uses every layer below and `arch`.
 pub mod adopt;
 pub mod modules;
+pub mod sanitizer;
 pub mod slow_path;

@@ -63,9 +63,16 @@ fn is_wrapped_switch(name: &str) -> bool {
     ["swapcontext", "setcontext"].contains(&name.trim_start_matches('_'))
 }
 
-/// The mode of a call of `name` from the program (PLT or GOT import).
-fn import_mode(name: &str) -> Mode {
-    if RETURNS_TWICE.contains(&name) && !WRAPPED_SWITCHES.contains(&name) {
+/// The mode of a call of `name` from the program (PLT or GOT import)
+/// into the library at `lib`. Calls into a sanitizer runtime (its
+/// interceptors, `malloc` among them, and the hooks the compiler inserts:
+/// `__tsan_func_entry`, `__asan_report_load4`...) are entry-only: each
+/// reads its caller's return address (`__builtin_return_address(0)`) for
+/// the stacks of its reports, which must be the program's, not a stub's.
+fn import_mode(name: &str, lib: &str) -> Mode {
+    if (RETURNS_TWICE.contains(&name) && !WRAPPED_SWITCHES.contains(&name))
+        || fctrace_symbols::sanitizer::is_runtime(lib.as_bytes())
+    {
         Mode::EntryOnly
     } else {
         Mode::Traced
@@ -907,9 +914,14 @@ fn publish(s: &mut Session) -> Result<(), String> {
     Ok(())
 }
 
+/// With -l, libraries are instrumented except the agent, the dynamic
+/// linker, the vDSO and sanitizer runtimes (the tool the program was
+/// built with: their functions run inside every interceptor and every
+/// stack they collect, whose frames would hold stub addresses).
 fn is_instrumentable_lib(m: &Loaded, me: &str, interp: &Option<String>) -> bool {
     !(m.path.is_empty()
         || m.path == me
+        || fctrace_symbols::sanitizer::is_runtime(m.path.as_bytes())
         || Some(&m.path) == interp.as_ref()
         || m.path.contains("linux-vdso"))
 }
@@ -969,7 +981,7 @@ impl Drop for MappedFile {
 /// entries and GOT imports are not looked for (a library instrumented with
 /// -l needs only its functions; finding its imports reads all of its
 /// relocations and may scan all of its code).
-fn with_analysis<R>(
+pub(crate) fn with_analysis<R>(
     path: &str,
     use_debug_file: bool,
     imports: bool,
@@ -1312,7 +1324,7 @@ fn instrument_imports(
                 Ok(plan) => {
                     let path = s.modules[modules[k] as usize].path.clone();
                     let flags = s.note_flags(id, &path, &p.name);
-                    let mode = import_mode(&p.name);
+                    let mode = import_mode(&p.name, &path);
                     if let (Some(t), Mode::Traced) = (targets[k], mode) {
                         crate::recording::filter::note_import_range(id, t);
                     }
@@ -1364,20 +1376,11 @@ fn instrument_imports(
             };
             let path = s.modules[modules[k] as usize].path.clone();
             let flags = s.note_flags(id, &path, &g.name);
-            if matches!(import_mode(&g.name), Mode::Traced) {
+            let mode = import_mode(&g.name, &path);
+            if matches!(mode, Mode::Traced) {
                 crate::recording::filter::note_import_range(id, target);
             }
-            Stubs::add(
-                &mut stubs,
-                s,
-                m,
-                id,
-                &plan,
-                &[],
-                import_mode(&g.name),
-                Some(slot),
-                flags,
-            )
+            Stubs::add(&mut stubs, s, m, id, &plan, &[], mode, Some(slot), flags)
         };
         s.write_line(&FunctionLine {
             id,

@@ -328,12 +328,68 @@ fn is_ours(entry: &[u8]) -> bool {
     entry.starts_with(b"FCTRACE_")
 }
 
+/// The program an exec or spawn starts, to find the sanitizer runtime it
+/// needs (`needed_sanitizer`).
+#[derive(Clone, Copy)]
+enum Image {
+    /// A path; searched in PATH (as execvp does) if the flag is set.
+    Path(*const c_char, bool),
+    /// An open file (`fexecve`).
+    Fd(c_int),
+    /// A path relative to a directory descriptor (`execveat`; an empty
+    /// path is the descriptor itself).
+    At(c_int, *const c_char),
+}
+
+/// The sanitizer runtime the program `image` names in its `DT_NEEDED`
+/// entries (`fctrace_symbols::sanitizer`), copied into `out`. Allocates
+/// nothing (a vfork child may run this).
+fn needed_sanitizer(image: Image, out: &mut [u8; 128]) -> Option<usize> {
+    // The agent's own work (with -l, libc's open and pread are traced).
+    let _busy = tls::Busy::enter();
+    let mut found = [0u8; 4096];
+    // SAFETY: open/pread/close with the program's C strings and local
+    // buffers; a descriptor opened here is closed here.
+    unsafe {
+        let (fd, own) = match image {
+            Image::Fd(fd) => (fd, false),
+            Image::At(dir, p) if !p.is_null() && *p == 0 => (dir, false),
+            Image::At(dir, p) => (libc::openat(dir, p, libc::O_RDONLY | libc::O_CLOEXEC), true),
+            Image::Path(file, search) => {
+                let p = find_program(file, search, &mut found);
+                if p.is_null() {
+                    return None;
+                }
+                (libc::open(p, libc::O_RDONLY | libc::O_CLOEXEC), true)
+            }
+        };
+        if fd < 0 {
+            return None;
+        }
+        let r = fctrace_symbols::sanitizer::needed_runtime(
+            |at, buf| {
+                libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), at as libc::off_t)
+                    == buf.len() as isize
+            },
+            out,
+        );
+        if own {
+            libc::close(fd);
+        }
+        r
+    }
+}
+
 /// Calls `f` with `envp` plus the agent's variables; with `envp` itself
 /// when the agent is not set up (or the environment cannot be composed).
 ///
 /// # Safety
 /// `envp` is null or a valid environment array.
-unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c_char) -> R) -> R {
+unsafe fn with_env<R>(
+    envp: *const *const c_char,
+    image: Image,
+    f: impl FnOnce(*const *const c_char) -> R,
+) -> R {
     let Some(inj) = inject() else {
         return f(envp);
     };
@@ -363,6 +419,29 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         }
     }
     let preload_len = user_preload.map_or(0, |v| v.len());
+    // A sanitizer runtime comes before the agent (ASan checks that its
+    // runtime is first): the user's first entry if it is one, else, when
+    // the user preloads nothing, the one the new program needs.
+    let (user_first, user_rest) =
+        fctrace_symbols::sanitizer::split_first(user_preload.unwrap_or(b""));
+    let mut san_name = [0u8; 128];
+    let san: &[u8] = if fctrace_symbols::sanitizer::is_runtime(user_first) {
+        user_first
+    } else if user_first.is_empty() {
+        match needed_sanitizer(image, &mut san_name) {
+            Some(n) => &san_name[..n],
+            None => b"",
+        }
+    } else {
+        b""
+    };
+    let user_rest: &[u8] = if san.is_empty() {
+        user_preload.unwrap_or(b"")
+    } else if user_first.is_empty() {
+        b""
+    } else {
+        user_rest
+    };
     let paths = Paths::choose(inj);
     let mut fd_digits = [[0u8; 20]; 2];
     let [agent_fd, shm_fd] = fd_digits.each_mut();
@@ -387,6 +466,7 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
         + inj.opts.len()
         + inj.agent.len()
         + 2 * preload_len
+        + san.len()
         + 128
         + 16 * 4;
     let _ = bytes;
@@ -433,11 +513,14 @@ unsafe fn with_env<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
             };
             // Last (the loader takes the last one; the new image's agent
             // removes it): the program's own LD_PRELOAD stays in place.
-            let mut pre: [&[u8]; 5] = [b"LD_PRELOAD=", b"", b"", b"", b""];
-            pre[1..1 + agent_path.len()].copy_from_slice(agent_path);
-            if let Some(v) = user_preload.filter(|v| !v.is_empty()) {
-                pre[3] = b":";
-                pre[4] = v;
+            let mut pre: [&[u8]; 7] = [b"LD_PRELOAD=", san, b"", b"", b"", b"", b""];
+            if !san.is_empty() {
+                pre[2] = b":";
+            }
+            pre[3..3 + agent_path.len()].copy_from_slice(agent_path);
+            if !user_rest.is_empty() {
+                pre[5] = b":";
+                pre[6] = user_rest;
             }
             let preload = b.string(&pre)?;
             // "-": exec'd by a thread the agent has no state for.
@@ -658,10 +741,10 @@ fn after_failed_exec(flushed: bool) {
 
 type Argv = *const *const c_char;
 
-fn exec_with(envp: Argv, f: impl FnOnce(Argv) -> c_int) -> c_int {
+fn exec_with(envp: Argv, image: Image, f: impl FnOnce(Argv) -> c_int) -> c_int {
     // SAFETY: envp comes from the program as an environment array.
     unsafe {
-        with_env(envp, |e| {
+        with_env(envp, image, |e| {
             let flushed = before_exec();
             let r = f(e);
             after_failed_exec(flushed);
@@ -680,7 +763,7 @@ type ExecveatFn = unsafe extern "C" fn(c_int, *const c_char, Argv, Argv, c_int) 
 pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
     note_untraced(path, false);
     // SAFETY: forwarding to the real function of the same C signature.
-    exec_with(envp, |e| unsafe {
+    exec_with(envp, Image::Path(path, false), |e| unsafe {
         real!("execve", ExecveFn)(path, argv, e)
     })
 }
@@ -691,7 +774,7 @@ pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> 
 pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
     note_untraced(path, false);
     // SAFETY: execv(p, a) is execve(p, a, environ).
-    exec_with(current_environ(), |e| unsafe {
+    exec_with(current_environ(), Image::Path(path, false), |e| unsafe {
         real!("execve", ExecveFn)(path, argv, e)
     })
 }
@@ -702,7 +785,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
     note_untraced(file, true);
     // SAFETY: execvp(f, a) is execvpe(f, a, environ).
-    exec_with(current_environ(), |e| unsafe {
+    exec_with(current_environ(), Image::Path(file, true), |e| unsafe {
         real!("execvpe", ExecveFn)(file, argv, e)
     })
 }
@@ -713,7 +796,7 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
 pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
     note_untraced(file, true);
     // SAFETY: forwarding to the real function of the same C signature.
-    exec_with(envp, |e| unsafe {
+    exec_with(envp, Image::Path(file, true), |e| unsafe {
         real!("execvpe", ExecveFn)(file, argv, e)
     })
 }
@@ -723,7 +806,7 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) ->
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
     // SAFETY: forwarding to the real function of the same C signature.
-    exec_with(envp, |e| unsafe {
+    exec_with(envp, Image::Fd(fd), |e| unsafe {
         real!("fexecve", FexecveFn)(fd, argv, e)
     })
 }
@@ -739,7 +822,7 @@ pub unsafe extern "C" fn execveat(
     flags: c_int,
 ) -> c_int {
     // SAFETY: forwarding to the real function of the same C signature.
-    exec_with(envp, |e| unsafe {
+    exec_with(envp, Image::At(dirfd, path), |e| unsafe {
         real!("execveat", ExecveatFn)(dirfd, path, argv, e, flags)
     })
 }
@@ -834,7 +917,7 @@ unsafe extern "C" fn execl_common(
         let argv = arr as Argv;
         note_untraced(path, which == EXECLP);
         // SAFETY: forwarding to the real exec of the matching vector form.
-        exec_with(envp, |e| unsafe {
+        exec_with(envp, Image::Path(path, which == EXECLP), |e| unsafe {
             if which == EXECLP {
                 real!("execvpe", ExecveFn)(path, argv, e)
             } else {
@@ -857,10 +940,10 @@ type SpawnFn = unsafe extern "C" fn(
 
 /// The spawn's child shares this thread's memory until it execs: nothing
 /// is recorded on the thread meanwhile.
-fn spawn_with(envp: Argv, f: impl FnOnce(Argv) -> c_int) -> c_int {
+fn spawn_with(envp: Argv, image: Image, f: impl FnOnce(Argv) -> c_int) -> c_int {
     // SAFETY: envp comes from the program as an environment array.
     unsafe {
-        with_env(envp, |e| {
+        with_env(envp, image, |e| {
             tls::set_busy(tls::busy() + 1);
             let r = f(e);
             tls::set_busy(tls::busy().saturating_sub(1));
@@ -882,7 +965,7 @@ pub unsafe extern "C" fn posix_spawn(
 ) -> c_int {
     note_untraced(path, false);
     // SAFETY: forwarding to the real function of the same C signature.
-    spawn_with(envp, |e| unsafe {
+    spawn_with(envp, Image::Path(path, false), |e| unsafe {
         real!("posix_spawn", SpawnFn)(pid, path, actions, attr, argv, e)
     })
 }
@@ -900,7 +983,7 @@ pub unsafe extern "C" fn posix_spawnp(
 ) -> c_int {
     note_untraced(file, true);
     // SAFETY: forwarding to the real function of the same C signature.
-    spawn_with(envp, |e| unsafe {
+    spawn_with(envp, Image::Path(file, true), |e| unsafe {
         real!("posix_spawnp", SpawnFn)(pid, file, actions, attr, argv, e)
     })
 }

@@ -36,7 +36,6 @@
 use crate::real;
 use crate::recording::filter;
 use crate::runtime::frames::{agent_range, hijack_all, in_agent, restore_all};
-use crate::runtime::journal;
 use crate::runtime::state::ThreadState;
 use crate::runtime::{buffer, shm, thread, tls};
 use fctrace_format::event::EventKind;
@@ -197,9 +196,9 @@ pub unsafe extern "C" fn _Unwind_ForcedUnwind(
 // those calls, and an unwinder that meets a stub address where a return
 // address should be stops there (destructors and `-fexceptions` cleanup
 // handlers of the frames above would not run). So libgcc_s's function
-// itself is redirected: its first instructions (position independent, at
-// least 14 bytes) are copied into a trampoline that jumps back after them,
-// and are replaced by an absolute jump to `forced_hook`, which puts the
+// itself is redirected (`arch::x86_64::redirect`): its first instructions
+// (at least 14 bytes) are moved into a trampoline that jumps back after
+// them, and are replaced by an absolute jump to `forced_hook`, which puts the
 // real return addresses back (as `before_unwind` does) and jumps on to the
 // trampoline. This is done the first time the program calls
 // `pthread_exit` or `pthread_cancel` (which load libgcc_s themselves, so it
@@ -221,16 +220,6 @@ fn forced_original() -> ForcedFn {
     unsafe { real!("_Unwind_ForcedUnwind", ForcedFn) }
 }
 
-/// Bytes of `jmp qword ptr [rip]; dq target`.
-const ABS_JMP_LEN: usize = 14;
-
-fn abs_jmp(target: u64) -> [u8; ABS_JMP_LEN] {
-    let mut b = [0u8; ABS_JMP_LEN];
-    b[..6].copy_from_slice(&[0xff, 0x25, 0, 0, 0, 0]);
-    b[6..].copy_from_slice(&target.to_le_bytes());
-    b
-}
-
 /// Redirects libgcc_s's `_Unwind_ForcedUnwind` to `forced_hook`, once.
 fn redirect_forced_unwind() {
     static DONE: std::sync::Once = std::sync::Once::new();
@@ -245,7 +234,6 @@ fn redirect_forced_unwind() {
 }
 
 fn try_redirect() -> Result<(), String> {
-    use iced_x86::{Decoder, DecoderOptions, FlowControl};
     // SAFETY: dlopen/dlsym with NUL-terminated names; libgcc_s stays loaded
     // (the handle is never closed).
     let target = unsafe {
@@ -258,104 +246,37 @@ fn try_redirect() -> Result<(), String> {
     if target == 0 {
         return Err("libgcc_s.so.1 has no _Unwind_ForcedUnwind".into());
     }
-    // SAFETY: the function's code is mapped and readable; 64 bytes lie
-    // within it (it is far longer).
-    let code = unsafe { std::slice::from_raw_parts(target as *const u8, 64) };
-    let mut start = 0;
-    if code[..4] == [0xf3, 0x0f, 0x1e, 0xfa] {
-        start = 4; // endbr64 stays in place
-    }
-    let mut dec = Decoder::with_ip(
-        64,
-        &code[start..],
-        target + start as u64,
-        DecoderOptions::NONE,
-    );
-    let mut len = 0;
-    while len < ABS_JMP_LEN {
-        let ins = dec.decode();
-        if ins.is_invalid()
-            || ins.is_ip_rel_memory_operand()
-            || ins.flow_control() != FlowControl::Next
-        {
-            return Err(format!(
-                "its first instructions cannot be moved (at {:#x})",
-                ins.ip()
-            ));
-        }
-        len += ins.len();
-    }
-    let moved = &code[start..start + len];
-    // SAFETY: a fresh private mapping, written then made executable.
-    let tramp = unsafe {
-        let page = libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if page == libc::MAP_FAILED {
-            return Err("cannot map a trampoline".into());
-        }
-        journal::mapped(page as u64, 4096);
-        let p = page as *mut u8;
-        std::ptr::copy_nonoverlapping(moved.as_ptr(), p, len);
-        let back = abs_jmp(target + (start + len) as u64);
-        std::ptr::copy_nonoverlapping(back.as_ptr(), p.add(len), ABS_JMP_LEN);
-        if libc::mprotect(page, 4096, libc::PROT_READ | libc::PROT_EXEC) != 0 {
-            return Err("cannot make the trampoline executable".into());
-        }
-        page as u64
-    };
+    let tramp = crate::arch::x86_64::redirect::redirect(target, forced_hook as *const () as u64)?;
     FORCED_TRAMPOLINE.store(tramp, Ordering::Release);
-    let at = target + start as u64;
-    let mut patch = vec![0xccu8; len];
-    patch[..ABS_JMP_LEN].copy_from_slice(&abs_jmp(forced_hook as *const () as u64));
-    let lo = at & !4095;
-    let hi = (at + len as u64 + 4095) & !4095;
-    // SAFETY: libgcc_s's text pages, made writable for the copy only; the
-    // bytes replaced are whole instructions, now run by the trampoline.
-    unsafe {
-        let rwx = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
-        if libc::mprotect(lo as *mut c_void, (hi - lo) as usize, rwx) != 0 {
-            FORCED_TRAMPOLINE.store(0, Ordering::Release);
-            return Err("cannot write libgcc_s's code".into());
-        }
-        journal::before_write(at, len);
-        std::ptr::copy_nonoverlapping(patch.as_ptr(), at as *mut u8, len);
-        libc::mprotect(
-            lo as *mut c_void,
-            (hi - lo) as usize,
-            libc::PROT_READ | libc::PROT_EXEC,
-        );
-    }
     Ok(())
 }
 
 /// Where libgcc_s's `_Unwind_ForcedUnwind` now goes: real return addresses
 /// back and the thread in the unwinding state (`forced_prepare`), then on
-/// to the original with the arguments untouched. A tail jump: the unwinder
-/// starts from the same frames as without fctrace.
+/// to the original (its trampoline is in `r11`, `arch::x86_64::redirect`)
+/// with the arguments untouched. A tail jump: the unwinder starts from the
+/// same frames as without fctrace.
 #[unsafe(naked)]
 extern "C" fn forced_hook() {
     core::arch::naked_asm!(
         "push rdi",
         "push rsi",
         "push rdx",
+        "push r11",
+        "sub rsp, 8",
         "call {prepare}",
+        "add rsp, 8",
+        "pop r11",
         "pop rdx",
         "pop rsi",
         "pop rdi",
-        "jmp rax",
+        "jmp r11",
         prepare = sym forced_prepare,
     );
 }
 
-extern "C" fn forced_prepare() -> u64 {
+extern "C" fn forced_prepare() {
     before_unwind(marker());
-    FORCED_TRAMPOLINE.load(Ordering::Acquire)
 }
 
 type PthreadExitFn = unsafe extern "C" fn(*mut c_void) -> !;

@@ -16,9 +16,32 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// unwinders may still be reading them.
 static RET_SITES: AtomicPtr<Vec<u64>> = AtomicPtr::new(std::ptr::null_mut());
 
+/// The lowest and highest return site (a quick test of whether an
+/// address can be one, for `real_return`).
+static SITES_LO: AtomicU64 = AtomicU64::new(u64::MAX);
+static SITES_HI: AtomicU64 = AtomicU64::new(0);
+
 pub fn set_ret_sites(v: Vec<u64>) {
+    for &s in v.iter().filter(|&&s| s != 0) {
+        SITES_LO.fetch_min(s, Ordering::Relaxed);
+        SITES_HI.fetch_max(s, Ordering::Relaxed);
+    }
     let v = Box::leak(Box::new(v));
     RET_SITES.store(v, Ordering::Release);
+}
+
+/// The real return address behind `addr` if it is the stub address a
+/// traced frame's slot holds (the innermost such frame of the thread:
+/// a return address just read from a slot); else `addr` itself.
+pub(crate) fn real_return(st: &ThreadState, addr: u64) -> u64 {
+    if addr < SITES_LO.load(Ordering::Relaxed) || addr > SITES_HI.load(Ordering::Relaxed) {
+        return addr;
+    }
+    entries(st)
+        .iter()
+        .rev()
+        .find(|e| ret_site(e.func) == addr)
+        .map_or(addr, |e| e.ret)
 }
 
 pub(crate) fn ret_site(func: u64) -> u64 {
@@ -49,7 +72,19 @@ fn entries(st: &ThreadState) -> &[ShadowEntry] {
 
 /// Puts the real return address back into every traced frame's slot.
 pub(crate) fn restore_all(st: &ThreadState) {
-    for e in entries(st).iter().rev() {
+    restore_top(st, usize::MAX);
+}
+
+/// Takes over again the slots of frames still alive.
+pub(crate) fn hijack_all(st: &ThreadState) {
+    hijack_top(st, usize::MAX);
+}
+
+/// [`restore_all`] for the `n` innermost traced frames only (a walk that
+/// stops after `n` frames reads no other slot).
+pub(crate) fn restore_top(st: &ThreadState, n: usize) {
+    let all = entries(st);
+    for e in all[all.len().saturating_sub(n)..].iter().rev() {
         let site = ret_site(e.func);
         let slot = e.slot as *mut u64;
         // SAFETY: slots are return-address slots on this thread's stack;
@@ -62,9 +97,10 @@ pub(crate) fn restore_all(st: &ThreadState) {
     }
 }
 
-/// Takes over again the slots of frames still alive.
-pub(crate) fn hijack_all(st: &ThreadState) {
-    for e in entries(st).iter() {
+/// [`hijack_all`] for the `n` innermost traced frames only.
+pub(crate) fn hijack_top(st: &ThreadState, n: usize) {
+    let all = entries(st);
+    for e in all[all.len().saturating_sub(n)..].iter() {
         let site = ret_site(e.func);
         let slot = e.slot as *mut u64;
         // SAFETY: as in restore_all; only a slot holding the real address

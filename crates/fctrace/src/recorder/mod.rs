@@ -212,11 +212,13 @@ pub fn record(
     }
     // Last: the dynamic loader takes the last LD_PRELOAD of the
     // environment, and the agent removes exactly this one (the user's own,
-    // if any, stays where it was).
-    let preload = match std::env::var("LD_PRELOAD") {
-        Ok(orig) if !orig.is_empty() => format!("{agent_path}:{orig}"),
-        _ => agent_path.clone(),
-    };
+    // if any, stays where it was). A sanitizer runtime the program needs
+    // comes before the agent (`process::preload_list`).
+    let preload = process::preload_list(
+        &agent_path,
+        &std::env::var("LD_PRELOAD").unwrap_or_default(),
+        &program,
+    );
     env.push(("LD_PRELOAD".into(), preload));
 
     process::install_signal_handlers();

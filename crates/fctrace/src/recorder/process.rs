@@ -479,3 +479,41 @@ pub fn untraced_executions(sessions: &Path) -> Vec<String> {
         })
         .collect()
 }
+
+/// The `LD_PRELOAD` the program is started with: the agent, then the
+/// user's own list (`user`). A sanitizer runtime must come first (ASan
+/// refuses to start otherwise, "ASan runtime does not come first in
+/// initial library list"): the user's own first entry if it names one,
+/// else, when the user preloads nothing, the runtime the program needs
+/// (its `DT_NEEDED` soname, which the loader resolves as it would for the
+/// program). A user's list that starts with something else keeps its
+/// order behind the agent, so the program starts as it would without
+/// fctrace (or fails the same way).
+pub fn preload_list(agent: &str, user: &str, program: &Path) -> String {
+    use fctrace_symbols::sanitizer;
+    let (first, rest) = sanitizer::split_first(user.as_bytes());
+    if !first.is_empty() && sanitizer::is_runtime(first) {
+        let first = String::from_utf8_lossy(first);
+        let rest = String::from_utf8_lossy(rest);
+        return if rest.is_empty() {
+            format!("{first}:{agent}")
+        } else {
+            format!("{first}:{agent}:{rest}")
+        };
+    }
+    if !first.is_empty() {
+        return format!("{agent}:{user}");
+    }
+    let mut name = [0u8; 128];
+    match needed_sanitizer(program, &mut name) {
+        Some(n) => format!("{}:{agent}", String::from_utf8_lossy(&name[..n])),
+        None => agent.to_string(),
+    }
+}
+
+/// The sanitizer runtime `program` names in its `DT_NEEDED` entries.
+fn needed_sanitizer(program: &Path, out: &mut [u8]) -> Option<usize> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(program).ok()?;
+    fctrace_symbols::sanitizer::needed_runtime(|at, buf| f.read_exact_at(buf, at).is_ok(), out)
+}

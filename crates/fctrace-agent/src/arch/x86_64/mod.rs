@@ -6,3 +6,4 @@ pub mod arena;
 pub mod codegen;
 pub mod escape;
 pub mod patch;
+pub mod redirect;
