@@ -1,0 +1,298 @@
+//! Go programs built with cgo (programs/go_cgo: goroutines whose stacks
+//! grow and are copied, the garbage collector, C functions that call each
+//! other and call back into Go). Go's stack copier and garbage collector
+//! read every return address on a goroutine's stack through Go's own
+//! tables: with fctrace's stubs there, Go died ("fatal error: unknown
+//! pc"), and attached, Go's SIGTRAP handler met the trap fallback's int3.
+//! The Go code (runtime.text to runtime.etext, or the pc-line table's
+//! range without a symbol table) is left alone, with a message that
+//! `fctrace info` lists; its C functions are traced, with exact counts.
+//! Launched (with and without -ldflags=-s), and attached with `-p`: the
+//! program goes on to its native output and status (3), detached or not.
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+/// The program's rounds in each test.
+const ROUNDS: u64 = 3;
+
+/// Calls of each C function per round (from cfuncs.c: c_top calls
+/// c_middle, which calls c_leaf twice; c_calls_go calls goCallback (the
+/// C wrapper cgo exports) and c_leaf once).
+const PER_ROUND: &[(&str, u64)] = &[
+    ("c_top", 1),
+    ("c_middle", 1),
+    ("c_leaf", 3),
+    ("c_calls_go", 1),
+    ("goCallback", 1),
+];
+
+/// Builds programs/go_cgo with Debian's Go (`ldflags` for `go build`),
+/// cached by the sources' hash; GOCACHE and GOPATH in the cache, no network.
+fn go_program(ldflags: &str) -> PathBuf {
+    let src = program_source("go_cgo");
+    let files = ["main.go", "cfuncs.c", "go.mod"];
+    let mut h = Fnv::new().str(ldflags);
+    for f in files {
+        h = h.str(f).file(&src.join(f));
+    }
+    let dir = cache_root()
+        .join("builds")
+        .join(format!("go_cgo-{}", h.hex()));
+    let out = dir.join("go_cgo");
+    if out.exists() {
+        return out;
+    }
+    let _lock = FileLock::acquire(&format!("build-go_cgo-{}", h.hex()));
+    if out.exists() {
+        return out;
+    }
+    let go = which("go").unwrap_or_else(|| {
+        panic!("the Go compiler is needed for this test: apt-get install golang-go")
+    });
+    let work = dir.join("src");
+    std::fs::create_dir_all(&work).unwrap();
+    for f in files {
+        std::fs::copy(src.join(f), work.join(f)).unwrap();
+    }
+    let tmp = dir.join(format!(".go_cgo.tmp-{}", unique_suffix()));
+    let gocache = cache_root().join("go-cache");
+    let r = run_with_timeout(
+        Command::new(go)
+            .current_dir(&work)
+            .args(["build", "-ldflags", ldflags, "-o"])
+            .arg(&tmp)
+            .arg(".")
+            .env("GOCACHE", gocache.join("build"))
+            .env("GOPATH", gocache.join("path"))
+            .env("GOFLAGS", "")
+            .env("GOPROXY", "off")
+            .env("CGO_ENABLED", "1"),
+        Duration::from_secs(600),
+    );
+    assert!(r.success(), "go build failed\n{}", r.describe());
+    std::fs::rename(&tmp, &out).unwrap();
+    out
+}
+
+fn which(tool: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(tool))
+            .find(|f| f.is_file())
+    })
+}
+
+/// The message that says the Go code is not traced.
+const GO_NOTE: &str = "its Go code (0x";
+
+/// C functions traced `rounds` times each as the sources say, Go's not.
+fn assert_c_side_traced(dir: &Path, rounds: u64, ctx: &str) {
+    let rep = report(dir);
+    for (f, n) in PER_ROUND {
+        assert_eq!(
+            rep.calls(f),
+            n * rounds,
+            "{ctx}: {f}: {:?}",
+            rep.calls_by_name()
+        );
+    }
+    let go: Vec<_> = rep
+        .functions
+        .iter()
+        .filter(|f| f.calls > 0 && (f.name.starts_with("main.") || f.name.starts_with("runtime.")))
+        .map(|f| &f.name)
+        .collect();
+    assert!(go.is_empty(), "{ctx}: Go functions traced: {go:?}");
+    let info = info_text(dir);
+    assert!(
+        info.contains("Warnings:") && info.contains(GO_NOTE),
+        "{ctx}: fctrace info does not say the Go code is untraced:\n{info}"
+    );
+}
+
+#[test]
+fn a_cgo_program_runs_as_natively_with_its_c_side_traced() {
+    for ldflags in ["", "-s"] {
+        let exe = go_program(ldflags);
+        let ctx = format!("go build -ldflags={ldflags:?}");
+        let rounds = ROUNDS.to_string();
+        let native = run(Command::new(&exe).arg(&rounds));
+        assert_eq!(native.code(), Some(3), "{ctx}: {}", native.describe());
+        assert!(native.stdout.starts_with("total "), "{}", native.describe());
+        let rec = record_any(&exe, &[&rounds], &[]);
+        assert_eq!(
+            rec.run.stdout,
+            native.stdout,
+            "{ctx}: {}",
+            rec.run.describe()
+        );
+        assert_eq!(rec.run.code(), Some(3), "{ctx}: {}", rec.run.describe());
+        // fctrace's own lines only.
+        let other: Vec<_> = rec
+            .run
+            .stderr
+            .lines()
+            .filter(|l| !l.starts_with("fctrace: "))
+            .collect();
+        assert!(other.is_empty(), "{ctx}: {}", rec.run.describe());
+        assert_eq!(
+            rec.run.stderr.matches(GO_NOTE).count(),
+            1,
+            "{ctx}: {}",
+            rec.run.describe()
+        );
+        assert_c_side_traced(&rec.dir.path, ROUNDS, &ctx);
+    }
+}
+
+/// A process whose stdout is read line by line on a thread.
+struct Driven {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Driven {
+    fn start(cmd: &mut Command) -> Driven {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start");
+        let stdin = child.stdin.take();
+        let lines = read_lines(child.stdout.take().unwrap());
+        Driven {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (a minute at most) for a line that contains `what`.
+    fn wait_for(&mut self, what: &str, from: &Receiver<String>) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut got = Vec::new();
+        while !got.iter().any(|l: &String| l.contains(what)) {
+            match from.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(l) => got.push(l),
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!("no line with {what:?}: {got:?} after {:?}", self.seen);
+                }
+            }
+        }
+        self.seen.extend(got.iter().cloned());
+        got
+    }
+
+    fn send(&mut self, line: &str) {
+        let w = self.stdin.as_mut().unwrap();
+        writeln!(w, "{line}").unwrap();
+        w.flush().unwrap();
+    }
+}
+
+fn read_lines(from: impl std::io::Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(from).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Runs the program driven through stdin: attached once it is ready, then
+/// ROUNDS rounds; with `detach`, Ctrl-C on fctrace (the process must run
+/// on) and one more round untraced. Returns the program's stdout and exit
+/// code, and fctrace's stderr and exit code.
+fn attached(exe: &Path, dir: &Path, detach: bool) -> (String, Option<i32>, String, Option<i32>) {
+    let mut prog = Driven::start(&mut Command::new(exe));
+    let out = std::mem::replace(&mut prog.lines, channel().1);
+    prog.wait_for("ready", &out);
+    let pid = prog.child.id();
+    let mut tracer = Driven::start(
+        Command::new(fctrace_bin())
+            .args(["record", "-d"])
+            .arg(dir)
+            .args(["-p", &pid.to_string()]),
+    );
+    let err = read_lines(tracer.child.stderr.take().unwrap());
+    let mut said = tracer.wait_for("attached", &err);
+    for r in 1..=ROUNDS {
+        prog.send("run");
+        prog.wait_for(&format!("round {r}"), &out);
+    }
+    if detach {
+        let st = Command::new("kill")
+            .args(["-INT", &tracer.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        said.extend(tracer.wait_for(&format!("detached from process {pid}"), &err));
+        prog.send("run");
+        prog.wait_for(&format!("round {}", ROUNDS + 1), &out);
+    }
+    prog.send("quit");
+    drop(prog.stdin.take());
+    let status = prog.child.wait().unwrap();
+    prog.seen.extend(out.iter());
+    let fstatus = tracer.child.wait().unwrap();
+    said.extend(err.iter());
+    (
+        prog.seen.join("\n") + "\n",
+        status.code(),
+        said.join("\n"),
+        fstatus.code(),
+    )
+}
+
+#[test]
+fn an_attached_cgo_program_runs_on_with_its_c_side_traced() {
+    let exe = go_program("");
+    for detach in [false, true] {
+        let ctx = format!("attached, detach {detach}");
+        let rounds = ROUNDS + u64::from(detach);
+        // The same rounds, natively.
+        let mut input = "run\n".repeat(rounds as usize);
+        input.push_str("quit\n");
+        let mut native = Command::new(&exe);
+        native
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = native.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let native = child.wait_with_output().unwrap();
+        assert_eq!(native.status.code(), Some(3), "{ctx}: {native:?}");
+        let dir = TraceDir::new("go_cgo-attached");
+        let (stdout, code, said, fcode) = attached(&exe, &dir.path, detach);
+        assert_eq!(
+            stdout,
+            String::from_utf8_lossy(&native.stdout),
+            "{ctx}: {said}"
+        );
+        assert_eq!(code, Some(3), "{ctx}: {said}");
+        // fctrace -p ends with status 0, detached or not.
+        assert_eq!(fcode, Some(0), "{ctx}: {said}");
+        assert_eq!(said.matches(GO_NOTE).count(), 1, "{ctx}: {said}");
+        assert_c_side_traced(&dir.path, ROUNDS, &ctx);
+    }
+}
