@@ -12,11 +12,9 @@
 
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// The program's rounds in each test.
 const ROUNDS: u64 = 3;
@@ -151,114 +149,6 @@ fn a_cgo_program_runs_as_natively_with_its_c_side_traced() {
     }
 }
 
-/// A process whose stdout is read line by line on a thread.
-struct Driven {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Driven {
-    fn start(cmd: &mut Command) -> Driven {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start");
-        let stdin = child.stdin.take();
-        let lines = read_lines(child.stdout.take().unwrap());
-        Driven {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits (a minute at most) for a line that contains `what`.
-    fn wait_for(&mut self, what: &str, from: &Receiver<String>) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut got = Vec::new();
-        while !got.iter().any(|l: &String| l.contains(what)) {
-            match from.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(l) => got.push(l),
-                Err(_) => {
-                    let _ = self.child.kill();
-                    panic!("no line with {what:?}: {got:?} after {:?}", self.seen);
-                }
-            }
-        }
-        self.seen.extend(got.iter().cloned());
-        got
-    }
-
-    fn send(&mut self, line: &str) {
-        let w = self.stdin.as_mut().unwrap();
-        writeln!(w, "{line}").unwrap();
-        w.flush().unwrap();
-    }
-}
-
-fn read_lines(from: impl std::io::Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(from).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// Runs the program driven through stdin: attached once it is ready, then
-/// ROUNDS rounds; with `detach`, Ctrl-C on fctrace (the process must run
-/// on) and one more round untraced. Returns the program's stdout and exit
-/// code, and fctrace's stderr and exit code.
-fn attached(exe: &Path, dir: &Path, detach: bool) -> (String, Option<i32>, String, Option<i32>) {
-    let mut prog = Driven::start(&mut Command::new(exe));
-    let out = std::mem::replace(&mut prog.lines, channel().1);
-    prog.wait_for("ready", &out);
-    let pid = prog.child.id();
-    let mut tracer = Driven::start(
-        Command::new(fctrace_bin())
-            .args(["record", "-d"])
-            .arg(dir)
-            .args(["-p", &pid.to_string()]),
-    );
-    let err = read_lines(tracer.child.stderr.take().unwrap());
-    let mut said = tracer.wait_for("attached", &err);
-    for r in 1..=ROUNDS {
-        prog.send("run");
-        prog.wait_for(&format!("round {r}"), &out);
-    }
-    if detach {
-        let st = Command::new("kill")
-            .args(["-INT", &tracer.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success());
-        said.extend(tracer.wait_for(&format!("detached from process {pid}"), &err));
-        prog.send("run");
-        prog.wait_for(&format!("round {}", ROUNDS + 1), &out);
-    }
-    prog.send("quit");
-    drop(prog.stdin.take());
-    let status = prog.child.wait().unwrap();
-    prog.seen.extend(out.iter());
-    let fstatus = tracer.child.wait().unwrap();
-    said.extend(err.iter());
-    (
-        prog.seen.join("\n") + "\n",
-        status.code(),
-        said.join("\n"),
-        fstatus.code(),
-    )
-}
-
 #[test]
 fn an_attached_cgo_program_runs_on_with_its_c_side_traced() {
     let exe = go_program("");
@@ -268,27 +158,12 @@ fn an_attached_cgo_program_runs_on_with_its_c_side_traced() {
         // The same rounds, natively.
         let mut input = "run\n".repeat(rounds as usize);
         input.push_str("quit\n");
-        let mut native = Command::new(&exe);
-        native
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = native.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        let native = child.wait_with_output().unwrap();
-        assert_eq!(native.status.code(), Some(3), "{ctx}: {native:?}");
+        let (native, native_code) = run_with_input(&mut Command::new(&exe), &input);
+        assert_eq!(native_code, Some(3), "{ctx}: {native}");
         let dir = TraceDir::new("go_cgo-attached");
-        let (stdout, code, said, fcode) = attached(&exe, &dir.path, detach);
-        assert_eq!(
-            stdout,
-            String::from_utf8_lossy(&native.stdout),
-            "{ctx}: {said}"
-        );
+        let (stdout, code, said, fcode) =
+            attached(&mut Command::new(&exe), &dir.path, &[], ROUNDS, detach);
+        assert_eq!(stdout, native, "{ctx}: {said}");
         assert_eq!(code, Some(3), "{ctx}: {said}");
         // fctrace -p ends with status 0, detached or not.
         assert_eq!(fcode, Some(0), "{ctx}: {said}");

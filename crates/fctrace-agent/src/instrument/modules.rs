@@ -155,7 +155,7 @@ fn go_note(path: &str, r: &std::ops::Range<u64>) -> String {
     format!(
         "{path}: its Go code ({:#x}-{:#x}) is not traced: Go's stack copier and garbage \
          collector read every return address on a goroutine's stack (fctrace's stubs would \
-         be there instead); its C functions and their calls into libraries are",
+         be there instead); its C functions and their calls into libraries are traced",
         r.start, r.end
     )
 }

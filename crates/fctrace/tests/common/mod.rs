@@ -71,6 +71,7 @@
 
 mod cli_args;
 mod clones;
+mod driven;
 mod dump;
 mod exports;
 mod info_json;
@@ -80,6 +81,8 @@ mod sqlite_build;
 // (each test file uses only some of the shared helpers)
 #[allow(unused_imports)]
 pub use cli_args::*;
+#[allow(unused_imports)]
+pub use driven::*;
 #[allow(unused_imports)]
 pub use dump::*;
 #[allow(unused_imports)]
