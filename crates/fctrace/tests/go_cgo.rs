@@ -30,12 +30,24 @@ const PER_ROUND: &[(&str, u64)] = &[
     ("goCallback", 1),
 ];
 
-/// Builds programs/go_cgo with Debian's Go (`ldflags` for `go build`),
-/// cached by the sources' hash; GOCACHE and GOPATH in the cache, no network.
+/// Builds programs/go_cgo with Debian's Go (`ldflags` for `go build`).
 fn go_program(ldflags: &str) -> PathBuf {
-    let src = program_source("go_cgo");
-    let files = ["main.go", "cfuncs.c", "go.mod"];
-    let mut h = Fnv::new().str(ldflags);
+    go_build(
+        "go_cgo",
+        &["main.go", "cfuncs.c", "go.mod"],
+        &["-ldflags", ldflags],
+    )
+}
+
+/// Builds the Go package programs/`name` (its `files`) with `go build
+/// flags`, cached by the sources' hash; GOCACHE and GOPATH in the cache,
+/// no network. The result is named `name` (`.so` added for c-shared).
+fn go_build(name: &str, files: &[&str], flags: &[&str]) -> PathBuf {
+    let src = program_source(name);
+    let mut h = Fnv::new();
+    for f in flags {
+        h = h.str(f);
+    }
     for f in files {
         h = h.str(f).file(&src.join(f));
     }
@@ -46,7 +58,7 @@ fn go_program(ldflags: &str) -> PathBuf {
     if out.exists() {
         return out;
     }
-    let _lock = FileLock::acquire(&format!("build-go_cgo-{}", h.hex()));
+    let _lock = FileLock::acquire(&format!("build-{name}-{}", h.hex()));
     if out.exists() {
         return out;
     }
@@ -55,15 +67,17 @@ fn go_program(ldflags: &str) -> PathBuf {
     });
     let work = dir.join("src");
     std::fs::create_dir_all(&work).unwrap();
-    for f in files {
+    for f in files.iter().copied() {
         std::fs::copy(src.join(f), work.join(f)).unwrap();
     }
-    let tmp = dir.join(format!(".go_cgo.tmp-{}", unique_suffix()));
+    let tmp = dir.join(format!(".{name}.tmp-{}", unique_suffix()));
     let gocache = cache_root().join("go-cache");
     let r = run_with_timeout(
         Command::new(go)
             .current_dir(&work)
-            .args(["build", "-ldflags", ldflags, "-o"])
+            .arg("build")
+            .args(flags)
+            .arg("-o")
             .arg(&tmp)
             .arg(".")
             .env("GOCACHE", gocache.join("build"))
@@ -169,5 +183,46 @@ fn an_attached_cgo_program_runs_on_with_its_c_side_traced() {
         assert_eq!(fcode, Some(0), "{ctx}: {said}");
         assert_eq!(said.matches(GO_NOTE).count(), 1, "{ctx}: {said}");
         assert_c_side_traced(&dir.path, ROUNDS, &ctx);
+    }
+}
+
+#[test]
+fn go_code_in_a_shared_library_is_left_alone_and_the_rest_traced() {
+    for ldflags in ["", "-s"] {
+        let ctx = format!("-buildmode=c-shared -ldflags={ldflags:?}");
+        let lib = go_build(
+            "go_cshared",
+            &["lib.go", "go.mod"],
+            &["-buildmode=c-shared", "-ldflags", ldflags],
+        );
+        let host = c_program_with_lib(
+            &format!("go_cshared_host{ldflags}"),
+            "go_cshared_host.c",
+            &["-O1"],
+            &lib,
+        );
+        let native = run_native(&host, &[]);
+        let rec = record_any(&host, &[], &["-l"]);
+        assert_eq!(
+            rec.run.stdout,
+            native.stdout,
+            "{ctx}: {}",
+            rec.run.describe()
+        );
+        assert!(rec.run.success(), "{ctx}: {}", rec.run.describe());
+        assert_eq!(
+            rec.run.stderr.matches(GO_NOTE).count(),
+            1,
+            "{ctx}: {}",
+            rec.run.describe()
+        );
+        // GoWork is cgo's C wrapper (it enters Go through crosscall2).
+        let rep = report(&rec.dir.path);
+        for f in ["host_add", "GoWork"] {
+            assert_eq!(rep.calls(f), 3, "{ctx}: {f}: {:?}", rep.calls_by_name());
+        }
+        for f in ["main.deep", "main.GoWork", "runtime.gcStart", "crosscall2"] {
+            assert_eq!(rep.calls(f), 0, "{ctx}: {f}: {:?}", rep.calls_by_name());
+        }
     }
 }

@@ -61,8 +61,14 @@ fn classes() -> PathBuf {
 
 fn java(classes: &Path) -> Command {
     let mut c = Command::new(java_tool("java"));
-    c.arg("-cp").arg(classes).arg("Work");
+    c.arg(hs_err()).arg("-cp").arg(classes).arg("Work");
     c
+}
+
+/// A JVM that dies writes its hs_err file in the test cache, not in the
+/// source tree.
+fn hs_err() -> String {
+    format!("-XX:ErrorFile={}/hs_err_pid%p.log", cache_root().display())
 }
 
 /// Nothing of libjvm.so traced, the other libraries' functions are.
@@ -103,7 +109,8 @@ fn the_jvm_with_l_runs_as_natively_with_its_libraries_traced() {
     native.expect_success();
     assert!(native.stdout.starts_with("total "), "{}", native.describe());
     let java = java_tool("java");
-    let args = ["-cp", classes.to_str().unwrap(), "Work", &rounds];
+    let err = hs_err();
+    let args = [&err, "-cp", classes.to_str().unwrap(), "Work", &rounds];
     let rec = record_any(&java, &args, &["-l"]);
     assert_eq!(rec.run.stdout, native.stdout, "{}", rec.run.describe());
     assert!(rec.run.success(), "{}", rec.run.describe());
