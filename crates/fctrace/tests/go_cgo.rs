@@ -7,7 +7,8 @@
 //! The Go code (runtime.text to runtime.etext, or the pc-line table's
 //! range without a symbol table) is left alone, with a message that
 //! `fctrace info` lists; its C functions are traced, with exact counts.
-//! Launched (with and without -ldflags=-s), and attached with `-p`: the
+//! Launched (with and without -ldflags=-s), attached with `-p` (and -l),
+//! and Go in a c-shared library loaded by a C program, with -l: the
 //! program goes on to its native output and status (3), detached or not.
 
 mod common;
@@ -166,8 +167,8 @@ fn a_cgo_program_runs_as_natively_with_its_c_side_traced() {
 #[test]
 fn an_attached_cgo_program_runs_on_with_its_c_side_traced() {
     let exe = go_program("");
-    for detach in [false, true] {
-        let ctx = format!("attached, detach {detach}");
+    for (opts, detach) in [(&[][..], false), (&[][..], true), (&["-l"][..], true)] {
+        let ctx = format!("attached {opts:?}, detach {detach}");
         let rounds = ROUNDS + u64::from(detach);
         // The same rounds, natively.
         let mut input = "run\n".repeat(rounds as usize);
@@ -176,7 +177,7 @@ fn an_attached_cgo_program_runs_on_with_its_c_side_traced() {
         assert_eq!(native_code, Some(3), "{ctx}: {native}");
         let dir = TraceDir::new("go_cgo-attached");
         let (stdout, code, said, fcode) =
-            attached(&mut Command::new(&exe), &dir.path, &[], ROUNDS, detach);
+            attached(&mut Command::new(&exe), &dir.path, opts, ROUNDS, detach);
         assert_eq!(stdout, native, "{ctx}: {said}");
         assert_eq!(code, Some(3), "{ctx}: {said}");
         // fctrace -p ends with status 0, detached or not.
@@ -225,4 +226,32 @@ fn go_code_in_a_shared_library_is_left_alone_and_the_rest_traced() {
             assert_eq!(rep.calls(f), 0, "{ctx}: {f}: {:?}", rep.calls_by_name());
         }
     }
+}
+
+/// A SIGTRAP handler installed before fctrace attaches (Go installs one
+/// for every signal) would receive the trap fallback's int3: attached, no
+/// function takes the fallback (tiny2 fits no jump: it stays untraced),
+/// and the program's output is the native one.
+#[test]
+fn a_sigtrap_handler_installed_before_attaching_never_sees_an_int3() {
+    let exe = c_program("attach_trap.c", "-O1", &["-O1"]);
+    let mut input = "run\n".repeat(ROUNDS as usize);
+    input.push_str("quit\n");
+    let (native, code) = run_with_input(&mut Command::new(&exe), &input);
+    assert_eq!(code, Some(0), "{native}");
+    assert!(native.ends_with(", traps seen 0\n"), "{native}");
+    let dir = TraceDir::new("attach_trap");
+    let (stdout, code, said, fcode) =
+        attached(&mut Command::new(&exe), &dir.path, &[], ROUNDS, false);
+    assert_eq!(stdout, native, "{said}");
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(fcode, Some(0), "{said}");
+    let rep = report(&dir.path);
+    assert_eq!(
+        rep.calls("next_fn"),
+        1000 * ROUNDS,
+        "{:?}",
+        rep.calls_by_name()
+    );
+    assert_eq!(rep.calls("tiny2"), 0, "{:?}", rep.calls_by_name());
 }
