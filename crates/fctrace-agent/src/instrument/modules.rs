@@ -125,7 +125,7 @@ fn skipped(m: &Loaded, info: &ElfInfo, funcs: &[FuncRef]) -> Option<String> {
         return Some(format!(
             "{path} (the JVM) is not traced: its frame walker reads the return addresses of \
              the VM's own functions called from Java code (fctrace's stubs would be there \
-             instead); the other libraries are"
+             instead); the other libraries are traced"
         ));
     }
     if info.go.as_ref().is_some_and(|g| go_text(m, g).is_none()) {
