@@ -321,6 +321,7 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
             is_x86_64,
             is_static,
             has_symtab: symtab.len() > 1,
+            go: None,
             entry: header.e_entry(endian).into(),
             build_id,
             functions: Vec::new(),
@@ -353,6 +354,7 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
     let mut boundaries: Vec<Vec<u64>> = vec![Vec::new(); sections.len()];
     let mut marker_found = [false; MARKERS.len()];
     let mut has_symtab = false;
+    let (mut go_text, mut go_etext) = (None, None);
     for (is_symtab, syms) in [(true, &symtab), (false, &dynsym)] {
         let map = if is_symtab {
             debug_sections.as_deref()
@@ -392,6 +394,11 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
                 continue;
             }
             boundaries[sec].push(addr);
+            match &*name {
+                "runtime.text" => go_text = Some(addr),
+                "runtime.etext" => go_etext = Some(addr),
+                _ => {}
+            }
             let is_func = st_type == elf::STT_FUNC || st_type == elf::STT_GNU_IFUNC;
             if !is_func || name.is_empty() {
                 continue;
@@ -452,12 +459,24 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
         markers.push("__patchable_function_entries".into());
     }
 
+    let go_sections: Vec<crate::golang::GoSection> = sections
+        .iter()
+        .map(|s| crate::golang::GoSection {
+            name: &s.name,
+            addr: s.addr,
+            exec: s.exec,
+            bytes: s.bytes,
+        })
+        .collect();
+    let go = crate::golang::find(&go_sections, go_text.zip(go_etext).map(|(a, b)| a..b));
+
     let info = ElfInfo {
         kind,
         machine: machine_name(e_machine),
         is_x86_64,
         is_static,
         has_symtab,
+        go,
         entry: header.e_entry(endian).into(),
         build_id,
         functions: Vec::new(),

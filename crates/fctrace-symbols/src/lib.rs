@@ -74,7 +74,9 @@
 pub mod debugfile;
 pub mod dwarf;
 mod elf;
+mod golang;
 pub mod sanitizer;
+pub use golang::GoCode;
 pub mod unwind;
 mod x86;
 pub use x86::rip_loads;
@@ -124,6 +126,9 @@ pub struct ElfInfo {
     pub is_static: bool,
     /// `.symtab` has at least one defined function.
     pub has_symtab: bool,
+    /// The Go code the file holds (built with cgo or as a c-shared
+    /// library), if any (not looked for when only the headers are read).
+    pub go: Option<GoCode>,
     /// `e_entry`.
     pub entry: u64,
     /// Contents of the `NT_GNU_BUILD_ID` note.

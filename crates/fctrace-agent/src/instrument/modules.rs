@@ -121,6 +121,81 @@ fn embeds_v8(path: &str, funcs: &[FuncRef]) -> Option<String> {
     })
 }
 
+/// The JVM (HotSpot's `libjvm.so`): its frame walker (`frame::sender`,
+/// used by the garbage collector, exceptions and deoptimisation) reads the
+/// return address of the VM's own C++ frames called from Java code, where
+/// the entry stub puts its own; with `-l`, `java Hello` died in
+/// `frame::sender` (SIGSEGV, the stubs' addresses listed as native frames
+/// in its hs_err file).
+fn is_jvm(path: &str) -> bool {
+    path.rsplit('/').next() == Some("libjvm.so")
+}
+
+/// Why the module `m` is not instrumented at all, if it is not: it embeds
+/// V8, it is the JVM, or it holds Go code whose range is not known.
+fn skipped(m: &Loaded, info: &ElfInfo, funcs: &[FuncRef]) -> Option<String> {
+    let path = &m.path;
+    if is_jvm(path) {
+        return Some(format!(
+            "{path} (the JVM) is not traced: its frame walker reads the return addresses of \
+             the VM's own functions called from Java code (fctrace's stubs would be there \
+             instead); the other libraries are traced"
+        ));
+    }
+    if info.go.as_ref().is_some_and(|g| go_text(m, g).is_none()) {
+        return Some(format!(
+            "{path} holds Go code (Go's stack copier and garbage collector read every \
+             return address on a goroutine's stack) and where it lies was not found: \
+             the module is not traced"
+        ));
+    }
+    embeds_v8(path, funcs)
+}
+
+/// The runtime address range of a module's Go code, if it lies in the
+/// module's loaded segments.
+fn go_text(m: &Loaded, go: &fctrace_symbols::GoCode) -> Option<std::ops::Range<u64>> {
+    let t = go.text.as_ref()?;
+    let r = m.base + t.start..m.base + t.end;
+    (r.start >= m.lo && r.end <= m.hi).then_some(r)
+}
+
+/// Why a Go function is not instrumented (and the message that says so,
+/// once per module).
+const GO_REASON: &str =
+    "Go code: Go's stack copier and garbage collector read its return addresses";
+
+fn go_note(path: &str, r: &std::ops::Range<u64>) -> String {
+    format!(
+        "{path}: its Go code ({:#x}-{:#x}) is not traced: Go's stack copier and garbage \
+         collector read every return address on a goroutine's stack (fctrace's stubs would \
+         be there instead); its C functions and their calls into libraries are traced",
+        r.start, r.end
+    )
+}
+
+/// With -l, a library's stubs before they are applied (None: the library
+/// is not instrumented, said in a note).
+#[allow(clippy::type_complexity)]
+fn prepare_lib(
+    s: &mut Session,
+    m: &Loaded,
+    info: &ElfInfo,
+    funcs: &[FuncRef],
+) -> Result<Option<(Vec<u64>, Result<Stubs, String>)>, String> {
+    if let Some(why) = skipped(m, info, funcs) {
+        crate::runtime::log::note(&why);
+        return Ok(None);
+    }
+    instrument_module(s, m, info, funcs, false, true).map(Some)
+}
+
+/// Applies what `prepare_lib` prepared; returns the traced entries.
+#[allow(clippy::type_complexity)]
+fn finish_lib(p: Option<(Vec<u64>, Result<Stubs, String>)>) -> Result<Vec<u64>, String> {
+    p.map_or(Ok(Vec::new()), finish_module)
+}
+
 fn loaded_modules() -> Vec<Loaded> {
     unsafe extern "C" fn cb(
         info: *mut libc::dl_phdr_info,
@@ -799,6 +874,7 @@ pub fn instrument_process(
 ) -> Result<(), String> {
     let modules = loaded_modules();
     let main = modules.first().ok_or("no modules loaded")?;
+    crate::runtime::log::set_trace_dir(dir);
     let mut out = SymFile::create(&format!("{dir}/sessions/{sid}.sym"))?;
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
@@ -846,9 +922,9 @@ pub fn instrument_process(
             continue;
         }
         match with_analysis(&m.path, false, false, |info, funcs| {
-            instrument_module(&mut s, m, info, funcs, false, true)
+            prepare_lib(&mut s, m, info, funcs)
         })
-        .and_then(finish_module)
+        .and_then(finish_lib)
         {
             Ok(entries) => {
                 known.push(Known::new(m, &entries));
@@ -1019,9 +1095,6 @@ fn instrument_module(
     is_main: bool,
     code_free: bool,
 ) -> Result<(Vec<u64>, Result<Stubs, String>), String> {
-    if let Some(why) = embeds_v8(&m.path, funcs) {
-        return Err(why);
-    }
     let midx = s.module_index(&m.path, m.base)?;
     s.write_new_modules()?;
     let first = s.next_id;
@@ -1044,7 +1117,14 @@ fn instrument_module(
         .any(|k| k == "__patchable_function_entries");
     let mut prev_pad: Option<(u64, u64)> = None;
     let mut prev_writes_end = 0u64;
-    let trap = may_trap(&m.path);
+    // Go code is left alone, and Go's signal handler must see no int3 of
+    // the agent's: no trap fallback in a module that holds Go code.
+    let go = info.go.as_ref().and_then(|g| go_text(m, g));
+    if let Some(r) = &go {
+        crate::runtime::log::note(&go_note(&m.path, r));
+    }
+    let trap =
+        info.go.is_none() && may_trap(&m.path) && !crate::interpose::signal::trap_handler_foreign();
     let mut win = CodeWindow::open(m, info.build_id.as_deref());
     let mut moved = Vec::with_capacity(64);
     for (k, f) in funcs.iter().enumerate() {
@@ -1080,7 +1160,12 @@ fn instrument_module(
         } else {
             (f.size, f.pad_end)
         };
-        let planned = if f.ifunc {
+        let planned = if go
+            .as_ref()
+            .is_some_and(|r| r.contains(&addr) || (r.end == addr && name == "runtime.etext"))
+        {
+            Err(GO_REASON.to_string())
+        } else if f.ifunc {
             Err("IFUNC resolver, not the function".to_string())
         } else if NOT_CALLED.contains(&name) || (is_main && f.addr == info.entry) {
             Err("entered without a call".to_string())
@@ -1186,8 +1271,8 @@ fn instrument_main(
             Default::default()
         };
         // (The process runs on, and with -l its libraries are traced.)
-        if let Some(why) = embeds_v8(&m.path, funcs) {
-            crate::runtime::log::warn(&why);
+        if let Some(why) = skipped(m, info, funcs) {
+            crate::runtime::log::note(&why);
             return Ok(());
         }
         // The program's own functions.
@@ -1940,9 +2025,9 @@ fn sync_modules(rt: &mut Runtime) {
             continue;
         }
         let entries = match with_analysis(&m.path, false, false, |info, funcs| {
-            instrument_module(&mut rt.s, m, info, funcs, false, true)
+            prepare_lib(&mut rt.s, m, info, funcs)
         })
-        .and_then(finish_module)
+        .and_then(finish_lib)
         {
             Ok(e) => e,
             Err(e) => {

@@ -545,6 +545,21 @@ fn replace_traps(f: impl FnOnce(&mut Vec<Trap>)) {
     TRAPS.store(Box::into_raw(Box::new(v)), Ordering::Release);
 }
 
+/// Whether an int3 would reach a SIGTRAP handler that the agent's entry
+/// does not stand in front of: one installed before the agent came
+/// (attaching to a process that has one: a Go program has a handler for
+/// every signal, and its handler kills the process at an int3 that is not
+/// its own). The trap fallback is then not used.
+pub fn trap_handler_foreign() -> bool {
+    let _busy = tls::Busy::enter();
+    // SAFETY: a zeroed sigaction is a valid value; query only.
+    let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+    if unsafe { real_sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) } != 0 {
+        return true;
+    }
+    is_user_handler(cur.sa_sigaction) && cur.sa_sigaction != entry_addr()
+}
+
 /// Adds traps; called before their int3s are written.
 pub fn add_traps(traps: &[Trap]) {
     if traps.is_empty() {

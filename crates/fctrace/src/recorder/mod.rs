@@ -480,7 +480,10 @@ pub fn record(
         .saturating_add(dropped)
         .saturating_add(untabled)
         .saturating_add(damaged_events);
-    for w in process::untraced_executions(&abs_dir.join("sessions")) {
+    for w in process::skipped_code(&abs_dir.join("sessions"))
+        .into_iter()
+        .chain(process::untraced_executions(&abs_dir.join("sessions")))
+    {
         eprintln!("fctrace: {w}");
         warnings.push(w);
     }

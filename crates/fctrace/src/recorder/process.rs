@@ -517,3 +517,15 @@ fn needed_sanitizer(program: &Path, out: &mut [u8]) -> Option<usize> {
     let f = std::fs::File::open(program).ok()?;
     fctrace_symbols::sanitizer::needed_runtime(|at, buf| f.read_exact_at(buf, at).is_ok(), out)
 }
+
+/// What the agents left uninstrumented and why (`sessions/skipped` in
+/// the trace, `pid<TAB>message` lines written as modules are
+/// instrumented: Go code, the JVM, V8), each message once.
+pub fn skipped_code(sessions: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(sessions.join("skipped")).unwrap_or_default();
+    let mut seen = std::collections::HashSet::new();
+    text.lines()
+        .filter_map(|l| l.split_once('\t').map(|(_, msg)| msg.to_string()))
+        .filter(|msg| seen.insert(msg.clone()))
+        .collect()
+}

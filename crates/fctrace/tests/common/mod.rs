@@ -73,6 +73,7 @@
 
 mod cli_args;
 mod clones;
+mod driven;
 mod dump;
 mod exports;
 mod info_json;
@@ -83,6 +84,8 @@ pub mod vm;
 // (each test file uses only some of the shared helpers)
 #[allow(unused_imports)]
 pub use cli_args::*;
+#[allow(unused_imports)]
+pub use driven::*;
 #[allow(unused_imports)]
 pub use dump::*;
 #[allow(unused_imports)]

@@ -1,0 +1,144 @@
+//! A process driven through its stdin, its stdout (and stderr) read line
+//! by line on threads: for tests that attach to a running program.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+/// A process whose stdout is read line by line on a thread.
+pub struct Driven {
+    pub child: Child,
+    pub stdin: Option<ChildStdin>,
+    pub lines: Receiver<String>,
+    pub seen: Vec<String>,
+}
+
+impl Driven {
+    pub fn start(cmd: &mut Command) -> Driven {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start");
+        let stdin = child.stdin.take();
+        let lines = read_lines(child.stdout.take().unwrap());
+        Driven {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (a minute at most) for a line that contains `what`.
+    pub fn wait_for(&mut self, what: &str, from: &Receiver<String>) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut got = Vec::new();
+        while !got.iter().any(|l: &String| l.contains(what)) {
+            match from.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(l) => got.push(l),
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!("no line with {what:?}: {got:?} after {:?}", self.seen);
+                }
+            }
+        }
+        self.seen.extend(got.iter().cloned());
+        got
+    }
+
+    pub fn send(&mut self, line: &str) {
+        let w = self.stdin.as_mut().unwrap();
+        writeln!(w, "{line}").unwrap();
+        w.flush().unwrap();
+    }
+}
+
+pub fn read_lines(from: impl std::io::Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(from).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Runs the program driven through stdin: attached once it is ready, then
+/// `rounds` rounds ("run" lines, each answered by "round N"); with `detach`, Ctrl-C on fctrace (the process must run
+/// on) and one more round untraced. Returns the program's stdout and exit
+/// code, and fctrace's stderr and exit code.
+pub fn attached(
+    prog: &mut Command,
+    dir: &Path,
+    opts: &[&str],
+    rounds: u64,
+    detach: bool,
+) -> (String, Option<i32>, String, Option<i32>) {
+    let mut prog = Driven::start(prog);
+    let out = std::mem::replace(&mut prog.lines, channel().1);
+    prog.wait_for("ready", &out);
+    let pid = prog.child.id();
+    let mut tracer = Driven::start(
+        Command::new(super::fctrace_bin())
+            .args(["record", "-d"])
+            .arg(dir)
+            .args(opts)
+            .args(["-p", &pid.to_string()]),
+    );
+    let err = read_lines(tracer.child.stderr.take().unwrap());
+    let mut said = tracer.wait_for("attached", &err);
+    for r in 1..=rounds {
+        prog.send("run");
+        prog.wait_for(&format!("round {r}"), &out);
+    }
+    if detach {
+        let st = Command::new("kill")
+            .args(["-INT", &tracer.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        said.extend(tracer.wait_for(&format!("detached from process {pid}"), &err));
+        prog.send("run");
+        prog.wait_for(&format!("round {}", rounds + 1), &out);
+    }
+    prog.send("quit");
+    drop(prog.stdin.take());
+    let status = prog.child.wait().unwrap();
+    prog.seen.extend(out.iter());
+    let fstatus = tracer.child.wait().unwrap();
+    said.extend(err.iter());
+    (
+        prog.seen.join("\n") + "\n",
+        status.code(),
+        said.join("\n"),
+        fstatus.code(),
+    )
+}
+
+/// Runs `cmd` with `input` on its stdin; its stdout and exit code.
+pub fn run_with_input(cmd: &mut Command, input: &str) -> (String, Option<i32>) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code(),
+    )
+}

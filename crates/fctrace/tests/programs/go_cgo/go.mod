@@ -1,0 +1,3 @@
+module gocgo
+
+go 1.19

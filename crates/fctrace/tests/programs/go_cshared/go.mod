@@ -1,0 +1,3 @@
+module gocshared
+
+go 1.19
