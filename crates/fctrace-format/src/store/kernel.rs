@@ -1358,6 +1358,7 @@ mod tests {
         call(&mut t, 0, [3, 2, 832, 0, 0, 0], None, 832);
         call(&mut t, 262, [3, 2, 3, 0x1000, 0, 0], Some(""), 0);
         call(&mut t, 9, [0, 0x1000, 1, 0x802, 3, 0], None, a as i64);
+        let fault = t.len();
         t.push(KernelEvent::Fault {
             ns: 0,
             addr: a,
