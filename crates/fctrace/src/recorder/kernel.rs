@@ -21,6 +21,7 @@
 use anyhow::{bail, Result};
 use fctrace_format::store::kernel::{KernelEvent, MAX_PATH};
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `struct perf_event_attr` (PERF_ATTR_SIZE_VER5).
@@ -290,9 +291,10 @@ impl Kernel {
     }
 
     /// Leaves out the dynamic loader's loading of the agent (preloaded
-    /// from `path`; `agent`: its bytes) in each new program.
-    pub fn leave_out_agent_loading(&mut self, path: &str, agent: &[u8]) {
-        self.agent_load = Some(super::kload::AgentLoad::new(path, agent));
+    /// from `path`; `agent`: its bytes) in each new program (`sessions`:
+    /// the trace's sessions directory).
+    pub fn leave_out_agent_loading(&mut self, path: &str, agent: &[u8], sessions: &Path) {
+        self.agent_load = Some(super::kload::AgentLoad::new(path, agent, sessions));
     }
 
     /// `follow`: the process whose system calls' paths the BPF program

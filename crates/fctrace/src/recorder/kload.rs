@@ -9,7 +9,9 @@
 
 use fctrace_format::store::kernel::{agents_loading, KernelEvent};
 use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader};
 use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 /// Held events of one thread beyond this: not a program the agent starts
 /// in (written as they are).
@@ -29,6 +31,10 @@ pub struct AgentLoad {
     exe_needed: HashMap<u32, Vec<String>>,
     /// Libraries' `DT_NEEDED`, by path.
     needed_of: HashMap<Box<[u8]>, Vec<String>>,
+    /// Programs each process executed.
+    images: HashMap<u32, usize>,
+    /// The trace's `sessions` directory.
+    sessions: PathBuf,
 }
 
 /// Whether `p` is a `/proc/self/fd/N` or `/proc/PID/fd/N` path: how the
@@ -51,19 +57,59 @@ fn base_name(p: &[u8]) -> &[u8] {
 }
 
 impl AgentLoad {
-    pub fn new(path: &str, agent: &[u8]) -> AgentLoad {
+    /// `sessions`: the trace's sessions directory.
+    pub fn new(path: &str, agent: &[u8], sessions: &Path) -> AgentLoad {
         AgentLoad {
             path: path.to_string(),
             needed: fctrace_symbols::needed_libraries(agent),
             held: HashMap::new(),
             exe_needed: HashMap::new(),
             needed_of: HashMap::new(),
+            images: HashMap::new(),
+            sessions: sessions.to_path_buf(),
         }
+    }
+
+    /// The `DT_NEEDED` of the program process `pid` executed last, when
+    /// it had ended before its /proc entry was read: the agent's session
+    /// file of that program names it (`sessions/N.sym`: its `pid` and
+    /// `exe` lines; a process's sessions are numbered in the order of
+    /// its programs).
+    fn exe_of_session(&mut self, pid: u32) -> Option<Vec<String>> {
+        let nth = *self.images.get(&pid)?;
+        let mut found: Vec<(u64, String)> = Vec::new();
+        for entry in std::fs::read_dir(&self.sessions).ok()?.flatten() {
+            let name = entry.file_name();
+            let Some(n) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".sym"))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            let Ok(f) = std::fs::File::open(entry.path()) else {
+                continue;
+            };
+            let head: Vec<String> = BufReader::new(f).lines().take(4).flatten().collect();
+            let field = |k: &str| {
+                head.iter()
+                    .find_map(|l| l.strip_prefix(k)?.strip_prefix('\t').map(str::to_string))
+            };
+            if field("pid").as_deref() == Some(pid.to_string().as_str()) {
+                if let Some(exe) = field("exe") {
+                    found.push((n, exe));
+                }
+            }
+        }
+        found.sort();
+        let (_, exe) = found.get(nth.checked_sub(1)?)?;
+        Some(fctrace_symbols::needed_libraries(&std::fs::read(exe).ok()?))
     }
 
     /// Thread `tid` executed a program (its `execve`'s return was just
     /// read): its `DT_NEEDED`, while its /proc entry is there.
     pub fn executed(&mut self, tid: u32) {
+        *self.images.entry(tid).or_default() += 1;
         match std::fs::read(format!("/proc/{tid}/exe")) {
             Ok(bytes) => {
                 self.exe_needed
@@ -123,7 +169,11 @@ impl AgentLoad {
     /// The agent's libraries the program does not need: none when its
     /// needs are unknown.
     fn agents_only(&mut self, tid: u32, held: &[KernelEvent]) -> Vec<String> {
-        let Some(exe) = self.exe_needed.remove(&tid) else {
+        let Some(exe) = self
+            .exe_needed
+            .remove(&tid)
+            .or_else(|| self.exe_of_session(tid))
+        else {
             return Vec::new();
         };
         let mut need: HashSet<String> = exe.into_iter().collect();

@@ -247,7 +247,7 @@ pub fn record(
                     warnings.push(n.clone());
                 }
                 kernel = k.map(|mut k| {
-                    k.leave_out_agent_loading(&agent_path, AGENT);
+                    k.leave_out_agent_loading(&agent_path, AGENT, &abs_dir.join("sessions"));
                     k
                 })
             }
@@ -305,7 +305,7 @@ pub fn record(
                             eprintln!("fctrace: {n}");
                             warnings.push(n.clone());
                         }
-                        k.leave_out_agent_loading(&agent_path, AGENT);
+                        k.leave_out_agent_loading(&agent_path, AGENT, &abs_dir.join("sessions"));
                         kernel = Some(k);
                     }
                     Err(e) => {
