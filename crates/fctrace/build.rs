@@ -23,11 +23,6 @@ fn watch(dir: &Path) {
 fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let dest = out.join("fctrace_agent.so");
-    // For the tests: the library, to run a program with it loaded but not
-    // tracing (what the dynamic loader does for it, tests/kernel.rs). Not
-    // named FCTRACE_*: cargo also sets it when it runs the tests, and
-    // programs there count fctrace's variables.
-    println!("cargo:rustc-env=TESTS_AGENT_LIBRARY={}", dest.display());
     println!("cargo:rerun-if-env-changed=FCTRACE_AGENT_STUB");
     if env::var_os("FCTRACE_AGENT_STUB").is_some() {
         std::fs::write(&dest, b"").unwrap();

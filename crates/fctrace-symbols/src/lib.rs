@@ -540,6 +540,24 @@ fn read_headers_sparse(
     Ok(Some(data))
 }
 
+/// The libraries an ELF file names as needed (its `DT_NEEDED`, in order);
+/// none for a file that is not a dynamically linked ELF file.
+pub fn needed_libraries(data: &[u8]) -> Vec<String> {
+    use object::read::elf::ElfFile64;
+    let Ok(f) = ElfFile64::<object::Endianness>::parse(data) else {
+        return Vec::new();
+    };
+    let Ok(table) = f.elf_section_table().dynamic_table(f.endian(), data) else {
+        return Vec::new();
+    };
+    table
+        .iter()
+        .filter(|d| d.tag == object::elf::DT_NEEDED)
+        .filter_map(|d| table.string(d).ok())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

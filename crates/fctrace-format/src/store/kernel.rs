@@ -233,6 +233,93 @@ pub fn sys_file_of(dat: &str) -> String {
     }
 }
 
+/// The dynamic loader's work for fctrace's agent, in a thread's events
+/// from a program's start (its `execve`'s return) to the agent's first
+/// mark (its code's first system call): which of `events` are the
+/// loader's calls on the agent's own files, left out (`true`).
+/// `agents_file` says whether a path `openat` (or `open`) was given is
+/// the agent's, or a library only the agent needs (a failed search along
+/// the library path included). Those calls; then, on the descriptor one
+/// returned until its `close`, `read`, `pread64`, `fstat`, `newfstatat`
+/// and `mmap`; then `mmap`s at a fixed address, `mprotect`s and
+/// `munmap`s inside what such an `mmap` mapped (the object's whole
+/// reservation: its segments, its zeroed part, its RELRO made read-only
+/// later). Each call goes with what happened inside it and its path.
+pub fn agents_loading(events: &[KernelEvent], agents_file: &dyn Fn(&[u8]) -> bool) -> Vec<bool> {
+    const READ: u16 = 0;
+    const OPEN: u16 = 2;
+    const CLOSE: u16 = 3;
+    const FSTAT: u16 = 5;
+    const MMAP: u16 = 9;
+    const MPROTECT: u16 = 10;
+    const MUNMAP: u16 = 11;
+    const PREAD64: u16 = 17;
+    const OPENAT: u16 = 257;
+    const NEWFSTATAT: u16 = 262;
+    const MAP_FIXED: u64 = 0x10;
+    let mut agents = vec![false; events.len()];
+    let mut fds: Vec<i64> = Vec::new();
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    let inside = |ranges: &[(u64, u64)], a: u64| ranges.iter().any(|&(s, e)| s <= a && a < e);
+    let mut i = 0;
+    while i < events.len() {
+        let KernelEvent::Enter { nr, args, .. } = events[i] else {
+            i += 1;
+            continue;
+        };
+        let Some(j) = (i + 1..events.len())
+            .find(|&k| matches!(events[k], KernelEvent::Exit { nr: n, .. } if n == nr))
+        else {
+            break;
+        };
+        let KernelEvent::Exit { ret, .. } = events[j] else {
+            unreachable!()
+        };
+        // Its path: copied at its return (before it), or, in a trace of
+        // an older fctrace, just before its entry.
+        let before = i
+            .checked_sub(1)
+            .filter(|&b| matches!(events[b], KernelEvent::Path { nr: n, .. } if n == nr));
+        let path = events[i + 1..j]
+            .iter()
+            .chain(before.map(|b| &events[b]))
+            .find_map(|e| match e {
+                KernelEvent::Path { nr: n, bytes, .. } if *n == nr => Some(&bytes[..]),
+                _ => None,
+            });
+        let fd = |a: u64| fds.contains(&i64::from(a as i32));
+        let theirs = match nr {
+            OPEN | OPENAT => {
+                let mine = path.is_some_and(agents_file);
+                if mine && ret >= 0 {
+                    fds.push(ret);
+                }
+                mine
+            }
+            READ | PREAD64 | FSTAT | NEWFSTATAT => fd(args[0]),
+            CLOSE if fd(args[0]) => {
+                fds.retain(|&f| f != i64::from(args[0] as i32));
+                true
+            }
+            MMAP if fd(args[4]) => {
+                if args[3] & MAP_FIXED == 0 && !(-4095..0).contains(&ret) {
+                    ranges.push((ret as u64, (ret as u64).saturating_add(args[1])));
+                }
+                true
+            }
+            MMAP => args[3] & MAP_FIXED != 0 && inside(&ranges, args[0]),
+            MPROTECT | MUNMAP => inside(&ranges, args[0]),
+            _ => false,
+        };
+        if theirs {
+            let from = before.unwrap_or(i);
+            agents[from..=j].iter_mut().for_each(|a| *a = true);
+        }
+        i = j + 1;
+    }
+    agents
+}
+
 /// Writes one task's kernel events, streaming.
 pub struct KernelWriter {
     out: zstd::stream::write::Encoder<'static, BufWriter<File>>,
@@ -1233,5 +1320,151 @@ mod tests {
             ]
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The loader's work for the agent's files, from a program's start:
+    /// the agent's `openat`, calls on its descriptor, mappings inside its
+    /// reservation (later too: RELRO), a library only it needs (its failed
+    /// search included); the program's libraries and the rest kept.
+    #[test]
+    fn the_loaders_work_for_the_agent_is_the_agents() {
+        let mut ns = 0;
+        let mut t = Vec::new();
+        let mut call =
+            |t: &mut Vec<KernelEvent>, nr: u16, args: [u64; 6], path: Option<&str>, ret: i64| {
+                ns += 10;
+                t.push(KernelEvent::Enter { nr, ns, args });
+                if let Some(p) = path {
+                    t.push(KernelEvent::Path {
+                        ns: ns + 1,
+                        nr,
+                        bytes: p.as_bytes().into(),
+                    });
+                }
+                t.push(KernelEvent::Exit {
+                    nr,
+                    ns: ns + 2,
+                    ret,
+                });
+            };
+        let at = 0xffff_ff9c; // AT_FDCWD
+        let (a, l, g) = (
+            0x7f00_0000_0000u64,
+            0x7f10_0000_0000u64,
+            0x7f20_0000_0000u64,
+        );
+        // 0..=8: the agent (a path of fctrace's own /proc, its memfd).
+        call(&mut t, 257, [at, 1, 0, 0, 0, 0], Some("/proc/77/fd/4"), 3);
+        call(&mut t, 0, [3, 2, 832, 0, 0, 0], None, 832);
+        call(&mut t, 262, [3, 2, 3, 0x1000, 0, 0], Some(""), 0);
+        call(&mut t, 9, [0, 0x1000, 1, 0x802, 3, 0], None, a as i64);
+        let fault = t.len();
+        t.push(KernelEvent::Fault {
+            ns: 0,
+            addr: a,
+            ip: 1,
+        });
+        call(
+            &mut t,
+            9,
+            [a + 0x100, 0x200, 5, 0x812, 3, 0x100],
+            None,
+            (a + 0x100) as i64,
+        );
+        call(
+            &mut t,
+            9,
+            [a + 0x800, 0x100, 3, 0x32, u64::MAX, 0],
+            None,
+            (a + 0x800) as i64,
+        );
+        call(&mut t, 3, [3, 0, 0, 0, 0, 0], None, 0);
+        // 9..: the program's: the cache, libc (the same descriptor again).
+        let program = t.len();
+        call(
+            &mut t,
+            257,
+            [at, 1, 0, 0, 0, 0],
+            Some("/etc/ld.so.cache"),
+            3,
+        );
+        call(&mut t, 262, [3, 2, 3, 0x1000, 0, 0], Some(""), 0);
+        call(&mut t, 3, [3, 0, 0, 0, 0, 0], None, 0);
+        call(&mut t, 257, [at, 1, 0, 0, 0, 0], Some("/lib/libc.so.6"), 3);
+        call(&mut t, 0, [3, 2, 832, 0, 0, 0], None, 832);
+        call(&mut t, 9, [0, 0x1000, 1, 0x802, 3, 0], None, l as i64);
+        call(
+            &mut t,
+            9,
+            [l + 0x100, 0x200, 5, 0x812, 3, 0x100],
+            None,
+            (l + 0x100) as i64,
+        );
+        call(&mut t, 3, [3, 0, 0, 0, 0, 0], None, 0);
+        let agents_dep = t.len();
+        // A library only the agent needs: its search, then it.
+        call(
+            &mut t,
+            257,
+            [at, 1, 0, 0, 0, 0],
+            Some("/opt/lib/libgcc_s.so.1"),
+            -2,
+        );
+        call(
+            &mut t,
+            257,
+            [at, 1, 0, 0, 0, 0],
+            Some("/lib/libgcc_s.so.1"),
+            3,
+        );
+        call(&mut t, 9, [0, 0x1000, 1, 0x802, 3, 0], None, g as i64);
+        call(&mut t, 3, [3, 0, 0, 0, 0, 0], None, 0);
+        let relro = t.len();
+        call(&mut t, 10, [l + 0x100, 0x100, 1, 0, 0, 0], None, 0);
+        call(&mut t, 10, [g + 0x100, 0x100, 1, 0, 0, 0], None, 0);
+        call(&mut t, 10, [a + 0x100, 0x100, 1, 0, 0, 0], None, 0);
+        // A read of the program's on descriptor 3, now its own.
+        call(&mut t, 0, [3, 2, 8, 0, 0, 0], None, 8);
+        let only = |p: &[u8]| p == b"/proc/77/fd/4" || p.ends_with(b"/libgcc_s.so.1");
+        let theirs = agents_loading(&t, &only);
+        let kept: Vec<usize> = (0..t.len()).filter(|&i| !theirs[i]).collect();
+        let expected: Vec<usize> = (program..agents_dep)
+            .chain(relro..relro + 2)
+            .chain(relro + 6..t.len())
+            .collect();
+        // (the agent's fault between two of its calls is not a call: kept)
+        assert_eq!(kept, [vec![fault], expected].concat(), "{t:#?}");
+        // A path recorded before its entry (an older trace) goes with it.
+        let old = vec![
+            KernelEvent::Path {
+                ns: 1,
+                nr: 257,
+                bytes: b"/proc/self/fd/5".as_slice().into(),
+            },
+            KernelEvent::Enter {
+                nr: 257,
+                ns: 2,
+                args: [at, 1, 0, 0, 0, 0],
+            },
+            KernelEvent::Exit {
+                nr: 257,
+                ns: 3,
+                ret: 4,
+            },
+            KernelEvent::Enter {
+                nr: 3,
+                ns: 4,
+                args: [4, 0, 0, 0, 0, 0],
+            },
+            KernelEvent::Exit {
+                nr: 3,
+                ns: 5,
+                ret: 0,
+            },
+        ];
+        assert_eq!(
+            agents_loading(&old, &|p| p.starts_with(b"/proc/self/fd/")),
+            [true; 5]
+        );
     }
 }

@@ -21,6 +21,7 @@
 use anyhow::{bail, Result};
 use fctrace_format::store::kernel::{KernelEvent, MAX_PATH};
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `struct perf_event_attr` (PERF_ATTR_SIZE_VER5).
@@ -287,6 +288,8 @@ pub struct Kernel {
     shm_ranges: HashMap<u32, Vec<(u64, u64)>>,
     /// What is not recorded, said once.
     pub notes: Vec<String>,
+    /// The dynamic loader's loading of the agent in new programs.
+    agent_load: Option<super::kload::AgentLoad>,
 }
 
 impl Kernel {
@@ -315,6 +318,13 @@ impl Kernel {
             }
         }
         Kernel::open(tids, false, pid)
+    }
+
+    /// Leaves out the dynamic loader's loading of the agent (preloaded
+    /// from `path`; `agent`: its bytes) in each new program (`sessions`:
+    /// the trace's sessions directory).
+    pub fn leave_out_agent_loading(&mut self, path: &str, agent: &[u8], sessions: &Path) {
+        self.agent_load = Some(super::kload::AgentLoad::new(path, agent, sessions));
     }
 
     /// `follow`: the process whose system calls' paths the BPF program
@@ -358,6 +368,7 @@ impl Kernel {
             agent_ranges: HashMap::new(),
             string_ids: Vec::new(),
             strings: None,
+            agent_load: None,
             shm_ranges: HashMap::new(),
             notes,
         };
@@ -536,6 +547,19 @@ impl Kernel {
             use fctrace_format::shm::{KERNEL_MARK_BEGIN, KERNEL_MARK_END};
             const CLOSE: u16 = 3;
             const RT_SIGRETURN: u16 = 15;
+            // A new program's events until the agent's first mark: the
+            // loader's loading of the agent is not the program's.
+            let mut e = e;
+            if let Some(load) = &mut self.agent_load {
+                if matches!(e, KernelEvent::Enter { nr: CLOSE, args, .. } if args[0] == KERNEL_MARK_BEGIN)
+                {
+                    load.agent_started(tid, &mut ready);
+                }
+                match load.hold(tid, e, &mut ready) {
+                    Some(back) => e = back,
+                    None => continue,
+                }
+            }
             match e {
                 KernelEvent::Enter {
                     nr: CLOSE, args, ..
@@ -566,8 +590,20 @@ impl Kernel {
                 // The kernel functions of a mark's own close.
                 KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. }
                     if self.mark_exit.contains(&tid) => {}
-                _ => ready.push((tid, e)),
+                _ => {
+                    if let (Some(load), KernelEvent::Exit { nr, ret: 0, .. }) =
+                        (&mut self.agent_load, &e)
+                    {
+                        if *nr == EXECVE || *nr == EXECVEAT {
+                            load.start(tid);
+                        }
+                    }
+                    ready.push((tid, e))
+                }
             }
+        }
+        if let (true, Some(load)) = (last, &mut self.agent_load) {
+            load.flush(&mut ready);
         }
         // A thread no task has yet (before the agent registers it) keeps
         // its samples for a later round, until the last.
@@ -734,6 +770,12 @@ impl Kernel {
                     }
                     KernelEvent::Enter { nr, ns, args }
                 } else if self.exit_ids.contains(&id) {
+                    // A new program: what it needs, while it is there.
+                    if let (Some(load), EXECVE | EXECVEAT, 0) =
+                        (&mut self.agent_load, nr, field(16))
+                    {
+                        load.executed(tid);
+                    }
                     KernelEvent::Exit {
                         nr,
                         ns,
@@ -748,6 +790,9 @@ impl Kernel {
         }
     }
 }
+
+const EXECVE: u16 = 59;
+const EXECVEAT: u16 = 322;
 
 /// The address ranges process `pid` maps from files whose name contains
 /// one of `names`.

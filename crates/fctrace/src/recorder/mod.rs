@@ -6,6 +6,7 @@ mod attach;
 mod bpf;
 mod kernel;
 mod kgraph;
+mod kload;
 mod process;
 mod shm;
 mod stacks;
@@ -247,7 +248,10 @@ pub fn record(
                     eprintln!("fctrace: {n}");
                     warnings.push(n.clone());
                 }
-                kernel = k
+                kernel = k.map(|mut k| {
+                    k.leave_out_agent_loading(&agent_path, AGENT, &abs_dir.join("sessions"));
+                    k
+                })
             }
             Err(e) => {
                 let w = format!("{e:#}; recording the functions only");
@@ -298,11 +302,12 @@ pub fn record(
                     })
                     .unwrap_or_default();
                 match kernel::Kernel::open_for_threads(pid, &tids) {
-                    Ok(k) => {
+                    Ok(mut k) => {
                         for n in &k.notes {
                             eprintln!("fctrace: {n}");
                             warnings.push(n.clone());
                         }
+                        k.leave_out_agent_loading(&agent_path, AGENT, &abs_dir.join("sessions"));
                         kernel = Some(k);
                     }
                     Err(e) => {
