@@ -384,6 +384,11 @@ pub fn record(
     let mut detached = None;
     let mut detach_failure = None;
     let mut attach_end = None;
+    let mut forwarder = process::Forwarder::default();
+    let tag = {
+        let h = mem.header();
+        fctrace_format::shm::forward_tag(h.recorder_pid, h.recorder_pidns)
+    };
     loop {
         let busy = mem.drain_some(&mut |t, ev| sink.take(&mem, t, ev))?;
         if let Some(k) = &mut kernel {
@@ -472,9 +477,7 @@ pub fn record(
             }
             continue;
         }
-        for sig in process::take_forward() {
-            process::send_signal(child_pid, sig);
-        }
+        forwarder.forward(child_pid, &process::take_forward(), tag);
         match process::reap_one(child_pid, false) {
             process::Reaped::Some(Some(st)) => exit = Some(st),
             process::Reaped::Some(None) => {}
