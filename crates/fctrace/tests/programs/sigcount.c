@@ -1,7 +1,8 @@
 /* sigcount.c: counts the SIGINTs and SIGTERMs it gets. `sigcount FIFO
  * MODE`: installs its handlers (MODE `info`: sigaction with SA_SIGINFO,
  * noting each signal's si_code and si_pid; `plain`: signal(), counting
- * only), writes `ready <pid>` to FIFO (empty: nothing), waits in pause()
+ * only, and a query of its SIGTERM action must not show SA_SIGINFO),
+ * writes `ready <pid>` to FIFO (empty: nothing), waits in pause()
  * for a signal, then counts whatever else arrives in the next half
  * second (a second copy of the same signal would), prints
  * `count N code C from P` (C and P of the last signal; -1 in plain mode)
@@ -41,6 +42,11 @@ int main(int argc, char **argv) {
     } else {
         signal(SIGINT, on_plain);
         signal(SIGTERM, on_plain);
+        /* What it installed, as a query shows it. */
+        struct sigaction q;
+        sigaction(SIGTERM, NULL, &q);
+        if (q.sa_flags & SA_SIGINFO)
+            printf("SIGTERM's action has SA_SIGINFO\n");
     }
     if (argv[1][0]) {
         FILE *f = fopen(argv[1], "w");
