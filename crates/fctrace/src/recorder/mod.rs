@@ -311,7 +311,19 @@ pub fn record(
             let threads = attaching
                 .take()
                 .expect("attaching")
-                .finish(AGENT, &attach::AttachConfig { vars })?;
+                .finish(AGENT, &attach::AttachConfig { vars })
+                .map_err(|e| {
+                    // A process that died while fctrace attached is said
+                    // so, with how it ended.
+                    let watch = end_watch.as_mut().expect("watching an attached process");
+                    match ends::state_of(pid as i32) {
+                        "dead" => e.context(format!(
+                            "process {pid} died while fctrace attached to it ({})",
+                            ending_text(watch.status())
+                        )),
+                        state => e.context(format!("process {pid} is {state}")),
+                    }
+                })?;
             // As strace says it: the process runs traced from here on.
             let until = match duration {
                 Some(d) => format!("for {:?} at most, or until it ends or Ctrl-C", d),
