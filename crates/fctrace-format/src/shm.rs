@@ -148,6 +148,15 @@ pub struct ShmHeader {
     pub recorder_pidns: u64,
 }
 
+/// The high 32 bits of the `si_value` of a signal fctrace passes on to
+/// the program (`rt_sigqueueinfo`, `SI_QUEUE`): the agent recognises its
+/// copies by it (the low 32 bits carry the original `si_code`). One per
+/// recorder (from its pid and PID namespace), never 0.
+pub fn forward_tag(recorder_pid: u32, recorder_pidns: u64) -> u32 {
+    let t = (MAGIC as u32) ^ recorder_pid.rotate_left(11) ^ (recorder_pidns as u32) ^ 0x5f1d_0000;
+    t.max(1)
+}
+
 #[repr(C)]
 pub struct TaskSlot {
     pub state: AtomicU32,

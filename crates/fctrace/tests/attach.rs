@@ -1228,3 +1228,106 @@ fn across_a_detach(
     prog.send("quit");
     (native, prog.finish(), dir)
 }
+
+/// attach_end.c started and waiting in read(2), with `fctrace record -p`
+/// attached for `duration` at most.
+fn attached_end_program(
+    name: &str,
+    duration: &str,
+) -> (Driven, Driven, Receiver<String>, TraceDir) {
+    let exe = c_program("attach_end.c", "-O2", &["-O2"]);
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    wait_in_read(prog.child.id(), 1);
+    let dir = TraceDir::new(name);
+    let (t, err) = start_attached(prog.child.id(), &dir.path, &["--duration", duration]);
+    (prog, t, err, dir)
+}
+
+#[test]
+fn a_process_that_exits_while_attached_is_reported() {
+    let (mut prog, t, err, dir) = attached_end_program("attach-exit3", "60s");
+    let pid = prog.child.id();
+    prog.send("go");
+    prog.wait_for("round 1");
+    prog.send("exit");
+    // Its parent (this test) reaps it at once, as a shell would.
+    let (out, status) = prog.finish();
+    assert_eq!((out.as_str(), status.code()), ("ready\nround 1", Some(3)));
+    let (_, st) = t.finish();
+    let said: Vec<String> = err.iter().collect();
+    assert_eq!(st.code(), Some(3), "fctrace's status: {said:?}");
+    assert!(
+        said.iter().any(
+            |l| l.contains(&format!("process {pid} ended while recorded"))
+                && l.ends_with(": exited with code 3")
+        ),
+        "{said:?}"
+    );
+    let info = info_text(&dir.path);
+    assert!(
+        info.contains("Exit status:    exited with code 3\n"),
+        "{info}"
+    );
+    assert_eq!(calls_ending(&report(&dir.path), "work"), 100);
+}
+
+#[test]
+fn a_process_killed_while_attached_is_reported() {
+    use std::os::unix::process::ExitStatusExt;
+    let (mut prog, t, err, dir) = attached_end_program("attach-killed", "60s");
+    let pid = prog.child.id();
+    prog.send("go");
+    prog.wait_for("round 1");
+    wait_in_read(pid, 1);
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let (_, status) = prog.finish();
+    assert_eq!(status.signal(), Some(libc::SIGTERM));
+    let (_, st) = t.finish();
+    let said: Vec<String> = err.iter().collect();
+    assert_eq!(
+        st.signal(),
+        Some(libc::SIGTERM),
+        "fctrace's status: {said:?}"
+    );
+    assert!(
+        said.iter().any(
+            |l| l.contains(&format!("process {pid} ended while recorded"))
+                && l.ends_with(": killed by signal 15 (SIGTERM)")
+        ),
+        "{said:?}"
+    );
+    let info = info_text(&dir.path);
+    assert!(
+        info.contains("Exit status:    killed by signal 15 (SIGTERM)\n"),
+        "{info}"
+    );
+}
+
+#[test]
+fn an_attach_in_which_no_traced_call_ran_says_so() {
+    let (prog, t, err, dir) = attached_end_program("attach-idle", "300ms");
+    let pid = prog.child.id();
+    // Blocked in read(2) for the whole window.
+    let (_, st) = t.finish();
+    let said: Vec<String> = err.iter().collect();
+    assert_eq!(st.code(), Some(0), "{said:?}");
+    assert!(
+        said.iter().any(|l| l.contains(&format!(
+            "no traced call ran in process {pid} while attached ("
+        ))),
+        "{said:?}"
+    );
+    assert!(
+        !said.iter().any(|l| l.contains("did not start")),
+        "{said:?}"
+    );
+    let info = info_text(&dir.path);
+    assert!(info.contains("no traced call ran in process"), "{info}");
+    assert!(!info.contains("did not start"), "{info}");
+    let (out, status) = prog.finish();
+    assert_eq!((out.as_str(), status.code()), ("ready", Some(0)));
+}

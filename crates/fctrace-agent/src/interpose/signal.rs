@@ -41,6 +41,7 @@
 //!   thread whose int3 raises a blocked SIGTRAP); queries show what the
 //!   program asked for.
 
+use crate::interpose::forwarded;
 use crate::recording::filter;
 use crate::runtime::buffer::{self, PENDING};
 use crate::runtime::shm;
@@ -669,6 +670,9 @@ static TRAP_EDITS: [AtomicU8; NSIG] = [const { AtomicU8::new(0) }; NSIG];
 const EDIT_MASK: u8 = 1;
 const EDIT_NODEFER: u8 = 2;
 const EDIT_RESETHAND: u8 = 4;
+/// SA_SIGINFO added for a signal fctrace passes on (`forwarded`): the
+/// entry reads the siginfo the kernel then fills.
+const EDIT_SIGINFO: u8 = 8;
 const TRAP_BIT: u64 = 1 << (libc::SIGTRAP - 1);
 
 /// Edits a program handler's action before it is installed, while traps
@@ -694,6 +698,10 @@ fn edit_for_traps(sig: i32, act: &mut libc::sigaction) -> u8 {
             e |= EDIT_RESETHAND;
         }
     }
+    if forwarded::passed_on(sig) && act.sa_flags & libc::SA_SIGINFO == 0 {
+        act.sa_flags |= libc::SA_SIGINFO;
+        e |= EDIT_SIGINFO;
+    }
     e
 }
 
@@ -709,6 +717,9 @@ fn unedit(old: &mut libc::sigaction, edits: u8) {
     if edits & EDIT_RESETHAND != 0 {
         old.sa_flags |= libc::SA_RESETHAND;
     }
+    if edits & EDIT_SIGINFO != 0 {
+        old.sa_flags &= !libc::SA_SIGINFO;
+    }
 }
 
 /// Once the entry is installed for a program handler by the `signal`
@@ -716,7 +727,7 @@ fn unedit(old: &mut libc::sigaction, edits: u8) {
 /// after the program installed its handlers: edits the kernel's action as
 /// [`edit_for_traps`] does.
 fn edit_installed_for_traps(sig: i32) {
-    if !traps_active() {
+    if !traps_active() && !forwarded::passed_on(sig) {
         return;
     }
     // The agent's own calls (with -l, libc's sigaction is traced).
@@ -894,6 +905,17 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, uc: *mut c_void) -
     }
     let s = sig as usize;
     let action = ACTIONS[s].load(Ordering::Acquire);
+    // A copy fctrace passed on gets its original siginfo back; the second
+    // copy of a group kill does not reach the handler.
+    if forwarded::passed_on(sig)
+        && is_user_handler(action)
+        && (USER_FLAGS[s].load(Ordering::Relaxed) & libc::SA_SIGINFO as u64 != 0
+            || TRAP_EDITS[s].load(Ordering::Relaxed) & EDIT_SIGINFO != 0)
+        // SAFETY: the kernel filled the siginfo (SA_SIGINFO).
+        && !unsafe { forwarded::accept(sig, info) }
+    {
+        return return_to_kernel as *const () as usize;
+    }
     let trig = TRIGGERS[s].load(Ordering::Relaxed);
     if trig != 0 {
         // One atomic update each: async-signal-safe.

@@ -41,15 +41,11 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         let mut display = filter::with_recorded_display(&filter::display_only(&options), &trace);
         filter::add_recorded_backtraces(&mut display, &trace);
         crate::output::tree::print_tree_styled(&trace, &display, &style, &mut output.writer)?;
-        Ok(out.exit)
+        Ok((out.exit, out.attach))
     })();
     // Removed before ending like the program (which may mean a signal).
     let _ = tmp.close();
-    let exit = result?;
-    if args.run.pid.is_some() {
-        // The process is not fctrace's child: its end is its parent's.
-        return Ok(ExitCode::SUCCESS);
-    }
+    let (exit, attach) = result?;
     // Ends as the program did (by the same signal if one killed it).
-    Ok(recorder::exit_like(exit))
+    Ok(recorder::end_like(exit, attach))
 }

@@ -41,11 +41,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     for note in &out.notes {
         eprintln!("fctrace: {note}");
     }
-    if args.run.pid.is_some() {
-        // The process is not fctrace's child: its end is its parent's.
-        return Ok(ExitCode::SUCCESS);
-    }
-    Ok(recorder::exit_like(out.exit))
+    Ok(recorder::end_like(out.exit, out.attach))
 }
 
 /// A `snapshot` trigger needs a flight recorder (`record --ring`).

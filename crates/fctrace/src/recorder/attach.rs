@@ -1317,7 +1317,7 @@ pub fn detach(pid: i32, agent: &[u8], between: &mut dyn FnMut()) -> Result<()> {
             }
             Err(None) => bail!(
                 "could not detach from process {pid}: a thread stayed inside fctrace's code for \
-                 {} s; the process runs on with the agent in it, tracing off",
+                 {} s",
                 DETACH_WAIT.as_secs()
             ),
             Err(Some(e)) => bail!("detaching from process {pid}: {e}"),

@@ -4,6 +4,7 @@
 
 mod attach;
 mod bpf;
+mod ends;
 mod kernel;
 mod kgraph;
 mod kload;
@@ -30,9 +31,34 @@ static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fctrace_agent.so
 
 pub struct Outcome {
     pub exit: Option<ExitStatus>,
+    /// How a recording of an attached process ended (None: launched).
+    pub attach: Option<AttachEnd>,
     /// What went wrong while recording and what was not recorded, to say
     /// on stderr at the end (also in the trace's warnings).
     pub notes: Vec<String>,
+}
+
+/// How the recording of an attached process ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum AttachEnd {
+    /// fctrace detached; the process runs on.
+    Detached,
+    /// Detaching failed (said in the notes, with the process's state).
+    DetachFailed,
+    /// The process ended while recorded (its status in `exit`, if known).
+    Ended,
+}
+
+/// fctrace's own ending: as the program's for a launched one; attached,
+/// a clean detach is a success and a failed one is not, and a process
+/// that ended while recorded is ended as a launched program's (its code,
+/// or the same signal; unknown: 1).
+pub fn end_like(exit: Option<ExitStatus>, attach: Option<AttachEnd>) -> std::process::ExitCode {
+    match attach {
+        Some(AttachEnd::Detached) => std::process::ExitCode::SUCCESS,
+        Some(AttachEnd::DetachFailed) => std::process::ExitCode::from(1),
+        Some(AttachEnd::Ended) | None => exit_like(exit),
+    }
 }
 
 /// Checks that the program can be traced at all; returns its path and
@@ -171,6 +197,11 @@ pub fn record(
     };
     // Attaching: the process is stopped from here until it runs traced;
     // the shared memory is a file of its own making.
+    // Its end is watched from before it runs traced.
+    let mut end_watch = match target {
+        Target::Attach(pid, ..) => Some(ends::EndWatch::new(pid as i32)),
+        Target::Launch(_) => None,
+    };
     let mut attaching = match target {
         Target::Attach(pid, ..) => Some(attach::begin(pid as i32)?),
         Target::Launch(_) => None,
@@ -286,7 +317,19 @@ pub fn record(
             let threads = attaching
                 .take()
                 .expect("attaching")
-                .finish(AGENT, &attach::AttachConfig { vars })?;
+                .finish(AGENT, &attach::AttachConfig { vars })
+                .map_err(|e| {
+                    // A process that died while fctrace attached is said
+                    // so, with how it ended.
+                    let watch = end_watch.as_mut().expect("watching an attached process");
+                    match ends::state_of(pid as i32) {
+                        "dead" => e.context(format!(
+                            "process {pid} died while fctrace attached to it ({})",
+                            ending_text(watch.status())
+                        )),
+                        state => e.context(format!("process {pid} is {state}")),
+                    }
+                })?;
             // As strace says it: the process runs traced from here on.
             let until = match duration {
                 Some(d) => format!("for {:?} at most, or until it ends or Ctrl-C", d),
@@ -359,6 +402,12 @@ pub fn record(
     let started = std::time::Instant::now();
     let mut detached = None;
     let mut detach_failure = None;
+    let mut attach_end = None;
+    let mut forwarder = process::Forwarder::default();
+    let tag = {
+        let h = mem.header();
+        fctrace_format::shm::forward_tag(h.recorder_pid, h.recorder_pidns)
+    };
     loop {
         let busy = mem.drain_some(&mut |t, ev| sink.take(&mem, t, ev))?;
         if let Some(k) = &mut kernel {
@@ -387,7 +436,11 @@ pub fn record(
             flight.poll(&mem, &mut sink, &facts, &warnings);
         }
         if let Target::Attach(pid, duration, _) = target {
+            let watch = end_watch.as_mut().expect("watching an attached process");
+            watch.poll();
             if !attach::alive(pid as i32) {
+                exit = watch.status();
+                attach_end = Some(AttachEnd::Ended);
                 break;
             }
             // Ctrl-C (or SIGTERM, SIGHUP) ends the recording, not the
@@ -412,6 +465,7 @@ pub fn record(
                 };
                 match attach::detach(pid as i32, AGENT, &mut between) {
                     Ok(()) => {
+                        attach_end = Some(AttachEnd::Detached);
                         detached = Some(started.elapsed());
                         // The processes it forked while traced hold the
                         // agent too (not those that exec'd since: a
@@ -419,12 +473,21 @@ pub fn record(
                         for child in forked_children(&mem, pid) {
                             if let Err(e) = attach::detach(child as i32, AGENT, &mut between) {
                                 if attach::alive(child as i32) {
-                                    detach_failure = Some(format!("{e:#}"));
+                                    attach_end = Some(AttachEnd::DetachFailed);
+                                    detach_failure = Some(format!(
+                                        "{e:#}; process {child} is {}",
+                                        ends::state_of(child as i32)
+                                    ));
                                 }
                             }
                         }
                     }
-                    Err(e) => detach_failure = Some(format!("{e:#}")),
+                    Err(e) => {
+                        attach_end = Some(AttachEnd::DetachFailed);
+                        let (what, status) = after_failed_detach(pid as i32, watch);
+                        exit = status;
+                        detach_failure = Some(format!("{e:#}; {what}"));
+                    }
                 }
                 break;
             }
@@ -433,9 +496,7 @@ pub fn record(
             }
             continue;
         }
-        for sig in process::take_forward() {
-            process::send_signal(child_pid, sig);
-        }
+        forwarder.forward(child_pid, &process::take_forward(), tag);
         match process::reap_one(child_pid, false) {
             process::Reaped::Some(Some(st)) => exit = Some(st),
             process::Reaped::Some(None) => {}
@@ -578,8 +639,39 @@ pub fn record(
             .filter(|n| !n.ends_with(TOTAL_LOST))
             .map(|n| format!("{LOSS_MARK}{n}")),
     );
-    if tasks.is_empty() {
-        warnings.push("no task was traced: the agent did not start in the program".into());
+    if let (Target::Attach(pid, ..), Some(AttachEnd::Ended)) = (&target, attach_end) {
+        // Said as loudly as the end of a launched program is shown.
+        let w = format!(
+            "process {pid} ended while recorded, after {:.3} s: {}",
+            started.elapsed().as_secs_f64(),
+            ending_text(exit)
+        );
+        let w = match (
+            exit,
+            end_watch.as_ref().and_then(|e| e.unavailable.as_ref()),
+        ) {
+            (None, Some(why)) => format!(
+                "{w} (the kernel's process events, which need CAP_NET_ADMIN, are not \
+                 available: {why}; and its parent reaped it before fctrace read its status)"
+            ),
+            _ => w,
+        };
+        eprintln!("fctrace: {w}");
+        warnings.push(w);
+    }
+    match &target {
+        _ if !tasks.is_empty() => {}
+        Target::Attach(pid, ..) => {
+            let w = format!(
+                "no traced call ran in process {pid} while attached ({:.1} s): nothing recorded",
+                started.elapsed().as_secs_f64()
+            );
+            eprintln!("fctrace: {w}");
+            warnings.push(w);
+        }
+        Target::Launch(_) => {
+            warnings.push("no task was traced: the agent did not start in the program".into())
+        }
     }
     let info = TraceInfo {
         exit,
@@ -618,7 +710,11 @@ pub fn record(
             )),
             None => {}
         }
-        return Ok(Outcome { exit, notes });
+        return Ok(Outcome {
+            exit,
+            notes,
+            attach: attach_end,
+        });
     }
     // The program has ended: a trace that cannot be finished is said so,
     // and fctrace still ends as the program did.
@@ -627,7 +723,49 @@ pub fn record(
             "{e}: the trace has no info.json and cannot be read"
         ));
     }
-    Ok(Outcome { exit, notes })
+    Ok(Outcome {
+        exit,
+        notes,
+        attach: attach_end,
+    })
+}
+
+/// After a failed detach: what the process does now, said plainly, and
+/// its exit status if it has ended.
+fn after_failed_detach(pid: i32, watch: &mut ends::EndWatch) -> (String, Option<ExitStatus>) {
+    match ends::state_of(pid) {
+        "dead" => {
+            let status = watch.status();
+            let how = status.map_or_else(
+                || "its exit status is unknown".to_string(),
+                |s| ending_text(Some(s)),
+            );
+            (format!("process {pid} is dead ({how})"), status)
+        }
+        "stopped" => (
+            format!(
+                "process {pid} is stopped (hung: it does not run; kill -CONT {pid} resumes it)"
+            ),
+            None,
+        ),
+        _ => (
+            format!("process {pid} is running, with fctrace's agent in it, tracing off"),
+            None,
+        ),
+    }
+}
+
+/// How an attached process ended, as `info` says it.
+fn ending_text(exit: Option<ExitStatus>) -> String {
+    match exit {
+        None => "its exit status is unknown".to_string(),
+        Some(ExitStatus::Code(c)) => format!("exited with code {c}"),
+        Some(ExitStatus::Signal { signal, core }) => format!(
+            "killed by signal {signal} ({}){}",
+            fctrace_options::spec::signal_name(signal),
+            if core { ", core dumped" } else { "" }
+        ),
+    }
 }
 
 /// What every snapshot and the trace say about the run.

@@ -122,8 +122,24 @@ fn script_interpreter(file: &Path) -> Result<Option<PathBuf>> {
 /// signal N).
 static FORWARD: AtomicU64 = AtomicU64::new(0);
 
-fn mark_forward(sig: libc::c_int) {
+/// Per signal: who sent the last one fctrace received (`si_code` in the
+/// high 32 bits, `si_pid` in the low ones) and its `si_uid`.
+static SENDER: [AtomicU64; 65] = [const { AtomicU64::new(0) }; 65];
+static SENDER_UID: [AtomicU64; 65] = [const { AtomicU64::new(0) }; 65];
+
+fn mark_forward(sig: libc::c_int, info: *const libc::siginfo_t) {
     if (1..=64).contains(&sig) {
+        if !info.is_null() {
+            // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO
+            // handler; kill's fields are read for every code (zero when
+            // the kernel sent it).
+            let (code, pid, uid) = unsafe { ((*info).si_code, (*info).si_pid(), (*info).si_uid()) };
+            SENDER[sig as usize].store(
+                (code as u32 as u64) << 32 | pid as u32 as u64,
+                Ordering::Relaxed,
+            );
+            SENDER_UID[sig as usize].store(uid as u64, Ordering::Relaxed);
+        }
         FORWARD.fetch_or(1 << (sig - 1), Ordering::Relaxed);
     }
 }
@@ -141,7 +157,7 @@ extern "C" fn on_interrupt(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *
         unsafe { (*info).si_code }
     };
     if code != libc::SI_KERNEL {
-        mark_forward(sig);
+        mark_forward(sig, info);
     }
     if sig == libc::SIGINT {
         SNAPSHOT.store(sig, Ordering::Relaxed);
@@ -175,8 +191,8 @@ pub fn take_snapshot_request() -> Option<i32> {
 }
 
 /// SIGTERM, SIGHUP: always passed on.
-extern "C" fn on_terminate(sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    mark_forward(sig);
+extern "C" fn on_terminate(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    mark_forward(sig, info);
 }
 
 type Handler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
@@ -222,9 +238,73 @@ pub fn take_forward() -> Vec<i32> {
     (1..=64).filter(|s| bits & (1 << (s - 1)) != 0).collect()
 }
 
-pub fn send_signal(pid: u32, sig: i32) {
-    // SAFETY: kill(2) has no memory effects.
-    unsafe { libc::kill(pid as libc::pid_t, sig) };
+/// Passes the signals fctrace received on to the program. Where the
+/// agent runs in it, as `rt_sigqueueinfo` copies that carry the original
+/// sender's pid, uid and `si_code` and the session's tag in `si_value`:
+/// the agent gives the program's handler the original siginfo, and runs
+/// it once for a signal sent to the whole process group (which reaches
+/// the program directly too). A signal from the same sender within a
+/// second of the last one fctrace passed on is not passed on again (a
+/// sender that signals fctrace and then its group, as `timeout` does:
+/// natively the two copies meet while pending). Elsewhere, with kill().
+#[derive(Default)]
+pub struct Forwarder {
+    /// Per signal: the sender and time of the last copy passed on.
+    last: std::collections::HashMap<i32, (u64, std::time::Instant)>,
+}
+
+/// Copies of one sender closer than this are one signal.
+const SAME_SIGNAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Forwarder {
+    pub fn forward(&mut self, pid: u32, sigs: &[i32], tag: u32) {
+        for &sig in sigs {
+            let sender = SENDER[sig as usize].load(Ordering::Relaxed);
+            let uid = SENDER_UID[sig as usize].load(Ordering::Relaxed) as u32;
+            let now = std::time::Instant::now();
+            if let Some((s, at)) = self.last.get(&sig) {
+                if *s == sender && sender as u32 != 0 && now.duration_since(*at) < SAME_SIGNAL {
+                    continue;
+                }
+            }
+            self.last.insert(sig, (sender, now));
+            if !agent_in(pid) || !queue_signal(pid, sig, sender, uid, tag) {
+                // SAFETY: kill(2) has no memory effects.
+                unsafe { libc::kill(pid as libc::pid_t, sig) };
+            }
+        }
+    }
+}
+
+/// Whether fctrace's agent is loaded in process `pid` (a program that
+/// exec'd an untraced one has none).
+fn agent_in(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .is_ok_and(|m| m.contains("fctrace-agent") || m.contains("fctrace_agent"))
+}
+
+/// `rt_sigqueueinfo(pid, sig)` with the original sender's fields.
+fn queue_signal(pid: u32, sig: i32, sender: u64, uid: u32, tag: u32) -> bool {
+    let code = (sender >> 32) as u32;
+    // x86_64's siginfo_t: signo, errno, code, then (at 16) pid, uid,
+    // value.
+    let mut words = [0u32; 32];
+    words[0] = sig as u32;
+    words[2] = libc::SI_QUEUE as u32;
+    words[4] = sender as u32;
+    words[5] = uid;
+    words[6] = code;
+    words[7] = tag;
+    // SAFETY: rt_sigqueueinfo reads a 128-byte siginfo from `words`.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigqueueinfo,
+            pid as libc::pid_t,
+            sig,
+            words.as_ptr(),
+        )
+    };
+    r == 0
 }
 
 /// Ends fctrace the way the program ended, once the trace is written: with
