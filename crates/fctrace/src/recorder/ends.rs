@@ -25,7 +25,12 @@ const CN_MSG_LEN: usize = 20;
 pub struct EndWatch {
     pid: i32,
     sock: Option<OwnedFd>,
-    /// The wait status of the last of its threads that exited.
+    /// The wait status its parent's `wait` sees, once its main thread
+    /// (the thread group leader) exited: the leader's, or that of the last
+    /// thread that exited after it (a leader that called `pthread_exit`
+    /// leaves the process to its other threads, and one of them may end
+    /// it with `exit`). Threads that exited before the leader (fctrace's
+    /// own bootstrap thread among them) do not count.
     last: Option<i32>,
     /// Why the connector cannot be used, if it cannot.
     pub unavailable: Option<String>,
@@ -84,6 +89,7 @@ impl EndWatch {
             if u32_at(body, 0) == CN_IDX_PROC
                 && u32_at(ev, 0) == PROC_EVENT_EXIT
                 && u32_at(ev, 20) as i32 == self.pid
+                && (self.last.is_some() || u32_at(ev, 16) as i32 == self.pid)
             {
                 self.last = Some(u32_at(ev, 24) as i32);
             }
