@@ -587,6 +587,49 @@ fn late_dlthrow_host() -> PathBuf {
     .build()
 }
 
+/// Attached with `-l` to a C program that then loads a C library whose
+/// coroutine (makecontext/swapcontext) switches back from inside traced
+/// frames: libc's `swapcontext` is redirected to the agent in place (the
+/// library's GOT is bound to libc's after the agent saw it). The agent
+/// aborted the program before ("a traced function returned through a
+/// stack slot the agent does not know").
+#[test]
+fn coroutines_in_a_library_loaded_after_attaching_with_l() {
+    let lib = Build::new(
+        Lang::C,
+        "libdlcoro-O2.so",
+        &[program_source("dlcoro_lib.c")],
+        &["-O2", "-shared", "-fPIC"],
+    )
+    .build();
+    let define = format!("-DDLTHROW_LIB=\"{}\"", lib.display());
+    let exe = Build::new(
+        Lang::C,
+        "dlcoro_host-late-O2",
+        &[program_source("dlthrow_host.c")],
+        &["-O2", &define, "-DDLTHROW_LATE"],
+    )
+    .build();
+    let dir = TraceDir::new("attach-late-dlcoro");
+    let (native_out, native_status, _) = drive_with(&exe, None, &["go"; ROUNDS], false);
+    // Steps 0..60 hand over 0..60: 10 steps in round 1, 20, then 30.
+    assert!(native_out.contains("round 3: caught 1335"), "{native_out}");
+    let (out, status, run) =
+        drive_opts(&exe, Some(&dir.path), &["-l"], &["go"; ROUNDS], false, &[]);
+    let run = run.unwrap();
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(0), "{}", run.describe());
+    assert_eq!(out, native_out);
+    assert_eq!(status.code(), native_status.code());
+    let ctx = format!("trace {}", dir.path.display());
+    let rep = report(&dir.path);
+    let steps = (1..=ROUNDS as u64).map(|r| 10 * r).sum::<u64>();
+    assert_eq!(calls_named(&rep, "lib_work"), ROUNDS as u64, "{ctx}");
+    assert_eq!(calls_named(&rep, "co_step"), steps, "{ctx}");
+    assert_eq!(calls_named(&rep, "co_deep"), steps, "{ctx}");
+    assert_eq!(calls_named(&rep, "co_mid"), steps, "{ctx}");
+}
+
 /// Every line of `lines` (a task's tree, `tree_lines`) that opens a call
 /// is closed by a line of the same function at the same indentation, and
 /// every closing line closes the innermost open call (but for the calls

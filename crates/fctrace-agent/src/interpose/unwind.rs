@@ -187,8 +187,7 @@ macro_rules! original {
 }
 
 /// Attaching (every other thread stopped at `rips`): redirects libgcc_s's
-/// unwinder entry points to the agent. A function whose first bytes hold a
-/// stopped thread's instruction pointer is left alone, with a warning.
+/// unwinder entry points to the agent.
 pub fn redirect_unwinder(rips: &[u64]) {
     let hooks: [u64; 4] = [
         raise_exception as *const () as u64,
@@ -197,31 +196,15 @@ pub fn redirect_unwinder(rips: &[u64]) {
         unwind_backtrace as *const () as u64,
     ];
     let _busy = tls::Busy::enter();
-    // SAFETY: dlopen of libgcc_s, a dependency of the agent (loaded: a new
-    // reference, never closed), and dlsym with NUL-terminated names.
-    let h = unsafe { libc::dlopen(c"libgcc_s.so.1".as_ptr(), libc::RTLD_NOW) };
-    if h.is_null() {
-        crate::runtime::log::warn("attaching: cannot find libgcc_s.so.1");
-        return;
-    }
     for (i, name) in REDIRECTED.iter().enumerate() {
-        // SAFETY: as above.
-        let target = unsafe { libc::dlsym(h, name.as_ptr()) } as u64;
-        let r = if target == 0 {
-            Err("not in libgcc_s.so.1".to_string())
-        } else if rips.iter().any(|&ip| ip > target && ip < target + 64) {
-            Err("a thread was stopped in its first instructions".to_string())
-        } else {
-            crate::arch::x86_64::redirect::redirect(target, hooks[i])
-        };
-        match r {
-            Ok(t) => TRAMPOLINES[i].store(t, Ordering::Release),
-            Err(e) => crate::runtime::log::warn(&format!(
-                "attaching: {}, called by libraries loaded later, will not see through traced \
-                 frames: {e}",
-                name.to_string_lossy()
-            )),
-        }
+        let t = super::redirect_in_place(
+            c"libgcc_s.so.1",
+            name,
+            hooks[i],
+            rips,
+            "see through traced frames",
+        );
+        TRAMPOLINES[i].store(t, Ordering::Release);
     }
     if !rips
         .iter()
