@@ -505,6 +505,8 @@ pub unsafe extern "C" fn fctrace_agent_detach(
 /// writes that could not be undone.
 fn teardown() -> usize {
     let failed = runtime::journal::undo();
+    unwind::detach();
+    interpose::context::detach();
     signal::detach();
     process::detach();
     instrument::modules::detach();
@@ -551,6 +553,8 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
         for e in instrument::modules::bind_interposers() {
             warn(&format!("attaching: {e}"));
         }
+        unwind::redirect_unwinder(attaching.unwrap_or(&[]));
+        interpose::context::redirect_switches(attaching.unwrap_or(&[]));
     }
     instrument::modules::instrument_process(shm, sid, &cfg.dir, nest, attaching.unwrap_or(&[]))?;
     if attaching.is_none() {

@@ -129,6 +129,20 @@ fn drive_with(
     commands: &[&str],
     detach: bool,
 ) -> (String, std::process::ExitStatus, Option<Run>) {
+    drive_opts(exe, attach, &[], commands, detach, &[])
+}
+
+/// As [`drive_with`], with `opts` added to fctrace's command line, and
+/// `after` sent once fctrace detached (with `detach`), each making the
+/// next round's line too.
+fn drive_opts(
+    exe: &Path,
+    attach: Option<&Path>,
+    opts: &[&str],
+    commands: &[&str],
+    detach: bool,
+    after: &[&str],
+) -> (String, std::process::ExitStatus, Option<Run>) {
     let mut prog = Driven::start(&mut Command::new(exe));
     prog.wait_for("ready");
     // Every thread that waits on a pipe is in read(2) (main on stdin, and
@@ -136,13 +150,11 @@ fn drive_with(
     wait_in_read(prog.child.id(), if exe == attach_program() { 2 } else { 1 });
     let tracer = attach.map(|dir| {
         let pid = prog.child.id().to_string();
-        let mut t = Driven::start(Command::new(fctrace_bin()).args([
-            "record",
-            "-d",
-            dir.to_str().unwrap(),
-            "-p",
-            &pid,
-        ]));
+        let mut t = Driven::start(
+            Command::new(fctrace_bin())
+                .args(["record", "-d", dir.to_str().unwrap(), "-p", &pid])
+                .args(opts),
+        );
         // fctrace says so on stderr once the process runs traced.
         let err = read_lines(t.child.stderr.take().unwrap());
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -158,17 +170,20 @@ fn drive_with(
         }
         (t, err, said)
     });
-    for command in commands {
-        let before = prog.seen.len();
-        prog.send(command);
-        // The reader's line of this round, before the next one.
-        let round = format!(
-            "round {}",
-            prog.seen.iter().filter(|l| l.contains("round")).count() + 1
-        );
-        prog.wait_for(&round);
-        assert!(prog.seen.len() > before);
-    }
+    let run_rounds = |prog: &mut Driven, commands: &[&str]| {
+        for command in commands {
+            let before = prog.seen.len();
+            prog.send(command);
+            // The reader's line of this round, before the next one.
+            let round = format!(
+                "round {}",
+                prog.seen.iter().filter(|l| l.contains("round")).count() + 1
+            );
+            prog.wait_for(&round);
+            assert!(prog.seen.len() > before);
+        }
+    };
+    run_rounds(&mut prog, commands);
     // With `detach`: Ctrl-C on fctrace before the end, which detaches;
     // the process then holds its files' code.
     let pid = prog.child.id();
@@ -206,6 +221,7 @@ fn drive_with(
             stderr: said.join("\n"),
         })
     });
+    run_rounds(&mut prog, after);
     prog.send("quit");
     let (out, status) = prog.finish();
     let run = tracer.map(|r| {
@@ -551,6 +567,182 @@ fn exceptions_in_a_dlopened_cxx_library_after_attaching() {
         "trace {}",
         dir.path.display()
     );
+}
+
+/// dlthrow_host.c built to load the C++ library at its first round, after
+/// fctrace attached.
+fn late_dlthrow_host() -> PathBuf {
+    let lib = Build::new(
+        Lang::Cxx,
+        "libdlthrow-O2.so",
+        &[program_source("dlthrow_lib.cpp")],
+        &["-O2", "-shared", "-fPIC"],
+    )
+    .build();
+    let define = format!("-DDLTHROW_LIB=\"{}\"", lib.display());
+    Build::new(
+        Lang::C,
+        "dlthrow_host-late-O2",
+        &[program_source("dlthrow_host.c")],
+        &["-O2", &define, "-DDLTHROW_LATE"],
+    )
+    .build()
+}
+
+/// Attached with `-l` to a C program that then loads a C library whose
+/// coroutine (makecontext/swapcontext) switches back from inside traced
+/// frames: libc's `swapcontext` is redirected to the agent in place (the
+/// library's GOT is bound to libc's after the agent saw it). The agent
+/// aborted the program before ("a traced function returned through a
+/// stack slot the agent does not know").
+#[test]
+fn coroutines_in_a_library_loaded_after_attaching_with_l() {
+    let lib = Build::new(
+        Lang::C,
+        "libdlcoro-O2.so",
+        &[program_source("dlcoro_lib.c")],
+        &["-O2", "-shared", "-fPIC"],
+    )
+    .build();
+    let define = format!("-DDLTHROW_LIB=\"{}\"", lib.display());
+    let exe = Build::new(
+        Lang::C,
+        "dlcoro_host-late-O2",
+        &[program_source("dlthrow_host.c")],
+        &["-O2", &define, "-DDLTHROW_LATE"],
+    )
+    .build();
+    let dir = TraceDir::new("attach-late-dlcoro");
+    let (native_out, native_status, _) = drive_with(&exe, None, &["go"; ROUNDS], false);
+    // Steps 0..60 hand over 0..60: 10 steps in round 1, 20, then 30.
+    assert!(native_out.contains("round 3: caught 1335"), "{native_out}");
+    let (out, status, run) =
+        drive_opts(&exe, Some(&dir.path), &["-l"], &["go"; ROUNDS], false, &[]);
+    let run = run.unwrap();
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(0), "{}", run.describe());
+    assert_eq!(out, native_out);
+    assert_eq!(status.code(), native_status.code());
+    let ctx = format!("trace {}", dir.path.display());
+    let rep = report(&dir.path);
+    let steps = (1..=ROUNDS as u64).map(|r| 10 * r).sum::<u64>();
+    assert_eq!(calls_named(&rep, "lib_work"), ROUNDS as u64, "{ctx}");
+    assert_eq!(calls_named(&rep, "co_step"), steps, "{ctx}");
+    assert_eq!(calls_named(&rep, "co_deep"), steps, "{ctx}");
+    assert_eq!(calls_named(&rep, "co_mid"), steps, "{ctx}");
+}
+
+/// Every line of `lines` (a task's tree, `tree_lines`) that opens a call
+/// is closed by a line of the same function at the same indentation, and
+/// every closing line closes the innermost open call (but for the calls
+/// in progress when fctrace attached, closed before anything opened).
+fn assert_well_nested(lines: &[&str], ctx: &str) {
+    let mut open: Vec<(usize, &str)> = Vec::new();
+    for l in lines {
+        let depth = l.len() - l.trim_start().len();
+        let t = l.trim_start();
+        // (Demangled C++ names keep their parameters, without "()".)
+        if let Some(name) = t.strip_suffix(" {") {
+            open.push((depth, name.strip_suffix("()").unwrap_or(name)));
+        } else if let Some(rest) = t.strip_prefix("} /* ") {
+            let name = rest.split(" */").next().unwrap();
+            match open.pop() {
+                Some((d, n)) => assert_eq!((d, n), (depth, name), "{ctx}: at {l:?}"),
+                None => assert!(rest.ends_with("(entry not recorded)"), "{ctx}: at {l:?}"),
+            }
+        }
+    }
+    assert!(
+        open.iter().all(|(_, n)| *n == "main"),
+        "{ctx}: left open {open:?}"
+    );
+}
+
+/// Lines of `text` closing a call of `func` as unwound.
+fn unwound(text: &str, func: &str) -> usize {
+    text.lines()
+        .filter(|l| l.contains(&format!("}} /* {func} */ (unwound)")))
+        .count()
+}
+
+/// Attached with `-l` to a C program that then loads a C++ library
+/// (dlopen, RTLD_LOCAL; libstdc++ with it): the loader binds the library's
+/// calls of libgcc_s's unwinder after the agent saw it, so the agent
+/// redirects libgcc_s's entry points themselves. Each round throws and
+/// catches through the library's traced frames, and rethrows once; it ran
+/// into `std::terminate` before.
+#[test]
+fn exceptions_in_a_cxx_library_loaded_after_attaching_with_l() {
+    let exe = late_dlthrow_host();
+    let dir = TraceDir::new("attach-late-dlthrow");
+    let (native_out, native_status, _) = drive_with(&exe, None, &["go"; ROUNDS], false);
+    assert!(native_out.contains("round 3: caught 103"), "{native_out}");
+    let (out, status, run) =
+        drive_opts(&exe, Some(&dir.path), &["-l"], &["go"; ROUNDS], false, &[]);
+    let run = run.unwrap();
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(0), "{}", run.describe());
+    assert_eq!(out, native_out);
+    assert_eq!(status.code(), native_status.code());
+    assert_eq!(status.code(), Some(3));
+    let ctx = format!("trace {}", dir.path.display());
+    let rep = report(&dir.path);
+    // Round r (1..=3): lib_work(r) calls middle and thrower r times in
+    // its loop and once through rethrower; each of them throws.
+    let throws = (1..=ROUNDS as u64).map(|r| r + 1).sum::<u64>();
+    assert_eq!(calls_named(&rep, "one_round"), ROUNDS as u64, "{ctx}");
+    assert_eq!(calls_named(&rep, "lib_work"), ROUNDS as u64, "{ctx}");
+    assert_eq!(calls_named(&rep, "rethrower"), ROUNDS as u64, "{ctx}");
+    assert_eq!(calls_named(&rep, "middle"), throws, "{ctx}");
+    assert_eq!(calls_named(&rep, "thrower"), throws, "{ctx}");
+    let text = replay_text(&dir.path);
+    assert_eq!(unwound(&text, "thrower"), throws as usize, "{ctx}");
+    assert_eq!(unwound(&text, "middle"), throws as usize, "{ctx}");
+    assert_eq!(unwound(&text, "rethrower"), ROUNDS, "{ctx}");
+    assert_eq!(unwound(&text, "__cxa_rethrow"), ROUNDS, "{ctx}");
+    assert_eq!(unwound(&text, "lib_work"), 0, "{ctx}");
+    let tasks = tree_lines(&text);
+    assert_eq!(tasks.len(), 1, "{ctx}");
+    let main = tasks.values().next().unwrap();
+    assert_well_nested(main, &ctx);
+    // lib_work returns normally into one_round, under main.
+    assert_eq!(
+        main.iter()
+            .filter(|l| **l == "    } /* lib_work */")
+            .count(),
+        ROUNDS,
+        "{ctx}"
+    );
+}
+
+/// As above, and fctrace detaches after the first round (the library
+/// loaded and traced): the code is its files' again, libgcc_s's included,
+/// and the next rounds throw and catch as natively.
+#[test]
+fn a_cxx_library_loaded_after_attaching_with_l_throws_after_the_detach() {
+    let exe = late_dlthrow_host();
+    let dir = TraceDir::new("attach-late-dlthrow-detach");
+    let (native_out, native_status, _) = drive_with(&exe, None, &["go"; ROUNDS], false);
+    let (out, status, run) = drive_opts(
+        &exe,
+        Some(&dir.path),
+        &["-l"],
+        &["go"],
+        true,
+        &["go"; ROUNDS - 1],
+    );
+    let run = run.unwrap();
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(0), "{}", run.describe());
+    assert_eq!(out, native_out);
+    assert_eq!(status.code(), native_status.code());
+    let ctx = format!("trace {}", dir.path.display());
+    let rep = report(&dir.path);
+    // Round 1 only: lib_work(1) throws twice.
+    assert_eq!(calls_named(&rep, "lib_work"), 1, "{ctx}");
+    assert_eq!(calls_named(&rep, "thrower"), 2, "{ctx}");
+    let text = replay_text(&dir.path);
+    assert_eq!(unwound(&text, "thrower"), 2, "{ctx}");
 }
 
 /// Every file-backed executable mapping of process `pid` holds its file's

@@ -35,6 +35,7 @@ use crate::runtime::shm;
 use crate::runtime::state::{ShadowEntry, ThreadState};
 use crate::runtime::tls;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Links kept per thread; deeper chains (contexts that keep switching to
 /// fresh contexts without ever coming back) stop adding links: those
@@ -249,14 +250,64 @@ fn marker() -> u64 {
 type SwapFn = unsafe extern "C" fn(*mut c_void, *const c_void) -> i32;
 type SetFn = unsafe extern "C" fn(*const c_void) -> i32;
 
+/// The trampolines running libc's own `swapcontext` and `setcontext`
+/// when they are redirected in place to the agent (attached: a library
+/// loaded later binds its calls to libc's; see `super::redirect_in_place`);
+/// 0: not redirected.
+static SWAP_TRAMPOLINE: AtomicU64 = AtomicU64::new(0);
+static SET_TRAMPOLINE: AtomicU64 = AtomicU64::new(0);
+
+/// Attaching (every other thread stopped at `rips`): libc's `swapcontext`
+/// and `setcontext` go to the agent, whoever calls them.
+pub fn redirect_switches(rips: &[u64]) {
+    let _busy = tls::Busy::enter();
+    let what = "keep the shadow stacks of their contexts apart";
+    let t = super::redirect_in_place(
+        c"libc.so.6",
+        c"swapcontext",
+        swap_context as *const () as u64,
+        rips,
+        what,
+    );
+    SWAP_TRAMPOLINE.store(t, Ordering::Release);
+    let t = super::redirect_in_place(
+        c"libc.so.6",
+        c"setcontext",
+        set_context as *const () as u64,
+        rips,
+        what,
+    );
+    SET_TRAMPOLINE.store(t, Ordering::Release);
+}
+
+/// Detaching, after the journal put libc's code back and unmapped the
+/// trampolines.
+pub fn detach() {
+    SWAP_TRAMPOLINE.store(0, Ordering::Release);
+    SET_TRAMPOLINE.store(0, Ordering::Release);
+}
+
 /// # Safety
 /// Called by the program with two valid `ucontext_t` pointers.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn swapcontext(oucp: *mut c_void, ucp: *const c_void) -> i32 {
+    // SAFETY: the caller's arguments.
+    unsafe { swap_context(oucp, ucp) }
+}
+
+unsafe extern "C" fn swap_context(oucp: *mut c_void, ucp: *const c_void) -> i32 {
     let sp = marker();
     let traced = switch_out(oucp as u64, sp);
-    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
-    let r = unsafe { crate::real!("swapcontext", SwapFn)(oucp, ucp) };
+    let t = SWAP_TRAMPOLINE.load(Ordering::Acquire);
+    // SAFETY: forwarding the caller's arguments to the real function of
+    // the same C signature (its trampoline when redirected in place).
+    let r = unsafe {
+        if t != 0 {
+            std::mem::transmute::<u64, SwapFn>(t)(oucp, ucp)
+        } else {
+            crate::real!("swapcontext", SwapFn)(oucp, ucp)
+        }
+    };
     if traced {
         resumed(oucp as u64, marker());
     }
@@ -300,12 +351,25 @@ fn leave_frames(target_sp: u64, sp: u64) {
 /// Called by the program with a valid `ucontext_t` pointer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn setcontext(ucp: *const c_void) -> i32 {
+    // SAFETY: the caller's argument.
+    unsafe { set_context(ucp) }
+}
+
+unsafe extern "C" fn set_context(ucp: *const c_void) -> i32 {
     // SAFETY: ucp points to a ucontext_t filled by getcontext/swapcontext/
     // makecontext; only its saved stack pointer is read.
     let target_sp =
         unsafe { (*(ucp as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RSP as usize] }
             as u64;
     leave_frames(target_sp, marker());
-    // SAFETY: forwarding the caller's argument to the real function of the same C signature.
-    unsafe { crate::real!("setcontext", SetFn)(ucp) }
+    let t = SET_TRAMPOLINE.load(Ordering::Acquire);
+    // SAFETY: forwarding the caller's argument to the real function of the
+    // same C signature (its trampoline when redirected in place).
+    unsafe {
+        if t != 0 {
+            std::mem::transmute::<u64, SetFn>(t)(ucp)
+        } else {
+            crate::real!("setcontext", SetFn)(ucp)
+        }
+    }
 }

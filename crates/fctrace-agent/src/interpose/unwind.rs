@@ -139,36 +139,137 @@ fn marker() -> u64 {
 
 type UnwindFn = unsafe extern "C" fn(*mut c_void) -> i32;
 
+// ---- The unwinder's entry points, redirected in place when attached --------
+//
+// Attached (`-p`), the agent points the GOT slots of the objects loaded
+// then at its interposers (`instrument::modules::bind_interposers`), but a
+// library loaded later binds its calls to libgcc_s's functions when the
+// loader relocates it, after the loader's notification (`-l`): a C++
+// library arriving that way would throw through its traced frames with the
+// real unwinder, which meets the stubs' addresses and calls
+// `std::terminate`. So, attached, libgcc_s's own entry points are
+// redirected to the interposers' bodies (`arch::x86_64::redirect`, as
+// `_Unwind_ForcedUnwind` is): every caller reaches the agent, whatever its
+// GOT says, and the interposers forward to the trampolines running the
+// original code. Detaching puts the bytes back (the journal) and forgets
+// the trampolines.
+
+/// Which of libgcc_s's functions: index into [`REDIRECTED`] and
+/// [`TRAMPOLINES`].
+const RAISE: usize = 0;
+const RETHROW: usize = 1;
+const RESUME: usize = 2;
+const BACKTRACE: usize = 3;
+
+/// libgcc_s's functions redirected when attached, with their hooks.
+const REDIRECTED: [&std::ffi::CStr; 4] = [
+    c"_Unwind_RaiseException",
+    c"_Unwind_Resume_or_Rethrow",
+    c"_Unwind_Resume",
+    c"_Unwind_Backtrace",
+];
+
+/// The trampolines running the original code of the functions of
+/// [`REDIRECTED`] (0: not redirected).
+static TRAMPOLINES: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+/// The real function `$name` of type `$ty`: its trampoline when
+/// redirected in place (its entry would come back to the agent).
+macro_rules! original {
+    ($which:expr, $name:expr, $ty:ty) => {{
+        let t = TRAMPOLINES[$which].load(Ordering::Acquire);
+        if t != 0 {
+            std::mem::transmute::<u64, $ty>(t)
+        } else {
+            real!($name, $ty)
+        }
+    }};
+}
+
+/// Attaching (every other thread stopped at `rips`): redirects libgcc_s's
+/// unwinder entry points to the agent.
+pub fn redirect_unwinder(rips: &[u64]) {
+    let hooks: [u64; 4] = [
+        raise_exception as *const () as u64,
+        resume_or_rethrow as *const () as u64,
+        resume as *const () as u64,
+        unwind_backtrace as *const () as u64,
+    ];
+    let _busy = tls::Busy::enter();
+    for (i, name) in REDIRECTED.iter().enumerate() {
+        let t = super::redirect_in_place(
+            c"libgcc_s.so.1",
+            name,
+            hooks[i],
+            rips,
+            "see through traced frames",
+        );
+        TRAMPOLINES[i].store(t, Ordering::Release);
+    }
+    if !rips
+        .iter()
+        .any(|&ip| forced_target().is_some_and(|t| ip > t && ip < t + 64))
+    {
+        redirect_forced_unwind();
+    }
+}
+
+/// Detaching, after the journal put the code back and unmapped the
+/// trampolines: none of them is used again (a later attach redirects
+/// anew).
+pub fn detach() {
+    for t in &TRAMPOLINES {
+        t.store(0, Ordering::Release);
+    }
+    FORCED_TRAMPOLINE.store(0, Ordering::Release);
+    *FORCED_DONE.lock().unwrap_or_else(|e| e.into_inner()) = false;
+}
+
+unsafe extern "C" fn raise_exception(exc: *mut c_void) -> i32 {
+    let prev = before_unwind(marker());
+    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
+    let r = unsafe { original!(RAISE, "_Unwind_RaiseException", UnwindFn)(exc) };
+    after_unwind(prev);
+    r
+}
+
+unsafe extern "C" fn resume_or_rethrow(exc: *mut c_void) -> i32 {
+    let prev = before_unwind(marker());
+    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
+    let r = unsafe { original!(RETHROW, "_Unwind_Resume_or_Rethrow", UnwindFn)(exc) };
+    after_unwind(prev);
+    r
+}
+
+unsafe extern "C" fn resume(exc: *mut c_void) {
+    let prev = before_unwind(marker());
+    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
+    unsafe { original!(RESUME, "_Unwind_Resume", UnwindFn)(exc) };
+    after_unwind(prev);
+}
+
 /// # Safety
 /// Called by the C++/Rust runtime with an exception object.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Unwind_RaiseException(exc: *mut c_void) -> i32 {
-    let prev = before_unwind(marker());
-    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
-    let r = unsafe { real!("_Unwind_RaiseException", UnwindFn)(exc) };
-    after_unwind(prev);
-    r
+    // SAFETY: the caller's arguments.
+    unsafe { raise_exception(exc) }
 }
 
 /// # Safety
 /// As `_Unwind_RaiseException`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Unwind_Resume_or_Rethrow(exc: *mut c_void) -> i32 {
-    let prev = before_unwind(marker());
-    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
-    let r = unsafe { real!("_Unwind_Resume_or_Rethrow", UnwindFn)(exc) };
-    after_unwind(prev);
-    r
+    // SAFETY: the caller's arguments.
+    unsafe { resume_or_rethrow(exc) }
 }
 
 /// # Safety
 /// As `_Unwind_RaiseException`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Unwind_Resume(exc: *mut c_void) {
-    let prev = before_unwind(marker());
-    // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
-    unsafe { real!("_Unwind_Resume", UnwindFn)(exc) };
-    after_unwind(prev);
+    // SAFETY: the caller's arguments.
+    unsafe { resume(exc) }
 }
 
 type ForcedFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> i32;
@@ -220,32 +321,40 @@ fn forced_original() -> ForcedFn {
     unsafe { real!("_Unwind_ForcedUnwind", ForcedFn) }
 }
 
+/// Whether the redirection was attempted (again after a detach).
+static FORCED_DONE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+
 /// Redirects libgcc_s's `_Unwind_ForcedUnwind` to `forced_hook`, once.
 fn redirect_forced_unwind() {
-    static DONE: std::sync::Once = std::sync::Once::new();
     let _busy = tls::Busy::enter();
-    DONE.call_once(|| {
-        if let Err(e) = try_redirect() {
-            crate::runtime::log::warn(&format!(
-                "forced unwinding (pthread_exit, cancellation) will not see through traced frames: {e}"
-            ));
-        }
-    });
+    let mut done = FORCED_DONE.lock().unwrap_or_else(|e| e.into_inner());
+    if *done {
+        return;
+    }
+    *done = true;
+    if let Err(e) = try_redirect() {
+        crate::runtime::log::warn(&format!(
+            "forced unwinding (pthread_exit, cancellation) will not see through traced frames: {e}"
+        ));
+    }
 }
 
-fn try_redirect() -> Result<(), String> {
+/// libgcc_s's `_Unwind_ForcedUnwind` (loading libgcc_s), if found.
+fn forced_target() -> Option<u64> {
     // SAFETY: dlopen/dlsym with NUL-terminated names; libgcc_s stays loaded
     // (the handle is never closed).
     let target = unsafe {
         let h = libc::dlopen(c"libgcc_s.so.1".as_ptr(), libc::RTLD_NOW);
         if h.is_null() {
-            return Err("cannot load libgcc_s.so.1".into());
+            return None;
         }
         libc::dlsym(h, c"_Unwind_ForcedUnwind".as_ptr()) as u64
     };
-    if target == 0 {
-        return Err("libgcc_s.so.1 has no _Unwind_ForcedUnwind".into());
-    }
+    (target != 0).then_some(target)
+}
+
+fn try_redirect() -> Result<(), String> {
+    let target = forced_target().ok_or("libgcc_s.so.1 or its _Unwind_ForcedUnwind is missing")?;
     let tramp = crate::arch::x86_64::redirect::redirect(target, forced_hook as *const () as u64)?;
     FORCED_TRAMPOLINE.store(tramp, Ordering::Release);
     Ok(())
@@ -419,11 +528,16 @@ unsafe extern "C" fn trace_frame(ctx: *mut c_void, data: *mut c_void) -> i32 {
 /// Called with a trace callback and its argument.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Unwind_Backtrace(f: *mut c_void, arg: *mut c_void) -> i32 {
+    // SAFETY: the caller's arguments.
+    unsafe { unwind_backtrace(f, arg) }
+}
+
+unsafe extern "C" fn unwind_backtrace(f: *mut c_void, arg: *mut c_void) -> i32 {
     with_state(|st| restore_all(st));
     agent_range();
     let r = if f.is_null() {
         // SAFETY: forwarding the caller's arguments to the real function of the same C signature.
-        unsafe { real!("_Unwind_Backtrace", BacktraceFn)(f, arg) }
+        unsafe { original!(BACKTRACE, "_Unwind_Backtrace", BacktraceFn)(f, arg) }
     } else {
         let mut t = TraceArg {
             // SAFETY: a non-null _Unwind_Trace_Fn.
@@ -439,7 +553,7 @@ pub unsafe extern "C" fn _Unwind_Backtrace(f: *mut c_void, arg: *mut c_void) -> 
         // SAFETY: the real function with our callback, whose argument
         // outlives the walk.
         unsafe {
-            real!("_Unwind_Backtrace", BacktraceFn)(
+            original!(BACKTRACE, "_Unwind_Backtrace", BacktraceFn)(
                 trace_frame as *mut c_void,
                 &mut t as *mut TraceArg as *mut c_void,
             )
