@@ -508,6 +508,7 @@ fn teardown() -> usize {
     signal::detach();
     process::detach();
     instrument::modules::detach();
+    instrument::sanitizer::detach();
     filter::forget_ranges();
     shm::close();
     failed
@@ -553,9 +554,7 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
         }
     }
     instrument::modules::instrument_process(shm, sid, &cfg.dir, nest, attaching.unwrap_or(&[]))?;
-    if attaching.is_none() {
-        instrument::sanitizer::install();
-    }
+    instrument::sanitizer::install(attaching.unwrap_or(&[]));
     let (parent, origin) = match cfg.parent {
         Some(p) => (p, fctrace_format::shm::ORIGIN_EXEC),
         None => (u32::MAX, fctrace_format::shm::ORIGIN_START),

@@ -246,7 +246,8 @@ fn try_redirect() -> Result<(), String> {
     if target == 0 {
         return Err("libgcc_s.so.1 has no _Unwind_ForcedUnwind".into());
     }
-    let tramp = crate::arch::x86_64::redirect::redirect(target, forced_hook as *const () as u64)?;
+    let tramp =
+        crate::arch::x86_64::redirect::redirect(target, forced_hook as *const () as u64, &[])?;
     FORCED_TRAMPOLINE.store(tramp, Ordering::Release);
     Ok(())
 }
