@@ -225,7 +225,12 @@ extern "C" fn agent_init() {
         tls::set_mark_depth(1);
         tls::kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
     }
-    agent_setup();
+    {
+        // A message the program's sanitizer runtime or another library's
+        // constructor left for `dlerror()` stays for the program.
+        let _kept = runtime::dlerror::Kept::new();
+        agent_setup();
+    }
     if traced {
         // Still the agent's (with -l, libc's `syscall` is traced now).
         let _quiet = tls::Busy::quiet();

@@ -234,6 +234,7 @@ fn redirect_forced_unwind() {
 }
 
 fn try_redirect() -> Result<(), String> {
+    let _kept = crate::runtime::dlerror::Kept::new();
     // SAFETY: dlopen/dlsym with NUL-terminated names; libgcc_s stays loaded
     // (the handle is never closed).
     let target = unsafe {
