@@ -225,7 +225,12 @@ extern "C" fn agent_init() {
         tls::set_mark_depth(1);
         tls::kernel_mark(fctrace_format::shm::KERNEL_MARK_BEGIN);
     }
-    agent_setup();
+    {
+        // A message the program's sanitizer runtime or another library's
+        // constructor left for `dlerror()` stays for the program.
+        let _kept = runtime::dlerror::Kept::new();
+        agent_setup();
+    }
     if traced {
         // Still the agent's (with -l, libc's `syscall` is traced now).
         let _quiet = tls::Busy::quiet();
@@ -510,6 +515,7 @@ fn teardown() -> usize {
     signal::detach();
     process::detach();
     instrument::modules::detach();
+    instrument::sanitizer::detach();
     filter::forget_ranges();
     shm::close();
     failed
@@ -557,9 +563,7 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
         interpose::context::redirect_switches(attaching.unwrap_or(&[]));
     }
     instrument::modules::instrument_process(shm, sid, &cfg.dir, nest, attaching.unwrap_or(&[]))?;
-    if attaching.is_none() {
-        instrument::sanitizer::install();
-    }
+    instrument::sanitizer::install(attaching.unwrap_or(&[]));
     let (parent, origin) = match cfg.parent {
         Some(p) => (p, fctrace_format::shm::ORIGIN_EXEC),
         None => (u32::MAX, fctrace_format::shm::ORIGIN_START),

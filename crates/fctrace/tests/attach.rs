@@ -1525,3 +1525,84 @@ fn an_attach_in_which_no_traced_call_ran_says_so() {
     let (out, status) = prog.finish();
     assert_eq!((out.as_str(), status.code()), ("ready", Some(0)));
 }
+
+/// Drives san_attach.c (an AddressSanitizer program): "keep" (a block
+/// allocated and freed through nested functions), then "use" (a
+/// heap-use-after-free through nested functions, reported). With
+/// `attach`, fctrace attaches once main waits for its first command, and
+/// with `detach` it detaches (Ctrl-C) between the two: the block's stacks
+/// were collected while attached, the report is made after. Returns the
+/// program's stdout, status and stderr, and what fctrace said.
+fn drive_asan(
+    exe: &Path,
+    attach: Option<&Path>,
+    detach: bool,
+) -> (String, std::process::ExitStatus, String, Vec<String>) {
+    let mut prog = Driven::start(&mut Command::new(exe));
+    let stderr = read_lines(prog.child.stderr.take().unwrap());
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    wait_in_read(pid, 1);
+    let mut tracer = attach.map(|dir| start_attached(pid, dir, &[]));
+    prog.send("keep");
+    prog.wait_for("kept");
+    let mut said = Vec::new();
+    if detach {
+        let (t, err) = tracer.take().unwrap();
+        wait_in_read(pid, 1);
+        said = ctrl_c(t, err, pid);
+        assert_code_is_the_files(pid, &format!("{}: after detaching", exe.display()));
+    }
+    prog.send("use");
+    let (out, status) = prog.finish();
+    if let Some((t, err)) = tracer {
+        let (_, st) = t.finish();
+        said = err.iter().collect();
+        assert_eq!(st.code(), Some(0), "{said:?}");
+    }
+    (
+        out,
+        status,
+        stderr.iter().collect::<Vec<_>>().join("\n"),
+        said,
+    )
+}
+
+/// fctrace attached to a running AddressSanitizer program: the stacks ASan
+/// collects at `malloc` and `free` while attached, and its report's, name
+/// the same frames as natively (without the runtime's stack collector
+/// redirected they read stub addresses: `#2 0x... (<unknown module>)`);
+/// after detaching too, with the runtime's code its file's again.
+#[test]
+fn asan_reports_while_attached_name_the_same_frames() {
+    let asan = "/usr/lib/x86_64-linux-gnu/libasan.so.8";
+    assert!(
+        Path::new(asan).exists(),
+        "{asan} is missing: apt-get install libasan8"
+    );
+    let exe = c_program(
+        "san_attach.c",
+        "-asan",
+        &["-g", "-O1", "-fno-omit-frame-pointer", "-fsanitize=address"],
+    );
+    let (native_out, native_status, native_err, _) = drive_asan(&exe, None, false);
+    assert_eq!(native_status.code(), Some(1), "{native_out}\n{native_err}");
+    assert!(native_err.contains(" in keep1 "), "{native_err}");
+    for detach in [false, true] {
+        let dir = TraceDir::new("attach-asan");
+        let (out, status, err, said) = drive_asan(&exe, Some(&dir.path), detach);
+        let ctx = format!(
+            "detach {detach}, trace {}\nfctrace said {said:?}",
+            dir.path.display()
+        );
+        assert_eq!(out, native_out, "{ctx}");
+        assert_eq!(status.code(), native_status.code(), "{ctx}\n{err}");
+        assert_eq!(frames(&native_err), frames(&err), "{ctx}\n{err}");
+        let rep = report(&dir.path);
+        for f in ["keep1", "keep2", "make", "drop"] {
+            assert_eq!(calls_named(&rep, f), 1, "{ctx}: {f}");
+        }
+        let used = if detach { 0 } else { 1 };
+        assert_eq!(calls_named(&rep, "use3"), used, "{ctx}");
+    }
+}

@@ -1,7 +1,8 @@
 //! Hygiene of the agent in someone else's process: it never writes through
 //! a descriptor the program may have reused, keeps its files private, works
 //! with a program's own allocator, frees what each thread used, leaves the
-//! environment as it was, and says when a program cannot be traced. And
+//! environment as it was, keeps a program's pending `dlerror()` message,
+//! and says when a program cannot be traced. And
 //! its source stays in layers, without cycles (`agent_layers`).
 
 mod common;
@@ -31,6 +32,25 @@ fn sym_modes(dir: &Path) -> Vec<(String, u32)> {
 /// the number the agent's symbol file had) and then loads a library with
 /// -l: the file holds exactly what the program wrote, and the library's
 /// functions are still in the trace.
+/// A failed `dlsym`, then the first call of a function the agent
+/// interposes (it looks the real one up then: signal masks and actions),
+/// then `dlerror()`: the message is the one the program gets natively
+/// (glibc clears it at every `dlsym`, the agent's too).
+#[test]
+fn a_pending_dlerror_message_stays_the_programs() {
+    let exe = c_program("dlerror_kept.c", "", &["-O1"]);
+    for call in ["sigprocmask", "pthread_sigmask", "sigaction", "signal"] {
+        let native = run_env(&exe, &[call], &[]);
+        assert!(
+            native.stdout.contains("no_such_function_anywhere"),
+            "{}",
+            native.describe()
+        );
+        let rec = record_env(&exe, &[call], &[]);
+        assert_same_behaviour(&native, &rec.run, call);
+    }
+}
+
 #[test]
 fn symbol_lines_never_go_to_the_programs_descriptor() {
     let exe = c_program("hygiene_fds.c", "-O2", &["-O2"]);

@@ -59,9 +59,11 @@ fn runtimes() -> Vec<(String, u64)> {
     v
 }
 
-/// Redirects the stack collectors of every sanitizer runtime loaded. At
-/// start-up, before the program's code runs.
-pub fn install() {
+/// Redirects the stack collectors of every sanitizer runtime loaded: at
+/// start-up, before the program's code runs, or when attaching, while the
+/// process's other threads are stopped at `stopped` (the journal notes
+/// the bytes replaced: detaching puts them back).
+pub fn install(stopped: &[u64]) {
     let _busy = tls::Busy::enter();
     for (path, base) in runtimes() {
         let found = modules::with_analysis(&path, true, false, |_, funcs| {
@@ -86,7 +88,7 @@ pub fn install() {
             Some(at) => next_unwind_hook()
                 .ok_or_else(|| "too many sanitizer runtimes".to_string())
                 .and_then(|(hook, slot)| {
-                    let t = redirect(at, hook)?;
+                    let t = redirect(at, hook, stopped)?;
                     slot.store(t, Ordering::Release);
                     Ok(())
                 }),
@@ -98,13 +100,21 @@ pub fn install() {
             ));
         }
         if let Some(at) = entry {
-            if let Err(e) = redirect(at, func_entry_hook as *const () as u64) {
+            if let Err(e) = redirect(at, func_entry_hook as *const () as u64, stopped) {
                 warn(&format!(
                     "{path}: its reports' stacks will show fctrace's stub addresses \
                      (__tsan_func_entry: {e})"
                 ));
             }
         }
+    }
+}
+
+/// Detaching: the redirections are undone (the journal) and their
+/// trampolines unmapped; their hooks are free for a later attach.
+pub fn detach() {
+    for t in &UNWIND_TRAMPOLINES {
+        t.store(0, Ordering::Release);
     }
 }
 

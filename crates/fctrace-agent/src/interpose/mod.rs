@@ -18,6 +18,7 @@ use std::ffi::CStr;
 /// original code, or 0 (said, with `what` the function is needed for)
 /// when it is missing or a thread was stopped in its first bytes.
 pub fn redirect_in_place(lib: &CStr, name: &CStr, hook: u64, rips: &[u64], what: &str) -> u64 {
+    let _kept = crate::runtime::dlerror::Kept::new();
     // SAFETY: dlopen of a loaded library by its soname (a new reference,
     // never closed; RTLD_NOLOAD: nothing is loaded) and dlsym with
     // NUL-terminated names.
@@ -31,10 +32,8 @@ pub fn redirect_in_place(lib: &CStr, name: &CStr, hook: u64, rips: &[u64], what:
     };
     let r = if target == 0 {
         Err(format!("not found in {}", lib.to_string_lossy()))
-    } else if rips.iter().any(|&ip| ip > target && ip < target + 64) {
-        Err("a thread was stopped in its first instructions".to_string())
     } else {
-        crate::arch::x86_64::redirect::redirect(target, hook)
+        crate::arch::x86_64::redirect::redirect(target, hook, rips)
     };
     r.unwrap_or_else(|e| {
         crate::runtime::log::warn(&format!(

@@ -341,6 +341,7 @@ fn redirect_forced_unwind() {
 
 /// libgcc_s's `_Unwind_ForcedUnwind` (loading libgcc_s), if found.
 fn forced_target() -> Option<u64> {
+    let _kept = crate::runtime::dlerror::Kept::new();
     // SAFETY: dlopen/dlsym with NUL-terminated names; libgcc_s stays loaded
     // (the handle is never closed).
     let target = unsafe {
@@ -355,7 +356,8 @@ fn forced_target() -> Option<u64> {
 
 fn try_redirect() -> Result<(), String> {
     let target = forced_target().ok_or("libgcc_s.so.1 or its _Unwind_ForcedUnwind is missing")?;
-    let tramp = crate::arch::x86_64::redirect::redirect(target, forced_hook as *const () as u64)?;
+    let tramp =
+        crate::arch::x86_64::redirect::redirect(target, forced_hook as *const () as u64, &[])?;
     FORCED_TRAMPOLINE.store(tramp, Ordering::Release);
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! uses no other layer (docs/engine.md, "Code layout").
 pub mod alloc;
 pub mod buffer;
+pub mod dlerror;
 pub mod frames;
 pub mod journal;
 pub mod loader;

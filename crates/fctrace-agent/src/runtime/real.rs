@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 pub fn lookup_next(name: &str) -> (*mut c_void, bool) {
     debug_assert!(name.ends_with('\0'));
     let _busy = tls::Busy::enter();
+    // The program's pending dlerror() message is its own.
+    let _kept = crate::runtime::dlerror::Kept::new();
     // SAFETY: dlsym with a NUL-terminated name.
     let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) };
     if !p.is_null() {

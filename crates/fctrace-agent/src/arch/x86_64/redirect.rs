@@ -28,8 +28,10 @@ fn abs_jmp(target: u64) -> [u8; ABS_JMP_LEN] {
 /// Redirects the function at `target` to `hook` (entered with the
 /// function's arguments and stack, and the trampoline running the
 /// original in `r11`). Returns the trampoline. Not atomic: to be done
-/// while no other thread can be running the function's first bytes.
-pub fn redirect(target: u64, hook: u64) -> Result<u64, String> {
+/// while no other thread can be running the function's first bytes;
+/// `stopped`: where the process's other threads are stopped (attaching),
+/// none of them may be strictly inside the bytes replaced.
+pub fn redirect(target: u64, hook: u64, stopped: &[u64]) -> Result<u64, String> {
     // SAFETY: the function's code is mapped and readable; the 64 bytes read
     // lie within its module's text (every function redirected is longer,
     // and is followed by more code).
@@ -59,6 +61,11 @@ pub fn redirect(target: u64, hook: u64) -> Result<u64, String> {
         moved.push(ins);
     }
     let at = target + start as u64;
+    if let Some(ip) = stopped.iter().find(|&&ip| ip > at && ip < at + len as u64) {
+        return Err(format!(
+            "a thread was stopped inside its first bytes (at {ip:#x}) when fctrace attached"
+        ));
+    }
     let mut arena = Arena::near(at, at + len as u64, 4096)
         .ok_or("no memory for a trampoline within reach of it")?;
     let tramp = arena.cursor();
