@@ -37,15 +37,17 @@ fn go_program(ldflags: &str) -> PathBuf {
         "go_cgo",
         &["main.go", "cfuncs.c", "go.mod"],
         &["-ldflags", ldflags],
+        true,
     )
 }
 
 /// Builds the Go package programs/`name` (its `files`) with `go build
 /// flags`, cached by the sources' hash; GOCACHE and GOPATH in the cache,
-/// no network. The result is named `name` (`.so` added for c-shared).
-fn go_build(name: &str, files: &[&str], flags: &[&str]) -> PathBuf {
+/// no network, with cgo or without (`CGO_ENABLED=0`: a static binary).
+/// The result is named `name` (`.so` added for c-shared).
+fn go_build(name: &str, files: &[&str], flags: &[&str], cgo: bool) -> PathBuf {
     let src = program_source(name);
-    let mut h = Fnv::new();
+    let mut h = Fnv::new().str(if cgo { "cgo" } else { "no cgo" });
     for f in flags {
         h = h.str(f);
     }
@@ -85,7 +87,7 @@ fn go_build(name: &str, files: &[&str], flags: &[&str]) -> PathBuf {
             .env("GOPATH", gocache.join("path"))
             .env("GOFLAGS", "")
             .env("GOPROXY", "off")
-            .env("CGO_ENABLED", "1"),
+            .env("CGO_ENABLED", if cgo { "1" } else { "0" }),
         Duration::from_secs(600),
     );
     assert!(r.success(), "go build failed\n{}", r.describe());
@@ -197,6 +199,7 @@ fn go_code_in_a_shared_library_is_left_alone_and_the_rest_traced() {
             "go_cshared",
             &["lib.go", "go.mod"],
             &["-buildmode=c-shared", "-ldflags", ldflags],
+            true,
         );
         let host = c_program_with_lib(
             &format!("go_cshared_host{ldflags}"),
@@ -256,4 +259,23 @@ fn a_sigtrap_handler_installed_before_attaching_never_sees_an_int3() {
         rep.calls_by_name()
     );
     assert_eq!(rep.calls("tiny2"), 0, "{:?}", rep.calls_by_name());
+}
+
+/// A pure Go program is statically linked (no program interpreter, so no
+/// `LD_PRELOAD`): fctrace refuses it with a clear message and a non-zero
+/// status instead of running it untraced as if traced.
+#[test]
+fn a_pure_go_program_is_refused_with_a_reason() {
+    let exe = go_build("go_pure", &["main.go", "go.mod"], &[], false);
+    let (native, code) = run_with_input(&mut Command::new(&exe), "");
+    assert_eq!((native.as_str(), code), ("pure go\n", Some(4)));
+    let dir = TraceDir::new("go_pure");
+    let r = fctrace(&[
+        std::ffi::OsStr::new("record"),
+        std::ffi::OsStr::new("-d"),
+        dir.path.as_os_str(),
+        exe.as_os_str(),
+    ]);
+    assert!(!r.success(), "{}", r.describe());
+    assert!(r.stderr.contains("statically linked"), "{}", r.describe());
 }
