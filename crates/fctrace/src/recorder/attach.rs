@@ -131,6 +131,10 @@ struct Tracee {
     threads: Vec<Thread>,
     mem: File,
     worker: Option<Worker>,
+    /// The stack the worker's function calls run on (its lowest address),
+    /// mapped in the process for them; without it, below the worker's own
+    /// stack pointer.
+    call_stack: Option<u64>,
 }
 
 fn errno() -> std::io::Error {
@@ -255,6 +259,7 @@ impl Tracee {
             threads: Vec::new(),
             mem,
             worker: None,
+            call_stack: None,
         };
         t.stop_all()?;
         if t.threads.is_empty() {
@@ -604,14 +609,34 @@ impl Tracee {
         Ok(at as u64)
     }
 
-    /// A function called by the worker, on its own stack below the red
-    /// zone, returning to address 0; its result.
+    /// Maps the stack the worker's function calls run on. The worker may
+    /// be a thread whose stack is small and surrounded by other data: a
+    /// goroutine's (Go with cgo: a few KiB inside Go's heap, which
+    /// `dlopen` and the agent's start-up overran, and Go died later in
+    /// its stack allocator), a coroutine's, a green thread's.
+    fn map_call_stack(&mut self, gadget: u64) -> Result<()> {
+        self.call_stack = Some(self.scratch(gadget, CALL_STACK_LEN)?);
+        Ok(())
+    }
+
+    /// Unmaps the stack of [`Tracee::map_call_stack`].
+    fn unmap_call_stack(&mut self, gadget: u64) {
+        if let Some(at) = self.call_stack.take() {
+            let _ = self.syscall(gadget, libc::SYS_munmap, &[at, CALL_STACK_LEN]);
+        }
+    }
+
+    /// A function called by the worker, on the call stack (else on its own
+    /// stack, below the red zone), returning to address 0; its result.
     fn call(&mut self, func: u64, args: &[u64]) -> Result<u64> {
         let mut r = self.worker.as_ref().expect("worker").saved;
         let mut a = [0u64; 6];
         a[..args.len()].copy_from_slice(args);
         (r.rdi, r.rsi, r.rdx, r.rcx, r.r8, r.r9) = (a[0], a[1], a[2], a[3], a[4], a[5]);
-        let sp = ((r.rsp - 4096) & !0xf) - 8;
+        let top = self
+            .call_stack
+            .map_or(r.rsp - 4096, |at| at + CALL_STACK_LEN - 4096);
+        let sp = (top & !0xf) - 8;
         self.write(sp, &0u64.to_le_bytes())?;
         r.rsp = sp;
         r.rip = func;
@@ -928,6 +953,8 @@ fn agent_entry(agent: &[u8], name: &str) -> Result<u64> {
 /// its configuration, the stopped threads' instruction pointers, a buffer
 /// for its error.
 const SCRATCH_LEN: u64 = 1 << 20;
+/// The stack the worker's calls (`dlopen`, the agent's entries) run on.
+const CALL_STACK_LEN: u64 = 8 << 20;
 
 /// An attach in progress: every thread of the process stopped, one of them
 /// (at a quiet system call) ready to work for fctrace. Dropped without
@@ -962,6 +989,10 @@ pub fn begin(pid: i32) -> Result<Attaching> {
     let gadget = syscall_gadget(&t, &maps, &libc_path)?;
     t.pick_worker(true)?;
     let scratch = t.scratch(gadget, SCRATCH_LEN)?;
+    if let Err(e) = t.map_call_stack(gadget) {
+        let _ = t.syscall(gadget, libc::SYS_munmap, &[scratch, SCRATCH_LEN]);
+        return Err(e);
+    }
     Ok(Attaching {
         t,
         gadget,
@@ -1034,6 +1065,7 @@ impl Drop for Attaching {
         let _ = self
             .t
             .syscall(self.gadget, libc::SYS_munmap, &[self.scratch, SCRATCH_LEN]);
+        self.t.unmap_call_stack(self.gadget);
         self.t.release();
     }
 }
@@ -1291,8 +1323,8 @@ pub fn detach(pid: i32, agent: &[u8], between: &mut dyn FnMut()) -> Result<()> {
             // A thread inside the agent's code is moved on a few
             // instructions at a time (it leaves a stub in some dozens),
             // a few hundred times; then every thread runs for a moment.
-            let mut r = Ok(Err(None));
-            for _ in 0..400 {
+            let mut r = t.map_call_stack(gadget).map(|()| Err(None));
+            for _ in 0..if r.is_ok() { 400 } else { 0 } {
                 r = call_detach(&mut t, gadget, base + entry_offset);
                 match r {
                     Ok(Err(Some(Inside::Thread(i))))
@@ -1303,6 +1335,7 @@ pub fn detach(pid: i32, agent: &[u8], between: &mut dyn FnMut()) -> Result<()> {
                     _ => break,
                 }
             }
+            t.unmap_call_stack(gadget);
             t.release();
             r?.map_err(|e| match e {
                 Some(Inside::Why(w)) => Some(w),

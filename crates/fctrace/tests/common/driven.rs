@@ -33,8 +33,45 @@ impl Driven {
         }
     }
 
-    /// Waits (a minute at most) for a line that contains `what`.
-    pub fn wait_for(&mut self, what: &str, from: &Receiver<String>) -> Vec<String> {
+    /// Waits for a line of its stdout containing `what` (a minute at
+    /// most).
+    pub fn wait_for(&mut self, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.seen.iter().any(|l| l.contains(what)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => self.seen.push(l),
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!("no line with {what:?} within a minute: {:?}", self.seen);
+                }
+            }
+        }
+    }
+
+    /// Its whole stdout and exit status once it ends (a minute at most).
+    pub fn finish(mut self) -> (String, std::process::ExitStatus) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("still running a minute after quit: {:?}", self.seen);
+            }
+            // Polling for the time limit only.
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        self.seen.extend(self.lines.iter());
+        (self.seen.join("\n"), status)
+    }
+
+    /// Waits (a minute at most) for a line that contains `what` from
+    /// another reader (`from`: its stderr, or another process's); returns
+    /// the lines read.
+    pub fn wait_on(&mut self, from: &Receiver<String>, what: &str) -> Vec<String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut got = Vec::new();
         while !got.iter().any(|l: &String| l.contains(what)) {
@@ -83,7 +120,7 @@ pub fn attached(
 ) -> (String, Option<i32>, String, Option<i32>) {
     let mut prog = Driven::start(prog);
     let out = std::mem::replace(&mut prog.lines, channel().1);
-    prog.wait_for("ready", &out);
+    prog.wait_on(&out, "ready");
     let pid = prog.child.id();
     let mut tracer = Driven::start(
         Command::new(super::fctrace_bin())
@@ -93,10 +130,10 @@ pub fn attached(
             .args(["-p", &pid.to_string()]),
     );
     let err = read_lines(tracer.child.stderr.take().unwrap());
-    let mut said = tracer.wait_for("attached", &err);
+    let mut said = tracer.wait_on(&err, "attached");
     for r in 1..=rounds {
         prog.send("run");
-        prog.wait_for(&format!("round {r}"), &out);
+        prog.wait_on(&out, &format!("round {r}"));
     }
     if detach {
         let st = Command::new("kill")
@@ -104,9 +141,9 @@ pub fn attached(
             .status()
             .unwrap();
         assert!(st.success());
-        said.extend(tracer.wait_for(&format!("detached from process {pid}"), &err));
+        said.extend(tracer.wait_on(&err, &format!("detached from process {pid}")));
         prog.send("run");
-        prog.wait_for(&format!("round {}", rounds + 1), &out);
+        prog.wait_on(&out, &format!("round {}", rounds + 1));
     }
     prog.send("quit");
     drop(prog.stdin.take());
