@@ -352,14 +352,7 @@ fn run_stopped(opt: &str, stop: Stop, what: &str) -> (Run, TraceDir) {
     let go = |fctrace: Option<&Path>| -> Run {
         let fifo = Fifo::new();
         let fifo_arg = fifo.path.to_str().unwrap().to_string();
-        let mut cmd = match fctrace {
-            Some(dir) => {
-                let mut c = Command::new(fctrace_bin());
-                c.arg("record").arg("-d").arg(dir).arg(&exe);
-                c
-            }
-            None => Command::new(&exe),
-        };
+        let mut cmd = maybe_recorded(&exe, fctrace);
         cmd.args(["wait", &fifo_arg]).process_group(0);
         if let Stop::TerminalCtrlC = stop {
             // `script -c` runs `sh -c 'exec COMMAND'` as the foreground
@@ -515,14 +508,7 @@ fn count_signals(mode: &str, send: Send) {
     let go = |fctrace: Option<&Path>| -> Run {
         let fifo = Fifo::new();
         let fifo_arg = fifo.path.to_str().unwrap().to_string();
-        let mut cmd = match fctrace {
-            Some(dir) => {
-                let mut c = Command::new(fctrace_bin());
-                c.arg("record").arg("-d").arg(dir).arg(&exe);
-                c
-            }
-            None => Command::new(&exe),
-        };
+        let mut cmd = maybe_recorded(&exe, fctrace);
         cmd.args([&fifo_arg, mode]).process_group(0);
         let running = spawn_captured(&mut cmd, Stdio::null());
         let top = running.child.id() as i32;
@@ -659,5 +645,17 @@ fn timeout_sigint_gives_python_its_keyboard_interrupt() {
             .collect();
         assert_eq!(program_err, native.stderr, "{}", traced.describe());
         assert_eq!(traced.code(), native.code(), "{}", traced.describe());
+    }
+}
+
+/// `exe` natively, or under `fctrace record -d DIR` with `Some(DIR)`.
+fn maybe_recorded(exe: &Path, fctrace: Option<&Path>) -> Command {
+    match fctrace {
+        Some(dir) => {
+            let mut c = Command::new(fctrace_bin());
+            c.arg("record").arg("-d").arg(dir).arg(exe);
+            c
+        }
+        None => Command::new(exe),
     }
 }

@@ -371,10 +371,7 @@ fn refused_tracepoints_are_explained_and_functions_recorded() {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(2);
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    let root = running_as_root();
     if !root || paranoid < 0 {
         eprintln!("skipped: needs root (to run fctrace as nobody) and perf_event_paranoid >= 0");
         return;
@@ -408,16 +405,21 @@ fn refused_tracepoints_are_explained_and_functions_recorded() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
+/// Whether the tests run as root (effective user id 0).
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}
+
 /// A machine that boots without tracefs (this one): fctrace, as root,
 /// mounts it as perf does and says so. Run in a mount namespace of its
 /// own where every tracefs (and debugfs, which mounts one on access) is
 /// unmounted, so the other tests keep theirs.
 #[test]
 fn tracefs_is_mounted_when_it_is_not() {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    let root = running_as_root();
     assert!(
         root,
         "this test needs root (to mount tracefs in a mount namespace of its own)"

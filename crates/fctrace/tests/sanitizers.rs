@@ -33,28 +33,10 @@ fn san_program(file: &str, suffix: &str, flags: &[&str]) -> PathBuf {
     c_program(file, suffix, flags)
 }
 
+/// Exit status, stdout and the normalised report as natively.
 #[track_caller]
 fn assert_same_report(native: &Run, traced: &Run, ctx: &str) {
-    assert_eq!(
-        (native.code(), native.signal()),
-        (traced.code(), traced.signal()),
-        "{ctx}: exit status\n--- native ---\n{}\n--- fctrace ---\n{}",
-        native.describe(),
-        traced.describe()
-    );
-    assert_eq!(
-        native.stdout,
-        traced.stdout,
-        "{ctx}: stdout\n{}",
-        traced.describe()
-    );
-    assert_eq!(
-        normalise(&native.stderr),
-        normalise(&traced.stderr),
-        "{ctx}: stderr\n--- native ---\n{}\n--- fctrace ---\n{}",
-        native.stderr,
-        traced.stderr
-    );
+    assert_same_behaviour_with(native, traced, ctx, normalise);
 }
 
 #[test]

@@ -8,6 +8,7 @@
 //! CAP_NET_ADMIN; without it (or without the connector) the zombie's
 //! `/proc/PID/stat` is read, which only works until the parent reaps it.
 
+use super::process::decode;
 use fctrace_format::store::ExitStatus;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -25,13 +26,15 @@ const CN_MSG_LEN: usize = 20;
 pub struct EndWatch {
     pid: i32,
     sock: Option<OwnedFd>,
-    /// The wait status its parent's `wait` sees, once its main thread
-    /// (the thread group leader) exited: the leader's, or that of the last
-    /// thread that exited after it (a leader that called `pthread_exit`
-    /// leaves the process to its other threads, and one of them may end
-    /// it with `exit`). Threads that exited before the leader (fctrace's
-    /// own bootstrap thread among them) do not count.
-    last: Option<i32>,
+    /// The exit status of its main thread (the thread group leader), once
+    /// it exited: the process's own, as its parent's `wait` sees it,
+    /// unless the leader left with `pthread_exit` (0) and another thread
+    /// ended the process with `exit` or a fatal signal later (`group`).
+    leader: Option<i32>,
+    /// The last non-zero exit status of another thread: only a group exit
+    /// (`exit`, a fatal signal) gives a thread one; threads that ended on
+    /// their own have 0, and their events may come after the leader's.
+    group: Option<i32>,
     /// Why the connector cannot be used, if it cannot.
     pub unavailable: Option<String>,
 }
@@ -42,13 +45,15 @@ impl EndWatch {
             Ok(fd) => EndWatch {
                 pid,
                 sock: Some(fd),
-                last: None,
+                leader: None,
+                group: None,
                 unavailable: None,
             },
             Err(e) => EndWatch {
                 pid,
                 sock: None,
-                last: None,
+                leader: None,
+                group: None,
                 unavailable: Some(e.to_string()),
             },
         }
@@ -89,16 +94,26 @@ impl EndWatch {
             if u32_at(body, 0) == CN_IDX_PROC
                 && u32_at(ev, 0) == PROC_EVENT_EXIT
                 && u32_at(ev, 20) as i32 == self.pid
-                && (self.last.is_some() || u32_at(ev, 16) as i32 == self.pid)
             {
-                self.last = Some(u32_at(ev, 24) as i32);
+                let code = u32_at(ev, 24) as i32;
+                if u32_at(ev, 16) as i32 == self.pid {
+                    self.leader = Some(code);
+                } else if code != 0 {
+                    self.group = Some(code);
+                }
             }
             msg = &msg[len.next_multiple_of(4).min(msg.len())..];
         }
     }
 
-    /// The process's exit status once it has ended: its last thread's
-    /// (the process's own, as its parent's `wait` sees it). The event is
+    /// The wait status the events give, once the leader's came.
+    fn wait_status(&self) -> Option<i32> {
+        self.leader
+            .map(|l| if l == 0 { self.group.unwrap_or(0) } else { l })
+    }
+
+    /// The process's exit status once it has ended (`wait_status`, as its
+    /// parent's `wait` sees it). The event is
     /// sent a moment after the process becomes a zombie, so it is waited
     /// for (a second at most); without the connector, the zombie's status.
     pub fn status(&mut self) -> Option<ExitStatus> {
@@ -108,12 +123,15 @@ impl EndWatch {
         let deadline = Instant::now() + Duration::from_secs(1);
         loop {
             self.poll();
-            if self.last.is_some() && !thread_left(self.pid) {
-                return self.last.map(decode);
+            if self.leader.is_some() && !thread_left(self.pid) {
+                return self.wait_status().map(decode);
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return self.last.map(decode).or_else(|| zombie_status(self.pid));
+                return self
+                    .wait_status()
+                    .map(decode)
+                    .or_else(|| zombie_status(self.pid));
             }
             let mut p = libc::pollfd {
                 fd: self.sock.as_ref().map_or(-1, |s| s.as_raw_fd()),
@@ -204,17 +222,6 @@ fn zombie_status(pid: i32) -> Option<ExitStatus> {
     }
     // Field 3 is the state; field 52 the exit code.
     fields.get(52 - 3)?.parse().ok().map(decode)
-}
-
-fn decode(status: i32) -> ExitStatus {
-    if libc::WIFSIGNALED(status) {
-        ExitStatus::Signal {
-            signal: libc::WTERMSIG(status),
-            core: libc::WCOREDUMP(status),
-        }
-    } else {
-        ExitStatus::Code(libc::WEXITSTATUS(status))
-    }
 }
 
 /// What process `pid` is doing now, for a failed detach: ended, stopped,

@@ -439,7 +439,9 @@ pub enum Reaped {
     NoChildren,
 }
 
-fn decode(status: i32) -> ExitStatus {
+/// A wait status (`waitpid`'s, or the exit code the kernel reports for a
+/// process) as the trace keeps it.
+pub fn decode(status: i32) -> ExitStatus {
     if libc::WIFSIGNALED(status) {
         ExitStatus::Signal {
             signal: libc::WTERMSIG(status),

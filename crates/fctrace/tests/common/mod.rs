@@ -880,6 +880,18 @@ fn record_command(exe: &Path, args: &[&str], opts: &[&str]) -> (TraceDir, Comman
 /// status (or death by the same signal), stdout and stderr.
 #[track_caller]
 pub fn assert_same_behaviour(native: &Run, traced: &Run, ctx: &str) {
+    assert_same_behaviour_with(native, traced, ctx, |s| s.to_string());
+}
+
+/// [`assert_same_behaviour`], the two stderr compared through `stderr`
+/// (a sanitizer report's addresses and pids normalised).
+#[track_caller]
+pub fn assert_same_behaviour_with(
+    native: &Run,
+    traced: &Run,
+    ctx: &str,
+    stderr: impl Fn(&str) -> String,
+) {
     assert_eq!(
         (native.code(), native.signal()),
         (traced.code(), traced.signal()),
@@ -894,10 +906,11 @@ pub fn assert_same_behaviour(native: &Run, traced: &Run, ctx: &str) {
         traced.describe()
     );
     assert_eq!(
+        stderr(&native.stderr),
+        stderr(&traced.stderr),
+        "{ctx}: stderr\n--- native ---\n{}\n--- fctrace ---\n{}",
         native.stderr,
-        traced.stderr,
-        "{ctx}: stderr\n{}",
-        traced.describe()
+        traced.stderr
     );
 }
 
