@@ -878,6 +878,13 @@ pub fn preflight(pid: i32) -> Result<()> {
             exe.display()
         );
     }
+    if info.is_musl() {
+        bail!(
+            "{} (process {pid}) is a musl program: fctrace's agent is built for glibc and \
+             cannot be loaded into it; the process is left alone",
+            exe.display()
+        );
+    }
     if mappings(pid)?
         .iter()
         .any(|m| m.path.starts_with("/memfd:fctrace-shm"))

@@ -547,17 +547,26 @@ fn has_file_capabilities(program: &Path) -> bool {
 }
 
 /// The programs the agent saw executed that run untraced for the same
-/// reason (`sessions/untraced` in the trace, written by the agent's exec
-/// interposers: `pid<TAB>path<TAB>reason` lines), as warnings.
+/// reason, or because they are musl programs (reason `musl`: the agent
+/// leaves them alone) (`sessions/untraced` in the trace, written by the
+/// agent's exec interposers: `pid<TAB>path<TAB>reason` lines), as
+/// warnings.
 pub fn untraced_executions(sessions: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(sessions.join("untraced")).unwrap_or_default();
     text.lines()
         .filter_map(|l| {
             let mut f = l.splitn(3, '\t');
             let (pid, path, why) = (f.next()?, f.next()?, f.next()?);
-            Some(format!(
-                "process {pid} executed {path} ({why}): the dynamic loader ignores LD_PRELOAD for it, so it ran untraced"
-            ))
+            Some(if why == "musl" {
+                format!(
+                    "process {pid} executed {path}, a musl program: fctrace's agent (built for \
+                     glibc) cannot be loaded into it, so it ran untraced, as without fctrace"
+                )
+            } else {
+                format!(
+                    "process {pid} executed {path} ({why}): the dynamic loader ignores LD_PRELOAD for it, so it ran untraced"
+                )
+            })
         })
         .collect()
 }
