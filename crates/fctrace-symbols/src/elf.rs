@@ -225,6 +225,7 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
     // Program headers: interpreter, dynamic flags, build id.
     let phdrs = header.program_headers(endian, data).map_err(malformed)?;
     let mut has_interp = false;
+    let mut interp = None;
     let mut flags_1 = 0u64;
     let mut has_soname = false;
     let mut build_id = None;
@@ -232,6 +233,10 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
         let p_type = ph.p_type(endian);
         if p_type == elf::PT_INTERP {
             has_interp = true;
+            interp = ph.data(endian, data).ok().map(|d| {
+                let d = d.split(|&c| c == 0).next().unwrap_or(&[]);
+                String::from_utf8_lossy(d).into_owned()
+            });
         } else if let Ok(Some(dyns)) = ph.dynamic(endian, data) {
             for d in dyns {
                 let tag = d.tag(endian);
@@ -320,6 +325,7 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
             machine: machine_name(e_machine),
             is_x86_64,
             is_static,
+            interp: interp.clone(),
             has_symtab: symtab.len() > 1,
             go: None,
             entry: header.e_entry(endian).into(),
@@ -475,6 +481,7 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
         machine: machine_name(e_machine),
         is_x86_64,
         is_static,
+        interp,
         has_symtab,
         go,
         entry: header.e_entry(endian).into(),

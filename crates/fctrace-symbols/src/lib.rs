@@ -75,6 +75,7 @@ pub mod debugfile;
 pub mod dwarf;
 mod elf;
 mod golang;
+pub mod loader;
 pub mod sanitizer;
 pub use golang::GoCode;
 pub mod unwind;
@@ -124,6 +125,9 @@ pub struct ElfInfo {
     /// An executable without `PT_INTERP` (static, or static-pie). Always
     /// false for shared objects.
     pub is_static: bool,
+    /// The program interpreter `PT_INTERP` names (the dynamic loader),
+    /// if any.
+    pub interp: Option<String>,
     /// `.symtab` has at least one defined function.
     pub has_symtab: bool,
     /// The Go code the file holds (built with cgo or as a c-shared
@@ -251,8 +255,17 @@ impl ElfInfo {
         self.functions.iter().filter(move |f| f.has_name(name))
     }
 
+    /// Whether the program is started by musl's dynamic loader, which
+    /// cannot load fctrace's agent (built against glibc).
+    pub fn is_musl(&self) -> bool {
+        self.interp
+            .as_deref()
+            .is_some_and(|i| loader::is_musl(i.as_bytes()))
+    }
+
     /// The pre-flight checks that make a program untraceable by fctrace:
-    /// not x86_64, or statically linked (nothing to preload into). A missing
+    /// not x86_64, statically linked (nothing to preload into), or linked
+    /// with musl (its loader cannot load the agent). A missing
     /// `.symtab` is not an error here; see [`ElfInfo::has_symtab`].
     pub fn check_traceable(&self) -> Result<(), SymbolError> {
         if !self.is_x86_64 {
@@ -267,6 +280,14 @@ impl ElfInfo {
                  (it preloads its agent through the dynamic loader)"
                     .into(),
             ));
+        }
+        if self.is_musl() {
+            return Err(SymbolError(format!(
+                "a musl program ({} starts it): fctrace's agent is built for glibc and \
+                 musl's dynamic loader cannot load it, so fctrace does not run it; build \
+                 the program against glibc (gcc) to trace it",
+                self.interp.as_deref().unwrap_or("")
+            )));
         }
         Ok(())
     }

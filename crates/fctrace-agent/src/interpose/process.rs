@@ -341,15 +341,15 @@ enum Image {
     At(c_int, *const c_char),
 }
 
-/// The sanitizer runtime the program `image` names in its `DT_NEEDED`
-/// entries (`fctrace_symbols::sanitizer`), copied into `out`. Allocates
-/// nothing (a vfork child may run this).
-fn needed_sanitizer(image: Image, out: &mut [u8; 128]) -> Option<usize> {
+/// Calls `f` with a descriptor of the program `image` (open for reading,
+/// closed afterwards if opened here). Allocates nothing (a vfork child may
+/// run this).
+fn with_image<R>(image: Image, f: impl FnOnce(c_int) -> Option<R>) -> Option<R> {
     // The agent's own work (with -l, libc's open and pread are traced).
     let _busy = tls::Busy::enter();
     let mut found = [0u8; 4096];
-    // SAFETY: open/pread/close with the program's C strings and local
-    // buffers; a descriptor opened here is closed here.
+    // SAFETY: open/close with the program's C strings and a local buffer;
+    // a descriptor opened here is closed here.
     unsafe {
         let (fd, own) = match image {
             Image::Fd(fd) => (fd, false),
@@ -366,18 +366,42 @@ fn needed_sanitizer(image: Image, out: &mut [u8; 128]) -> Option<usize> {
         if fd < 0 {
             return None;
         }
-        let r = fctrace_symbols::sanitizer::needed_runtime(
-            |at, buf| {
-                libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), at as libc::off_t)
-                    == buf.len() as isize
-            },
-            out,
-        );
+        let r = f(fd);
         if own {
             libc::close(fd);
         }
         r
     }
+}
+
+/// `read_at` for the readers of `fctrace_symbols`: `buf` filled from `fd`
+/// at `at`.
+fn read_fd(fd: c_int, at: u64, buf: &mut [u8]) -> bool {
+    // SAFETY: pread into a buffer of its length.
+    unsafe {
+        libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), at as libc::off_t) == buf.len() as isize
+    }
+}
+
+/// The sanitizer runtime the program `image` names in its `DT_NEEDED`
+/// entries (`fctrace_symbols::sanitizer`), copied into `out`. Allocates
+/// nothing (a vfork child may run this).
+fn needed_sanitizer(image: Image, out: &mut [u8; 128]) -> Option<usize> {
+    with_image(image, |fd| {
+        fctrace_symbols::sanitizer::needed_runtime(|at, buf| read_fd(fd, at, buf), out)
+    })
+}
+
+/// Whether the program `image` is started by musl's dynamic loader, which
+/// cannot load the agent (a glibc library): it would end the program with
+/// status 127 before its code runs. Allocates nothing.
+fn is_musl_image(image: Image) -> bool {
+    let mut interp = [0u8; 256];
+    with_image(image, |fd| {
+        let n = fctrace_symbols::loader::interpreter(|at, buf| read_fd(fd, at, buf), &mut interp)?;
+        Some(fctrace_symbols::loader::is_musl(&interp[..n]))
+    })
+    .unwrap_or(false)
 }
 
 /// Calls `f` with `envp` plus the agent's variables; with `envp` itself
@@ -404,6 +428,12 @@ unsafe fn with_env<R>(
     if unsafe { entries(envp) }
         .any(|e| e.starts_with(b"FCTRACE_SHM=") || e.starts_with(b"LD_TRACE_LOADED_OBJECTS="))
     {
+        return f(envp);
+    }
+    // A musl program runs as it would without fctrace, untraced (said in
+    // the trace): musl's loader cannot load the agent.
+    if is_musl_image(image) {
+        note_musl(image);
         return f(envp);
     }
     let parent = parent_slot();
@@ -649,7 +679,9 @@ fn find_program(file: *const c_char, search: bool, buf: &mut [u8; 4096]) -> *con
 /// `pid<TAB>path<TAB>reason`), which the recorder reports. Allocates
 /// nothing (a vfork child may run this).
 fn note_untraced(file: *const c_char, search: bool) {
-    let Some(inj) = inject() else { return };
+    if inject().is_none() {
+        return;
+    }
     // The agent's own work (with -l, libc's access and stat are traced).
     let _busy = tls::Busy::enter();
     let mut found = [0u8; 4096];
@@ -661,7 +693,36 @@ fn note_untraced(file: *const c_char, search: bool) {
         return;
     };
     // SAFETY: a C string (the program's, or composed in `found`).
-    let shown = unsafe { CStr::from_ptr(path) }.to_bytes();
+    note_untraced_line(unsafe { CStr::from_ptr(path) }.to_bytes(), reason);
+}
+
+/// A musl program is executed: noted in the trace as `note_untraced` does
+/// (reason `musl`). Allocates nothing.
+fn note_musl(image: Image) {
+    let _busy = tls::Busy::enter();
+    let mut found = [0u8; 4096];
+    let shown: &[u8] = match image {
+        Image::Path(file, search) => {
+            let p = find_program(file, search, &mut found);
+            if p.is_null() {
+                return;
+            }
+            // SAFETY: a C string (the program's, or composed in `found`).
+            unsafe { CStr::from_ptr(p) }.to_bytes()
+        }
+        // SAFETY: the program's C string.
+        Image::At(_, p) if !p.is_null() && unsafe { *p } != 0 => {
+            unsafe { CStr::from_ptr(p) }.to_bytes()
+        }
+        _ => b"(a program given by its file descriptor)",
+    };
+    note_untraced_line(shown, b"musl");
+}
+
+/// Appends `pid<TAB>shown<TAB>reason` to the trace's `sessions/untraced`.
+/// Allocates nothing.
+fn note_untraced_line(shown: &[u8], reason: &[u8]) {
+    let Some(inj) = inject() else { return };
     let mut name = [0u8; 4096];
     let tail: &[u8] = b"/sessions/untraced\0";
     if inj.dir_path.len() + tail.len() > name.len() {

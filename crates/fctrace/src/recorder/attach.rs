@@ -754,10 +754,17 @@ fn permission_error(pid: i32, e: std::io::Error) -> anyhow::Error {
                      tracer): detach it first",
                     tracer_of(pid).unwrap_or(0)
                 )
-            } else if owner.is_some_and(|o| o != me) && !root {
+            } else if let Some(o) = owner.filter(|&o| o != me && !root) {
+                // CAP_SYS_PTRACE passes ptrace's checks, not the file
+                // permissions of /proc/PID/mem (mode 0600, the process's
+                // user's), nor the process's own writing into fctrace's
+                // trace directory.
                 anyhow!(
-                    "process {pid} belongs to another user: attaching needs that user, root or \
-                     CAP_SYS_PTRACE"
+                    "process {pid} belongs to another user (uid {o}): attach as that user \
+                     (sudo -u '#{o}' fctrace -p {pid}) or as root; CAP_SYS_PTRACE alone is not \
+                     enough (fctrace writes the process's memory through /proc/{pid}/mem, that \
+                     user's file, and the process writes its part of the trace into fctrace's \
+                     trace directory)"
                 )
             } else if scope == Some(3) {
                 anyhow!(
@@ -875,6 +882,13 @@ pub fn preflight(pid: i32) -> Result<()> {
         bail!(
             "{} (process {pid}) is statically linked: fctrace needs a dynamically linked \
              program (it loads its agent through the C library's dlopen)",
+            exe.display()
+        );
+    }
+    if info.is_musl() {
+        bail!(
+            "{} (process {pid}) is a musl program: fctrace's agent is built for glibc and \
+             cannot be loaded into it; the process is left alone",
             exe.display()
         );
     }

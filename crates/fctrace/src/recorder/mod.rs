@@ -21,6 +21,7 @@ use fctrace_format::shm::{
 };
 use fctrace_format::store::{Clock, ExitStatus, TaskInfo, TaskOrigin, TraceInfo, TraceWriter};
 use std::ffi::OsString;
+use std::os::fd::AsRawFd;
 use std::path::Path;
 
 pub use process::exit_like;
@@ -167,7 +168,11 @@ pub fn record(
             (program, command, Vec::new())
         }
     };
-    if let (Target::Launch(_), Some(why)) = (&target, process::secure_exec_reason(&program)) {
+    let secure_exec = match target {
+        Target::Launch(_) => process::secure_exec_reason(&program),
+        Target::Attach(..) => None,
+    };
+    if let Some(why) = &secure_exec {
         warnings.insert(
             0,
             format!(
@@ -217,13 +222,35 @@ pub fn record(
             (mem, path)
         }
     };
-    let (_agent_fd, mut agent_path) = shm::agent_file(AGENT)?;
+    let (agent_fd, mut agent_path) = shm::agent_file(AGENT)?;
     // For profiling fctrace itself: an agent loaded from a file has symbols
     // that perf and gdb can resolve (the embedded one is a memfd).
     if let Some(p) = std::env::var_os("FCTRACE_AGENT_PATH") {
         agent_path = p.to_string_lossy().into_owned();
     }
 
+    // fctrace with file capabilities (`setcap cap_perfmon+ep`) run by an
+    // ordinary user: the program cannot open /proc/<fctrace>/fd/N (fctrace
+    // is not dumpable, and has capabilities the program lacks), so it gets
+    // the agent and the memory as inherited descriptors instead, which
+    // the agent closes before the program's code runs.
+    let pass_fds = matches!(target, Target::Launch(_)) && process::own_fds_closed_to_children();
+    let (shm_path, agent_path_for_child) = if pass_fds {
+        (
+            format!("/proc/self/fd/{}", mem.raw_fd()),
+            match std::env::var_os("FCTRACE_AGENT_PATH") {
+                Some(_) => agent_path.clone(),
+                None => format!("/proc/self/fd/{}", agent_fd.as_raw_fd()),
+            },
+        )
+    } else {
+        (shm_path, agent_path.clone())
+    };
+    let inherited: Vec<i32> = if pass_fds {
+        vec![mem.raw_fd(), agent_fd.as_raw_fd()]
+    } else {
+        Vec::new()
+    };
     let mut env = vec![
         ("FCTRACE_SHM".to_string(), shm_path),
         (
@@ -247,7 +274,7 @@ pub fn record(
     // if any, stays where it was). A sanitizer runtime the program needs
     // comes before the agent (`process::preload_list`).
     let preload = process::preload_list(
-        &agent_path,
+        &agent_path_for_child,
         &std::env::var("LD_PRELOAD").unwrap_or_default(),
         &program,
     );
@@ -295,7 +322,9 @@ pub fn record(
     // -k with -p: what the kernel lost, its events closed before detaching.
     let mut ended_kernel: Option<u64> = None;
     let child_pid = match target {
-        Target::Launch(_) => process::spawn(&program, &command[0], &command[1..], &env)?.pid,
+        Target::Launch(_) => {
+            process::spawn(&program, &command[0], &command[1..], &env, &inherited)?.pid
+        }
         Target::Attach(pid, duration, ref tids) => {
             // The agent's variables as a preloaded agent finds them; the
             // agent file (for programs the process executes) is fctrace's.
@@ -669,8 +698,19 @@ pub fn record(
             eprintln!("fctrace: {w}");
             warnings.push(w);
         }
-        Target::Launch(_) => {
+        Target::Launch(_) if secure_exec.is_some() => {
             warnings.push("no task was traced: the agent did not start in the program".into())
+        }
+        Target::Launch(_) => {
+            // Said, not shown as an empty tree of a program that made no
+            // calls (fctrace still ends as the program did).
+            let w = format!(
+                "no call of {} was recorded: fctrace's agent did not start in it (the dynamic \
+                 loader did not load it; its message, if any, is above)",
+                program.display()
+            );
+            eprintln!("fctrace: {w}");
+            warnings.push(w);
         }
     }
     let info = TraceInfo {

@@ -362,11 +362,14 @@ pub struct Spawned {
 /// the name the user typed. Its environment is fctrace's own, in its own
 /// order, with `extra` after it (the agent takes exactly those away again,
 /// `LD_PRELOAD` included: the dynamic loader reads the last one).
+/// `inherit`: close-on-exec descriptors of fctrace's that the program
+/// gets, under the same numbers.
 pub fn spawn(
     program: &Path,
     argv0: &OsStr,
     args: &[OsString],
     extra: &[(String, String)],
+    inherit: &[i32],
 ) -> Result<Spawned> {
     use std::ffi::CString;
     let cstr = |b: &[u8]| CString::new(b).map_err(|_| anyhow::anyhow!("a NUL byte in an argument"));
@@ -408,14 +411,22 @@ pub fn spawn(
             &mut attr,
             (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as _,
         );
+        // dup2 of a descriptor onto itself clears its close-on-exec flag
+        // in the child (glibc 2.29 and later, POSIX 2024).
+        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        libc::posix_spawn_file_actions_init(&mut actions);
+        for &fd in inherit {
+            libc::posix_spawn_file_actions_adddup2(&mut actions, fd, fd);
+        }
         let r = libc::posix_spawn(
             &mut pid,
             path.as_ptr(),
-            std::ptr::null(),
+            &actions,
             &attr,
             argv_p.as_ptr(),
             envp_p.as_ptr(),
         );
+        libc::posix_spawn_file_actions_destroy(&mut actions);
         libc::posix_spawnattr_destroy(&mut attr);
         r
     };
@@ -427,6 +438,30 @@ pub fn spawn(
         );
     }
     Ok(Spawned { pid: pid as u32 })
+}
+
+/// Whether a program fctrace starts cannot open fctrace's own
+/// descriptors through /proc/<fctrace>/fd: fctrace gained capabilities
+/// from its file (it is then not dumpable), or holds capabilities while
+/// not root (the kernel lets a process open another's descriptors only
+/// if it has all of that one's capabilities).
+pub fn own_fds_closed_to_children() -> bool {
+    // SAFETY: prctl and geteuid with integer arguments only.
+    let (dumpable, euid) = unsafe {
+        (
+            libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0),
+            libc::geteuid(),
+        )
+    };
+    let permitted = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapPrm:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(0);
+    dumpable != 1 || (euid != 0 && permitted != 0)
 }
 
 /// Result of one non-blocking reaping round.
@@ -547,17 +582,26 @@ fn has_file_capabilities(program: &Path) -> bool {
 }
 
 /// The programs the agent saw executed that run untraced for the same
-/// reason (`sessions/untraced` in the trace, written by the agent's exec
-/// interposers: `pid<TAB>path<TAB>reason` lines), as warnings.
+/// reason, or because they are musl programs (reason `musl`: the agent
+/// leaves them alone) (`sessions/untraced` in the trace, written by the
+/// agent's exec interposers: `pid<TAB>path<TAB>reason` lines), as
+/// warnings.
 pub fn untraced_executions(sessions: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(sessions.join("untraced")).unwrap_or_default();
     text.lines()
         .filter_map(|l| {
             let mut f = l.splitn(3, '\t');
             let (pid, path, why) = (f.next()?, f.next()?, f.next()?);
-            Some(format!(
-                "process {pid} executed {path} ({why}): the dynamic loader ignores LD_PRELOAD for it, so it ran untraced"
-            ))
+            Some(if why == "musl" {
+                format!(
+                    "process {pid} executed {path}, a musl program: fctrace's agent (built for \
+                     glibc) cannot be loaded into it, so it ran untraced, as without fctrace"
+                )
+            } else {
+                format!(
+                    "process {pid} executed {path} ({why}): the dynamic loader ignores LD_PRELOAD for it, so it ran untraced"
+                )
+            })
         })
         .collect()
 }

@@ -94,6 +94,11 @@ impl SharedMemory {
         format!("/proc/{}/fd/{}", std::process::id(), self.fd.as_raw_fd())
     }
 
+    /// The memory's descriptor in fctrace.
+    pub fn raw_fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
     pub fn header(&self) -> &ShmHeader {
         // SAFETY: the header lies at the start of the mapping.
         unsafe { &*(self.base as *const ShmHeader) }
