@@ -483,10 +483,36 @@ impl TraceWriter {
     /// its kept history begins. `info` is completed as by `finish`.
     pub fn snapshot(
         &mut self,
+        info: TraceInfo,
+        reason: &str,
+        taken_ns: u64,
+        live: &[(u32, u32, Vec<RawEvent>)],
+    ) -> Result<Snapshot, StoreError> {
+        self.write_snapshot(info, reason, taken_ns, live, false)
+    }
+
+    /// Writes the last snapshot again, with its number, in place (nothing
+    /// moves to `snapshot.<n>/`): for the end of the same event (a Ctrl-C
+    /// snapshot brought up to the program's death by that Ctrl-C), or a
+    /// program that ended with no event since (its info then says how it
+    /// ended). As [`snapshot`](Self::snapshot) when none was written yet.
+    pub fn rewrite_snapshot(
+        &mut self,
+        info: TraceInfo,
+        reason: &str,
+        taken_ns: u64,
+        live: &[(u32, u32, Vec<RawEvent>)],
+    ) -> Result<Snapshot, StoreError> {
+        self.write_snapshot(info, reason, taken_ns, live, true)
+    }
+
+    fn write_snapshot(
+        &mut self,
         mut info: TraceInfo,
         reason: &str,
         taken_ns: u64,
         live: &[(u32, u32, Vec<RawEvent>)],
+        again: bool,
     ) -> Result<Snapshot, StoreError> {
         if self.ring.is_none() {
             return Err(StoreError::io(
@@ -502,12 +528,13 @@ impl TraceWriter {
         for &(id, tid, _) in live {
             self.name_task(id, tid);
         }
-        let number = self.ring.as_ref().map_or(1, |r| r.snapshots + 1);
+        let taken = self.ring.as_ref().map_or(0, |r| r.snapshots);
+        let number = if again && taken > 0 { taken } else { taken + 1 };
         let tasks_dir = self.dir.join(TASKS_DIR);
         let info_path = self.dir.join(INFO_FILE);
         // The previous snapshot moves aside, readable where it goes.
         let mut earlier = None;
-        if info_path.exists() && number > 1 {
+        if info_path.exists() && number > taken && number > 1 {
             let old = self.dir.join(format!("snapshot.{}", number - 1));
             if !old.exists() {
                 mkdir_private(&old)?;
