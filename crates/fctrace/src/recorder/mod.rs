@@ -180,6 +180,17 @@ pub fn record(
         eprintln!("fctrace: {w}");
     }
     let mut writer = TraceWriter::create(dir)?;
+    if let Some((old, replaced)) = writer.kept_earlier() {
+        eprintln!(
+            "fctrace: kept the earlier trace as {}{}",
+            old.display(),
+            if *replaced {
+                " (replacing the older one there)"
+            } else {
+                ""
+            }
+        );
+    }
     let abs_dir = std::fs::canonicalize(writer.dir()).context("trace directory")?;
     if let Some(r) = ring {
         writer.set_ring(r.size);
