@@ -99,9 +99,11 @@ struct TaskStream {
 /// write there or in `tasks/` (a user's directory is never taken for one,
 /// to be moved aside or replaced). Err: what shows it is not one.
 fn trace_dir_check(dir: &Path) -> Result<(), String> {
-    let is_dir = |name: &str| dir.join(name).is_dir();
-    if !is_dir(TASKS_DIR) || !is_dir(SESSIONS_DIR) {
-        return Err(format!("it has no {TASKS_DIR}/ and {SESSIONS_DIR}/"));
+    if let Some(missing) = [TASKS_DIR, SESSIONS_DIR]
+        .into_iter()
+        .find(|name| !dir.join(name).is_dir())
+    {
+        return Err(format!("it has no {missing}/ directory"));
     }
     let names = |d: &Path| -> Vec<String> {
         fs::read_dir(d)
