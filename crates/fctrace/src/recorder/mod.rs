@@ -935,6 +935,7 @@ impl Flight {
         (records, interrupted): (u64, bool),
     ) -> std::result::Result<(), String> {
         // A Ctrl-C or `fctrace snapshot` not served before the loop ended.
+        let requested = reason.is_none();
         let reason = reason
             .or_else(|| process::take_snapshot_request().map(fctrace_options::spec::signal_name));
         let Some(reason) = reason else {
@@ -947,7 +948,9 @@ impl Flight {
             {
                 Some(Again::SameEvent)
             }
-            Some((last, seen)) if *seen == records => Some(Again::NothingNew(ending_of(&reason))),
+            Some((_, seen)) if *seen == records => {
+                Some(Again::NothingNew(ending_of(&reason, requested)))
+            }
             _ => None,
         };
         let reason = match (&again, &self.last) {
@@ -1022,9 +1025,11 @@ enum Again {
     NothingNew(String),
 }
 
-/// How the recording ended, said for an end snapshot's `reason`.
-fn ending_of(reason: &str) -> String {
+/// How the recording ended, said for an end snapshot's `reason` (or the
+/// signal that asked for a snapshot as it ended, `requested`).
+fn ending_of(reason: &str, requested: bool) -> String {
     match reason {
+        signal if requested => format!("{signal} asked for a snapshot at the end"),
         "exit" => "the program exited".to_string(),
         "detach" => "fctrace detached".to_string(),
         "end" => "the recording ended".to_string(),
