@@ -2,7 +2,9 @@
 //! calls and then crashes, is killed, or waits for its input; the
 //! snapshots must hold the most recent calls (of every thread), the
 //! crash where it happened, and stay smaller than the ring, and the
-//! program must end as it does natively.
+//! program must end as it does natively. One event, one snapshot: a
+//! Ctrl-C that kills the program, or a crash with no event since the last
+//! snapshot, writes no second one.
 
 mod common;
 
