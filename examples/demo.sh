@@ -4,6 +4,7 @@
 # (CARGO_TARGET_DIR, a configured target-dir, or ./target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "demo.sh: building fctrace (cargo build --release), a few minutes the first time..." >&2
 cargo build --release --quiet -p fctrace
 target=$(cargo metadata --format-version 1 --no-deps |
   sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')

@@ -258,11 +258,12 @@ pub struct FilterArgs {
     #[arg(long = "tid", value_name = "TID,...", help_heading = "Filters")]
     pub tid: Vec<String>,
     /// FUNC@ACTION[,ACTION...]: actions trace_on, trace_off, depth=N,
-    /// backtrace, finish; they act on the thread that called FUNC, or on
-    /// every thread with `global` (finish: always the whole process).
+    /// backtrace, finish, snapshot; they act on the thread that called
+    /// FUNC, or on every thread with `global` (finish: always the whole
+    /// process; snapshot: a flight recorder's snapshot, `record --ring`).
     /// Repeatable, e.g. `-T load_config@trace_off`,
     /// `-T 'handle_request@trace_on,global'`, `-T parse@depth=2`,
-    /// `-T abort@backtrace`, `-T main_loop@finish`
+    /// `-T abort@backtrace`, `-T main_loop@finish`, `-T fail@snapshot`
     #[arg(
         short = 'T',
         long = "trigger",

@@ -367,3 +367,42 @@ fn many_calls_across_buffers() {
         assert_eq!(calls[2 * i as usize + 1], &opaque);
     }
 }
+
+#[test]
+fn specs_naming_no_function_are_warned_about_as_filters_are() {
+    // Live mode warns about -F, -N, -C and -T patterns that name no
+    // function of the trace; -A and -R specs too (by the option given).
+    let exe = args_prog();
+    let r = fctrace(&[
+        "-A",
+        "no_such_function@arg1",
+        "-R",
+        "nope.*zz@retval",
+        "-A",
+        "sizes@arg1",
+        "-R",
+        "slen@retval",
+        "-N",
+        "no_such_filter",
+        exe.to_str().unwrap(),
+    ]);
+    assert!(r.success(), "{}", r.describe());
+    for missing in [
+        "-A no_such_function@arg1",
+        "-R nope.*zz@retval",
+        "-N no_such_filter",
+    ] {
+        assert!(
+            r.stderr
+                .contains(&format!("{missing} matches no function of the trace")),
+            "{missing}\n{}",
+            r.describe()
+        );
+    }
+    assert_eq!(
+        r.stderr.matches("matches no function").count(),
+        3,
+        "{}",
+        r.describe()
+    );
+}

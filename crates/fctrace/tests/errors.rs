@@ -517,3 +517,78 @@ fn no_program_is_a_usage_error() {
         assert!(!r.stderr.trim().is_empty(), "{}", r.describe());
     }
 }
+
+/// `start_unix_ns` of the trace in `dir`: which recording it is.
+fn started(dir: &Path) -> u64 {
+    let text = fs::read_to_string(dir.join("info.json"))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    serde_json::from_str::<serde_json::Value>(&text).unwrap()["start_unix_ns"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn recording_again_keeps_the_earlier_trace_and_never_takes_a_users_directory() {
+    let exe = exits("-O0");
+    let d = scratch("again");
+    let dir = d.path.join("t");
+    let old = d.path.join("t.old");
+    let rec = |dir: &Path, opts: &[&str]| {
+        let mut args: Vec<&OsStr> = vec![OsStr::new("record"), OsStr::new("-d"), dir.as_os_str()];
+        args.extend(opts.iter().map(OsStr::new));
+        args.extend([exe.as_os_str(), OsStr::new("code"), OsStr::new("0")]);
+        fctrace(&args)
+    };
+    let first = rec(&dir, &[]);
+    first.expect_success();
+    assert!(!first.stderr.contains(".old"), "{}", first.describe());
+    let one = started(&dir);
+    // Again: the earlier trace is kept as t.old, and fctrace says so.
+    let second = rec(&dir, &[]);
+    second.expect_success();
+    let kept = format!("fctrace: kept the earlier trace as {}\n", old.display());
+    assert!(second.stderr.contains(&kept), "{}", second.describe());
+    assert_eq!(started(&old), one);
+    let two = started(&dir);
+    assert_ne!(two, one);
+    // A flight recorder's directory, with its snapshots, is a trace too;
+    // it replaces the older t.old, and so is said.
+    let ring = rec(&dir, &["--ring", "1M", "--snapshot-at-exit"]);
+    ring.expect_success();
+    let replacing = format!(
+        "fctrace: kept the earlier trace as {} (replacing the older one there)\n",
+        old.display()
+    );
+    assert!(ring.stderr.contains(&replacing), "{}", ring.describe());
+    assert_eq!(started(&old), two);
+    let third = rec(&dir, &[]);
+    third.expect_success();
+    assert!(third.stderr.contains(&replacing), "{}", third.describe());
+    assert!(old.join("info.json").exists() && started(&old) != two);
+
+    // A directory of the user's that has what a trace has (tasks/,
+    // sessions/) and more: refused, untouched, and nothing moved.
+    let mine = d.path.join("mine");
+    fs::create_dir_all(mine.join("tasks")).unwrap();
+    fs::create_dir_all(mine.join("sessions")).unwrap();
+    fs::write(mine.join("tasks/main.yml"), "- name: x\n").unwrap();
+    fs::write(mine.join("notes.txt"), "mine\n").unwrap();
+    let r = rec(&mine, &[]);
+    assert_fails_with(&r, &["not an fctrace trace"]);
+    assert!(r.stderr.contains("notes.txt"), "{}", r.describe());
+    assert_eq!(
+        fs::read_to_string(mine.join("notes.txt")).unwrap(),
+        "mine\n"
+    );
+    assert!(mine.join("tasks/main.yml").exists());
+    assert!(!d.path.join("mine.old").exists());
+    // And a t.old that is not a trace (though it has a tasks/) is never
+    // replaced: recording into t is refused.
+    fs::remove_dir_all(&old).unwrap();
+    fs::create_dir_all(old.join("tasks")).unwrap();
+    fs::write(old.join("precious"), "x").unwrap();
+    let r = rec(&dir, &[]);
+    assert_fails_with(&r, &["t.old"]);
+    assert!(old.join("precious").exists());
+    assert!(dir.join("info.json").exists());
+}

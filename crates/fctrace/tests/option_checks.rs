@@ -1,8 +1,9 @@
 //! Options either act where they are given or are refused there with a
 //! message (issue 10, "Nothing lost" 4): record-time `-t` and `-C` act
 //! when the trace is replayed or reported (as in live mode), record-time
-//! `--tid` is refused, a `--tid` naming no task is warned about, and a
-//! trigger action written where a module goes is an error.
+//! `--tid` is refused, a `--tid` naming no task is warned about, a
+//! trigger action written where a module goes is an error, and -T's help
+//! names every action.
 
 mod common;
 use common::*;
@@ -190,5 +191,37 @@ fn actions_where_a_module_goes_are_errors() {
             "the program must not run\n{}",
             r.describe()
         );
+    }
+}
+
+#[test]
+fn trigger_help_lists_every_action() {
+    // The actions the -T parser accepts (fctrace-options' spec.rs), each
+    // in `record --help`'s and live mode's text of -T.
+    for args in [&["record", "--help"][..], &["--help"][..]] {
+        let help = fctrace(args);
+        help.expect_success();
+        let text: String = help
+            .stdout
+            .lines()
+            .skip_while(|l| !l.contains("--trigger <FUNC@ACTION>"))
+            .skip(1)
+            .take_while(|l| !l.trim_start().starts_with('-'))
+            .collect::<Vec<_>>()
+            .join(" ");
+        for action in [
+            "trace_on",
+            "trace_off",
+            "depth=N",
+            "backtrace",
+            "finish",
+            "snapshot",
+            "global",
+        ] {
+            assert!(
+                text.contains(action),
+                "{args:?}: -T's help lacks {action}: {text}"
+            );
+        }
     }
 }

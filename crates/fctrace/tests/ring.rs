@@ -2,7 +2,9 @@
 //! calls and then crashes, is killed, or waits for its input; the
 //! snapshots must hold the most recent calls (of every thread), the
 //! crash where it happened, and stay smaller than the ring, and the
-//! program must end as it does natively.
+//! program must end as it does natively. One event, one snapshot: a
+//! Ctrl-C that kills the program, or a crash with no event since the last
+//! snapshot, writes no second one.
 
 mod common;
 
@@ -554,4 +556,227 @@ fn mistakes_are_explained() {
     ]);
     assert!(again.success(), "{}", again.describe());
     assert_eq!(snapshot_of(&rec.dir.path)["reason"], "exit");
+}
+
+/// `ring wait 1000`, natively or recorded (`fctrace record OPTS -d DIR`),
+/// in a process group of its own, once it said "ready" and blocks in read.
+struct Waiting {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    out: BufReader<std::process::ChildStdout>,
+    err: std::thread::JoinHandle<String>,
+    cmdline: String,
+    /// The program's pid (fctrace's child when recorded).
+    program: i32,
+}
+
+/// Waits until `/proc/PID/stat` says process `pid` is in `state` (a
+/// condition wait on another process, with a time limit).
+#[track_caller]
+fn wait_state(pid: i32, state: char) {
+    let start = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let now = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+        if now == Some(state) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "process {pid} never in state {state} (now {now:?})"
+        );
+        std::thread::yield_now();
+    }
+}
+
+impl Waiting {
+    fn start(exe: &Path, record: Option<(&Path, &[&str])>) -> Waiting {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = match record {
+            None => Command::new(exe),
+            Some((dir, opts)) => {
+                let mut c = Command::new(fctrace_bin());
+                c.arg("record").args(opts).arg("-d").arg(dir).arg(exe);
+                c
+            }
+        };
+        cmd.args(["wait", "1000"])
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let cmdline = format!("{cmd:?}");
+        let mut child = cmd.spawn().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut s);
+            s
+        });
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n", "{cmdline}");
+        let top = child.id() as i32;
+        let program = match record {
+            None => top,
+            // fctrace's only child.
+            Some(_) => std::fs::read_dir(format!("/proc/{top}/task"))
+                .unwrap()
+                .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("children")).ok())
+                .flat_map(|c| {
+                    c.split_whitespace()
+                        .map(|p| p.parse::<i32>().unwrap())
+                        .collect::<Vec<_>>()
+                })
+                .next()
+                .expect("fctrace has no child"),
+        };
+        // Blocked in read (system call 0).
+        let start = Instant::now();
+        while !std::fs::read_to_string(format!("/proc/{program}/syscall"))
+            .is_ok_and(|s| s.starts_with("0 "))
+        {
+            assert!(start.elapsed() < Duration::from_secs(60), "never in read");
+            std::thread::yield_now();
+        }
+        Waiting {
+            stdin: child.stdin.take(),
+            child,
+            out,
+            err,
+            cmdline,
+            program,
+        }
+    }
+
+    /// Sends `sig` to the command (fctrace, or the program run natively),
+    /// or with `group` to its whole process group, as a terminal does.
+    fn signal(&self, sig: i32, group: bool) {
+        let pid = self.child.id() as i32;
+        // SAFETY: kill(2) of the test's own child or its process group.
+        assert_eq!(
+            unsafe { libc::kill(if group { -pid } else { pid }, sig) },
+            0
+        );
+    }
+
+    fn finish(mut self) -> Run {
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap();
+        let mut stdout = "ready\n".to_string();
+        std::io::Read::read_to_string(&mut self.out, &mut stdout).unwrap();
+        Run {
+            cmdline: self.cmdline,
+            status,
+            stdout,
+            stderr: self.err.join().unwrap(),
+        }
+    }
+}
+
+/// The trace's info.json.
+fn info_of(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("info.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn ctrl_c_is_one_snapshot() {
+    // Ctrl-C: SIGINT to the process group, fctrace and the program; the
+    // program dies of it. fctrace's SIGINT and the program's death are one
+    // event: one snapshot, of the program's last calls up to its death.
+    let exe = ring_program();
+    let go = |record: Option<(&Path, &[&str])>| {
+        let w = Waiting::start(&exe, record);
+        w.signal(libc::SIGINT, true);
+        w.finish()
+    };
+    let native = go(None);
+    assert_eq!(native.signal(), Some(libc::SIGINT), "{}", native.describe());
+    let dir = TraceDir::new("ring-ctrl-c");
+    let traced = go(Some((&dir.path, &["--ring", "2M"])));
+    same_ending(&native, &traced);
+    let info = info_of(&dir.path);
+    assert_eq!(info["snapshot"]["number"], 1, "{}", traced.describe());
+    assert_eq!(info["snapshot"]["reason"], "SIGINT");
+    assert_eq!(info["exit"]["signal"], libc::SIGINT);
+    assert!(
+        !dir.path.join("snapshot.1").exists(),
+        "{}",
+        traced.describe()
+    );
+    assert!(
+        !traced.stderr.contains("snapshot 2"),
+        "{}",
+        traced.describe()
+    );
+    let lines = texts(&replay_text(&dir.path));
+    assert_eq!(
+        lines[lines.len() - 3..],
+        [
+            "  read() {",
+            "  } /* read */ (not returned)",
+            "} /* main */ (not returned)"
+        ]
+    );
+    assert_eq!(lines.iter().filter(|l| *l == "  work() {").count(), 1000);
+}
+
+#[test]
+fn a_crash_right_after_a_snapshot_trigger_is_in_that_snapshot() {
+    // `-T deref@snapshot`, and deref crashes: fctrace (stopped meanwhile)
+    // sees the trigger's request and the program's death together. The
+    // crash's snapshot would hold the same events as the trigger's: it is
+    // not written; snapshot 1 holds the crash and says how the program
+    // ended.
+    let exe = ring_program();
+    let native = {
+        let mut w = Waiting::start(&exe, None);
+        w.stdin.as_mut().unwrap().write_all(b"x").unwrap();
+        w.finish()
+    };
+    assert_eq!(
+        native.signal(),
+        Some(libc::SIGSEGV),
+        "{}",
+        native.describe()
+    );
+    let dir = TraceDir::new("ring-trigger-crash");
+    let mut w = Waiting::start(
+        &exe,
+        Some((&dir.path, &["--ring", "2M", "-T", "deref@snapshot"])),
+    );
+    let fctrace_pid = w.child.id() as i32;
+    w.signal(libc::SIGSTOP, false);
+    wait_state(fctrace_pid, 'T');
+    w.stdin.as_mut().unwrap().write_all(b"x").unwrap();
+    w.stdin.as_mut().unwrap().flush().unwrap();
+    wait_state(w.program, 'Z');
+    w.signal(libc::SIGCONT, false);
+    let traced = w.finish();
+    same_ending(&native, &traced);
+    let info = info_of(&dir.path);
+    assert_eq!(info["snapshot"]["number"], 1, "{}", traced.describe());
+    assert_eq!(info["snapshot"]["reason"], "trigger");
+    assert_eq!(info["exit"]["signal"], libc::SIGSEGV);
+    assert!(
+        !dir.path.join("snapshot.1").exists(),
+        "{}",
+        traced.describe()
+    );
+    assert!(
+        traced.stderr.contains(
+            "killed by SIGSEGV with no event since snapshot 1 (trigger): \
+             no new snapshot, the end is in snapshot 1"
+        ),
+        "{}",
+        traced.describe()
+    );
+    let tree = replay_text(&dir.path);
+    assert_eq!(tree.matches("/* signal SIGSEGV */").count(), 1, "{tree}");
+    let lines = texts(&tree);
+    assert!(
+        lines.iter().any(|l| l.trim_start().starts_with("deref(")),
+        "{lines:?}"
+    );
 }

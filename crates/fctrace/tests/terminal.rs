@@ -755,7 +755,7 @@ fn demo_script_finds_fctrace_under_cargo_target_dir() {
         &stub,
         format!(
             "#!/bin/sh\n\
-             if [ \"$1\" = build ]; then echo \"$@\" >> {log}; exit 0; fi\n\
+             if [ \"$1\" = build ]; then echo \"$@\" >> {log}; echo built >&2; exit 0; fi\n\
              exec {real} \"$@\"\n",
             log = quote(dir.path.join("builds").to_str().unwrap()),
             real = quote(&real_cargo)
@@ -787,6 +787,15 @@ fn demo_script_finds_fctrace_under_cargo_target_dir() {
     assert_eq!(
         std::fs::read_to_string(dir.path.join("builds")).unwrap(),
         "build --release --quiet -p fctrace\n"
+    );
+    // It says it builds, before the (silent, long) build.
+    assert!(
+        r.stderr.starts_with(
+            "demo.sh: building fctrace (cargo build --release), a few minutes the first \
+             time...\nbuilt\n"
+        ),
+        "{}",
+        r.describe()
     );
     assert!(target.join("examples/calc").exists());
 }

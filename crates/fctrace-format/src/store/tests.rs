@@ -554,25 +554,34 @@ fn create_moves_old_trace_aside_and_refuses_others() {
     let old = tmp.path().join("fctrace.data.old");
 
     damaged_fixture(&dir, 10);
-    fs::write(dir.join("marker"), "first").unwrap();
-    TraceWriter::create(&dir)
-        .unwrap()
-        .finish(sample_info(&[1]))
-        .unwrap();
-    assert_eq!(fs::read_to_string(old.join("marker")).unwrap(), "first");
-    assert!(!dir.join("marker").exists());
+    fs::write(dir.join("sessions/marker"), "first").unwrap();
+    let w = TraceWriter::create(&dir).unwrap();
+    assert_eq!(w.kept_earlier(), Some(&(old.clone(), false)));
+    w.finish(sample_info(&[1])).unwrap();
+    assert_eq!(
+        fs::read_to_string(old.join("sessions/marker")).unwrap(),
+        "first"
+    );
+    assert!(!dir.join("sessions/marker").exists());
 
     // A second time: the older .old trace is replaced.
-    fs::write(dir.join("marker"), "second").unwrap();
-    TraceWriter::create(&dir).unwrap();
-    assert_eq!(fs::read_to_string(old.join("marker")).unwrap(), "second");
+    fs::write(dir.join("sessions/marker"), "second").unwrap();
+    let w = TraceWriter::create(&dir).unwrap();
+    assert_eq!(w.kept_earlier(), Some(&(old.clone(), true)));
+    assert_eq!(
+        fs::read_to_string(old.join("sessions/marker")).unwrap(),
+        "second"
+    );
 
     // With a trailing slash too.
     let mut slashed = dir.clone().into_os_string();
     slashed.push("/");
-    fs::write(dir.join("marker"), "third").unwrap();
+    fs::write(dir.join("sessions/marker"), "third").unwrap();
     TraceWriter::create(Path::new(&slashed)).unwrap();
-    assert_eq!(fs::read_to_string(old.join("marker")).unwrap(), "third");
+    assert_eq!(
+        fs::read_to_string(old.join("sessions/marker")).unwrap(),
+        "third"
+    );
 
     // An empty directory is used as is.
     let empty = tmp.path().join("empty");
@@ -588,6 +597,21 @@ fn create_moves_old_trace_aside_and_refuses_others() {
     assert!(err.to_string().contains("not an fctrace trace"), "{err}");
     assert!(other.join("main.c").exists());
 
+    // And so is one that has a trace's tasks/ and sessions/ but also
+    // files fctrace does not write: at the top, or in tasks/.
+    for extra in ["notes.txt", "tasks/main.yml"] {
+        let mixed = tmp.path().join("mixed");
+        let _ = fs::remove_dir_all(&mixed);
+        fs::create_dir_all(mixed.join("tasks")).unwrap();
+        fs::create_dir_all(mixed.join("sessions")).unwrap();
+        fs::write(mixed.join("tasks/1.dat"), "").unwrap();
+        fs::write(mixed.join(extra), "mine").unwrap();
+        let err = TraceWriter::create(&mixed).err().unwrap();
+        assert!(err.to_string().contains(&format!("`{extra}`")), "{err}");
+        assert!(mixed.join(extra).exists());
+        assert!(!tmp.path().join("mixed.old").exists());
+    }
+
     // So is a file.
     let file = tmp.path().join("file");
     fs::write(&file, "x").unwrap();
@@ -598,6 +622,11 @@ fn create_moves_old_trace_aside_and_refuses_others() {
     fs::remove_dir_all(&old).unwrap();
     fs::create_dir(&old).unwrap();
     fs::write(old.join("precious"), "x").unwrap();
+    let err = TraceWriter::create(&dir).err().unwrap();
+    assert!(err.to_string().contains("fctrace.data.old"), "{err}");
+    assert!(old.join("precious").exists());
+    // Even with a tasks/ directory of its own (it was removed).
+    fs::create_dir_all(old.join("tasks")).unwrap();
     let err = TraceWriter::create(&dir).err().unwrap();
     assert!(err.to_string().contains("fctrace.data.old"), "{err}");
     assert!(old.join("precious").exists());

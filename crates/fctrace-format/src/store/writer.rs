@@ -78,6 +78,9 @@ pub struct TraceWriter {
     reserve_tried: bool,
     /// Flight recorder: chunks kept in memory, written by snapshots.
     ring: Option<super::ring::Ring>,
+    /// Where `create` moved an earlier trace, and whether it replaced an
+    /// older one there.
+    kept: Option<(PathBuf, bool)>,
 }
 
 struct TaskStream {
@@ -90,8 +93,61 @@ struct TaskStream {
     events: u64,
 }
 
-fn looks_like_trace(dir: &Path) -> bool {
-    dir.join(INFO_FILE).is_file() || dir.join(TASKS_DIR).is_dir()
+/// Whether `dir` is a trace directory fctrace wrote (a finished trace,
+/// a flight recorder's, or one whose recording did not finish): its
+/// `tasks/` and `sessions/` directories, and nothing fctrace does not
+/// write there or in `tasks/` (a user's directory is never taken for one,
+/// to be moved aside or replaced). Err: what shows it is not one.
+fn trace_dir_check(dir: &Path) -> Result<(), String> {
+    if let Some(missing) = [TASKS_DIR, SESSIONS_DIR]
+        .into_iter()
+        .find(|name| !dir.join(name).is_dir())
+    {
+        return Err(format!("it has no {missing}/ directory"));
+    }
+    let names = |d: &Path| -> Vec<String> {
+        fs::read_dir(d)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let fctrace_top = |n: &str| {
+        [
+            TASKS_DIR,
+            SESSIONS_DIR,
+            INFO_FILE,
+            RESERVE_FILE,
+            super::RECORDER_PID_FILE,
+        ]
+        .contains(&n)
+            || n == format!("{INFO_FILE}.tmp")
+            || n.strip_prefix("snapshot.")
+                .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if let Some(other) = names(dir).into_iter().find(|n| !fctrace_top(n)) {
+        return Err(format!("it holds `{other}`, which fctrace does not write"));
+    }
+    // tasks/<tid>.dat, <tid>-<n>.dat and their .sys files.
+    let task_file = |n: &str| {
+        n.strip_suffix(".dat")
+            .or_else(|| n.strip_suffix(".sys"))
+            .is_some_and(|stem| {
+                !stem.is_empty() && stem.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+            })
+    };
+    if let Some(other) = names(&dir.join(TASKS_DIR))
+        .into_iter()
+        .find(|n| !task_file(n))
+    {
+        return Err(format!(
+            "it holds `{TASKS_DIR}/{other}`, which fctrace does not write"
+        ));
+    }
+    Ok(())
 }
 
 fn is_empty_dir(dir: &Path) -> Result<bool, StoreError> {
@@ -169,8 +225,10 @@ impl TraceWriter {
     /// Creates the trace directory `dir` (and its `sessions/` and `tasks/`).
     ///
     /// An existing empty directory is used as is. An existing trace
-    /// directory (one with info.json or tasks/) is renamed to `<dir>.old`,
-    /// replacing an older `<dir>.old` trace. Anything else that exists is
+    /// directory (`trace_dir_check`: its tasks/ and sessions/, nothing
+    /// fctrace does not write) is renamed to `<dir>.old`, replacing an
+    /// older `<dir>.old` trace ([`kept_earlier`](Self::kept_earlier) says
+    /// so). Anything else that exists is
     /// refused with [`StoreError::WontOverwrite`], and so is an existing
     /// directory of another user or writable by every user (or a symbolic
     /// link of another user to one).
@@ -179,6 +237,7 @@ impl TraceWriter {
     /// whatever the umask), and every file is new: never opened through a
     /// symbolic link, never one that already exists.
     pub fn create(dir: &Path) -> Result<TraceWriter, StoreError> {
+        let mut kept = None;
         let exists = match fs::symlink_metadata(dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => false,
             Err(e) => return Err(StoreError::io("cannot access", dir, e)),
@@ -204,16 +263,18 @@ impl TraceWriter {
                 });
             }
             check_private_dir(dir, &meta)?;
-            if looks_like_trace(dir) {
-                move_aside(dir)?;
+            if !is_empty_dir(dir)? {
+                if let Err(why) = trace_dir_check(dir) {
+                    return Err(StoreError::WontOverwrite {
+                        dir: dir.to_path_buf(),
+                        reason: format!(
+                            "it is a non-empty directory that is not an fctrace trace \
+                             ({why}); remove it or choose another directory with -d"
+                        ),
+                    });
+                }
+                kept = Some(move_aside(dir)?);
                 mkdir_private(dir)?;
-            } else if !is_empty_dir(dir)? {
-                return Err(StoreError::WontOverwrite {
-                    dir: dir.to_path_buf(),
-                    reason: "it is a non-empty directory that is not an fctrace trace; \
-                             remove it or choose another directory with -d"
-                        .to_string(),
-                });
             }
         } else {
             if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -246,7 +307,14 @@ impl TraceWriter {
             kernel_events: 0,
             kernel_dropped: 0,
             ring: None,
+            kept,
         })
+    }
+
+    /// Where an earlier trace in the directory was moved (`<dir>.old`),
+    /// and whether that replaced an older `<dir>.old` trace.
+    pub fn kept_earlier(&self) -> Option<&(PathBuf, bool)> {
+        self.kept.as_ref()
     }
 
     /// The trace directory.
@@ -483,10 +551,36 @@ impl TraceWriter {
     /// its kept history begins. `info` is completed as by `finish`.
     pub fn snapshot(
         &mut self,
+        info: TraceInfo,
+        reason: &str,
+        taken_ns: u64,
+        live: &[(u32, u32, Vec<RawEvent>)],
+    ) -> Result<Snapshot, StoreError> {
+        self.write_snapshot(info, reason, taken_ns, live, false)
+    }
+
+    /// Writes the last snapshot again, with its number, in place (nothing
+    /// moves to `snapshot.<n>/`): for the end of the same event (a Ctrl-C
+    /// snapshot brought up to the program's death by that Ctrl-C), or a
+    /// program that ended with no event since (its info then says how it
+    /// ended). As [`snapshot`](Self::snapshot) when none was written yet.
+    pub fn rewrite_snapshot(
+        &mut self,
+        info: TraceInfo,
+        reason: &str,
+        taken_ns: u64,
+        live: &[(u32, u32, Vec<RawEvent>)],
+    ) -> Result<Snapshot, StoreError> {
+        self.write_snapshot(info, reason, taken_ns, live, true)
+    }
+
+    fn write_snapshot(
+        &mut self,
         mut info: TraceInfo,
         reason: &str,
         taken_ns: u64,
         live: &[(u32, u32, Vec<RawEvent>)],
+        again: bool,
     ) -> Result<Snapshot, StoreError> {
         if self.ring.is_none() {
             return Err(StoreError::io(
@@ -502,12 +596,13 @@ impl TraceWriter {
         for &(id, tid, _) in live {
             self.name_task(id, tid);
         }
-        let number = self.ring.as_ref().map_or(1, |r| r.snapshots + 1);
+        let taken = self.ring.as_ref().map_or(0, |r| r.snapshots);
+        let number = if again && taken > 0 { taken } else { taken + 1 };
         let tasks_dir = self.dir.join(TASKS_DIR);
         let info_path = self.dir.join(INFO_FILE);
         // The previous snapshot moves aside, readable where it goes.
         let mut earlier = None;
-        if info_path.exists() && number > 1 {
+        if info_path.exists() && number > taken && number > 1 {
             let old = self.dir.join(format!("snapshot.{}", number - 1));
             if !old.exists() {
                 mkdir_private(&old)?;
@@ -1033,16 +1128,18 @@ fn seal_chunk(
 
 /// Renames the trace directory `dir` to `<dir>.old`, replacing a previous
 /// `<dir>.old` trace (never anything else).
-fn move_aside(dir: &Path) -> Result<(), StoreError> {
+fn move_aside(dir: &Path) -> Result<(PathBuf, bool), StoreError> {
     // `components()` drops a trailing slash: "t/" becomes "t.old", not "t/.old".
     let mut old_name: OsString = dir.components().as_path().as_os_str().to_os_string();
     old_name.push(".old");
     let old = PathBuf::from(old_name);
-    match fs::symlink_metadata(&old) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+    let replaced = match fs::symlink_metadata(&old) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
         Err(e) => return Err(StoreError::io("cannot access", &old, e)),
         Ok(meta) => {
-            let replaceable = meta.is_dir() && (looks_like_trace(&old) || is_empty_dir(&old)?);
+            let replaceable = meta.is_dir()
+                && !meta.file_type().is_symlink()
+                && (trace_dir_check(&old).is_ok() || is_empty_dir(&old)?);
             if !replaceable {
                 return Err(StoreError::WontOverwrite {
                     dir: dir.to_path_buf(),
@@ -1055,7 +1152,9 @@ fn move_aside(dir: &Path) -> Result<(), StoreError> {
             }
             fs::remove_dir_all(&old)
                 .map_err(|e| StoreError::io("cannot remove the old trace", &old, e))?;
+            true
         }
-    }
-    fs::rename(dir, &old).map_err(|e| StoreError::io("cannot rename", dir, e))
+    };
+    fs::rename(dir, &old).map_err(|e| StoreError::io("cannot rename", dir, e))?;
+    Ok((old, replaced))
 }

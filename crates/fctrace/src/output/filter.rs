@@ -347,7 +347,7 @@ fn recorded_with_gaps(trace: &Trace) -> bool {
             .any(|s| s.actions.contains(&Action::TraceOff))
 }
 
-/// The patterns of `opts` (`-F`, `-N`, `-C`, `-T`) that name no function
+/// The patterns of `opts` (`-F`, `-N`, `-C`, `-T`, `-A`, `-R`) that name no function
 /// of the trace, as the user wrote them (a misspelt name would otherwise
 /// just show an empty tree).
 pub fn unmatched_patterns(trace: &Trace, opts: &Options) -> Vec<String> {
@@ -360,6 +360,15 @@ pub fn unmatched_patterns(trace: &Trace, opts: &Options) -> Vec<String> {
             .iter()
             .map(|t| ("-T", t.source.as_str(), &t.pattern)),
     );
+    // -A and -R (a spec of return values only is -R's).
+    pats.extend(opts.args.iter().map(|a| {
+        let retval_only = a
+            .items
+            .iter()
+            .all(|i| i.source == fctrace_options::args::Source::Retval);
+        let opt = if retval_only { "-R" } else { "-A" };
+        (opt, a.source.as_str(), &a.pattern)
+    }));
     if pats.is_empty() {
         return Vec::new();
     }

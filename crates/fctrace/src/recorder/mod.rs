@@ -185,6 +185,17 @@ pub fn record(
         eprintln!("fctrace: {w}");
     }
     let mut writer = TraceWriter::create(dir)?;
+    if let Some((old, replaced)) = writer.kept_earlier() {
+        eprintln!(
+            "fctrace: kept the earlier trace as {}{}",
+            old.display(),
+            if *replaced {
+                " (replacing the older one there)"
+            } else {
+                ""
+            }
+        );
+    }
     let abs_dir = std::fs::canonicalize(writer.dir()).context("trace directory")?;
     if let Some(r) = ring {
         writer.set_ring(r.size);
@@ -424,6 +435,7 @@ pub fn record(
         dropped: 0,
         untabled: 0,
         damaged: 0,
+        records: 0,
     };
     let mut exit = None;
     let mut last_reclaim = std::time::Instant::now();
@@ -431,6 +443,8 @@ pub fn record(
     let started = std::time::Instant::now();
     let mut detached = None;
     let mut detach_failure = None;
+    // fctrace detached on a Ctrl-C (SIGINT).
+    let mut interrupted = false;
     let mut attach_end = None;
     let mut forwarder = process::Forwarder::default();
     let tag = {
@@ -474,8 +488,9 @@ pub fn record(
             }
             // Ctrl-C (or SIGTERM, SIGHUP) ends the recording, not the
             // process: fctrace detaches; so does the end of --duration.
-            let interrupted = !process::take_forward().is_empty();
-            if interrupted || duration.is_some_and(|d| started.elapsed() >= d) {
+            let forwarded = process::take_forward();
+            interrupted = forwarded.contains(&libc::SIGINT);
+            if !forwarded.is_empty() || duration.is_some_and(|d| started.elapsed() >= d) {
                 // The recording ends here: threads stop handing buffers
                 // over or waiting for free ones (the agent's code is then
                 // quickly left, which detaching waits for).
@@ -560,6 +575,7 @@ pub fn record(
     let stored = sink.writer.events_written();
     let dropped = sink.writer.dropped_events() + sink.dropped;
     let (untabled, damaged_events) = (sink.untabled, sink.damaged);
+    let records = sink.records;
     let failure = sink.failure.take();
     // Written by the program too if it scribbled over the shared memory:
     // the agents' own counts are then unknown.
@@ -737,18 +753,14 @@ pub fn record(
             (_, None) => Some("end".to_string()),
         };
         let _ = std::fs::remove_file(abs_dir.join(RECORDER_PID_FILE));
-        match reason {
-            Some(reason) => {
-                if let Err(e) = flight.write(&mut writer, info, &reason, Vec::new()) {
-                    notes.push(e);
-                }
-            }
-            None if flight.written == 0 => notes.push(format!(
+        match flight.finish(&mut writer, info, reason, (records, interrupted)) {
+            Err(e) => notes.push(e),
+            Ok(()) if flight.written == 0 => notes.push(format!(
                 "--ring: the program exited normally: no snapshot was written \
                  (--snapshot-at-exit writes one); {} holds none",
                 abs_dir.display()
             )),
-            None => {}
+            Ok(()) => {}
         }
         return Ok(Outcome {
             exit,
@@ -866,6 +878,9 @@ struct Flight {
     last_trigger: Option<std::time::Instant>,
     /// Snapshots written.
     written: u32,
+    /// Why the last snapshot was written, and the records the recorder
+    /// had seen then (those handed over and those read live).
+    last: Option<(String, u64)>,
 }
 
 impl Flight {
@@ -880,6 +895,7 @@ impl Flight {
             requests: 0,
             last_trigger: None,
             written: 0,
+            last: None,
         }
     }
 
@@ -925,11 +941,12 @@ impl Flight {
                 break;
             }
         }
-        let live = live
+        let live: Vec<_> = live
             .into_iter()
             .filter(|(t, _)| t.slot < mem.task_count())
             .map(|(t, recs)| (t.slot, t.tid, recs))
             .collect();
+        let seen = sink.records + live.iter().map(|l| l.2.len() as u64).sum::<u64>();
         let slots = mem.tasks();
         let info = TraceInfo {
             tasks: slots.iter().map(|t| task_info(t, &slots)).collect(),
@@ -938,9 +955,49 @@ impl Flight {
             warnings: warnings.to_vec(),
             ..facts.base_info()
         };
-        if let Err(e) = self.write(sink.writer, info, &reason, live) {
-            eprintln!("fctrace: {e}");
+        match self.write(sink.writer, info, &reason, live, None) {
+            Ok(()) => self.last = Some((reason, seen)),
+            Err(e) => eprintln!("fctrace: {e}"),
         }
+    }
+
+    /// The snapshot at the recording's end, for `reason` (None: none is
+    /// due), `records` seen in all, `interrupted`: fctrace detached on a
+    /// Ctrl-C. One event, one snapshot: the program's death by the Ctrl-C
+    /// that asked for the last snapshot completes that snapshot, in place;
+    /// so does an end with no event since the last snapshot, which then
+    /// holds the program's last events and says how it ended.
+    fn finish(
+        &mut self,
+        writer: &mut TraceWriter,
+        info: TraceInfo,
+        reason: Option<String>,
+        (records, interrupted): (u64, bool),
+    ) -> std::result::Result<(), String> {
+        // A Ctrl-C or `fctrace snapshot` not served before the loop ended.
+        let requested = reason.is_none();
+        let reason = reason
+            .or_else(|| process::take_snapshot_request().map(fctrace_options::spec::signal_name));
+        let Some(reason) = reason else {
+            return Ok(());
+        };
+        let again = match &self.last {
+            Some((last, _))
+                if last == "SIGINT"
+                    && (reason == "SIGINT" || (reason == "detach" && interrupted)) =>
+            {
+                Some(Again::SameEvent)
+            }
+            Some((_, seen)) if *seen == records => {
+                Some(Again::NothingNew(ending_of(&reason, requested)))
+            }
+            _ => None,
+        };
+        let reason = match (&again, &self.last) {
+            (Some(_), Some((last, _))) => last.clone(),
+            _ => reason,
+        };
+        self.write(writer, info, &reason, Vec::new(), again)
     }
 
     /// Writes a snapshot and says so; the error as a note.
@@ -950,19 +1007,43 @@ impl Flight {
         info: TraceInfo,
         reason: &str,
         live: Vec<(u32, u32, Vec<RawEvent>)>,
+        again: Option<Again>,
     ) -> std::result::Result<(), String> {
         let (_, now_ns) = shm::clock_pair();
-        match writer.snapshot(info, reason, now_ns, &live) {
+        let written = match &again {
+            Some(_) => writer.rewrite_snapshot(info, reason, now_ns, &live),
+            None => writer.snapshot(info, reason, now_ns, &live),
+        };
+        match written {
             Ok(s) => {
-                self.written += 1;
+                let what = match again {
+                    None => {
+                        self.written += 1;
+                        format!("snapshot {} ({reason})", s.number)
+                    }
+                    Some(Again::SameEvent) => format!(
+                        "snapshot {} ({reason}) brought up to the program's end, which the \
+                         same Ctrl-C caused",
+                        s.number
+                    ),
+                    Some(Again::NothingNew(ending)) => {
+                        eprintln!(
+                            "fctrace: {ending} with no event since snapshot {n} ({reason}): \
+                             no new snapshot, the end is in snapshot {n} (its info now says \
+                             how the program ended), in {}",
+                            s.dir.display(),
+                            n = s.number
+                        );
+                        return Ok(());
+                    }
+                };
                 let earlier = s
                     .earlier
                     .map(|p| format!("; snapshot {} moved to {}", s.number - 1, p.display()))
                     .unwrap_or_default();
                 eprintln!(
-                    "fctrace: snapshot {} ({reason}): the last {} events ({} bytes; {} before \
-                     them not kept) in {}{earlier}",
-                    s.number,
+                    "fctrace: {what}: the last {} events ({} bytes; {} before them not kept) \
+                     in {}{earlier}",
                     s.events,
                     s.bytes,
                     s.events_before,
@@ -972,6 +1053,27 @@ impl Flight {
             }
             Err(e) => Err(format!("snapshot ({reason}) not written: {e}")),
         }
+    }
+}
+
+/// Why a snapshot at the recording's end is the last one written again.
+enum Again {
+    /// The program died of the Ctrl-C that asked for the last snapshot
+    /// (or fctrace detached on it).
+    SameEvent,
+    /// No event since the last snapshot; how the recording ended.
+    NothingNew(String),
+}
+
+/// How the recording ended, said for an end snapshot's `reason` (or the
+/// signal that asked for a snapshot as it ended, `requested`).
+fn ending_of(reason: &str, requested: bool) -> String {
+    match reason {
+        signal if requested => format!("{signal} asked for a snapshot at the end"),
+        "exit" => "the program exited".to_string(),
+        "detach" => "fctrace detached".to_string(),
+        "end" => "the recording ended".to_string(),
+        signal => format!("the program was killed by {signal}"),
     }
 }
 
@@ -1041,6 +1143,9 @@ struct Sink<'a> {
     untabled: u64,
     /// Events of buffers naming a task that does not exist.
     damaged: u64,
+    /// Records given to the writer (for the flight recorder: a snapshot
+    /// with no record since the last one would hold the same events).
+    records: u64,
 }
 
 impl Sink<'_> {
@@ -1057,6 +1162,7 @@ impl Sink<'_> {
             self.dropped += count_events(ev);
             return Ok(());
         }
+        self.records += ev.len() as u64;
         if let Err(e) = self.writer.append_task(task.slot, task.tid, ev) {
             self.fail(&e);
             mem.set_state(RECORDER_STOPPED);

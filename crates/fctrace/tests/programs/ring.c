@@ -8,6 +8,9 @@
  *                    crash_parse > deref while the others wait in idle
  *   ring block N     N calls of work, prints its pid, then blocks in read
  *                    (the test kills it with SIGKILL)
+ *   ring wait N      N calls of work, prints "ready", then blocks in read;
+ *                    given a byte, crashes in run's parse > deref (end
+ *                    of stdin: exits 0)
  *   ring stages N    N calls of work, then marker (a snapshot trigger),
  *                    then for each line read from stdin 3 calls of after;
  *                    exits 0 at the end of stdin
@@ -88,6 +91,14 @@ int main(int argc, char **argv) {
         fflush(stdout);
         if (read(0, &c, 1) < 0)
             return 1;
+    } else if (!strcmp(argv[1], "wait")) {
+        char c;
+        for (long i = 0; i < n; i++)
+            sink += work(i);
+        puts("ready");
+        fflush(stdout);
+        if (read(0, &c, 1) == 1)
+            run(0);
     } else if (!strcmp(argv[1], "stages")) {
         char line[64];
         for (long i = 0; i < n; i++)
