@@ -799,3 +799,45 @@ fn demo_script_finds_fctrace_under_cargo_target_dir() {
     );
     assert!(target.join("examples/calc").exists());
 }
+
+/// Ctrl-C typed on the terminal of `fctrace -p`: the process, in another
+/// process group, gets nothing from the terminal; fctrace detaches from it
+/// and ends with status 0, and the process runs on as natively.
+#[test]
+fn ctrl_c_on_the_terminal_detaches_an_attached_process() {
+    let exe = c_program("attach.c", "-O2", &["-O2", "-pthread"]);
+    let native = {
+        let mut p = Driven::start(&mut Command::new(&exe));
+        p.wait_for("ready");
+        p.send("go");
+        p.wait_for("round 1");
+        p.send("quit");
+        p.finish()
+    };
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    let dir = TraceDir::new("terminal-attach");
+    let line = shell_line(&[
+        "record",
+        "-d",
+        dir.path.to_str().unwrap(),
+        "-p",
+        &pid.to_string(),
+    ]);
+    let mut s = Session::start(script_command(&line, &[]));
+    s.wait_for("attached");
+    let (status, shown) = s.type_and_wait(b"\x03");
+    assert_eq!(status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains(&format!("detached from process {pid}")),
+        "{shown}"
+    );
+    // Untraced now, and as natively: the round runs, quit ends it.
+    prog.send("go");
+    prog.wait_for("round 1");
+    prog.send("quit");
+    let (out, st) = prog.finish();
+    assert_eq!(out, native.0);
+    assert_eq!(st.code(), native.1.code());
+}

@@ -486,11 +486,17 @@ pub fn record(
                 attach_end = Some(AttachEnd::Ended);
                 break;
             }
-            // Ctrl-C (or SIGTERM, SIGHUP) ends the recording, not the
-            // process: fctrace detaches; so does the end of --duration.
+            // Ctrl-C (typed on fctrace's terminal, which the process,
+            // in another process group, does not get; or sent with kill),
+            // SIGTERM, SIGHUP end the recording, not the process: fctrace
+            // detaches; so does the end of --duration.
             let forwarded = process::take_forward();
-            interrupted = forwarded.contains(&libc::SIGINT);
-            if !forwarded.is_empty() || duration.is_some_and(|d| started.elapsed() >= d) {
+            let typed = process::take_typed_interrupt();
+            interrupted = forwarded.contains(&libc::SIGINT) || typed == Some(libc::SIGINT);
+            if !forwarded.is_empty()
+                || typed.is_some()
+                || duration.is_some_and(|d| started.elapsed() >= d)
+            {
                 // The recording ends here: threads stop handing buffers
                 // over or waiting for free ones (the agent's code is then
                 // quickly left, which detaching waits for).

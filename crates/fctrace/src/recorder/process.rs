@@ -158,10 +158,24 @@ extern "C" fn on_interrupt(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *
     };
     if code != libc::SI_KERNEL {
         mark_forward(sig, info);
+    } else {
+        TYPED.store(sig, Ordering::Relaxed);
     }
     if sig == libc::SIGINT {
         SNAPSHOT.store(sig, Ordering::Relaxed);
     }
+}
+
+/// SIGINT or SIGQUIT typed on fctrace's terminal (Ctrl-C, Ctrl-\\); 0: none.
+/// Not passed on: a launched program, in the same foreground process
+/// group, got it from the terminal too; an attached process did not, and
+/// fctrace detaches from it.
+static TYPED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The signal typed on fctrace's terminal (SIGINT, SIGQUIT) since the last
+/// call, if one was.
+pub fn take_typed_interrupt() -> Option<i32> {
+    Some(TYPED.swap(0, Ordering::Relaxed)).filter(|&s| s != 0)
 }
 
 /// The signal that asked for a snapshot (SIGUSR2, or Ctrl-C's SIGINT), for
