@@ -1323,6 +1323,10 @@ fn install_trigger_entry(sig: i32) {
 /// trigger, a disposition it sets (SIG_DFL, SIG_IGN) is kept for queries
 /// while the trigger stays.
 pub fn init_triggers(list: &[fctrace_options::SignalTrigger]) {
+    // An earlier attach's triggers go (each attach gives its own).
+    for t in &TRIGGERS {
+        t.store(0, Ordering::Relaxed);
+    }
     for t in list {
         if !in_range(t.signal) || is_fatal(t.signal) {
             crate::runtime::log::warn(&format!(
