@@ -1720,3 +1720,95 @@ fn a_reattach_follows_its_own_options() {
         );
     }
 }
+
+/// The steps of `signal_triggers_of_an_earlier_attach_leave_the_signals_to_the_program`
+/// (the second attach starts at [`SIGNAL_SECOND`]): "go" makes a round,
+/// else the signal is sent; the process ends by the last.
+const SIGNAL_STEPS: &[&str] = &["go", "-USR1", "go", "-USR1", "go", "-USR2"];
+const SIGNAL_SECOND: usize = 3;
+
+/// Runs attach_reopt.c through [`SIGNAL_STEPS`]; with `traced`, fctrace
+/// attaches with `--signal SIGUSR1@trace_off --signal SIGUSR2@trace_off`
+/// before the first step and detaches before [`SIGNAL_SECOND`], then
+/// attaches without options until the process ends. The process's output
+/// and status, the traces.
+fn signal_steps(traced: bool) -> (String, std::process::ExitStatus, Vec<TraceDir>) {
+    let lib = c_shared_lib("libreopt.so", "reopt_lib.c", &["-O2"]);
+    let exe = c_program_with_lib("attach_reopt", "attach_reopt.c", &["-O2"], &lib);
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    let mut traces = Vec::new();
+    let mut tracer = None;
+    let mut round = 0;
+    let first: &[&str] = &[
+        "--signal",
+        "SIGUSR1@trace_off",
+        "--signal",
+        "SIGUSR2@trace_off",
+    ];
+    for (k, step) in SIGNAL_STEPS.iter().enumerate() {
+        // Main blocked in read_command: a signal sent now is handled
+        // before it reads the next line.
+        wait_in_read(pid, 1);
+        if traced && (k == 0 || k == SIGNAL_SECOND) {
+            if let Some((t, err)) = tracer.take() {
+                ctrl_c(t, err, pid);
+            }
+            let dir = TraceDir::new(&format!("attach-signal-{k}"));
+            let opts = if k == 0 { first } else { &[] };
+            tracer = Some(start_attached(pid, &dir.path, opts));
+            traces.push(dir);
+        }
+        if *step == "go" {
+            round += 1;
+            prog.send("go");
+            prog.wait_for(&format!("round {round}:"));
+        } else {
+            let kill = Command::new("kill")
+                .args([*step, &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(kill.success());
+        }
+    }
+    let (out, status) = prog.finish();
+    if let Some((t, err)) = tracer {
+        let (_, st) = t.finish();
+        let said: Vec<String> = err.iter().collect();
+        // fctrace ends as the process did.
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&st),
+            Some(libc::SIGUSR2),
+            "{said:?}"
+        );
+    }
+    (out, status, traces)
+}
+
+/// An attach with `--signal` triggers on SIGUSR1 (which the process
+/// handles) and SIGUSR2 (left at its default action), detached, then one
+/// without: the first trigger turns tracing off and the program's handler
+/// still runs; after the detach and in the second attach neither
+/// trigger fires, the handler runs, and SIGUSR2 kills the process as
+/// natively (it was kept from the program after the first attach).
+#[test]
+fn signal_triggers_of_an_earlier_attach_leave_the_signals_to_the_program() {
+    use std::os::unix::process::ExitStatusExt;
+    let (native_out, native_status, _) = signal_steps(false);
+    assert_eq!(native_status.signal(), Some(libc::SIGUSR2));
+    assert!(
+        native_out.contains("round 3: 30800, SIGUSR1 2"),
+        "{native_out}"
+    );
+    let (out, status, traces) = signal_steps(true);
+    assert_eq!(out, native_out);
+    assert_eq!(status.signal(), Some(libc::SIGUSR2));
+    // The first attach: round 1 recorded, round 2 not (SIGUSR1 turned
+    // tracing off); the second: round 3, SIGUSR1 triggering nothing.
+    for (dir, rounds) in traces.iter().zip([1, 1]) {
+        let rep = report(&dir.path);
+        let ctx = format!("trace {}", dir.path.display());
+        assert_eq!(calls_named(&rep, "top"), rounds * REOPT_CALLS, "{ctx}");
+    }
+}

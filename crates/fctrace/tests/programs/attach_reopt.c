@@ -2,7 +2,10 @@
  * times with different options. Main waits on stdin; each line "go"
  * makes it call top(i) for i = 0 .. CALLS-1 and print the round's sum.
  * top(x) calls mid(x), leaf(x + 7) and the library's lib_outer(x);
- * mid(x) calls leaf(x). "quit" ends it (exit status 3). */
+ * mid(x) calls leaf(x). SIGUSR1 is counted by a handler (the count is
+ * in the round's line); SIGUSR2 is left at its default action. "quit"
+ * ends it (exit status 3). */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +14,12 @@
 int lib_outer(int x);
 
 static volatile long sink;
+static volatile sig_atomic_t usr1;
+
+static void on_usr1(int sig) {
+    (void)sig;
+    usr1++;
+}
 
 __attribute__((noipa)) int leaf(int x) { return x + 1; }
 __attribute__((noipa)) int mid(int x) { return leaf(x) * 2; }
@@ -26,6 +35,10 @@ __attribute__((noipa)) char *read_command(char *line, int n) {
 }
 
 int main(void) {
+    struct sigaction sa = {0};
+    sa.sa_handler = on_usr1;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, 0);
     printf("ready\n");
     fflush(stdout);
     char line[64];
@@ -37,7 +50,7 @@ int main(void) {
         for (int i = 0; i < CALLS; i++)
             sum += top(i);
         sink = sum;
-        printf("round %d: %ld\n", ++round, sum);
+        printf("round %d: %ld, SIGUSR1 %d\n", ++round, sum, (int)usr1);
         fflush(stdout);
     }
     printf("done after %d rounds\n", round);
