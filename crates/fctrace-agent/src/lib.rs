@@ -348,31 +348,19 @@ pub unsafe extern "C" fn fctrace_agent_attach(
                     .filter_map(|t| t.parse().ok())
                     .collect(),
             );
-            // Filters are set once per process (a later attach's must be
-            // the same).
-            static OPTIONS: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-            let mut first = OPTIONS.lock().unwrap_or_else(|e| e.into_inner());
-            let r = match first.as_deref() {
-                Some(o) if o != cfg.options => Err(
-                    "an earlier fctrace -p set other filters, triggers or argument options \
-                     in this process: attach with the same ones"
-                        .to_string(),
-                ),
-                _ => match std::panic::catch_unwind(|| {
-                    start(&cfg, Some(&rips))?;
-                    instrument::adopt::adopt(&stopped);
-                    Ok(())
-                }) {
-                    Ok(r) => r,
-                    Err(_) => Err("internal error while setting up tracing".to_string()),
-                },
+            // (Each attach brings its own options: `start` sets them up
+            // anew, whatever an earlier attach gave.)
+            let r = match std::panic::catch_unwind(|| {
+                start(&cfg, Some(&rips))?;
+                instrument::adopt::adopt(&stopped);
+                Ok(())
+            }) {
+                Ok(r) => r,
+                Err(_) => Err("internal error while setting up tracing".to_string()),
             };
-            match &r {
-                Ok(()) => *first = Some(cfg.options.clone()),
-                // Nothing of it stays.
-                Err(_) => {
-                    teardown();
-                }
+            // Nothing of a failed start stays.
+            if r.is_err() {
+                teardown();
             }
             r
         }
@@ -551,9 +539,11 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
     let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
     shm::set_session(sid);
     let nest = shm.header().flags & fctrace_format::shm::FLAG_NEST_LIBCALL != 0;
-    if shm.header().flags & fctrace_format::shm::FLAG_KERNEL != 0 {
-        tls::KERNEL_MARKS.store(true, Ordering::Relaxed);
-    }
+    // (An earlier attach's `-k` may have set it.)
+    tls::KERNEL_MARKS.store(
+        shm.header().flags & fctrace_format::shm::FLAG_KERNEL != 0,
+        Ordering::Relaxed,
+    );
     if attaching.is_some() {
         filter::want_ranges();
         for e in instrument::modules::bind_interposers() {

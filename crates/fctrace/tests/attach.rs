@@ -1551,3 +1551,264 @@ fn attaching_to_a_thread_on_a_small_stack_writes_nothing_around_it() {
     assert_eq!(st.code(), Some(3), "{said:?}");
     assert_eq!(calls_named(&report(&dir.path), "work"), 100);
 }
+
+/// Checks the trace (its directory) of one attach; the second argument
+/// says which attach, for the messages.
+type ReoptCheck = fn(&Path, &str);
+
+/// attach_reopt.c's calls of `top` per round.
+const REOPT_CALLS: u64 = 100;
+
+/// Options of the first and third attach of
+/// `a_reattach_follows_its_own_options`: only `top` and what it calls,
+/// without `mid` (and its `leaf`), two levels (so `lib_outer` but not
+/// what it calls), `top`'s argument.
+const REOPT_A: &[&str] = &["-F", "top", "-N", "mid", "-D", "2", "-A", "top@arg1"];
+/// Options of the second: libraries too (`lib_inner`), `leaf`'s return
+/// value, `mid` one level deep (its `leaf` not recorded), no filter.
+const REOPT_B: &[&str] = &["-l", "-R", "leaf@retval", "-T", "mid@depth=1"];
+
+/// The call lines of a trace (trimmed) of the function `name`.
+fn lines_of<'a>(lines: &'a [String], name: &str) -> Vec<&'a str> {
+    lines
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| l.starts_with(&format!("{name}(")))
+        .collect()
+}
+
+/// The trace of two rounds of attach_reopt.c recorded with [`REOPT_A`]:
+/// per round `top` (its argument 0 .. CALLS-1), the `leaf` it calls
+/// directly and `lib_outer`, nothing else.
+fn assert_reopt_a(dir: &Path, ctx: &str) {
+    let rep = report(dir);
+    let mut called: Vec<(&str, u64)> = rep
+        .functions
+        .iter()
+        .filter(|f| f.calls > 0)
+        .map(|f| (f.name.as_str(), f.calls))
+        .collect();
+    called.sort();
+    let n = 2 * REOPT_CALLS;
+    assert_eq!(called, [("leaf", n), ("lib_outer", n), ("top", n)], "{ctx}");
+    assert_eq!(rep.lost_events, 0, "{ctx}");
+    let lines = call_lines(&replay_text(dir));
+    let mut tops = lines_of(&lines, "top");
+    tops.sort();
+    let mut expected: Vec<String> = (0..2)
+        .flat_map(|_| (0..REOPT_CALLS).map(|i| format!("top({i}) {{")))
+        .collect();
+    expected.sort();
+    assert_eq!(tops, expected, "{ctx}");
+    // No return value: `-R` was the second attach's.
+    let leaves = lines_of(&lines, "leaf");
+    assert!(leaves.iter().all(|l| *l == "leaf();"), "{ctx}: {leaves:?}");
+}
+
+/// The trace of two rounds recorded with [`REOPT_B`]: per round each of
+/// `top`, `mid`, the direct `leaf` (its value x + 8), `lib_outer` and
+/// `lib_inner` called CALLS times; `top` without its argument.
+fn assert_reopt_b(dir: &Path, ctx: &str) {
+    let rep = report(dir);
+    let n = 2 * REOPT_CALLS;
+    for name in ["top", "mid", "leaf", "lib_outer", "lib_inner"] {
+        assert_eq!(calls_named(&rep, name), n, "{ctx}: {name}");
+    }
+    // Main's own calls (no -F): read_command, entered after round 1.
+    assert!(calls_named(&rep, "read_command") >= 1, "{ctx}");
+    assert_eq!(rep.lost_events, 0, "{ctx}");
+    let lines = call_lines(&replay_text(dir));
+    let tops = lines_of(&lines, "top");
+    assert!(tops.iter().all(|l| *l == "top() {"), "{ctx}: {tops:?}");
+    let mut leaves = lines_of(&lines, "leaf");
+    leaves.sort();
+    let mut expected: Vec<String> = (0..2)
+        .flat_map(|_| (0..REOPT_CALLS).map(|i| format!("leaf() = {};", i + 8)))
+        .collect();
+    expected.sort();
+    assert_eq!(leaves, expected, "{ctx}");
+}
+
+/// Options of the third: `finish` at the first `top` (nothing of the
+/// rounds recorded).
+const REOPT_FINISH: &[&str] = &["-T", "top@finish"];
+
+fn assert_reopt_finish(dir: &Path, ctx: &str) {
+    let rep = report(dir);
+    for name in ["top", "mid", "leaf", "lib_outer", "lib_inner"] {
+        assert_eq!(calls_named(&rep, name), 0, "{ctx}: {name}");
+    }
+}
+
+/// The trace of two rounds recorded without options: every call of the
+/// program's (`leaf` twice per `top`), none inside the library.
+fn assert_reopt_none(dir: &Path, ctx: &str) {
+    let rep = report(dir);
+    let n = 2 * REOPT_CALLS;
+    for (name, calls) in [
+        ("top", n),
+        ("mid", n),
+        ("leaf", 2 * n),
+        ("lib_outer", n),
+        ("lib_inner", 0),
+    ] {
+        assert_eq!(calls_named(&rep, name), calls, "{ctx}: {name}");
+    }
+    let lines = call_lines(&replay_text(dir));
+    let tops = lines_of(&lines, "top");
+    assert!(tops.iter().all(|l| *l == "top() {"), "{ctx}: {tops:?}");
+    let leaves = lines_of(&lines, "leaf");
+    assert!(leaves.iter().all(|l| *l == "leaf();"), "{ctx}: {leaves:?}");
+}
+
+/// Attached five times to one process, detached in between, each time
+/// with other options (filters, depth, triggers, `finish`, argument and
+/// return values, libraries or not, none): each trace follows its own
+/// attach's options exactly (they were refused for the process's life
+/// once it had been attached with others; a `finish` stayed), and the
+/// process runs as natively.
+#[test]
+fn a_reattach_follows_its_own_options() {
+    let lib = c_shared_lib("libreopt.so", "reopt_lib.c", &["-O2"]);
+    let exe = c_program_with_lib("attach_reopt", "attach_reopt.c", &["-O2"], &lib);
+    let phases: [(&[&str], ReoptCheck); 5] = [
+        (REOPT_A, assert_reopt_a),
+        (REOPT_B, assert_reopt_b),
+        (REOPT_FINISH, assert_reopt_finish),
+        (&[], assert_reopt_none),
+        (REOPT_A, assert_reopt_a),
+    ];
+    let native = {
+        let mut prog = Driven::start(&mut Command::new(&exe));
+        prog.wait_for("ready");
+        for round in 1..=2 * phases.len() {
+            prog.send("go");
+            prog.wait_for(&format!("round {round}:"));
+        }
+        prog.send("quit");
+        prog.finish()
+    };
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    let mut round = 0;
+    let mut traces = Vec::new();
+    for (k, (opts, _)) in phases.iter().enumerate() {
+        // Main blocked in read_command: the calls in progress are known.
+        wait_in_read(pid, 1);
+        let dir = TraceDir::new(&format!("attach-reopt-{k}"));
+        let (t, err) = start_attached(pid, &dir.path, opts);
+        for _ in 0..2 {
+            round += 1;
+            prog.send("go");
+            prog.wait_for(&format!("round {round}:"));
+        }
+        wait_in_read(pid, 1);
+        ctrl_c(t, err, pid);
+        assert_code_is_the_files(pid, &format!("after attach {k}"));
+        traces.push(dir);
+    }
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert_eq!(out, native.0);
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(native.1.code(), Some(3));
+    for (k, ((opts, check), dir)) in phases.iter().zip(&traces).enumerate() {
+        check(
+            &dir.path,
+            &format!("attach {k} {opts:?}, trace {}", dir.path.display()),
+        );
+    }
+}
+
+/// The steps of `signal_triggers_of_an_earlier_attach_leave_the_signals_to_the_program`
+/// (the second attach starts at [`SIGNAL_SECOND`]): "go" makes a round,
+/// else the signal is sent; the process ends by the last.
+const SIGNAL_STEPS: &[&str] = &["go", "-USR1", "go", "-USR1", "go", "-USR2"];
+const SIGNAL_SECOND: usize = 3;
+
+/// Runs attach_reopt.c through [`SIGNAL_STEPS`]; with `traced`, fctrace
+/// attaches with `--signal SIGUSR1@trace_off --signal SIGUSR2@trace_off`
+/// before the first step and detaches before [`SIGNAL_SECOND`], then
+/// attaches without options until the process ends. The process's output
+/// and status, the traces.
+fn signal_steps(traced: bool) -> (String, std::process::ExitStatus, Vec<TraceDir>) {
+    let lib = c_shared_lib("libreopt.so", "reopt_lib.c", &["-O2"]);
+    let exe = c_program_with_lib("attach_reopt", "attach_reopt.c", &["-O2"], &lib);
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    let mut traces = Vec::new();
+    let mut tracer = None;
+    let mut round = 0;
+    let first: &[&str] = &[
+        "--signal",
+        "SIGUSR1@trace_off",
+        "--signal",
+        "SIGUSR2@trace_off",
+    ];
+    for (k, step) in SIGNAL_STEPS.iter().enumerate() {
+        // Main blocked in read_command: a signal sent now is handled
+        // before it reads the next line.
+        wait_in_read(pid, 1);
+        if traced && (k == 0 || k == SIGNAL_SECOND) {
+            if let Some((t, err)) = tracer.take() {
+                ctrl_c(t, err, pid);
+            }
+            let dir = TraceDir::new(&format!("attach-signal-{k}"));
+            let opts = if k == 0 { first } else { &[] };
+            tracer = Some(start_attached(pid, &dir.path, opts));
+            traces.push(dir);
+        }
+        if *step == "go" {
+            round += 1;
+            prog.send("go");
+            prog.wait_for(&format!("round {round}:"));
+        } else {
+            let kill = Command::new("kill")
+                .args([*step, &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(kill.success());
+        }
+    }
+    let (out, status) = prog.finish();
+    if let Some((t, err)) = tracer {
+        let (_, st) = t.finish();
+        let said: Vec<String> = err.iter().collect();
+        // fctrace ends as the process did.
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&st),
+            Some(libc::SIGUSR2),
+            "{said:?}"
+        );
+    }
+    (out, status, traces)
+}
+
+/// An attach with `--signal` triggers on SIGUSR1 (which the process
+/// handles) and SIGUSR2 (left at its default action), detached, then one
+/// without: the first trigger turns tracing off and the program's handler
+/// still runs; after the detach and in the second attach neither
+/// trigger fires, the handler runs, and SIGUSR2 kills the process as
+/// natively (it was kept from the program after the first attach).
+#[test]
+fn signal_triggers_of_an_earlier_attach_leave_the_signals_to_the_program() {
+    use std::os::unix::process::ExitStatusExt;
+    let (native_out, native_status, _) = signal_steps(false);
+    assert_eq!(native_status.signal(), Some(libc::SIGUSR2));
+    assert!(
+        native_out.contains("round 3: 30800, SIGUSR1 2"),
+        "{native_out}"
+    );
+    let (out, status, traces) = signal_steps(true);
+    assert_eq!(out, native_out);
+    assert_eq!(status.signal(), Some(libc::SIGUSR2));
+    // The first attach: round 1 recorded, round 2 not (SIGUSR1 turned
+    // tracing off); the second: round 3, SIGUSR1 triggering nothing.
+    for (dir, rounds) in traces.iter().zip([1, 1]) {
+        let rep = report(&dir.path);
+        let ctx = format!("trace {}", dir.path.display());
+        assert_eq!(calls_named(&rep, "top"), rounds * REOPT_CALLS, "{ctx}");
+    }
+}

@@ -1080,13 +1080,19 @@ fn put_marker(sig: i32, orig: &libc::sigaction) {
 }
 
 /// Detaching (`fctrace -p`): each marker gives way to the default action
-/// it stood for (unless the program has put a handler of its own over it
-/// since), and the traps are forgotten (their int3 bytes are gone).
+/// it stood for, and each `--signal` trigger's entry to the program's
+/// disposition (SIG_DFL or SIG_IGN; unless the program has put a handler
+/// of its own over it since); the triggers go (a later attach gives its
+/// own), and the traps are forgotten (their int3 bytes are gone).
 pub fn detach() {
     let _busy = tls::Busy::enter();
     ENABLED.store(false, Ordering::Release);
+    for t in &TRIGGERS {
+        t.store(0, Ordering::Relaxed);
+    }
     for s in 1..NSIG {
-        if ACTIONS[s].load(Ordering::Acquire) != MARKER {
+        let action = ACTIONS[s].load(Ordering::Acquire);
+        if action != MARKER && action != TMARK {
             continue;
         }
         // SAFETY: a zeroed sigaction is a valid value; query only.
@@ -1096,7 +1102,11 @@ pub fn detach() {
         {
             // SAFETY: a zeroed sigaction is a valid value.
             let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-            act.sa_sigaction = libc::SIG_DFL;
+            act.sa_sigaction = if action == TMARK {
+                PROG_DISP[s].load(Ordering::Relaxed)
+            } else {
+                libc::SIG_DFL
+            };
             act.sa_flags = ORIG_FLAGS[s].load(Ordering::Relaxed) as i32 & !SA_RESTORER;
             set_mask_word(&mut act, ORIG_MASK[s].load(Ordering::Relaxed));
             // SAFETY: sigaction with a valid action.
@@ -1323,6 +1333,10 @@ fn install_trigger_entry(sig: i32) {
 /// trigger, a disposition it sets (SIG_DFL, SIG_IGN) is kept for queries
 /// while the trigger stays.
 pub fn init_triggers(list: &[fctrace_options::SignalTrigger]) {
+    // An earlier attach's triggers go (each attach gives its own).
+    for t in &TRIGGERS {
+        t.store(0, Ordering::Relaxed);
+    }
     for t in list {
         if !in_range(t.signal) || is_fatal(t.signal) {
             crate::runtime::log::warn(&format!(
@@ -1347,6 +1361,11 @@ pub fn init_triggers(list: &[fctrace_options::SignalTrigger]) {
         // SAFETY: a zeroed sigaction is a valid value; query only.
         let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
         unsafe { real_sigaction(t.signal, std::ptr::null(), &mut cur) };
+        if keep_handler(t.signal, &cur) {
+            continue;
+        }
+        ORIG_FLAGS[s].store(cur.sa_flags as u32 as u64, Ordering::Relaxed);
+        ORIG_MASK[s].store(mask_word(&cur), Ordering::Relaxed);
         let disp = if cur.sa_sigaction == libc::SIG_IGN {
             libc::SIG_IGN
         } else {
@@ -1355,6 +1374,33 @@ pub fn init_triggers(list: &[fctrace_options::SignalTrigger]) {
         PROG_DISP[s].store(disp, Ordering::Relaxed);
         install_trigger_entry(t.signal);
     }
+}
+
+/// For a `--signal` trigger on `sig`, whose action is `cur`: when the
+/// program handles the signal already (attaching: it installed its
+/// handler before; or an earlier attach saw it install one), its handler
+/// is kept, reached through the agent's entry after the trigger (as one
+/// installed while traced is). Whether it did.
+fn keep_handler(sig: i32, cur: &libc::sigaction) -> bool {
+    let s = sig as usize;
+    if cur.sa_sigaction == entry_addr() {
+        return is_user_handler(ACTIONS[s].load(Ordering::Acquire));
+    }
+    if !is_user_handler(cur.sa_sigaction) {
+        return false;
+    }
+    let _busy = tls::Busy::enter();
+    USER_FLAGS[s].store(cur.sa_flags as u32 as u64, Ordering::Relaxed);
+    ANY_HANDLER.store(true, Ordering::Relaxed);
+    let mut new = *cur;
+    new.sa_sigaction = entry_addr();
+    TRAP_EDITS[s].store(edit_for_traps(sig, &mut new), Ordering::Relaxed);
+    ACTIONS[s].store(cur.sa_sigaction, Ordering::Release);
+    // SAFETY: the program's action with the agent's entry as handler.
+    if unsafe { real_sigaction(sig, &new, std::ptr::null_mut()) } != 0 {
+        ACTIONS[s].store(NONE, Ordering::Release);
+    }
+    true
 }
 
 fn is_trigger(sig: i32) -> bool {

@@ -352,6 +352,12 @@ fn shown_struct(fields: &[dwarf::Field], depth: u32) -> bool {
 /// Largest value gathered into bytes (a struct passed in memory).
 const VALUE_MAX: usize = 256;
 
+/// No specs in use (a later attach's options have none; the old ones
+/// are leaked, as by [`Specs::install`]).
+pub fn uninstall() {
+    SPECS.store(std::ptr::null_mut(), Ordering::Release);
+}
+
 fn installed() -> Option<&'static Specs> {
     let p = SPECS.load(Ordering::Acquire);
     // SAFETY: installed specs are never freed.

@@ -62,7 +62,6 @@ use fctrace_format::argval::MAX_BACKTRACE;
 use fctrace_format::event::{EventKind, RawEvent, WITH_CALL_STEP};
 use fctrace_options::{pattern::name_forms, Action, Options};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
-use std::sync::OnceLock;
 
 // Per-function flags.
 pub const F_FILTER: u64 = 1;
@@ -121,14 +120,34 @@ struct Config {
     specs: Option<&'static args::Specs>,
 }
 
-static CONFIG: OnceLock<Config> = OnceLock::new();
+/// The options in force: published whole by [`init`] (at start-up, and
+/// at each attach, every other thread stopped outside the agent); null
+/// without options that affect recording. Replaced ones are leaked: a
+/// reference taken from one must stay valid.
+static CONFIG: AtomicPtr<Config> = AtomicPtr::new(std::ptr::null_mut());
+
+fn config() -> Option<&'static Config> {
+    let p = CONFIG.load(Ordering::Acquire);
+    // SAFETY: published configs are leaked, never mutated after
+    // publication.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
 
 /// Per function id: its flags (published whole, like the return sites).
 static FLAGS: AtomicPtr<Vec<u64>> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Sets the options up (before instrumentation). Returns whether the
-/// filtered hot path is needed.
+/// filtered hot path is needed. A later `fctrace -p` calls it again with
+/// its own options (every other thread stopped, none inside the agent or
+/// generated code, which the detach unmapped): what the earlier ones set
+/// goes (the options, the flag table, argument specs, the global switch
+/// and `finish`).
 pub fn init(opts: Options) -> bool {
+    CONFIG.store(std::ptr::null_mut(), Ordering::Release);
+    FLAGS.store(std::ptr::null_mut(), Ordering::Release);
+    GLOBAL.store(0, Ordering::Release);
+    FINISHED.store(0, Ordering::Release);
+    args::uninstall();
     if !opts.affects_recording() {
         return false;
     }
@@ -155,20 +174,20 @@ pub fn init(opts: Options) -> bool {
         specs,
         opts,
     };
-    let _ = CONFIG.set(cfg);
+    CONFIG.store(Box::leak(Box::new(cfg)), Ordering::Release);
     true
 }
 
 /// Whether filtering is active in this process.
 pub fn active() -> bool {
-    CONFIG.get().is_some()
+    config().is_some()
 }
 
 /// The flags of function `func` of the module at `module_path` whose
 /// symbol is `raw` (0 without filters); its argument
 /// specs are bound to it.
 pub fn flags_for(func: u32, module_path: &str, raw: &str) -> u64 {
-    let Some(cfg) = CONFIG.get() else { return 0 };
+    let Some(cfg) = config() else { return 0 };
     let display = if raw.starts_with("_Z") || raw.starts_with("_R") {
         std::borrow::Cow::Owned(fctrace_symbols::demangle_in_process(raw))
     } else {
@@ -226,7 +245,7 @@ pub fn flags_for(func: u32, module_path: &str, raw: &str) -> u64 {
 /// Other flags (`-F`, `-N`, other actions, global triggers, strings,
 /// floats, `-a`) keep the slow path.
 pub fn fast_desc(func: u32, flags: u64) -> Option<&'static FastDesc> {
-    let cfg = CONFIG.get()?;
+    let cfg = config()?;
     if flags & (F_FILTER | F_NOTRACE) != 0 || flags & (F_TRIGGER | F_ARGS | F_RETVAL) == 0 {
         return None;
     }
@@ -355,7 +374,7 @@ pub fn signal_action(a: Action) {
 /// Applies the global switch word to this thread (and the options, at
 /// its first traced call).
 pub fn resync(st: &mut ThreadState) {
-    let Some(cfg) = CONFIG.get() else { return };
+    let Some(cfg) = config() else { return };
     let g = GLOBAL.load(Ordering::Acquire);
     if st.gen == NEVER {
         st.filt.off = cfg.opts.disabled;
@@ -390,7 +409,7 @@ fn open(st: &ThreadState) -> bool {
 
 /// Recomputes the thread's `block` bits and `limit` word from its state.
 pub fn recompute(st: &mut ThreadState) {
-    let Some(cfg) = CONFIG.get() else { return };
+    let Some(cfg) = config() else { return };
     let f = &st.filt;
     let mut b = st.block & NT_MASK;
     if f.off {
@@ -439,7 +458,7 @@ pub unsafe fn flagged_entry(
     xsave: *const u8,
     gprs: *const u64,
 ) -> u64 {
-    let Some(cfg) = CONFIG.get() else { return 1 };
+    let Some(cfg) = config() else { return 1 };
     if st.gen != GLOBAL.load(Ordering::Acquire) {
         resync(st);
     }
@@ -753,7 +772,7 @@ pub fn want_ranges() {
 
 /// Whether the functions' code ranges are kept.
 fn ranges_on() -> bool {
-    RANGES_WANTED.load(Ordering::Relaxed) || CONFIG.get().is_some_and(|c| c.walks)
+    RANGES_WANTED.load(Ordering::Relaxed) || config().is_some_and(|c| c.walks)
 }
 
 /// Drops the functions' code ranges (detaching: no thread runs the
