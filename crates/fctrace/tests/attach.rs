@@ -258,9 +258,10 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
     );
     assert_eq!(per_tid("got").len(), 1, "{ctx}");
 
-    // The calls each thread was in when fctrace attached show their
-    // returns at their depths, `(entry not recorded)`, and the calls made
-    // in them nest under them.
+    // The calls each thread was in when fctrace attached open its tree,
+    // outermost first, marked as entered before the trace began; their
+    // returns come at their depths, `(entry not recorded)` (no duration),
+    // and the calls made in them nest under them.
     let ctx = format!(
         "{ctx}\n{}",
         text.lines().take(50).collect::<Vec<_>>().join("\n")
@@ -268,16 +269,29 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
     let tasks = tree_lines(&text);
     let unrecorded =
         |depth: usize, f: &str| format!("{}}} /* {f} */ (entry not recorded)", "  ".repeat(depth));
+    let before = |depth: usize, f: &str| {
+        format!(
+            "{}{f}() {{ /* entered before the trace began */",
+            "  ".repeat(depth)
+        )
+    };
     let main_tid = tasks
         .iter()
         .find(|(_, l)| l.iter().any(|l| l.contains("step()")))
         .map(|(t, _)| t.clone())
         .expect("main's task");
     let main = &tasks[&main_tid];
-    // main > read_command > fgets (through the PLT: its frame is libc's).
+    // main > read_command > fgets (through the PLT: its frame is libc's),
+    // as attach.c's main waits for its next command.
     assert_eq!(
-        main[..2],
-        [unrecorded(2, "fgets"), unrecorded(1, "read_command")],
+        main[..5],
+        [
+            before(0, "main"),
+            before(1, "read_command"),
+            before(2, "fgets"),
+            unrecorded(2, "fgets"),
+            unrecorded(1, "read_command")
+        ],
         "{ctx}"
     );
     assert_eq!(main.last().copied(), Some(&*unrecorded(0, "main")), "{ctx}");
@@ -292,7 +306,11 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
         .values()
         .find(|l| l.iter().any(|l| l.contains("got(")))
         .expect("the reader's task");
-    assert_eq!(reader[0], unrecorded(1, "read"), "{ctx}");
+    assert_eq!(
+        reader[..3],
+        [before(0, "reader"), before(1, "read"), unrecorded(1, "read")],
+        "{ctx}"
+    );
     assert_eq!(
         reader.last().copied(),
         Some(&*unrecorded(0, "reader")),
@@ -303,8 +321,12 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
         let lines = &tasks[tid];
         let (last, rest) = lines.split_last().unwrap();
         assert_eq!(*last, unrecorded(0, "compute"), "{ctx}");
-        let tick = unrecorded(1, "tick");
-        let rest = rest.strip_prefix(&[&*tick][..]).unwrap_or(rest);
+        let compute = before(0, "compute");
+        let rest = rest.strip_prefix(&[&*compute][..]).expect(&ctx);
+        let (tick, tick_end) = (before(1, "tick"), unrecorded(1, "tick"));
+        let rest = rest
+            .strip_prefix(&[&*tick, &*tick_end][..])
+            .unwrap_or(rest);
         assert!(rest.iter().all(|l| *l == "  tick();"), "{ctx}");
     }
 }
@@ -779,6 +801,7 @@ fn detached_process_runs_on_with_its_own_code() {
     assert_eq!(
         lines,
         [
+            "  read_command() { /* entered before the trace began */",
             "  } /* read_command */ (entry not recorded)",
             "  read_command() {",
             "  } /* read_command */",
@@ -904,8 +927,9 @@ fn rust_threads_and_panics_while_attached() {
         "{ctx}"
     );
     // main was in std's read_line, deep under attach_rs::main, when
-    // fctrace attached, and back there when it detached: the first line
-    // of its task closes a call whose entry was not recorded, its calls of
+    // fctrace attached, and back there when it detached: its task opens
+    // with the C `main` and the calls down to there, entered before the
+    // trace began; the first closing line closes one of them, its calls of
     // `step` nest in attach_rs::main, which is closed at the detach, as
     // is the C `main` at depth 0.
     let tasks = tree_lines(&text);
@@ -914,8 +938,17 @@ fn rust_threads_and_panics_while_attached() {
         .find(|l| l.iter().any(|l| l.contains("attach_rs::step")))
         .expect("main's task");
     let ctx = format!("{ctx}\n{}", main[..main.len().min(40)].join("\n"));
-    assert!(main[0].trim_start().starts_with("} /* "), "{ctx}");
-    assert!(main[0].ends_with(" (entry not recorded)"), "{ctx}");
+    assert_eq!(main[0], "main() { /* entered before the trace began */", "{ctx}");
+    let opened = main
+        .iter()
+        .take_while(|l| l.ends_with(" { /* entered before the trace began */"))
+        .count();
+    assert!(
+        main[..opened].iter().any(|l| l.trim_start().starts_with("attach_rs::main() {")),
+        "{ctx}"
+    );
+    assert!(main[opened].trim_start().starts_with("} /* "), "{ctx}");
+    assert!(main[opened].ends_with(" (entry not recorded)"), "{ctx}");
     assert_eq!(
         main.last().copied(),
         Some("} /* main */ (detached)"),
@@ -1214,7 +1247,9 @@ fn system_calls_of_an_attached_process() {
         .copied()
         .filter(|l| !l.trim_start().starts_with("/* "))
         .collect();
-    // Blocked in read when fctrace attached: its return (or the whole
+    let (before, reader) = reader.split_at(2);
+    // Blocked in read when fctrace attached: the calls open then (reader
+    // and read), then its return (or the whole
     // call: interrupted by the attach, the kernel restarts it, maybe once
     // the events are open), then `read`'s.
     assert!(
@@ -1223,6 +1258,14 @@ fn system_calls_of_an_attached_process() {
         "{ctx}"
     );
     assert_eq!(reader[1], "  } /* read */ (entry not recorded)", "{ctx}");
+    assert_eq!(
+        before[..],
+        [
+            "reader() { /* entered before the trace began */",
+            "  read() { /* entered before the trace began */"
+        ],
+        "{ctx}"
+    );
     // got's printf writes the line "reader: 7 bytes: round 1".
     assert!(
         reader

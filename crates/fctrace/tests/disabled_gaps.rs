@@ -89,6 +89,36 @@ fn three_ways_of(exe: &Path, mode: &str, rec_opts: &[&str], filter: &[&str]) -> 
 const TOP: &str =
     "top() {\n  mid() {\n    leaf();\n    leaf();\n  } /* mid */\n  leaf();\n} /* top */\n";
 
+/// Without filters, the calls open where a `trace_on` trigger turned
+/// tracing on (entered while it was off) open the tree, outermost first,
+/// so that what follows is drawn at its depth; each closes at its return,
+/// without duration (its entry was not recorded).
+#[test]
+fn calls_open_where_tracing_turned_on_open_the_tree() {
+    let opts = ["--disable", "-T", "on@trace_on"];
+    // "basic": main calls top(1), other(2), off(3), top(4) with tracing
+    // off, then on(5) (where it turns on), top(6) and printf.
+    let t = three_ways("basic", &opts, &[]);
+    let expected = format!(
+        "main() {{ /* entered while tracing was off */\n\
+         {}}} /* main */ (entry not recorded)\n",
+        prefix_lines(
+            &format!("on() {{\n  leaf();\n}} /* on */\n{TOP}printf();\n"),
+            "  "
+        )
+    );
+    assert_eq!(t, prefix_lines(&expected, "T0 "));
+    // "threads": the worker thread calls off() (where tracing turns on
+    // with off@trace_on), then top(2), and returns; main never calls off.
+    let t = three_ways("threads", &["--disable", "-T", "off@trace_on"], &[]);
+    let expected = format!(
+        "worker() {{ /* entered while tracing was off */\n\
+         {}}} /* worker */ (entry not recorded)\n",
+        prefix_lines(&format!("off() {{\n  leaf();\n}} /* off */\n{TOP}"), "  ")
+    );
+    assert_eq!(t, prefix_lines(&expected, "T0 "));
+}
+
 #[test]
 fn trace_on_inside_a_filter_function_in_a_thread() {
     // "threads": the worker thread calls off() then top(2) and returns;

@@ -94,6 +94,12 @@ pub trait EventSource {
     fn history(&self) -> bool {
         false
     }
+
+    /// Whether the source chooses calls (`-F`, `-N`, `-D`, triggers...):
+    /// it does not pass on the calls open where tracing resumed.
+    fn chooses_calls(&self) -> bool {
+        false
+    }
 }
 
 impl EventSource for TaskEvents {
@@ -131,6 +137,10 @@ impl EventSource for FilteredEvents {
             Inner::Light(_) => None,
             Inner::Full(f) => f.backtrace(entry),
         }
+    }
+
+    fn chooses_calls(&self) -> bool {
+        matches!(self.inner, Inner::Full(_))
     }
 
     fn history(&self) -> bool {

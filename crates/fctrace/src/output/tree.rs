@@ -40,11 +40,17 @@
 //!   was killed below them, the thread was killed);
 //! - an exit of a function that is not open at all (its entry was not
 //!   recorded) prints `} /* name */ (entry not recorded)`;
-//! - the calls an attach chain or a history chain names (open when
-//!   fctrace attached, or where a flight recorder's kept history begins:
-//!   `fctrace_format::argval`) have no opening line, but what follows is
-//!   at its depth inside them; their returns print `} /* name */ (entry
-//!   not recorded)`, or `(entry not in history)` for a history chain;
+//! - the calls an attach chain names (open when fctrace attached:
+//!   `fctrace_format::argval`) open the task, `main() { /* entered before
+//!   the trace began */`; those of a history chain (open where a flight
+//!   recorder's kept history begins) have no opening line; what follows
+//!   is at its depth inside them; their returns print `} /* name */
+//!   (entry not recorded)`, or `(entry not in history)` for a history
+//!   chain, without duration;
+//! - without `-F`/`-N`, the calls open where a `trace_on` trigger turned
+//!   tracing on (a resume chain), entered while it was off, open there,
+//!   `main() { /* entered while tracing was off */`, and close at their
+//!   end marks, `} /* main */ (entry not recorded)`;
 //! - a `Signal` record prints `/* signal SIGUSR1 */` (or `/* signal 40 */`)
 //!   at the current depth, without duration: the calls of the handler
 //!   follow at the same depth, as calls of the interrupted function; a
@@ -704,6 +710,10 @@ struct Sink<'a> {
     /// system call made outside every recorded call is not shown (it
     /// belongs to calls the user left out).
     kernel_in_calls_only: bool,
+    /// The recording chose no calls (`record -F`, `-N`): the calls open
+    /// where tracing resumed are drawn from the chain the agent recorded
+    /// (with filters, which of them would be shown is not known here).
+    open_resumed: bool,
 }
 
 /// Spaces of the deepest indent, in whole [`PIECE`]s.
@@ -746,6 +756,8 @@ impl<'a> Sink<'a> {
             },
             kernel_in_calls_only: Options::from_wire(&trace.info.options)
                 .is_ok_and(|o| !o.filters.is_empty() || !o.notrace.is_empty() || o.disabled),
+            open_resumed: Options::from_wire(&trace.info.options)
+                .is_ok_and(|o| o.filters.is_empty() && o.notrace.is_empty()),
         }
     }
 
@@ -1042,10 +1054,24 @@ const NOT_RECORDED: u64 = u64::MAX;
 /// recorder's snapshot begins (a history chain: its entry was dropped).
 const NOT_IN_HISTORY: u64 = u64::MAX - 1;
 
+/// `Frame::entry_ns` of a call open where tracing resumed for the thread
+/// (a `trace_on` trigger), entered while it was off: its entry was not
+/// recorded; its return is an end mark (`fctrace_format::argval`).
+const ENTERED_OFF: u64 = u64::MAX - 2;
+
+/// The opening line of a call open when fctrace attached: `main() {
+/// /* entered before the trace began */`.
+const ENTERED_BEFORE: &str = " { /* entered before the trace began */";
+
+/// The opening line of a call open where tracing resumed, entered while
+/// it was off: `main() { /* entered while tracing was off */`.
+const ENTERED_WHILE_OFF: &str = " { /* entered while tracing was off */";
+
 impl Frame {
-    /// A call of a chain (attach or history): no entry, no opening line.
+    /// A call of a chain (attach, history, or where tracing resumed): no
+    /// entry recorded, no duration.
     fn without_entry(&self) -> bool {
-        self.entry_ns >= NOT_IN_HISTORY
+        self.entry_ns >= ENTERED_OFF
     }
 }
 
@@ -1183,9 +1209,13 @@ impl<S: EventSource> TaskState<S> {
                 if matches!(self.head, Some(e) if e.kind == EventKind::Args && e.func == event.func)
                 {
                     match self.take_backtrace_or_args(summary) {
-                        // The calls open where tracing resumed: for the
-                        // display filters, not shown.
-                        Ok(bt) if bt.resume => {}
+                        // The calls open where tracing resumed, entered
+                        // while it was off: opened before this entry.
+                        Ok(bt) if bt.resume => {
+                            if out.open_resumed && !self.events.chooses_calls() {
+                                self.open_resumed(&bt.funcs, out, names)?;
+                            }
+                        }
                         Ok(bt) => {
                             let mut callers = bt.funcs;
                             if bt.cut {
@@ -1204,6 +1234,7 @@ impl<S: EventSource> TaskState<S> {
                     return self.entry_with_values(event, name, out, summary, Some(args));
                 }
                 let column = &self.column;
+                let depth = self.stack.len();
                 let leaf_exit = match self.head {
                     Some(next)
                         if next.func == event.func
@@ -1340,12 +1371,19 @@ impl<S: EventSource> TaskState<S> {
                             NOT_RECORDED
                         };
                         for f in chain.funcs {
+                            let name = names.get(self.session, f);
+                            if !chain.history {
+                                let depth = self.stack.len();
+                                out.line(None, &self.column, depth, &[&name.name, ENTERED_BEFORE])?;
+                            }
                             self.stack.push(Frame {
                                 func: u64::from(f),
-                                name: names.get(self.session, f),
+                                name,
                                 entry_ns,
                             });
                         }
+                    } else if chain.end {
+                        self.close_resumed(event, out)?;
                     }
                 }
                 Ok(())
@@ -1481,6 +1519,65 @@ impl<S: EventSource> TaskState<S> {
         }
         text.push_str(" */");
         out.line(None, &self.column, self.stack.len(), &[&text])
+    }
+
+    /// Tracing resumed for the thread at an entry (without `-F`/`-N`),
+    /// with the calls of `chain` open (outermost first, as the agent walked the stack): those
+    /// the tree has not open (entered while tracing was off) are opened,
+    /// `name() { /* entered while tracing was off */`, after the last one
+    /// it has open (a call it has open is found in the chain in order; the
+    /// calls of the chain before it that it has not are not drawn: they
+    /// cannot be put around lines already printed).
+    #[cold]
+    #[inline(never)]
+    fn open_resumed(
+        &mut self,
+        chain: &[u32],
+        out: &mut Sink,
+        names: &mut CallNames,
+    ) -> io::Result<()> {
+        let mut j = 0;
+        for frame in &self.stack {
+            match chain[j..].iter().position(|&f| u64::from(f) == frame.func) {
+                Some(k) => j += k + 1,
+                None => break,
+            }
+        }
+        for &f in &chain[j..] {
+            let name = names.get(self.session, f);
+            let depth = self.stack.len();
+            out.line(None, &self.column, depth, &[&name.name, ENTERED_WHILE_OFF])?;
+            self.stack.push(Frame {
+                func: u64::from(f),
+                name,
+                entry_ns: ENTERED_OFF,
+            });
+        }
+        Ok(())
+    }
+
+    /// The end mark of a call open where tracing resumed (it returned or
+    /// was unwound): the innermost such call of its function is closed,
+    /// `} /* name */ (entry not recorded)`, the calls above it as not
+    /// returned. An end mark of a call the tree did not open is skipped.
+    #[cold]
+    #[inline(never)]
+    fn close_resumed(&mut self, event: Event, out: &mut Sink) -> io::Result<()> {
+        let func = u64::from(event.func);
+        let Some(j) = self
+            .stack
+            .iter()
+            .rposition(|f| f.func == func && f.entry_ns == ENTERED_OFF)
+        else {
+            return Ok(());
+        };
+        while self.stack.len() > j + 1 {
+            self.close_not_returned(out)?;
+        }
+        match self.stack.pop() {
+            Some(frame) => self.close_unrecorded(event, frame, j, out),
+            None => Ok(()),
+        }
     }
 
     /// The return (or unwinding) of a call open when fctrace attached,
