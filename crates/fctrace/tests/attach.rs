@@ -308,7 +308,11 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
         .expect("the reader's task");
     assert_eq!(
         reader[..3],
-        [before(0, "reader"), before(1, "read"), unrecorded(1, "read")],
+        [
+            before(0, "reader"),
+            before(1, "read"),
+            unrecorded(1, "read")
+        ],
         "{ctx}"
     );
     assert_eq!(
@@ -324,9 +328,7 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
         let compute = before(0, "compute");
         let rest = rest.strip_prefix(&[&*compute][..]).expect(&ctx);
         let (tick, tick_end) = (before(1, "tick"), unrecorded(1, "tick"));
-        let rest = rest
-            .strip_prefix(&[&*tick, &*tick_end][..])
-            .unwrap_or(rest);
+        let rest = rest.strip_prefix(&[&*tick, &*tick_end][..]).unwrap_or(rest);
         assert!(rest.iter().all(|l| *l == "  tick();"), "{ctx}");
     }
 }
@@ -938,13 +940,18 @@ fn rust_threads_and_panics_while_attached() {
         .find(|l| l.iter().any(|l| l.contains("attach_rs::step")))
         .expect("main's task");
     let ctx = format!("{ctx}\n{}", main[..main.len().min(40)].join("\n"));
-    assert_eq!(main[0], "main() { /* entered before the trace began */", "{ctx}");
+    assert_eq!(
+        main[0], "main() { /* entered before the trace began */",
+        "{ctx}"
+    );
     let opened = main
         .iter()
         .take_while(|l| l.ends_with(" { /* entered before the trace began */"))
         .count();
     assert!(
-        main[..opened].iter().any(|l| l.trim_start().starts_with("attach_rs::main() {")),
+        main[..opened]
+            .iter()
+            .any(|l| l.trim_start().starts_with("attach_rs::main() {")),
         "{ctx}"
     );
     assert!(main[opened].trim_start().starts_with("} /* "), "{ctx}");
