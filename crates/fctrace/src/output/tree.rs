@@ -351,7 +351,7 @@ pub fn write_tree_styled(
         return write_by_time(trace, options, style, out);
     }
     let mut filter = Filter::new(trace, options, true);
-    let mut out = Sink::new(out, style, trace);
+    let mut out = Sink::new(out, style, trace, options);
     let mut summary = TreeSummary::default();
     let mut names = CallNames::with_demangle(trace, options.demangle);
     let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
@@ -393,7 +393,7 @@ fn write_by_time(
     out: &mut dyn Write,
 ) -> io::Result<TreeSummary> {
     let mut filter = Filter::new(trace, options, true);
-    let mut out = Sink::new(out, style, trace);
+    let mut out = Sink::new(out, style, trace, options);
     let mut summary = TreeSummary::default();
     let mut names = CallNames::with_demangle(trace, options.demangle);
     let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
@@ -710,10 +710,9 @@ struct Sink<'a> {
     /// system call made outside every recorded call is not shown (it
     /// belongs to calls the user left out).
     kernel_in_calls_only: bool,
-    /// The recording chose no calls (`record -F`, `-N`): the calls open
-    /// where tracing resumed are drawn from the chain the agent recorded
-    /// (with filters, which of them would be shown is not known here).
-    open_resumed: bool,
+    /// Which calls of a chain recorded by the agent (attach, or where
+    /// tracing resumed) are opened when the events are not filtered.
+    choice: super::filter::ChainChoice,
 }
 
 /// Spaces of the deepest indent, in whole [`PIECE`]s.
@@ -734,7 +733,12 @@ fn put_padded(buf: &mut Vec<u8>, padded: &[u8], len: usize) {
 }
 
 impl<'a> Sink<'a> {
-    fn new(out: &'a mut dyn Write, style: &TreeStyle, trace: &Trace) -> Sink<'a> {
+    fn new(
+        out: &'a mut dyn Write,
+        style: &TreeStyle,
+        trace: &Trace,
+        options: &Options,
+    ) -> Sink<'a> {
         let fields = style.fields.as_ref().map(|f| {
             Rc::new(FieldCtx {
                 fields: f.clone(),
@@ -756,8 +760,7 @@ impl<'a> Sink<'a> {
             },
             kernel_in_calls_only: Options::from_wire(&trace.info.options)
                 .is_ok_and(|o| !o.filters.is_empty() || !o.notrace.is_empty() || o.disabled),
-            open_resumed: Options::from_wire(&trace.info.options)
-                .is_ok_and(|o| o.filters.is_empty() && o.notrace.is_empty()),
+            choice: super::filter::ChainChoice::new(trace, options),
         }
     }
 
@@ -1212,7 +1215,7 @@ impl<S: EventSource> TaskState<S> {
                         // The calls open where tracing resumed, entered
                         // while it was off: opened before this entry.
                         Ok(bt) if bt.resume => {
-                            if out.open_resumed && !self.events.chooses_calls() {
+                            if !self.events.chooses_calls() {
                                 self.open_resumed(&bt.funcs, out, names)?;
                             }
                         }
@@ -1364,26 +1367,13 @@ impl<S: EventSource> TaskState<S> {
                 let bytes = self.take_payload(summary);
                 if let Some(chain) = fctrace_format::argval::decode_backtrace(&bytes) {
                     if chain.attached {
-                        self.history |= chain.history;
-                        let entry_ns = if chain.history {
-                            NOT_IN_HISTORY
-                        } else {
-                            NOT_RECORDED
-                        };
-                        for f in chain.funcs {
-                            let name = names.get(self.session, f);
-                            if !chain.history {
-                                let depth = self.stack.len();
-                                out.line(None, &self.column, depth, &[&name.name, ENTERED_BEFORE])?;
-                            }
-                            self.stack.push(Frame {
-                                func: u64::from(f),
-                                name,
-                                entry_ns,
-                            });
-                        }
+                        self.open_attached(chain, out, names)?;
                     } else if chain.end {
                         self.close_resumed(event, out)?;
+                    } else if chain.resume {
+                        // The calls a display filter chose, open where
+                        // tracing resumed: all of them open here.
+                        self.open_calls(&chain.funcs, ENTERED_WHILE_OFF, ENTERED_OFF, out, names)?;
                     }
                 }
                 Ok(())
@@ -1543,14 +1533,72 @@ impl<S: EventSource> TaskState<S> {
                 None => break,
             }
         }
-        for &f in &chain[j..] {
+        let shown = out
+            .choice
+            .shown(names.trace().sessions.get(&self.session), chain);
+        let opened: Vec<u32> = (j..chain.len())
+            .filter(|&i| shown[i])
+            .map(|i| chain[i])
+            .collect();
+        self.open_calls(&opened, ENTERED_WHILE_OFF, ENTERED_OFF, out, names)
+    }
+
+    /// An attach chain (or a history chain) without display filters (or
+    /// the calls a display filter chose of one): its calls shown
+    /// ([`ChainChoice`](super::filter::ChainChoice)) open the task,
+    /// `name() { /* entered before the trace began */`; those of a history
+    /// chain have no opening line.
+    #[cold]
+    #[inline(never)]
+    fn open_attached(
+        &mut self,
+        chain: fctrace_format::argval::Backtrace,
+        out: &mut Sink,
+        names: &mut CallNames,
+    ) -> io::Result<()> {
+        self.history |= chain.history;
+        if chain.history {
+            for f in chain.funcs {
+                let name = names.get(self.session, f);
+                self.stack.push(Frame {
+                    func: u64::from(f),
+                    name,
+                    entry_ns: NOT_IN_HISTORY,
+                });
+            }
+            return Ok(());
+        }
+        let funcs = if self.events.chooses_calls() {
+            chain.funcs
+        } else {
+            let shown = out
+                .choice
+                .shown(names.trace().sessions.get(&self.session), &chain.funcs);
+            (chain.funcs.iter().zip(shown))
+                .filter_map(|(&f, shown)| shown.then_some(f))
+                .collect()
+        };
+        self.open_calls(&funcs, ENTERED_BEFORE, NOT_RECORDED, out, names)
+    }
+
+    /// Opens the calls of `funcs` (outermost first), whose entries were
+    /// not recorded: `name` then `text` at its depth (`entry_ns`: why).
+    fn open_calls(
+        &mut self,
+        funcs: &[u32],
+        text: &str,
+        entry_ns: u64,
+        out: &mut Sink,
+        names: &mut CallNames,
+    ) -> io::Result<()> {
+        for &f in funcs {
             let name = names.get(self.session, f);
             let depth = self.stack.len();
-            out.line(None, &self.column, depth, &[&name.name, ENTERED_WHILE_OFF])?;
+            out.line(None, &self.column, depth, &[&name.name, text])?;
             self.stack.push(Frame {
                 func: u64::from(f),
                 name,
-                entry_ns: ENTERED_OFF,
+                entry_ns,
             });
         }
         Ok(())
@@ -2000,7 +2048,8 @@ mod tests {
     #[test]
     fn calls_open_when_fctrace_attached_close_at_their_depth() {
         // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf. main > parse_args
-        // were running when fctrace attached (an attach chain first).
+        // were running when fctrace attached (an attach chain first): they
+        // open the tree.
         let mut events = crate::output::testutil::payload_events(Args, 0, 900, |w| {
             assert!(w.attach_chain(&[0, 1]));
         });
@@ -2018,6 +2067,8 @@ mod tests {
         assert_eq!(
             body,
             [
+                "            [ 4321] | main() { /* entered before the trace began */",
+                "            [ 4321] |   parse_args() { /* entered before the trace began */",
                 "   0.100 us [ 4321] |     leaf();",
                 "            [ 4321] |   } /* parse_args */ (entry not recorded)",
                 "   0.100 us [ 4321] |   strtol();",
@@ -2081,7 +2132,12 @@ mod tests {
         );
         // In colour, the marker is painted as `(entry not recorded)` is.
         let mut bytes = Vec::new();
-        let mut sink = Sink::new(&mut bytes, &TreeStyle::default(), &trace);
+        let mut sink = Sink::new(
+            &mut bytes,
+            &TreeStyle::default(),
+            &trace,
+            &Options::default(),
+        );
         sink.painted_line(
             None,
             &Column::new(7),
