@@ -89,6 +89,16 @@ fn three_ways_of(exe: &Path, mode: &str, rec_opts: &[&str], filter: &[&str]) -> 
 const TOP: &str =
     "top() {\n  mid() {\n    leaf();\n    leaf();\n  } /* mid */\n  leaf();\n} /* top */\n";
 
+/// The lines of a call entered while tracing was off (its entry not
+/// recorded) with `body` inside it: `call` opens (`main()`), `name`
+/// closes (`main`).
+fn entered_off(call: &str, name: &str, body: &str) -> String {
+    format!(
+        "{call} {{ /* entered while tracing was off */\n{}}} /* {name} */ (entry not recorded)\n",
+        prefix_lines(body, "  ")
+    )
+}
+
 /// Without filters, the calls open where a `trace_on` trigger turned
 /// tracing on (entered while it was off) open the tree, outermost first,
 /// so that what follows is drawn at its depth; each closes at its return,
@@ -123,16 +133,20 @@ fn calls_open_where_tracing_turned_on_open_the_tree() {
 fn trace_on_inside_a_filter_function_in_a_thread() {
     // "threads": the worker thread calls off() then top(2) and returns;
     // tracing turns on at off(), inside worker (entered while it was
-    // off). Under -F worker: off and top, in the worker's thread (the
-    // only one recorded: main never calls off). worker's own entry and
-    // return are not recorded.
+    // off). Under -F worker: worker, opened where tracing turned on,
+    // with off and top inside, in the worker's thread (the only one
+    // recorded: main never calls off). worker's own entry and return are
+    // not recorded.
     let worker_calls = format!("off() {{\n  leaf();\n}} /* off */\n{TOP}");
     let t = three_ways(
         "threads",
         &["--disable", "-T", "off@trace_on"],
         &["-F", "worker"],
     );
-    assert_eq!(t, prefix_lines(&worker_calls, "T0 "));
+    assert_eq!(
+        t,
+        prefix_lines(&entered_off("worker()", "worker", &worker_calls), "T0 ")
+    );
     // -D 1 counts from the first recorded level: worker, entered before
     // tracing was on, is not a level (as in the agent).
     let t = three_ways(
@@ -140,7 +154,13 @@ fn trace_on_inside_a_filter_function_in_a_thread() {
         &["--disable", "-T", "off@trace_on"],
         &["-F", "worker", "-D", "1"],
     );
-    assert_eq!(t, "T0 off();\nT0 top();\n");
+    assert_eq!(
+        t,
+        prefix_lines(
+            &entered_off("worker()", "worker", "off();\ntop();\n"),
+            "T0 "
+        )
+    );
     // -N worker hides everything the worker does.
     let t = three_ways(
         "threads",
@@ -154,15 +174,19 @@ fn trace_on_inside_a_filter_function_in_a_thread() {
 fn trace_on_inside_a_filter_function_then_its_return() {
     // "basic": main calls top(1), other(2), off(3), top(4), on(5), top(6),
     // then printf. Tracing turns on at on(), inside main (entered while it
-    // was off): under -F main, on and what main calls after it; nothing
-    // after main's return (the exit-time calls are outside main).
+    // was off): under -F main, main opened there, with on and what main
+    // calls after it inside; nothing after main's return (the exit-time
+    // calls are outside main).
     let t = three_ways(
         "basic",
         &["--disable", "-T", "on@trace_on"],
         &["-F", "main"],
     );
     let expected = format!("on() {{\n  leaf();\n}} /* on */\n{TOP}printf();\n");
-    assert_eq!(t, prefix_lines(&expected, "T0 "));
+    assert_eq!(
+        t,
+        prefix_lines(&entered_off("main()", "main", &expected), "T0 ")
+    );
     // Under -N main: only the exit-time calls after main's return, as an
     // unfiltered recording shows them after main: the C runtime's, hidden
     // unless --show-runtime.
@@ -189,7 +213,7 @@ fn trace_on_inside_a_filter_function_then_its_return() {
     let exit_calls = &all[end + "T0 } /* main */\n".len()..];
     assert!(!exit_calls.is_empty(), "{all}");
     assert_eq!(t, exit_calls);
-    // Under -F top: top(6) only.
+    // Under -F top: top(6) only (main, around it, is not shown).
     let t = three_ways("basic", &["--disable", "-T", "on@trace_on"], &["-F", "top"]);
     assert_eq!(t, prefix_lines(TOP, "T0 "));
 }
@@ -198,7 +222,9 @@ fn trace_on_inside_a_filter_function_then_its_return() {
 fn open_calls_ended_by_an_exception() {
     // resume_unwind.cpp: tracing turns on at on(), inside thrower <
     // passthru < catcher < main; the exception leaves thrower and passthru
-    // together (two ends at once), then catcher's handler runs.
+    // together (two ends at once), then catcher's handler runs. Those of
+    // the four the filter shows open where tracing turned on; each closes
+    // at its end.
     let exe = unwind_program();
     assert_eq!(run_native(&exe, &[]).stdout, "5\n");
     let opts = ["--disable", "-T", "on@trace_on"];
@@ -208,22 +234,30 @@ fn open_calls_ended_by_an_exception() {
     // catcher's handler.
     let handler = "__cxa_begin_catch();\nleaf(int);\n__cxa_end_catch() {\n  \
                    std::runtime_error::~runtime_error();\n} /* __cxa_end_catch */\n";
-    let t = three_ways_of(&exe, "", &opts, &["-F", "passthru"]);
-    assert_eq!(t, prefix_lines(throw, "T0 "), "-F passthru");
-    let t = three_ways_of(&exe, "", &opts, &["-F", "catcher"]);
-    assert_eq!(
-        t,
-        prefix_lines(&format!("{throw}{handler}"), "T0 "),
-        "-F catcher"
+    let thrown = entered_off(
+        "passthru(int)",
+        "passthru(int)",
+        &entered_off("thrower(int)", "thrower(int)", throw),
     );
+    let t = three_ways_of(&exe, "", &opts, &["-F", "passthru"]);
+    assert_eq!(t, prefix_lines(&thrown, "T0 "), "-F passthru");
+    let caught = entered_off(
+        "catcher(int)",
+        "catcher(int)",
+        &format!("{thrown}{handler}"),
+    );
+    let t = three_ways_of(&exe, "", &opts, &["-F", "catcher"]);
+    assert_eq!(t, prefix_lines(&caught, "T0 "), "-F catcher");
     let t = three_ways_of(&exe, "", &opts, &["-F", "main"]);
+    let main_calls = format!("{caught}leaf(int);\nprintf();\n");
     assert_eq!(
         t,
-        prefix_lines(&format!("{throw}{handler}leaf(int);\nprintf();\n"), "T0 "),
+        prefix_lines(&entered_off("main()", "main", &main_calls), "T0 "),
         "-F main"
     );
     // -N passthru: only what comes after it, in catcher and main, and
-    // after main.
+    // after main. on() is not shown: the calls open there are not opened
+    // (the agent records them only at an entry it records).
     let t = three_ways_of(&exe, "", &opts, &["-N", "passthru", "-F", "main"]);
     assert_eq!(
         t,

@@ -1841,10 +1841,14 @@ impl Visibility {
         }
         if let Some(chain) = resumed.filter(|c| c.resume || self.on) {
             self.open_calls(&chain.funcs);
-            self.draw_opened(false);
         }
         let hide = bits & HIDE != 0;
         let shown = !hide && self.context_shown(bits) && self.shown < saved_limit.min(self.limit);
+        // The tree opens them before this entry when it shows it (the
+        // agent records them only then).
+        if shown && resumed.is_some() {
+            self.draw_opened(false);
+        }
         if shown && backtrace && self.backtraces {
             self.notes.push_back(Note {
                 func: e.func,
