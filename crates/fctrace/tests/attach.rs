@@ -331,6 +331,40 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
         let rest = rest.strip_prefix(&[&*tick, &*tick_end][..]).unwrap_or(rest);
         assert!(rest.iter().all(|l| *l == "  tick();"), "{ctx}");
     }
+
+    // replay -F: the calls open when fctrace attached that the filter
+    // shows open the tree as well. Everything main's thread did after
+    // the attach was inside main (it returned last): the same lines;
+    // the other threads are outside main: no lines.
+    let under_main = fctrace_on("replay", &dir.path, &["-F", "main"]);
+    let filtered = tree_lines(&under_main);
+    assert_eq!(
+        filtered.keys().collect::<Vec<_>>(),
+        [&main_tid],
+        "{under_main}"
+    );
+    assert_eq!(filtered[&main_tid], *main, "{under_main}");
+    // -F read_command: the read_command open then (not main, around it)
+    // opens main's tree, with fgets in it.
+    let under_read = fctrace_on("replay", &dir.path, &["-F", "read_command"]);
+    let filtered = tree_lines(&under_read);
+    assert_eq!(
+        filtered[&main_tid][..4],
+        [
+            before(0, "read_command"),
+            before(1, "fgets"),
+            unrecorded(1, "fgets"),
+            unrecorded(0, "read_command")
+        ],
+        "{under_read}"
+    );
+    // The other calls of read_command, recorded, follow.
+    assert!(
+        filtered[&main_tid][4..]
+            .iter()
+            .all(|l| !l.contains("entered before") && !l.contains("entry not recorded")),
+        "{under_read}"
+    );
 }
 
 #[test]
