@@ -40,6 +40,9 @@
 //!    trigger turned tracing on, the agent recorded the calls open then
 //!    (entered while it was off) and marks where each ends: they count as
 //!    open calls from that entry to that mark ([`Visibility::pull`]).
+//!    For the tree, those of them shown, and those of an attach chain,
+//!    are passed on as a chain for it to open ([`Visibility::draw_opened`];
+//!    not with `-C`).
 //! 2. **Callers** (`-C FUNC`): the calls of FUNC with their subtrees, and
 //!    the chain of callers that led to each; every other call is hidden.
 //!    A call outside FUNC is held until a call of FUNC is entered under it

@@ -47,10 +47,16 @@
 //!   is at its depth inside them; their returns print `} /* name */
 //!   (entry not recorded)`, or `(entry not in history)` for a history
 //!   chain, without duration;
-//! - without `-F`/`-N`, the calls open where a `trace_on` trigger turned
-//!   tracing on (a resume chain), entered while it was off, open there,
-//!   `main() { /* entered while tracing was off */`, and close at their
-//!   end marks, `} /* main */ (entry not recorded)`;
+//! - the calls open where a `trace_on` trigger turned tracing on (a
+//!   resume chain), entered while it was off, open there, `main() { /*
+//!   entered while tracing was off */`, and close at their end marks,
+//!   `} /* main */ (entry not recorded)`;
+//! - of both chains, only the calls `-F`/`-N` show open: the recording's
+//!   filters are applied to the chain here
+//!   ([`ChainChoice`](super::filter::ChainChoice)), a display filter
+//!   passes on a chain of the calls it shows (an `Args` event without
+//!   function; a resume chain there opens all its calls) and their end
+//!   marks as returns;
 //! - a `Signal` record prints `/* signal SIGUSR1 */` (or `/* signal 40 */`)
 //!   at the current depth, without duration: the calls of the handler
 //!   follow at the same depth, as calls of the interrupted function; a
