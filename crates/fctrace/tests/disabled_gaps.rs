@@ -129,6 +129,26 @@ fn calls_open_where_tracing_turned_on_open_the_tree() {
     assert_eq!(t, prefix_lines(&expected, "T0 "));
 }
 
+/// `replay --last N`: the calls open where tracing turned on that are
+/// still open at the first call shown open before it, as in the whole
+/// tree (with -F main too).
+#[test]
+fn last_calls_open_inside_the_calls_entered_while_tracing_was_off() {
+    let opts = ["--disable", "-T", "on@trace_on"];
+    let native = run_native(&program(), &["basic"]);
+    let rec = record(&program(), &["basic"], &opts);
+    assert_same_behaviour(&native, &rec.run, "--disable");
+    // main's last call is printf (the exit-time calls after main are the
+    // C runtime's, hidden).
+    let expected = prefix_lines(&entered_off("main()", "main", "printf();\n"), "T0 ");
+    for filter in [&[][..], &["-F", "main"]] {
+        let mut args = vec!["--last", "1"];
+        args.extend_from_slice(filter);
+        let t = normalized(&fctrace_on_quietly("replay", &rec.dir.path, &args));
+        assert_eq!(t, expected, "{filter:?}");
+    }
+}
+
 #[test]
 fn trace_on_inside_a_filter_function_in_a_thread() {
     // "threads": the worker thread calls off() then top(2) and returns;

@@ -408,6 +408,46 @@ mod tests {
         );
     }
 
+    /// An attach: the calls open when fctrace attached that are still
+    /// open at the first call shown open before it, as in the whole tree.
+    #[test]
+    fn last_calls_of_an_attach() {
+        use crate::output::testutil::{ev, fake_trace, payload_events, FakeTask};
+        use fctrace_format::event::EventKind::{Args, Entry, Exit};
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf.
+        let mut main = payload_events(Args, 0, 100, |w| {
+            assert!(w.attach_chain(&[0, 1]));
+        });
+        main.extend([
+            ev(Entry, 3, 200),
+            ev(Exit, 3, 210),
+            ev(Exit, 1, 300),
+            ev(Entry, 2, 400),
+            ev(Exit, 2, 410),
+            ev(Exit, 0, 500),
+        ]);
+        let (_dir, trace) = fake_trace(&[FakeTask::main(10, main)]);
+        let style = TreeStyle {
+            last: Some(1),
+            ..TreeStyle::default()
+        };
+        let mut out = Vec::new();
+        let summary =
+            super::super::write_tree_styled(&trace, &Options::default(), &style, &mut out).unwrap();
+        assert!(summary.errors.is_empty());
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\
+# DURATION     TID     FUNCTION
+# task 10: pid 10, tid 10 (prog), /usr/bin/prog, the program started
+# last 1 of 2 calls; the task that ended last
+            [   10] | main() { /* entered before the trace began */
+   0.010 us [   10] |   strtol();
+            [   10] | } /* main */ (entry not recorded)
+"
+        );
+    }
+
     #[test]
     fn notes() {
         assert_eq!(note(5, &end(100, None, 1), false), "# last 5 of 100 calls");
