@@ -1175,6 +1175,53 @@ fn live_mode_attaches_and_prints_the_tree() {
     assert_eq!(status.code(), Some(3));
 }
 
+/// `fctrace -p PID -F read_command` (the agent applies -F): of the calls
+/// main was in when fctrace attached (main > read_command > fgets >
+/// read), those -F shows open its tree, `main` not.
+#[test]
+fn live_mode_under_a_filter_opens_with_the_calls_it_shows() {
+    let exe = attach_program();
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    wait_in_read(pid, 2);
+    let mut t = Driven::start(Command::new(fctrace_bin()).args([
+        "-p",
+        &pid.to_string(),
+        "-F",
+        "read_command",
+    ]));
+    let err = read_lines(t.child.stderr.take().unwrap());
+    let line = err.recv_timeout(Duration::from_secs(60)).expect("attached");
+    assert!(line.contains("attached"), "{line}");
+    prog.send("go");
+    prog.wait_for("round 1");
+    let fct = t.child.id().to_string();
+    Command::new("kill").args(["-INT", &fct]).status().unwrap();
+    let (tree, st) = t.finish();
+    let said: Vec<String> = err.iter().collect();
+    assert_eq!(st.code(), Some(0), "{said:?}");
+    let tasks = tree_lines(&tree);
+    let main = tasks
+        .get(&pid.to_string())
+        .unwrap_or_else(|| panic!("no lines of main's thread in\n{tree}"));
+    assert_eq!(
+        main[..4],
+        [
+            "read_command() { /* entered before the trace began */",
+            "  fgets() { /* entered before the trace began */",
+            "  } /* fgets */ (entry not recorded)",
+            "} /* read_command */ (entry not recorded)",
+        ],
+        "{tree}"
+    );
+    assert!(!tree.contains("main()"), "{tree}");
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert!(out.ends_with("done after 1 rounds"), "{out}");
+    assert_eq!(status.code(), Some(3));
+}
+
 #[test]
 fn a_child_forked_while_attached_is_detached_from_too() {
     let exe = attach_program();
