@@ -1294,6 +1294,38 @@ fn a_process_that_only_computes() {
     );
 }
 
+/// A process asleep in usleep, attached again and again: fctrace takes
+/// its thread at a system call's entry to load the agent, where the
+/// kernel reports the first single step before any instruction ran (that
+/// stop was taken for a fault: "the process faulted (signal 5 ...) while
+/// loading the agent", about one attach in ten). Every attach succeeds,
+/// and the process runs on as natively.
+#[test]
+fn attaching_to_a_process_asleep_again_and_again() {
+    let exe = c_program("attach_nap.c", "-O2", &["-O2"]);
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    for round in 0..40 {
+        let dir = TraceDir::new("attach-nap");
+        let (t, err) = start_attached(pid, &dir.path, &["--duration", "10ms"]);
+        let (_, st) = t.finish();
+        let said: Vec<String> = err.iter().collect();
+        assert_eq!(st.code(), Some(0), "attach {round}: {said:?}");
+        assert!(
+            said.iter().any(|l| l.contains("detached from process")),
+            "attach {round}: {said:?}"
+        );
+    }
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let (out, status) = prog.finish();
+    assert_eq!(out, "ready\ndone: napped");
+    assert_eq!(status.code(), Some(3));
+}
+
 /// `-k` with `-p`: the threads' system calls from the attach to the
 /// detach, under the functions that made them (the read the reader was
 /// blocked in when fctrace attached returns `<... read resumed>`).
