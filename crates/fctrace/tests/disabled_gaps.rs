@@ -149,6 +149,26 @@ fn last_calls_open_inside_the_calls_entered_while_tracing_was_off() {
     }
 }
 
+/// The recording's -F holds under a display filter: `replay -N other`
+/// over a `record -F on` trace opens none of the calls open where tracing
+/// turned on (main is outside on: the agent recorded nothing of it), as
+/// `replay` alone does not.
+#[test]
+fn the_recordings_filter_holds_for_the_calls_open_where_tracing_turned_on() {
+    let native = run_native(&program(), &["basic"]);
+    let opts = ["--disable", "-T", "on@trace_on", "-F", "on"];
+    let rec = record(&program(), &["basic"], &opts);
+    assert_same_behaviour(&native, &rec.run, "-F on");
+    let expected = "T0 on() {\nT0   leaf();\nT0 } /* on */\n";
+    assert_eq!(normalized(&replay_text(&rec.dir.path)), expected);
+    let t = normalized(&fctrace_on_quietly(
+        "replay",
+        &rec.dir.path,
+        &["-N", "other"],
+    ));
+    assert_eq!(t, expected);
+}
+
 #[test]
 fn trace_on_inside_a_filter_function_in_a_thread() {
     // "threads": the worker thread calls off() then top(2) and returns;

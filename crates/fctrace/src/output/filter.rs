@@ -167,6 +167,11 @@ const RESUMES: u8 = 16;
 /// shared libraries with `--no-libcall`): the calls it makes are shown in
 /// its place, at its depth.
 const HIDE: u8 = 32;
+/// A `-F` function of the recording (the agent recorded only what is
+/// inside one): the tree opens no call of a chain outside it.
+const REC_FILTER: u8 = 64;
+/// A `-N` function of the recording.
+const REC_NOTRACE: u8 = 128;
 
 /// The C runtime's own functions, which run around `main` (crt1.o, crti.o,
 /// crtbegin.o and the C library's start and exit paths) and Rust's
@@ -255,6 +260,8 @@ pub struct Filter<'t> {
     gaps: Option<bool>,
     /// The patterns of the recording's `trace_on` triggers.
     resumes: Vec<FuncPattern>,
+    /// The recording's `-F` and `-N` patterns.
+    recorded: (Vec<FuncPattern>, Vec<FuncPattern>),
     /// Options that follow the calls ([`per_call`]).
     per_call: bool,
     /// `-r`: the time range, CLOCK_MONOTONIC ns, both ends included.
@@ -633,6 +640,9 @@ impl<'t> Filter<'t> {
                         .collect()
                 })
                 .unwrap_or_default(),
+            recorded: Options::from_wire(&trace.info.options)
+                .map(|o| (o.filters, o.notrace))
+                .unwrap_or_default(),
         })
     }
 
@@ -720,6 +730,7 @@ impl<'t> Filter<'t> {
             history: false,
             draws: false,
             opened: [Vec::new(), Vec::new()],
+            recorded_filters: !self.recorded.0.is_empty(),
         }
     }
 
@@ -925,6 +936,12 @@ impl<'t> Filter<'t> {
                 }
                 if any(&self.resumes, module, names) {
                     bits |= RESUMES;
+                }
+                if any(&self.recorded.0, module, names) {
+                    bits |= REC_FILTER;
+                }
+                if any(&self.recorded.1, module, names) {
+                    bits |= REC_NOTRACE;
                 }
                 let hits: Vec<usize> = o
                     .triggers
@@ -1485,6 +1502,8 @@ struct Visibility {
     /// attach chain, and those open where tracing resumed (outermost
     /// first).
     opened: [Vec<u32>; 2],
+    /// The recording had `-F` patterns ([`REC_FILTER`]).
+    recorded_filters: bool,
 }
 
 impl Visibility {
@@ -1552,9 +1571,17 @@ impl Visibility {
             .iter()
             .rposition(|f| (!f.outer && f.shown) || f.drawn)
             .map_or(0, |k| k + 1);
+        // Nor those the recording's -F/-N left out (as its own tree:
+        // [`ChainChoice`]).
+        let (mut in_filter, mut in_notrace) = (!self.recorded_filters, false);
+        let flags = &self.flags.flags;
         let opened = &mut self.opened[usize::from(!attached)];
-        for f in &mut self.stack[from..] {
-            if f.outer && f.shown && !f.hide && !f.drawn {
+        for (k, f) in self.stack.iter_mut().enumerate() {
+            let bits = flags.get(f.func as usize).copied().unwrap_or(0);
+            in_filter |= bits & REC_FILTER != 0;
+            in_notrace |= bits & REC_NOTRACE != 0;
+            let recorded = in_filter && !in_notrace;
+            if k >= from && recorded && f.outer && f.shown && !f.hide && !f.drawn {
                 f.drawn = true;
                 opened.push(f.func);
             }
