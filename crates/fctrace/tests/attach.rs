@@ -258,9 +258,10 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
     );
     assert_eq!(per_tid("got").len(), 1, "{ctx}");
 
-    // The calls each thread was in when fctrace attached show their
-    // returns at their depths, `(entry not recorded)`, and the calls made
-    // in them nest under them.
+    // The calls each thread was in when fctrace attached open its tree,
+    // outermost first, marked as entered before the trace began; their
+    // returns come at their depths, `(entry not recorded)` (no duration),
+    // and the calls made in them nest under them.
     let ctx = format!(
         "{ctx}\n{}",
         text.lines().take(50).collect::<Vec<_>>().join("\n")
@@ -268,16 +269,29 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
     let tasks = tree_lines(&text);
     let unrecorded =
         |depth: usize, f: &str| format!("{}}} /* {f} */ (entry not recorded)", "  ".repeat(depth));
+    let before = |depth: usize, f: &str| {
+        format!(
+            "{}{f}() {{ /* entered before the trace began */",
+            "  ".repeat(depth)
+        )
+    };
     let main_tid = tasks
         .iter()
         .find(|(_, l)| l.iter().any(|l| l.contains("step()")))
         .map(|(t, _)| t.clone())
         .expect("main's task");
     let main = &tasks[&main_tid];
-    // main > read_command > fgets (through the PLT: its frame is libc's).
+    // main > read_command > fgets (through the PLT: its frame is libc's),
+    // as attach.c's main waits for its next command.
     assert_eq!(
-        main[..2],
-        [unrecorded(2, "fgets"), unrecorded(1, "read_command")],
+        main[..5],
+        [
+            before(0, "main"),
+            before(1, "read_command"),
+            before(2, "fgets"),
+            unrecorded(2, "fgets"),
+            unrecorded(1, "read_command")
+        ],
         "{ctx}"
     );
     assert_eq!(main.last().copied(), Some(&*unrecorded(0, "main")), "{ctx}");
@@ -292,7 +306,15 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
         .values()
         .find(|l| l.iter().any(|l| l.contains("got(")))
         .expect("the reader's task");
-    assert_eq!(reader[0], unrecorded(1, "read"), "{ctx}");
+    assert_eq!(
+        reader[..3],
+        [
+            before(0, "reader"),
+            before(1, "read"),
+            unrecorded(1, "read")
+        ],
+        "{ctx}"
+    );
     assert_eq!(
         reader.last().copied(),
         Some(&*unrecorded(0, "reader")),
@@ -303,10 +325,46 @@ fn attached_process_runs_as_natively_and_every_thread_is_traced() {
         let lines = &tasks[tid];
         let (last, rest) = lines.split_last().unwrap();
         assert_eq!(*last, unrecorded(0, "compute"), "{ctx}");
-        let tick = unrecorded(1, "tick");
-        let rest = rest.strip_prefix(&[&*tick][..]).unwrap_or(rest);
+        let compute = before(0, "compute");
+        let rest = rest.strip_prefix(&[&*compute][..]).expect(&ctx);
+        let (tick, tick_end) = (before(1, "tick"), unrecorded(1, "tick"));
+        let rest = rest.strip_prefix(&[&*tick, &*tick_end][..]).unwrap_or(rest);
         assert!(rest.iter().all(|l| *l == "  tick();"), "{ctx}");
     }
+
+    // replay -F: the calls open when fctrace attached that the filter
+    // shows open the tree as well. Everything main's thread did after
+    // the attach was inside main (it returned last): the same lines;
+    // the other threads are outside main: no lines.
+    let under_main = fctrace_on("replay", &dir.path, &["-F", "main"]);
+    let filtered = tree_lines(&under_main);
+    assert_eq!(
+        filtered.keys().collect::<Vec<_>>(),
+        [&main_tid],
+        "{under_main}"
+    );
+    assert_eq!(filtered[&main_tid], *main, "{under_main}");
+    // -F read_command: the read_command open then (not main, around it)
+    // opens main's tree, with fgets in it.
+    let under_read = fctrace_on("replay", &dir.path, &["-F", "read_command"]);
+    let filtered = tree_lines(&under_read);
+    assert_eq!(
+        filtered[&main_tid][..4],
+        [
+            before(0, "read_command"),
+            before(1, "fgets"),
+            unrecorded(1, "fgets"),
+            unrecorded(0, "read_command")
+        ],
+        "{under_read}"
+    );
+    // The other calls of read_command, recorded, follow.
+    assert!(
+        filtered[&main_tid][4..]
+            .iter()
+            .all(|l| !l.contains("entered before") && !l.contains("entry not recorded")),
+        "{under_read}"
+    );
 }
 
 #[test]
@@ -779,6 +837,7 @@ fn detached_process_runs_on_with_its_own_code() {
     assert_eq!(
         lines,
         [
+            "  read_command() { /* entered before the trace began */",
             "  } /* read_command */ (entry not recorded)",
             "  read_command() {",
             "  } /* read_command */",
@@ -904,8 +963,9 @@ fn rust_threads_and_panics_while_attached() {
         "{ctx}"
     );
     // main was in std's read_line, deep under attach_rs::main, when
-    // fctrace attached, and back there when it detached: the first line
-    // of its task closes a call whose entry was not recorded, its calls of
+    // fctrace attached, and back there when it detached: its task opens
+    // with the C `main` and the calls down to there, entered before the
+    // trace began; the first closing line closes one of them, its calls of
     // `step` nest in attach_rs::main, which is closed at the detach, as
     // is the C `main` at depth 0.
     let tasks = tree_lines(&text);
@@ -914,8 +974,22 @@ fn rust_threads_and_panics_while_attached() {
         .find(|l| l.iter().any(|l| l.contains("attach_rs::step")))
         .expect("main's task");
     let ctx = format!("{ctx}\n{}", main[..main.len().min(40)].join("\n"));
-    assert!(main[0].trim_start().starts_with("} /* "), "{ctx}");
-    assert!(main[0].ends_with(" (entry not recorded)"), "{ctx}");
+    assert_eq!(
+        main[0], "main() { /* entered before the trace began */",
+        "{ctx}"
+    );
+    let opened = main
+        .iter()
+        .take_while(|l| l.ends_with(" { /* entered before the trace began */"))
+        .count();
+    assert!(
+        main[..opened]
+            .iter()
+            .any(|l| l.trim_start().starts_with("attach_rs::main() {")),
+        "{ctx}"
+    );
+    assert!(main[opened].trim_start().starts_with("} /* "), "{ctx}");
+    assert!(main[opened].ends_with(" (entry not recorded)"), "{ctx}");
     assert_eq!(
         main.last().copied(),
         Some("} /* main */ (detached)"),
@@ -1101,6 +1175,53 @@ fn live_mode_attaches_and_prints_the_tree() {
     assert_eq!(status.code(), Some(3));
 }
 
+/// `fctrace -p PID -F read_command` (the agent applies -F): of the calls
+/// main was in when fctrace attached (main > read_command > fgets >
+/// read), those -F shows open its tree, `main` not.
+#[test]
+fn live_mode_under_a_filter_opens_with_the_calls_it_shows() {
+    let exe = attach_program();
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    wait_in_read(pid, 2);
+    let mut t = Driven::start(Command::new(fctrace_bin()).args([
+        "-p",
+        &pid.to_string(),
+        "-F",
+        "read_command",
+    ]));
+    let err = read_lines(t.child.stderr.take().unwrap());
+    let line = err.recv_timeout(Duration::from_secs(60)).expect("attached");
+    assert!(line.contains("attached"), "{line}");
+    prog.send("go");
+    prog.wait_for("round 1");
+    let fct = t.child.id().to_string();
+    Command::new("kill").args(["-INT", &fct]).status().unwrap();
+    let (tree, st) = t.finish();
+    let said: Vec<String> = err.iter().collect();
+    assert_eq!(st.code(), Some(0), "{said:?}");
+    let tasks = tree_lines(&tree);
+    let main = tasks
+        .get(&pid.to_string())
+        .unwrap_or_else(|| panic!("no lines of main's thread in\n{tree}"));
+    assert_eq!(
+        main[..4],
+        [
+            "read_command() { /* entered before the trace began */",
+            "  fgets() { /* entered before the trace began */",
+            "  } /* fgets */ (entry not recorded)",
+            "} /* read_command */ (entry not recorded)",
+        ],
+        "{tree}"
+    );
+    assert!(!tree.contains("main()"), "{tree}");
+    prog.send("quit");
+    let (out, status) = prog.finish();
+    assert!(out.ends_with("done after 1 rounds"), "{out}");
+    assert_eq!(status.code(), Some(3));
+}
+
 #[test]
 fn a_child_forked_while_attached_is_detached_from_too() {
     let exe = attach_program();
@@ -1173,6 +1294,38 @@ fn a_process_that_only_computes() {
     );
 }
 
+/// A process asleep in usleep, attached again and again: fctrace takes
+/// its thread at a system call's entry to load the agent, where the
+/// kernel reports the first single step before any instruction ran (that
+/// stop was taken for a fault: "the process faulted (signal 5 ...) while
+/// loading the agent", about one attach in ten). Every attach succeeds,
+/// and the process runs on as natively.
+#[test]
+fn attaching_to_a_process_asleep_again_and_again() {
+    let exe = c_program("attach_nap.c", "-O2", &["-O2"]);
+    let mut prog = Driven::start(&mut Command::new(&exe));
+    prog.wait_for("ready");
+    let pid = prog.child.id();
+    for round in 0..40 {
+        let dir = TraceDir::new("attach-nap");
+        let (t, err) = start_attached(pid, &dir.path, &["--duration", "10ms"]);
+        let (_, st) = t.finish();
+        let said: Vec<String> = err.iter().collect();
+        assert_eq!(st.code(), Some(0), "attach {round}: {said:?}");
+        assert!(
+            said.iter().any(|l| l.contains("detached from process")),
+            "attach {round}: {said:?}"
+        );
+    }
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let (out, status) = prog.finish();
+    assert_eq!(out, "ready\ndone: napped");
+    assert_eq!(status.code(), Some(3));
+}
+
 /// `-k` with `-p`: the threads' system calls from the attach to the
 /// detach, under the functions that made them (the read the reader was
 /// blocked in when fctrace attached returns `<... read resumed>`).
@@ -1214,7 +1367,9 @@ fn system_calls_of_an_attached_process() {
         .copied()
         .filter(|l| !l.trim_start().starts_with("/* "))
         .collect();
-    // Blocked in read when fctrace attached: its return (or the whole
+    let (before, reader) = reader.split_at(2);
+    // Blocked in read when fctrace attached: the calls open then (reader
+    // and read), then its return (or the whole
     // call: interrupted by the attach, the kernel restarts it, maybe once
     // the events are open), then `read`'s.
     assert!(
@@ -1223,6 +1378,14 @@ fn system_calls_of_an_attached_process() {
         "{ctx}"
     );
     assert_eq!(reader[1], "  } /* read */ (entry not recorded)", "{ctx}");
+    assert_eq!(
+        before[..],
+        [
+            "reader() { /* entered before the trace began */",
+            "  read() { /* entered before the trace began */"
+        ],
+        "{ctx}"
+    );
     // got's printf writes the line "reader: 7 bytes: round 1".
     assert!(
         reader

@@ -89,20 +89,104 @@ fn three_ways_of(exe: &Path, mode: &str, rec_opts: &[&str], filter: &[&str]) -> 
 const TOP: &str =
     "top() {\n  mid() {\n    leaf();\n    leaf();\n  } /* mid */\n  leaf();\n} /* top */\n";
 
+/// The lines of a call entered while tracing was off (its entry not
+/// recorded) with `body` inside it: `call` opens (`main()`), `name`
+/// closes (`main`).
+fn entered_off(call: &str, name: &str, body: &str) -> String {
+    format!(
+        "{call} {{ /* entered while tracing was off */\n{}}} /* {name} */ (entry not recorded)\n",
+        prefix_lines(body, "  ")
+    )
+}
+
+/// Without filters, the calls open where a `trace_on` trigger turned
+/// tracing on (entered while it was off) open the tree, outermost first,
+/// so that what follows is drawn at its depth; each closes at its return,
+/// without duration (its entry was not recorded).
+#[test]
+fn calls_open_where_tracing_turned_on_open_the_tree() {
+    let opts = ["--disable", "-T", "on@trace_on"];
+    // "basic": main calls top(1), other(2), off(3), top(4) with tracing
+    // off, then on(5) (where it turns on), top(6) and printf.
+    let t = three_ways("basic", &opts, &[]);
+    let expected = format!(
+        "main() {{ /* entered while tracing was off */\n\
+         {}}} /* main */ (entry not recorded)\n",
+        prefix_lines(
+            &format!("on() {{\n  leaf();\n}} /* on */\n{TOP}printf();\n"),
+            "  "
+        )
+    );
+    assert_eq!(t, prefix_lines(&expected, "T0 "));
+    // "threads": the worker thread calls off() (where tracing turns on
+    // with off@trace_on), then top(2), and returns; main never calls off.
+    let t = three_ways("threads", &["--disable", "-T", "off@trace_on"], &[]);
+    let expected = format!(
+        "worker() {{ /* entered while tracing was off */\n\
+         {}}} /* worker */ (entry not recorded)\n",
+        prefix_lines(&format!("off() {{\n  leaf();\n}} /* off */\n{TOP}"), "  ")
+    );
+    assert_eq!(t, prefix_lines(&expected, "T0 "));
+}
+
+/// `replay --last N`: the calls open where tracing turned on that are
+/// still open at the first call shown open before it, as in the whole
+/// tree (with -F main too).
+#[test]
+fn last_calls_open_inside_the_calls_entered_while_tracing_was_off() {
+    let opts = ["--disable", "-T", "on@trace_on"];
+    let native = run_native(&program(), &["basic"]);
+    let rec = record(&program(), &["basic"], &opts);
+    assert_same_behaviour(&native, &rec.run, "--disable");
+    // main's last call is printf (the exit-time calls after main are the
+    // C runtime's, hidden).
+    let expected = prefix_lines(&entered_off("main()", "main", "printf();\n"), "T0 ");
+    for filter in [&[][..], &["-F", "main"]] {
+        let mut args = vec!["--last", "1"];
+        args.extend_from_slice(filter);
+        let t = normalized(&fctrace_on_quietly("replay", &rec.dir.path, &args));
+        assert_eq!(t, expected, "{filter:?}");
+    }
+}
+
+/// The recording's -F holds under a display filter: `replay -N other`
+/// over a `record -F on` trace opens none of the calls open where tracing
+/// turned on (main is outside on: the agent recorded nothing of it), as
+/// `replay` alone does not.
+#[test]
+fn the_recordings_filter_holds_for_the_calls_open_where_tracing_turned_on() {
+    let native = run_native(&program(), &["basic"]);
+    let opts = ["--disable", "-T", "on@trace_on", "-F", "on"];
+    let rec = record(&program(), &["basic"], &opts);
+    assert_same_behaviour(&native, &rec.run, "-F on");
+    let expected = "T0 on() {\nT0   leaf();\nT0 } /* on */\n";
+    assert_eq!(normalized(&replay_text(&rec.dir.path)), expected);
+    let t = normalized(&fctrace_on_quietly(
+        "replay",
+        &rec.dir.path,
+        &["-N", "other"],
+    ));
+    assert_eq!(t, expected);
+}
+
 #[test]
 fn trace_on_inside_a_filter_function_in_a_thread() {
     // "threads": the worker thread calls off() then top(2) and returns;
     // tracing turns on at off(), inside worker (entered while it was
-    // off). Under -F worker: off and top, in the worker's thread (the
-    // only one recorded: main never calls off). worker's own entry and
-    // return are not recorded.
+    // off). Under -F worker: worker, opened where tracing turned on,
+    // with off and top inside, in the worker's thread (the only one
+    // recorded: main never calls off). worker's own entry and return are
+    // not recorded.
     let worker_calls = format!("off() {{\n  leaf();\n}} /* off */\n{TOP}");
     let t = three_ways(
         "threads",
         &["--disable", "-T", "off@trace_on"],
         &["-F", "worker"],
     );
-    assert_eq!(t, prefix_lines(&worker_calls, "T0 "));
+    assert_eq!(
+        t,
+        prefix_lines(&entered_off("worker()", "worker", &worker_calls), "T0 ")
+    );
     // -D 1 counts from the first recorded level: worker, entered before
     // tracing was on, is not a level (as in the agent).
     let t = three_ways(
@@ -110,7 +194,13 @@ fn trace_on_inside_a_filter_function_in_a_thread() {
         &["--disable", "-T", "off@trace_on"],
         &["-F", "worker", "-D", "1"],
     );
-    assert_eq!(t, "T0 off();\nT0 top();\n");
+    assert_eq!(
+        t,
+        prefix_lines(
+            &entered_off("worker()", "worker", "off();\ntop();\n"),
+            "T0 "
+        )
+    );
     // -N worker hides everything the worker does.
     let t = three_ways(
         "threads",
@@ -124,15 +214,19 @@ fn trace_on_inside_a_filter_function_in_a_thread() {
 fn trace_on_inside_a_filter_function_then_its_return() {
     // "basic": main calls top(1), other(2), off(3), top(4), on(5), top(6),
     // then printf. Tracing turns on at on(), inside main (entered while it
-    // was off): under -F main, on and what main calls after it; nothing
-    // after main's return (the exit-time calls are outside main).
+    // was off): under -F main, main opened there, with on and what main
+    // calls after it inside; nothing after main's return (the exit-time
+    // calls are outside main).
     let t = three_ways(
         "basic",
         &["--disable", "-T", "on@trace_on"],
         &["-F", "main"],
     );
     let expected = format!("on() {{\n  leaf();\n}} /* on */\n{TOP}printf();\n");
-    assert_eq!(t, prefix_lines(&expected, "T0 "));
+    assert_eq!(
+        t,
+        prefix_lines(&entered_off("main()", "main", &expected), "T0 ")
+    );
     // Under -N main: only the exit-time calls after main's return, as an
     // unfiltered recording shows them after main: the C runtime's, hidden
     // unless --show-runtime.
@@ -159,7 +253,7 @@ fn trace_on_inside_a_filter_function_then_its_return() {
     let exit_calls = &all[end + "T0 } /* main */\n".len()..];
     assert!(!exit_calls.is_empty(), "{all}");
     assert_eq!(t, exit_calls);
-    // Under -F top: top(6) only.
+    // Under -F top: top(6) only (main, around it, is not shown).
     let t = three_ways("basic", &["--disable", "-T", "on@trace_on"], &["-F", "top"]);
     assert_eq!(t, prefix_lines(TOP, "T0 "));
 }
@@ -168,7 +262,9 @@ fn trace_on_inside_a_filter_function_then_its_return() {
 fn open_calls_ended_by_an_exception() {
     // resume_unwind.cpp: tracing turns on at on(), inside thrower <
     // passthru < catcher < main; the exception leaves thrower and passthru
-    // together (two ends at once), then catcher's handler runs.
+    // together (two ends at once), then catcher's handler runs. Those of
+    // the four the filter shows open where tracing turned on; each closes
+    // at its end.
     let exe = unwind_program();
     assert_eq!(run_native(&exe, &[]).stdout, "5\n");
     let opts = ["--disable", "-T", "on@trace_on"];
@@ -178,22 +274,30 @@ fn open_calls_ended_by_an_exception() {
     // catcher's handler.
     let handler = "__cxa_begin_catch();\nleaf(int);\n__cxa_end_catch() {\n  \
                    std::runtime_error::~runtime_error();\n} /* __cxa_end_catch */\n";
-    let t = three_ways_of(&exe, "", &opts, &["-F", "passthru"]);
-    assert_eq!(t, prefix_lines(throw, "T0 "), "-F passthru");
-    let t = three_ways_of(&exe, "", &opts, &["-F", "catcher"]);
-    assert_eq!(
-        t,
-        prefix_lines(&format!("{throw}{handler}"), "T0 "),
-        "-F catcher"
+    let thrown = entered_off(
+        "passthru(int)",
+        "passthru(int)",
+        &entered_off("thrower(int)", "thrower(int)", throw),
     );
+    let t = three_ways_of(&exe, "", &opts, &["-F", "passthru"]);
+    assert_eq!(t, prefix_lines(&thrown, "T0 "), "-F passthru");
+    let caught = entered_off(
+        "catcher(int)",
+        "catcher(int)",
+        &format!("{thrown}{handler}"),
+    );
+    let t = three_ways_of(&exe, "", &opts, &["-F", "catcher"]);
+    assert_eq!(t, prefix_lines(&caught, "T0 "), "-F catcher");
     let t = three_ways_of(&exe, "", &opts, &["-F", "main"]);
+    let main_calls = format!("{caught}leaf(int);\nprintf();\n");
     assert_eq!(
         t,
-        prefix_lines(&format!("{throw}{handler}leaf(int);\nprintf();\n"), "T0 "),
+        prefix_lines(&entered_off("main()", "main", &main_calls), "T0 "),
         "-F main"
     );
     // -N passthru: only what comes after it, in catcher and main, and
-    // after main.
+    // after main. on() is not shown: the calls open there are not opened
+    // (the agent records them only at an entry it records).
     let t = three_ways_of(&exe, "", &opts, &["-N", "passthru", "-F", "main"]);
     assert_eq!(
         t,

@@ -248,14 +248,14 @@ fn forked_children_under_a_narrower_filter() {
 #[test]
 fn disabled_start_with_a_trigger_inside_the_filter() {
     let exe = forks_program();
-    // Tracing starts at with_fork's entry: main, entered before, is not
-    // shown (its entry was not recorded; its return is recorded as an end
-    // mark, which is not shown either, so the exit-time calls after it are
-    // outside -F main), and the exec'd program starts with tracing off.
-    // The forked children inherit tracing on.
+    // Tracing starts at with_fork's entry: main, entered before, opens
+    // there (its entry was not recorded; its return is recorded as an end
+    // mark, where it closes, so the exit-time calls after it are outside
+    // -F main), and the exec'd program starts with tracing off. The
+    // forked children inherit tracing on.
     let expected = per_task(EXPECTED_F_MAIN, |task, l| match task {
-        0 if l == "main() {" || l == "} /* main */" => None,
-        0 => Some(&l[2..]),
+        0 if l == "main() {" => Some("main() { /* entered while tracing was off */"),
+        0 if l == "} /* main */" => Some("} /* main */ (entry not recorded)"),
         4 => None,
         _ => Some(l),
     });
@@ -271,7 +271,11 @@ fn disabled_start_with_a_trigger_inside_the_filter() {
         &["--disable", "-T", "with_fork@trace_on,backtrace"],
         &["-F", "main"],
     );
-    let with_bt = expected.replacen("with_fork() {", "/* backtrace: main */\nwith_fork() {", 1);
+    let with_bt = expected.replacen(
+        "  with_fork() {",
+        "  /* backtrace: main */\n  with_fork() {",
+        1,
+    );
     assert_outline_eq(&tree, &with_bt, "-T with_fork@trace_on,backtrace -F main");
 }
 
@@ -284,17 +288,20 @@ fn disabled_start_with_a_trigger_in_a_forked_child() {
     // -F with_fork only the first child's calls from child_work on are
     // shown: with_fork and fork were entered (in the parent, before the
     // fork) while tracing was off, so neither their entries nor fork's
-    // return in the child are recorded. The parent never calls child_work
-    // and records nothing.
+    // return in the child are recorded: with_fork opens where tracing
+    // turned on, and never returns (the child _exits). The parent never
+    // calls child_work and records nothing.
     let expected = "task 0: the program started
 task 1: forked by task 0
-child_work() {
-  leaf();
-  printf();
-  fflush();
-} /* child_work */
-_exit() {
-} /* _exit */ (not returned)
+with_fork() { /* entered while tracing was off */
+  child_work() {
+    leaf();
+    printf();
+    fflush();
+  } /* child_work */
+  _exit() {
+  } /* _exit */ (not returned)
+} /* with_fork */ (not returned)
 task 2: forked by task 0
 task 3: forked by task 2
 task 4: spawned by task 0
@@ -311,19 +318,21 @@ task 4: spawned by task 0
     );
     // Under -F with_daemon: the daemon's child, from child_work on
     // (with_daemon, entered in the first child's parent, is in the calls
-    // open where tracing turned on).
+    // open where tracing turned on: it opens there, and never returns).
     let expected = "task 0: the program started
 task 1: forked by task 0
 task 2: forked by task 0
 task 3: forked by task 2
-child_work() {
-  leaf();
-  printf();
-  fflush();
-} /* child_work */
-write();
-_exit() {
-} /* _exit */ (not returned)
+with_daemon() { /* entered while tracing was off */
+  child_work() {
+    leaf();
+    printf();
+    fflush();
+  } /* child_work */
+  write();
+  _exit() {
+  } /* _exit */ (not returned)
+} /* with_daemon */ (not returned)
 task 4: spawned by task 0
 ";
     let tree = three_ways(

@@ -193,12 +193,15 @@ fn trace_on_off_and_finish() {
         prefix_lines(&indent(TOP, 1), "T0 ")
     );
     assert!(t.ends_with(&expected), "{t}");
-    // --disable: nothing until on (and then everything).
+    // --disable: nothing until on (and then everything), inside main,
+    // entered while tracing was off.
     let t = record_tree("basic", &["--disable", "-T", "on@trace_on"], true);
     assert!(
         t.starts_with(&format!(
-            "T0 on() {{\nT0   leaf();\nT0 }} /* on */\n{}T0 printf();\n",
-            prefix_lines(TOP, "T0 ")
+            "T0 main() {{ /* entered while tracing was off */\n\
+             T0   on() {{\nT0     leaf();\nT0   }} /* on */\n{}T0   printf();\n\
+             T0 }} /* main */ (entry not recorded)\n",
+            prefix_lines(&indent(TOP, 1), "T0 ")
         )),
         "{t}"
     );
@@ -387,13 +390,16 @@ fn threads_per_thread_and_global() {
             indent(TOP, 1)
         )
     );
-    // --disable, turned on in the worker only.
+    // --disable, turned on in the worker only, inside worker (entered
+    // while tracing was off).
     let t = record_tree("threads", &["--disable", "-T", "off@trace_on"], true);
     assert_eq!(
         t,
         format!(
-            "T0 off() {{\nT0   leaf();\nT0 }} /* off */\n{}",
-            prefix_lines(TOP, "T0 ")
+            "T0 worker() {{ /* entered while tracing was off */\n\
+             T0   off() {{\nT0     leaf();\nT0   }} /* off */\n{}\
+             T0 }} /* worker */ (entry not recorded)\n",
+            prefix_lines(&indent(TOP, 1), "T0 ")
         )
     );
     // ... and in every thread from there on with `global`: main's top(3)
@@ -413,7 +419,14 @@ fn threads_per_thread_and_global() {
         &format!("{TOP}pthread_join();\nprintf();\n{exit_calls}"),
         "T0 ",
     );
-    let t1 = prefix_lines(&format!("off() {{\n  leaf();\n}} /* off */\n{TOP}"), "T1 ");
+    // The worker, where off() turned tracing on: inside worker.
+    let t1 = prefix_lines(
+        &format!(
+            "worker() {{ /* entered while tracing was off */\n{}}} /* worker */ (entry not recorded)\n",
+            indent(&format!("off() {{\n  leaf();\n}} /* off */\n{TOP}"), 1)
+        ),
+        "T1 ",
+    );
     assert_eq!(t, format!("{t0}{t1}"));
 }
 

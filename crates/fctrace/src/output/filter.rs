@@ -40,6 +40,9 @@
 //!    trigger turned tracing on, the agent recorded the calls open then
 //!    (entered while it was off) and marks where each ends: they count as
 //!    open calls from that entry to that mark ([`Visibility::pull`]).
+//!    For the tree, those of them shown, and those of an attach chain,
+//!    are passed on as a chain for it to open ([`Visibility::draw_opened`];
+//!    not with `-C`).
 //! 2. **Callers** (`-C FUNC`): the calls of FUNC with their subtrees, and
 //!    the chain of callers that led to each; every other call is hidden.
 //!    A call outside FUNC is held until a call of FUNC is entered under it
@@ -94,6 +97,12 @@ pub trait EventSource {
     fn history(&self) -> bool {
         false
     }
+
+    /// Whether the source chooses calls (`-F`, `-N`, `-D`, triggers...):
+    /// it does not pass on the calls open where tracing resumed.
+    fn chooses_calls(&self) -> bool {
+        false
+    }
 }
 
 impl EventSource for TaskEvents {
@@ -133,6 +142,10 @@ impl EventSource for FilteredEvents {
         }
     }
 
+    fn chooses_calls(&self) -> bool {
+        matches!(self.inner, Inner::Full(_))
+    }
+
     fn history(&self) -> bool {
         match &self.inner {
             // Chains go through to the tree.
@@ -154,6 +167,11 @@ const RESUMES: u8 = 16;
 /// shared libraries with `--no-libcall`): the calls it makes are shown in
 /// its place, at its depth.
 const HIDE: u8 = 32;
+/// A `-F` function of the recording (the agent recorded only what is
+/// inside one): the tree opens no call of a chain outside it.
+const REC_FILTER: u8 = 64;
+/// A `-N` function of the recording.
+const REC_NOTRACE: u8 = 128;
 
 /// The C runtime's own functions, which run around `main` (crt1.o, crti.o,
 /// crtbegin.o and the C library's start and exit paths) and Rust's
@@ -242,6 +260,8 @@ pub struct Filter<'t> {
     gaps: Option<bool>,
     /// The patterns of the recording's `trace_on` triggers.
     resumes: Vec<FuncPattern>,
+    /// The recording's `-F` and `-N` patterns.
+    recorded: (Vec<FuncPattern>, Vec<FuncPattern>),
     /// Options that follow the calls ([`per_call`]).
     per_call: bool,
     /// `-r`: the time range, CLOCK_MONOTONIC ns, both ends included.
@@ -411,6 +431,78 @@ fn each_function(table: &SymTab, mut f: impl FnMut(u32, &str, [&str; 3]) -> bool
     }
 }
 
+/// The index of the module of `table`'s executable.
+fn exe_module(table: &SymTab) -> u32 {
+    table
+        .modules
+        .iter()
+        .find(|m| m.path == table.exe)
+        .map_or(0, |m| m.index)
+}
+
+/// Whether `func` is hidden without its subtree ([`HIDE`]): the C
+/// runtime's (unless `--show-runtime`), a shared library's with
+/// `--no-libcall` (`exe`: [`exe_module`]).
+fn hidden(o: &Options, func: &fctrace_format::symtab::Function, exe: u32) -> bool {
+    let runtime = !o.show_runtime
+        && (RUNTIME_FUNCTIONS.contains(&func.name.as_str())
+            || (func.name.contains("ARGV_INIT_ARRAY")
+                && is_runtime(&func.name, &fctrace_symbols::demangle(&func.name))));
+    runtime || (o.no_libcall && func.module != exe)
+}
+
+/// Which calls of a chain the agent recorded (open when fctrace attached,
+/// or where a `trace_on` trigger turned tracing on) the tree opens when it
+/// reads the events unfiltered: those the recording's `-F`/`-N` chose (a
+/// call is inside a `-F` function, or is one, and neither inside nor
+/// itself a `-N` function, as the agent decides; the chain is the whole
+/// stack), but the hidden ones ([`hidden`]). With display filters the
+/// filter decides instead ([`Visibility::draw_opened`]).
+pub struct ChainChoice {
+    filters: Vec<FuncPattern>,
+    notrace: Vec<FuncPattern>,
+    display: Options,
+}
+
+impl ChainChoice {
+    /// For `trace` shown with the display options of `given`.
+    pub fn new(trace: &Trace, given: &Options) -> ChainChoice {
+        let recorded = Options::from_wire(&trace.info.options).unwrap_or_default();
+        ChainChoice {
+            filters: recorded.filters,
+            notrace: recorded.notrace,
+            display: display_only(given),
+        }
+    }
+
+    /// Per call of `chain` (function ids of `table`, outermost first):
+    /// whether it is shown.
+    pub fn shown(&self, table: Option<&SymTab>, chain: &[u32]) -> Vec<bool> {
+        let exe = table.map_or(0, exe_module);
+        let (mut in_filter, mut in_notrace) = (false, false);
+        chain
+            .iter()
+            .map(|&id| {
+                let Some(func) = table.and_then(|t| t.function(id)) else {
+                    return !in_notrace && (self.filters.is_empty() || in_filter);
+                };
+                let module = table
+                    .and_then(|t| t.module(func.module))
+                    .map_or("", |m| m.path.as_str());
+                let display = fctrace_symbols::demangle(&func.name);
+                let names = name_forms(&func.name, &display);
+                let filter = self.filters.iter().any(|p| p.matches(module, names));
+                let notrace = self.notrace.iter().any(|p| p.matches(module, names));
+                in_filter |= filter;
+                in_notrace |= notrace;
+                !in_notrace
+                    && (self.filters.is_empty() || in_filter)
+                    && !hidden(&self.display, func, exe)
+            })
+            .collect()
+    }
+}
+
 /// The thread ids of `opts.tids` that no task of the trace has.
 pub fn unmatched_tids(trace: &Trace, opts: &Options) -> Vec<u32> {
     let mut missing: Vec<u32> = opts
@@ -557,6 +649,9 @@ impl<'t> Filter<'t> {
                         .collect()
                 })
                 .unwrap_or_default(),
+            recorded: Options::from_wire(&trace.info.options)
+                .map(|o| (o.filters, o.notrace))
+                .unwrap_or_default(),
         })
     }
 
@@ -592,6 +687,7 @@ impl<'t> Filter<'t> {
             vis.resume(start);
         }
         let o = &self.opts;
+        vis.draws = self.backtraces && o.callers.is_empty();
         let callers = (!o.callers.is_empty()).then(|| {
             let mut held = Held::new(Mode::Callers, Some(flags));
             // The calls the task starts in that stage 1 shows are open
@@ -641,6 +737,9 @@ impl<'t> Filter<'t> {
             at_start: true,
             in_syscall: None,
             history: false,
+            draws: false,
+            opened: [Vec::new(), Vec::new()],
+            recorded_filters: !self.recorded.0.is_empty(),
         }
     }
 
@@ -847,6 +946,12 @@ impl<'t> Filter<'t> {
                 if any(&self.resumes, module, names) {
                     bits |= RESUMES;
                 }
+                if any(&self.recorded.0, module, names) {
+                    bits |= REC_FILTER;
+                }
+                if any(&self.recorded.1, module, names) {
+                    bits |= REC_NOTRACE;
+                }
                 let hits: Vec<usize> = o
                     .triggers
                     .iter()
@@ -869,18 +974,9 @@ impl<'t> Filter<'t> {
             });
         }
         if let Some(table) = self.trace.sessions.get(&session) {
-            let exe = table
-                .modules
-                .iter()
-                .find(|m| m.path == table.exe)
-                .map_or(0, |m| m.index);
+            let exe = exe_module(table);
             for func in &table.functions {
-                let runtime = !o.show_runtime
-                    && (RUNTIME_FUNCTIONS.contains(&func.name.as_str())
-                        || (func.name.contains("ARGV_INIT_ARRAY")
-                            && is_runtime(&func.name, &fctrace_symbols::demangle(&func.name))));
-                let libcall = o.no_libcall && func.module != exe;
-                if runtime || libcall {
+                if hidden(o, func, exe) {
                     let id = func.id as usize;
                     if flags.len() <= id {
                         flags.resize(id + 1, 0);
@@ -1263,6 +1359,15 @@ impl FullEvents {
             match self.vis.pull(&mut self.src, &mut self.ahead) {
                 Some((e, chain)) => {
                     if let Some(e) = self.vis.push_with(e, chain.as_ref()) {
+                        if self.vis.opened.iter().any(|o| !o.is_empty()) {
+                            let mut before = Vec::new();
+                            self.vis.take_opened(&e, &mut before);
+                            for o in before {
+                                self.stages(o);
+                            }
+                            self.stages(e);
+                            continue;
+                        }
                         if self.callers.is_none() && self.time.is_none() {
                             // `out` is empty: straight through.
                             return Some(e);
@@ -1345,6 +1450,9 @@ struct RawFrame {
     outer: bool,
     /// A [`HIDE`] function: not shown, what it calls is.
     hide: bool,
+    /// An outer call (of an attach chain, or open where tracing resumed)
+    /// that the tree is told to open ([`Visibility::draw_opened`]).
+    drawn: bool,
     /// The depth limit before this call (restored at its exit).
     saved_limit: u32,
 }
@@ -1396,6 +1504,15 @@ struct Visibility {
     in_syscall: Option<bool>,
     /// A history chain was read ([`EventSource::history`]).
     history: bool,
+    /// For the tree (without `-C`): the outer calls shown are passed on
+    /// as chains for the tree to open ([`draw_opened`](Self::draw_opened)).
+    draws: bool,
+    /// Outer calls to open before the next event passed on: those of an
+    /// attach chain, and those open where tracing resumed (outermost
+    /// first).
+    opened: [Vec<u32>; 2],
+    /// The recording had `-F` patterns ([`REC_FILTER`]).
+    recorded_filters: bool,
 }
 
 impl Visibility {
@@ -1446,6 +1563,78 @@ impl Visibility {
         self.stack.extend_from_slice(&known[j..]);
     }
 
+    /// For the tree ([`draws`](Self::draws)): the outer calls shown (not
+    /// [`HIDE`]) after the last call the tree has open (one whose entry
+    /// it showed, or an outer call it opened) are to be opened before the
+    /// next event passed on, as an attach chain (`attached`) or as calls
+    /// entered while tracing was off; the calls before it cannot be put
+    /// around lines already printed.
+    #[cold]
+    #[inline(never)]
+    fn draw_opened(&mut self, attached: bool) {
+        if !self.draws {
+            return;
+        }
+        let from = self
+            .stack
+            .iter()
+            .rposition(|f| (!f.outer && f.shown) || f.drawn)
+            .map_or(0, |k| k + 1);
+        // Nor those the recording's -F/-N left out (as its own tree:
+        // [`ChainChoice`]).
+        let (mut in_filter, mut in_notrace) = (!self.recorded_filters, false);
+        let flags = &self.flags.flags;
+        let opened = &mut self.opened[usize::from(!attached)];
+        for (k, f) in self.stack.iter_mut().enumerate() {
+            let bits = flags.get(f.func as usize).copied().unwrap_or(0);
+            in_filter |= bits & REC_FILTER != 0;
+            in_notrace |= bits & REC_NOTRACE != 0;
+            let recorded = in_filter && !in_notrace;
+            if k >= from && recorded && f.outer && f.shown && !f.hide && !f.drawn {
+                f.drawn = true;
+                opened.push(f.func);
+            }
+        }
+    }
+
+    /// The payload events of the outer calls to open before `e` (an
+    /// `Args` event with a chain payload, `fctrace_format::argval`, with
+    /// `e`'s time and no function: the tree opens them), in order.
+    #[cold]
+    #[inline(never)]
+    fn take_opened(&mut self, e: &Event, out: &mut Vec<Event>) {
+        for (k, funcs) in self.opened.iter_mut().enumerate() {
+            for part in funcs.chunks(fctrace_format::argval::MAX_ATTACH_CHAIN) {
+                let mut buf = vec![0u8; 4 + 4 * part.len()];
+                let mut w = fctrace_format::argval::Writer::new(&mut buf);
+                if k == 0 {
+                    w.attach_chain(part);
+                } else {
+                    w.chain(part, false, true);
+                }
+                let len = w.len();
+                out.push(Event {
+                    kind: EventKind::Args,
+                    func: u32::MAX,
+                    ..*e
+                });
+                for bytes in buf[..len].chunks(16) {
+                    let mut b = [0u8; 16];
+                    b[..bytes.len()].copy_from_slice(bytes);
+                    let word =
+                        |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+                    out.push(Event {
+                        kind: EventKind::Data,
+                        func: bytes.len() as u32,
+                        tsc: word(0),
+                        ns: word(8),
+                    });
+                }
+            }
+            funcs.clear();
+        }
+    }
+
     /// A call entered before the task's events begin (outermost first).
     fn outer_call(&mut self, func: u32) {
         let bits = self.bits(func);
@@ -1463,6 +1652,7 @@ impl Visibility {
             shown,
             outer: true,
             hide: bits & HIDE != 0,
+            drawn: false,
             saved_limit: self.limit,
         });
     }
@@ -1577,21 +1767,32 @@ impl Visibility {
             EventKind::Args if chain.is_some_and(|c| c.attached) => {
                 // The calls open when fctrace attached: outer calls for
                 // the filters (those the task's start already counts, from
-                // their exits, are kept). The tree shows their returns
-                // where they come; it does not know their depth through
-                // filters.
+                // their exits, are kept). Those shown open the tree (not
+                // those of a history chain); their returns are shown
+                // where they come.
                 if let Some(c) = chain {
                     self.open_calls(&c.funcs);
                     self.history |= c.history;
+                    if !c.history {
+                        self.draw_opened(true);
+                    }
                 }
                 None
             }
             EventKind::Args if chain.is_some_and(|c| c.end) => {
                 // The end of a call open where tracing resumed: its
-                // frame (and any left above it) is gone; never shown.
+                // frame (and any left above it) is gone; shown as its
+                // return when the tree opened it.
                 if let Some(j) = self.stack.iter().rposition(|f| f.func == e.func) {
+                    let drawn = self.stack[j].drawn;
                     while self.stack.len() > j {
                         self.pop();
+                    }
+                    if drawn {
+                        return Some(Event {
+                            kind: EventKind::Exit,
+                            ..e
+                        });
                     }
                 }
                 None
@@ -1682,6 +1883,11 @@ impl Visibility {
         }
         let hide = bits & HIDE != 0;
         let shown = !hide && self.context_shown(bits) && self.shown < saved_limit.min(self.limit);
+        // The tree opens them before this entry when it shows it (the
+        // agent records them only then).
+        if shown && resumed.is_some() {
+            self.draw_opened(false);
+        }
         if shown && backtrace && self.backtraces {
             self.notes.push_back(Note {
                 func: e.func,
@@ -1705,6 +1911,7 @@ impl Visibility {
             shown,
             outer: false,
             hide,
+            drawn: false,
             saved_limit,
         });
         shown.then_some(e)
@@ -2042,9 +2249,9 @@ mod tests {
     }
 
     /// The calls open when fctrace attached (an attach chain first in the
-    /// task): without filters the tree places everything at its depth;
-    /// with them, they are calls open for -F/-N (the filters' start
-    /// counts them once, though their exits say so too).
+    /// task) open the tree, and everything is at its depth; with filters,
+    /// they are calls open for -F/-N (the filters' start counts them
+    /// once, though their exits say so too), and those shown open it.
     #[test]
     fn calls_open_when_fctrace_attached() {
         // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf.
@@ -2060,25 +2267,29 @@ mod tests {
             ev(Exit, 0, 150),
         ]);
         let (_d, t) = one(events);
-        assert_eq!(
-            calls(&t, &Options::default()),
-            "   0.010 us |     leaf();
+        let all = "            | main() { /* entered before the trace began */
+            |   parse_args() { /* entered before the trace began */
+   0.010 us |     leaf();
             |   } /* parse_args */ (entry not recorded)
    0.010 us |   strtol();
             | } /* main */ (entry not recorded)
-"
-        );
+";
+        assert_eq!(calls(&t, &Options::default()), all);
+        // -D counts levels from the first recorded one, as the agent.
+        assert_eq!(calls(&t, &opts(|o| o.depth = Some(1))), all);
         let inside = opts(|o| o.filters = pats(&["parse_args"]));
         assert_eq!(
             calls(&t, &inside),
-            "   0.010 us | leaf();
+            "            | parse_args() { /* entered before the trace began */
+   0.010 us |   leaf();
             | } /* parse_args */ (entry not recorded)
 "
         );
         let outside = opts(|o| o.notrace = pats(&["parse_args"]));
         assert_eq!(
             calls(&t, &outside),
-            "   0.010 us | strtol();
+            "            | main() { /* entered before the trace began */
+   0.010 us |   strtol();
             | } /* main */ (entry not recorded)
 "
         );
@@ -2136,26 +2347,33 @@ mod tests {
             | } /* main */ (entry not in history)
 "
         );
-        // Every option reads it as the same attach chain would be read.
+        // With -D and -t: what an attach chain's filtered tree shows
+        // without the calls it opens (a history chain's are not drawn).
+        assert_eq!(
+            thread(&opts(|o| o.depth = Some(1))),
+            "   0.010 us | leaf();
+            | } /* parse_args */ (entry not in history)
+   0.010 us | strtol();
+            | } /* main */ (entry not in history)
+"
+        );
+        assert_eq!(
+            thread(&opts(|o| o.time_filter = Some(50))),
+            "            | } /* parse_args */ (entry not in history)
+            | } /* main */ (entry not in history)
+"
+        );
+        // -C reads it as the same attach chain would be read.
         let mut attached = payload(0, 90, |w| {
             w.attach_chain(&[0, 1]);
         });
         attached.extend_from_slice(&events_after);
         let (_a, at) = one(attached);
-        for o in [
-            Options::default(),
-            inside,
-            outside,
-            opts(|o| o.depth = Some(1)),
-            opts(|o| o.callers = pats(&["strtol"])),
-            opts(|o| o.time_filter = Some(50)),
-        ] {
-            assert_eq!(
-                thread(&o),
-                calls(&at, &o).replace("(entry not recorded)", "(entry not in history)"),
-                "{o:?}"
-            );
-        }
+        let o = opts(|o| o.callers = pats(&["strtol"]));
+        assert_eq!(
+            thread(&o),
+            calls(&at, &o).replace("(entry not recorded)", "(entry not in history)")
+        );
     }
 
     /// Backtraces recorded by the agent (`record -F strtol -T
@@ -2213,13 +2431,23 @@ mod tests {
             one(events)
         };
         let (_d, t) = resumed(true);
-        let plain = "   0.100 us | leaf();\n   0.100 us | foo(int);\n";
+        // main opens the tree where tracing resumed; it never returns.
+        let plain = "            | main() { /* entered while tracing was off */
+   0.100 us |   leaf();
+   0.100 us |   foo(int);
+            | } /* main */ (not returned)
+";
         assert_eq!(calls(&t, &Options::default()), plain);
         let f_main = opts(|o| {
             o.filters = pats(&["main"]);
             o.triggers = trigs(&["leaf@trace_on"]);
         });
         assert_eq!(calls(&t, &f_main), plain);
+        let f_leaf = opts(|o| {
+            o.filters = pats(&["leaf"]);
+            o.triggers = trigs(&["leaf@trace_on"]);
+        });
+        assert_eq!(calls(&t, &f_leaf), "   0.100 us | leaf();\n");
         let n_main = opts(|o| {
             o.notrace = pats(&["main"]);
             o.triggers = trigs(&["leaf@trace_on"]);

@@ -201,6 +201,11 @@ pub struct CallNames<'t> {
 }
 
 impl<'t> CallNames<'t> {
+    /// The trace whose functions are named.
+    pub fn trace(&self) -> &'t Trace {
+        self.trace
+    }
+
     /// Names as `--demangle=full` (the other readers' way in).
     #[allow(dead_code)]
     pub fn new(trace: &'t Trace) -> CallNames<'t> {

@@ -40,11 +40,23 @@
 //!   was killed below them, the thread was killed);
 //! - an exit of a function that is not open at all (its entry was not
 //!   recorded) prints `} /* name */ (entry not recorded)`;
-//! - the calls an attach chain or a history chain names (open when
-//!   fctrace attached, or where a flight recorder's kept history begins:
-//!   `fctrace_format::argval`) have no opening line, but what follows is
-//!   at its depth inside them; their returns print `} /* name */ (entry
-//!   not recorded)`, or `(entry not in history)` for a history chain;
+//! - the calls an attach chain names (open when fctrace attached:
+//!   `fctrace_format::argval`) open the task, `main() { /* entered before
+//!   the trace began */`; those of a history chain (open where a flight
+//!   recorder's kept history begins) have no opening line; what follows
+//!   is at its depth inside them; their returns print `} /* name */
+//!   (entry not recorded)`, or `(entry not in history)` for a history
+//!   chain, without duration;
+//! - the calls open where a `trace_on` trigger turned tracing on (a
+//!   resume chain), entered while it was off, open there, `main() { /*
+//!   entered while tracing was off */`, and close at their end marks,
+//!   `} /* main */ (entry not recorded)`;
+//! - of both chains, only the calls `-F`/`-N` show open: the recording's
+//!   filters are applied to the chain here
+//!   ([`ChainChoice`](super::filter::ChainChoice)), a display filter
+//!   passes on a chain of the calls it shows (an `Args` event without
+//!   function; a resume chain there opens all its calls) and their end
+//!   marks as returns;
 //! - a `Signal` record prints `/* signal SIGUSR1 */` (or `/* signal 40 */`)
 //!   at the current depth, without duration: the calls of the handler
 //!   follow at the same depth, as calls of the interrupted function; a
@@ -345,7 +357,7 @@ pub fn write_tree_styled(
         return write_by_time(trace, options, style, out);
     }
     let mut filter = Filter::new(trace, options, true);
-    let mut out = Sink::new(out, style, trace);
+    let mut out = Sink::new(out, style, trace, options);
     let mut summary = TreeSummary::default();
     let mut names = CallNames::with_demangle(trace, options.demangle);
     let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
@@ -387,7 +399,7 @@ fn write_by_time(
     out: &mut dyn Write,
 ) -> io::Result<TreeSummary> {
     let mut filter = Filter::new(trace, options, true);
-    let mut out = Sink::new(out, style, trace);
+    let mut out = Sink::new(out, style, trace, options);
     let mut summary = TreeSummary::default();
     let mut names = CallNames::with_demangle(trace, options.demangle);
     let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
@@ -704,6 +716,9 @@ struct Sink<'a> {
     /// system call made outside every recorded call is not shown (it
     /// belongs to calls the user left out).
     kernel_in_calls_only: bool,
+    /// Which calls of a chain recorded by the agent (attach, or where
+    /// tracing resumed) are opened when the events are not filtered.
+    choice: super::filter::ChainChoice,
 }
 
 /// Spaces of the deepest indent, in whole [`PIECE`]s.
@@ -724,7 +739,12 @@ fn put_padded(buf: &mut Vec<u8>, padded: &[u8], len: usize) {
 }
 
 impl<'a> Sink<'a> {
-    fn new(out: &'a mut dyn Write, style: &TreeStyle, trace: &Trace) -> Sink<'a> {
+    fn new(
+        out: &'a mut dyn Write,
+        style: &TreeStyle,
+        trace: &Trace,
+        options: &Options,
+    ) -> Sink<'a> {
         let fields = style.fields.as_ref().map(|f| {
             Rc::new(FieldCtx {
                 fields: f.clone(),
@@ -746,6 +766,7 @@ impl<'a> Sink<'a> {
             },
             kernel_in_calls_only: Options::from_wire(&trace.info.options)
                 .is_ok_and(|o| !o.filters.is_empty() || !o.notrace.is_empty() || o.disabled),
+            choice: super::filter::ChainChoice::new(trace, options),
         }
     }
 
@@ -1042,10 +1063,24 @@ const NOT_RECORDED: u64 = u64::MAX;
 /// recorder's snapshot begins (a history chain: its entry was dropped).
 const NOT_IN_HISTORY: u64 = u64::MAX - 1;
 
+/// `Frame::entry_ns` of a call open where tracing resumed for the thread
+/// (a `trace_on` trigger), entered while it was off: its entry was not
+/// recorded; its return is an end mark (`fctrace_format::argval`).
+const ENTERED_OFF: u64 = u64::MAX - 2;
+
+/// The opening line of a call open when fctrace attached: `main() {
+/// /* entered before the trace began */`.
+const ENTERED_BEFORE: &str = " { /* entered before the trace began */";
+
+/// The opening line of a call open where tracing resumed, entered while
+/// it was off: `main() { /* entered while tracing was off */`.
+const ENTERED_WHILE_OFF: &str = " { /* entered while tracing was off */";
+
 impl Frame {
-    /// A call of a chain (attach or history): no entry, no opening line.
+    /// A call of a chain (attach, history, or where tracing resumed): no
+    /// entry recorded, no duration.
     fn without_entry(&self) -> bool {
-        self.entry_ns >= NOT_IN_HISTORY
+        self.entry_ns >= ENTERED_OFF
     }
 }
 
@@ -1183,9 +1218,13 @@ impl<S: EventSource> TaskState<S> {
                 if matches!(self.head, Some(e) if e.kind == EventKind::Args && e.func == event.func)
                 {
                     match self.take_backtrace_or_args(summary) {
-                        // The calls open where tracing resumed: for the
-                        // display filters, not shown.
-                        Ok(bt) if bt.resume => {}
+                        // The calls open where tracing resumed, entered
+                        // while it was off: opened before this entry.
+                        Ok(bt) if bt.resume => {
+                            if !self.events.chooses_calls() {
+                                self.open_resumed(&bt.funcs, out, names)?;
+                            }
+                        }
                         Ok(bt) => {
                             let mut callers = bt.funcs;
                             if bt.cut {
@@ -1204,6 +1243,7 @@ impl<S: EventSource> TaskState<S> {
                     return self.entry_with_values(event, name, out, summary, Some(args));
                 }
                 let column = &self.column;
+                let depth = self.stack.len();
                 let leaf_exit = match self.head {
                     Some(next)
                         if next.func == event.func
@@ -1333,19 +1373,13 @@ impl<S: EventSource> TaskState<S> {
                 let bytes = self.take_payload(summary);
                 if let Some(chain) = fctrace_format::argval::decode_backtrace(&bytes) {
                     if chain.attached {
-                        self.history |= chain.history;
-                        let entry_ns = if chain.history {
-                            NOT_IN_HISTORY
-                        } else {
-                            NOT_RECORDED
-                        };
-                        for f in chain.funcs {
-                            self.stack.push(Frame {
-                                func: u64::from(f),
-                                name: names.get(self.session, f),
-                                entry_ns,
-                            });
-                        }
+                        self.open_attached(chain, out, names)?;
+                    } else if chain.end {
+                        self.close_resumed(event, out)?;
+                    } else if chain.resume {
+                        // The calls a display filter chose, open where
+                        // tracing resumed: all of them open here.
+                        self.open_calls(&chain.funcs, ENTERED_WHILE_OFF, ENTERED_OFF, out, names)?;
                     }
                 }
                 Ok(())
@@ -1481,6 +1515,123 @@ impl<S: EventSource> TaskState<S> {
         }
         text.push_str(" */");
         out.line(None, &self.column, self.stack.len(), &[&text])
+    }
+
+    /// Tracing resumed for the thread at an entry (without `-F`/`-N`),
+    /// with the calls of `chain` open (outermost first, as the agent walked the stack): those
+    /// the tree has not open (entered while tracing was off) are opened,
+    /// `name() { /* entered while tracing was off */`, after the last one
+    /// it has open (a call it has open is found in the chain in order; the
+    /// calls of the chain before it that it has not are not drawn: they
+    /// cannot be put around lines already printed).
+    #[cold]
+    #[inline(never)]
+    fn open_resumed(
+        &mut self,
+        chain: &[u32],
+        out: &mut Sink,
+        names: &mut CallNames,
+    ) -> io::Result<()> {
+        let mut j = 0;
+        for frame in &self.stack {
+            match chain[j..].iter().position(|&f| u64::from(f) == frame.func) {
+                Some(k) => j += k + 1,
+                None => break,
+            }
+        }
+        let shown = out
+            .choice
+            .shown(names.trace().sessions.get(&self.session), chain);
+        let opened: Vec<u32> = (j..chain.len())
+            .filter(|&i| shown[i])
+            .map(|i| chain[i])
+            .collect();
+        self.open_calls(&opened, ENTERED_WHILE_OFF, ENTERED_OFF, out, names)
+    }
+
+    /// An attach chain (or a history chain) without display filters (or
+    /// the calls a display filter chose of one): its calls shown
+    /// ([`ChainChoice`](super::filter::ChainChoice)) open the task,
+    /// `name() { /* entered before the trace began */`; those of a history
+    /// chain have no opening line.
+    #[cold]
+    #[inline(never)]
+    fn open_attached(
+        &mut self,
+        chain: fctrace_format::argval::Backtrace,
+        out: &mut Sink,
+        names: &mut CallNames,
+    ) -> io::Result<()> {
+        self.history |= chain.history;
+        if chain.history {
+            for f in chain.funcs {
+                let name = names.get(self.session, f);
+                self.stack.push(Frame {
+                    func: u64::from(f),
+                    name,
+                    entry_ns: NOT_IN_HISTORY,
+                });
+            }
+            return Ok(());
+        }
+        let funcs = if self.events.chooses_calls() {
+            chain.funcs
+        } else {
+            let shown = out
+                .choice
+                .shown(names.trace().sessions.get(&self.session), &chain.funcs);
+            (chain.funcs.iter().zip(shown))
+                .filter_map(|(&f, shown)| shown.then_some(f))
+                .collect()
+        };
+        self.open_calls(&funcs, ENTERED_BEFORE, NOT_RECORDED, out, names)
+    }
+
+    /// Opens the calls of `funcs` (outermost first), whose entries were
+    /// not recorded: `name` then `text` at its depth (`entry_ns`: why).
+    fn open_calls(
+        &mut self,
+        funcs: &[u32],
+        text: &str,
+        entry_ns: u64,
+        out: &mut Sink,
+        names: &mut CallNames,
+    ) -> io::Result<()> {
+        for &f in funcs {
+            let name = names.get(self.session, f);
+            let depth = self.stack.len();
+            out.line(None, &self.column, depth, &[&name.name, text])?;
+            self.stack.push(Frame {
+                func: u64::from(f),
+                name,
+                entry_ns,
+            });
+        }
+        Ok(())
+    }
+
+    /// The end mark of a call open where tracing resumed (it returned or
+    /// was unwound): the innermost such call of its function is closed,
+    /// `} /* name */ (entry not recorded)`, the calls above it as not
+    /// returned. An end mark of a call the tree did not open is skipped.
+    #[cold]
+    #[inline(never)]
+    fn close_resumed(&mut self, event: Event, out: &mut Sink) -> io::Result<()> {
+        let func = u64::from(event.func);
+        let Some(j) = self
+            .stack
+            .iter()
+            .rposition(|f| f.func == func && f.entry_ns == ENTERED_OFF)
+        else {
+            return Ok(());
+        };
+        while self.stack.len() > j + 1 {
+            self.close_not_returned(out)?;
+        }
+        match self.stack.pop() {
+            Some(frame) => self.close_unrecorded(event, frame, j, out),
+            None => Ok(()),
+        }
     }
 
     /// The return (or unwinding) of a call open when fctrace attached,
@@ -1903,7 +2054,8 @@ mod tests {
     #[test]
     fn calls_open_when_fctrace_attached_close_at_their_depth() {
         // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf. main > parse_args
-        // were running when fctrace attached (an attach chain first).
+        // were running when fctrace attached (an attach chain first): they
+        // open the tree.
         let mut events = crate::output::testutil::payload_events(Args, 0, 900, |w| {
             assert!(w.attach_chain(&[0, 1]));
         });
@@ -1921,6 +2073,8 @@ mod tests {
         assert_eq!(
             body,
             [
+                "            [ 4321] | main() { /* entered before the trace began */",
+                "            [ 4321] |   parse_args() { /* entered before the trace began */",
                 "   0.100 us [ 4321] |     leaf();",
                 "            [ 4321] |   } /* parse_args */ (entry not recorded)",
                 "   0.100 us [ 4321] |   strtol();",
@@ -1984,7 +2138,12 @@ mod tests {
         );
         // In colour, the marker is painted as `(entry not recorded)` is.
         let mut bytes = Vec::new();
-        let mut sink = Sink::new(&mut bytes, &TreeStyle::default(), &trace);
+        let mut sink = Sink::new(
+            &mut bytes,
+            &TreeStyle::default(),
+            &trace,
+            &Options::default(),
+        );
         sink.painted_line(
             None,
             &Column::new(7),

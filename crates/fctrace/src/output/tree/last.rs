@@ -23,8 +23,10 @@
 //! show them. The first call shown is the one whose entry is the N-th
 //! last; the calls open at that entry come before it as their opening
 //! lines at their depths (without their argument values), closed where
-//! they end as in the whole tree; calls of an attach or history chain keep
-//! having no opening line. From that entry on, the task's lines are those
+//! they end as in the whole tree; calls open when fctrace attached or
+//! where tracing resumed open as in the whole tree (`main() { /* entered
+//! before the trace began */`), those of a history chain have no opening
+//! line. From that entry on, the task's lines are those
 //! of the whole tree (`--task-order`): durations, markers, the fatal
 //! signal's line and the calls closed `(not returned)` after it.
 //!
@@ -39,7 +41,10 @@
 //! open calls, depths and values are exactly the whole tree's). Memory is
 //! that of the tree (the open calls) plus a few numbers per task.
 
-use super::{task_header, write_task_lines, Frame, Sink, TaskState, TreeStyle, TreeSummary};
+use super::{
+    task_header, write_task_lines, Frame, Sink, TaskState, TreeStyle, TreeSummary, ENTERED_BEFORE,
+    ENTERED_OFF, ENTERED_WHILE_OFF, NOT_RECORDED,
+};
 use crate::output::filter::{EventSource, Filter};
 use crate::output::names::CallNames;
 use crate::output::Progress;
@@ -152,9 +157,9 @@ pub(super) fn write_last(
     out: &mut dyn Write,
 ) -> io::Result<TreeSummary> {
     let mut filter = Filter::new(trace, options, true);
-    let mut out = Sink::new(out, style, trace);
+    let mut out = Sink::new(out, style, trace, options);
     let mut nowhere = io::sink();
-    let mut skipped = Sink::new(&mut nowhere, style, trace);
+    let mut skipped = Sink::new(&mut nowhere, style, trace, options);
     let mut summary = TreeSummary::default();
     let mut names = CallNames::with_demangle(trace, options.demangle);
     let events = trace.info.events;
@@ -265,14 +270,23 @@ impl Pass<'_, '_, '_, '_> {
         let info = task.column.info.as_ref();
         let prev = info.map(|i| i.prev.take());
         for (depth, frame) in task.stack.iter().enumerate() {
-            if frame.without_entry() {
-                continue;
-            }
-            if let Some(info) = info {
-                context_info(info, frame, task.session, self.names);
-            }
+            // Calls open when fctrace attached or where tracing resumed
+            // open as in the whole tree; those of a history chain do not.
+            let text = match frame.entry_ns {
+                NOT_RECORDED => ENTERED_BEFORE,
+                ENTERED_OFF => ENTERED_WHILE_OFF,
+                _ if frame.without_entry() => continue,
+                _ => {
+                    if let Some(info) = info {
+                        context_info(info, frame, task.session, self.names);
+                    }
+                    self.out
+                        .text_line(None, &task.column, depth, frame.name.open_line())?;
+                    continue;
+                }
+            };
             self.out
-                .text_line(None, &task.column, depth, frame.name.open_line())?;
+                .line(None, &task.column, depth, &[&frame.name.name, text])?;
         }
         if let (Some(info), Some(prev)) = (info, prev) {
             info.prev.set(prev);
@@ -390,6 +404,46 @@ mod tests {
 
 # task 12: pid 10, tid 12 (prog), /usr/bin/prog, thread of task 10
 # no calls
+"
+        );
+    }
+
+    /// An attach: the calls open when fctrace attached that are still
+    /// open at the first call shown open before it, as in the whole tree.
+    #[test]
+    fn last_calls_of_an_attach() {
+        use crate::output::testutil::{ev, fake_trace, payload_events, FakeTask};
+        use fctrace_format::event::EventKind::{Args, Entry, Exit};
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf.
+        let mut main = payload_events(Args, 0, 100, |w| {
+            assert!(w.attach_chain(&[0, 1]));
+        });
+        main.extend([
+            ev(Entry, 3, 200),
+            ev(Exit, 3, 210),
+            ev(Exit, 1, 300),
+            ev(Entry, 2, 400),
+            ev(Exit, 2, 410),
+            ev(Exit, 0, 500),
+        ]);
+        let (_dir, trace) = fake_trace(&[FakeTask::main(10, main)]);
+        let style = TreeStyle {
+            last: Some(1),
+            ..TreeStyle::default()
+        };
+        let mut out = Vec::new();
+        let summary =
+            super::super::write_tree_styled(&trace, &Options::default(), &style, &mut out).unwrap();
+        assert!(summary.errors.is_empty());
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\
+# DURATION     TID     FUNCTION
+# task 10: pid 10, tid 10 (prog), /usr/bin/prog, the program started
+# last 1 of 2 calls; the task that ended last
+            [   10] | main() { /* entered before the trace began */
+   0.010 us [   10] |   strtol();
+            [   10] | } /* main */ (entry not recorded)
 "
         );
     }
