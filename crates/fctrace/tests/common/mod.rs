@@ -80,6 +80,7 @@ mod exports;
 mod info_json;
 mod notes;
 mod scratch;
+mod signals;
 mod sqlite_build;
 pub mod vm;
 // (each test file uses only some of the shared helpers)
