@@ -221,7 +221,7 @@ fn duckdb_failing_query_as_natively() {
     assert!(
         check.status.success(),
         "the duckdb module is missing: python3 -m pip install --break-system-packages duckdb \
-         (.ci/run does)"
+         (./scripts/test installs it)"
     );
     // The first query fails inside DuckDB (a C++ exception, caught and
     // turned into a Python exception); the second one works.
