@@ -43,10 +43,12 @@ pub fn man(args: ManArgs) -> anyhow::Result<ExitCode> {
         args.dir
     };
     let code = write_pages(&cmd, dir.as_deref())?;
-    if let (true, Some(dir)) = (args.install, &dir) {
-        println!("manual pages written to {}", dir.display());
+    match (args.install, &dir) {
+        (true, Some(dir)) => {
+            write_stdout(format!("manual pages written to {}\n", dir.display()).as_bytes())
+        }
+        _ => Ok(code),
     }
-    Ok(code)
 }
 
 /// `BIN/../share/man/man1` of the running fctrace (BIN its directory),
