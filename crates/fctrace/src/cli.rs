@@ -140,6 +140,12 @@ pub struct ManArgs {
     /// ~/.local/share/man/man1`
     #[arg(long = "dir", value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Write the pages into the manual directory next to the fctrace
+    /// binary, BIN/../share/man/man1 (~/.cargo/share/man/man1 after
+    /// `cargo install`), where `man fctrace` finds them while BIN is on
+    /// PATH; prints the directory
+    #[arg(long = "install", conflicts_with = "dir")]
+    pub install: bool,
 }
 
 /// What to trace: shared by live mode and `record`.

@@ -415,7 +415,7 @@ fn attach_errors_are_clear() {
         .args(["-o", "/dev/null", "-p", &pid])
         .stderr(Stdio::null())
         .spawn()
-        .expect("strace is needed (.ci/run installs it)");
+        .expect("strace is needed (./scripts/test installs it)");
     let status_file = format!("/proc/{pid}/status");
     let traced = || {
         std::fs::read_to_string(&status_file)

@@ -126,7 +126,7 @@ fn decode(file: &Path) -> Decoded {
         .unwrap_or_else(|e| {
             panic!(
                 "cannot run protoc ({e}): install the protobuf-compiler package \
-                 (apt-get install protobuf-compiler; .ci/run does)"
+                 (apt-get install protobuf-compiler; ./scripts/test does)"
             )
         });
     let mut d = Decoded::default();

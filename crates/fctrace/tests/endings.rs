@@ -553,9 +553,7 @@ fn sigterm_to_fctrace_alone_reaches_a_handler_once() {
 /// its child, then to its whole process group).
 fn under_timeout(command: &[&OsStr]) -> Run {
     let timeout = "timeout";
-    if Command::new(timeout).arg("--version").output().is_err() {
-        panic!("timeout not found: apt-get install coreutils");
-    }
+    require_tool(timeout, "coreutils");
     let mut cmd = Command::new(timeout);
     cmd.args(["-s", "INT", "5"]).args(command);
     run_with_timeout(&mut cmd, LIMIT)

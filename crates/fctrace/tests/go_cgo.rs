@@ -65,9 +65,7 @@ fn go_build(name: &str, files: &[&str], flags: &[&str], cgo: bool) -> PathBuf {
     if out.exists() {
         return out;
     }
-    let go = which("go").unwrap_or_else(|| {
-        panic!("the Go compiler is needed for this test: apt-get install golang-go")
-    });
+    let go = require_tool("go", "golang-go");
     let work = dir.join("src");
     std::fs::create_dir_all(&work).unwrap();
     for f in files.iter().copied() {
@@ -94,15 +92,6 @@ fn go_build(name: &str, files: &[&str], flags: &[&str], cgo: bool) -> PathBuf {
     std::fs::rename(&tmp, &out).unwrap();
     out
 }
-
-fn which(tool: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join(tool))
-            .find(|f| f.is_file())
-    })
-}
-
 /// The message that says the Go code is not traced.
 const GO_NOTE: &str = "its Go code (0x";
 

@@ -70,7 +70,7 @@ fn check(flags: &[&str], suffix: &str, record_opts: &[&str]) {
     let found = Command::new("gprof").arg("--version").output();
     assert!(
         found.is_ok_and(|o| o.status.success()),
-        "gprof is missing: apt-get install binutils (.ci/run does)"
+        "gprof is missing: apt-get install binutils (./scripts/test installs it)"
     );
     let mut all = flags.to_vec();
     all.push("-pg");

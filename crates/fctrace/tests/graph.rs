@@ -503,7 +503,7 @@ fn demangle_names_the_graphs_functions() {
     assert!(raw.contains("_ZNK3geo3BoxIlE3getEi"), "{raw:?}");
 }
 
-/// Graphviz's `dot` (package graphviz, installed by .ci/run).
+/// Graphviz's `dot` (package graphviz, installed by ./scripts/test).
 fn dot() -> &'static str {
     let ok = Command::new("dot")
         .arg("-V")
@@ -511,7 +511,7 @@ fn dot() -> &'static str {
         .is_ok_and(|o| o.status.success());
     assert!(
         ok,
-        "`dot` is missing: install the graphviz package (apt-get install graphviz; .ci/run does)"
+        "`dot` is missing: install the graphviz package (apt-get install graphviz; ./scripts/test does)"
     );
     "dot"
 }

@@ -20,15 +20,7 @@ const ROUNDS: u64 = 3;
 const JVM_NOTE: &str = "/libjvm.so (the JVM) is not traced";
 
 fn java_tool(name: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join(name))
-                .find(|f| f.is_file())
-        })
-        .unwrap_or_else(|| {
-            panic!("{name} is needed for this test: apt-get install default-jdk-headless")
-        })
+    require_tool(name, "default-jdk-headless")
 }
 
 /// programs/jvm/Work.java compiled (cached by its hash); the class

@@ -381,12 +381,17 @@ fn refused_tracepoints_are_explained_and_functions_recorded() {
     std::os::unix::fs::chown(&work, Some(65534), Some(65534)).unwrap();
     std::os::unix::fs::chown(&src, Some(65534), Some(65534)).unwrap();
     let trace = work.join("trace");
+    // fctrace and the program where nobody reaches them (the build
+    // directory may be out of its reach: a clone in /root, mode 700).
+    let (fctrace_copy, exe_copy) = (work.join("fctrace"), work.join("syscalls"));
+    std::fs::copy(fctrace_bin(), &fctrace_copy).unwrap();
+    std::fs::copy(&exe, &exe_copy).unwrap();
     let r = run(Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(fctrace_bin())
+        .arg(&fctrace_copy)
         .args(["record", "-k", "-d"])
         .arg(&trace)
-        .arg(&exe)
+        .arg(&exe_copy)
         .arg(&src)
         .arg(&dst));
     assert_no_panic(&r);

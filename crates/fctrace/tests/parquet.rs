@@ -45,7 +45,7 @@ fn duckdb(dir: &Path, sql: &str) -> Vec<Vec<Value>> {
         .args(["-c", script, sql]));
     assert!(
         !r.stderr.contains("No module named 'duckdb'"),
-        "DuckDB is missing: `python3 -m pip install --break-system-packages duckdb` (.ci/run does)"
+        "DuckDB is missing: `python3 -m pip install --break-system-packages duckdb` (./scripts/test installs it)"
     );
     assert!(r.success(), "duckdb: {sql}\n{}", r.describe());
     serde_json::from_str(&r.stdout).unwrap()

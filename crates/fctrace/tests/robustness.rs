@@ -129,11 +129,7 @@ impl SmallDisk {
                 let _ = std::fs::remove_dir(&path);
                 None
             }
-            Err(e) => {
-                eprintln!("SKIPPED: cannot run mount: {e}");
-                let _ = std::fs::remove_dir(&path);
-                None
-            }
+            Err(e) => panic!("cannot run mount ({e}): apt-get install mount"),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The terminal: colour (`--color`, NO_COLOR), the pager (`less -R`,
 //! FCTRACE_PAGER, PAGER, `--no-pager`, quitting it early), `-o FILE`, the
-//! listing of a bare `fctrace`, shell completions, the manual page, and
+//! listing of a bare `fctrace`, shell completions, the manual page, the
+//! README's steps that install them (in a clean HOME), and
 //! examples/demo.sh under CARGO_TARGET_DIR.
 //!
 //! A terminal is util-linux's `script`, which runs a command on a new
@@ -441,9 +442,7 @@ impl Session {
 
 #[test]
 fn less_by_default_and_quitting_it_with_q() {
-    if Command::new("less").arg("--version").output().is_err() {
-        panic!("less is needed (.ci/run installs it)");
-    }
+    require_tool("less", "less");
     let rec = long_recording();
     let d = rec.dir.path.to_str().unwrap();
     for args in [vec!["replay", "-d", d], vec!["report", "-d", d]] {
@@ -622,7 +621,8 @@ fn completions_load_in_bash_zsh_and_fish() {
     words.sort();
     assert_eq!(words, ["replay", "report"], "{}", r.describe());
 
-    if Command::new("zsh").arg("--version").output().is_ok() {
+    {
+        require_tool("zsh", "zsh");
         let file = dir.path.join("_fctrace");
         std::fs::write(&file, fctrace(&["completions", "zsh"]).stdout).unwrap();
         let r = run(Command::new("zsh")
@@ -635,7 +635,8 @@ fn completions_load_in_bash_zsh_and_fish() {
         r.expect_success();
         assert_eq!(r.stdout.trim(), "_fctrace", "{}", r.describe());
     }
-    if Command::new("fish").arg("--version").output().is_ok() {
+    {
+        require_tool("fish", "fish");
         let file = dir.path.join("fctrace.fish");
         std::fs::write(&file, fctrace(&["completions", "fish"]).stdout).unwrap();
         let r = run(Command::new("fish")
@@ -656,8 +657,94 @@ fn completions_load_in_bash_zsh_and_fish() {
     }
 }
 
-/// A manual page rendered as text by groff (through `man -l` when man is
-/// there).
+/// The shell lines of README.md between its `install-steps` markers.
+fn readme_install_steps() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let start = readme
+        .find("<!-- install-steps: begin")
+        .expect("no install-steps markers in README.md");
+    let end = readme[start..].find("<!-- install-steps: end -->").unwrap() + start;
+    readme[start..end]
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("```"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// A shell of a `cargo install` user: HOME is `home`, PATH its
+/// `.cargo/bin` and the system's, nothing else from the test's
+/// environment.
+fn in_home(home: &Path, program: &str, args: &[&str]) -> Run {
+    let path = format!("{}:/usr/bin:/bin", home.join(".cargo/bin").display());
+    run(Command::new(program)
+        .args(args)
+        .current_dir(home)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", path)
+        .env("TERM", "dumb")
+        .env("MANWIDTH", "100"))
+}
+
+/// The README's steps for the manual pages and completions, run as
+/// written in a clean HOME holding fctrace in ~/.cargo/bin (where
+/// `cargo install` puts it): then `man fctrace` finds the pages, an
+/// interactive bash (no bash-completion package needed), zsh and fish
+/// complete fctrace.
+#[test]
+fn readme_install_steps_work_in_a_clean_home() {
+    for (tool, package) in [("man", "man-db"), ("zsh", "zsh"), ("fish", "fish")] {
+        require_tool(tool, package);
+    }
+    let dir = scratch("terminal-clean-home");
+    let home = dir.path.join("home");
+    std::fs::create_dir_all(home.join(".cargo/bin")).unwrap();
+    std::fs::copy(fctrace_bin(), home.join(".cargo/bin/fctrace")).unwrap();
+    let steps = readme_install_steps();
+    let r = in_home(&home, "bash", &["-euc", &steps]);
+    assert!(
+        r.success(),
+        "the README's steps failed:\n{steps}\n{}",
+        r.describe()
+    );
+
+    let r = in_home(&home, "man", &["-w", "fctrace"]);
+    assert_eq!(
+        r.stdout.trim(),
+        home.join(".cargo/share/man/man1/fctrace.1")
+            .to_str()
+            .unwrap(),
+        "{}",
+        r.describe()
+    );
+    let r = in_home(&home, "man", &["fctrace-replay"]);
+    assert!(
+        r.success() && r.stdout.contains("--caller-filter"),
+        "{}",
+        r.describe()
+    );
+
+    let r = in_home(&home, "bash", &["-ic", "complete -p fctrace"]);
+    assert!(
+        r.stdout.starts_with("complete ") && r.stdout.trim_end().ends_with(" fctrace"),
+        "bash: {}",
+        r.describe()
+    );
+    let r = in_home(&home, "zsh", &["-ic", "print -r -- $_comps[fctrace]"]);
+    assert_eq!(r.stdout.trim(), "_fctrace", "zsh: {}", r.describe());
+    let r = in_home(&home, "fish", &["-c", "complete -C 'fctrace rep'"]);
+    let mut words: Vec<&str> = r
+        .stdout
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    words.sort();
+    assert_eq!(words, ["replay", "report"], "fish: {}", r.describe());
+}
+
+/// A manual page rendered as text by groff.
 fn render_page(page: &Path) -> String {
     let r = run(Command::new("groff")
         .args(["-man", "-Tutf8", "-P", "-c", "-ww"])
@@ -700,7 +787,8 @@ fn manual_pages_render() {
     ] {
         assert!(text.contains(want), "{want:?} not in the page:\n{text}");
     }
-    if Command::new("man").arg("--version").output().is_ok() {
+    {
+        require_tool("man", "man-db");
         let r = run(Command::new("man")
             .args(["-l", "-P", "cat"])
             .arg(&file)

@@ -32,9 +32,7 @@ impl Tmux {
     /// `before-tui` first and, after the TUI, its exit status, the
     /// terminal's `icanon` and `echo` settings and `modes-end`.
     fn start(args: &[&OsStr]) -> Tmux {
-        if Command::new("tmux").arg("-V").output().is_err() {
-            panic!("tmux is needed by this test: install the Debian package tmux (.ci/run does)");
-        }
+        require_tool("tmux", "tmux");
         let dir = tempfile::Builder::new()
             .prefix("fct-tmux")
             .tempdir_in("/tmp")

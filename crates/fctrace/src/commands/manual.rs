@@ -6,6 +6,7 @@
 use crate::cli::{CompletionsArgs, ManArgs};
 use anyhow::Context;
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Prints the completion script of the shell.
@@ -31,14 +32,46 @@ When set and not empty, \fB\-\-color auto\fR does not colour.
 \fBfctrace\-record\fR(1), \fBfctrace\-replay\fR(1), \fBfctrace\-report\fR(1), \fBfctrace\-info\fR(1), \fBuftrace\fR(1), \fBstrace\fR(1)
 "#;
 
-/// Prints fctrace.1, or writes it and a page per command into `--dir`.
+/// Prints fctrace.1, or writes it and a page per command into `--dir`
+/// or, with `--install`, next to the binary.
 pub fn man(args: ManArgs) -> anyhow::Result<ExitCode> {
     let mut cmd = crate::cli::command().disable_help_subcommand(true);
     cmd.build();
-    match args.dir {
+    let dir = if args.install {
+        Some(install_dir()?)
+    } else {
+        args.dir
+    };
+    let code = write_pages(&cmd, dir.as_deref())?;
+    match (args.install, &dir) {
+        (true, Some(dir)) => {
+            write_stdout(format!("manual pages written to {}\n", dir.display()).as_bytes())
+        }
+        _ => Ok(code),
+    }
+}
+
+/// `BIN/../share/man/man1` of the running fctrace (BIN its directory),
+/// created if missing. man-db adds `BIN/../share/man` to its search path
+/// for each BIN on PATH, so the pages are found without MANPATH.
+fn install_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the fctrace binary")?;
+    let prefix = exe
+        .parent()
+        .and_then(Path::parent)
+        .with_context(|| format!("{} has no parent directory", exe.display()))?;
+    let dir = prefix.join("share/man/man1");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Prints fctrace.1 (no `dir`), or writes it and a page per command into
+/// `dir`.
+fn write_pages(cmd: &clap::Command, dir: Option<&Path>) -> anyhow::Result<ExitCode> {
+    match dir {
         None => {
             let mut out = Vec::new();
-            render(&cmd, &mut out)?;
+            render(cmd, &mut out)?;
             write_stdout(&out)
         }
         Some(dir) => {

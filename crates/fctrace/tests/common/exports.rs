@@ -31,17 +31,6 @@ pub fn shown_names(report: &Report) -> Vec<String> {
         .collect()
 }
 
-/// Fails naming the Debian package when a tool a test needs is missing.
-pub fn require_tool(tool: &str, package: &str) {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false);
-    assert!(
-        found,
-        "{tool} is not installed: install the Debian package `{package}` (.ci/run does)"
-    );
-}
-
 /// A directory of a test's outputs kept after the run (screenshots, files
 /// to look at): `<CARGO_TARGET_TMPDIR>/outputs/<name>`, emptied first.
 pub fn output_dir(name: &str) -> PathBuf {

@@ -347,9 +347,15 @@ pub fn spawn_captured(cmd: &mut Command, stdin: Stdio) -> Spawned {
     cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start `{cmdline}`: {e}"));
+    let mut child = cmd.spawn().unwrap_or_else(|e| {
+        let program = Path::new(cmd.get_program());
+        match program.file_name().and_then(|n| n.to_str()).map(package_of) {
+            Some(Some(package)) if e.kind() == std::io::ErrorKind::NotFound => {
+                panic!("{}", missing_tool(&program.to_string_lossy(), package))
+            }
+            _ => panic!("cannot start `{cmdline}`: {e}"),
+        }
+    });
     fn read_all(mut from: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
             let mut v = Vec::new();
@@ -413,6 +419,57 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Run {
         // Polling for the time limit only; the result does not depend on it.
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// The Debian package of a tool the tests run (what `scripts/test`
+/// installs for it).
+pub fn package_of(tool: &str) -> Option<&'static str> {
+    const SAME_NAME: &[&str] = &[
+        "zsh", "fish", "tmux", "less", "strace", "valgrind", "chromium", "cpio", "python3", "gcc",
+        "g++",
+    ];
+    if let Some(name) = SAME_NAME.iter().find(|t| **t == tool) {
+        return Some(name);
+    }
+    Some(match tool {
+        "man" => "man-db",
+        "groff" => "groff-base",
+        "script" => "bsdutils",
+        "setpriv" | "unshare" => "util-linux",
+        "dot" => "graphviz",
+        "protoc" => "protobuf-compiler",
+        "node" => "nodejs",
+        "go" => "golang-go",
+        "java" | "javac" => "default-jdk-headless",
+        "qemu-system-x86_64" => "qemu-system-x86",
+        "busybox" => "busybox-static",
+        "xz" => "xz-utils",
+        "kill" => "procps",
+        "gprof" | "objdump" | "objcopy" | "readelf" | "strip" | "c++filt" | "ld.gold" => "binutils",
+        "timeout" | "mkfifo" | "env" | "id" => "coreutils",
+        "mount" | "umount" => "mount",
+        "ldd" => "libc-bin",
+        _ => return None,
+    })
+}
+
+/// What a test says when a tool it needs is missing.
+fn missing_tool(tool: &str, package: &str) -> String {
+    format!(
+        "{tool} not found: apt-get install {package} \
+         (or run ./scripts/test, which installs what the tests need)"
+    )
+}
+
+/// The path of `tool` on PATH; a missing tool fails the test with the
+/// line that installs its Debian `package` (never a silent skip).
+#[track_caller]
+pub fn require_tool(tool: &str, package: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{}", missing_tool(tool, package)))
 }
 
 pub fn run(cmd: &mut Command) -> Run {

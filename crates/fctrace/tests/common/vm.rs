@@ -29,11 +29,7 @@ pub const BOOT_TIMEOUT: Duration = Duration::from_secs(150);
 /// The path of `name` on `PATH`, or a failed test saying what to install.
 #[track_caller]
 pub fn require(name: &str, package: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{name} is missing: apt-get install {package}"))
+    super::require_tool(name, package)
 }
 
 /// An initramfs being put together in a scratch directory.
