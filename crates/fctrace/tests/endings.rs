@@ -613,7 +613,16 @@ fn timeout_sigint_gives_python_its_keyboard_interrupt() {
     // second KeyboardInterrupt (or, later, `lost sys.stderr`).
     let script = "import time\nprint('ready', flush=True)\ntry:\n    time.sleep(60)\n\
                   except KeyboardInterrupt:\n    sum(range(3000000))\n    raise\n";
-    let native = under_timeout(&[python.as_os_str(), OsStr::new("-c"), OsStr::new(script)]);
+    // timeout sends SIGINT to python, then to its process group (python
+    // again): the kernel merges the two pending signals, but on a busy
+    // machine the second can come after Python took the first, and a
+    // second KeyboardInterrupt interrupts the handling of the first (seen
+    // natively in 1 run of 8 while two test suites ran). fctrace passes one
+    // on for the pair; compare with a native run where the two were one.
+    let native = (0..5)
+        .map(|_| under_timeout(&[python.as_os_str(), OsStr::new("-c"), OsStr::new(script)]))
+        .find(|r| !r.stderr.contains("During handling of the above exception"))
+        .expect("5 native runs each got two KeyboardInterrupts");
     // Twice: the second copy's timing varied (it was seen in one run of
     // two before the fix).
     for _ in 0..2 {
