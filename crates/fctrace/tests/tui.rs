@@ -607,6 +607,18 @@ fn loading_without_a_terminal_and_damaged_traces() {
         r.describe()
     );
 
+    // Its line to a full disk: an error said, no panic.
+    let full = std::process::Command::new(fctrace_bin())
+        .args(["tui", "--exit-after-load", "-d"])
+        .arg(&rec.dir.path)
+        .stdout(fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(1), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
     let missing = rec.dir.path.join("nothing-here");
     let (t, p) = (
         load(&missing),

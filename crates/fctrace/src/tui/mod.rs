@@ -19,7 +19,7 @@ use crate::output::{filter, warn};
 use fctrace_format::store::Trace;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -56,14 +56,17 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
         })
         .map_err(|_| anyhow::anyhow!("loading stopped"))?;
         progress.finish();
-        println!(
+        // A full disk or a closed pipe is an error said, not a panic.
+        writeln!(
+            std::io::stdout(),
             "{} events, {} tasks, {} functions, {} call paths, loaded in {:.3} s",
             model.events,
             model.tasks.len(),
             model.names.len(),
             model.nodes(),
             start.elapsed().as_secs_f64()
-        );
+        )
+        .map_err(|e| anyhow::anyhow!("cannot write to stdout: {e}"))?;
         return crate::commands::finish(&trace, STATS, model.lost, errors);
     }
 
