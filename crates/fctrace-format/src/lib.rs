@@ -7,6 +7,8 @@
 //! - [`store`] (feature `store`): the on-disk trace directory, writer and
 //!   reader. See `docs/format.md` for the byte-level description.
 
+#![forbid(unsafe_code)]
+
 pub mod argval;
 pub mod digits;
 pub mod event;

@@ -8,6 +8,8 @@
 //! ([`Options::to_wire`]); the agent parses them back with the same code
 //! ([`Options::from_wire`]).
 
+#![forbid(unsafe_code)]
+
 pub mod args;
 pub mod display;
 pub mod pattern;

@@ -71,6 +71,8 @@
 //! (`-finstrument-functions`), and a `__patchable_function_entries` section
 //! (`-fpatchable-function-entry`). Detection only.
 
+#![forbid(unsafe_code)]
+
 pub mod debugfile;
 pub mod dwarf;
 mod elf;
