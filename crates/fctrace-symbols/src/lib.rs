@@ -78,6 +78,7 @@ pub mod dwarf;
 mod elf;
 mod golang;
 pub mod loader;
+mod rawelf;
 pub mod sanitizer;
 pub use golang::GoCode;
 pub mod unwind;

@@ -6,6 +6,8 @@
 //! uses it before an `exec`, possibly in a `vfork` child): the file is
 //! read through a callback into fixed buffers.
 
+use crate::rawelf::{program_headers, u32_at, u64_at};
+
 const PT_INTERP: u32 = 3;
 
 /// Whether `interp` (a path, as `PT_INTERP` holds it) is musl's dynamic
@@ -26,37 +28,20 @@ pub fn interpreter(
     mut read_at: impl FnMut(u64, &mut [u8]) -> bool,
     out: &mut [u8],
 ) -> Option<usize> {
-    let mut eh = [0u8; 64];
-    if !read_at(0, &mut eh) || eh[..4] != *b"\x7fELF" || eh[4] != 2 || eh[5] != 1 {
+    let mut found = None;
+    let read = program_headers(&mut read_at, |ph| {
+        if u32_at(ph, 0) != PT_INTERP {
+            return true;
+        }
+        found = Some((u64_at(ph, 8), u64_at(ph, 32)));
+        false
+    });
+    let (off, size) = found.filter(|_| read)?;
+    let len = (size as usize).saturating_sub(1);
+    if size == 0 || len > out.len() || !read_at(off, &mut out[..len]) {
         return None;
     }
-    let le64 = |b: &[u8], at: usize| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[at..at + 8]);
-        u64::from_le_bytes(w)
-    };
-    let phoff = le64(&eh, 0x20);
-    let phentsize = u16::from_le_bytes([eh[0x36], eh[0x37]]) as u64;
-    let phnum = u16::from_le_bytes([eh[0x38], eh[0x39]]) as u64;
-    if phentsize < 56 || phnum > 256 {
-        return None;
-    }
-    for i in 0..phnum {
-        let mut ph = [0u8; 56];
-        if !read_at(phoff + i * phentsize, &mut ph) {
-            return None;
-        }
-        if u32::from_le_bytes([ph[0], ph[1], ph[2], ph[3]]) != PT_INTERP {
-            continue;
-        }
-        let (off, size) = (le64(&ph, 8), le64(&ph, 32));
-        let len = (size as usize).saturating_sub(1);
-        if size == 0 || len > out.len() || !read_at(off, &mut out[..len]) {
-            return None;
-        }
-        return Some(out[..len].iter().position(|&c| c == 0).unwrap_or(len));
-    }
-    None
+    Some(out[..len].iter().position(|&c| c == 0).unwrap_or(len))
 }
 
 #[cfg(test)]

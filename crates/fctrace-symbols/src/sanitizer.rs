@@ -60,15 +60,7 @@ const PT_DYNAMIC: u32 = 2;
 const DT_NEEDED: u64 = 1;
 const DT_STRTAB: u64 = 5;
 
-fn u16_at(b: &[u8], at: usize) -> u64 {
-    u16::from_le_bytes([b[at], b[at + 1]]) as u64
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap_or([0; 4]))
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]))
-}
+use crate::rawelf::{program_headers, u32_at, u64_at};
 
 /// The sanitizer runtime an x86_64 ELF program names in its `DT_NEEDED`
 /// entries, copied into `out`; its length, or None (not ELF, no such
@@ -78,32 +70,24 @@ pub fn needed_runtime(
     mut read_at: impl FnMut(u64, &mut [u8]) -> bool,
     out: &mut [u8],
 ) -> Option<usize> {
-    let mut eh = [0u8; 64];
-    if !read_at(0, &mut eh) || eh[..4] != *b"\x7fELF" || eh[4] != 2 || eh[5] != 1 {
-        return None;
-    }
-    let (phoff, phentsize, phnum) = (u64_at(&eh, 0x20), u16_at(&eh, 0x36), u16_at(&eh, 0x38));
-    if phentsize < 56 || phnum > 256 {
-        return None;
-    }
     // PT_LOAD (vaddr, offset, filesz), to find the string table in the
     // file; PT_DYNAMIC's file range.
     let mut loads = [(0u64, 0u64, 0u64); 16];
     let mut nloads = 0;
     let mut dynamic = None;
-    for i in 0..phnum {
-        let mut ph = [0u8; 56];
-        if !read_at(phoff + i * phentsize, &mut ph) {
-            return None;
-        }
-        match u32_at(&ph, 0) {
+    let read = program_headers(&mut read_at, |ph| {
+        match u32_at(ph, 0) {
             PT_LOAD if nloads < loads.len() => {
-                loads[nloads] = (u64_at(&ph, 16), u64_at(&ph, 8), u64_at(&ph, 32));
+                loads[nloads] = (u64_at(ph, 16), u64_at(ph, 8), u64_at(ph, 32));
                 nloads += 1;
             }
-            PT_DYNAMIC => dynamic = Some((u64_at(&ph, 8), u64_at(&ph, 32))),
+            PT_DYNAMIC => dynamic = Some((u64_at(ph, 8), u64_at(ph, 32))),
             _ => {}
         }
+        true
+    });
+    if !read {
+        return None;
     }
     let (dyn_off, dyn_size) = dynamic?;
     let mut needed = [0u64; 64];

@@ -444,18 +444,7 @@ fn attach_errors_are_clear() {
     }
     // Attached by a first fctrace: a second one is refused, clearly.
     let first = TraceDir::new("attach-first");
-    let mut t = Driven::start(Command::new(fctrace_bin()).args([
-        "record",
-        "-d",
-        first.path.to_str().unwrap(),
-        "-p",
-        &pid,
-    ]));
-    let err = read_lines(t.child.stderr.take().unwrap());
-    let line = err
-        .recv_timeout(Duration::from_secs(60))
-        .expect("fctrace says it attached");
-    assert!(line.contains("attached"), "{line}");
+    let (t, _err) = start_attached(pid.parse().unwrap(), &first.path, &[]);
     let r = fctrace(&["record", "-d", dir.path.to_str().unwrap(), "-p", &pid]);
     assert_eq!(r.code(), Some(1), "{}", r.describe());
     assert!(
@@ -1146,6 +1135,28 @@ fn tid_chooses_the_threads_to_trace() {
     assert_eq!(calls_ending(&rep, "step"), 0, "{ctx}");
 }
 
+/// Starts live `fctrace -p PID` (with `extra` options), waits until it
+/// says it attached.
+fn start_live(pid: u32, extra: &[&str]) -> (Driven, Receiver<String>) {
+    let pid = pid.to_string();
+    let mut t = Driven::start(Command::new(fctrace_bin()).args(["-p", &pid]).args(extra));
+    let err = read_lines(t.child.stderr.take().unwrap());
+    let line = err.recv_timeout(Duration::from_secs(60)).expect("attached");
+    assert!(line.contains("attached"), "{line}");
+    (t, err)
+}
+
+/// Ctrl-C (kill -INT) on a live `fctrace -p`: it detaches, prints the
+/// tree and ends with status 0; returns the tree.
+fn stop_live((t, err): (Driven, Receiver<String>)) -> String {
+    let fct = t.child.id().to_string();
+    Command::new("kill").args(["-INT", &fct]).status().unwrap();
+    let (tree, st) = t.finish();
+    let said: Vec<String> = err.iter().collect();
+    assert_eq!(st.code(), Some(0), "{said:?}");
+    tree
+}
+
 #[test]
 fn live_mode_attaches_and_prints_the_tree() {
     let exe = attach_program();
@@ -1153,18 +1164,10 @@ fn live_mode_attaches_and_prints_the_tree() {
     prog.wait_for("ready");
     let pid = prog.child.id();
     // `fctrace -p PID`: the tree on stdout once it has detached.
-    let mut t =
-        Driven::start(Command::new(fctrace_bin()).args(["-p", &pid.to_string(), "-F", "step"]));
-    let err = read_lines(t.child.stderr.take().unwrap());
-    let line = err.recv_timeout(Duration::from_secs(60)).expect("attached");
-    assert!(line.contains("attached"), "{line}");
+    let live = start_live(pid, &["-F", "step"]);
     prog.send("go");
     prog.wait_for("round 1");
-    let fct = t.child.id().to_string();
-    Command::new("kill").args(["-INT", &fct]).status().unwrap();
-    let (tree, st) = t.finish();
-    let said: Vec<String> = err.iter().collect();
-    assert_eq!(st.code(), Some(0), "{said:?}");
+    let tree = stop_live(live);
     // -F step: the tree is main's STEPS calls of step, nothing else.
     let calls: Vec<&str> = tree.lines().filter(|l| l.contains(" | ")).collect();
     assert_eq!(calls.len() as u64, STEPS, "{tree}");
@@ -1185,22 +1188,10 @@ fn live_mode_under_a_filter_opens_with_the_calls_it_shows() {
     prog.wait_for("ready");
     let pid = prog.child.id();
     wait_in_read(pid, 2);
-    let mut t = Driven::start(Command::new(fctrace_bin()).args([
-        "-p",
-        &pid.to_string(),
-        "-F",
-        "read_command",
-    ]));
-    let err = read_lines(t.child.stderr.take().unwrap());
-    let line = err.recv_timeout(Duration::from_secs(60)).expect("attached");
-    assert!(line.contains("attached"), "{line}");
+    let live = start_live(pid, &["-F", "read_command"]);
     prog.send("go");
     prog.wait_for("round 1");
-    let fct = t.child.id().to_string();
-    Command::new("kill").args(["-INT", &fct]).status().unwrap();
-    let (tree, st) = t.finish();
-    let said: Vec<String> = err.iter().collect();
-    assert_eq!(st.code(), Some(0), "{said:?}");
+    let tree = stop_live(live);
     let tasks = tree_lines(&tree);
     let main = tasks
         .get(&pid.to_string())

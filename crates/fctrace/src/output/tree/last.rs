@@ -309,6 +309,19 @@ fn context_info(info: &super::LineInfo, frame: &Frame, session: u32, names: &Cal
 mod tests {
     use super::*;
 
+    /// The tree of `--last n` over `trace`, with no error.
+    fn tree_of_last(trace: &Trace, n: u64) -> String {
+        let style = TreeStyle {
+            last: Some(n),
+            ..TreeStyle::default()
+        };
+        let mut out = Vec::new();
+        let summary =
+            super::super::write_tree_styled(trace, &Options::default(), &style, &mut out).unwrap();
+        assert!(summary.errors.is_empty());
+        String::from_utf8(out).unwrap()
+    }
+
     fn end(entries: u64, fatal: Option<(u32, u64)>, last_ns: u64) -> Ending {
         Ending {
             entries,
@@ -374,16 +387,8 @@ mod tests {
             FakeTask::thread(11, 10, thread),
             FakeTask::thread(12, 10, Vec::new()),
         ]);
-        let style = TreeStyle {
-            last: Some(2),
-            ..TreeStyle::default()
-        };
-        let mut out = Vec::new();
-        let summary =
-            super::super::write_tree_styled(&trace, &Options::default(), &style, &mut out).unwrap();
-        assert!(summary.errors.is_empty());
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            tree_of_last(&trace, 2),
             "\
 # DURATION     TID     FUNCTION
 # task 11: pid 10, tid 11 (prog), /usr/bin/prog, thread of task 10
@@ -427,16 +432,8 @@ mod tests {
             ev(Exit, 0, 500),
         ]);
         let (_dir, trace) = fake_trace(&[FakeTask::main(10, main)]);
-        let style = TreeStyle {
-            last: Some(1),
-            ..TreeStyle::default()
-        };
-        let mut out = Vec::new();
-        let summary =
-            super::super::write_tree_styled(&trace, &Options::default(), &style, &mut out).unwrap();
-        assert!(summary.errors.is_empty());
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            tree_of_last(&trace, 1),
             "\
 # DURATION     TID     FUNCTION
 # task 10: pid 10, tid 10 (prog), /usr/bin/prog, the program started
