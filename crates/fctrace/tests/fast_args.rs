@@ -216,19 +216,22 @@ fn triggers_with_arguments() {
     // the trace_off does.)
     let l = lines(10, &opts);
     // fastargs.c's loop: off(i) (tracing goes off), both(i) (on again),
-    // on(i), both(i + 10); with --disable nothing before the first both.
-    let mut expected = Vec::new();
+    // on(i), both(i + 10); with --disable nothing before the first both,
+    // which turns tracing on inside main: main opens the tree, entered
+    // while tracing was off, and its end closes it.
+    let mut expected = vec!["main() { /* entered while tracing was off */".to_string()];
     for i in 0..3i64 {
         for (x, on) in [(i, false), (i + 10, true)] {
-            expected.push(format!("both({x}) {{"));
-            expected.push("  inner();".into());
-            expected.push(format!("}} = {}; /* both */", (x - 1) * 2));
+            expected.push(format!("  both({x}) {{"));
+            expected.push("    inner();".into());
+            expected.push(format!("  }} = {}; /* both */", (x - 1) * 2));
             if !on {
-                expected.push(format!("on({i});"));
+                expected.push(format!("  on({i});"));
             }
         }
     }
-    expected.push("printf();".into());
+    expected.push("  printf();".into());
+    expected.push("} /* main */ (entry not recorded)".into());
     assert_eq!(l, expected);
 }
 
