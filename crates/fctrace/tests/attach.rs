@@ -501,21 +501,7 @@ fn exceptions_thrown_after_attaching_are_caught_as_natively() {
 /// `__cxa_begin_catch` is found in the library's own scope.
 #[test]
 fn exceptions_in_a_dlopened_cxx_library_after_attaching() {
-    let lib = Build::new(
-        Lang::Cxx,
-        "libdlthrow-O2.so",
-        &[program_source("dlthrow_lib.cpp")],
-        &["-O2", "-shared", "-fPIC"],
-    )
-    .build();
-    let define = format!("-DDLTHROW_LIB=\"{}\"", lib.display());
-    let exe = Build::new(
-        Lang::C,
-        "dlthrow_host-O2",
-        &[program_source("dlthrow_host.c")],
-        &["-O2", &define],
-    )
-    .build();
+    let exe = dlthrow_host(Lang::Cxx, "dlthrow_lib.cpp", false);
     // Round r catches r + 1 exceptions of its own, from the source.
     let dir = attached_as_natively(
         &exe,
@@ -533,24 +519,26 @@ fn exceptions_in_a_dlopened_cxx_library_after_attaching() {
     );
 }
 
-/// dlthrow_host.c built to load the C++ library at its first round, after
-/// fctrace attached.
-fn late_dlthrow_host() -> PathBuf {
+/// dlthrow_host.c built to load the library built from `lib_source`
+/// (C++ or C) at its start, or (`late`) at its first round, after fctrace
+/// attached.
+fn dlthrow_host(lang: Lang, lib_source: &str, late: bool) -> PathBuf {
+    let stem = lib_source.split('.').next().unwrap();
     let lib = Build::new(
-        Lang::Cxx,
-        "libdlthrow-O2.so",
-        &[program_source("dlthrow_lib.cpp")],
+        lang,
+        &format!("lib{}-O2.so", stem.trim_end_matches("_lib")),
+        &[program_source(lib_source)],
         &["-O2", "-shared", "-fPIC"],
     )
     .build();
     let define = format!("-DDLTHROW_LIB=\"{}\"", lib.display());
-    Build::new(
-        Lang::C,
-        "dlthrow_host-late-O2",
-        &[program_source("dlthrow_host.c")],
-        &["-O2", &define, "-DDLTHROW_LATE"],
-    )
-    .build()
+    let mut flags = vec!["-O2", &define];
+    if late {
+        flags.push("-DDLTHROW_LATE");
+    }
+    let host = stem.trim_end_matches("_lib");
+    let name = format!("{host}_host{}-O2", if late { "-late" } else { "" });
+    Build::new(Lang::C, &name, &[program_source("dlthrow_host.c")], &flags).build()
 }
 
 /// Attached with `-l` to a C program that then loads a C library whose
@@ -561,21 +549,7 @@ fn late_dlthrow_host() -> PathBuf {
 /// stack slot the agent does not know").
 #[test]
 fn coroutines_in_a_library_loaded_after_attaching_with_l() {
-    let lib = Build::new(
-        Lang::C,
-        "libdlcoro-O2.so",
-        &[program_source("dlcoro_lib.c")],
-        &["-O2", "-shared", "-fPIC"],
-    )
-    .build();
-    let define = format!("-DDLTHROW_LIB=\"{}\"", lib.display());
-    let exe = Build::new(
-        Lang::C,
-        "dlcoro_host-late-O2",
-        &[program_source("dlthrow_host.c")],
-        &["-O2", &define, "-DDLTHROW_LATE"],
-    )
-    .build();
+    let exe = dlthrow_host(Lang::C, "dlcoro_lib.c", true);
     let dir = TraceDir::new("attach-late-dlcoro");
     let (native_out, native_status, _) = drive_with(&exe, None, &["go"; ROUNDS], false);
     // Steps 0..60 hand over 0..60: 10 steps in round 1, 20, then 30.
@@ -637,7 +611,7 @@ fn unwound(text: &str, func: &str) -> usize {
 /// into `std::terminate` before.
 #[test]
 fn exceptions_in_a_cxx_library_loaded_after_attaching_with_l() {
-    let exe = late_dlthrow_host();
+    let exe = dlthrow_host(Lang::Cxx, "dlthrow_lib.cpp", true);
     let dir = TraceDir::new("attach-late-dlthrow");
     let (native_out, native_status, _) = drive_with(&exe, None, &["go"; ROUNDS], false);
     assert!(native_out.contains("round 3: caught 103"), "{native_out}");
@@ -684,7 +658,7 @@ fn exceptions_in_a_cxx_library_loaded_after_attaching_with_l() {
 /// and the next rounds throw and catch as natively.
 #[test]
 fn a_cxx_library_loaded_after_attaching_with_l_throws_after_the_detach() {
-    let exe = late_dlthrow_host();
+    let exe = dlthrow_host(Lang::Cxx, "dlthrow_lib.cpp", true);
     let dir = TraceDir::new("attach-late-dlthrow-detach");
     let (native_out, native_status, _) = drive_with(&exe, None, &["go"; ROUNDS], false);
     let (out, status, run) = drive_opts(
