@@ -329,7 +329,7 @@ fn is_ours(entry: &[u8]) -> bool {
 }
 
 /// The program an exec or spawn starts, to find the sanitizer runtime it
-/// needs (`needed_sanitizer`).
+/// needs (`read_image`).
 #[derive(Clone, Copy)]
 enum Image {
     /// A path; searched in PATH (as execvp does) if the flag is set.
@@ -383,25 +383,24 @@ fn read_fd(fd: c_int, at: u64, buf: &mut [u8]) -> bool {
     }
 }
 
-/// The sanitizer runtime the program `image` names in its `DT_NEEDED`
-/// entries (`fctrace_symbols::sanitizer`), copied into `out`. Allocates
-/// nothing (a vfork child may run this).
-fn needed_sanitizer(image: Image, out: &mut [u8; 128]) -> Option<usize> {
-    with_image(image, |fd| {
-        fctrace_symbols::sanitizer::needed_runtime(|at, buf| read_fd(fd, at, buf), out)
-    })
-}
-
-/// Whether the program `image` is started by musl's dynamic loader, which
-/// cannot load the agent (a glibc library): it would end the program with
-/// status 127 before its code runs. Allocates nothing.
-fn is_musl_image(image: Image) -> bool {
+/// What the agent must know of the program `image` an exec starts, read
+/// from one descriptor of it: whether musl's dynamic loader starts it
+/// (it cannot load the agent, a glibc library, and would end the program
+/// with status 127 before its code runs), and the sanitizer runtime it
+/// names in its `DT_NEEDED` entries (`fctrace_symbols::sanitizer`), its
+/// length in `sanitizer`. Allocates nothing (a vfork child may run this).
+fn read_image(image: Image, sanitizer: &mut [u8; 128]) -> (bool, Option<usize>) {
     let mut interp = [0u8; 256];
     with_image(image, |fd| {
-        let n = fctrace_symbols::loader::interpreter(|at, buf| read_fd(fd, at, buf), &mut interp)?;
-        Some(fctrace_symbols::loader::is_musl(&interp[..n]))
+        let read = |at, buf: &mut [u8]| read_fd(fd, at, buf);
+        let musl = fctrace_symbols::loader::interpreter(read, &mut interp)
+            .is_some_and(|n| fctrace_symbols::loader::is_musl(&interp[..n]));
+        Some((
+            musl,
+            fctrace_symbols::sanitizer::needed_runtime(read, sanitizer),
+        ))
     })
-    .unwrap_or(false)
+    .unwrap_or((false, None))
 }
 
 /// Calls `f` with `envp` plus the agent's variables; with `envp` itself
@@ -432,7 +431,9 @@ unsafe fn with_env<R>(
     }
     // A musl program runs as it would without fctrace, untraced (said in
     // the trace): musl's loader cannot load the agent.
-    if is_musl_image(image) {
+    let mut san_name = [0u8; 128];
+    let (musl, needed_san) = read_image(image, &mut san_name);
+    if musl {
         note_musl(image);
         return f(envp);
     }
@@ -454,14 +455,10 @@ unsafe fn with_env<R>(
     // the user preloads nothing, the one the new program needs.
     let (user_first, user_rest) =
         fctrace_symbols::sanitizer::split_first(user_preload.unwrap_or(b""));
-    let mut san_name = [0u8; 128];
     let san: &[u8] = if fctrace_symbols::sanitizer::is_runtime(user_first) {
         user_first
     } else if user_first.is_empty() {
-        match needed_sanitizer(image, &mut san_name) {
-            Some(n) => &san_name[..n],
-            None => b"",
-        }
+        needed_san.map_or(b"", |n| &san_name[..n])
     } else {
         b""
     };

@@ -1390,16 +1390,10 @@ fn keep_handler(sig: i32, cur: &libc::sigaction) -> bool {
         return false;
     }
     let _busy = tls::Busy::enter();
-    USER_FLAGS[s].store(cur.sa_flags as u32 as u64, Ordering::Relaxed);
-    ANY_HANDLER.store(true, Ordering::Relaxed);
-    let mut new = *cur;
-    new.sa_sigaction = entry_addr();
-    TRAP_EDITS[s].store(edit_for_traps(sig, &mut new), Ordering::Relaxed);
-    ACTIONS[s].store(cur.sa_sigaction, Ordering::Release);
-    // SAFETY: the program's action with the agent's entry as handler.
-    if unsafe { real_sigaction(sig, &new, std::ptr::null_mut()) } != 0 {
-        ACTIONS[s].store(NONE, Ordering::Release);
-    }
+    // The program's own action installed again through the interposer's
+    // path (signal::init ran: the agent is enabled), as if it set it now.
+    // SAFETY: a valid action, no old one asked for.
+    unsafe { sigaction_impl(sig, cur, std::ptr::null_mut()) };
     true
 }
 

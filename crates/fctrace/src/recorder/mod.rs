@@ -236,7 +236,8 @@ pub fn record(
     let (agent_fd, mut agent_path) = shm::agent_file(AGENT)?;
     // For profiling fctrace itself: an agent loaded from a file has symbols
     // that perf and gdb can resolve (the embedded one is a memfd).
-    if let Some(p) = std::env::var_os("FCTRACE_AGENT_PATH") {
+    let agent_from_file = std::env::var_os("FCTRACE_AGENT_PATH");
+    if let Some(p) = &agent_from_file {
         agent_path = p.to_string_lossy().into_owned();
     }
 
@@ -246,21 +247,16 @@ pub fn record(
     // the agent and the memory as inherited descriptors instead, which
     // the agent closes before the program's code runs.
     let pass_fds = matches!(target, Target::Launch(_)) && process::own_fds_closed_to_children();
-    let (shm_path, agent_path_for_child) = if pass_fds {
-        (
-            format!("/proc/self/fd/{}", mem.raw_fd()),
-            match std::env::var_os("FCTRACE_AGENT_PATH") {
-                Some(_) => agent_path.clone(),
-                None => format!("/proc/self/fd/{}", agent_fd.as_raw_fd()),
-            },
-        )
+    let (shm_path, agent_path_for_child, inherited) = if pass_fds {
+        let fd_path = |fd: i32| format!("/proc/self/fd/{fd}");
+        let agent = match agent_from_file {
+            Some(_) => agent_path.clone(),
+            None => fd_path(agent_fd.as_raw_fd()),
+        };
+        let fds = vec![mem.raw_fd(), agent_fd.as_raw_fd()];
+        (fd_path(mem.raw_fd()), agent, fds)
     } else {
-        (shm_path, agent_path.clone())
-    };
-    let inherited: Vec<i32> = if pass_fds {
-        vec![mem.raw_fd(), agent_fd.as_raw_fd()]
-    } else {
-        Vec::new()
+        (shm_path, agent_path.clone(), Vec::new())
     };
     let mut env = vec![
         ("FCTRACE_SHM".to_string(), shm_path),
