@@ -87,9 +87,12 @@ impl Driven {
         got
     }
 
+    /// Writes `line` and its newline in one write(2): a program blocked
+    /// in read(2) then gets the whole line (writeln! wrote the text and
+    /// the newline apart, and small_stack.c read "go" alone now and then).
     pub fn send(&mut self, line: &str) {
         let w = self.stdin.as_mut().unwrap();
-        writeln!(w, "{line}").unwrap();
+        w.write_all(format!("{line}\n").as_bytes()).unwrap();
         w.flush().unwrap();
     }
 }
