@@ -654,11 +654,10 @@ impl Waiting {
     /// or with `group` to its whole process group, as a terminal does.
     fn signal(&self, sig: i32, group: bool) {
         let pid = self.child.id() as i32;
+        let target = if group { -pid } else { pid };
         // SAFETY: kill(2) of the test's own child or its process group.
-        assert_eq!(
-            unsafe { libc::kill(if group { -pid } else { pid }, sig) },
-            0
-        );
+        let sent = unsafe { libc::kill(target, sig) };
+        assert_eq!(sent, 0);
     }
 
     fn finish(mut self) -> Run {

@@ -44,10 +44,8 @@ fn recorder_killed_mid_run_program_runs_on() {
     // The program is re-parented to this process when fctrace dies, so
     // that its exit status can be collected.
     // SAFETY: prctl with integer arguments.
-    assert_eq!(
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
-        0
-    );
+    let subreaper = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    assert_eq!(subreaper, 0);
     let dir = TraceDir::new("killed");
     let mut fct = Command::new(fctrace_bin())
         .arg("record")

@@ -709,6 +709,7 @@ fn note_musl(image: Image) {
         }
         // SAFETY: the program's C string.
         Image::At(_, p) if !p.is_null() && unsafe { *p } != 0 => {
+            // SAFETY: the same C string, checked non-null and non-empty above.
             unsafe { CStr::from_ptr(p) }.to_bytes()
         }
         _ => b"(a program given by its file descriptor)",

@@ -539,6 +539,7 @@ fn replace_traps(f: impl FnOnce(&mut Vec<Trap>)) {
     let mut v = if old.is_null() {
         Vec::new()
     } else {
+        // SAFETY: a published table is never freed, so `old` stays valid.
         unsafe { &*old }.clone()
     };
     f(&mut v);
@@ -555,6 +556,7 @@ pub fn trap_handler_foreign() -> bool {
     let _busy = tls::Busy::enter();
     // SAFETY: a zeroed sigaction is a valid value; query only.
     let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: SIGTRAP's current disposition is only read into `cur`, a valid sigaction.
     if unsafe { real_sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) } != 0 {
         return true;
     }
@@ -643,6 +645,7 @@ fn ensure_trap_entry() {
     let _busy = tls::Busy::enter();
     // SAFETY: a zeroed sigaction is a valid value; query only.
     let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: SIGTRAP's current disposition is only read into `cur`, a valid sigaction.
     if unsafe { real_sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) } != 0 {
         return;
     }
@@ -757,6 +760,7 @@ fn reset_trap_handler() {
     let edits = TRAP_EDITS[s].swap(0, Ordering::Relaxed);
     // SAFETY: a zeroed sigaction is a valid value; query only.
     let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: SIGTRAP's current disposition is only read into `cur`, a valid sigaction.
     if unsafe { real_sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) } != 0 {
         return;
     }
@@ -777,6 +781,7 @@ fn trap_default_via_marker(install: &mut dyn FnMut(usize) -> bool) -> bool {
     }
     // SAFETY: a zeroed sigaction is a valid value; query only.
     let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: SIGTRAP's current disposition is only read into `cur`, a valid sigaction.
     if unsafe { real_sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) } == 0 {
         cur.sa_sigaction = libc::SIG_DFL;
         TRAP_EDITS[libc::SIGTRAP as usize].store(0, Ordering::Relaxed);
@@ -989,6 +994,7 @@ fn fatal_default(sig: i32, info: *mut libc::siginfo_t) {
     let code = if info.is_null() {
         0
     } else {
+        // SAFETY: `info` is non-null here and the kernel passed a valid siginfo.
         unsafe { (*info).si_code }
     };
     let faulting = matches!(
@@ -1097,6 +1103,7 @@ pub fn detach() {
         }
         // SAFETY: a zeroed sigaction is a valid value; query only.
         let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: the signal's current disposition is only read into `cur`, a valid sigaction.
         if unsafe { real_sigaction(s as i32, std::ptr::null(), &mut cur) } == 0
             && cur.sa_sigaction == entry_addr()
         {
@@ -1360,6 +1367,7 @@ pub fn init_triggers(list: &[fctrace_options::SignalTrigger]) {
         // program inherits SIG_IGN).
         // SAFETY: a zeroed sigaction is a valid value; query only.
         let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: the signal's current disposition is only read into `cur`, a valid sigaction.
         unsafe { real_sigaction(t.signal, std::ptr::null(), &mut cur) };
         if keep_handler(t.signal, &cur) {
             continue;

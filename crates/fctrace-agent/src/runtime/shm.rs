@@ -12,6 +12,8 @@ pub struct Shm {
 // SAFETY: the mapping is shared memory used only through atomics and
 // per-thread-owned buffers.
 unsafe impl Sync for Shm {}
+// SAFETY: as for Sync: the mapping belongs to no thread, so moving it
+// between threads is sound.
 unsafe impl Send for Shm {}
 
 static SHM: AtomicPtr<Shm> = AtomicPtr::new(std::ptr::null_mut());
