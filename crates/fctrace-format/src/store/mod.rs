@@ -261,7 +261,21 @@ pub struct SnapshotInfo {
     pub taken_ns: u64,
 }
 
+/// How the trace's warnings about events that were not recorded begin
+/// (the recorder writes them so, `TraceInfo::loss_reasons` reads them).
+pub const LOSS_MARK: &str = "not recorded: ";
+
 impl TraceInfo {
+    /// Why events are missing from the trace, as the recorder wrote it in
+    /// the trace's warnings (for replay and report).
+    pub fn loss_reasons(&self) -> String {
+        self.warnings
+            .iter()
+            .filter_map(|w| w.strip_prefix(LOSS_MARK))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     /// The first task with this tid (several tasks may have it: see
     /// [`TaskInfo`]).
     pub fn task(&self, tid: u32) -> Option<&TaskInfo> {

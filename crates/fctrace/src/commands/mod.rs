@@ -129,7 +129,7 @@ pub fn finish(
 ) -> anyhow::Result<ExitCode> {
     let lost = trace.info.lost_events.max(lost_in_streams);
     if lost > 0 {
-        let why = crate::recorder::loss_reasons(&trace.info);
+        let why = trace.info.loss_reasons();
         warn(&format!(
             "{lost} events were lost: {what} incomplete{}",
             if why.is_empty() {

@@ -269,7 +269,7 @@ pub fn print_tree_styled(
     };
     let lost = trace.info.lost_events.max(summary.lost_in_streams);
     if lost > 0 {
-        let why = crate::recorder::loss_reasons(&trace.info);
+        let why = trace.info.loss_reasons();
         warn(&format!(
             "{lost} events were lost: parts of the tree are missing{}",
             if why.is_empty() {

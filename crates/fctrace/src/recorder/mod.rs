@@ -679,12 +679,12 @@ pub fn record(
         }
     }
     // In the trace, marked so that replay and report can say why events
-    // are missing (`loss_reasons`).
+    // are missing (`TraceInfo::loss_reasons`).
     warnings.extend(
         notes
             .iter()
             .filter(|n| !n.ends_with(TOTAL_LOST))
-            .map(|n| format!("{LOSS_MARK}{n}")),
+            .map(|n| format!("{}{n}", fctrace_format::store::LOSS_MARK)),
     );
     if let (Target::Attach(pid, ..), Some(AttachEnd::Ended)) = (&target, attach_end) {
         // Said as loudly as the end of a launched program is shown.
@@ -1119,19 +1119,9 @@ fn forked_children(mem: &shm::SharedMemory, pid: u32) -> Vec<u32> {
     pids
 }
 
-/// How the trace's warnings about events that were not recorded begin.
-const LOSS_MARK: &str = "not recorded: ";
+/// How the note on the number of lost events ends (it is not repeated in
+/// the trace's warnings).
 const TOTAL_LOST: &str = " events were lost in all";
-
-/// Why events are missing from a trace, as the recorder wrote it in the
-/// trace's warnings (for replay and report).
-pub fn loss_reasons(info: &TraceInfo) -> String {
-    info.warnings
-        .iter()
-        .filter_map(|w| w.strip_prefix(LOSS_MARK))
-        .collect::<Vec<_>>()
-        .join("; ")
-}
 
 /// Where the recorder puts what it drains: the trace writer until writing
 /// fails, then nowhere (counted).
