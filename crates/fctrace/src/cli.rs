@@ -596,6 +596,16 @@ pub enum SortKey {
     Calls,
 }
 
+impl From<SortKey> for crate::output::sort::SortKey {
+    fn from(key: SortKey) -> Self {
+        match key {
+            SortKey::Total => Self::Total,
+            SortKey::SelfTime => Self::SelfTime,
+            SortKey::Calls => Self::Calls,
+        }
+    }
+}
+
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Text,

@@ -9,6 +9,7 @@
 mod cli;
 mod commands;
 mod output;
+mod pager;
 mod recorder;
 mod tui;
 

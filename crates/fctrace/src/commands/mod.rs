@@ -13,7 +13,8 @@ mod snapshot;
 mod tui;
 
 use crate::cli::{Cli, Command, OutputArgs, TerminalArgs};
-use crate::output::term::{self, Pager};
+use crate::output::term;
+use crate::pager::{colour_wanted, Pager};
 use crate::output::warn;
 use anyhow::Context;
 use fctrace_format::store::{StoreError, Trace};
@@ -84,7 +85,7 @@ impl Output {
             Some(path) => {
                 let file = File::create(path)
                     .with_context(|| format!("cannot create {}", path.display()))?;
-                term::set_colour(term::colour_wanted(when, file.is_terminal()));
+                term::set_colour(colour_wanted(when, file.is_terminal()));
                 Ok(Output {
                     writer: Box::new(file),
                     pager: None,
@@ -92,7 +93,7 @@ impl Output {
             }
             None => {
                 // The terminal decides before the pager takes its place.
-                term::set_colour(term::colour_wanted(when, io::stdout().is_terminal()));
+                term::set_colour(colour_wanted(when, io::stdout().is_terminal()));
                 let pager = if terminal.page && !terminal.args.no_pager {
                     Pager::start()
                 } else {

@@ -25,7 +25,7 @@ pub fn run(args: ReportArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         return run_kernel(&args, &trace, terminal);
     }
     let mut stats = aggregate(&trace, &given);
-    report::sort(&mut stats.functions, args.sort);
+    report::sort(&mut stats.functions, args.sort.into());
 
     let mut output = Output::open(&args.output, terminal)?;
     let mut out = BufWriter::new(&mut output.writer);
@@ -56,7 +56,7 @@ fn run_kernel(args: &ReportArgs, trace: &Trace, terminal: &Terminal) -> anyhow::
     let mut output = Output::open(&args.output, terminal)?;
     let mut out = BufWriter::new(&mut output.writer);
     let written = match args.format {
-        Format::Text => crate::output::syscalls::write_summary(&mut out, &rows, args.sort),
+        Format::Text => crate::output::syscalls::write_summary(&mut out, &rows, args.sort.into()),
         Format::Json => crate::output::syscalls::write_summary_json(&mut out, &rows),
     }
     .and_then(|()| out.flush());
@@ -99,7 +99,7 @@ fn run_diff(
     let b = aggregate(&other, given);
     let lost = [a.lost_in_streams, b.lost_in_streams];
     let mut rows = diff::pair(a.functions, b.functions);
-    diff::sort(&mut rows, args.sort, policy);
+    diff::sort(&mut rows, args.sort.into(), policy);
     let sides = (
         diff::Side {
             dir: &args.dir,

@@ -9,7 +9,7 @@
 
 use super::report::FuncStats;
 use super::{duration, names::module_file};
-use crate::cli::SortKey;
+use super::sort::SortKey;
 use fctrace_format::store::Trace;
 use serde::Serialize;
 use std::collections::HashMap;

@@ -26,6 +26,7 @@ pub mod names;
 pub mod parquet;
 pub mod perfetto;
 pub mod report;
+pub mod sort;
 mod syscall_table;
 pub mod syscalls;
 pub mod term;

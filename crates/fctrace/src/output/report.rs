@@ -22,7 +22,7 @@
 use super::calls::{Functions, IdCache};
 use super::filter::{EventSource, Filter};
 use super::Progress;
-use crate::cli::SortKey;
+use super::sort::SortKey;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{StoreError, Trace};
 use serde::Serialize;

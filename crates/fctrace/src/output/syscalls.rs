@@ -446,11 +446,11 @@ pub fn summarize(
 pub fn write_summary(
     out: &mut impl std::io::Write,
     rows: &[Summary],
-    sort: crate::cli::SortKey,
+    sort: super::sort::SortKey,
 ) -> std::io::Result<()> {
     let mut rows = rows.to_vec();
     match sort {
-        crate::cli::SortKey::Calls => {
+        super::sort::SortKey::Calls => {
             rows.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.nr.cmp(&b.nr)))
         }
         _ => rows.sort_by(|a, b| {

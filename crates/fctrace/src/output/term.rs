@@ -1,23 +1,15 @@
-//! The terminal: colours and the pager.
+//! The terminal's colours.
 //!
 //! Colour is one switch for the command's thread ([`set_colour`], read by
 //! the renderings when they start), decided by the command from `--color` and
-//! where its output goes ([`colour_wanted`]). Durations are coloured as
+//! where its output goes. Durations are coloured as
 //! uftrace colours them: only the unit, green for milliseconds, yellow for
 //! seconds, red from a minute on; shorter durations are never coloured, so
 //! the common path of the tree (a duration below a millisecond) is the
 //! same with colour on or off. Markers (signals, lost events, unwound,
 //! never-returned and unmatched frames) have their own colours.
-//!
-//! The pager ([`Pager::start`]) takes the place of stdout (and of stderr,
-//! when that is the same terminal, so warnings are read in the pager and
-//! do not draw over it), as git does.
 
-use crate::cli::ColorWhen;
 use std::cell::Cell;
-use std::io::{self, IsTerminal, Write};
-use std::os::fd::{AsFd, OwnedFd};
-use std::process::{Child, Command, Stdio};
 
 /// Green: a duration of a millisecond or more (its unit).
 pub const GREEN: &str = "\x1b[32m";
@@ -47,137 +39,11 @@ pub fn colour() -> bool {
     COLOUR.get()
 }
 
-/// Whether to colour output going to a terminal or not (`to_terminal`):
-/// `auto` colours a terminal unless NO_COLOR is set to something
-/// (no-color.org).
-pub fn colour_wanted(when: ColorWhen, to_terminal: bool) -> bool {
-    match when {
-        ColorWhen::Always => true,
-        ColorWhen::Never => false,
-        ColorWhen::Auto => to_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
-    }
-}
-
 /// `text` in `colour` when colour is on.
 pub fn paint(text: &str, colour: &str) -> String {
     if self::colour() {
         format!("{colour}{text}{RESET}")
     } else {
         text.to_string()
-    }
-}
-
-/// A running pager that stdout (and maybe stderr) write into.
-pub struct Pager {
-    child: Child,
-    /// The terminal that stdout was.
-    saved_stdout: OwnedFd,
-    /// The terminal that stderr was, if it goes to the pager too.
-    saved_stderr: Option<OwnedFd>,
-    ended: bool,
-}
-
-/// The pager command: $FCTRACE_PAGER, else $PAGER (run by `sh -c`, as git
-/// runs them), else `less -R`; none when the chosen one is empty or `cat`.
-fn pager_command() -> Option<Command> {
-    let chosen = ["FCTRACE_PAGER", "PAGER"].iter().find_map(std::env::var_os);
-    let mut command = match chosen {
-        Some(cmd) => {
-            let text = cmd.to_string_lossy();
-            if text.trim().is_empty() || text.trim() == "cat" {
-                return None;
-            }
-            let mut sh = Command::new("/bin/sh");
-            sh.arg("-c").arg(&cmd);
-            sh
-        }
-        None => {
-            let mut less = Command::new("less");
-            less.arg("-R");
-            less
-        }
-    };
-    // As git: less quits at once on a short output, shows colours and does
-    // not clear the screen, unless the user configured it otherwise.
-    if std::env::var_os("LESS").is_none() {
-        command.env("LESS", "FRX");
-    }
-    if std::env::var_os("LV").is_none() {
-        command.env("LV", "-c");
-    }
-    Some(command)
-}
-
-impl Pager {
-    /// Starts the pager when stdout is a terminal and one is configured.
-    /// A pager that cannot be started is no pager: the output goes to the
-    /// terminal directly.
-    pub fn start() -> Option<Pager> {
-        if !io::stdout().is_terminal() {
-            return None;
-        }
-        let mut command = pager_command()?;
-        let mut child = command.stdin(Stdio::piped()).spawn().ok()?;
-        let pipe = OwnedFd::from(child.stdin.take()?);
-        let saved_stdout = io::stdout().as_fd().try_clone_to_owned().ok()?;
-        let stderr_too = io::stderr().is_terminal();
-        let saved_stderr = if stderr_too {
-            io::stderr().as_fd().try_clone_to_owned().ok()
-        } else {
-            None
-        };
-        let _ = io::stdout().flush();
-        if rustix::stdio::dup2_stdout(&pipe).is_err() {
-            drop(pipe);
-            let _ = child.wait();
-            return None;
-        }
-        if saved_stderr.is_some() {
-            let _ = rustix::stdio::dup2_stderr(&pipe);
-        }
-        // Started first: the pager keeps the default dispositions.
-        crate::recorder::ignore_terminal_interrupts();
-        Some(Pager {
-            child,
-            saved_stdout,
-            saved_stderr,
-            ended: false,
-        })
-    }
-
-    /// Ends the output (the pager sees its end) and waits for the user to
-    /// quit the pager; stdout and stderr are the terminal again.
-    pub fn finish(mut self) {
-        self.end();
-    }
-
-    fn end(&mut self) {
-        if std::mem::replace(&mut self.ended, true) {
-            return;
-        }
-        let _ = io::stdout().flush();
-        let _ = rustix::stdio::dup2_stdout(&self.saved_stdout);
-        if let Some(fd) = self.saved_stderr.take() {
-            let _ = rustix::stdio::dup2_stderr(&fd);
-        }
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Pager {
-    fn drop(&mut self) {
-        self.end();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn always_and_never_ignore_the_terminal() {
-        assert!(colour_wanted(ColorWhen::Always, false));
-        assert!(!colour_wanted(ColorWhen::Never, true));
-        assert!(!colour_wanted(ColorWhen::Auto, false));
     }
 }
