@@ -454,13 +454,13 @@ pub struct TreeArgs {
 }
 
 impl TreeArgs {
-    pub fn style(&self) -> anyhow::Result<crate::output::tree::TreeStyle> {
+    pub fn style(&self) -> anyhow::Result<fctrace_analysis::tree::TreeStyle> {
         let fields = match &self.output_fields {
-            Some(spec) => crate::output::tree::parse_fields(spec)
+            Some(spec) => fctrace_analysis::tree::parse_fields(spec)
                 .map_err(|e| anyhow::anyhow!("invalid -f/--output-fields: {e}"))?,
             None => None,
         };
-        Ok(crate::output::tree::TreeStyle {
+        Ok(fctrace_analysis::tree::TreeStyle {
             task_order: self.task_order,
             fields,
             last: self.last,
@@ -596,7 +596,7 @@ pub enum SortKey {
     Calls,
 }
 
-impl From<SortKey> for crate::output::sort::SortKey {
+impl From<SortKey> for fctrace_analysis::sort::SortKey {
     fn from(key: SortKey) -> Self {
         match key {
             SortKey::Total => Self::Total,

@@ -2,13 +2,12 @@
 //!
 //! Layout: `cli` holds every option (one place), `commands/` one module per
 //! subcommand, `recorder/` the process control and the draining of the
-//! agent's shared memory (the only unsafe code of this crate), `output/`
-//! the text renderings shared by live mode and replay, `tui/` the
-//! interactive terminal UI.
+//! agent's shared memory (the only unsafe code of this crate), `pager` the
+//! pager and `--color`, `tui/` the interactive terminal UI. The readers of
+//! a trace (calls, filters, renderings) are the `fctrace-analysis` crate.
 
 mod cli;
 mod commands;
-mod output;
 mod pager;
 mod recorder;
 mod tui;

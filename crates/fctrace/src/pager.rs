@@ -3,7 +3,7 @@
 //! The pager ([`Pager::start`]) takes the place of stdout (and of stderr,
 //! when that is the same terminal, so warnings are read in the pager and
 //! do not draw over it), as git does. Colour itself is switched in the
-//! renderings ([`crate::output::term`]); here `--color` and where the
+//! renderings ([`fctrace_analysis::term`]); here `--color` and where the
 //! output goes decide it ([`colour_wanted`]).
 
 use crate::cli::ColorWhen;

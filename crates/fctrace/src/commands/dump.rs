@@ -1,14 +1,14 @@
 //! `fctrace dump`: a recorded trace written for other tools, one module
-//! per format under `output/`: `--chrome` ([`crate::output::chrome`]),
-//! `--perfetto` ([`crate::output::perfetto`]), `--flame-graph`
-//! ([`crate::output::flame`]), `--parquet` ([`crate::output::parquet`]),
-//! and without a format the events as text ([`crate::output::events`]).
+//! per format in `fctrace-analysis`: `--chrome` ([`fctrace_analysis::chrome`]),
+//! `--perfetto` ([`fctrace_analysis::perfetto`]), `--flame-graph`
+//! ([`fctrace_analysis::flame`]), `--parquet` ([`fctrace_analysis::parquet`]),
+//! and without a format the events as text ([`fctrace_analysis::events`]).
 
 use super::finish;
 use crate::cli::{DumpArgs, FilterArgs};
-use crate::output::flame::{self, Weight};
-use crate::output::{self, calls::Pass, is_broken_pipe, warn};
 use anyhow::Context;
+use fctrace_analysis::flame::{self, Weight};
+use fctrace_analysis::{self as output, calls::Pass, is_broken_pipe, warn};
 use fctrace_format::store::Trace;
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};

@@ -4,7 +4,7 @@
 use super::dump::{open, write_to, OUTPUT};
 use super::finish;
 use crate::cli::FlamegraphArgs;
-use crate::output::flame::{self, Weight};
+use fctrace_analysis::flame::{self, Weight};
 use std::process::ExitCode;
 
 pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {

@@ -2,9 +2,9 @@
 
 use super::{Output, Terminal};
 use crate::cli::{GraphArgs, GraphFormat};
-use crate::output::graph::{self, Lang};
-use crate::output::{filter, warn};
 use anyhow::Context;
+use fctrace_analysis::graph::{self, Lang};
+use fctrace_analysis::{filter, warn};
 use fctrace_format::store::Trace;
 use fctrace_options::FuncPattern;
 use std::io::{self, BufWriter, Write};

@@ -2,9 +2,9 @@
 
 use super::{Output, Terminal};
 use crate::cli::InfoArgs;
-use crate::output::is_broken_pipe;
-use crate::output::term::{paint, RED};
 use anyhow::Context;
+use fctrace_analysis::is_broken_pipe;
+use fctrace_analysis::term::{paint, RED};
 use fctrace_format::store::{ExitStatus, Trace};
 use fctrace_format::symtab::{FuncKind, FuncStatus, SymTab};
 use fctrace_options::known_signal_name as signal_name;
@@ -211,7 +211,7 @@ fn write_task_tree(out: &mut dyn Write, trace: &Trace) -> io::Result<()> {
             t.pid,
             t.tid,
             t.comm,
-            crate::output::tree::session_program(trace, t.session),
+            fctrace_analysis::tree::session_program(trace, t.session),
             t.events
         )?;
         if let Some(kids) = children.get(&t.id) {
@@ -406,7 +406,7 @@ fn options_text(wire: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::testutil::{ev, fake_trace, FakeTask};
+    use fctrace_analysis::testutil::{ev, fake_trace, FakeTask};
     use fctrace_format::event::EventKind::{Entry, Exit};
 
     #[test]
@@ -524,10 +524,10 @@ mod tests {
             session,
             ..FakeTask::thread(tid, pid, vec![ev(Entry, 0, u64::from(id))])
         };
-        let mut ls = crate::output::testutil::default_symtab(1);
+        let mut ls = fctrace_analysis::testutil::default_symtab(1);
         ls.exe = "/bin/ls".into();
-        let (_dir, trace) = crate::output::testutil::fake_trace_with(
-            &[crate::output::testutil::default_symtab(0), ls],
+        let (_dir, trace) = fctrace_analysis::testutil::fake_trace_with(
+            &[fctrace_analysis::testutil::default_symtab(0), ls],
             &[
                 task(0, 50, 50, TaskOrigin::Start, None, 0),
                 task(1, 51, 50, TaskOrigin::Thread, Some(0), 0),

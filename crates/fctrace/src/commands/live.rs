@@ -4,9 +4,9 @@
 
 use super::{Output, Terminal};
 use crate::cli::LiveArgs;
-use crate::output::filter;
 use crate::recorder;
 use anyhow::Context;
+use fctrace_analysis::filter;
 use std::process::ExitCode;
 
 pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
@@ -40,7 +40,7 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         // options (-C, -t, --tid) act here, as `replay` applies them.
         let mut display = filter::with_recorded_display(&filter::display_only(&options), &trace);
         filter::add_recorded_backtraces(&mut display, &trace);
-        crate::output::tree::print_tree_styled(&trace, &display, &style, &mut output.writer)?;
+        fctrace_analysis::tree::print_tree_styled(&trace, &display, &style, &mut output.writer)?;
         Ok((out.exit, out.attach))
     })();
     // Removed before ending like the program (which may mean a signal).

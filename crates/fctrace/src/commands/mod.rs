@@ -13,10 +13,10 @@ mod snapshot;
 mod tui;
 
 use crate::cli::{Cli, Command, OutputArgs, TerminalArgs};
-use crate::output::term;
 use crate::pager::{colour_wanted, Pager};
-use crate::output::warn;
 use anyhow::Context;
+use fctrace_analysis::term;
+use fctrace_analysis::warn;
 use fctrace_format::store::{StoreError, Trace};
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};

@@ -2,7 +2,7 @@
 
 use super::{Output, Terminal};
 use crate::cli::ReplayArgs;
-use crate::output::{filter, tree};
+use fctrace_analysis::{filter, tree};
 use fctrace_format::store::Trace;
 use std::process::ExitCode;
 

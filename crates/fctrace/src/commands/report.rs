@@ -2,8 +2,8 @@
 
 use super::{finish, Output, Terminal};
 use crate::cli::{Format, ReportArgs};
-use crate::output::{diff, report, warn};
 use anyhow::Context;
+use fctrace_analysis::{diff, report, warn};
 use fctrace_format::store::Trace;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
@@ -52,12 +52,14 @@ fn run_kernel(args: &ReportArgs, trace: &Trace, terminal: &Terminal) -> anyhow::
     for w in &trace.load_warnings {
         warn(w);
     }
-    let (rows, errors) = crate::output::syscalls::summarize(trace);
+    let (rows, errors) = fctrace_analysis::syscalls::summarize(trace);
     let mut output = Output::open(&args.output, terminal)?;
     let mut out = BufWriter::new(&mut output.writer);
     let written = match args.format {
-        Format::Text => crate::output::syscalls::write_summary(&mut out, &rows, args.sort.into()),
-        Format::Json => crate::output::syscalls::write_summary_json(&mut out, &rows),
+        Format::Text => {
+            fctrace_analysis::syscalls::write_summary(&mut out, &rows, args.sort.into())
+        }
+        Format::Json => fctrace_analysis::syscalls::write_summary_json(&mut out, &rows),
     }
     .and_then(|()| out.flush());
     if let Err(e) = written {
@@ -78,10 +80,10 @@ fn aggregate(trace: &Trace, given: &fctrace_options::Options) -> report::Report 
     for w in &trace.load_warnings {
         warn(w);
     }
-    crate::output::filter::warn_unmatched(trace, given);
-    crate::output::filter::warn_tracing_gaps(trace, given);
+    fctrace_analysis::filter::warn_unmatched(trace, given);
+    fctrace_analysis::filter::warn_tracing_gaps(trace, given);
     // `record -C`/`-t`: acting here, as in live mode.
-    let options = crate::output::filter::with_recorded_display(given, trace);
+    let options = fctrace_analysis::filter::with_recorded_display(given, trace);
     report::aggregate_with(trace, &options)
 }
 

@@ -15,7 +15,7 @@ pub mod model;
 pub mod view;
 
 use crate::cli::TuiArgs;
-use crate::output::{filter, warn};
+use fctrace_analysis::{filter, warn};
 use fctrace_format::store::Trace;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
@@ -45,10 +45,10 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
 
     if args.exit_after_load {
         let start = Instant::now();
-        let mut progress = crate::output::Progress::new(
+        let mut progress = fctrace_analysis::Progress::new(
             "tui",
             trace.info.events,
-            crate::output::Progress::wanted(false),
+            fctrace_analysis::Progress::wanted(false),
         );
         let (model, errors) = model::build(&trace, &options, &mut |done| {
             progress.update(done);

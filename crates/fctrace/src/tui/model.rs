@@ -3,7 +3,7 @@
 //! with its calls, total and self time), the same tree merged over all the
 //! tasks, and per-function statistics derived from a tree.
 //!
-//! The trees are those of `fctrace graph` ([`crate::output::graph`]: one
+//! The trees are those of `fctrace graph` ([`fctrace_analysis::graph`]: one
 //! root per task, and their merge), laid out for the screens: nodes in
 //! depth-first order, with their depth, children sorted. Memory grows
 //! with the number of distinct call paths (per task) and of functions,
@@ -17,7 +17,7 @@
 //! same function (recursion), as the report does: the nodes that have an
 //! ancestor of the same function.
 
-use crate::output::graph;
+use fctrace_analysis::graph;
 use fctrace_format::store::{StoreError, Trace};
 
 /// The virtual root of a tree (its children are the outermost calls).
@@ -240,7 +240,7 @@ pub fn build(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::output::testutil::{ev, fake_trace, FakeTask};
+    use fctrace_analysis::testutil::{ev, fake_trace, FakeTask};
     use fctrace_format::event::EventKind::*;
 
     /// main(0..100) { parse_args(10..40) { leaf(15..25) } parse_args(50..60)
@@ -344,7 +344,7 @@ pub(crate) mod tests {
             vec![ev(Entry, 0, 0), ev(Entry, 3, 10), ev(Exit, 3, 20)],
         )]);
         let (m, _) = build(&trace, &Default::default(), &mut |_| true).unwrap();
-        let report = crate::output::report::aggregate(&trace);
+        let report = fctrace_analysis::report::aggregate(&trace);
         let rows = m.all.functions(m.names.len());
         for f in &report.functions {
             let r = rows.iter().find(|r| m.names[r.func as usize] == f.name);
@@ -361,7 +361,7 @@ pub(crate) mod tests {
     /// same trace: calls, total and self time of every function.
     fn same_as_report(trace: &Trace, options: &fctrace_options::Options) {
         let (m, _) = build(trace, options, &mut |_| true).unwrap();
-        let report = crate::output::report::aggregate_with(trace, options);
+        let report = fctrace_analysis::report::aggregate_with(trace, options);
         let rows = m.all.functions(m.names.len());
         let shown: Vec<(String, u64, u64, u64)> = rows
             .iter()

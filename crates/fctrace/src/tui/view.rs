@@ -2,7 +2,7 @@
 //! rows and a status line; the help over them.
 
 use super::app::{App, Cursor, Sort, View};
-use crate::output::duration;
+use fctrace_analysis::duration;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;

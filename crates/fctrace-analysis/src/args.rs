@@ -196,11 +196,11 @@ mod tests {
         assert_eq!(format_payload(&[]), "");
     }
 
-    use crate::output::testutil::payload_events as values;
+    use crate::testutil::payload_events as values;
 
     #[test]
     fn tree_lines_with_values() {
-        use crate::output::testutil::{ev, fake_trace, FakeTask};
+        use crate::testutil::{ev, fake_trace, FakeTask};
         use fctrace_format::event::EventKind::{Args, Entry, Exit, Retval, Unwind};
         // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf
         let mut events = vec![ev(Entry, 0, 1000)];
@@ -235,7 +235,7 @@ mod tests {
         events.push(ev(Exit, 0, 3000));
         let (_dir, trace) = fake_trace(&[FakeTask::main(7, events)]);
         let mut out = Vec::new();
-        crate::output::tree::write_tree(&trace, &mut out).unwrap();
+        crate::tree::write_tree(&trace, &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "\

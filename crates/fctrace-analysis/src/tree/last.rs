@@ -45,9 +45,9 @@ use super::{
     task_header, write_task_lines, Frame, Sink, TaskState, TreeStyle, TreeSummary, ENTERED_BEFORE,
     ENTERED_OFF, ENTERED_WHILE_OFF, NOT_RECORDED,
 };
-use crate::output::filter::{EventSource, Filter};
-use crate::output::names::CallNames;
-use crate::output::Progress;
+use crate::filter::{EventSource, Filter};
+use crate::names::CallNames;
+use crate::Progress;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, ExitStatus, TaskInfo, Trace};
 use fctrace_options::known_signal_name as signal_name;
@@ -356,7 +356,7 @@ mod tests {
     /// first; a task without calls says so.
     #[test]
     fn last_calls_of_a_snapshot() {
-        use crate::output::testutil::{ev, fake_trace, payload_events, FakeTask};
+        use crate::testutil::{ev, fake_trace, payload_events, FakeTask};
         use fctrace_format::event::EventKind::{Args, Entry, Exit, Signal};
         // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf.
         let mut main = payload_events(Args, 0, 100, |w| {
@@ -417,7 +417,7 @@ mod tests {
     /// open at the first call shown open before it, as in the whole tree.
     #[test]
     fn last_calls_of_an_attach() {
-        use crate::output::testutil::{ev, fake_trace, payload_events, FakeTask};
+        use crate::testutil::{ev, fake_trace, payload_events, FakeTask};
         use fctrace_format::event::EventKind::{Args, Entry, Exit};
         // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf.
         let mut main = payload_events(Args, 0, 100, |w| {

@@ -616,7 +616,7 @@ pub fn describe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::testutil::{ev, fake_trace, payload_events, FakeTask};
+    use crate::testutil::{ev, fake_trace, payload_events, FakeTask};
     use fctrace_format::argval::Writer;
     use EventKind::*;
 

@@ -486,7 +486,7 @@ impl<W: Write> StepSink for Perfetto<'_, '_, W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::testutil::{ev, fake_trace, FakeTask};
+    use crate::testutil::{ev, fake_trace, FakeTask};
     use fctrace_format::event::EventKind::*;
     use fctrace_perfetto::protos::Trace as PerfettoTrace;
 

@@ -21,8 +21,8 @@
 
 use super::calls::{Functions, IdCache};
 use super::filter::{EventSource, Filter};
-use super::Progress;
 use super::sort::SortKey;
+use super::Progress;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{StoreError, Trace};
 use serde::Serialize;
@@ -85,7 +85,7 @@ struct Frame {
 }
 
 /// Reads every task of `trace` once and computes the statistics.
-#[cfg(test)]
+#[cfg(any(test, feature = "testutil"))]
 pub fn aggregate(trace: &Trace) -> Report {
     aggregate_with(trace, &fctrace_options::Options::default())
 }
@@ -455,7 +455,7 @@ pub fn write_json(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::testutil::{default_symtab, ev, fake_trace_with, FakeTask, LIBC, PROG};
+    use crate::testutil::{default_symtab, ev, fake_trace_with, FakeTask, LIBC, PROG};
     use fctrace_format::event::EventKind::{Entry, Exit, Lost, Unwind};
 
     fn find<'a>(r: &'a Report, symbol: &str) -> &'a FuncStats {

@@ -1027,7 +1027,7 @@ pub fn write_focus_drawing(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::testutil::{ev, fake_trace, FakeTask};
+    use crate::testutil::{ev, fake_trace, FakeTask};
     use fctrace_format::event::EventKind::{Entry, Exit};
 
     fn sample() -> (tempfile::TempDir, Trace) {

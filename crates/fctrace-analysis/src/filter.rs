@@ -2154,8 +2154,8 @@ impl Held {
 
 #[cfg(test)]
 mod tests {
-    use crate::output::testutil::{ev, fake_trace, FakeTask};
-    use crate::output::tree::{write_tree_styled, TreeStyle};
+    use crate::testutil::{ev, fake_trace, FakeTask};
+    use crate::tree::{write_tree_styled, TreeStyle};
     use fctrace_format::event::EventKind::{Entry, Exit, Lost, Signal, Unwind};
     use fctrace_format::event::RawEvent;
     use fctrace_format::store::Trace;
@@ -2240,12 +2240,7 @@ mod tests {
         t: u64,
         fill: impl FnOnce(&mut fctrace_format::argval::Writer),
     ) -> Vec<RawEvent> {
-        crate::output::testutil::payload_events(
-            fctrace_format::event::EventKind::Args,
-            func,
-            t,
-            fill,
-        )
+        crate::testutil::payload_events(fctrace_format::event::EventKind::Args, func, t, fill)
     }
 
     /// The calls open when fctrace attached (an attach chain first in the
@@ -2606,7 +2601,7 @@ mod tests {
         assert_eq!(calls(&t, &opts(|o| o.time_filter = Some(10_001))), "");
         // The report counts only the shown calls; the hidden ones' time
         // stays in their callers' self time.
-        let r = crate::output::report::aggregate_with(&t, &opts(|o| o.time_filter = Some(1_000)));
+        let r = crate::report::aggregate_with(&t, &opts(|o| o.time_filter = Some(1_000)));
         let f = |n: &str| r.functions.iter().find(|f| f.name == n).cloned();
         let main = f("main").unwrap();
         assert_eq!(
@@ -2718,7 +2713,7 @@ mod tests {
    0.003 us [    3] | strtol();
 "
         );
-        let r = crate::output::report::aggregate_with(&t, &opts(|o| o.tids = vec![2]));
+        let r = crate::report::aggregate_with(&t, &opts(|o| o.tids = vec![2]));
         assert_eq!(r.functions.len(), 1);
         assert_eq!(r.functions[0].name, "leaf");
     }
@@ -2852,7 +2847,7 @@ mod tests {
     /// foo (4) > strtol, outside -F parse_args.
     #[test]
     fn forked_children_start_in_the_parent_state() {
-        use crate::output::testutil::fake_trace;
+        use crate::testutil::fake_trace;
         use fctrace_format::store::TaskOrigin;
         let parent = FakeTask::main(1, sample());
         let child = |id: u32, events| FakeTask {

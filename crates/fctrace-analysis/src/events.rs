@@ -149,7 +149,7 @@ impl<W: Write> StepSink for Events<'_, '_, W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::testutil::{ev, fake_trace, FakeTask};
+    use crate::testutil::{ev, fake_trace, FakeTask};
     use fctrace_format::event::EventKind::*;
 
     #[test]

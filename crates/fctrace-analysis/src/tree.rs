@@ -108,7 +108,7 @@ pub struct TreeSummary {
 /// Fails if a task file is unreadable, truncated or corrupt (after printing
 /// everything that could be read) or if writing fails; a closed pipe
 /// (`| head`) is not a failure.
-#[cfg(test)]
+#[cfg(any(test, feature = "testutil"))]
 pub fn print_tree(trace: &Trace, out: &mut dyn Write) -> anyhow::Result<()> {
     print_tree_with(trace, &Options::default(), out)
 }
@@ -238,7 +238,7 @@ fn fields_header(fields: &[Field]) -> String {
 
 /// [`print_tree`] of the calls the display filters of `options` show
 /// (see [`super::filter`]).
-#[cfg(test)]
+#[cfg(any(test, feature = "testutil"))]
 pub fn print_tree_with(
     trace: &Trace,
     options: &Options,
@@ -325,14 +325,14 @@ pub fn session_program(trace: &Trace, session: u32) -> String {
 
 /// Writes the call tree of `trace` to `out`. Errors reading a task are
 /// collected in the summary, not returned; only a write error is.
-#[cfg(test)]
+#[cfg(any(test, feature = "testutil"))]
 pub fn write_tree(trace: &Trace, out: &mut dyn Write) -> io::Result<TreeSummary> {
     write_tree_with(trace, &Options::default(), out)
 }
 
 /// [`write_tree`] through the display filters of `options`: only the tasks
 /// and calls they show (a task hidden by `--tid` has no header either).
-#[cfg(test)]
+#[cfg(any(test, feature = "testutil"))]
 pub fn write_tree_with(
     trace: &Trace,
     options: &Options,
@@ -1931,7 +1931,7 @@ impl<S: EventSource> TaskState<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::testutil::{ev, fake_trace, FakeTask};
+    use crate::testutil::{ev, fake_trace, FakeTask};
     use fctrace_format::event::EventKind::{Args, Entry, Exit, Lost, Unwind};
 
     fn render(trace: &Trace) -> (String, TreeSummary) {
@@ -2056,7 +2056,7 @@ mod tests {
         // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf. main > parse_args
         // were running when fctrace attached (an attach chain first): they
         // open the tree.
-        let mut events = crate::output::testutil::payload_events(Args, 0, 900, |w| {
+        let mut events = crate::testutil::payload_events(Args, 0, 900, |w| {
             assert!(w.attach_chain(&[0, 1]));
         });
         events.extend([
@@ -2092,7 +2092,7 @@ mod tests {
     fn calls_open_where_the_history_begins_close_at_their_depth() {
         // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf.
         let history = |t: u64, funcs: &'static [u32]| {
-            crate::output::testutil::payload_events(Args, funcs[0], t, |w| {
+            crate::testutil::payload_events(Args, funcs[0], t, |w| {
                 assert!(w.history_chain(funcs));
             })
         };
@@ -2284,9 +2284,9 @@ main() {
                 ev(Entry, 1, 62_003_000_200), // never returns; nor does main
             ],
         )]);
-        crate::output::term::set_colour(true);
+        crate::term::set_colour(true);
         let (text, _) = render(&trace);
-        crate::output::term::set_colour(false);
+        crate::term::set_colour(false);
         let (g, y, r, m, o) = ("\x1b[32m", "\x1b[33m", "\x1b[91m", "\x1b[35m", "\x1b[0m");
         let expected = format!(
             "\

@@ -18,7 +18,7 @@ pub fn name(nr: u32) -> Cow<'static, str> {
 }
 
 /// The number of the system call named `name`.
-#[cfg(test)]
+#[cfg(any(test, feature = "testutil"))]
 pub fn number(name: &str) -> Option<u32> {
     SYSCALL_NAMES
         .iter()

@@ -190,7 +190,7 @@ pub fn write_svg(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::testutil::{ev, fake_trace, FakeTask};
+    use crate::testutil::{ev, fake_trace, FakeTask};
     use fctrace_format::event::EventKind::{Entry, Exit, Lost, Unwind};
 
     fn folded(events: Vec<fctrace_format::event::RawEvent>, weight: Weight) -> String {

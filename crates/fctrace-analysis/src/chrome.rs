@@ -269,7 +269,7 @@ fn micros(out: &mut Vec<u8>, ns: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::testutil::{ev, fake_trace, FakeTask};
+    use crate::testutil::{ev, fake_trace, FakeTask};
     use fctrace_format::event::EventKind::*;
 
     #[test]

@@ -8,8 +8,8 @@
 //! (its values count as 0 in the difference).
 
 use super::report::FuncStats;
-use super::{duration, names::module_file};
 use super::sort::SortKey;
+use super::{duration, names::module_file};
 use fctrace_format::store::Trace;
 use serde::Serialize;
 use std::collections::HashMap;

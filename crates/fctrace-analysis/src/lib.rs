@@ -1,5 +1,7 @@
-//! Text renderings of a trace, shared by live mode and the `replay`,
-//! `report` and `info` commands.
+//! fctrace-analysis: the readers of a recorded trace, shared by live mode
+//! and the `replay`, `report`, `graph`, `dump`, `flamegraph`, `info` and
+//! `tui` commands. It reads a trace directory through `fctrace-format`
+//! and never controls a process (no unsafe code).
 //!
 //! - [`tree`]: the call tree (`replay`, live mode).
 //! - [`calls`]: whole calls rebuilt from a task's events, and one
@@ -13,6 +15,8 @@
 //! - [`names`]: how functions are named.
 //! - [`filter`]: which calls are shown (`-F`, `-N`, `-C`, `-D`, `-t`,
 //!   `--tid`, `-T`).
+
+#![forbid(unsafe_code)]
 
 pub mod args;
 pub mod calls;
@@ -32,8 +36,8 @@ pub mod syscalls;
 pub mod term;
 pub mod tree;
 
-#[cfg(test)]
-pub(crate) mod testutil;
+#[cfg(any(test, feature = "testutil"))]
+pub mod testutil;
 
 use std::io;
 
