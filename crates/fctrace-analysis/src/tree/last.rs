@@ -41,10 +41,10 @@
 //! open calls, depths and values are exactly the whole tree's). Memory is
 //! that of the tree (the open calls) plus a few numbers per task.
 
-use super::{
-    task_header, write_task_lines, Frame, Sink, TaskState, TreeStyle, TreeSummary, ENTERED_BEFORE,
-    ENTERED_OFF, ENTERED_WHILE_OFF, NOT_RECORDED,
-};
+use super::frame::{Frame, ENTERED_BEFORE, ENTERED_OFF, ENTERED_WHILE_OFF, NOT_RECORDED};
+use super::sink::Sink;
+use super::style::{task_header, LineInfo, TreeStyle, TreeSummary};
+use super::task::{write_task_lines, TaskState};
 use crate::filter::{EventSource, Filter};
 use crate::names::CallNames;
 use crate::Progress;
@@ -297,7 +297,7 @@ impl Pass<'_, '_, '_, '_> {
 
 /// The `-f` columns of the opening line of `frame`: its entry's time and
 /// module.
-fn context_info(info: &super::LineInfo, frame: &Frame, session: u32, names: &CallNames) {
+fn context_info(info: &LineInfo, frame: &Frame, session: u32, names: &CallNames) {
     info.ns.set(frame.entry_ns);
     let func = u32::try_from(frame.func).unwrap_or(u32::MAX);
     let mut m = info.module.borrow_mut();

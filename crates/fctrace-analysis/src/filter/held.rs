@@ -1,0 +1,203 @@
+//! Stages 2 and 3, callers (`-C`) and time (`-t`): a stage that holds
+//! calls until it knows whether to show them.
+
+use super::flags::{SessionFlags, CALLER};
+use fctrace_format::event::EventKind;
+use fctrace_format::store::Event;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+/// What a [`Held`] stage waits for before showing a call.
+#[derive(Clone, Copy)]
+pub(super) enum Mode {
+    /// `-C`: a call of a caller-filter function under it.
+    Callers,
+    /// `-t`: to have lasted this long (ns).
+    Time(u64),
+}
+
+/// An open call (of the calls the stage receives).
+pub(super) struct HeldFrame {
+    pub(super) func: u32,
+    pub(super) entry_ns: u64,
+    /// Position of its entry in the stage's buffer (absolute), while held.
+    pub(super) start: u64,
+    /// `-C`: a call of a caller-filter function.
+    pub(super) caller: bool,
+}
+
+/// A stage that holds calls until it knows whether to show them (stages 2
+/// and 3 of the module documentation).
+pub(super) struct Held {
+    pub(super) mode: Mode,
+    pub(super) frames: Vec<HeldFrame>,
+    /// `frames[..shown]` have been passed on; the others are held.
+    pub(super) shown: usize,
+    /// Events held since the entry of `frames[shown]`.
+    pub(super) buf: VecDeque<Event>,
+    /// Absolute position of `buf[0]`.
+    pub(super) base: u64,
+    /// `-C`: open calls of caller-filter functions among the shown ones.
+    pub(super) in_caller: u32,
+    /// `-C`: the flags of the session's functions.
+    pub(super) callers: Option<Rc<SessionFlags>>,
+}
+
+impl Held {
+    pub(super) fn new(mode: Mode, callers: Option<Rc<SessionFlags>>) -> Held {
+        Held {
+            mode,
+            frames: Vec::new(),
+            shown: 0,
+            buf: VecDeque::new(),
+            base: 0,
+            in_caller: 0,
+            callers,
+        }
+    }
+
+    /// Passes on or holds an event, in order.
+    #[inline]
+    pub(super) fn emit(&mut self, e: Event, out: &mut VecDeque<Event>) {
+        if self.shown < self.frames.len() {
+            self.buf.push_back(e);
+        } else {
+            out.push_back(e);
+        }
+    }
+
+    /// Shows the held calls `frames[shown..k]` with what is held under
+    /// them up to the next held call.
+    pub(super) fn show_upto(&mut self, k: usize, out: &mut VecDeque<Event>) {
+        if k <= self.shown {
+            return;
+        }
+        let end = match self.frames.get(k) {
+            Some(f) => f.start,
+            None => self.base + self.buf.len() as u64,
+        };
+        let n = (end - self.base) as usize;
+        out.extend(self.buf.drain(..n));
+        self.base = end;
+        for f in &self.frames[self.shown..k] {
+            if f.caller {
+                self.in_caller += 1;
+            }
+        }
+        self.shown = k;
+    }
+
+    /// Drops the held calls from `frames[j]` up (`j >= shown`) with
+    /// everything held under them, but `Lost` marks.
+    pub(super) fn drop_from(&mut self, j: usize) {
+        if let Some(f) = self.frames.get(j) {
+            let keep = (f.start - self.base) as usize;
+            if self.buf.range(keep..).any(|e| e.kind == EventKind::Lost) {
+                let lost: Vec<Event> = self
+                    .buf
+                    .drain(keep..)
+                    .filter(|e| e.kind == EventKind::Lost)
+                    .collect();
+                self.buf.extend(lost);
+            } else {
+                self.buf.truncate(keep);
+            }
+            self.frames.truncate(j);
+        }
+    }
+
+    pub(super) fn push(&mut self, e: Event, out: &mut VecDeque<Event>) {
+        if let Mode::Time(t) = self.mode {
+            if e.kind.is_call_step() && self.shown < self.frames.len() {
+                let k = self.shown
+                    + self.frames[self.shown..]
+                        .iter()
+                        .take_while(|f| e.ns.saturating_sub(f.entry_ns) >= t)
+                        .count();
+                self.show_upto(k, out);
+            }
+        }
+        match e.kind {
+            EventKind::Entry => {
+                let caller = match self.mode {
+                    Mode::Callers => self.is_caller(e.func),
+                    Mode::Time(_) => false,
+                };
+                let start = self.base + self.buf.len() as u64;
+                self.frames.push(HeldFrame {
+                    func: e.func,
+                    entry_ns: e.ns,
+                    start,
+                    caller,
+                });
+                match self.mode {
+                    Mode::Callers if caller || self.in_caller > 0 => {
+                        self.buf.push_back(e);
+                        self.show_upto(self.frames.len(), out);
+                    }
+                    _ => self.buf.push_back(e),
+                }
+            }
+            EventKind::Exit | EventKind::Unwind => {
+                // rposition looks at the top first.
+                match self.frames.iter().rposition(|f| f.func == e.func) {
+                    Some(j) if j >= self.shown => self.drop_from(j),
+                    Some(j) => {
+                        self.drop_from(self.shown);
+                        for f in self.frames.drain(j..) {
+                            if f.caller {
+                                self.in_caller -= 1;
+                            }
+                        }
+                        self.shown = j;
+                        out.push_back(e);
+                    }
+                    None => match self.mode {
+                        Mode::Callers if self.in_caller == 0 => {}
+                        _ => self.emit(e, out),
+                    },
+                }
+            }
+            EventKind::Lost => self.emit(e, out),
+            _ => match self.mode {
+                // Outside the calls shown by -C: only within held callers.
+                Mode::Callers if self.frames.is_empty() => {}
+                _ => self.emit(e, out),
+            },
+        }
+    }
+
+    /// A call entered before the task's events begin (outermost first):
+    /// open, its entry not in the stream; shown at once if it or a call
+    /// around it is a caller-filter function.
+    pub(super) fn outer_call(&mut self, func: u32) {
+        let caller = self.is_caller(func);
+        self.frames.push(HeldFrame {
+            func,
+            entry_ns: 0,
+            start: self.base + self.buf.len() as u64,
+            caller,
+        });
+        if caller || self.in_caller > 0 {
+            self.show_upto(self.frames.len(), &mut VecDeque::new());
+        }
+    }
+
+    pub(super) fn is_caller(&self, func: u32) -> bool {
+        self.callers
+            .as_ref()
+            .is_some_and(|f| f.flags.get(func as usize).copied().unwrap_or(0) & CALLER != 0)
+    }
+
+    /// The task's events have ended.
+    pub(super) fn finish(&mut self, out: &mut VecDeque<Event>) {
+        match self.mode {
+            // Never led to a call of a caller-filter function.
+            Mode::Callers => self.drop_from(self.shown),
+            // Never returned: shown.
+            Mode::Time(_) => {}
+        }
+        self.show_upto(self.frames.len(), out);
+        out.extend(self.buf.drain(..));
+    }
+}
