@@ -29,6 +29,7 @@
 
 use super::filter::EventSource;
 use super::names::unknown;
+use super::syscalls::SYSCALL_MODULE;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, StoreError, TaskInfo, Trace};
 use std::collections::HashMap;
@@ -441,9 +442,6 @@ fn task_steps<S: EventSource>(
     }
     Ok((calls.events_read(), calls.take_error()))
 }
-
-/// The module system calls are functions of (`report`).
-pub const SYSCALL_MODULE: &str = "[syscall]";
 
 /// A function as the readers merge it across tasks, processes and
 /// sessions: the module that defines it and its raw symbol.

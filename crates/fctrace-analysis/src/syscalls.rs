@@ -8,6 +8,10 @@ use super::syscall_table::{ERRNO_NAMES, SYSCALL_NAMES};
 use std::borrow::Cow;
 use std::fmt::Write;
 
+/// The module system calls are functions of (`report`, the filters'
+/// `NAME@[syscall]`).
+pub const SYSCALL_MODULE: &str = "[syscall]";
+
 /// The name of system call `nr` (`syscall_NNN` for a number Linux does not
 /// define on x86_64).
 pub fn name(nr: u32) -> Cow<'static, str> {

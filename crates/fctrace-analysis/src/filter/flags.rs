@@ -117,7 +117,7 @@ pub(super) fn hidden(o: &Options, func: &fctrace_format::symtab::Function, exe: 
 pub(super) fn syscall_flags(o: &Options) -> Vec<u8> {
     let syscall = |ps: &[FuncPattern], name: &str| {
         ps.iter()
-            .any(|p| p.module() == Some(crate::calls::SYSCALL_MODULE) && p.matches_name(name))
+            .any(|p| p.module() == Some(crate::syscalls::SYSCALL_MODULE) && p.matches_name(name))
     };
     (0..512u32)
         .map(|nr| {

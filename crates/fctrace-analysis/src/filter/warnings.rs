@@ -73,7 +73,7 @@ pub fn unmatched_patterns(trace: &Trace, opts: &Options) -> Vec<String> {
     let mut found = vec![false; pats.len()];
     // `NAME@[syscall]`: a system call (`record -k`).
     for (i, (_, _, p)) in pats.iter().enumerate() {
-        if p.module() == Some(crate::calls::SYSCALL_MODULE) {
+        if p.module() == Some(crate::syscalls::SYSCALL_MODULE) {
             found[i] = syscall_pattern_matches_any(p);
         }
     }

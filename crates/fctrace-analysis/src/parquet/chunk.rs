@@ -16,7 +16,7 @@
 //! used for calls.parquet: it hashes every value of a dictionary column
 //! and keeps a compressor per column.
 
-use super::footer::{self, codec, encoding};
+use super::footer::{self, codec, encoding, Bounds, ChunkMeta, ChunkStats};
 use super::{delta, rle};
 use bytes::Bytes;
 use parquet::basic::{Compression, Encoding, PageType, ZstdLevel};
@@ -36,34 +36,6 @@ pub fn compression() -> Compression {
 /// Values per data page of a [`KeyColumn`] (its indices held until then:
 /// 64 KiB).
 const PAGE_VALUES: usize = 16_384;
-
-/// A chunk's metadata, as the footer holds it, its offsets from the
-/// chunk's start.
-pub struct ChunkMeta {
-    /// Thrift's number of its compression codec ([`codec`]).
-    pub codec: i32,
-    /// Thrift's numbers of its encodings ([`encoding`]).
-    pub encodings: &'static [i32],
-    pub num_values: u64,
-    /// Bytes of its pages with their headers.
-    pub compressed: i64,
-    pub uncompressed: i64,
-    pub data_offset: i64,
-    pub dictionary_offset: Option<i64>,
-    pub stats: Option<ChunkStats>,
-}
-
-/// A chunk's statistics.
-pub struct ChunkStats {
-    /// The smallest and largest values, if any.
-    pub bounds: Option<Bounds>,
-    pub nulls: u64,
-}
-
-pub enum Bounds {
-    I32(i32, i32),
-    I64(i64, i64),
-}
 
 /// A value of a [`KeyColumn`]'s dictionary, for its dictionary page.
 pub enum Plain<'a> {
@@ -481,5 +453,82 @@ impl TimeColumn {
         self.low = i64::MAX;
         self.high = i64::MIN;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::footer::File;
+    use super::*;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::file::statistics::Statistics;
+    use parquet::schema::parser::parse_message_type;
+    use parquet::schema::types::SchemaDescriptor;
+    use std::sync::Arc;
+
+    /// A file of two row groups, read back by the parquet crate.
+    #[test]
+    fn the_parquet_crate_reads_it() {
+        let schema = "message t {
+            required int32 key (INTEGER(32, false));
+            required binary name (STRING);
+            optional int64 time (INTEGER(64, false));
+            optional binary text (STRING);
+        }";
+        let schema = SchemaDescriptor::new(Arc::new(parse_message_type(schema).unwrap()));
+        let mut z = zstd::bulk::Compressor::new(1).unwrap();
+        let mut key = KeyColumn::new();
+        let mut time = TimeColumn::new(schema.column(2));
+        let mut text = TextColumn::new();
+        let mut file = File::new(Vec::new(), schema).unwrap();
+        let names = ["a", "bb", "ccc"];
+        let mut row = 0u32;
+        for rows in [5u32, 40_000] {
+            for _ in 0..rows {
+                key.push(row % 3, &mut z).unwrap();
+                time.push((!row.is_multiple_of(7)).then_some(i64::from(row) * 10));
+                let t = format!("t{row}");
+                text.push(row.is_multiple_of(2).then_some(t.as_bytes()), &mut z)
+                    .unwrap();
+                row += 1;
+            }
+            key.close(
+                &mut z,
+                &[&|k| Plain::Int(k as i32), &|k| {
+                    Plain::Str(names[k as usize])
+                }],
+                &mut file,
+            )
+            .unwrap();
+            time.close(&mut file).unwrap();
+            text.close(&mut z, &mut file).unwrap();
+            file.end_group(u64::from(rows)).unwrap();
+        }
+        let bytes = bytes::Bytes::from(file.close("test").unwrap());
+        let reader = SerializedFileReader::new(bytes).unwrap();
+        let meta = reader.metadata();
+        assert_eq!(meta.file_metadata().num_rows(), 40_005);
+        assert_eq!(meta.num_row_groups(), 2);
+        let g = meta.row_group(1);
+        assert_eq!(g.num_rows(), 40_000);
+        match g.column(2).statistics() {
+            Some(Statistics::Int64(s)) => {
+                assert_eq!(s.min_opt(), Some(&50));
+                assert_eq!(s.max_opt(), Some(&400_040));
+                assert_eq!(s.null_count_opt(), Some(5714));
+            }
+            other => panic!("statistics {other:?}"),
+        }
+        let rows: Vec<_> = reader
+            .get_row_iter(None)
+            .unwrap()
+            .map(|r| r.unwrap().to_string())
+            .collect();
+        assert_eq!(rows.len(), 40_005);
+        assert_eq!(rows[0], "{key: 0, name: \"a\", time: null, text: \"t0\"}");
+        assert_eq!(
+            rows[40_004],
+            "{key: 2, name: \"ccc\", time: 400040, text: \"t40004\"}"
+        );
     }
 }

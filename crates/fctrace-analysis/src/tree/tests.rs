@@ -645,3 +645,177 @@ fn tasks_with_one_tid_exec() {
 "
     );
 }
+
+/// With `--last N` (tree/last.rs): the last calls of each task.
+mod last {
+    use super::*;
+
+    /// The tree of `--last n` over `trace`, with no error.
+    fn tree_of_last(trace: &Trace, n: u64) -> String {
+        let style = TreeStyle {
+            last: Some(n),
+            ..TreeStyle::default()
+        };
+        let mut out = Vec::new();
+        let summary =
+            super::super::write_tree_styled(trace, &Options::default(), &style, &mut out).unwrap();
+        assert!(summary.errors.is_empty());
+        String::from_utf8(out).unwrap()
+    }
+
+    /// A snapshot's tasks (a history chain first): the calls it names
+    /// keep having no opening line; those entered after it open before
+    /// the calls shown. The thread whose last event is a signal comes
+    /// first; a task without calls says so.
+    #[test]
+    fn last_calls_of_a_snapshot() {
+        use crate::testutil::{ev, fake_trace, payload_events, FakeTask};
+        use fctrace_format::event::EventKind::{Args, Entry, Exit, Signal};
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf.
+        let mut main = payload_events(Args, 0, 100, |w| {
+            assert!(w.history_chain(&[0]));
+        });
+        main.extend([
+            ev(Entry, 1, 200),
+            ev(Entry, 3, 300),
+            ev(Exit, 3, 310),
+            ev(Entry, 2, 400),
+            ev(Exit, 2, 410),
+            ev(Entry, 3, 500),
+            ev(Exit, 3, 510),
+            ev(Exit, 1, 600),
+            ev(Exit, 0, 700),
+        ]);
+        let mut thread = payload_events(Args, 1, 150, |w| {
+            assert!(w.history_chain(&[1]));
+        });
+        thread.extend([
+            ev(Entry, 3, 160),
+            ev(Exit, 3, 170),
+            ev(Entry, 2, 180),
+            ev(Signal, 11, 190),
+        ]);
+        let (_dir, trace) = fake_trace(&[
+            FakeTask::main(10, main),
+            FakeTask::thread(11, 10, thread),
+            FakeTask::thread(12, 10, Vec::new()),
+        ]);
+        assert_eq!(
+            tree_of_last(&trace, 2),
+            "\
+# DURATION     TID     FUNCTION
+# task 11: pid 10, tid 11 (prog), /usr/bin/prog, thread of task 10
+# all 2 calls; the task that crashed (SIGSEGV)
+   0.010 us [   11] |   leaf();
+            [   11] |   strtol() {
+            [   11] |     /* signal SIGSEGV */
+            [   11] |   } /* strtol */ (not returned)
+            [   11] | } /* parse_args */ (not returned)
+
+# task 10: pid 10, tid 10 (prog), /usr/bin/prog, the program started
+# last 2 of 4 calls
+            [   10] |   parse_args() {
+   0.010 us [   10] |     strtol();
+   0.010 us [   10] |     leaf();
+   0.400 us [   10] |   } /* parse_args */
+            [   10] | } /* main */ (entry not in history)
+
+# task 12: pid 10, tid 12 (prog), /usr/bin/prog, thread of task 10
+# no calls
+"
+        );
+    }
+
+    /// An attach: the calls open when fctrace attached that are still
+    /// open at the first call shown open before it, as in the whole tree.
+    #[test]
+    fn last_calls_of_an_attach() {
+        use crate::testutil::{ev, fake_trace, payload_events, FakeTask};
+        use fctrace_format::event::EventKind::{Args, Entry, Exit};
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf.
+        let mut main = payload_events(Args, 0, 100, |w| {
+            assert!(w.attach_chain(&[0, 1]));
+        });
+        main.extend([
+            ev(Entry, 3, 200),
+            ev(Exit, 3, 210),
+            ev(Exit, 1, 300),
+            ev(Entry, 2, 400),
+            ev(Exit, 2, 410),
+            ev(Exit, 0, 500),
+        ]);
+        let (_dir, trace) = fake_trace(&[FakeTask::main(10, main)]);
+        assert_eq!(
+            tree_of_last(&trace, 1),
+            "\
+# DURATION     TID     FUNCTION
+# task 10: pid 10, tid 10 (prog), /usr/bin/prog, the program started
+# last 1 of 2 calls; the task that ended last
+            [   10] | main() { /* entered before the trace began */
+   0.010 us [   10] |   strtol();
+            [   10] | } /* main */ (entry not recorded)
+"
+        );
+    }
+}
+
+/// Argument and return values (args.rs) in the tree's lines.
+mod values {
+    use super::*;
+    use crate::testutil::payload_events as values;
+
+    #[test]
+    fn tree_lines_with_values() {
+        use crate::testutil::{ev, fake_trace, FakeTask};
+        use fctrace_format::event::EventKind::{Args, Entry, Exit, Retval, Unwind};
+        // ids: 0 main, 1 parse_args, 2 strtol, 3 leaf
+        let mut events = vec![ev(Entry, 0, 1000)];
+        events.push(ev(Entry, 3, 1100));
+        events.extend(values(Args, 3, 1100, |w| {
+            w.int(fctrace_format::argval::IntFmt::Auto, 8, 2);
+            w.int(fctrace_format::argval::IntFmt::Auto, 8, 3);
+        }));
+        events.extend(values(Retval, 3, 1200, |w| {
+            w.int(fctrace_format::argval::IntFmt::Auto, 8, 5);
+        }));
+        events.push(ev(Exit, 3, 1200));
+        events.push(ev(Entry, 1, 1300));
+        events.extend(values(Args, 1, 1300, |w| {
+            w.string(b"world", false);
+        }));
+        events.push(ev(Entry, 2, 1400));
+        events.push(ev(Exit, 2, 1500));
+        events.extend(values(Retval, 1, 1600, |w| {
+            w.string(b"hello world, this is long", true);
+        }));
+        events.push(ev(Exit, 1, 1600));
+        // Only a return value; then arguments without any (an empty payload).
+        events.push(ev(Entry, 2, 1700));
+        events.extend(values(Retval, 2, 1800, |w| {
+            w.enumerator(2, "BLUE");
+        }));
+        events.push(ev(Exit, 2, 1800));
+        events.push(ev(Entry, 3, 1900));
+        events.extend(values(Args, 3, 1900, |_| {}));
+        events.push(ev(Unwind, 3, 2000));
+        events.push(ev(Exit, 0, 3000));
+        let (_dir, trace) = fake_trace(&[FakeTask::main(7, events)]);
+        let mut out = Vec::new();
+        write_tree(&trace, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\
+# DURATION     TID     FUNCTION
+# task 7: pid 7, tid 7 (prog), /usr/bin/prog, the program started
+            [    7] | main() {
+   0.100 us [    7] |   leaf(2, 3) = 5;
+            [    7] |   parse_args(\"world\") {
+   0.100 us [    7] |     strtol();
+   0.300 us [    7] |   } = \"hello world, this is long\"...; /* parse_args */
+   0.100 us [    7] |   strtol() = BLUE;
+   0.100 us [    7] |   leaf(); (unwound)
+   2.000 us [    7] | } /* main */
+"
+        );
+    }
+}
