@@ -186,148 +186,8 @@ impl<S: EventSource> TaskState<S> {
         let column = &self.column;
         let depth = self.stack.len();
         match event.kind {
-            EventKind::Entry => {
-                if self.extras {
-                    self.watch_fork(&event, names);
-                }
-                let mut note = self.events.backtrace(&event);
-                // A backtrace recorded by the agent (an `Args` payload right
-                // after the entry) wins over the one rebuilt from the calls.
-                let mut taken_args = None;
-                if matches!(self.head, Some(e) if e.kind == EventKind::Args && e.func == event.func)
-                {
-                    match self.take_backtrace_or_args(summary) {
-                        // The calls open where tracing resumed, entered
-                        // while it was off: opened before this entry.
-                        Ok(bt) if bt.resume => {
-                            if !self.events.chooses_calls() {
-                                self.open_resumed(&bt.funcs, out, names)?;
-                            }
-                        }
-                        Ok(bt) => {
-                            let mut callers = bt.funcs;
-                            if bt.cut {
-                                callers.insert(0, u32::MAX);
-                            }
-                            note = Some(callers);
-                        }
-                        Err(args) => taken_args = Some(args),
-                    }
-                }
-                if let Some(callers) = note {
-                    self.backtrace_line(&callers, out, names)?;
-                }
-                let name = names.get(self.session, event.func);
-                if let Some(args) = taken_args {
-                    return self.entry_with_values(event, name, out, summary, Some(args));
-                }
-                let column = &self.column;
-                let depth = self.stack.len();
-                let leaf_exit = match self.head {
-                    Some(next)
-                        if next.func == event.func
-                            && matches!(next.kind, EventKind::Exit | EventKind::Unwind) =>
-                    {
-                        Some(next)
-                    }
-                    _ => None,
-                };
-                match leaf_exit {
-                    Some(exit) => {
-                        let dur = exit.ns.saturating_sub(event.ns);
-                        if exit.kind == EventKind::Exit {
-                            out.text_line(Some(dur), column, depth, name.leaf_line())?;
-                        } else {
-                            out.line(Some(dur), column, depth, &[&name.name, "; (unwound)"])?;
-                        }
-                        self.advance(summary);
-                        Ok(())
-                    }
-                    None => {
-                        // Not a leaf as far as the next event says: it may
-                        // be the call's values.
-                        if let Some(Event {
-                            kind: EventKind::Args | EventKind::Retval,
-                            func,
-                            ..
-                        }) = self.head
-                        {
-                            if func == event.func {
-                                return self.entry_with_values(event, name, out, summary, None);
-                            }
-                        }
-                        out.text_line(None, column, depth, name.open_line())?;
-                        self.stack.push(Frame {
-                            func: u64::from(event.func),
-                            name,
-                            entry_ns: event.ns,
-                        });
-                        Ok(())
-                    }
-                }
-            }
-            EventKind::Exit | EventKind::Unwind => {
-                let j = match self.stack.last() {
-                    Some(top) if top.func == u64::from(event.func) => Some(depth - 1),
-                    _ => self
-                        .stack
-                        .iter()
-                        .rposition(|f| f.func == u64::from(event.func)),
-                };
-                match j {
-                    Some(j) => {
-                        while self.stack.len() > j + 1 {
-                            self.close_not_returned(out)?;
-                        }
-                        let Some(frame) = self.stack.pop() else {
-                            return Ok(());
-                        };
-                        if frame.without_entry() {
-                            return self.close_unrecorded(event, frame, j, out);
-                        }
-                        let dur = event.ns.saturating_sub(frame.entry_ns);
-                        let retval = match self.retval.take() {
-                            Some((f, text)) if u64::from(f) == frame.func => Some(text),
-                            _ => None,
-                        };
-                        if let Some(text) = retval {
-                            // uftrace's shape: `} = 6; /* measure */`.
-                            let end = if event.kind == EventKind::Exit {
-                                " */"
-                            } else {
-                                " */ (unwound)"
-                            };
-                            out.line(
-                                Some(dur),
-                                &self.column,
-                                j,
-                                &["} = ", &text, "; /* ", frame.name.bare(), end],
-                            )
-                        } else if event.kind == EventKind::Exit {
-                            out.text_line(Some(dur), &self.column, j, frame.name.close_line())
-                        } else {
-                            out.line(
-                                Some(dur),
-                                &self.column,
-                                j,
-                                &["} /* ", frame.name.bare(), " */ (unwound)"],
-                            )
-                        }
-                    }
-                    None => {
-                        let name = names.get(self.session, event.func);
-                        // In a task that begins with a history chain: a
-                        // call it names, through display filters (they
-                        // keep the chain), or one entered before it.
-                        let why = if self.history || self.events.history() {
-                            " */ (entry not in history)"
-                        } else {
-                            " */ (entry not recorded)"
-                        };
-                        out.line(None, column, depth, &["} /* ", name.bare(), why])
-                    }
-                }
-            }
+            EventKind::Entry => self.entry(event, out, names, summary),
+            EventKind::Exit | EventKind::Unwind => self.exit(event, out, names),
             EventKind::Signal => {
                 let sig = i32::try_from(event.func).unwrap_or(i32::MAX);
                 let number = event.func.to_string();
@@ -371,6 +231,165 @@ impl<S: EventSource> TaskState<S> {
             | EventKind::KernelSignal
             | EventKind::KernelEntry
             | EventKind::KernelExit => self.kernel_event(event, out, summary),
+        }
+    }
+
+    /// An entry: a leaf (`name();`, its exit is the next event), a call
+    /// with its values, or an opening line; after its backtrace, and the
+    /// calls open where tracing resumed.
+    #[inline(always)]
+    fn entry(
+        &mut self,
+        event: Event,
+        out: &mut Sink,
+        names: &mut CallNames,
+        summary: &mut TreeSummary,
+    ) -> io::Result<()> {
+        if self.extras {
+            self.watch_fork(&event, names);
+        }
+        let mut note = self.events.backtrace(&event);
+        // A backtrace recorded by the agent (an `Args` payload right
+        // after the entry) wins over the one rebuilt from the calls.
+        let mut taken_args = None;
+        if matches!(self.head, Some(e) if e.kind == EventKind::Args && e.func == event.func) {
+            match self.take_backtrace_or_args(summary) {
+                // The calls open where tracing resumed, entered
+                // while it was off: opened before this entry.
+                Ok(bt) if bt.resume => {
+                    if !self.events.chooses_calls() {
+                        self.open_resumed(&bt.funcs, out, names)?;
+                    }
+                }
+                Ok(bt) => {
+                    let mut callers = bt.funcs;
+                    if bt.cut {
+                        callers.insert(0, u32::MAX);
+                    }
+                    note = Some(callers);
+                }
+                Err(args) => taken_args = Some(args),
+            }
+        }
+        if let Some(callers) = note {
+            self.backtrace_line(&callers, out, names)?;
+        }
+        let name = names.get(self.session, event.func);
+        if let Some(args) = taken_args {
+            return self.entry_with_values(event, name, out, summary, Some(args));
+        }
+        let column = &self.column;
+        let depth = self.stack.len();
+        let leaf_exit = match self.head {
+            Some(next)
+                if next.func == event.func
+                    && matches!(next.kind, EventKind::Exit | EventKind::Unwind) =>
+            {
+                Some(next)
+            }
+            _ => None,
+        };
+        match leaf_exit {
+            Some(exit) => {
+                let dur = exit.ns.saturating_sub(event.ns);
+                if exit.kind == EventKind::Exit {
+                    out.text_line(Some(dur), column, depth, name.leaf_line())?;
+                } else {
+                    out.line(Some(dur), column, depth, &[&name.name, "; (unwound)"])?;
+                }
+                self.advance(summary);
+                Ok(())
+            }
+            None => {
+                // Not a leaf as far as the next event says: it may
+                // be the call's values.
+                if let Some(Event {
+                    kind: EventKind::Args | EventKind::Retval,
+                    func,
+                    ..
+                }) = self.head
+                {
+                    if func == event.func {
+                        return self.entry_with_values(event, name, out, summary, None);
+                    }
+                }
+                out.text_line(None, column, depth, name.open_line())?;
+                self.stack.push(Frame {
+                    func: u64::from(event.func),
+                    name,
+                    entry_ns: event.ns,
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// An exit or unwind: the closing line of its call (the calls above
+    /// it closed as not returned), or of a call whose entry is not in the
+    /// trace.
+    #[inline(always)]
+    fn exit(&mut self, event: Event, out: &mut Sink, names: &mut CallNames) -> io::Result<()> {
+        let column = &self.column;
+        let depth = self.stack.len();
+        let j = match self.stack.last() {
+            Some(top) if top.func == u64::from(event.func) => Some(depth - 1),
+            _ => self
+                .stack
+                .iter()
+                .rposition(|f| f.func == u64::from(event.func)),
+        };
+        match j {
+            Some(j) => {
+                while self.stack.len() > j + 1 {
+                    self.close_not_returned(out)?;
+                }
+                let Some(frame) = self.stack.pop() else {
+                    return Ok(());
+                };
+                if frame.without_entry() {
+                    return self.close_unrecorded(event, frame, j, out);
+                }
+                let dur = event.ns.saturating_sub(frame.entry_ns);
+                let retval = match self.retval.take() {
+                    Some((f, text)) if u64::from(f) == frame.func => Some(text),
+                    _ => None,
+                };
+                if let Some(text) = retval {
+                    // uftrace's shape: `} = 6; /* measure */`.
+                    let end = if event.kind == EventKind::Exit {
+                        " */"
+                    } else {
+                        " */ (unwound)"
+                    };
+                    out.line(
+                        Some(dur),
+                        &self.column,
+                        j,
+                        &["} = ", &text, "; /* ", frame.name.bare(), end],
+                    )
+                } else if event.kind == EventKind::Exit {
+                    out.text_line(Some(dur), &self.column, j, frame.name.close_line())
+                } else {
+                    out.line(
+                        Some(dur),
+                        &self.column,
+                        j,
+                        &["} /* ", frame.name.bare(), " */ (unwound)"],
+                    )
+                }
+            }
+            None => {
+                let name = names.get(self.session, event.func);
+                // In a task that begins with a history chain: a
+                // call it names, through display filters (they
+                // keep the chain), or one entered before it.
+                let why = if self.history || self.events.history() {
+                    " */ (entry not in history)"
+                } else {
+                    " */ (entry not recorded)"
+                };
+                out.line(None, column, depth, &["} /* ", name.bare(), why])
+            }
         }
     }
 
