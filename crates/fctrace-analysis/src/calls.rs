@@ -29,6 +29,7 @@
 
 use super::filter::EventSource;
 use super::names::unknown;
+use super::progress::Progress;
 use super::syscalls::SYSCALL_MODULE;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, StoreError, TaskInfo, Trace};
@@ -376,7 +377,7 @@ pub struct Pass {
 
 /// Gives the steps of every task the display filters of `options` show
 /// to `sink`, task after task (in the trace's order), with a progress
-/// line labelled `label` when `progress` (see [`super::Progress::wanted`]).
+/// line labelled `label` when `progress` (see [`Progress::wanted`]).
 /// Memory: the open calls of one task. An error of the sink (writing its
 /// output) stops the pass.
 pub fn each_task(
@@ -387,7 +388,7 @@ pub fn each_task(
     sink: &mut impl StepSink,
 ) -> io::Result<Pass> {
     let mut filter = super::filter::Filter::new(trace, options, false);
-    let mut progress = super::Progress::new(label, trace.info.events, progress);
+    let mut progress = Progress::new(label, trace.info.events, progress);
     let mut pass = Pass::default();
     let mut done = 0;
     for task in &trace.info.tasks {
@@ -427,7 +428,7 @@ pub fn each_task(
 fn task_steps<S: EventSource>(
     mut calls: Calls<S>,
     sink: &mut impl StepSink,
-    progress: &mut super::Progress,
+    progress: &mut Progress,
     done: u64,
     pass: &mut Pass,
 ) -> io::Result<(u64, Option<StoreError>)> {

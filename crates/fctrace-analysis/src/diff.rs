@@ -7,9 +7,10 @@
 //! base). A function called in only one trace has the other side empty
 //! (its values count as 0 in the difference).
 
+use super::duration::duration;
+use super::names::module_file;
 use super::report::FuncStats;
 use super::sort::SortKey;
-use super::{duration, names::module_file};
 use fctrace_format::store::Trace;
 use serde::Serialize;
 use std::collections::HashMap;

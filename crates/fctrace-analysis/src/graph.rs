@@ -31,7 +31,8 @@
 //! path below it.
 
 use super::calls::{each_task, End, Functions, Open, Step, StepSink};
-use super::{duration, Progress};
+use super::duration::duration;
+use super::progress::Progress;
 use fctrace_format::store::{StoreError, TaskInfo, Trace};
 use fctrace_options::pattern::name_forms;
 use fctrace_options::FuncPattern;

@@ -20,9 +20,10 @@
 //! full duration.
 
 use super::calls::{Functions, IdCache};
+use super::duration::Duration;
 use super::filter::{EventSource, Filter};
+use super::progress::Progress;
 use super::sort::SortKey;
-use super::Progress;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{StoreError, Trace};
 use serde::Serialize;
@@ -302,7 +303,7 @@ pub fn sort(functions: &mut [FuncStats], key: SortKey) {
 }
 
 fn time_column(ns: Option<u64>) -> String {
-    ns.map_or_else(|| "-".to_string(), |ns| super::Duration(ns).painted())
+    ns.map_or_else(|| "-".to_string(), |ns| Duration(ns).painted())
 }
 
 /// The text table, uftrace style.
@@ -344,15 +345,15 @@ pub fn write_text(out: &mut dyn Write, functions: &[FuncStats]) -> io::Result<()
             f.name.clone()
         };
         let kernel_col = if kernel {
-            format!("  {:>11}", super::Duration(f.kernel_ns).painted())
+            format!("  {:>11}", Duration(f.kernel_ns).painted())
         } else {
             String::new()
         };
         writeln!(
             out,
             "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}{kernel_col}  {}",
-            super::Duration(f.total_ns).painted(),
-            super::Duration(f.self_ns).painted(),
+            Duration(f.total_ns).painted(),
+            Duration(f.self_ns).painted(),
             f.calls,
             time_column(f.min_ns),
             time_column(f.avg_ns()),

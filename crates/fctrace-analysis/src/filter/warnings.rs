@@ -20,7 +20,7 @@ pub fn warn_tracing_gaps(trace: &Trace, given: &Options) {
         return;
     }
     if recorded_with_gaps(trace) && resumes_unknown(trace) {
-        crate::warn(
+        crate::progress::warn(
             "the trace was recorded with tracing off for a while (--disable or trace_off) \
              and turned on by a signal or a global trigger: -F/-N cannot see the calls \
              entered while it was off in the threads it turned on; give -F/-N to \
@@ -113,10 +113,10 @@ pub fn unmatched_tids(trace: &Trace, opts: &Options) -> Vec<u32> {
 /// and each `--tid` that names no task.
 pub fn warn_unmatched(trace: &Trace, opts: &Options) {
     for p in unmatched_patterns(trace, opts) {
-        crate::warn(&format!("{p} matches no function of the trace"));
+        crate::progress::warn(&format!("{p} matches no function of the trace"));
     }
     for tid in unmatched_tids(trace, opts) {
-        crate::warn(&format!(
+        crate::progress::warn(&format!(
             "--tid {tid} names no task of the trace (`fctrace info` lists them)"
         ));
     }

@@ -22,7 +22,7 @@ mod rle;
 
 use self::chunk::{KeyColumn, Plain, TextColumn, TimeColumn};
 use super::calls::{each_task, Call, End, Functions, Open, Step, StepSink};
-use super::Progress;
+use crate::progress::Progress;
 use anyhow::Context;
 use fctrace_format::store::{StoreError, TaskInfo, Trace};
 use parquet::data_type::{ByteArray, ByteArrayType, Int32Type, Int64Type};

@@ -47,7 +47,7 @@ use super::style::{task_header, LineInfo, TreeStyle, TreeSummary};
 use super::task::{write_task_lines, TaskState};
 use crate::filter::{EventSource, Filter};
 use crate::names::CallNames;
-use crate::Progress;
+use crate::progress::Progress;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, ExitStatus, TaskInfo, Trace};
 use fctrace_options::known_signal_name as signal_name;

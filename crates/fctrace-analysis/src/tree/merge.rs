@@ -7,7 +7,7 @@ use super::style::{task_header, TreeStyle, TreeSummary};
 use super::task::{ForkWatch, TaskState};
 use crate::filter::{EventSource, Filter};
 use crate::names::CallNames;
-use crate::Progress;
+use crate::progress::Progress;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{TaskInfo, TaskOrigin, Trace};
 use fctrace_options::Options;

@@ -2,9 +2,9 @@
 //! before the function, the indent, and the markers at the ends of lines.
 
 use super::style::{fields_header, Field, FieldCtx, LineInfo, TreeStyle, HEADER, MAX_INDENT_DEPTH};
+use crate::duration::Duration;
 use crate::names::PIECE;
 use crate::term::{MAGENTA, RED, RESET, YELLOW};
-use crate::Duration;
 use fctrace_format::store::{TaskInfo, Trace};
 use fctrace_options::Options;
 use std::io::{self, Write};

@@ -8,9 +8,10 @@ use super::frame::{
 };
 use super::sink::{Column, Sink};
 use super::style::TreeSummary;
+use crate::duration::Duration;
 use crate::filter::EventSource;
 use crate::names::{CallNames, TreeName};
-use crate::{Duration, Progress};
+use crate::progress::Progress;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, TaskInfo};
 use fctrace_options::known_signal_name as signal_name;

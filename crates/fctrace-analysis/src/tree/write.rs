@@ -7,7 +7,7 @@ use super::style::{task_header, TreeStyle, TreeSummary};
 use super::task::write_task;
 use crate::filter::Filter;
 use crate::names::CallNames;
-use crate::{is_broken_pipe, warn, Progress};
+use crate::progress::{is_broken_pipe, warn, Progress};
 use fctrace_format::store::Trace;
 use fctrace_options::Options;
 use std::io::{self, Write};
