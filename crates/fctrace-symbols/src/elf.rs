@@ -10,7 +10,8 @@ use object::read::elf::{
 };
 use object::{Endianness, SectionIndex, SymbolIndex};
 
-use crate::{x86, ElfInfo, ElfKind, FuncRef, GotImport, PltEntry, SymbolError};
+use crate::info::{ElfInfo, ElfKind, FuncRef, GotImport, PltEntry, SymbolError};
+use crate::x86;
 
 type Result<T> = std::result::Result<T, SymbolError>;
 

@@ -30,7 +30,8 @@
 //! a [`EventKind::SyscallExit`] event followed by one `Data` event holding
 //! the 8 bytes of its result.
 
-use super::{Event, StoreError};
+use super::decoded::Event;
+use super::error::StoreError;
 use crate::event::EventKind;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
