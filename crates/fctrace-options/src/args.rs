@@ -105,7 +105,7 @@ impl ArgSpec {
             match parse_item(raw) {
                 Some(item) => items.push(item.map_err(|e| format!("`{spec}`: {e}"))?),
                 None if i == 0 && !raw.is_empty() => {
-                    if let Some(what) = crate::spec::action_word(raw) {
+                    if let Some(what) = crate::action::action_word(raw) {
                         return Err(format!(
                             "`{spec}`: `{raw}` is {what}, not a module or an argument \
                              (argN[/FMT], fpargN, retval[/FMT]); for an action use -T '{func}@{raw}'"

@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod action;
 pub mod args;
 pub mod display;
 pub mod pattern;

@@ -49,7 +49,7 @@ impl FuncPattern {
             if m.is_empty() {
                 return Err(format!("`{text}`: the module after `@` is empty"));
             }
-            if let Some(what) = crate::spec::action_word(m) {
+            if let Some(what) = crate::action::action_word(m) {
                 return Err(format!(
                     "`{text}`: `{m}` is {what}, not a module (FUNC@MODULE limits FUNC to one \
                      library or the executable); for an action when {func} is called use \
