@@ -4,7 +4,7 @@
 //! ([`fctrace_analysis::flame`]), `--parquet` ([`fctrace_analysis::parquet`]),
 //! and without a format the events as text ([`fctrace_analysis::events`]).
 
-use super::finish;
+use super::output::finish;
 use crate::cli::{DumpArgs, FilterArgs};
 use anyhow::Context;
 use fctrace_analysis::flame::{self, Weight};

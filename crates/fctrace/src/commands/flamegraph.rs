@@ -2,7 +2,7 @@
 //! trace (inferno), titled with the program's command line.
 
 use super::dump::{open, write_to, OUTPUT};
-use super::finish;
+use super::output::finish;
 use crate::cli::FlamegraphArgs;
 use fctrace_analysis::flame::{self, Weight};
 use std::process::ExitCode;

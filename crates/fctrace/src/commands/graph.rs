@@ -1,6 +1,6 @@
 //! `fctrace graph`: the call graph of a recorded trace.
 
-use super::{Output, Terminal};
+use super::output::{Output, Terminal};
 use crate::cli::{GraphArgs, GraphFormat};
 use anyhow::Context;
 use fctrace_analysis::graph::{self, Lang};
@@ -70,5 +70,5 @@ pub fn run(args: GraphArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         return Err(e).context("cannot write the graph");
     }
 
-    super::finish(&trace, "the graph is", g.lost_in_streams, g.errors)
+    super::output::finish(&trace, "the graph is", g.lost_in_streams, g.errors)
 }

@@ -1,6 +1,6 @@
 //! `fctrace info`: what a trace holds.
 
-use super::{Output, Terminal};
+use super::output::{Output, Terminal};
 use crate::cli::InfoArgs;
 use anyhow::Context;
 use fctrace_analysis::is_broken_pipe;

@@ -2,7 +2,7 @@
 //! directory, then print the call tree, as `fctrace record` followed by
 //! `fctrace replay` would.
 
-use super::{Output, Terminal};
+use super::output::{Output, Terminal};
 use crate::cli::LiveArgs;
 use crate::recorder;
 use anyhow::Context;

@@ -1,6 +1,6 @@
 //! `fctrace replay`: print the call tree of a recorded trace.
 
-use super::{Output, Terminal};
+use super::output::{Output, Terminal};
 use crate::cli::ReplayArgs;
 use fctrace_analysis::{filter, tree};
 use fctrace_format::store::Trace;

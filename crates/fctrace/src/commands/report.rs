@@ -1,6 +1,6 @@
 //! `fctrace report`: per-function statistics of a recorded trace.
 
-use super::{finish, Output, Terminal};
+use super::output::{finish, Output, Terminal};
 use crate::cli::{Format, ReportArgs};
 use anyhow::Context;
 use fctrace_analysis::{diff, report, warn};

@@ -67,7 +67,7 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
             start.elapsed().as_secs_f64()
         )
         .map_err(|e| anyhow::anyhow!("cannot write to stdout: {e}"))?;
-        return crate::commands::finish(&trace, STATS, model.lost, errors);
+        return crate::commands::output::finish(&trace, STATS, model.lost, errors);
     }
 
     // A signal that would end the process sets this instead: the loops
@@ -144,7 +144,7 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     }
     drop(guard);
     match signalled.load(Ordering::Relaxed) {
-        0 => crate::commands::finish(&trace, STATS, lost, errors),
+        0 => crate::commands::output::finish(&trace, STATS, lost, errors),
         sig => Ok(ended_by(sig)),
     }
 }
