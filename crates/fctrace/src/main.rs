@@ -1,15 +1,13 @@
 //! fctrace: shows every function call a program makes.
 //!
 //! Layout: `cli` holds every option (one place), `commands/` one module per
-//! subcommand, `recorder/` the process control and the draining of the
-//! agent's shared memory (the only unsafe code of this crate), `output/`
-//! the text renderings shared by live mode and replay, `tui/` the
+//! subcommand (turning options into the settings of the recorder,
+//! crates/fctrace-record), `output/` the text renderings shared by live mode and replay, `tui/` the
 //! interactive terminal UI.
 
 mod cli;
 mod commands;
 mod output;
-mod recorder;
 mod tui;
 
 use std::process::ExitCode;

@@ -1,18 +1,9 @@
-//! Recording: start the program with the agent preloaded, drain the
-//! agent's shared memory into a trace directory until the program and all
-//! its descendants have ended.
+//! Recording: start the program with the agent preloaded (or attach to a
+//! running process), drain the agent's shared memory into a trace
+//! directory until the program and all its descendants have ended (or
+//! fctrace detaches).
 
-mod attach;
-mod bpf;
-mod ends;
-mod kernel;
-mod kgraph;
-mod kload;
-mod process;
-mod shm;
-mod stacks;
-
-use crate::cli::TraceOptions;
+use crate::{attach, ends, kernel, process, shm};
 use anyhow::{Context, Result};
 use fctrace_format::event::RawEvent;
 use fctrace_format::shm::{
@@ -23,9 +14,6 @@ use fctrace_format::store::{Clock, ExitStatus, TaskInfo, TaskOrigin, TraceInfo, 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-
-pub use process::exit_like;
-pub use process::ignore_terminal_interrupts;
 
 /// The agent, built from crates/fctrace-agent by build.rs.
 static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fctrace_agent.so"));
@@ -58,7 +46,7 @@ pub fn end_like(exit: Option<ExitStatus>, attach: Option<AttachEnd>) -> std::pro
     match attach {
         Some(AttachEnd::Detached) => std::process::ExitCode::SUCCESS,
         Some(AttachEnd::DetachFailed) => std::process::ExitCode::from(1),
-        Some(AttachEnd::Ended) | None => exit_like(exit),
+        Some(AttachEnd::Ended) | None => process::exit_like(exit),
     }
 }
 
@@ -132,20 +120,48 @@ pub struct RingOptions {
     pub at_exit: bool,
 }
 
-pub use fctrace_format::store::RECORDER_PID_FILE;
+use fctrace_format::store::RECORDER_PID_FILE;
 
 /// Snapshots asked for by triggers are written at most this often (a
 /// trigger on a hot function would otherwise write them back to back).
 const TRIGGER_SNAPSHOT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
-pub fn record(
-    target: Target<'_>,
-    dir: &Path,
-    opts: &TraceOptions,
-    options: &fctrace_options::Options,
-    ring: Option<RingOptions>,
-) -> Result<Outcome> {
-    if ring.is_some() && (opts.kernel || opts.kernel_depth.is_some()) {
+/// What to record, where and how: one recording's settings (the CLI
+/// builds them from its options).
+pub struct RecordSettings<'a> {
+    /// The program to start, or the process to attach to.
+    pub target: Target<'a>,
+    /// The trace directory to write (an earlier trace there is kept aside).
+    pub dir: &'a Path,
+    /// `-l`: the agent also traces every function inside the shared
+    /// libraries, not only the calls from the program into them.
+    pub nest_libcall: bool,
+    /// `-k`: the system calls of the traced tasks are recorded too (the
+    /// kernel's tracepoints); the agent is told so.
+    pub kernel: bool,
+    /// `-K DEPTH`: the kernel functions under each system call, this many
+    /// levels deep (the system calls are then recorded too, as with
+    /// `kernel`).
+    pub kernel_depth: Option<u32>,
+    /// Filters, triggers and argument specs, for the agent.
+    pub options: &'a fctrace_options::Options,
+    /// `record --ring`: a flight recorder keeping the latest events only
+    /// (None: every event is written).
+    pub ring: Option<RingOptions>,
+}
+
+/// Records `settings.target` into `settings.dir`.
+pub fn record(settings: RecordSettings<'_>) -> Result<Outcome> {
+    let RecordSettings {
+        target,
+        dir,
+        nest_libcall,
+        kernel: syscalls,
+        kernel_depth,
+        options,
+        ring,
+    } = settings;
+    if ring.is_some() && (syscalls || kernel_depth.is_some()) {
         anyhow::bail!(
             "--ring keeps function events only: the kernel's (-k, -K) are not kept in the \
              ring; record them without --ring"
@@ -202,15 +218,12 @@ pub fn record(
         write_pid_file(&abs_dir.join(RECORDER_PID_FILE))?;
         process::install_snapshot_signal();
     }
-    let flags = if opts.nest_libcall {
-        FLAG_NEST_LIBCALL
-    } else {
-        0
-    } | if opts.kernel {
-        fctrace_format::shm::FLAG_KERNEL
-    } else {
-        0
-    };
+    let flags = if nest_libcall { FLAG_NEST_LIBCALL } else { 0 }
+        | if syscalls {
+            fctrace_format::shm::FLAG_KERNEL
+        } else {
+            0
+        };
     // Attaching: the process is stopped from here until it runs traced;
     // the shared memory is a file of its own making.
     // Its end is watched from before it runs traced.
@@ -301,7 +314,7 @@ pub fn record(
     // the program (which inherits them). Refused or unavailable: said,
     // and the functions are recorded anyway.
     let mut kernel = None;
-    if opts.kernel || opts.kernel_depth.is_some() {
+    if syscalls || kernel_depth.is_some() {
         // Attaching: opened once the agent runs (below).
         let opened = match target {
             Target::Launch(_) => kernel::Kernel::open_for_launch().map(Some),
@@ -371,7 +384,7 @@ pub fn record(
                 Some(d) => format!("for {:?} at most, or until it ends or Ctrl-C", d),
                 None => "until it ends or Ctrl-C".to_string(),
             };
-            if opts.kernel || opts.kernel_depth.is_some() {
+            if syscalls || kernel_depth.is_some() {
                 // Its threads' system calls from here to the detach (not
                 // fctrace's work of attaching and detaching).
                 let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -402,7 +415,7 @@ pub fn record(
     };
     // -K: the kernel functions of the program's threads (those it creates
     // from now on followed by the kernel).
-    if let (Some(depth), Some(k)) = (opts.kernel_depth, kernel.as_mut()) {
+    if let (Some(depth), Some(k)) = (kernel_depth, kernel.as_mut()) {
         let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{child_pid}/task"))
             .map(|d| {
                 d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
