@@ -17,7 +17,8 @@
 //! - `kernel`: `-k`'s system call tracepoints through perf_event_open;
 //!   `bpf`: the BPF programs that copy paths; `kgraph`: `-K`'s kernel
 //!   functions (ftrace's function_graph); `kload`: the agent's own loading
-//!   left out of the kernel's events.
+//!   left out of the kernel's events; `perf`: tracefs and perf_event_open,
+//!   which these share.
 
 mod attach;
 mod bpf;
@@ -25,6 +26,7 @@ mod ends;
 mod kernel;
 mod kgraph;
 mod kload;
+mod perf;
 mod process;
 mod record;
 mod shm;
