@@ -11,7 +11,7 @@
 //!   `<root>/<directory of the file>/` (checked: the CRC must match).
 //!
 //! The root is `/usr/lib/debug` ([`DEBUG_ROOT`]). One lookup serves the
-//! function symbols ([`crate::analyze_with_debug`]) and the DWARF of `-a`
+//! function symbols ([`crate::analyze_borrowed_with_debug`]) and the DWARF of `-a`
 //! ([`crate::dwarf::signatures_of_file`]).
 
 use object::{Object, ObjectSymbolTable};

@@ -343,54 +343,27 @@ impl UnitCtx<'_, '_> {
         self.ty_inner(off, depth).unwrap_or(Ty::Other { size: 8 })
     }
 
+    /// The type at `off` (see [`Ty`]), `None` when its description is
+    /// broken or nested deeper than [`MAX_TYPE_DEPTH`].
     fn ty_inner(&self, off: UnitOffset, depth: u32) -> Option<Ty> {
         if depth > MAX_TYPE_DEPTH {
             return None;
         }
         let tag = self.tag(off)?;
         let size = self.udata(off, gimli::DW_AT_byte_size);
-        let under = || self.unit_ref(self.attr(off, gimli::DW_AT_type));
         Some(match tag {
             gimli::DW_TAG_typedef
             | gimli::DW_TAG_const_type
             | gimli::DW_TAG_volatile_type
             | gimli::DW_TAG_restrict_type
-            | gimli::DW_TAG_atomic_type => match under() {
+            | gimli::DW_TAG_atomic_type => match self.under(off) {
                 Some(t) => self.ty_inner(t, depth + 1)?,
                 None => Ty::Void,
             },
-            gimli::DW_TAG_base_type => {
-                let size = size? as u8;
-                let enc = match self.attr(off, gimli::DW_AT_encoding)? {
-                    AttributeValue::Encoding(e) => e,
-                    _ => return None,
-                };
-                match enc {
-                    gimli::DW_ATE_boolean => Ty::Bool { size },
-                    gimli::DW_ATE_float if size == 4 || size == 8 => Ty::Float { size },
-                    gimli::DW_ATE_signed_char | gimli::DW_ATE_unsigned_char if size == 1 => {
-                        Ty::Char
-                    }
-                    gimli::DW_ATE_signed | gimli::DW_ATE_signed_char
-                        if matches!(size, 1 | 2 | 4 | 8) =>
-                    {
-                        Ty::Int { size, signed: true }
-                    }
-                    gimli::DW_ATE_unsigned | gimli::DW_ATE_unsigned_char | gimli::DW_ATE_UTF
-                        if matches!(size, 1 | 2 | 4 | 8) =>
-                    {
-                        Ty::Int {
-                            size,
-                            signed: false,
-                        }
-                    }
-                    _ => Ty::Other {
-                        size: u32::from(size),
-                    },
-                }
-            }
+            gimli::DW_TAG_base_type => self.base_ty(off, size?)?,
             gimli::DW_TAG_pointer_type => {
-                let is_char = under()
+                let is_char = self
+                    .under(off)
                     .map(|t| self.ty_inner(t, depth + 1))
                     .is_some_and(|t| t == Some(Ty::Char));
                 if is_char {
@@ -400,154 +373,201 @@ impl UnitCtx<'_, '_> {
                 }
             }
             gimli::DW_TAG_reference_type | gimli::DW_TAG_rvalue_reference_type => Ty::Ptr,
-            gimli::DW_TAG_enumeration_type => {
-                let size = size.or_else(|| {
-                    // No byte size of its own: its underlying type's.
-                    under()
-                        .and_then(|t| self.ty_inner(t, depth + 1))
-                        .map(|t| u64::from(t.size()))
-                });
-                let size = match size {
-                    Some(s @ (1 | 2 | 4 | 8)) => s as u8,
-                    _ => 4,
-                };
-                let mut raw = Vec::new();
-                let mut tree = self.unit.entries_tree(Some(off)).ok()?;
-                let root = tree.root().ok()?;
-                let mut children = root.children();
-                while let Ok(Some(child)) = children.next() {
-                    let c = child.entry();
-                    if c.tag() != gimli::DW_TAG_enumerator {
-                        continue;
-                    }
-                    let Some(v) = c.attr_value(gimli::DW_AT_const_value).ok().flatten() else {
-                        continue;
-                    };
-                    let name = c
-                        .attr_value(gimli::DW_AT_name)
-                        .ok()
-                        .flatten()
-                        .and_then(|n| self.string(n))
-                        .unwrap_or_default();
-                    raw.push((v, name));
-                }
-                // Signed or not: the encoding gcc puts on the enum itself,
-                // else its underlying type's (DW_AT_type), else (old DWARF
-                // without either) signed when a value is negative, as C
-                // compilers choose.
-                let encoding = match self.attr(off, gimli::DW_AT_encoding) {
-                    Some(AttributeValue::Encoding(e)) => Some(e),
-                    _ => under().and_then(|t| self.base_encoding(t, depth + 1)),
-                };
-                let signed = match encoding {
-                    Some(e) => matches!(e, gimli::DW_ATE_signed | gimli::DW_ATE_signed_char),
-                    None => raw
-                        .iter()
-                        .any(|(v, _)| matches!(v, AttributeValue::Sdata(x) if *x < 0)),
-                };
-                let values = raw
-                    .into_iter()
-                    .filter_map(|(v, name)| {
-                        Some((enumerator_value(v, size, signed, self.gnu)?, name))
-                    })
-                    .collect();
-                Ty::Enum {
-                    size,
-                    signed,
-                    values,
-                }
-            }
+            gimli::DW_TAG_enumeration_type => self.enum_ty(off, size, depth)?,
             gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type | gimli::DW_TAG_union_type => {
-                let size = size? as u32;
-                let mut fields = Vec::new();
-                let mut tree = self.unit.entries_tree(Some(off)).ok()?;
-                let root = tree.root().ok()?;
-                let mut children = root.children();
-                let mut complex = false;
-                while let Ok(Some(child)) = children.next() {
-                    let c = child.entry();
-                    match c.tag() {
-                        gimli::DW_TAG_member => {}
-                        gimli::DW_TAG_inheritance => {
-                            complex = true;
-                            continue;
-                        }
-                        _ => continue,
-                    }
-                    if c.attr_value(gimli::DW_AT_external).ok().flatten().is_some()
-                        || c.attr_value(gimli::DW_AT_declaration)
-                            .ok()
-                            .flatten()
-                            .is_some()
-                    {
-                        continue; // a static member
-                    }
-                    if c.attr_value(gimli::DW_AT_bit_size).ok().flatten().is_some() {
-                        complex = true;
-                    }
-                    // A location expression (not a constant offset) is complex.
-                    let offset = match c
-                        .attr_value(gimli::DW_AT_data_member_location)
-                        .ok()
-                        .flatten()
-                    {
-                        None => 0,
-                        Some(v) => match v.udata_value().and_then(|v| u32::try_from(v).ok()) {
-                            Some(v) => v,
-                            None => {
-                                complex = true;
-                                0
-                            }
-                        },
-                    };
-                    let name = c
-                        .attr_value(gimli::DW_AT_name)
-                        .ok()
-                        .flatten()
-                        .and_then(|n| self.string(n))
-                        .unwrap_or_default();
-                    let t = self.unit_ref(c.attr_value(gimli::DW_AT_type).ok().flatten());
-                    let ty = match t {
-                        Some(t) => self.ty(t, depth + 1),
-                        None => Ty::Other { size: 0 },
-                    };
-                    fields.push(Field { name, offset, ty });
-                }
-                if complex {
-                    Ty::Other { size }
-                } else {
-                    Ty::Struct {
-                        size,
-                        fields,
-                        union: tag == gimli::DW_TAG_union_type,
-                    }
-                }
+                self.struct_ty(off, size? as u32, tag == gimli::DW_TAG_union_type, depth)?
             }
-            gimli::DW_TAG_array_type => {
-                let elem = self.ty(under()?, depth + 1);
-                let mut count = None;
-                let mut tree = self.unit.entries_tree(Some(off)).ok()?;
-                let root = tree.root().ok()?;
-                let mut children = root.children();
-                while let Ok(Some(child)) = children.next() {
-                    let c = child.entry();
-                    if c.tag() == gimli::DW_TAG_subrange_type {
-                        let constant = |at| c.attr_value(at).ok().flatten()?.udata_value();
-                        count = constant(gimli::DW_AT_count).or_else(|| {
-                            constant(gimli::DW_AT_upper_bound).map(|v| v.saturating_add(1))
-                        });
-                        break;
-                    }
-                }
-                let size = count.map_or(0, |n| n.saturating_mul(u64::from(elem.size()))) as u32;
-                Ty::Array {
-                    size,
-                    elem: Box::new(elem),
-                }
-            }
+            gimli::DW_TAG_array_type => self.array_ty(off, depth)?,
             _ => Ty::Other {
                 size: size.unwrap_or(8) as u32,
             },
+        })
+    }
+
+    /// The type the entry at `off` refers to (`DW_AT_type`).
+    fn under(&self, off: UnitOffset) -> Option<UnitOffset> {
+        self.unit_ref(self.attr(off, gimli::DW_AT_type))
+    }
+
+    /// The base type at `off`, of `size` bytes, by its encoding.
+    fn base_ty(&self, off: UnitOffset, size: u64) -> Option<Ty> {
+        let size = size as u8;
+        let enc = match self.attr(off, gimli::DW_AT_encoding)? {
+            AttributeValue::Encoding(e) => e,
+            _ => return None,
+        };
+        Some(match enc {
+            gimli::DW_ATE_boolean => Ty::Bool { size },
+            gimli::DW_ATE_float if size == 4 || size == 8 => Ty::Float { size },
+            gimli::DW_ATE_signed_char | gimli::DW_ATE_unsigned_char if size == 1 => Ty::Char,
+            gimli::DW_ATE_signed | gimli::DW_ATE_signed_char if matches!(size, 1 | 2 | 4 | 8) => {
+                Ty::Int { size, signed: true }
+            }
+            gimli::DW_ATE_unsigned | gimli::DW_ATE_unsigned_char | gimli::DW_ATE_UTF
+                if matches!(size, 1 | 2 | 4 | 8) =>
+            {
+                Ty::Int {
+                    size,
+                    signed: false,
+                }
+            }
+            _ => Ty::Other {
+                size: u32::from(size),
+            },
+        })
+    }
+
+    /// The enumeration at `off` (of `size` bytes when it says): its size,
+    /// whether it is signed, and its enumerators' values and names.
+    fn enum_ty(&self, off: UnitOffset, size: Option<u64>, depth: u32) -> Option<Ty> {
+        let size = size.or_else(|| {
+            // No byte size of its own: its underlying type's.
+            self.under(off)
+                .and_then(|t| self.ty_inner(t, depth + 1))
+                .map(|t| u64::from(t.size()))
+        });
+        let size = match size {
+            Some(s @ (1 | 2 | 4 | 8)) => s as u8,
+            _ => 4,
+        };
+        let mut raw = Vec::new();
+        let mut tree = self.unit.entries_tree(Some(off)).ok()?;
+        let root = tree.root().ok()?;
+        let mut children = root.children();
+        while let Ok(Some(child)) = children.next() {
+            let c = child.entry();
+            if c.tag() != gimli::DW_TAG_enumerator {
+                continue;
+            }
+            let Some(v) = c.attr_value(gimli::DW_AT_const_value).ok().flatten() else {
+                continue;
+            };
+            let name = c
+                .attr_value(gimli::DW_AT_name)
+                .ok()
+                .flatten()
+                .and_then(|n| self.string(n))
+                .unwrap_or_default();
+            raw.push((v, name));
+        }
+        // Signed or not: the encoding gcc puts on the enum itself,
+        // else its underlying type's (DW_AT_type), else (old DWARF
+        // without either) signed when a value is negative, as C
+        // compilers choose.
+        let encoding = match self.attr(off, gimli::DW_AT_encoding) {
+            Some(AttributeValue::Encoding(e)) => Some(e),
+            _ => self
+                .under(off)
+                .and_then(|t| self.base_encoding(t, depth + 1)),
+        };
+        let signed = match encoding {
+            Some(e) => matches!(e, gimli::DW_ATE_signed | gimli::DW_ATE_signed_char),
+            None => raw
+                .iter()
+                .any(|(v, _)| matches!(v, AttributeValue::Sdata(x) if *x < 0)),
+        };
+        let values = raw
+            .into_iter()
+            .filter_map(|(v, name)| Some((enumerator_value(v, size, signed, self.gnu)?, name)))
+            .collect();
+        Some(Ty::Enum {
+            size,
+            signed,
+            values,
+        })
+    }
+
+    /// The structure, class or union (`union`) at `off`, of `size` bytes:
+    /// its data members, or [`Ty::Other`] when its layout is more than
+    /// members at constant offsets (a base class, a bit field, a computed
+    /// offset).
+    fn struct_ty(&self, off: UnitOffset, size: u32, union: bool, depth: u32) -> Option<Ty> {
+        let mut fields = Vec::new();
+        let mut tree = self.unit.entries_tree(Some(off)).ok()?;
+        let root = tree.root().ok()?;
+        let mut children = root.children();
+        let mut complex = false;
+        while let Ok(Some(child)) = children.next() {
+            let c = child.entry();
+            match c.tag() {
+                gimli::DW_TAG_member => {}
+                gimli::DW_TAG_inheritance => {
+                    complex = true;
+                    continue;
+                }
+                _ => continue,
+            }
+            if c.attr_value(gimli::DW_AT_external).ok().flatten().is_some()
+                || c.attr_value(gimli::DW_AT_declaration)
+                    .ok()
+                    .flatten()
+                    .is_some()
+            {
+                continue; // a static member
+            }
+            if c.attr_value(gimli::DW_AT_bit_size).ok().flatten().is_some() {
+                complex = true;
+            }
+            // A location expression (not a constant offset) is complex.
+            let offset = match c
+                .attr_value(gimli::DW_AT_data_member_location)
+                .ok()
+                .flatten()
+            {
+                None => 0,
+                Some(v) => match v.udata_value().and_then(|v| u32::try_from(v).ok()) {
+                    Some(v) => v,
+                    None => {
+                        complex = true;
+                        0
+                    }
+                },
+            };
+            let name = c
+                .attr_value(gimli::DW_AT_name)
+                .ok()
+                .flatten()
+                .and_then(|n| self.string(n))
+                .unwrap_or_default();
+            let t = self.unit_ref(c.attr_value(gimli::DW_AT_type).ok().flatten());
+            let ty = match t {
+                Some(t) => self.ty(t, depth + 1),
+                None => Ty::Other { size: 0 },
+            };
+            fields.push(Field { name, offset, ty });
+        }
+        Some(if complex {
+            Ty::Other { size }
+        } else {
+            Ty::Struct {
+                size,
+                fields,
+                union,
+            }
+        })
+    }
+
+    /// The array at `off`: its element type and, from its first
+    /// subrange, its size (0 when its length is not a constant).
+    fn array_ty(&self, off: UnitOffset, depth: u32) -> Option<Ty> {
+        let elem = self.ty(self.under(off)?, depth + 1);
+        let mut count = None;
+        let mut tree = self.unit.entries_tree(Some(off)).ok()?;
+        let root = tree.root().ok()?;
+        let mut children = root.children();
+        while let Ok(Some(child)) = children.next() {
+            let c = child.entry();
+            if c.tag() == gimli::DW_TAG_subrange_type {
+                let constant = |at| c.attr_value(at).ok().flatten()?.udata_value();
+                count = constant(gimli::DW_AT_count)
+                    .or_else(|| constant(gimli::DW_AT_upper_bound).map(|v| v.saturating_add(1)));
+                break;
+            }
+        }
+        let size = count.map_or(0, |n| n.saturating_mul(u64::from(elem.size()))) as u32;
+        Some(Ty::Array {
+            size,
+            elem: Box::new(elem),
         })
     }
 }

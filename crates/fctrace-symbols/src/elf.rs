@@ -10,7 +10,8 @@ use object::read::elf::{
 };
 use object::{Endianness, SectionIndex, SymbolIndex};
 
-use crate::{x86, ElfInfo, ElfKind, FuncRef, GotImport, PltEntry, SymbolError};
+use crate::info::{ElfInfo, ElfKind, FuncRef, GotImport, PltEntry, SymbolError};
+use crate::x86;
 
 type Result<T> = std::result::Result<T, SymbolError>;
 
@@ -198,6 +199,9 @@ fn marker_index(name: &str) -> Option<usize> {
     }
 }
 
+/// Analyses an ELF file of class `Elf`: its headers, and with `full` its
+/// functions, their other names and padding, PLT entries, GOT imports,
+/// instrumentation hooks and Go runtime tables (see [`analyze_opts`]).
 fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
     data: &'data [u8],
     debug: Option<&'data [u8]>,
@@ -208,32 +212,162 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
     let endian = header.endian().map_err(malformed)?;
     let e_type = header.e_type(endian);
     let e_machine = header.e_machine(endian).0;
+    check_file_type(e_type)?;
+    let is_x86_64 = e_machine == elf::EM_X86_64.0 && header.is_class_64();
+    let is_x86 = is_x86_64 || e_machine == elf::EM_386.0;
+
+    let phdrs = header.program_headers(endian, data).map_err(malformed)?;
+    let mut segments = read_segments::<Elf>(phdrs, endian, data);
+    let kind = segments.kind(e_type);
+    let is_static = kind != ElfKind::SharedObject && !segments.has_interp;
+
+    let table = header.sections(endian, data).map_err(malformed)?;
+    let (sections, has_patchable_entries) =
+        read_sections(&table, endian, data, &mut segments.build_id);
+
+    // A broken symbol table is treated as absent.
+    let symtab = table
+        .symbols(endian, data, elf::SHT_SYMTAB)
+        .unwrap_or_default();
+    let dynsym = table
+        .symbols(endian, data, elf::SHT_DYNSYM)
+        .unwrap_or_default();
+
+    let mut info = ElfInfo {
+        kind,
+        machine: machine_name(e_machine),
+        is_x86_64,
+        is_static,
+        interp: segments.interp,
+        has_symtab: symtab.len() > 1,
+        go: None,
+        entry: header.e_entry(endian).into(),
+        build_id: segments.build_id,
+        functions: Vec::new(),
+        plt: Vec::new(),
+        got_imports: Vec::new(),
+        markers: Vec::new(),
+    };
+    if !full {
+        return Ok(Analysis {
+            info,
+            functions: Vec::new(),
+            aliases: Vec::new(),
+            section_names: Vec::new(),
+        });
+    }
+
+    // A stripped file's symbols come from its debug file, whose section
+    // indices are mapped to the file's own.
+    let from_debug = if symtab.len() <= 1 {
+        debug.and_then(|d| debug_symtab::<Elf>(d, endian, &sections))
+    } else {
+        None
+    };
+    let (symtab, debug_sections) = match from_debug {
+        Some((t, map)) => (t, Some(map)),
+        None => (symtab, None),
+    };
+
+    let mut symbols = Symbols::new(&sections, symtab.len() + dynsym.len());
+    let shared = kind == ElfKind::SharedObject;
+    let tables = [
+        (&symtab, true, debug_sections.as_deref()),
+        (&dynsym, false, None),
+    ];
+    for (syms, is_symtab, map) in tables {
+        symbols.add_table(syms, is_symtab, map, endian, shared, &sections);
+    }
+    symbols.sort_boundaries();
+
+    let mut functions = symbols.candidates;
+    let aliases = group_functions(&mut functions, &sections);
+    set_pad_ends(
+        &mut functions,
+        &sections,
+        &symbols.boundaries,
+        is_x86,
+        symbols.has_symtab,
+        read_code,
+    );
+
+    if is_x86_64 && read_code {
+        (info.plt, info.got_imports) =
+            imports(data, endian, &table, &dynsym, &sections, &functions)?;
+    }
+    info.has_symtab = symbols.has_symtab;
+    info.markers = marker_names(symbols.marker_found, has_patchable_entries);
+    info.go = find_go(&sections, symbols.go_text.zip(symbols.go_etext));
+
+    let section_names = sections.iter().map(|s| s.name.clone()).collect();
+    Ok(Analysis {
+        info,
+        functions,
+        aliases,
+        section_names,
+    })
+}
+
+/// Refuses the ELF files that are not linked programs or libraries:
+/// object files, core dumps and types this reader does not know.
+fn check_file_type(e_type: elf::FileType) -> Result<()> {
     let kind_err = |what: &str| {
         Err(SymbolError(format!(
             "{what}, not a program or shared library"
         )))
     };
     match e_type {
-        elf::ET_EXEC | elf::ET_DYN => {}
-        elf::ET_REL => return kind_err("relocatable object file (.o)"),
-        elf::ET_CORE => return kind_err("core dump"),
-        t => return kind_err(&format!("ELF file of unknown type {}", t.0)),
+        elf::ET_EXEC | elf::ET_DYN => Ok(()),
+        elf::ET_REL => kind_err("relocatable object file (.o)"),
+        elf::ET_CORE => kind_err("core dump"),
+        t => kind_err(&format!("ELF file of unknown type {}", t.0)),
     }
-    let is_x86_64 = e_machine == elf::EM_X86_64.0 && header.is_class_64();
-    let is_x86 = is_x86_64 || e_machine == elf::EM_386.0;
+}
 
-    // Program headers: interpreter, dynamic flags, build id.
-    let phdrs = header.program_headers(endian, data).map_err(malformed)?;
-    let mut has_interp = false;
-    let mut interp = None;
-    let mut flags_1 = 0u64;
-    let mut has_soname = false;
-    let mut build_id = None;
+/// What the program headers say: the interpreter (`PT_INTERP`), the
+/// dynamic section's `DT_FLAGS_1` and whether it has a `DT_SONAME`, and
+/// the GNU build id of a note segment.
+struct Segments {
+    has_interp: bool,
+    interp: Option<String>,
+    flags_1: u64,
+    has_soname: bool,
+    build_id: Option<Vec<u8>>,
+}
+
+impl Segments {
+    /// The kind of a file of type `e_type` with these segments: a
+    /// position-independent executable is an `ET_DYN` file flagged PIE,
+    /// or one with an interpreter and no soname.
+    fn kind(&self, e_type: elf::FileType) -> ElfKind {
+        if e_type == elf::ET_EXEC {
+            ElfKind::Executable
+        } else if self.flags_1 & elf::DF_1_PIE.0 != 0 || (self.has_interp && !self.has_soname) {
+            ElfKind::PieExecutable
+        } else {
+            ElfKind::SharedObject
+        }
+    }
+}
+
+/// Reads the program headers `phdrs` of the file `data` into [`Segments`].
+fn read_segments<Elf: FileHeader<Endian = Endianness>>(
+    phdrs: &[Elf::ProgramHeader],
+    endian: Endianness,
+    data: &[u8],
+) -> Segments {
+    let mut out = Segments {
+        has_interp: false,
+        interp: None,
+        flags_1: 0,
+        has_soname: false,
+        build_id: None,
+    };
     for ph in phdrs {
         let p_type = ph.p_type(endian);
         if p_type == elf::PT_INTERP {
-            has_interp = true;
-            interp = ph.data(endian, data).ok().map(|d| {
+            out.has_interp = true;
+            out.interp = ph.data(endian, data).ok().map(|d| {
                 let d = d.split(|&c| c == 0).next().unwrap_or(&[]);
                 String::from_utf8_lossy(d).into_owned()
             });
@@ -241,35 +375,36 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
             for d in dyns {
                 let tag = d.tag(endian);
                 if tag == elf::DT_FLAGS_1 {
-                    flags_1 |= d.val(endian);
+                    out.flags_1 |= d.val(endian);
                 } else if tag == elf::DT_SONAME {
-                    has_soname = true;
+                    out.has_soname = true;
                 } else if tag == elf::DT_NULL {
                     break;
                 }
             }
         } else if let Ok(Some(mut notes)) = ph.notes(endian, data) {
             while let Ok(Some(note)) = notes.next() {
-                if build_id.is_none()
+                if out.build_id.is_none()
                     && note.name() == elf::ELF_NOTE_GNU
                     && note.n_type(endian) == elf::NT_GNU_BUILD_ID
                 {
-                    build_id = Some(note.desc().to_vec());
+                    out.build_id = Some(note.desc().to_vec());
                 }
             }
         }
     }
-    let kind = if e_type == elf::ET_EXEC {
-        ElfKind::Executable
-    } else if flags_1 & elf::DF_1_PIE.0 != 0 || (has_interp && !has_soname) {
-        ElfKind::PieExecutable
-    } else {
-        ElfKind::SharedObject
-    };
-    let is_static = kind != ElfKind::SharedObject && !has_interp;
+    out
+}
 
-    // Sections.
-    let table = header.sections(endian, data).map_err(malformed)?;
+/// The file's sections, in index order, and whether one is
+/// `__patchable_function_entries`; `build_id`, when still unknown, is
+/// taken from a GNU build-id note section.
+fn read_sections<'data, Elf: FileHeader<Endian = Endianness>>(
+    table: &SectionTable<'data, Elf>,
+    endian: Endianness,
+    data: &'data [u8],
+    build_id: &mut Option<Vec<u8>>,
+) -> (Vec<Section<'data>>, bool) {
     let mut sections = Vec::with_capacity(table.len());
     let mut has_patchable_entries = false;
     for sh in table.iter() {
@@ -294,7 +429,7 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
                     if note.name() == elf::ELF_NOTE_GNU
                         && note.n_type(endian) == elf::NT_GNU_BUILD_ID
                     {
-                        build_id = Some(note.desc().to_vec());
+                        *build_id = Some(note.desc().to_vec());
                         break;
                     }
                 }
@@ -310,63 +445,49 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
             bytes,
         });
     }
+    (sections, has_patchable_entries)
+}
 
-    // A broken symbol table is treated as absent.
-    let symtab = table
-        .symbols(endian, data, elf::SHT_SYMTAB)
-        .unwrap_or_default();
-    let dynsym = table
-        .symbols(endian, data, elf::SHT_DYNSYM)
-        .unwrap_or_default();
+/// What the symbol tables give: one candidate per function symbol, every
+/// code symbol's address per section (where padding after a function
+/// stops), the hooks referenced or defined, whether `.symtab` names a
+/// function, and Go's `runtime.text` and `runtime.etext`.
+struct Symbols<'data> {
+    candidates: Vec<FuncRef<'data>>,
+    boundaries: Vec<Vec<u64>>,
+    marker_found: [bool; MARKERS.len()],
+    has_symtab: bool,
+    go_text: Option<u64>,
+    go_etext: Option<u64>,
+}
 
-    if !full {
-        let info = ElfInfo {
-            kind,
-            machine: machine_name(e_machine),
-            is_x86_64,
-            is_static,
-            interp: interp.clone(),
-            has_symtab: symtab.len() > 1,
-            go: None,
-            entry: header.e_entry(endian).into(),
-            build_id,
-            functions: Vec::new(),
-            plt: Vec::new(),
-            got_imports: Vec::new(),
-            markers: Vec::new(),
-        };
-        return Ok(Analysis {
-            info,
-            functions: Vec::new(),
-            aliases: Vec::new(),
-            section_names: Vec::new(),
-        });
+impl<'data> Symbols<'data> {
+    /// Nothing found yet in a file of `sections`, room for `capacity`
+    /// symbols.
+    fn new(sections: &[Section], capacity: usize) -> Self {
+        Symbols {
+            candidates: Vec::with_capacity(capacity),
+            boundaries: vec![Vec::new(); sections.len()],
+            marker_found: [false; MARKERS.len()],
+            has_symtab: false,
+            go_text: None,
+            go_etext: None,
+        }
     }
 
-    // A stripped file's symbols come from its debug file, whose section
-    // indices are mapped to the file's own.
-    let from_debug = if symtab.len() <= 1 {
-        debug.and_then(|d| debug_symtab::<Elf>(d, endian, &sections))
-    } else {
-        None
-    };
-    let (symtab, debug_sections) = match from_debug {
-        Some((t, map)) => (t, Some(map)),
-        None => (symtab, None),
-    };
-
-    // Symbols.
-    let mut candidates = Vec::with_capacity(symtab.len() + dynsym.len());
-    let mut boundaries: Vec<Vec<u64>> = vec![Vec::new(); sections.len()];
-    let mut marker_found = [false; MARKERS.len()];
-    let mut has_symtab = false;
-    let (mut go_text, mut go_etext) = (None, None);
-    for (is_symtab, syms) in [(true, &symtab), (false, &dynsym)] {
-        let map = if is_symtab {
-            debug_sections.as_deref()
-        } else {
-            None
-        };
+    /// Adds the symbols of `syms` (`.symtab` when `is_symtab`, else
+    /// `.dynsym`), whose section indices `map` turns into the file's own
+    /// when they come from a debug file; `shared` says the file is a
+    /// shared library (whose definitions of hooks do not count).
+    fn add_table<Elf: FileHeader<Endian = Endianness>>(
+        &mut self,
+        syms: &SymbolTable<'data, Elf>,
+        is_symtab: bool,
+        map: Option<&[Option<usize>]>,
+        endian: Endianness,
+        shared: bool,
+        sections: &[Section],
+    ) {
         for (index, sym) in syms.enumerate().skip(1) {
             let st_type = sym.st_type();
             if st_type == elf::STT_SECTION || st_type == elf::STT_FILE {
@@ -378,8 +499,8 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
             // A reference to a hook, or a hook defined by a program (libc
             // defines mcount for everyone).
             if let Some(m) = marker_index(&name) {
-                if section.is_none() || kind != ElfKind::SharedObject {
-                    marker_found[m] = true;
+                if section.is_none() || !shared {
+                    self.marker_found[m] = true;
                 }
             }
             let Some(SectionIndex(sec)) = section else {
@@ -399,10 +520,10 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
             if addr == 0 || !section.exec || st_type == elf::STT_TLS {
                 continue;
             }
-            boundaries[sec].push(addr);
+            self.boundaries[sec].push(addr);
             match &*name {
-                "runtime.text" => go_text = Some(addr),
-                "runtime.etext" => go_etext = Some(addr),
+                "runtime.text" => self.go_text = Some(addr),
+                "runtime.etext" => self.go_etext = Some(addr),
                 _ => {}
             }
             let is_func = st_type == elf::STT_FUNC || st_type == elf::STT_GNU_IFUNC;
@@ -410,13 +531,13 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
                 continue;
             }
             if is_symtab {
-                has_symtab = true;
+                self.has_symtab = true;
             }
             if is_cold_part(&name) {
                 continue;
             }
             let bind = sym.st_bind().0;
-            candidates.push(FuncRef {
+            self.candidates.push(FuncRef {
                 name,
                 addr,
                 size: sym.st_size(endian).into(),
@@ -428,43 +549,61 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
             });
         }
     }
-    for b in &mut boundaries {
-        b.sort_unstable();
-        b.dedup();
-    }
 
-    let mut functions = candidates;
-    let aliases = group_functions(&mut functions, &sections);
+    /// Sorts each section's boundaries and drops repeats, once every
+    /// table is added.
+    fn sort_boundaries(&mut self) {
+        for b in &mut self.boundaries {
+            b.sort_unstable();
+            b.dedup();
+        }
+    }
+}
+
+/// Sets each function's `pad_end`: its address when it has no size, else
+/// the end of the padding after it (scanned in the code with `read_code`,
+/// else the limit where a scan would stop; see [`pad_limit`]).
+fn set_pad_ends(
+    functions: &mut [FuncRef],
+    sections: &[Section],
+    boundaries: &[Vec<u64>],
+    is_x86: bool,
+    has_symtab: bool,
+    read_code: bool,
+) {
     // Per section: where the last lookup of the next boundary ended (the
     // functions come in address order).
     let mut cursors = vec![0usize; sections.len()];
-    for f in &mut functions {
-        let limit = pad_limit(f, &sections, &boundaries, &mut cursors, is_x86, has_symtab);
+    for f in functions {
+        let limit = pad_limit(f, sections, boundaries, &mut cursors, is_x86, has_symtab);
         f.pad_end = if f.size == 0 {
             f.addr
         } else if read_code {
-            pad_end(f, limit, &sections)
+            pad_end(f, limit, sections)
         } else {
             limit
         };
     }
+}
 
-    let (plt, got_imports) = if is_x86_64 && read_code {
-        imports(data, endian, &table, &dynsym, &sections, &functions)?
-    } else {
-        (Vec::new(), Vec::new())
-    };
-
+/// The names of the hooks found (in [`MARKERS`] order), then
+/// `__patchable_function_entries` when that section exists.
+fn marker_names(found: [bool; MARKERS.len()], has_patchable_entries: bool) -> Vec<String> {
     let mut markers: Vec<String> = MARKERS
         .iter()
-        .zip(marker_found)
+        .zip(found)
         .filter(|(_, found)| *found)
         .map(|(n, _)| n.to_string())
         .collect();
     if has_patchable_entries {
         markers.push("__patchable_function_entries".into());
     }
+    markers
+}
 
+/// The Go runtime's tables, looked for in `sections` with the code range
+/// from `runtime.text` to `runtime.etext` when both are known.
+fn find_go(sections: &[Section], text: Option<(u64, u64)>) -> Option<crate::golang::GoCode> {
     let go_sections: Vec<crate::golang::GoSection> = sections
         .iter()
         .map(|s| crate::golang::GoSection {
@@ -474,30 +613,7 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
             bytes: s.bytes,
         })
         .collect();
-    let go = crate::golang::find(&go_sections, go_text.zip(go_etext).map(|(a, b)| a..b));
-
-    let info = ElfInfo {
-        kind,
-        machine: machine_name(e_machine),
-        is_x86_64,
-        is_static,
-        interp,
-        has_symtab,
-        go,
-        entry: header.e_entry(endian).into(),
-        build_id,
-        functions: Vec::new(),
-        plt,
-        got_imports,
-        markers,
-    };
-    let section_names = sections.iter().map(|s| s.name.clone()).collect();
-    Ok(Analysis {
-        info,
-        functions,
-        aliases,
-        section_names,
-    })
+    crate::golang::find(&go_sections, text.map(|(a, b)| a..b))
 }
 
 /// Makes `candidates` (one per symbol) one [`FuncRef`] per address, in

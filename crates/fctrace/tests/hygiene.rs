@@ -3,7 +3,9 @@
 //! with a program's own allocator, frees what each thread used, leaves the
 //! environment as it was, keeps a program's pending `dlerror()` message,
 //! and says when a program cannot be traced. And
-//! its source stays in layers, without cycles (`agent_layers`).
+//! its source stays in layers, without cycles (`agent_layers`): the
+//! agent's files in their layer order, no crate's files in a circle, the
+//! crates depending only downward.
 
 mod common;
 
@@ -511,7 +513,7 @@ mod agent_layers {
                 m.push(name);
                 files(&p, &m, out);
             } else if let Some(stem) = name.strip_suffix(".rs") {
-                if !(stem == "mod" || (prefix.is_empty() && stem == "lib")) {
+                if !(stem == "mod" || (prefix.is_empty() && (stem == "lib" || stem == "main"))) {
                     m.push(stem.to_string());
                 }
                 out.insert(m, p);
@@ -782,18 +784,27 @@ mod agent_layers {
             || matches!((rank(from), rank(to)), (Some(f), Some(t)) if t < f)
     }
 
-    /// The file each file uses (module paths), resolved through the longest
-    /// module prefix of each path it names (`crate::real!`: the file
-    /// that defines the exported macro).
+    /// The workspace's crates folder.
+    fn crates_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    /// The agent's files and the files each uses.
     fn graph() -> BTreeMap<Module, BTreeSet<Module>> {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fctrace-agent/src");
+        let src = crates_dir().join("fctrace-agent/src");
+        let g = graph_of(&src);
+        assert!(g.len() > 10, "agent sources not found in {}", src.display());
+        g
+    }
+
+    /// The file each file of the crate whose sources are in `src` uses
+    /// (module paths), resolved through the longest module prefix of each
+    /// path it names (`crate::real!`: the file that defines the exported
+    /// macro). Files that are no module of the crate (a build script's
+    /// includes, `bin/`) are left out.
+    fn graph_of(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
         let mut mods = BTreeMap::new();
-        files(&src, &[], &mut mods);
-        assert!(
-            mods.len() > 10,
-            "agent sources not found in {}",
-            src.display()
-        );
+        files(src, &[], &mut mods);
         let code: BTreeMap<Module, String> = mods
             .iter()
             .map(|(m, p)| (m.clone(), code_only(&std::fs::read_to_string(p).unwrap())))
@@ -827,7 +838,7 @@ mod agent_layers {
                         .rev()
                         .map(|n| p[..n].to_vec())
                         .find(|q| mods.contains_key(q))
-                        .unwrap(),
+                        .unwrap_or_default(),
                 };
                 if &target != m {
                     uses.insert(target);
@@ -907,8 +918,17 @@ mod agent_layers {
             "uses against the layer order (runtime < recording < interpose < instrument < lib.rs; arch uses only runtime):\n{}",
             wrong.join("\n")
         );
-        // Cycles between files: a depth-first walk, a file met again on the
-        // current path closes one.
+        if let Some(c) = first_cycle(&g) {
+            panic!(
+                "files of the agent use each other in a circle: {}",
+                show_cycle(&c)
+            );
+        }
+    }
+
+    /// A circle of files using each other, if there is one: a depth-first
+    /// walk, a file met again on the current path closes one.
+    fn first_cycle(g: &BTreeMap<Module, BTreeSet<Module>>) -> Option<Vec<Module>> {
         fn walk(
             m: &Module,
             g: &BTreeMap<Module, BTreeSet<Module>>,
@@ -934,13 +954,123 @@ mod agent_layers {
             None
         }
         let mut done = BTreeSet::new();
-        for m in g.keys() {
-            if let Some(c) = walk(m, &g, &mut Vec::new(), &mut done) {
-                panic!(
-                    "files of the agent use each other in a circle: {}",
-                    c.iter().map(|m| show(m)).collect::<Vec<_>>().join(" -> ")
-                );
+        g.keys()
+            .find_map(|m| walk(m, g, &mut Vec::new(), &mut done))
+    }
+
+    fn show_cycle(c: &[Module]) -> String {
+        c.iter().map(|m| show(m)).collect::<Vec<_>>().join(" -> ")
+    }
+
+    /// Every crate of the workspace (a folder of `crates/` with a `src`).
+    fn workspace_crates() -> Vec<(String, PathBuf)> {
+        let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(crates_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join("src").is_dir() && p.join("Cargo.toml").is_file())
+            .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// In no crate do files use each other in a circle (a newcomer reads
+    /// a crate bottom up: each file needs only the ones below it).
+    #[test]
+    fn no_crate_has_files_in_a_circle() {
+        let crates = workspace_crates();
+        assert!(crates.len() >= 6, "crates not found: {crates:?}");
+        let mut circles = Vec::new();
+        for (name, dir) in &crates {
+            let g = graph_of(&dir.join("src"));
+            assert!(!g.is_empty(), "{name}: no sources found");
+            // The whole crate: each circle found is cut at its last use
+            // and the walk goes on, so that every circle is listed.
+            let mut g = g;
+            while let Some(c) = first_cycle(&g) {
+                circles.push(format!("{name}: {}", show_cycle(&c)));
+                let (a, b) = (&c[c.len() - 2], &c[c.len() - 1]);
+                g.get_mut(a).unwrap().remove(b);
             }
         }
+        assert!(
+            circles.is_empty(),
+            "files that use each other in a circle (move what both need into a file below them):\n{}",
+            circles.join("\n")
+        );
+    }
+
+    /// The crates' layers, bottom first: a crate depends only on crates of
+    /// layers below its own. The trace format, the option syntax, Perfetto's
+    /// messages; the symbol reader; the agent, the recorder and the
+    /// analysis (independent of each other); the command line on top.
+    const CRATE_LAYERS: [&[&str]; 4] = [
+        &["fctrace-format", "fctrace-options", "fctrace-perfetto"],
+        &["fctrace-symbols"],
+        &["fctrace-agent", "fctrace-record", "fctrace-analysis"],
+        &["fctrace"],
+    ];
+
+    /// The names of the dependencies in the `[dependencies]`-like tables
+    /// of a Cargo.toml (`[dependencies]`, `[build-dependencies]`,
+    /// `[target.'...'.dependencies]`; dev-dependencies left out).
+    fn dependencies(manifest: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut inside = false;
+        for line in manifest.lines().map(str::trim) {
+            if line.starts_with('[') {
+                inside = (line.ends_with("dependencies]") && !line.contains("dev-dependencies"))
+                    || line.starts_with("[dependencies.");
+                if let Some(name) = line
+                    .strip_prefix("[dependencies.")
+                    .and_then(|r| r.strip_suffix(']'))
+                {
+                    out.push(name.to_string());
+                    inside = false;
+                }
+                continue;
+            }
+            if inside && !line.starts_with('#') {
+                if let Some((name, _)) = line.split_once('=') {
+                    out.push(name.trim().to_string());
+                }
+            }
+        }
+        out
+    }
+
+    /// No crate imports upward: each depends only on crates below it, and
+    /// only the command line knows clap (the libraries take plain
+    /// settings, never the CLI's option types).
+    #[test]
+    fn crates_depend_only_downward() {
+        let layer = |name: &str| CRATE_LAYERS.iter().position(|l| l.contains(&name));
+        let mut wrong = Vec::new();
+        for (name, dir) in workspace_crates() {
+            let Some(mine) = layer(&name) else {
+                panic!("crate {name} is in no layer: add it to CRATE_LAYERS in this test and to docs/engine.md");
+            };
+            let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+            for dep in dependencies(&manifest) {
+                if dep.starts_with("clap") && name != "fctrace" {
+                    wrong.push(format!(
+                        "{name} depends on {dep} (only the command line parses options)"
+                    ));
+                }
+                if let Some(theirs) = layer(&dep) {
+                    if theirs >= mine {
+                        wrong.push(format!("{name} depends on {dep}, not below it"));
+                    }
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn the_manifest_scan_reads_dependencies() {
+        let toml = "[package]\nname = \"x\"\n[dependencies]\na = \"1\"\n# c = 1\nb = { path = \"../b\" }\n[dev-dependencies]\nd = \"1\"\n[build-dependencies]\ne = \"1\"\n[dependencies.f]\nversion = \"1\"\n[lints]\nworkspace = true\n";
+        assert_eq!(dependencies(toml), ["a", "b", "e", "f"]);
     }
 }

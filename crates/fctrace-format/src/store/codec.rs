@@ -896,7 +896,7 @@ impl ChunkDecoder {
         &mut self,
         payload: &[u8],
         header: &ChunkHeader,
-        out: &mut Vec<super::Event>,
+        out: &mut Vec<super::decoded::Event>,
         to_ns: impl Fn(u64) -> u64 + Copy,
     ) -> Result<(), String> {
         let mut pos = 0;
@@ -956,7 +956,7 @@ impl ChunkDecoder {
         deltas: &[u8],
         data: &[u8],
         header: &ChunkHeader,
-        out: &mut Vec<super::Event>,
+        out: &mut Vec<super::decoded::Event>,
         to_ns: impl Fn(u64) -> u64 + Copy,
     ) -> (Option<&'static str>, u64) {
         let mut c = Cursor {
@@ -1023,12 +1023,12 @@ fn run<const BITS: u32, const V3: bool>(
     c: &mut Cursor,
     codes: &[u8],
     deltas: &[u8],
-    out: &mut Vec<super::Event>,
+    out: &mut Vec<super::decoded::Event>,
     to_ns: impl Fn(u64) -> u64,
     n: u32,
 ) -> Stop {
     let (mut cp, mut dp, mut prev, mut depth) = (c.cp, c.dp, c.prev, c.depth);
-    let blank = super::Event {
+    let blank = super::decoded::Event {
         kind: EventKind::Entry,
         func: 0,
         tsc: 0,
@@ -1106,7 +1106,7 @@ fn run<const BITS: u32, const V3: bool>(
         };
         let tsc = prev.wrapping_add(unzigzag(delta) as u64);
         prev = tsc;
-        block[filled] = super::Event {
+        block[filled] = super::decoded::Event {
             kind,
             func,
             tsc,
@@ -1164,9 +1164,9 @@ fn push_payload(
     func: u32,
     tsc: u64,
     to_ns: &impl Fn(u64) -> u64,
-    out: &mut Vec<super::Event>,
+    out: &mut Vec<super::decoded::Event>,
 ) -> usize {
-    out.push(super::Event {
+    out.push(super::decoded::Event {
         kind,
         func,
         tsc,
@@ -1177,7 +1177,7 @@ fn push_payload(
         let mut b = [0u8; 16];
         b[..piece.len()].copy_from_slice(piece);
         let v = u128::from_le_bytes(b);
-        out.push(super::Event {
+        out.push(super::decoded::Event {
             kind: EventKind::Data,
             func: piece.len() as u32,
             tsc: v as u64,

@@ -1,10 +1,10 @@
 //! info.json: (de)serialization through private mirror types, so the public
 //! types carry no serde attributes and the JSON shape is defined here only.
 
-use super::{
-    task_file_name, Clock, ExitStatus, StoreError, TaskInfo, TaskOrigin, TraceInfo, FORMAT_VERSION,
-    TASKS_DIR,
-};
+use super::clock::Clock;
+use super::error::StoreError;
+use super::layout::{task_file_name, FORMAT_VERSION, TASKS_DIR};
+use super::trace_info::{ExitStatus, TaskInfo, TaskOrigin, TraceInfo};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::Path;
@@ -263,7 +263,7 @@ pub(crate) fn from_json(dir: &Path, path: &Path, text: &str) -> Result<TraceInfo
         options: file.options,
         detached: file.detached,
         kernel_events: file.kernel_events,
-        snapshot: file.snapshot.map(|s| super::SnapshotInfo {
+        snapshot: file.snapshot.map(|s| super::trace_info::SnapshotInfo {
             number: s.number,
             reason: s.reason,
             ring_size: s.ring_size,

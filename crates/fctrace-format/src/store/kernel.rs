@@ -30,7 +30,8 @@
 //! a [`EventKind::SyscallExit`] event followed by one `Data` event holding
 //! the 8 bytes of its result.
 
-use super::{Event, StoreError};
+use super::decoded::Event;
+use super::error::StoreError;
 use crate::event::EventKind;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -622,6 +623,16 @@ impl KernelReader {
     }
 }
 
+/// What [`KernelMerge::read_call`] read of a system call: the time the
+/// thread spent off the CPU inside it, the kernel functions it ran and how
+/// many of them are still open, and its return.
+struct CallBody {
+    off: u64,
+    funcs: Vec<Event>,
+    depth: i32,
+    exit: Option<KernelEvent>,
+}
+
 /// A task's kernel events merged into its decoded events, a chunk at a
 /// time ([`super::TaskEvents`]).
 ///
@@ -670,21 +681,9 @@ impl KernelMerge {
     fn make_unit(&mut self) -> bool {
         self.next.clear();
         self.key = None;
-        let Some(mut first) = self.read() else {
+        let Some((first, path)) = self.read_first() else {
             return true;
         };
-        // A path comes just before its system call's entry.
-        let mut path: Option<Box<[u8]>> = None;
-        while let KernelEvent::Path { nr, bytes, .. } = first {
-            match self.read() {
-                Some(next @ KernelEvent::Enter { nr: n, .. }) if n == nr => {
-                    path = Some(bytes);
-                    first = next;
-                }
-                Some(next) => first = next,
-                None => return true,
-            }
-        }
         match first {
             // A call the agent tagged (the rt_sigreturn of a signal frame
             // that was its alone; any other the recorder has left out):
@@ -693,95 +692,7 @@ impl KernelMerge {
                 self.skip_call(nr);
                 return false;
             }
-            KernelEvent::Enter { nr, ns, args } => {
-                let mut off = 0u64;
-                let mut out_at = None;
-                // The kernel functions it ran (-K), and their depth.
-                let mut funcs = Vec::new();
-                let mut depth = 0i32;
-                let exit = loop {
-                    match self.read() {
-                        Some(
-                            f @ (KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. }),
-                        ) => {
-                            if matches!(f, KernelEvent::FuncExit { .. }) && depth == 0 {
-                                // The end of one entered before the call.
-                                continue;
-                            }
-                            depth += push_func(&mut funcs, &f);
-                        }
-                        Some(KernelEvent::Out { ns, .. }) => out_at = Some(ns),
-                        Some(KernelEvent::In { ns }) => {
-                            if let Some(o) = out_at.take() {
-                                off += ns.saturating_sub(o);
-                            }
-                        }
-                        // (Faults of the kernel's copies to user memory.)
-                        Some(KernelEvent::Fault { .. }) => {}
-                        // The path it was given, copied at its return.
-                        Some(KernelEvent::Path { nr: n, bytes, .. }) if n == nr => {
-                            path = Some(bytes)
-                        }
-                        Some(x @ KernelEvent::Exit { nr: n, .. }) if n == nr => break Some(x),
-                        other => {
-                            if let Some(o) = other {
-                                self.ahead.push_front(o);
-                            }
-                            break None;
-                        }
-                    }
-                };
-                // Its kernel functions' times are ftrace's microseconds:
-                // those still open, or begun before it returned, are its.
-                if let Some(KernelEvent::Exit { ns: end, .. }) = exit {
-                    loop {
-                        match self.read() {
-                            Some(f @ KernelEvent::FuncExit { .. }) if depth > 0 => {
-                                depth += push_func(&mut funcs, &f);
-                            }
-                            Some(f @ KernelEvent::FuncEntry { ns: at, .. })
-                                if at <= end + FUNC_TIME_SLACK =>
-                            {
-                                depth += push_func(&mut funcs, &f);
-                            }
-                            other => {
-                                if let Some(o) = other {
-                                    self.ahead.push_front(o);
-                                }
-                                break;
-                            }
-                        }
-                    }
-                }
-                // Its arguments, then the path it was given (length, bytes).
-                let mut payload = words(&args);
-                if let Some(bytes) = path {
-                    let len = bytes.len().min(MAX_PATH);
-                    payload.extend_from_slice(&(len as u16).to_le_bytes());
-                    payload.extend_from_slice(&bytes[..len]);
-                }
-                push_unit(
-                    &mut self.next,
-                    EventKind::Syscall,
-                    u32::from(nr),
-                    ns,
-                    &payload,
-                );
-                self.next.append(&mut funcs);
-                match exit {
-                    Some(KernelEvent::Exit { ns: end, ret, .. }) => {
-                        push_unit(
-                            &mut self.next,
-                            EventKind::SyscallExit,
-                            u32::from(nr),
-                            end,
-                            &words(&[ret as u64, off]),
-                        );
-                        self.key = Some(ns / 2 + end / 2);
-                    }
-                    _ => self.key = Some(ns),
-                }
-            }
+            KernelEvent::Enter { nr, ns, args } => self.syscall_unit(nr, ns, &args, path),
             KernelEvent::Exit { nr, ns, ret } => {
                 push_unit(
                     &mut self.next,
@@ -792,25 +703,7 @@ impl KernelMerge {
                 );
                 self.key = Some(ns);
             }
-            KernelEvent::Out { ns, preempted } => {
-                let back = match self.read() {
-                    Some(KernelEvent::In { ns: b }) => b,
-                    other => {
-                        if let Some(o) = other {
-                            self.ahead.push_front(o);
-                        }
-                        ns
-                    }
-                };
-                push_unit(
-                    &mut self.next,
-                    EventKind::OffCpu,
-                    0,
-                    ns,
-                    &words(&[back.saturating_sub(ns), u64::from(preempted)]),
-                );
-                self.key = Some(ns / 2 + back / 2);
-            }
+            KernelEvent::Out { ns, preempted } => self.off_cpu_unit(ns, preempted),
             // Back without having been seen leaving (the first switch).
             KernelEvent::In { .. } => return false,
             KernelEvent::Fault { ns, addr, ip } => {
@@ -865,31 +758,187 @@ impl KernelMerge {
                 );
                 self.key = Some(ns);
             }
-            // Kernel functions outside any system call (a page fault's, an
-            // interrupt's): the whole tree, where it began.
-            f @ KernelEvent::FuncEntry { ns, .. } => {
-                let mut depth = push_func(&mut self.next, &f);
-                while depth > 0 {
-                    match self.read() {
-                        Some(
-                            g @ (KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. }),
-                        ) => {
-                            depth += push_func(&mut self.next, &g);
-                        }
-                        other => {
-                            if let Some(o) = other {
-                                self.ahead.push_front(o);
-                            }
-                            break;
-                        }
-                    }
-                }
-                self.key = Some(ns);
-            }
+            f @ KernelEvent::FuncEntry { .. } => self.func_tree_unit(&f),
             // The end of one whose entry was not recorded.
             KernelEvent::FuncExit { .. } => return false,
         }
         true
+    }
+
+    /// Puts `e`, read one too far, back to be read next.
+    fn unread(&mut self, e: Option<KernelEvent>) {
+        if let Some(e) = e {
+            self.ahead.push_front(e);
+        }
+    }
+
+    /// The first event of the next unit, with the path read just before
+    /// it when it is the entry of the system call the path is for;
+    /// `None` at the end.
+    fn read_first(&mut self) -> Option<(KernelEvent, Option<Box<[u8]>>)> {
+        let mut first = self.read()?;
+        // A path comes just before its system call's entry.
+        let mut path: Option<Box<[u8]>> = None;
+        while let KernelEvent::Path { nr, bytes, .. } = first {
+            match self.read() {
+                Some(next @ KernelEvent::Enter { nr: n, .. }) if n == nr => {
+                    path = Some(bytes);
+                    first = next;
+                }
+                Some(next) => first = next,
+                None => return None,
+            }
+        }
+        Some((first, path))
+    }
+
+    /// The unit of system call `nr` entered at `ns` with `args` (and
+    /// `path`, read before its entry): its entry, the kernel functions it
+    /// ran, and its return with the time the thread spent off the CPU
+    /// inside it, placed by the middle of the call.
+    fn syscall_unit(&mut self, nr: u16, ns: u64, args: &[u64; 6], mut path: Option<Box<[u8]>>) {
+        let CallBody {
+            off,
+            mut funcs,
+            depth,
+            exit,
+        } = self.read_call(nr, &mut path);
+        if let Some(KernelEvent::Exit { ns: end, .. }) = exit {
+            self.read_late_funcs(end, depth, &mut funcs);
+        }
+        // Its arguments, then the path it was given (length, bytes).
+        let mut payload = words(args);
+        if let Some(bytes) = path {
+            let len = bytes.len().min(MAX_PATH);
+            payload.extend_from_slice(&(len as u16).to_le_bytes());
+            payload.extend_from_slice(&bytes[..len]);
+        }
+        push_unit(
+            &mut self.next,
+            EventKind::Syscall,
+            u32::from(nr),
+            ns,
+            &payload,
+        );
+        self.next.append(&mut funcs);
+        match exit {
+            Some(KernelEvent::Exit { ns: end, ret, .. }) => {
+                push_unit(
+                    &mut self.next,
+                    EventKind::SyscallExit,
+                    u32::from(nr),
+                    end,
+                    &words(&[ret as u64, off]),
+                );
+                self.key = Some(ns / 2 + end / 2);
+            }
+            _ => self.key = Some(ns),
+        }
+    }
+
+    /// Reads what the thread did inside system call `nr`, whose entry was
+    /// just read, up to its return (in [`CallBody::exit`]; `None` when
+    /// something else came first, left to be read next); a path copied at
+    /// its return replaces `path`.
+    fn read_call(&mut self, nr: u16, path: &mut Option<Box<[u8]>>) -> CallBody {
+        let mut off = 0u64;
+        let mut out_at = None;
+        // The kernel functions it ran (-K), and their depth.
+        let mut funcs = Vec::new();
+        let mut depth = 0i32;
+        let exit = loop {
+            match self.read() {
+                Some(f @ (KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. })) => {
+                    if matches!(f, KernelEvent::FuncExit { .. }) && depth == 0 {
+                        // The end of one entered before the call.
+                        continue;
+                    }
+                    depth += push_func(&mut funcs, &f);
+                }
+                Some(KernelEvent::Out { ns, .. }) => out_at = Some(ns),
+                Some(KernelEvent::In { ns }) => {
+                    if let Some(o) = out_at.take() {
+                        off += ns.saturating_sub(o);
+                    }
+                }
+                // (Faults of the kernel's copies to user memory.)
+                Some(KernelEvent::Fault { .. }) => {}
+                // The path it was given, copied at its return.
+                Some(KernelEvent::Path { nr: n, bytes, .. }) if n == nr => *path = Some(bytes),
+                Some(x @ KernelEvent::Exit { nr: n, .. }) if n == nr => break Some(x),
+                other => {
+                    self.unread(other);
+                    break None;
+                }
+            }
+        };
+        CallBody {
+            off,
+            funcs,
+            depth,
+            exit,
+        }
+    }
+
+    /// Reads on after a system call's return at `end`, `depth` kernel
+    /// functions of it still open: its kernel functions' times are
+    /// ftrace's microseconds, so the returns of those still open, and the
+    /// functions begun before it returned, are its (added to `funcs`).
+    fn read_late_funcs(&mut self, end: u64, mut depth: i32, funcs: &mut Vec<Event>) {
+        loop {
+            match self.read() {
+                Some(f @ KernelEvent::FuncExit { .. }) if depth > 0 => {
+                    depth += push_func(funcs, &f);
+                }
+                Some(f @ KernelEvent::FuncEntry { ns: at, .. }) if at <= end + FUNC_TIME_SLACK => {
+                    depth += push_func(funcs, &f);
+                }
+                other => {
+                    self.unread(other);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The unit of a stretch off the CPU from `ns` (`preempted`, or
+    /// blocked) outside any system call, up to the thread's return to a
+    /// CPU (none read: an empty stretch).
+    fn off_cpu_unit(&mut self, ns: u64, preempted: bool) {
+        let back = match self.read() {
+            Some(KernelEvent::In { ns: b }) => b,
+            other => {
+                self.unread(other);
+                ns
+            }
+        };
+        push_unit(
+            &mut self.next,
+            EventKind::OffCpu,
+            0,
+            ns,
+            &words(&[back.saturating_sub(ns), u64::from(preempted)]),
+        );
+        self.key = Some(ns / 2 + back / 2);
+    }
+
+    /// The unit of kernel functions outside any system call (a page
+    /// fault's, an interrupt's) from `first`, their first entry: the whole
+    /// tree, placed where it began.
+    fn func_tree_unit(&mut self, first: &KernelEvent) {
+        let mut depth = push_func(&mut self.next, first);
+        while depth > 0 {
+            match self.read() {
+                Some(g @ (KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. })) => {
+                    depth += push_func(&mut self.next, &g);
+                }
+                other => {
+                    self.unread(other);
+                    break;
+                }
+            }
+        }
+        self.key = Some(first.ns());
     }
 
     /// Reads past the return of system call `nr`, whose entry was just

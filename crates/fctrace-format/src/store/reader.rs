@@ -1,10 +1,14 @@
 //! [`Trace`]: opens a trace directory and streams the events of its tasks.
 
+use super::clock::ClockMap;
 use super::codec::{
     self, ChunkDecoder, ChunkHeader, CHUNK_HEADER_LEN, CODEC_ZSTD, FILE_HEADER_LEN,
 };
-use super::{info, task_path, ClockMap, Event, StoreError, TaskInfo, TraceInfo};
-use super::{INFO_FILE, SESSIONS_DIR, TASKS_DIR};
+use super::decoded::Event;
+use super::error::StoreError;
+use super::info;
+use super::layout::{task_path, INFO_FILE, SESSIONS_DIR, TASKS_DIR};
+use super::trace_info::{TaskInfo, TraceInfo};
 use crate::symtab::SymTab;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
@@ -56,7 +60,7 @@ impl Trace {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let tasks = dir.join(TASKS_DIR);
                 let no_events = fs::read_dir(&tasks).is_ok_and(|mut d| d.next().is_none());
-                let reason = if dir.join(super::RECORDER_PID_FILE).exists() {
+                let reason = if dir.join(super::layout::RECORDER_PID_FILE).exists() {
                     format!(
                         "a flight recorder (`fctrace record --ring`) records there and has written \
                          no snapshot yet: `fctrace snapshot -d {}` asks for one",
@@ -152,7 +156,7 @@ impl Trace {
         for s in missing {
             load_warnings.push(format!(
                 "no symbol table for session {s} ({} is missing); its functions are shown by number",
-                super::session_path(dir, s).display()
+                super::layout::session_path(dir, s).display()
             ));
         }
         let clock = ClockMap::new(&info.clock);
@@ -914,7 +918,7 @@ impl Ratio {
 #[cfg(test)]
 mod ns_tests {
     use super::*;
-    use crate::store::Clock;
+    use crate::store::clock::Clock;
 
     /// Compares [`NsClock`] with [`ClockMap::to_ns`] around interesting
     /// points and at pseudo-random ones.
@@ -987,7 +991,9 @@ mod ns_tests {
 mod read_ahead_tests {
     use super::*;
     use crate::event::{EventKind, RawEvent};
-    use crate::store::{Clock, TaskInfo, TraceInfo, TraceWriter};
+    use crate::store::clock::Clock;
+    use crate::store::trace_info::{TaskInfo, TraceInfo};
+    use crate::store::writer::TraceWriter;
 
     /// More multi-chunk iterators open at once than read-ahead threads, read
     /// in turns, some dropped half-way: every one yields exactly its

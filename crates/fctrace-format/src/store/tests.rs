@@ -1,10 +1,12 @@
 //! Store round trips, sizes, damage detection, versions, create/open rules.
 
+use super::clock::ClockMap;
 use super::*;
-use crate::event::RawEvent;
+use crate::event::{EventKind, RawEvent};
 use crate::symtab::{self, FuncKind, FuncStatus, Function, Module, SymTab};
 use std::collections::BTreeMap;
 use std::fs;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A fresh directory under the system temp dir, removed on drop.

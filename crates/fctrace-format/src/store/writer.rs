@@ -3,8 +3,10 @@
 //! same tid) and writes info.json at the end.
 
 use super::codec::{self, ChunkEncoder, ChunkHeader, ChunkSums, EncodeScratch, CODEC_ZSTD};
-use super::{info, task_file_name, StoreError, TaskInfo, TraceInfo, FORMAT_VERSION};
-use super::{INFO_FILE, SESSIONS_DIR, TASKS_DIR};
+use super::error::StoreError;
+use super::info;
+use super::layout::{task_file_name, FORMAT_VERSION, INFO_FILE, SESSIONS_DIR, TASKS_DIR};
+use super::trace_info::{TaskInfo, TraceInfo};
 use crate::event::RawEvent;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -121,7 +123,7 @@ fn trace_dir_check(dir: &Path) -> Result<(), String> {
             SESSIONS_DIR,
             INFO_FILE,
             RESERVE_FILE,
-            super::RECORDER_PID_FILE,
+            super::layout::RECORDER_PID_FILE,
         ]
         .contains(&n)
             || n == format!("{INFO_FILE}.tmp")
@@ -661,7 +663,7 @@ impl TraceWriter {
         info.events = events;
         info.invalid_events = self.invalid;
         info.bytes = bytes;
-        info.snapshot = Some(super::SnapshotInfo {
+        info.snapshot = Some(super::trace_info::SnapshotInfo {
             number,
             reason: reason.to_string(),
             ring_size: ring.size,
