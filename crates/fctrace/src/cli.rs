@@ -567,10 +567,10 @@ pub struct RunArgs {
 impl RunArgs {
     /// The program to start, or the process to attach to (`--tid` of
     /// `filter` choosing its threads).
-    pub fn target(&self, filter: &FilterArgs) -> anyhow::Result<crate::recorder::Target<'_>> {
+    pub fn target(&self, filter: &FilterArgs) -> anyhow::Result<fctrace_record::Target<'_>> {
         Ok(match self.pid {
-            Some(pid) => crate::recorder::Target::Attach(pid, self.duration, filter.tids()?),
-            None => crate::recorder::Target::Launch(&self.command),
+            Some(pid) => fctrace_record::Target::Attach(pid, self.duration, filter.tids()?),
+            None => fctrace_record::Target::Launch(&self.command),
         })
     }
 }

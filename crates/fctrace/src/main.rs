@@ -1,15 +1,15 @@
 //! fctrace: shows every function call a program makes.
 //!
 //! Layout: `cli` holds every option (one place), `commands/` one module per
-//! subcommand, `recorder/` the process control and the draining of the
-//! agent's shared memory (the only unsafe code of this crate), `pager` the
-//! pager and `--color`, `tui/` the interactive terminal UI. The readers of
-//! a trace (calls, filters, renderings) are the `fctrace-analysis` crate.
+//! subcommand (turning options into the plain settings of the other
+//! crates), `pager` the pager and `--color`, `tui/` the interactive
+//! terminal UI. The recorder (process control, the draining of the agent's
+//! shared memory) is the `fctrace-record` crate, the readers of a trace
+//! (calls, filters, renderings) the `fctrace-analysis` crate.
 
 mod cli;
 mod commands;
 mod pager;
-mod recorder;
 mod tui;
 
 use std::process::ExitCode;

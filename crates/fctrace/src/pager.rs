@@ -91,7 +91,7 @@ impl Pager {
             let _ = rustix::stdio::dup2_stderr(&pipe);
         }
         // Started first: the pager keeps the default dispositions.
-        crate::recorder::ignore_terminal_interrupts();
+        fctrace_record::ignore_terminal_interrupts();
         Some(Pager {
             child,
             saved_stdout,

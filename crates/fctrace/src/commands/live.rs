@@ -4,9 +4,9 @@
 
 use super::output::{Output, Terminal};
 use crate::cli::LiveArgs;
-use crate::recorder;
 use anyhow::Context;
 use fctrace_analysis::filter;
+use fctrace_record as recorder;
 use std::process::ExitCode;
 
 pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
@@ -24,13 +24,13 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         .tempdir()
         .context("cannot create a private temporary directory for the trace")?;
     let result = (|| -> anyhow::Result<_> {
-        let out = recorder::record(
+        let out = recorder::record(super::record::settings(
             args.run.target(&args.filter)?,
             tmp.path(),
             &args.trace,
             &options,
             None,
-        )?;
+        ))?;
         let trace =
             fctrace_format::store::Trace::open(tmp.path()).context("reading the recorded trace")?;
         filter::warn_unmatched(&trace, &options);

@@ -1,7 +1,7 @@
 //! `fctrace record`: run a program and record its calls.
 
-use crate::cli::RecordArgs;
-use crate::recorder;
+use crate::cli::{RecordArgs, TraceOptions};
+use fctrace_record as recorder;
 use std::process::ExitCode;
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
@@ -27,7 +27,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if args.ring.ring.is_none() {
         refuse_snapshot_triggers(&options)?;
     }
-    let out = recorder::record(
+    let out = recorder::record(settings(
         args.run.target(&args.filter)?,
         &args.dir,
         &args.trace,
@@ -36,7 +36,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             size,
             at_exit: args.ring.at_exit,
         }),
-    )?;
+    ))?;
     // What was not recorded, and why (also in the trace's warnings).
     for note in &out.notes {
         eprintln!("fctrace: {note}");
@@ -58,4 +58,24 @@ pub fn refuse_snapshot_triggers(options: &fctrace_options::Options) -> anyhow::R
         );
     }
     Ok(())
+}
+
+/// The recorder's settings: the target and directory, and `trace`'s
+/// recording options (`-l`, `-k`, `-K`) with the agent's `options`.
+pub fn settings<'a>(
+    target: recorder::Target<'a>,
+    dir: &'a std::path::Path,
+    trace: &TraceOptions,
+    options: &'a fctrace_options::Options,
+    ring: Option<recorder::RingOptions>,
+) -> recorder::RecordSettings<'a> {
+    recorder::RecordSettings {
+        target,
+        dir,
+        nest_libcall: trace.nest_libcall,
+        kernel: trace.kernel,
+        kernel_depth: trace.kernel_depth,
+        options,
+        ring,
+    }
 }

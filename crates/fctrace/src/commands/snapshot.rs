@@ -3,9 +3,9 @@
 //! until it is written.
 
 use crate::cli::SnapshotArgs;
-use crate::recorder::RECORDER_PID_FILE;
 use anyhow::{anyhow, bail, Result};
 use fctrace_format::store::Trace;
+use fctrace_record::RECORDER_PID_FILE;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};

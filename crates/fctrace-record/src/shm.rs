@@ -1,7 +1,8 @@
 //! The recorder's side of the shared memory (see `fctrace_format::shm`):
 //! creating the memory file, draining full buffers, and collecting what
-//! the traced processes left behind. Together with `process.rs` this is
-//! the only unsafe code of the CLI.
+//! the traced processes left behind. The mapping is the recorder's unsafe
+//! code, as are ptrace (`attach.rs`), signals (`process.rs`) and the
+//! kernel's rings (`kernel.rs`, `perf.rs`, `bpf.rs`).
 
 use anyhow::{bail, Context, Result};
 use fctrace_format::event::RawEvent;

@@ -23,7 +23,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Where tracefs is mounted.
-use super::kernel::TRACEFS;
+use crate::perf::TRACEFS;
 
 /// The tracer options each line needs (absolute time, thread, duration).
 const NEEDED_OPTIONS: [&str; 3] = ["funcgraph-abstime", "funcgraph-proc", "funcgraph-duration"];
@@ -81,7 +81,7 @@ fn remove_stale_instances(root: &Path) {
 
 /// The tracefs root that has instances, or why there is none.
 fn tracefs_root() -> Result<&'static str, String> {
-    super::kernel::mount_tracefs_if_needed();
+    crate::perf::mount_tracefs_if_needed();
     let mut seen = None;
     for root in TRACEFS {
         if Path::new(root).join("available_tracers").exists() {

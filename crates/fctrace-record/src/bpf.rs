@@ -339,7 +339,7 @@ impl Strings {
         // The fork program runs where sched_process_fork has a perf event:
         // one on fctrace's own thread is enough (the programs of a
         // tracepoint run for every thread that reaches it).
-        let fork_fd = super::kernel::open_plain_tracepoint(fork_id)?;
+        let fork_fd = crate::perf::open_plain_tracepoint(fork_id)?;
         s.fds.push(fork_fd);
         // SAFETY: attaches the loaded program to the event (both ours).
         if unsafe { libc::ioctl(fork_fd, PERF_EVENT_IOC_SET_BPF as _, fork_prog) } != 0 {
