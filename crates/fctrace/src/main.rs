@@ -5,7 +5,10 @@
 //! crates), `pager` the pager and `--color`, `tui/` the interactive
 //! terminal UI. The recorder (process control, the draining of the agent's
 //! shared memory) is the `fctrace-record` crate, the readers of a trace
-//! (calls, filters, renderings) the `fctrace-analysis` crate.
+//! (calls, filters, renderings) the `fctrace-analysis` crate. No unsafe
+//! code here: what needs it (process control) is the recorder's.
+
+#![forbid(unsafe_code)]
 
 mod cli;
 mod commands;
