@@ -1084,3 +1084,137 @@ pub fn ext_state() -> ExtState {
     let r = std::arch::x86_64::__cpuid_count(0xD, 0);
     ExtState::Xsave(r.ebx.max(576))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iced_x86::{Decoder, DecoderOptions};
+    use std::collections::BTreeSet;
+
+    /// Every kind of common block the agent asks for (unfiltered and
+    /// filtered, each way of saving the extended state, with the sizes
+    /// XCR0's usual component sets give), at a few TLS offsets and buffer
+    /// sizes, with a distinct value for every address it embeds: each
+    /// with the address it is assembled at.
+    fn configurations() -> Vec<(u64, Params)> {
+        let mut out = Vec::new();
+        for filter in [None, Some(0x7f3a_1122_3340)] {
+            for ext_state in [
+                ExtState::Fxsave,
+                ExtState::Xsave(576),
+                ExtState::Xsave(832),
+                ExtState::Xsave(2696),
+                ExtState::Xsave(11008),
+            ] {
+                for buf_size in [4096, 1 << 20, 1 << 24] {
+                    for tls in [-0x40, -0x2_3450] {
+                        out.push((
+                            0x5555_5555_0000 + out.len() as u64 * 0x1_0000,
+                            Params {
+                                tls,
+                                buf_size,
+                                slow_path: 0x7f3a_0000_1230,
+                                lost_counter: 0x7f39_8000_0458,
+                                ext_state,
+                                filter,
+                                finished: 0x7f3a_1122_3348,
+                            },
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every address in `c`, in a fixed order.
+    fn addresses(c: &Common) -> Vec<u64> {
+        let w = &c.region_windows;
+        vec![
+            c.entry,
+            c.entry_flagged,
+            c.entry_notrace,
+            c.entry_filter,
+            c.entry_fast,
+            c.entry_only,
+            c.exit,
+            w.restart,
+            w.push_lo,
+            w.push_hi,
+            w.pop,
+            w.pop_next,
+            w.close_lo,
+            w.close_hi,
+            w.tail,
+            w.f_check,
+            w.f_push_lo,
+            w.f_counted,
+            w.f_open_hi,
+            w.f_pop_lo,
+            w.f_pop,
+            w.f_uncounted,
+            w.f_close_hi,
+            w.a_retry,
+            w.a_push_lo,
+            w.a_push_hi,
+            w.r_pop_lo,
+            w.r_pop_store,
+            w.r_pop_next,
+            w.d_hi,
+            w.d_close_lo,
+            w.d_close_hi,
+        ]
+    }
+
+    /// FNV-1a, 64 bits: a digest that no toolchain changes.
+    fn fnv(h: &mut u64, bytes: &[u8]) {
+        for &b in bytes {
+            *h ^= b as u64;
+            *h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    /// The code does not depend on where it is placed (the arena sizes it
+    /// assembled at 0, `modules::open_arena`), every address it reports is
+    /// the start of one of its instructions, and the filtered variant's
+    /// entries are distinct.
+    #[test]
+    fn every_configuration_assembles_the_same_code_anywhere() {
+        for (at, p) in configurations() {
+            let (code0, c0) = assemble_common(0, &p).unwrap();
+            let (code, c) = assemble_common(at, &p).unwrap();
+            assert_eq!(code0, code, "{:?}", p.ext_state);
+            let starts: BTreeSet<u64> = Decoder::with_ip(64, &code, at, DecoderOptions::NONE)
+                .into_iter()
+                .map(|i| i.ip())
+                .collect();
+            for (a0, a) in addresses(&c0).into_iter().zip(addresses(&c)) {
+                if p.filter.is_none() && a == 0 {
+                    continue; // a region window of the filtered variant
+                }
+                assert_eq!(a0 + at, a);
+                assert!(starts.contains(&a), "{a:#x} is no instruction's start");
+            }
+            let entries = [c.entry, c.entry_flagged, c.entry_notrace, c.entry_filter];
+            let distinct: BTreeSet<u64> = entries.iter().chain([&c.entry_fast]).copied().collect();
+            assert_eq!(distinct.len(), if p.filter.is_some() { 5 } else { 1 });
+        }
+    }
+
+    /// The bytes and addresses of every configuration, as the single
+    /// `assemble_common` made them before it was split into one builder
+    /// per block (digest recorded from that code, commit 0478740).
+    #[test]
+    fn the_code_is_the_one_before_the_split() {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for (at, p) in configurations() {
+            let (code, c) = assemble_common(at, &p).unwrap();
+            fnv(&mut h, &(code.len() as u64).to_le_bytes());
+            fnv(&mut h, &code);
+            for a in addresses(&c) {
+                fnv(&mut h, &a.to_le_bytes());
+            }
+        }
+        assert_eq!(h, 0x5e9a_2f9e_f1ab_0f7e, "digest {h:#018x}");
+    }
+}
