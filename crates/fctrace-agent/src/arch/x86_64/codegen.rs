@@ -4,7 +4,11 @@
 //! - the *common block*: `entry` (record an entry, push a shadow entry),
 //!   `entry_only` (record a call of a function whose return cannot be
 //!   captured), `exit` (pop the shadow entry, record the exit, return to
-//!   the real caller), and their slow paths into Rust;
+//!   the real caller), and their slow paths into Rust; with record-time
+//!   filters also the exits of regions and flagged frames, and the
+//!   entries of flagged, `-F`, `-N` and fast flagged functions. Each is
+//!   emitted by one builder (a method of `Gen`, named for the block), in
+//!   the order `assemble_common` calls them;
 //! - one *stub* per function (see `patch.rs`).
 //!
 //! The hot path touches only rax, rcx, rdx and r11, which it saves: every
@@ -324,321 +328,538 @@ fn depth_of(a: &mut CodeAssembler, top: AsmRegister64, inv3: CodeLabel) -> Resul
     Ok(())
 }
 
+/// Assembles the common block at address `at`: the entry, the entry of
+/// functions whose return cannot be captured, the exit, and with filters
+/// the region exits and the flagged, `-F`, `-N` and fast flagged entries,
+/// in that order, each with its slow paths.
 pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedError> {
     let mut a = CodeAssembler::new(64)?;
-    let tls_state = qword_ptr(p.tls).fs();
-    let tls_busy = qword_ptr(p.tls + 8).fs();
-    let ent = SHADOW_ENTRY_SIZE as i32;
+    let l = Labels::new(&mut a);
+    let mut g = Gen { a, p, l };
+    g.entry()?;
+    g.entry_only()?;
+    g.exit()?;
+    if p.filter.is_some() {
+        g.slow_exits()?;
+        g.flagged_entry()?;
+        g.filter_entry()?;
+        g.notrace_entry()?;
+        g.fast_entry()?;
+        // The inverse of 3 modulo 2^64: a multiple of 3 times it is the
+        // exact quotient (depths: shadow-stack bytes / 8 / 3).
+        g.a.set_label(&mut g.l.inv3)?;
+        g.a.db(&0xAAAA_AAAA_AAAA_AAABu64.to_le_bytes())?;
+    }
+    let res =
+        g.a.assemble_options(at, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
+    let common = g.l.common(&res, p.filter.is_some())?;
+    Ok((res.inner.code_buffer, common))
+}
 
-    // ---- entry: eax = function id; [rsp] = return into the stub,
-    // [rsp+8] = the stub's saved rax, [rsp+16] = the caller's return address.
-    // Returns ZF=1 when the call is traced (the stub then takes over the
-    // return), ZF=0 to pass straight through.
-    let mut entry = a.create_label();
-    let mut retry = a.create_label();
-    let mut rec = a.create_label();
-    let mut pass = a.create_label();
-    let mut overflow = a.create_label();
-    let mut busy = a.create_label();
-    let mut init = a.create_label();
-    let mut full = a.create_label();
-    a.set_label(&mut entry)?;
-    a.push(rcx)?;
-    a.push(rdx)?;
-    a.push(r11)?; // the caller's return slot is now at rsp+40
-    a.set_label(&mut retry)?;
-    a.cmp(tls_busy, 0)?;
-    a.jne(busy)?;
-    a.mov(r11, tls_state)?;
-    a.test(r11, r11)?;
-    a.jz(init)?;
-    let mut resync = a.create_label();
-    if let Some(g) = p.filter {
-        // Filtered: the global switch applied, then one comparison with
-        // the thread's limit decides (hidden: no record, no shadow entry).
-        a.mov(rcx, g)?;
-        a.mov(ecx, dword_ptr(rcx))?;
-        a.cmp(ecx, dword_ptr(r11 + OFF_GEN))?;
-        a.jne(resync)?;
+/// The common block being assembled: each method emits one block of it,
+/// after the ones before it.
+struct Gen<'p> {
+    a: CodeAssembler,
+    p: &'p Params,
+    l: Labels,
+}
+
+/// The labels that more than one block jumps to, and those whose
+/// addresses [`Common`] reports.
+struct Labels {
+    entry: CodeLabel,
+    /// `entry`'s checks, after its pushes.
+    retry: CodeLabel,
+    /// `entry`'s record of the event word in rax.
+    rec: CodeLabel,
+    /// Restores `entry`'s registers, returns with ZF=0 (not traced).
+    pass: CodeLabel,
+    entry_only: CodeLabel,
+    exit: CodeLabel,
+    /// The exit's record of the event word in rax.
+    xrec: CodeLabel,
+    /// The exit's common tail: restores the registers, returns.
+    xtail: CodeLabel,
+    /// The exits of frames that ask for more than a record (filtered).
+    slow_exit: CodeLabel,
+    flagged: CodeLabel,
+    /// The flagged entry's checks, after its pushes: the slow path.
+    fretry: CodeLabel,
+    filter: CodeLabel,
+    notrace: CodeLabel,
+    fast: CodeLabel,
+    /// The constant of [`depth_of`].
+    inv3: CodeLabel,
+    /// The instructions that bound [`RegionWindows`].
+    npop: CodeLabel,
+    npop_next: CodeLabel,
+    nclose_lo: CodeLabel,
+    nclose_hi: CodeLabel,
+    nrestart: CodeLabel,
+    npush_lo: CodeLabel,
+    npush_hi: CodeLabel,
+    fcheck: CodeLabel,
+    fpush_lo: CodeLabel,
+    fcounted: CodeLabel,
+    fopen_hi: CodeLabel,
+    fpop_lo: CodeLabel,
+    fpop: CodeLabel,
+    fpop_next: CodeLabel,
+    funcounted: CodeLabel,
+    fclose_hi: CodeLabel,
+    aretry: CodeLabel,
+    apush_lo: CodeLabel,
+    apush_hi: CodeLabel,
+    rpop_lo: CodeLabel,
+    rpop_store: CodeLabel,
+    rpop_next: CodeLabel,
+    dclose_hi: CodeLabel,
+    dhi: CodeLabel,
+}
+
+impl Labels {
+    fn new(a: &mut CodeAssembler) -> Labels {
+        let mut c = || a.create_label();
+        Labels {
+            entry: c(),
+            retry: c(),
+            rec: c(),
+            pass: c(),
+            entry_only: c(),
+            exit: c(),
+            xrec: c(),
+            xtail: c(),
+            slow_exit: c(),
+            flagged: c(),
+            fretry: c(),
+            filter: c(),
+            notrace: c(),
+            fast: c(),
+            inv3: c(),
+            npop: c(),
+            npop_next: c(),
+            nclose_lo: c(),
+            nclose_hi: c(),
+            nrestart: c(),
+            npush_lo: c(),
+            npush_hi: c(),
+            fcheck: c(),
+            fpush_lo: c(),
+            fcounted: c(),
+            fopen_hi: c(),
+            fpop_lo: c(),
+            fpop: c(),
+            fpop_next: c(),
+            funcounted: c(),
+            fclose_hi: c(),
+            aretry: c(),
+            apush_lo: c(),
+            apush_hi: c(),
+            rpop_lo: c(),
+            rpop_store: c(),
+            rpop_next: c(),
+            dclose_hi: c(),
+            dhi: c(),
+        }
+    }
+
+    /// The entry points and windows of the assembled block (`filtered`:
+    /// the filtered variant, else every entry is `entry` and there are no
+    /// windows).
+    fn common(&self, res: &CodeAssemblerResult, filtered: bool) -> Result<Common, IcedError> {
+        let ip = |l: &CodeLabel| res.label_ip(l);
+        let entry = ip(&self.entry)?;
+        let or_entry = |l: &CodeLabel| if filtered { ip(l) } else { Ok(entry) };
+        Ok(Common {
+            entry,
+            entry_flagged: or_entry(&self.flagged)?,
+            entry_notrace: or_entry(&self.notrace)?,
+            entry_filter: or_entry(&self.filter)?,
+            entry_fast: or_entry(&self.fast)?,
+            region_windows: if filtered {
+                RegionWindows {
+                    restart: ip(&self.nrestart)?,
+                    push_lo: ip(&self.npush_lo)?,
+                    push_hi: ip(&self.npush_hi)?,
+                    pop: ip(&self.npop)?,
+                    pop_next: ip(&self.npop_next)?,
+                    close_lo: ip(&self.nclose_lo)?,
+                    close_hi: ip(&self.nclose_hi)?,
+                    tail: ip(&self.xtail)?,
+                    f_check: ip(&self.fcheck)?,
+                    f_push_lo: ip(&self.fpush_lo)?,
+                    f_counted: ip(&self.fcounted)?,
+                    f_open_hi: ip(&self.fopen_hi)?,
+                    f_pop_lo: ip(&self.fpop_lo)?,
+                    f_pop: ip(&self.fpop)?,
+                    f_uncounted: ip(&self.funcounted)?,
+                    f_close_hi: ip(&self.fclose_hi)?,
+                    a_retry: ip(&self.aretry)?,
+                    a_push_lo: ip(&self.apush_lo)?,
+                    a_push_hi: ip(&self.apush_hi)?,
+                    r_pop_lo: ip(&self.rpop_lo)?,
+                    r_pop_store: ip(&self.rpop_store)?,
+                    r_pop_next: ip(&self.rpop_next)?,
+                    d_hi: ip(&self.dhi)?,
+                    d_close_lo: ip(&self.rpop_next)?,
+                    d_close_hi: ip(&self.dclose_hi)?,
+                }
+            } else {
+                RegionWindows::default()
+            },
+            entry_only: ip(&self.entry_only)?,
+            exit: ip(&self.exit)?,
+        })
+    }
+}
+
+/// The thread's state pointer (`tls::State`'s first word) and its busy word.
+fn tls_words(p: &Params) -> (AsmMemoryOperand, AsmMemoryOperand) {
+    (qword_ptr(p.tls).fs(), qword_ptr(p.tls + 8).fs())
+}
+
+const ENT: i32 = SHADOW_ENTRY_SIZE as i32;
+
+/// The local labels of `entry`'s slow paths.
+struct EntrySlow {
+    busy: CodeLabel,
+    overflow: CodeLabel,
+    init: CodeLabel,
+    full: CodeLabel,
+    resync: CodeLabel,
+}
+
+impl Gen<'_> {
+    /// `entry`, the entry of unflagged functions: eax = function id;
+    /// [rsp] = return into the stub, [rsp+8] = the stub's saved rax,
+    /// [rsp+16] = the caller's return address. Pushes the shadow entry
+    /// and records the entry. Returns ZF=1 when the call is traced (the
+    /// stub then takes over the return), ZF=0 to pass straight through.
+    /// Filtered, the global switch is applied first and one comparison
+    /// with the thread's limit decides (hidden: no record, no shadow
+    /// entry).
+    fn entry(&mut self) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
+        let (tls_state, tls_busy) = tls_words(p);
+        let mut s = EntrySlow {
+            busy: a.create_label(),
+            overflow: a.create_label(),
+            init: a.create_label(),
+            full: a.create_label(),
+            resync: a.create_label(),
+        };
+        a.set_label(&mut l.entry)?;
+        a.push(rcx)?;
+        a.push(rdx)?;
+        a.push(r11)?; // the caller's return slot is now at rsp+40
+        a.set_label(&mut l.retry)?;
+        a.cmp(tls_busy, 0)?;
+        a.jne(s.busy)?;
+        a.mov(r11, tls_state)?;
+        a.test(r11, r11)?;
+        a.jz(s.init)?;
+        if let Some(g) = p.filter {
+            a.mov(rcx, g)?;
+            a.mov(ecx, dword_ptr(rcx))?;
+            a.cmp(ecx, dword_ptr(r11 + OFF_GEN))?;
+            a.jne(s.resync)?;
+            a.mov(rcx, qword_ptr(r11 + OFF_SHADOW_TOP))?;
+            a.cmp(rcx, qword_ptr(r11 + OFF_LIMIT))?;
+            a.jae(l.pass)?;
+        }
+        a.mov(ecx, ENT as u32)?;
+        a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve the shadow entry first
+        fill_shadow_entry(a, 0, s.overflow)?;
+        a.shl(rax, KIND_BITS)?; // EventKind::Entry == 0
+        a.set_label(&mut l.rec)?;
+        record(a, p, s.full)?;
+        a.pop(r11)?;
+        a.pop(rdx)?;
+        a.pop(rcx)?;
+        a.cmp(eax, eax)?; // ZF=1: traced
+        a.ret()?;
+        a.set_label(&mut l.pass)?;
+        a.pop(r11)?;
+        a.pop(rdx)?;
+        a.pop(rcx)?;
+        a.test(rsp, rsp)?; // ZF=0: pass through
+        a.ret()?;
+        self.entry_slow_paths(&mut s)
+    }
+
+    /// `entry`'s slow paths: an unwinder running, the shadow stack full,
+    /// the thread's first call, the buffer full, the global switch
+    /// changed (filtered).
+    fn entry_slow_paths(&mut self, s: &mut EntrySlow) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
+        let (_, tls_busy) = tls_words(p);
+        a.set_label(&mut s.busy)?;
+        // An unwinder is running: the slow path records the call without
+        // taking over its return (ZF=1), or sees that the unwinding is over,
+        // repairs the shadow stack and asks for a retry (ZF=0).
+        a.cmp(tls_busy, BUSY_UNWINDING as i32)?;
+        a.jne(l.pass)?;
+        slow_call(a, p, SLOW_UNWINDING, Some(40))?;
+        a.jnz(l.retry)?;
+        a.jmp(l.pass)?;
+        a.set_label(&mut s.overflow)?;
+        // The shadow stack is full: grown, the call starts over; else it is
+        // not traced and counted as lost.
+        a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ENT)?;
+        slow_call(a, p, SLOW_GROW, None)?;
+        a.jnz(l.retry)?;
+        a.mov(rcx, p.lost_counter)?;
+        a.lock().add(qword_ptr(rcx), 2)?; // this call's entry and exit
+        a.jmp(l.pass)?;
+        a.set_label(&mut s.init)?;
+        slow_call(a, p, SLOW_INIT, None)?;
+        a.jmp(l.retry)?;
+        a.set_label(&mut s.full)?;
+        slow_call(a, p, SLOW_FULL, None)?;
+        a.jmp(l.rec)?;
+        if p.filter.is_some() {
+            a.set_label(&mut s.resync)?;
+            slow_call(a, p, SLOW_RESYNC, None)?;
+            a.jmp(l.retry)?;
+        }
+        Ok(())
+    }
+
+    /// `entry_only`: eax = function id; records an entry and an exit at
+    /// the same time, never touches the return address (a function whose
+    /// return cannot be captured). Filtered, the global switch is applied
+    /// and the thread's limit decides, as in `entry`.
+    fn entry_only(&mut self) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
+        let (tls_state, tls_busy) = tls_words(p);
+        let mut eo_rec = a.create_label();
+        let mut eo_rec2 = a.create_label();
+        let mut eo_done = a.create_label();
+        let mut eo_full = a.create_label();
+        let mut eo_full2 = a.create_label();
+        a.set_label(&mut l.entry_only)?;
+        a.push(rcx)?;
+        a.push(rdx)?;
+        a.push(r11)?;
+        a.push(rax)?;
+        a.cmp(tls_busy, 0)?;
+        a.jne(eo_done)?;
+        a.mov(r11, tls_state)?;
+        a.test(r11, r11)?;
+        a.jz(eo_done)?;
+        if let Some(g) = p.filter {
+            let mut synced = a.create_label();
+            a.mov(rcx, g)?;
+            a.mov(ecx, dword_ptr(rcx))?;
+            a.cmp(ecx, dword_ptr(r11 + OFF_GEN))?;
+            a.je(synced)?;
+            slow_call(a, p, SLOW_RESYNC, None)?;
+            a.set_label(&mut synced)?;
+            a.mov(rcx, qword_ptr(r11 + OFF_SHADOW_TOP))?;
+            a.cmp(rcx, qword_ptr(r11 + OFF_LIMIT))?;
+            a.jae(eo_done)?;
+        }
+        a.shl(rax, KIND_BITS)?;
+        a.set_label(&mut eo_rec)?;
+        record(a, p, eo_full)?;
+        a.mov(rax, qword_ptr(rsp))?;
+        a.shl(rax, KIND_BITS)?;
+        a.or(rax, EventKind::Exit as i32)?;
+        a.set_label(&mut eo_rec2)?;
+        record(a, p, eo_full2)?;
+        a.set_label(&mut eo_done)?;
+        a.pop(rax)?;
+        a.pop(r11)?;
+        a.pop(rdx)?;
+        a.pop(rcx)?;
+        a.ret()?;
+        a.set_label(&mut eo_full)?;
+        slow_call(a, p, SLOW_FULL, None)?;
+        a.jmp(eo_rec)?;
+        a.set_label(&mut eo_full2)?;
+        slow_call(a, p, SLOW_FULL, None)?;
+        a.jmp(eo_rec2)
+    }
+
+    /// `exit`: reached by a jmp from the stub after the function body
+    /// returned; rsp = the caller's return slot + 8. Pops the shadow
+    /// entry, puts the real return address back into the slot, records
+    /// the exit and returns through the slot, so the CPU's return-stack
+    /// predictions stay paired. Filtered, frames that ask for more go to
+    /// [`Gen::slow_exits`], and nothing is recorded after `finish`.
+    fn exit(&mut self) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
+        let (tls_state, _) = tls_words(p);
+        let mut again = a.create_label();
+        let mut mismatch = a.create_label();
+        let mut xfull = a.create_label();
+        a.set_label(&mut l.exit)?;
+        a.lea(rsp, qword_ptr(rsp - 8))?;
+        a.push(rax)?;
+        a.push(rcx)?;
+        a.push(rdx)?;
+        a.push(r11)?; // slot at rsp+32
+        a.mov(r11, tls_state)?;
+        a.set_label(&mut again)?;
         a.mov(rcx, qword_ptr(r11 + OFF_SHADOW_TOP))?;
-        a.cmp(rcx, qword_ptr(r11 + OFF_LIMIT))?;
-        a.jae(pass)?;
-    }
-    a.mov(ecx, ent as u32)?;
-    a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve the shadow entry first
-    fill_shadow_entry(&mut a, 0, overflow)?;
-    a.shl(rax, KIND_BITS)?; // EventKind::Entry == 0
-    a.set_label(&mut rec)?;
-    record(&mut a, p, full)?;
-    a.pop(r11)?;
-    a.pop(rdx)?;
-    a.pop(rcx)?;
-    a.cmp(eax, eax)?; // ZF=1: traced
-    a.ret()?;
-    a.set_label(&mut pass)?;
-    a.pop(r11)?;
-    a.pop(rdx)?;
-    a.pop(rcx)?;
-    a.test(rsp, rsp)?; // ZF=0: pass through
-    a.ret()?;
-    a.set_label(&mut busy)?;
-    // An unwinder is running: the slow path records the call without
-    // taking over its return (ZF=1), or sees that the unwinding is over,
-    // repairs the shadow stack and asks for a retry (ZF=0).
-    a.cmp(tls_busy, BUSY_UNWINDING as i32)?;
-    a.jne(pass)?;
-    slow_call(&mut a, p, SLOW_UNWINDING, Some(40))?;
-    a.jnz(retry)?;
-    a.jmp(pass)?;
-    a.set_label(&mut overflow)?;
-    // The shadow stack is full: grown, the call starts over; else it is
-    // not traced and counted as lost.
-    a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ent)?;
-    slow_call(&mut a, p, SLOW_GROW, None)?;
-    a.jnz(retry)?;
-    a.mov(rcx, p.lost_counter)?;
-    a.lock().add(qword_ptr(rcx), 2)?; // this call's entry and exit
-    a.jmp(pass)?;
-    a.set_label(&mut init)?;
-    slow_call(&mut a, p, SLOW_INIT, None)?;
-    a.jmp(retry)?;
-    a.set_label(&mut full)?;
-    slow_call(&mut a, p, SLOW_FULL, None)?;
-    a.jmp(rec)?;
-    if p.filter.is_some() {
-        a.set_label(&mut resync)?;
-        slow_call(&mut a, p, SLOW_RESYNC, None)?;
-        a.jmp(retry)?;
+        a.sub(rcx, ENT)?;
+        a.lea(rdx, qword_ptr(rsp + 32))?;
+        a.cmp(qword_ptr(rcx + 8), rdx)?;
+        a.jne(mismatch)?;
+        if p.filter.is_some() {
+            // A region owner or a -R function (crate::recording::filter::E_SLOW_EXIT).
+            a.test(byte_ptr(rcx + 20), 1)?;
+            a.jnz(l.slow_exit)?;
+        }
+        a.mov(rax, qword_ptr(rcx))?;
+        a.mov(qword_ptr(rsp + 32), rax)?;
+        a.mov(rax, qword_ptr(rcx + 16))?;
+        a.mov(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // pop after reading it all
+        a.shl(rax, KIND_BITS)?;
+        a.or(rax, EventKind::Exit as i32)?;
+        if p.filter.is_some() {
+            // After `finish`, not even the exits of open calls are recorded.
+            a.mov(rcx, p.finished)?;
+            a.cmp(byte_ptr(rcx), 0)?;
+            a.jne(l.xtail)?;
+        }
+        a.set_label(&mut l.xrec)?;
+        record(a, p, xfull)?;
+        a.set_label(&mut l.xtail)?;
+        a.pop(r11)?;
+        a.pop(rdx)?;
+        a.pop(rcx)?;
+        a.pop(rax)?;
+        a.ret()?;
+        a.set_label(&mut mismatch)?;
+        slow_call(a, p, SLOW_MISMATCH, Some(32))?;
+        a.jmp(again)?;
+        a.set_label(&mut xfull)?;
+        slow_call(a, p, SLOW_FULL, None)?;
+        a.jmp(l.xrec)
     }
 
-    // ---- entry_only: eax = function id; records an entry and an exit at
-    // the same time, never touches the return address.
-    let mut eo = a.create_label();
-    let mut eo_rec = a.create_label();
-    let mut eo_rec2 = a.create_label();
-    let mut eo_done = a.create_label();
-    let mut eo_full = a.create_label();
-    let mut eo_full2 = a.create_label();
-    a.set_label(&mut eo)?;
-    a.push(rcx)?;
-    a.push(rdx)?;
-    a.push(r11)?;
-    a.push(rax)?;
-    a.cmp(tls_busy, 0)?;
-    a.jne(eo_done)?;
-    a.mov(r11, tls_state)?;
-    a.test(r11, r11)?;
-    a.jz(eo_done)?;
-    if let Some(g) = p.filter {
-        let mut synced = a.create_label();
-        a.mov(rcx, g)?;
-        a.mov(ecx, dword_ptr(rcx))?;
-        a.cmp(ecx, dword_ptr(r11 + OFF_GEN))?;
-        a.je(synced)?;
-        slow_call(&mut a, p, SLOW_RESYNC, None)?;
-        a.set_label(&mut synced)?;
-        a.mov(rcx, qword_ptr(r11 + OFF_SHADOW_TOP))?;
-        a.cmp(rcx, qword_ptr(r11 + OFF_LIMIT))?;
-        a.jae(eo_done)?;
+    /// The filtered exit of a frame whose shadow entry asks for more than
+    /// a record (rcx = that entry, the slot at rsp+32): a `-N` region's
+    /// exit, a `-F` region's, a `-R` or depth frame's made by the fast
+    /// flagged entry, each generated; any other goes to the slow path.
+    fn slow_exits(&mut self) -> Result<(), IcedError> {
+        let mut not_notrace = self.a.create_label();
+        let mut not_filter = self.a.create_label();
+        let mut real_slow = self.a.create_label();
+        self.notrace_exit(not_notrace)?;
+        self.a.set_label(&mut not_notrace)?;
+        self.filter_exit(not_filter)?;
+        self.a.set_label(&mut not_filter)?;
+        self.fast_exit(real_slow)?;
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
+        a.set_label(&mut real_slow)?;
+        slow_call(a, p, SLOW_FLAGGED_EXIT, Some(32))?;
+        a.jmp(l.xtail)
     }
-    a.shl(rax, KIND_BITS)?;
-    a.set_label(&mut eo_rec)?;
-    record(&mut a, p, eo_full)?;
-    a.mov(rax, qword_ptr(rsp))?;
-    a.shl(rax, KIND_BITS)?;
-    a.or(rax, EventKind::Exit as i32)?;
-    a.set_label(&mut eo_rec2)?;
-    record(&mut a, p, eo_full2)?;
-    a.set_label(&mut eo_done)?;
-    a.pop(rax)?;
-    a.pop(r11)?;
-    a.pop(rdx)?;
-    a.pop(rcx)?;
-    a.ret()?;
-    a.set_label(&mut eo_full)?;
-    slow_call(&mut a, p, SLOW_FULL, None)?;
-    a.jmp(eo_rec)?;
-    a.set_label(&mut eo_full2)?;
-    slow_call(&mut a, p, SLOW_FULL, None)?;
-    a.jmp(eo_rec2)?;
 
-    // ---- exit: reached by a jmp from the stub after the function body
-    // returned; rsp = the caller's return slot + 8. Puts the real return
-    // address back into the slot and returns through it, so the CPU's
-    // return-stack predictions stay paired.
-    let mut exit = a.create_label();
-    let mut again = a.create_label();
-    let mut xrec = a.create_label();
-    let mut mismatch = a.create_label();
-    let mut xfull = a.create_label();
-    a.set_label(&mut exit)?;
-    a.lea(rsp, qword_ptr(rsp - 8))?;
-    a.push(rax)?;
-    a.push(rcx)?;
-    a.push(rdx)?;
-    a.push(r11)?; // slot at rsp+32
-    a.mov(r11, tls_state)?;
-    a.set_label(&mut again)?;
-    a.mov(rcx, qword_ptr(r11 + OFF_SHADOW_TOP))?;
-    a.sub(rcx, ent)?;
-    a.lea(rdx, qword_ptr(rsp + 32))?;
-    a.cmp(qword_ptr(rcx + 8), rdx)?;
-    a.jne(mismatch)?;
-    let mut slow_exit = a.create_label();
-    if p.filter.is_some() {
-        // A region owner or a -R function (crate::recording::filter::E_SLOW_EXIT).
-        a.test(byte_ptr(rcx + 20), 1)?;
-        a.jnz(slow_exit)?;
-    }
-    a.mov(rax, qword_ptr(rcx))?;
-    a.mov(qword_ptr(rsp + 32), rax)?;
-    a.mov(rax, qword_ptr(rcx + 16))?;
-    a.mov(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // pop after reading it all
-    a.shl(rax, KIND_BITS)?;
-    a.or(rax, EventKind::Exit as i32)?;
-    let mut xtail = a.create_label();
-    if p.filter.is_some() {
-        // After `finish`, not even the exits of open calls are recorded.
-        a.mov(rcx, p.finished)?;
-        a.cmp(byte_ptr(rcx), 0)?;
-        a.jne(xtail)?;
-    }
-    a.set_label(&mut xrec)?;
-    record(&mut a, p, xfull)?;
-    a.set_label(&mut xtail)?;
-    a.pop(r11)?;
-    a.pop(rdx)?;
-    a.pop(rcx)?;
-    a.pop(rax)?;
-    a.ret()?;
-    a.set_label(&mut mismatch)?;
-    slow_call(&mut a, p, SLOW_MISMATCH, Some(32))?;
-    a.jmp(again)?;
-    a.set_label(&mut xfull)?;
-    slow_call(&mut a, p, SLOW_FULL, None)?;
-    a.jmp(xrec)?;
-
-    // ---- filtered variant: the exit of a frame that asks for the slow
-    // path, and the entry of flagged functions (always the slow path).
-    let mut fentry = a.create_label();
-    let mut nentry = a.create_label();
-    let mut fl_entry = a.create_label();
-    let mut l_npop = a.create_label();
-    let mut l_npop_next = a.create_label();
-    let mut l_nclose_lo = a.create_label();
-    let mut l_nclose_hi = a.create_label();
-    let mut l_nrestart = a.create_label();
-    let mut l_npush_lo = a.create_label();
-    let mut l_npush_hi = a.create_label();
-    let mut l_fcheck = a.create_label();
-    let mut l_fpush_lo = a.create_label();
-    let mut l_fcounted = a.create_label();
-    let mut l_fopen_hi = a.create_label();
-    let mut l_fpop_lo = a.create_label();
-    let mut l_fpop = a.create_label();
-    let mut l_fpop_next = a.create_label();
-    let mut l_funcounted = a.create_label();
-    let mut l_fclose_hi = a.create_label();
-    let mut fast_entry = a.create_label();
-    let mut l_aretry = a.create_label();
-    let mut l_apush_lo = a.create_label();
-    let mut l_apush_hi = a.create_label();
-    let mut l_rpop_lo = a.create_label();
-    let mut l_rpop_store = a.create_label();
-    let mut l_rpop_next = a.create_label();
-    let mut l_dclose_hi = a.create_label();
-    let mut l_dhi = a.create_label();
-    let mut inv3 = a.create_label();
-    if p.filter.is_some() {
-        a.set_label(&mut slow_exit)?;
-        // The exit of a -N region made by the generated -N entry (below):
-        // pop, count the region closed, and if nothing else blocks
-        // recording and there is no depth limit, open again.
-        let mut real_slow = a.create_label();
+    /// The exit of a -N region made by the generated -N entry
+    /// ([`Gen::notrace_entry`]), else a jump to `other`: pop, count the
+    /// region closed, and if nothing else blocks recording and there is
+    /// no depth limit, open again.
+    fn notrace_exit(&mut self, other: CodeLabel) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
+        a.set_label(&mut l.slow_exit)?;
         let mut reopen_slow = a.create_label();
         a.mov(rax, qword_ptr(rcx + 16))?;
         a.shr(rax, 32)?;
-        let mut not_notrace = a.create_label();
         a.cmp(eax, (NOTRACE_ENTRY_BITS >> 32) as i32)?;
-        a.jne(not_notrace)?;
+        a.jne(other)?;
         a.mov(rax, qword_ptr(rcx))?;
         a.mov(qword_ptr(rsp + 32), rax)?;
-        a.set_label(&mut l_npop)?;
+        a.set_label(&mut l.npop)?;
         a.mov(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?;
-        a.set_label(&mut l_npop_next)?;
+        a.set_label(&mut l.npop_next)?;
         a.sub(qword_ptr(r11 + OFF_HIDDEN), 1)?;
         a.sub(dword_ptr(r11 + OFF_BLOCK), 1)?;
         // From here to the limit's store, a signal handler that changes
         // the state (a `--signal` trace_off) would have its limit
         // overwritten: `signal::fix_interrupted` completes the closing
         // from the state instead.
-        a.set_label(&mut l_nclose_lo)?;
-        a.jnz(xtail)?;
+        a.set_label(&mut l.nclose_lo)?;
+        a.jnz(l.xtail)?;
         a.cmp(dword_ptr(r11 + OFF_MAX), -1)?;
         a.jne(reopen_slow)?;
         a.mov(qword_ptr(r11 + OFF_LIMIT), -1)?;
-        a.set_label(&mut l_nclose_hi)?;
-        a.jmp(xtail)?;
+        a.set_label(&mut l.nclose_hi)?;
+        a.jmp(l.xtail)?;
         a.set_label(&mut reopen_slow)?;
-        slow_call(&mut a, p, SLOW_RESYNC, None)?;
-        a.jmp(xtail)?;
-        a.set_label(&mut not_notrace)?;
-        // The exit of a -F region made by the generated -F entry (or by
-        // the slow path, the same entry): pop, count the region closed,
-        // close recording if it was the last one, record the exit. A
-        // signal from the slot's store up to the closed region completes
-        // the pop and the closing first (`signal::fix_interrupted`).
-        let mut not_filter = a.create_label();
+        slow_call(a, p, SLOW_RESYNC, None)?;
+        a.jmp(l.xtail)
+    }
+
+    /// The exit of a -F region made by the generated -F entry
+    /// ([`Gen::filter_entry`], or by the slow path, the same entry), else
+    /// a jump to `other`: pop, count the region closed, close recording
+    /// if it was the last one, record the exit. A signal from the slot's
+    /// store up to the closed region completes the pop and the closing
+    /// first (`signal::fix_interrupted`).
+    fn filter_exit(&mut self, other: CodeLabel) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
         a.cmp(eax, (FILTER_ENTRY_BITS >> 32) as i32)?;
-        a.jne(not_filter)?;
+        a.jne(other)?;
         a.mov(rax, qword_ptr(rcx))?;
         a.mov(qword_ptr(rsp + 32), rax)?;
-        a.set_label(&mut l_fpop_lo)?;
+        a.set_label(&mut l.fpop_lo)?;
         a.mov(eax, dword_ptr(rcx + 16))?;
-        a.set_label(&mut l_fpop)?;
+        a.set_label(&mut l.fpop)?;
         a.mov(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?;
-        a.set_label(&mut l_fpop_next)?;
+        a.set_label(&mut l.fpop_next)?;
         a.sub(dword_ptr(r11 + OFF_FL), 1)?;
-        a.set_label(&mut l_funcounted)?;
-        a.jnz(l_fclose_hi)?;
+        a.set_label(&mut l.funcounted)?;
+        a.jnz(l.fclose_hi)?;
         a.or(dword_ptr(r11 + OFF_BLOCK), B_NOFILTER as i32)?;
         a.mov(qword_ptr(r11 + OFF_LIMIT), 0)?;
-        a.set_label(&mut l_fclose_hi)?;
+        a.set_label(&mut l.fclose_hi)?;
         a.shl(rax, KIND_BITS)?;
         a.or(rax, EventKind::Exit as i32)?;
         a.mov(rcx, p.finished)?;
         a.cmp(byte_ptr(rcx), 0)?;
-        a.jne(xtail)?;
-        a.jmp(xrec)?;
-        a.set_label(&mut not_filter)?;
-        // The exit of a -R frame whose return value the generated code
-        // records (`E_FASTRET`, made by the fast flagged entry): pop,
-        // then the `Retval` record, its payload and the `Exit` record in
-        // one reservation, as `filter::flagged_exit` writes them. A
-        // signal between the slot's store and the pop completes the pop
-        // (`signal::fix_interrupted`, as for `exit`).
+        a.jne(l.xtail)?;
+        a.jmp(l.xrec)
+    }
+
+    /// The exit of a frame the fast flagged entry made ([`Gen::fast_entry`]),
+    /// else a jump to `other`: pop, then the `-R` return value
+    /// ([`Gen::retval_exit`]) or the depth region's closing
+    /// ([`Gen::depth_exit`]). A signal between the slot's store and the
+    /// pop completes the pop (`signal::fix_interrupted`, as for `exit`).
+    fn fast_exit(&mut self, other: CodeLabel) -> Result<(), IcedError> {
+        let a = &mut self.a;
         let mut fast_pop = a.create_label();
         let mut fast_ret = a.create_label();
         a.cmp(al, FASTRET_BITS as i8 as i32)?;
         a.je(fast_pop)?;
         a.cmp(al, DEPTH_BITS as i8 as i32)?;
-        a.jne(real_slow)?;
+        a.jne(other)?;
         a.set_label(&mut fast_pop)?;
         a.mov(rax, qword_ptr(rcx))?;
         a.mov(qword_ptr(rsp + 32), rax)?;
-        a.set_label(&mut l_rpop_lo)?;
+        a.set_label(&mut self.l.rpop_lo)?;
         a.mov(rax, qword_ptr(rcx + 16))?;
-        a.set_label(&mut l_rpop_store)?;
+        a.set_label(&mut self.l.rpop_store)?;
         a.mov(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?;
-        a.set_label(&mut l_rpop_next)?;
+        a.set_label(&mut self.l.rpop_next)?;
         a.bt(rax, E_FASTRET.trailing_zeros() as i32)?;
         a.jc(fast_ret)?;
-        // The exit of a depth=N region made by the fast flagged entry
-        // (what `filter::release` does): the depth limit from before the
-        // call put back, `limit` made from the state as
-        // `filter::recompute` makes it; then the exit recorded. A signal
-        // from here to the limit's store makes them from the state
-        // instead (`signal::fix_interrupted`). rcx = the top.
+        self.depth_exit()?;
+        self.a.set_label(&mut fast_ret)?;
+        self.retval_exit()
+    }
+
+    /// The exit of a depth=N region made by the fast flagged entry (what
+    /// `filter::release` does), after the pop: the depth limit from
+    /// before the call put back, `limit` made from the state as
+    /// `filter::recompute` makes it; then the exit recorded. A signal
+    /// from here to the limit's store makes them from the state instead
+    /// (`signal::fix_interrupted`). rcx = the top.
+    fn depth_exit(&mut self) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
         let mut c1 = a.create_label();
         let mut c_zero = a.create_label();
         let mut c_inf = a.create_label();
@@ -656,10 +877,10 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.cmp(edx, -1)?;
         a.je(c_inf)?;
         a.mov(qword_ptr(rsp - 8), rdx)?;
-        depth_of(&mut a, rcx, inv3)?;
+        depth_of(a, rcx, l.inv3)?;
         a.neg(rdx)?;
         a.add(rdx, qword_ptr(rsp - 8))?;
-        a.imul_3(rdx, rdx, ent)?;
+        a.imul_3(rdx, rdx, ENT)?;
         a.add(rdx, rcx)?;
         a.test(rdx, rdx)?;
         a.jns(c_store)?;
@@ -670,19 +891,26 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(rdx, -1i64)?;
         a.set_label(&mut c_store)?;
         a.mov(qword_ptr(r11 + OFF_LIMIT), rdx)?;
-        a.set_label(&mut l_dclose_hi)?;
+        a.set_label(&mut l.dclose_hi)?;
         a.mov(rcx, p.finished)?;
         a.cmp(byte_ptr(rcx), 0)?;
-        a.jne(xtail)?;
+        a.jne(l.xtail)?;
         a.mov(eax, eax)?;
         a.shl(rax, KIND_BITS)?;
         a.or(rax, EventKind::Exit as i32)?;
-        a.jmp(xrec)?;
-        a.set_label(&mut fast_ret)?;
+        a.jmp(l.xrec)
+    }
+
+    /// The exit of a -R frame whose return value the generated code
+    /// records (`E_FASTRET`, made by the fast flagged entry), after the
+    /// pop: the `Retval` record, its payload and the `Exit` record in one
+    /// reservation, as `filter::flagged_exit` writes them.
+    fn retval_exit(&mut self) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
         // After `finish`, nothing more (as the plain exit).
         a.mov(rcx, p.finished)?;
         a.cmp(byte_ptr(rcx), 0)?;
-        a.jne(xtail)?;
+        a.jne(l.xtail)?;
         a.push(rsi)?;
         a.push(rdi)?;
         // rsi: the return value (the saved rax) cut to its size; rdi:
@@ -725,31 +953,33 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.mov(r11, 11u64 << PAYLOAD_LEN_SHIFT)?;
         a.or(r11, rdx)?;
         a.mov(qword_ptr(rcx), r11)?;
-        stamp(&mut a)?;
+        stamp(a)?;
         a.pop(rdi)?;
         a.pop(rsi)?;
-        a.jmp(xtail)?;
-        clear_reservation_then_switch(&mut a, p, &mut r_full)?;
-        a.jmp(r_rec)?;
+        a.jmp(l.xtail)?;
+        clear_reservation_then_switch(a, p, &mut r_full)?;
+        a.jmp(r_rec)
+    }
 
-        a.set_label(&mut real_slow)?;
-        slow_call(&mut a, p, SLOW_FLAGGED_EXIT, Some(32))?;
-        a.jmp(xtail)?;
-
-        let mut fretry = a.create_label();
+    /// The entry of flagged functions (filtered variant): always the slow
+    /// path, which does what the flags ask in Rust; its checks (`fretry`)
+    /// are where the generated flagged entries go with anything unusual.
+    fn flagged_entry(&mut self) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
+        let (tls_state, tls_busy) = tls_words(p);
         let mut fbusy = a.create_label();
         let mut finit = a.create_label();
-        a.set_label(&mut fentry)?;
+        a.set_label(&mut l.flagged)?;
         a.push(rcx)?;
         a.push(rdx)?;
         a.push(r11)?;
-        a.set_label(&mut fretry)?;
+        a.set_label(&mut l.fretry)?;
         a.cmp(tls_busy, 0)?;
         a.jne(fbusy)?;
         a.mov(r11, tls_state)?;
         a.test(r11, r11)?;
         a.jz(finit)?;
-        slow_call(&mut a, p, SLOW_FLAGGED_ENTRY, Some(40))?;
+        slow_call(a, p, SLOW_FLAGGED_ENTRY, Some(40))?;
         // ZF=1 (the slow path returned 0): traced.
         a.pop(r11)?;
         a.pop(rdx)?;
@@ -757,125 +987,131 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.ret()?;
         a.set_label(&mut fbusy)?;
         a.cmp(tls_busy, BUSY_UNWINDING as i32)?;
-        a.jne(pass)?;
-        slow_call(&mut a, p, SLOW_UNWINDING, Some(40))?;
-        a.jnz(fretry)?;
-        a.jmp(pass)?;
+        a.jne(l.pass)?;
+        slow_call(a, p, SLOW_UNWINDING, Some(40))?;
+        a.jnz(l.fretry)?;
+        a.jmp(l.pass)?;
         a.set_label(&mut finit)?;
-        slow_call(&mut a, p, SLOW_INIT, None)?;
-        a.jmp(fretry)?;
+        slow_call(a, p, SLOW_INIT, None)?;
+        a.jmp(l.fretry)
+    }
 
-        // ---- the entry of a function whose only flag is -F. Inside a -F
-        // region already (a recursive or repeated -F function), it is a
-        // plain call: another -F frame changes nothing that a plain one
-        // does not. The outermost one opens the region here when nothing
-        // else blocks recording and there is no depth limit (what
-        // `filter::flagged_entry` does then): its shadow entry is pushed
-        // whole first (`FILTER_ENTRY_BITS`, so that its exit is generated
-        // too), then the region is counted and opened, then the entry is
-        // recorded. Anything else goes to the slow path. A signal from
-        // the first check up to the open region undoes what was done and
-        // restarts at the checks (`signal::fix_interrupted`): a handler
-        // sees the state from before the call, and the region is never
-        // opened over a change the handler made.
+    /// The entry of a function whose only flag is -F. Inside a -F region
+    /// already (a recursive or repeated -F function), it is a plain call:
+    /// another -F frame changes nothing that a plain one does not. The
+    /// outermost one opens the region here when nothing else blocks
+    /// recording and there is no depth limit (what `filter::flagged_entry`
+    /// does then): its shadow entry is pushed whole first
+    /// (`FILTER_ENTRY_BITS`, so that its exit is generated too), then the
+    /// region is counted and opened, then the entry is recorded. Anything
+    /// else goes to the slow path. A signal from the first check up to
+    /// the open region undoes what was done and restarts at the checks
+    /// (`signal::fix_interrupted`): a handler sees the state from before
+    /// the call, and the region is never opened over a change the
+    /// handler made.
+    fn filter_entry(&mut self) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
         let mut fplain = a.create_label();
         let mut ffull = a.create_label();
-        a.set_label(&mut fl_entry)?;
+        a.set_label(&mut l.filter)?;
         a.push(rcx)?;
         a.push(rdx)?;
         a.push(r11)?;
-        a.set_label(&mut l_fcheck)?;
-        usual_filtered_checks(&mut a, p, fretry)?;
+        a.set_label(&mut l.fcheck)?;
+        usual_filtered_checks(a, p, l.fretry)?;
         a.test(dword_ptr(r11 + OFF_BLOCK), B_NOFILTER as i32)?;
         a.jz(fplain)?;
         a.cmp(dword_ptr(r11 + OFF_BLOCK), B_NOFILTER as i32)?;
-        a.jne(fretry)?;
+        a.jne(l.fretry)?;
         a.cmp(dword_ptr(r11 + OFF_MAX), -1)?;
-        a.jne(fretry)?;
-        a.mov(ecx, ent as u32)?;
+        a.jne(l.fretry)?;
+        a.mov(ecx, ENT as u32)?;
         a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve first
-        a.set_label(&mut l_fpush_lo)?;
-        fill_shadow_entry(&mut a, FILTER_ENTRY_BITS, ffull)?;
+        a.set_label(&mut l.fpush_lo)?;
+        fill_shadow_entry(a, FILTER_ENTRY_BITS, ffull)?;
         a.add(dword_ptr(r11 + OFF_FL), 1)?;
-        a.set_label(&mut l_fcounted)?;
+        a.set_label(&mut l.fcounted)?;
         a.and(dword_ptr(r11 + OFF_BLOCK), !B_NOFILTER as i32)?;
         a.mov(qword_ptr(r11 + OFF_LIMIT), -1)?;
-        a.set_label(&mut l_fopen_hi)?;
+        a.set_label(&mut l.fopen_hi)?;
         a.shl(rax, KIND_BITS)?; // EventKind::Entry == 0
-        a.jmp(rec)?;
+        a.jmp(l.rec)?;
         a.set_label(&mut fplain)?;
         a.pop(r11)?;
         a.pop(rdx)?;
         a.pop(rcx)?;
-        a.jmp(entry)?;
+        a.jmp(l.entry)?;
         a.set_label(&mut ffull)?;
-        a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ent)?;
-        a.jmp(fretry)?;
+        a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ENT)?;
+        a.jmp(l.fretry)
+    }
 
-        // ---- the entry of a function whose only flag is -N: a hidden
-        // region entry, without the slow path. Anything unusual (busy,
-        // first call, global switch, full shadow stack) goes to the
-        // flagged entry's slow path, which does the same in Rust.
+    /// The entry of a function whose only flag is -N: a hidden region
+    /// entry, without the slow path. Anything unusual (busy, first call,
+    /// global switch, full shadow stack) goes to the flagged entry's slow
+    /// path, which does the same in Rust.
+    fn notrace_entry(&mut self) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
         let mut nfull = a.create_label();
-        a.set_label(&mut nentry)?;
-        usual_filtered_entry(&mut a, p, fretry)?;
+        a.set_label(&mut l.notrace)?;
+        usual_filtered_entry(a, p, l.fretry)?;
         // Closed first, so that a signal handler running from here on
         // records nothing either.
         a.add(dword_ptr(r11 + OFF_BLOCK), 1)?;
         a.add(qword_ptr(r11 + OFF_HIDDEN), 1)?;
         a.mov(qword_ptr(r11 + OFF_LIMIT), 0)?;
-        a.set_label(&mut l_nrestart)?;
-        a.mov(ecx, ent as u32)?;
+        a.set_label(&mut l.nrestart)?;
+        a.mov(ecx, ENT as u32)?;
         a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve first
-        a.set_label(&mut l_npush_lo)?;
-        fill_shadow_entry(&mut a, NOTRACE_ENTRY_BITS, nfull)?;
-        a.set_label(&mut l_npush_hi)?;
+        a.set_label(&mut l.npush_lo)?;
+        fill_shadow_entry(a, NOTRACE_ENTRY_BITS, nfull)?;
+        a.set_label(&mut l.npush_hi)?;
         a.pop(r11)?;
         a.pop(rdx)?;
         a.pop(rcx)?;
         a.cmp(eax, eax)?; // ZF=1: its return is taken over
         a.ret()?;
         a.set_label(&mut nfull)?;
-        a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ent)?;
+        a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ENT)?;
         a.sub(dword_ptr(r11 + OFF_BLOCK), 1)?;
         a.sub(qword_ptr(r11 + OFF_HIDDEN), 1)?;
-        slow_call(&mut a, p, SLOW_RESYNC, None)?;
+        slow_call(a, p, SLOW_RESYNC, None)?;
         // Grown: the entry starts over (its checks see the state again).
-        slow_call(&mut a, p, SLOW_GROW, None)?;
-        a.jnz(fretry)?;
-        a.jmp(pass)?;
+        slow_call(a, p, SLOW_GROW, None)?;
+        a.jnz(l.fretry)?;
+        a.jmp(l.pass)
+    }
 
-        // ---- the fast flagged entry: rax = the function's `FastDesc`
-        // (`recording::filter::fast_desc`). When nothing unusual is going
-        // on and its trigger condition holds, it does what
-        // `filter::flagged_entry` would: the limit decides as for an
-        // unflagged call; a recorded call pushes its shadow entry (with
-        // the `-R` bits), then reserves the `Entry`, the `Args` record and
-        // its payload at once and writes them (payload, words, then the
-        // timestamps). Anything else goes to the flagged entry's slow
-        // path with the id in eax. A signal between the shadow entry's
-        // reservation and its last store undoes it and restarts at the
-        // checks (`signal::fix_interrupted`, as for `entry`).
-        let mut a_slow = a.create_label();
-        let mut a_overflow = a.create_label();
-        let mut a_args = a.create_label();
-        let mut a_rec = a.create_label();
-        let mut a_zero = a.create_label();
-        let mut a_item = a.create_label();
-        let mut a_full = a.create_label();
-        a.set_label(&mut fast_entry)?;
+    /// The fast flagged entry: rax = the function's `FastDesc`
+    /// (`recording::filter::fast_desc`). When nothing unusual is going
+    /// on and its trigger condition holds, it does what
+    /// `filter::flagged_entry` would: the limit decides as for an
+    /// unflagged call; a recorded call pushes its shadow entry (with the
+    /// `-R` bits), applies a depth trigger, then records its entry
+    /// ([`Gen::fast_entry_args`] with arguments). Anything else goes to
+    /// the flagged entry's slow path with the id in eax. A signal between
+    /// the shadow entry's reservation and its last store undoes it and
+    /// restarts at the checks (`signal::fix_interrupted`, as for `entry`).
+    fn fast_entry(&mut self) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
+        let mut f = FastSlow {
+            slow: a.create_label(),
+            overflow: a.create_label(),
+            args: a.create_label(),
+        };
+        a.set_label(&mut l.fast)?;
         a.push(rcx)?;
         a.push(rdx)?;
         a.push(r11)?;
-        a.set_label(&mut l_aretry)?;
-        usual_filtered_checks(&mut a, p, a_slow)?;
+        a.set_label(&mut l.aretry)?;
+        usual_filtered_checks(a, p, f.slow)?;
         a.mov(ecx, dword_ptr(r11 + OFF_BLOCK))?;
         a.and(ecx, dword_ptr(rax + FD_TRIG_MASK))?;
         a.cmp(ecx, dword_ptr(rax + FD_TRIG_WANT))?;
-        a.jne(a_slow)?;
+        a.jne(f.slow)?;
         a.mov(rcx, qword_ptr(r11 + OFF_SHADOW_TOP))?;
         a.cmp(rcx, qword_ptr(r11 + OFF_LIMIT))?;
-        a.jae(pass)?;
+        a.jae(l.pass)?;
         // The shadow entry's word: with a depth trigger, the depth limit
         // from before the call above the bits (`E_DEPTH`, as
         // `filter::flagged_entry` writes it); kept in the red zone
@@ -890,30 +1126,43 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.and(rdx, qword_ptr(rax + FD_DEPTH_MASK))?;
         a.or(rdx, qword_ptr(rax + FD_SHADOW_WORD))?;
         a.mov(qword_ptr(rsp - 8), rdx)?;
-        a.mov(ecx, ent as u32)?;
+        a.mov(ecx, ENT as u32)?;
         a.xadd(qword_ptr(r11 + OFF_SHADOW_TOP), rcx)?; // reserve first
-        a.set_label(&mut l_apush_lo)?;
+        a.set_label(&mut l.apush_lo)?;
         a.cmp(rcx, qword_ptr(r11 + OFF_SHADOW_END))?;
-        a.jae(a_overflow)?;
+        a.jae(f.overflow)?;
         a.mov(rdx, qword_ptr(rsp + 40))?;
         a.mov(qword_ptr(rcx), rdx)?;
         a.lea(rdx, qword_ptr(rsp + 40))?;
         a.mov(qword_ptr(rcx + 8), rdx)?;
         a.mov(rdx, qword_ptr(rsp - 8))?;
         a.mov(qword_ptr(rcx + 16), rdx)?;
-        a.set_label(&mut l_apush_hi)?;
-        // A depth trigger: the limit becomes N levels from the call
-        // (`st.max = min(max, v + N)`, v the recorded calls open before
-        // it), and `limit` the top at which it is reached. A signal from
-        // here to the limit's store puts the old limit back, takes the
-        // shadow entry back and restarts at the checks
-        // (`signal::fix_interrupted`).
+        a.set_label(&mut l.apush_hi)?;
+        self.fast_entry_depth()?;
+        let a = &mut self.a;
+        a.cmp(dword_ptr(rax + FD_COUNT), 0)?;
+        a.jne(f.args)?;
+        // No arguments: the entry's own record, as `entry` writes it.
+        a.mov(rax, qword_ptr(rax + FD_ENTRY_WORD))?;
+        a.jmp(self.l.rec)?;
+        self.fast_entry_args(&mut f)
+    }
+
+    /// The fast flagged entry's depth trigger, if its `FastDesc` has one,
+    /// after its shadow entry is pushed (rcx): the limit becomes N levels
+    /// from the call (`st.max = min(max, v + N)`, v the recorded calls
+    /// open before it), and `limit` the top at which it is reached. A
+    /// signal from here to the limit's store puts the old limit back,
+    /// takes the shadow entry back and restarts at the checks
+    /// (`signal::fix_interrupted`).
+    fn fast_entry_depth(&mut self) -> Result<(), IcedError> {
+        let (a, l) = (&mut self.a, &mut self.l);
         let mut a_nodepth = a.create_label();
         let mut d1 = a.create_label();
         let mut d2 = a.create_label();
         a.cmp(qword_ptr(rax + FD_DEPTH_MASK), 0)?;
         a.je(a_nodepth)?;
-        depth_of(&mut a, rcx, inv3)?;
+        depth_of(a, rcx, l.inv3)?;
         a.mov(qword_ptr(rsp - 16), rdx)?;
         a.add(rdx, qword_ptr(rax + FD_DEPTH))?;
         a.cmp(rdx, (PREV_MASK - 1) as i32)?;
@@ -926,18 +1175,25 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.set_label(&mut d2)?;
         a.mov(dword_ptr(r11 + OFF_MAX), edx)?;
         a.sub(rdx, qword_ptr(rsp - 16))?;
-        a.imul_3(rdx, rdx, ent)?;
+        a.imul_3(rdx, rdx, ENT)?;
         a.add(rdx, rcx)?;
         a.mov(qword_ptr(r11 + OFF_LIMIT), rdx)?;
-        a.set_label(&mut l_dhi)?;
+        a.set_label(&mut l.dhi)?;
         a.nop()?;
-        a.set_label(&mut a_nodepth)?;
-        a.cmp(dword_ptr(rax + FD_COUNT), 0)?;
-        a.jne(a_args)?;
-        // No arguments: the entry's own record, as `entry` writes it.
-        a.mov(rax, qword_ptr(rax + FD_ENTRY_WORD))?;
-        a.jmp(rec)?;
-        a.set_label(&mut a_args)?;
+        a.set_label(&mut a_nodepth)
+    }
+
+    /// The fast flagged entry of a function with arguments to record: the
+    /// `Args` record that is also the entry and its payload, reserved at
+    /// once and written (payload, words, then the timestamp); then the
+    /// fast entry's own slow paths.
+    fn fast_entry_args(&mut self, f: &mut FastSlow) -> Result<(), IcedError> {
+        let (a, p, l) = (&mut self.a, self.p, &mut self.l);
+        let mut a_rec = a.create_label();
+        let mut a_zero = a.create_label();
+        let mut a_item = a.create_label();
+        let mut a_full = a.create_label();
+        a.set_label(&mut f.args)?;
         // The argument registers in order on the stack: rdi at [rsp],
         // rsi, rdx, rcx (saved above), r8, r9.
         a.push(r9)?;
@@ -987,7 +1243,7 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.jb(a_item)?;
         a.mov(rdx, qword_ptr(rax + FD_ARGS_WORD))?;
         a.mov(qword_ptr(rcx), rdx)?;
-        stamp(&mut a)?;
+        stamp(a)?;
         a.pop(rdi)?;
         a.pop(rsi)?;
         a.add(rsp, 32)?;
@@ -996,79 +1252,25 @@ pub fn assemble_common(at: u64, p: &Params) -> Result<(Vec<u8>, Common), IcedErr
         a.pop(rcx)?;
         a.cmp(eax, eax)?; // ZF=1: traced
         a.ret()?;
-        clear_reservation_then_switch(&mut a, p, &mut a_full)?;
+        clear_reservation_then_switch(a, p, &mut a_full)?;
         a.mov(edx, dword_ptr(rax + FD_WANT))?;
         a.jmp(a_rec)?;
-        a.set_label(&mut a_overflow)?;
-        a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ent)?;
-        a.set_label(&mut a_slow)?;
+        a.set_label(&mut f.overflow)?;
+        a.sub(qword_ptr(r11 + OFF_SHADOW_TOP), ENT)?;
+        a.set_label(&mut f.slow)?;
         a.mov(eax, dword_ptr(rax + FD_ID))?;
-        a.jmp(fretry)?;
-        // The inverse of 3 modulo 2^64: a multiple of 3 times it is the
-        // exact quotient (depths: shadow-stack bytes / 8 / 3).
-        a.set_label(&mut inv3)?;
-        a.db(&0xAAAA_AAAA_AAAA_AAABu64.to_le_bytes())?;
+        a.jmp(l.fretry)
     }
+}
 
-    let res = a.assemble_options(at, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
-    let entry_ip = res.label_ip(&entry)?;
-    let common = Common {
-        entry: entry_ip,
-        entry_flagged: if p.filter.is_some() {
-            res.label_ip(&fentry)?
-        } else {
-            entry_ip
-        },
-        entry_notrace: if p.filter.is_some() {
-            res.label_ip(&nentry)?
-        } else {
-            entry_ip
-        },
-        entry_filter: if p.filter.is_some() {
-            res.label_ip(&fl_entry)?
-        } else {
-            entry_ip
-        },
-        entry_fast: if p.filter.is_some() {
-            res.label_ip(&fast_entry)?
-        } else {
-            entry_ip
-        },
-        region_windows: if p.filter.is_some() {
-            RegionWindows {
-                restart: res.label_ip(&l_nrestart)?,
-                push_lo: res.label_ip(&l_npush_lo)?,
-                push_hi: res.label_ip(&l_npush_hi)?,
-                pop: res.label_ip(&l_npop)?,
-                pop_next: res.label_ip(&l_npop_next)?,
-                close_lo: res.label_ip(&l_nclose_lo)?,
-                close_hi: res.label_ip(&l_nclose_hi)?,
-                tail: res.label_ip(&xtail)?,
-                f_check: res.label_ip(&l_fcheck)?,
-                f_push_lo: res.label_ip(&l_fpush_lo)?,
-                f_counted: res.label_ip(&l_fcounted)?,
-                f_open_hi: res.label_ip(&l_fopen_hi)?,
-                f_pop_lo: res.label_ip(&l_fpop_lo)?,
-                f_pop: res.label_ip(&l_fpop)?,
-                f_uncounted: res.label_ip(&l_funcounted)?,
-                f_close_hi: res.label_ip(&l_fclose_hi)?,
-                a_retry: res.label_ip(&l_aretry)?,
-                a_push_lo: res.label_ip(&l_apush_lo)?,
-                a_push_hi: res.label_ip(&l_apush_hi)?,
-                r_pop_lo: res.label_ip(&l_rpop_lo)?,
-                r_pop_store: res.label_ip(&l_rpop_store)?,
-                r_pop_next: res.label_ip(&l_rpop_next)?,
-                d_hi: res.label_ip(&l_dhi)?,
-                d_close_lo: res.label_ip(&l_rpop_next)?,
-                d_close_hi: res.label_ip(&l_dclose_hi)?,
-            }
-        } else {
-            RegionWindows::default()
-        },
-        entry_only: res.label_ip(&eo)?,
-        exit: res.label_ip(&exit)?,
-    };
-    Ok((res.inner.code_buffer, common))
+/// The local labels of the fast flagged entry that its parts share.
+struct FastSlow {
+    /// To the flagged entry's slow path (rax still the `FastDesc`).
+    slow: CodeLabel,
+    /// The shadow stack is full.
+    overflow: CodeLabel,
+    /// The function has arguments to record.
+    args: CodeLabel,
 }
 
 /// How this CPU's extended state is saved: with `xsave` when the OS
