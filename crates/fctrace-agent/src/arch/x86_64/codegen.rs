@@ -1377,7 +1377,7 @@ mod tests {
     }
 
     /// The code does not depend on where it is placed (the arena sizes it
-    /// assembled at 0, `modules::open_arena`), every address it reports is
+    /// assembled at 0, `instrument::stubs::open_arena`), every address it reports is
     /// the start of one of its instructions, and the filtered variant's
     /// entries are distinct.
     #[test]
