@@ -323,13 +323,38 @@ pub(super) fn instrument_imports(
     if let Ok(mut v) = MAIN_IMPORTS.lock() {
         *v = (first..s.next_id, m.lo..m.hi);
     }
+    let imp = import_targets(s, m, info, first)?;
+    s.write_new_modules()?;
+    let mut stubs = Stubs::open(s, m, 4096 + n * STUB_ESTIMATE);
+    plt_imports(s, &mut stubs, m, info, &imp, lib_entries)?;
+    got_imports(s, &mut stubs, m, info, &imp, lib_entries, loaded)?;
+    Stubs::finish(stubs)
+}
+
+/// The program's imports, in id order (its PLT entries, then its GOT
+/// imports), from `first` on: for each, the module its line names and the
+/// function it reaches (`None`: one the agent interposes, or unresolved).
+struct Imports {
+    first: u32,
+    modules: Vec<u32>,
+    targets: Vec<Option<u64>>,
+}
+
+/// Resolves the imports of the program `m` (their ids from `first` on)
+/// and notes their modules in the session.
+fn import_targets(
+    s: &mut Session,
+    m: &Loaded,
+    info: &ElfInfo,
+    first: u32,
+) -> Result<Imports, String> {
     // The modules of the imports, with their lines first. An import that
     // resolves to the program itself (`__cxa_pure_virtual` defined by
     // clang), or to nothing, is the program's: its own module, which with
     // -l is not module 0 (the libraries come first).
     let own = s.module_index(&m.path, m.base)?;
-    let mut modules = Vec::with_capacity(n);
-    let mut targets = Vec::with_capacity(n);
+    let mut modules = Vec::with_capacity(info.plt.len() + info.got_imports.len());
+    let mut targets = Vec::with_capacity(info.plt.len() + info.got_imports.len());
     for p in &info.plt {
         let resolved = resolve(&p.name).map(|(t, interposed)| {
             if !interposed && t >= m.lo && t < m.hi {
@@ -384,13 +409,27 @@ pub(super) fn instrument_imports(
             _ => own,
         });
     }
-    s.write_new_modules()?;
-    let mut stubs = Stubs::open(s, m, 4096 + n * STUB_ESTIMATE);
+    Ok(Imports {
+        first,
+        modules,
+        targets,
+    })
+}
+
+/// The stubs and lines of the program's PLT entries.
+fn plt_imports(
+    s: &mut Session,
+    stubs: &mut Result<Stubs, String>,
+    m: &Loaded,
+    info: &ElfInfo,
+    imp: &Imports,
+    lib_entries: &std::collections::HashSet<u64>,
+) -> Result<(), String> {
     let mut scratch = Vec::new();
     for (k, p) in info.plt.iter().enumerate() {
-        let id = first + k as u32;
+        let id = imp.first + k as u32;
         let addr = m.base + p.addr;
-        let status = if targets[k].is_some_and(|t| lib_entries.contains(&t)) {
+        let status = if imp.targets[k].is_some_and(|t| lib_entries.contains(&t)) {
             FuncStatus::NotTraced("traced inside its library (-l)".into())
         } else if PROFILING_HOOKS.contains(&p.name.as_str()) {
             FuncStatus::NotTraced(PROFILING_HOOK.into())
@@ -399,21 +438,21 @@ pub(super) fn instrument_imports(
             let around = patch::Around::default();
             match patch::plan(addr, p.size as usize, code, around, &mut scratch) {
                 Ok(plan) => {
-                    let path = s.modules[modules[k] as usize].path.clone();
+                    let path = s.modules[imp.modules[k] as usize].path.clone();
                     let flags = s.note_flags(id, &path, &p.name);
                     let mode = import_mode(&p.name, &path);
-                    if let (Some(t), Mode::Traced) = (targets[k], mode) {
+                    if let (Some(t), Mode::Traced) = (imp.targets[k], mode) {
                         crate::recording::filter::note_import_range(id, t);
                     }
                     let moved = read_code(plan.moved_at, plan.moved_len);
-                    Stubs::add(&mut stubs, s, m, id, &plan, moved, mode, None, flags)
+                    Stubs::add(stubs, s, m, id, &plan, moved, mode, None, flags)
                 }
                 Err(reason) => FuncStatus::NotTraced(reason),
             }
         };
         s.write_line(&FunctionLine {
             id,
-            module: modules[k],
+            module: imp.modules[k],
             addr: p.addr,
             size: p.size,
             kind: FuncKind::Plt,
@@ -421,11 +460,26 @@ pub(super) fn instrument_imports(
             name: &p.name,
         })?;
     }
+    Ok(())
+}
+
+/// The stubs and lines of the program's GOT imports (calls through a GOT
+/// slot without a PLT entry): each slot is pointed at a stub whose body
+/// jumps to its target. `loaded`: slots read as pointers.
+fn got_imports(
+    s: &mut Session,
+    stubs: &mut Result<Stubs, String>,
+    m: &Loaded,
+    info: &ElfInfo,
+    imp: &Imports,
+    lib_entries: &std::collections::HashSet<u64>,
+    loaded: &std::collections::HashSet<u64>,
+) -> Result<(), String> {
     for (k, g) in info.got_imports.iter().enumerate() {
         let k = info.plt.len() + k;
-        let id = first + k as u32;
+        let id = imp.first + k as u32;
         let slot = m.base + g.got;
-        let target = targets[k].unwrap_or(0);
+        let target = imp.targets[k].unwrap_or(0);
         let status = if target == 0 {
             FuncStatus::NotTraced("unresolved (weak) import".into())
         } else if PROFILING_HOOKS.contains(&g.name.as_str()) {
@@ -451,17 +505,17 @@ pub(super) fn instrument_imports(
                 trampoline: None,
                 trap: false,
             };
-            let path = s.modules[modules[k] as usize].path.clone();
+            let path = s.modules[imp.modules[k] as usize].path.clone();
             let flags = s.note_flags(id, &path, &g.name);
             let mode = import_mode(&g.name, &path);
             if matches!(mode, Mode::Traced) {
                 crate::recording::filter::note_import_range(id, target);
             }
-            Stubs::add(&mut stubs, s, m, id, &plan, &[], mode, Some(slot), flags)
+            Stubs::add(stubs, s, m, id, &plan, &[], mode, Some(slot), flags)
         };
         s.write_line(&FunctionLine {
             id,
-            module: modules[k],
+            module: imp.modules[k],
             addr: g.got,
             size: 8,
             kind: FuncKind::Got,
@@ -469,5 +523,5 @@ pub(super) fn instrument_imports(
             name: &g.name,
         })?;
     }
-    Stubs::finish(stubs)
+    Ok(())
 }

@@ -221,40 +221,9 @@ fn instrument_module(
             .map(|n| n.addr)
             .unwrap_or(f.addr + 4096)
             .min(f.addr + 4096);
-        let end = f.addr + f.size;
-        let (size, pad_end) = if f.size == 0 && addr >= m.lo && m.base + next <= m.hi {
-            match patch::infer_size(addr, code_of(&mut win, addr, m.base + next)) {
-                Some(n) => (n as u64, next),
-                None => (0, f.addr),
-            }
-        } else if code_free && f.size != 0 {
-            // The padding after the function: the analysis read no code,
-            // and gives where to look up to.
-            let limit = f.pad_end;
-            if limit > end && addr >= m.lo && m.base + limit <= m.hi {
-                let pad = code_of(&mut win, m.base + end, m.base + limit);
-                (f.size, end + fctrace_symbols::padding_run(pad) as u64)
-            } else {
-                (f.size, end)
-            }
-        } else {
-            (f.size, f.pad_end)
-        };
-        let planned = if go
-            .as_ref()
-            .is_some_and(|r| r.contains(&addr) || (r.end == addr && name == "runtime.etext"))
-        {
-            Err(GO_REASON.to_string())
-        } else if f.ifunc {
-            Err("IFUNC resolver, not the function".to_string())
-        } else if NOT_CALLED.contains(&name) || (is_main && f.addr == info.entry) {
-            Err("entered without a call".to_string())
-        } else if !is_main && is_unwinder(&m.path, name) {
-            Err("part of the unwinder, whose frames must stay untouched".to_string())
-        } else if !is_main && is_wrapped_switch(name) {
-            Err("wrapped by the agent: traced where the program calls it".to_string())
-        } else if addr < m.lo || m.base + pad_end > m.hi {
-            Err("outside the loaded segments".to_string())
+        let (size, pad_end) = size_and_padding(m, f, next, code_free, &mut win);
+        let planned = if let Some(why) = left_alone(m, info, f, pad_end, is_main, &go) {
+            Err(why)
         } else {
             let before = match prev_pad {
                 Some((lo, hi)) if !own_prefix && lo >= m.lo && lo < hi && hi <= addr => {
@@ -325,6 +294,75 @@ fn instrument_module(
         })?;
     }
     Ok((traced, stubs))
+}
+
+/// The size of function `f` of `m` (inferred from its code when its
+/// symbol has none: `next` is where the next symbol starts, at most 4 KiB
+/// on) and the end of the padding after it, module-relative: where to
+/// look for its padding up to (`code_free`: the analysis read no code, so
+/// `f.pad_end` is where to look up to).
+fn size_and_padding(
+    m: &Loaded,
+    f: &FuncRef,
+    next: u64,
+    code_free: bool,
+    win: &mut Option<CodeWindow>,
+) -> (u64, u64) {
+    let addr = m.base + f.addr;
+    let end = f.addr + f.size;
+    if f.size == 0 && addr >= m.lo && m.base + next <= m.hi {
+        match patch::infer_size(addr, code_of(win, addr, m.base + next)) {
+            Some(n) => (n as u64, next),
+            None => (0, f.addr),
+        }
+    } else if code_free && f.size != 0 {
+        // The padding after the function: the analysis read no code,
+        // and gives where to look up to.
+        let limit = f.pad_end;
+        if limit > end && addr >= m.lo && m.base + limit <= m.hi {
+            let pad = code_of(win, m.base + end, m.base + limit);
+            (f.size, end + fctrace_symbols::padding_run(pad) as u64)
+        } else {
+            (f.size, end)
+        }
+    } else {
+        (f.size, f.pad_end)
+    }
+}
+
+/// Why function `f` of `m` (its padding up to `pad_end`) is left alone,
+/// if it is: Go code (`go`: the module's Go code), an IFUNC resolver,
+/// entered without a call, part of the unwinder or a context switch the
+/// agent wraps (in a library), outside the loaded segments.
+fn left_alone(
+    m: &Loaded,
+    info: &ElfInfo,
+    f: &FuncRef,
+    pad_end: u64,
+    is_main: bool,
+    go: &Option<std::ops::Range<u64>>,
+) -> Option<String> {
+    let name: &str = &f.name;
+    let addr = m.base + f.addr;
+    let why = if go
+        .as_ref()
+        .is_some_and(|r| r.contains(&addr) || (r.end == addr && name == "runtime.etext"))
+    {
+        GO_REASON
+    } else if f.ifunc {
+        "IFUNC resolver, not the function"
+    } else if NOT_CALLED.contains(&name) || (is_main && f.addr == info.entry) {
+        "entered without a call"
+    } else if !is_main && is_unwinder(&m.path, name) {
+        "part of the unwinder, whose frames must stay untouched"
+    } else if !is_main && is_wrapped_switch(name) {
+        "wrapped by the agent: traced where the program calls it"
+    } else if addr < m.lo || m.base + pad_end > m.hi {
+        "outside the loaded segments"
+    } else {
+        return None;
+    };
+    Some(why.to_string())
 }
 
 /// Applies the patches of a module that `instrument_module` prepared;
