@@ -502,7 +502,7 @@ fn teardown() -> usize {
     interpose::context::detach();
     signal::detach();
     process::detach();
-    instrument::modules::detach();
+    instrument::dlopen::detach();
     instrument::sanitizer::detach();
     filter::forget_ranges();
     shm::close();
@@ -546,13 +546,13 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
     );
     if attaching.is_some() {
         filter::want_ranges();
-        for e in instrument::modules::bind_interposers() {
+        for e in instrument::imports::bind_interposers() {
             warn(&format!("attaching: {e}"));
         }
         unwind::redirect_unwinder(attaching.unwrap_or(&[]));
         interpose::context::redirect_switches(attaching.unwrap_or(&[]));
     }
-    instrument::modules::instrument_process(shm, sid, &cfg.dir, nest, attaching.unwrap_or(&[]))?;
+    instrument::start::instrument_process(shm, sid, &cfg.dir, nest, attaching.unwrap_or(&[]))?;
     instrument::sanitizer::install(attaching.unwrap_or(&[]));
     let (parent, origin) = match cfg.parent {
         Some(p) => (p, fctrace_format::shm::ORIGIN_EXEC),

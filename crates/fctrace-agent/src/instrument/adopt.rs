@@ -14,7 +14,7 @@
 //! itself (`runtime::buffer`), so that readers place everything at its
 //! depth.
 
-use crate::instrument::modules;
+use crate::instrument::imports;
 use crate::recording::filter;
 use crate::runtime::state::ShadowEntry;
 use crate::runtime::{frames, shm, thread, tls};
@@ -84,7 +84,7 @@ fn open_calls(t: &Stopped) -> Vec<(u64, u64, u32)> {
         // SAFETY: `slot` is a return-address slot on the stopped thread's
         // stack (8-aligned, found by the unwinder): readable memory.
         let ret = unsafe { (slot as *const u64).read() };
-        match modules::import_call_from_program(id, ret) {
+        match imports::import_call_from_program(id, ret) {
             // A library function the program did not call through its
             // import (the library itself did): not a traced call.
             Some(false) => continue,

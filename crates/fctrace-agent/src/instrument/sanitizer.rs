@@ -21,10 +21,10 @@
 //!   hands the real one on (TSan's reports print its own shadow stack).
 //!
 //! The calls the program makes into a sanitizer runtime (interceptors,
-//! `__asan_report_*`, `__tsan_read4`...) are entry-only (`modules`), so
+//! `__asan_report_*`, `__tsan_read4`...) are entry-only (`imports::import_mode`), so
 //! the caller pc each reads from its return slot is already real.
 
-use super::modules;
+use super::module_file;
 use crate::arch::x86_64::redirect::redirect;
 use crate::runtime::frames::{hijack_top, real_return, restore_top};
 use crate::runtime::log::warn;
@@ -66,7 +66,7 @@ fn runtimes() -> Vec<(String, u64)> {
 pub fn install(stopped: &[u64]) {
     let _busy = tls::Busy::enter();
     for (path, base) in runtimes() {
-        let found = modules::with_analysis(&path, true, false, |_, funcs| {
+        let found = module_file::with_analysis(&path, true, false, |_, funcs| {
             let addr = |name: &str| {
                 funcs
                     .iter()

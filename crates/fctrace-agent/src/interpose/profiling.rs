@@ -19,7 +19,7 @@
 //! glibc's `mcount`). A hook call moved into a stub pushes its original
 //! return address (`arch::x86_64::patch`), so selfpc needs translating
 //! only when the call to the hook was traced as an import (it is not:
-//! `instrument::modules`, `PROFILING_HOOKS`).
+//! `instrument::imports`, `PROFILING_HOOKS`).
 
 use crate::real;
 use crate::runtime::frames::ret_site;

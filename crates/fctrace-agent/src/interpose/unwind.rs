@@ -142,7 +142,7 @@ type UnwindFn = unsafe extern "C" fn(*mut c_void) -> i32;
 // ---- The unwinder's entry points, redirected in place when attached --------
 //
 // Attached (`-p`), the agent points the GOT slots of the objects loaded
-// then at its interposers (`instrument::modules::bind_interposers`), but a
+// then at its interposers (`instrument::imports::bind_interposers`), but a
 // library loaded later binds its calls to libgcc_s's functions when the
 // loader relocates it, after the loader's notification (`-l`): a C++
 // library arriving that way would throw through its traced frames with the

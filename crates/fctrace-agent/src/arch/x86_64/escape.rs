@@ -2,7 +2,7 @@
 //! through, or may be kept (stored, passed, compared): followed through
 //! the code after the load, both ways at branches, until the register is
 //! overwritten. Attached, the agent leaves alone the GOT slots whose
-//! values may be kept (`instrument::modules`): a pointer to a stub would
+//! values may be kept (`instrument::imports`): a pointer to a stub would
 //! outlive the detach.
 
 use iced_x86::{
