@@ -1,7 +1,7 @@
 /* agent_quiet.c: a threaded program with a signal handler (so the agent's slow
  * paths block signals) whose threads make enough traced calls to switch
  * buffers many times, a forked child, an exec of itself, and, in mode
- * "trap", a function only the trap fallback can trace (tests/kernel.rs:
+ * "trap", a function only the trap fallback can trace (tests/kernel/kernel.rs:
  * `report -k` equals `strace -f -c` of a native run). */
 #define _GNU_SOURCE
 #include <errno.h>

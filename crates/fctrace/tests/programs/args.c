@@ -1,4 +1,4 @@
-/* Arguments and return values (tests/args.rs): each function is called
+/* Arguments and return values (tests/options/args.rs): each function is called
  * once from main with known values. */
 #include <stdio.h>
 #include <stdlib.h>

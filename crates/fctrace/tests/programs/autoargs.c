@@ -1,4 +1,4 @@
-/* -a/--auto-args (tests/args.rs): functions whose parameter and return
+/* -a/--auto-args (tests/options/args.rs): functions whose parameter and return
  * types come from the debug information (enums, bool, char, floats,
  * strings, structs by value and by pointer), and calls of libc functions,
  * which have none (the built-in prototypes). noipa keeps every function

@@ -1,5 +1,5 @@
 # ctypes_threads.py: a threaded Python script whose system calls do not
-# depend on timing but for futex (tests/kernel.rs, `report -k` against
+# depend on timing but for futex (tests/kernel/kernel.rs, `report -k` against
 # `strace -f -c`): one malloc arena (threads creating arenas of their own
 # would depend on contention), and threads made and joined through the C
 # library's pthread_create/pthread_join (Python's own threads are detached:

@@ -1,4 +1,4 @@
-/* dlerror's message survives the agent (tests/hygiene.rs): a failed dlsym,
+/* dlerror's message survives the agent (tests/hygiene/hygiene.rs): a failed dlsym,
  * then a call of a function fctrace's agent interposes (its first: the
  * agent looks the real one up then), then dlerror() must still say why
  * the lookup failed, as without fctrace. argv[1] chooses the call. */

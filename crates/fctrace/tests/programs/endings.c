@@ -1,6 +1,6 @@
 /*
  * endings.c: a program that ends abnormally from deep inside, for
- * tests/endings.rs. main -> descend(5) -> ... -> descend(0) -> leave(MODE):
+ * tests/processes/endings.rs. main -> descend(5) -> ... -> descend(0) -> leave(MODE):
  *   endings exit N     exit(N) (the atexit handler runs, traced)
  *   endings _exit N    _exit(N) (no atexit handler, stdio buffers lost)
  *   endings abort      abort(): SIGABRT

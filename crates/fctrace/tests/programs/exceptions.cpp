@@ -14,7 +14,7 @@
 //
 // Every function is noipa so that -O0 and -O2 make the same calls. The
 // thrown type is a plain struct (no library constructor is called). Only
-// printf is used for output. The expected trees are in tests/exceptions.rs;
+// printf is used for output. The expected trees are in tests/tracing/exceptions.rs;
 // keep both in step.
 #include <cstdio>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-/* The slow paths' saving of the extended state (tests/ext_state.rs, run in
+/* The slow paths' saving of the extended state (tests/tracing/ext_state.rs, run in
  * a VM whose CPU lacks XSAVE): main keeps doubles in xmm registers across
  * the calls of step (at -O2, GCC's inter-procedural register allocation
  * knows step clobbers none), and calls it often enough to fill several

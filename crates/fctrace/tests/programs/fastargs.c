@@ -1,5 +1,5 @@
 /* Arguments and return values that the agent's generated code records
- * (tests/fast_args.rs): integer and pointer values in registers, of every
+ * (tests/options/fast_args.rs): integer and pointer values in registers, of every
  * size, signed and not, negative ones, the 6th argument, a hot function
  * called many times (across buffers), and triggers on the same functions.
  *

@@ -1,4 +1,4 @@
-/* Display-side filters (tests/filters.rs): a call tree known by
+/* Display-side filters (tests/options/filters.rs): a call tree known by
  * construction, built at -O0 so that every call is kept as written.
  *
  * main (main thread):

@@ -1,4 +1,4 @@
-/* tests/flame.rs and tests/parquet.rs: a small program whose call paths
+/* tests/analysis/flame.rs and tests/analysis/parquet.rs: a small program whose call paths
  * are known from its source. main parses twice (3 and 2 tokens), a thread
  * parses 4 tokens, then main computes fib(5) (15 calls, at 5 depths).
  * Prints the results. */

@@ -1,5 +1,5 @@
-// graph.c: a call graph known from the source, for tests/graph.rs and
-// tests/report_diff.rs (built at -O0: every call below is a real call).
+// graph.c: a call graph known from the source, for tests/analysis/graph.rs and
+// tests/analysis/report_diff.rs (built at -O0: every call below is a real call).
 //
 //   ./graph N    (N defaults to 3)
 //

@@ -1,12 +1,12 @@
 /*
  * interleave.c: two threads, then a forked child, whose calls come in an
- * order known from the source, for the time-ordered tree (tests/shape.rs).
+ * order known from the source, for the time-ordered tree (tests/tracing/shape.rs).
  *
  * The threads take turns: `handoff` wakes the other thread and waits for
  * its turn to come back, with raw system calls (inline assembly: no
  * traced call), so that no traced event of one thread races with the
  * other's. Likewise the parent waits for its forked child inside
- * `do_fork`, with a raw wait4. Keep tests/shape.rs in step.
+ * `do_fork`, with a raw wait4. Keep tests/tracing/shape.rs in step.
  */
 #define _GNU_SOURCE
 #include <pthread.h>

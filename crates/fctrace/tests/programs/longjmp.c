@@ -15,7 +15,7 @@
  *                         next call: the frames left end at the jump
  *
  * Every function is noipa so that -O0 and -O2 make the same calls. The
- * expected trees are in tests/longjmp.rs; keep both in step.
+ * expected trees are in tests/tracing/longjmp.rs; keep both in step.
  */
 #include <setjmp.h>
 #include <signal.h>

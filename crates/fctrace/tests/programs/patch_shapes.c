@@ -26,7 +26,7 @@
  *                 every iteration as a call): the trap fallback, which
  *                 tells a jump back from a call
  *
- * The call counts are in tests/patch_shapes.rs (and equal callgrind's).
+ * The call counts are in tests/tracing/patch_shapes.rs (and equal callgrind's).
  */
 #include <stdio.h>
 #include <stdlib.h>

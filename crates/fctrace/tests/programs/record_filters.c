@@ -1,4 +1,4 @@
-/* Record-time filters and triggers (tests/record_filters.rs). */
+/* Record-time filters and triggers (tests/options/record_filters.rs). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>

@@ -2,7 +2,7 @@
 // on(), inside thrower < passthru < catcher < main, all entered while it
 // was off; thrower then throws through passthru (no handler there) to
 // catcher, which catches, calls leaf and returns. Prints 5
-// (leaf(1) + leaf(2) = 2 + 3). tests/disabled_gaps.rs.
+// (leaf(1) + leaf(2) = 2 + 3). tests/options/disabled_gaps.rs.
 #include <cstdio>
 #include <stdexcept>
 

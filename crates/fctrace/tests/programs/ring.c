@@ -1,4 +1,4 @@
-/* The flight recorder's test program (tests/ring.rs). Every call of the
+/* The flight recorder's test program (tests/processes/ring.rs). Every call of the
  * source is a call of the binary (built without inlining or tail calls).
  *
  *   ring crash N     N calls of work (each calls leaf twice), then a

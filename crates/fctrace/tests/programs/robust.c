@@ -1,4 +1,4 @@
-/* What fctrace's failures must not do to a program (tests/robustness.rs).
+/* What fctrace's failures must not do to a program (tests/processes/robustness.rs).
  *
  *   robust calls THREADS N        THREADS threads, each calling work() N times
  *   robust pause THREADS N        the same, after printing "ready <pid>" and

@@ -9,7 +9,7 @@
 //!                        taken three frames down, then one taken inside a
 //!                        panic hook
 //!
-//! The expected trees are in tests/panics.rs; keep both in step.
+//! The expected trees are in tests/tracing/panics.rs; keep both in step.
 
 use std::backtrace::Backtrace;
 use std::hint::black_box;

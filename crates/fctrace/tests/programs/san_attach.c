@@ -1,4 +1,4 @@
-/* AddressSanitizer program that fctrace attaches to (tests/attach.rs):
+/* AddressSanitizer program that fctrace attaches to (tests/attach/attach.rs):
  * says "ready", then reads commands on stdin (main waits in read_command).
  * "keep": allocates a block and frees it through nested functions (ASan
  * collects both stacks, while fctrace may be attached) and keeps the

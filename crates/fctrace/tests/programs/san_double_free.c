@@ -1,5 +1,5 @@
 /* Built without a sanitizer, run with the user's own
- * LD_PRELOAD=libasan.so.8 (tests/sanitizers.rs): ASan's malloc and free
+ * LD_PRELOAD=libasan.so.8 (tests/runtimes/sanitizers.rs): ASan's malloc and free
  * catch a double free through three nested functions. Prints the
  * LD_PRELOAD it sees. */
 #include <stdio.h>

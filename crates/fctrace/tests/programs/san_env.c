@@ -1,4 +1,4 @@
-/* Built without a sanitizer (tests/sanitizers.rs): prints its environment. */
+/* Built without a sanitizer (tests/runtimes/sanitizers.rs): prints its environment. */
 #include <stdio.h>
 
 extern char **environ;

@@ -1,4 +1,4 @@
-/* Built with AddressSanitizer (tests/sanitizers.rs): prints its
+/* Built with AddressSanitizer (tests/runtimes/sanitizers.rs): prints its
  * environment, then runs itself with `--child` (fork and execv: the child
  * prints its environment and makes a heap-use-after-free through nested
  * functions) and argv[1] (a program without sanitizer, with posix_spawn),

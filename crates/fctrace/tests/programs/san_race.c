@@ -1,4 +1,4 @@
-/* ThreadSanitizer test program (tests/sanitizers.rs): a data race through
+/* ThreadSanitizer test program (tests/runtimes/sanitizers.rs): a data race through
  * nested functions, made deterministic: the worker writes, then tells the
  * main thread with a relaxed atomic (no happens-before for TSan), which
  * reads through its own nested calls while the worker waits (still

@@ -1,4 +1,4 @@
-/* AddressSanitizer test program (tests/sanitizers.rs): a heap-use-after-
+/* AddressSanitizer test program (tests/runtimes/sanitizers.rs): a heap-use-after-
  * free through three nested functions; ASan's report names the access,
  * the free and the allocation with their callers. */
 #include <stdio.h>

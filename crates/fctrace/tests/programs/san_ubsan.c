@@ -1,4 +1,4 @@
-/* UndefinedBehaviorSanitizer test program (tests/sanitizers.rs): a signed
+/* UndefinedBehaviorSanitizer test program (tests/runtimes/sanitizers.rs): a signed
  * overflow through three nested functions, reported with its stack under
  * UBSAN_OPTIONS=print_stacktrace=1. */
 #include <limits.h>

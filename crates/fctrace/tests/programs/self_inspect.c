@@ -14,7 +14,7 @@
  *                            first instruction: the same pointer as anywhere
  *
  * Every function is noipa so that -O0 and -O2 make the same calls. The
- * expected trees are in tests/self_inspect.rs; keep both in step.
+ * expected trees are in tests/tracing/self_inspect.rs; keep both in step.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>

@@ -1,9 +1,9 @@
 /*
- * shape.c: the tree's shape as uftrace users know it (tests/shape.rs).
+ * shape.c: the tree's shape as uftrace users know it (tests/tracing/shape.rs).
  * A constructor and an atexit handler run outside main, called by the C
  * runtime; measure returns a value (-R measure@retval); qsort calls back
  * into the program (--no-libcall); with the argument `phases`, three
- * phases 400 ms apart (-r). Keep tests/shape.rs in step.
+ * phases 400 ms apart (-r). Keep tests/tracing/shape.rs in step.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-// shape.cpp: names for --demangle (tests/shape.rs): a method of a class
+// shape.cpp: names for --demangle (tests/tracing/shape.rs): a method of a class
 // template in a namespace, and a function template.
 #define NOIPA __attribute__((noipa))
 

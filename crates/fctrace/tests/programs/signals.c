@@ -23,7 +23,7 @@
  *                         and no handler: dies by SIGSEGV
  *
  * Every function is noipa so that -O0 and -O2 make the same calls. The
- * expected trees are in tests/signals.rs; keep both in step.
+ * expected trees are in tests/processes/signals.rs; keep both in step.
  */
 #define _GNU_SOURCE
 #include <execinfo.h>

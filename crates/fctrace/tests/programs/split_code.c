@@ -1,5 +1,5 @@
 /* Calls split_code_lib.c's functions, which write the library's data
- * (tests/segments.rs). */
+ * (tests/tracing/segments.rs). */
 #include <stdio.h>
 
 int late_code(int x);

@@ -1,7 +1,7 @@
 /* A library whose code is in two segments with its data between them, as
  * a BOLT-optimised library's is (librustc_driver: code, data, then the
  * optimised code): late_code is placed at 0x400000 by the linker
- * (tests/segments.rs), after .data and .bss. Both functions write the
+ * (tests/tracing/segments.rs), after .data and .bss. Both functions write the
  * library's data. */
 int counter;
 int data_value = 5;

@@ -1,4 +1,4 @@
-/* A function split in two as BOLT splits them (tests/split_parts.rs):
+/* A function split in two as BOLT splits them (tests/tracing/split_parts.rs):
  * split_parent jumps to its part split_parent.warm, which reads the
  * parent's local at the top of the stack and returns for it. The part is
  * no function: patched as one, its stub would take that local for a

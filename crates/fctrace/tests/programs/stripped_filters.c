@@ -1,5 +1,5 @@
 /* stripped_filters.c: a program traced stripped, with record-time filters
-   (tests/stripped_filters.rs). Built with -rdynamic its functions stay in
+   (tests/options/stripped_filters.rs). Built with -rdynamic its functions stay in
    .dynsym; without it only its imports are traced. */
 #include <stdio.h>
 #include <stdlib.h>

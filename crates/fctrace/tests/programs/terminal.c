@@ -1,4 +1,4 @@
-/* tests/terminal.rs: durations and markers whose colours are known.
+/* tests/analysis/terminal.rs: durations and markers whose colours are known.
  * `slow` sleeps 2 ms (a duration in ms: green), `quick` returns at once,
  * a SIGUSR1 handler runs (a signal marker), `repeat N` calls `tick` N
  * times (a long tree for the pager), and `leave` calls exit() two calls

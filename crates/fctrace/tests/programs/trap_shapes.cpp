@@ -1,6 +1,6 @@
 /* trap_shapes.cpp: functions no jump fits, traced through the trap
  * fallback (an int3 handled by the agent's SIGTRAP handler), and what the
- * program does with SIGTRAP itself (tests/trap_fallback.rs). Built with
+ * program does with SIGTRAP itself (tests/tracing/trap_fallback.rs). Built with
  * -O2 -falign-functions=1: no alignment padding between functions.
  *
  *   in_parent   C, 4 bytes (lea; ret), the next function right after it

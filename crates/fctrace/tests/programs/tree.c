@@ -12,7 +12,7 @@
  *   sum_to      a loop branch targets offset 2, inside the first 5 bytes
  *   scale       at -O2 only reached through the clone `scale.constprop.0`
  *   checked     at -O2 has a `checked.cold` part, run once (x == 13)
- * The call tree is in tests/tree.rs; keep both in step.
+ * The call tree is in tests/tracing/tree.rs; keep both in step.
  */
 #include <stdio.h>
 #include <string.h>

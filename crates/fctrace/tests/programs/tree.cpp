@@ -10,7 +10,7 @@
 //                          followed by ordinary calls
 //
 // Only printf is used for output (no <iostream>: no static constructors).
-// The expected trees are in tests/cpp.rs; keep both in step.
+// The expected trees are in tests/tracing/cpp.rs; keep both in step.
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>

@@ -1,5 +1,5 @@
 /*
- * tui.c: a program whose call graph tests/tui.rs checks in `fctrace tui`.
+ * tui.c: a program whose call graph tests/analysis/tui.rs checks in `fctrace tui`.
  * Its counts follow from the source:
  *   main -> parse_config (1) -> read_token (7)
  *   main -> compute (3) -> helper_square (5 each: 15)
