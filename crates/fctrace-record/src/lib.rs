@@ -23,6 +23,8 @@
 mod attach;
 mod bpf;
 mod ends;
+mod facts;
+mod flight;
 mod kernel;
 mod kgraph;
 mod kload;
@@ -30,8 +32,10 @@ mod perf;
 mod process;
 mod record;
 mod shm;
+mod sink;
 mod stacks;
 
 pub use fctrace_format::store::RECORDER_PID_FILE;
+pub use flight::RingOptions;
 pub use process::{exit_like, ignore_terminal_interrupts};
-pub use record::{end_like, record, AttachEnd, Outcome, RecordSettings, RingOptions, Target};
+pub use record::{end_like, record, AttachEnd, Outcome, RecordSettings, Target};

@@ -3,14 +3,16 @@
 //! directory until the program and all its descendants have ended (or
 //! fctrace detaches).
 
+use crate::facts::{clock_of, task_info, RunFacts};
+use crate::flight::{Flight, RingOptions};
+use crate::sink::Sink;
 use crate::{attach, ends, kernel, process, shm};
 use anyhow::{Context, Result};
-use fctrace_format::event::RawEvent;
 use fctrace_format::shm::{
-    count_events, Layout, FLAG_NEST_LIBCALL, NO_TASK_SLOT, ORIGIN_ATTACH, ORIGIN_EXEC, ORIGIN_FORK,
-    ORIGIN_THREAD, RECORDER_DEAD, RECORDER_DETACHING, RECORDER_DONE, RECORDER_STOPPED,
+    Layout, FLAG_NEST_LIBCALL, ORIGIN_FORK, RECORDER_DEAD, RECORDER_DETACHING, RECORDER_DONE,
+    RECORDER_STOPPED,
 };
-use fctrace_format::store::{Clock, ExitStatus, TaskInfo, TaskOrigin, TraceInfo, TraceWriter};
+use fctrace_format::store::{ExitStatus, TaskInfo, TraceInfo, TraceWriter};
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -111,20 +113,7 @@ fn attached_command(pid: u32) -> Result<(std::path::PathBuf, Vec<OsString>)> {
     Ok((exe, args))
 }
 
-/// `record --ring`: the flight recorder's settings.
-#[derive(Clone, Copy, Debug)]
-pub struct RingOptions {
-    /// Bytes of compressed events kept for all tasks together.
-    pub size: u64,
-    /// Also a snapshot when the program exits normally.
-    pub at_exit: bool,
-}
-
 use fctrace_format::store::RECORDER_PID_FILE;
-
-/// Snapshots asked for by triggers are written at most this often (a
-/// trigger on a hot function would otherwise write them back to back).
-const TRIGGER_SNAPSHOT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What to record, where and how: one recording's settings (the CLI
 /// builds them from its options).
@@ -1086,39 +1075,6 @@ fn ending_text(exit: Option<ExitStatus>) -> String {
     }
 }
 
-/// What every snapshot and the trace say about the run.
-struct RunFacts<'a> {
-    program: &'a Path,
-    command: &'a [OsString],
-    start_unix_ns: u64,
-    /// The clock pair taken when the recording started.
-    first: (u64, u64),
-    wire: &'a str,
-}
-
-impl RunFacts<'_> {
-    /// The trace's description of the run, without its tasks and totals.
-    fn base_info(&self) -> TraceInfo {
-        TraceInfo {
-            program: std::fs::canonicalize(self.program)
-                .unwrap_or_else(|_| self.program.to_path_buf())
-                .to_string_lossy()
-                .into_owned(),
-            args: self
-                .command
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
-            cwd: std::env::current_dir()
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            start_unix_ns: self.start_unix_ns,
-            options: self.wire.to_string(),
-            ..Default::default()
-        }
-    }
-}
-
 /// Writes `path` (new, private) with this process's id.
 fn write_pid_file(path: &Path) -> Result<()> {
     use std::io::Write;
@@ -1131,231 +1087,6 @@ fn write_pid_file(path: &Path) -> Result<()> {
         .with_context(|| format!("cannot create {}", path.display()))?;
     writeln!(f, "{}", std::process::id())
         .with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// The flight recorder at work (`record --ring`): which tasks ended, and
-/// the snapshots asked for.
-struct Flight {
-    opts: RingOptions,
-    ended: std::collections::HashSet<u32>,
-    last_check: std::time::Instant,
-    /// Trigger requests seen (the shared memory's count).
-    requests: u64,
-    last_trigger: Option<std::time::Instant>,
-    /// Snapshots written.
-    written: u32,
-    /// Why the last snapshot was written, and the records the recorder
-    /// had seen then (those handed over and those read live).
-    last: Option<(String, u64)>,
-}
-
-impl Flight {
-    fn new(opts: RingOptions) -> Flight {
-        Flight {
-            opts,
-            ended: Default::default(),
-            last_check: std::time::Instant::now(),
-            // The shared memory is new: every request counts, also one
-            // made before the loop first looks (a trigger hit right
-            // after the program started).
-            requests: 0,
-            last_trigger: None,
-            written: 0,
-            last: None,
-        }
-    }
-
-    /// In the recorder's loop: tells the ring which tasks ended (every
-    /// second), and writes the snapshots asked for (SIGUSR2, Ctrl-C,
-    /// `fctrace snapshot`, triggers).
-    fn poll(
-        &mut self,
-        mem: &shm::SharedMemory,
-        sink: &mut Sink<'_>,
-        facts: &RunFacts<'_>,
-        warnings: &[String],
-    ) {
-        if self.last_check.elapsed() >= std::time::Duration::from_secs(1) {
-            self.last_check = std::time::Instant::now();
-            for id in mem.newly_ended_tasks(&mut self.ended) {
-                if let Err(e) = sink.writer.ring_task_ended(id) {
-                    sink.fail(&e);
-                }
-            }
-        }
-        let mut reason = process::take_snapshot_request().map(fctrace_options::spec::signal_name);
-        let requests = mem.snapshot_requests();
-        if reason.is_none()
-            && requests != self.requests
-            && self
-                .last_trigger
-                .is_none_or(|t| t.elapsed() >= TRIGGER_SNAPSHOT_INTERVAL)
-        {
-            self.requests = requests;
-            self.last_trigger = Some(std::time::Instant::now());
-            reason = Some("trigger".to_string());
-        }
-        let Some(reason) = reason else { return };
-        // Everything handed over so far, then what the threads are
-        // writing (again if buffers were handed over meanwhile).
-        let mut live = Vec::new();
-        for _ in 0..4 {
-            let before = mem.handed_over();
-            let _ = mem.drain_some(&mut |t, ev| sink.take(mem, t, ev));
-            live = mem.live_events();
-            if mem.handed_over() == before {
-                break;
-            }
-        }
-        let live: Vec<_> = live
-            .into_iter()
-            .filter(|(t, _)| t.slot < mem.task_count())
-            .map(|(t, recs)| (t.slot, t.tid, recs))
-            .collect();
-        let seen = sink.records + live.iter().map(|l| l.2.len() as u64).sum::<u64>();
-        let slots = mem.tasks();
-        let info = TraceInfo {
-            tasks: slots.iter().map(|t| task_info(t, &slots)).collect(),
-            clock: clock_of(facts.first, shm::clock_pair()),
-            lost_events: mem.lost_events(),
-            warnings: warnings.to_vec(),
-            ..facts.base_info()
-        };
-        match self.write(sink.writer, info, &reason, live, None) {
-            Ok(()) => self.last = Some((reason, seen)),
-            Err(e) => eprintln!("fctrace: {e}"),
-        }
-    }
-
-    /// The snapshot at the recording's end, for `reason` (None: none is
-    /// due), `records` seen in all, `interrupted`: fctrace detached on a
-    /// Ctrl-C. One event, one snapshot: the program's death by the Ctrl-C
-    /// that asked for the last snapshot completes that snapshot, in place;
-    /// so does an end with no event since the last snapshot, which then
-    /// holds the program's last events and says how it ended.
-    fn finish(
-        &mut self,
-        writer: &mut TraceWriter,
-        info: TraceInfo,
-        reason: Option<String>,
-        (records, interrupted): (u64, bool),
-    ) -> std::result::Result<(), String> {
-        // A Ctrl-C or `fctrace snapshot` not served before the loop ended.
-        let requested = reason.is_none();
-        let reason = reason
-            .or_else(|| process::take_snapshot_request().map(fctrace_options::spec::signal_name));
-        let Some(reason) = reason else {
-            return Ok(());
-        };
-        let again = match &self.last {
-            Some((last, _))
-                if last == "SIGINT"
-                    && (reason == "SIGINT" || (reason == "detach" && interrupted)) =>
-            {
-                Some(Again::SameEvent)
-            }
-            Some((_, seen)) if *seen == records => {
-                Some(Again::NothingNew(ending_of(&reason, requested)))
-            }
-            _ => None,
-        };
-        let reason = match (&again, &self.last) {
-            (Some(_), Some((last, _))) => last.clone(),
-            _ => reason,
-        };
-        self.write(writer, info, &reason, Vec::new(), again)
-    }
-
-    /// Writes a snapshot and says so; the error as a note.
-    fn write(
-        &mut self,
-        writer: &mut TraceWriter,
-        info: TraceInfo,
-        reason: &str,
-        live: Vec<(u32, u32, Vec<RawEvent>)>,
-        again: Option<Again>,
-    ) -> std::result::Result<(), String> {
-        let (_, now_ns) = shm::clock_pair();
-        let written = match &again {
-            Some(_) => writer.rewrite_snapshot(info, reason, now_ns, &live),
-            None => writer.snapshot(info, reason, now_ns, &live),
-        };
-        match written {
-            Ok(s) => {
-                let what = match again {
-                    None => {
-                        self.written += 1;
-                        format!("snapshot {} ({reason})", s.number)
-                    }
-                    Some(Again::SameEvent) => format!(
-                        "snapshot {} ({reason}) brought up to the program's end, which the \
-                         same Ctrl-C caused",
-                        s.number
-                    ),
-                    Some(Again::NothingNew(ending)) => {
-                        eprintln!(
-                            "fctrace: {ending} with no event since snapshot {n} ({reason}): \
-                             no new snapshot, the end is in snapshot {n} (its info now says \
-                             how the program ended), in {}",
-                            s.dir.display(),
-                            n = s.number
-                        );
-                        return Ok(());
-                    }
-                };
-                let earlier = s
-                    .earlier
-                    .map(|p| format!("; snapshot {} moved to {}", s.number - 1, p.display()))
-                    .unwrap_or_default();
-                eprintln!(
-                    "fctrace: {what}: the last {} events ({} bytes; {} before them not kept) \
-                     in {}{earlier}",
-                    s.events,
-                    s.bytes,
-                    s.events_before,
-                    s.dir.display()
-                );
-                Ok(())
-            }
-            Err(e) => Err(format!("snapshot ({reason}) not written: {e}")),
-        }
-    }
-}
-
-/// Why a snapshot at the recording's end is the last one written again.
-enum Again {
-    /// The program died of the Ctrl-C that asked for the last snapshot
-    /// (or fctrace detached on it).
-    SameEvent,
-    /// No event since the last snapshot; how the recording ended.
-    NothingNew(String),
-}
-
-/// How the recording ended, said for an end snapshot's `reason` (or the
-/// signal that asked for a snapshot as it ended, `requested`).
-fn ending_of(reason: &str, requested: bool) -> String {
-    match reason {
-        signal if requested => format!("{signal} asked for a snapshot at the end"),
-        "exit" => "the program exited".to_string(),
-        "detach" => "fctrace detached".to_string(),
-        "end" => "the recording ended".to_string(),
-        signal => format!("the program was killed by {signal}"),
-    }
-}
-
-/// The clock of a trace whose recording started at `first` (a TSC and
-/// CLOCK_MONOTONIC pair) and is described at `last`.
-fn clock_of(first: (u64, u64), last: (u64, u64)) -> Clock {
-    let ((t0, n0), (t1, n1)) = (first, last);
-    let tsc_hz = if t1 > t0 && n1 > n0 {
-        (t1 - t0) as f64 * 1e9 / (n1 - n0) as f64
-    } else {
-        0.0
-    };
-    Clock {
-        tsc_hz,
-        pairs: vec![first, last],
-    }
 }
 
 /// The live processes `pid` forked while fctrace was attached to it (each
@@ -1387,81 +1118,6 @@ fn forked_children(mem: &shm::SharedMemory, pid: u32) -> Vec<u32> {
 /// the trace's warnings).
 const TOTAL_LOST: &str = " events were lost in all";
 
-/// Where the recorder puts what it drains: the trace writer until writing
-/// fails, then nowhere (counted).
-struct Sink<'a> {
-    writer: &'a mut TraceWriter,
-    /// What stopped the writing, said as the user should read it.
-    failure: Option<String>,
-    /// Events dropped after the failure.
-    dropped: u64,
-    /// Events of tasks that got no task slot.
-    untabled: u64,
-    /// Events of buffers naming a task that does not exist.
-    damaged: u64,
-    /// Records given to the writer (for the flight recorder: a snapshot
-    /// with no record since the last one would hold the same events).
-    records: u64,
-}
-
-impl Sink<'_> {
-    fn take(&mut self, mem: &shm::SharedMemory, task: shm::TaskKey, ev: &[RawEvent]) -> Result<()> {
-        if task.slot == NO_TASK_SLOT {
-            self.untabled += count_events(ev);
-            return Ok(());
-        }
-        if task.slot >= mem.task_count() {
-            self.damaged += count_events(ev);
-            return Ok(());
-        }
-        if self.failure.is_some() {
-            self.dropped += count_events(ev);
-            return Ok(());
-        }
-        self.records += ev.len() as u64;
-        if let Err(e) = self.writer.append_task(task.slot, task.tid, ev) {
-            self.fail(&e);
-            mem.set_state(RECORDER_STOPPED);
-        }
-        Ok(())
-    }
-
-    /// A kernel event of thread `tid`: written with its task's events;
-    /// false if no task has that thread (yet).
-    fn take_kernel(
-        &mut self,
-        mem: &shm::SharedMemory,
-        routes: &mut kernel::Routes,
-        tid: u32,
-        e: &fctrace_format::store::kernel::KernelEvent,
-    ) -> bool {
-        let Some((id, tid)) = routes.task_of(tid, &mut || {
-            mem.tasks().iter().map(|t| (t.slot, t.tid)).collect()
-        }) else {
-            return false;
-        };
-        if self.failure.is_none() {
-            if let Err(e) = self.writer.append_kernel(id, tid, e) {
-                self.fail(&e);
-                mem.set_state(RECORDER_STOPPED);
-            }
-        }
-        true
-    }
-
-    /// Writing failed: nothing more is written (the writer dropped what it
-    /// could not write, and counts it).
-    fn fail(&mut self, e: &fctrace_format::store::StoreError) {
-        let full = matches!(e, fctrace_format::store::StoreError::Io { error, .. }
-            if error.raw_os_error() == Some(libc::ENOSPC));
-        self.failure = Some(if full {
-            "disk full".to_string()
-        } else {
-            e.to_string()
-        });
-    }
-}
-
 /// The shared memory's layout: the default, or with
 /// `FCTRACE_TASK_SLOTS=N` a smaller task table and `FCTRACE_BUFFERS=N`
 /// fewer buffers (a power of two): to test a full table without starting a
@@ -1481,38 +1137,4 @@ fn layout() -> Layout {
         l.task_slots = n.clamp(1, Layout::DEFAULT.task_slots);
     }
     l
-}
-
-/// The trace's description of a task slot: its id is the slot number, its
-/// parent the slot that created it.
-fn task_info(t: &shm::TaskSlotCopy, slots: &[shm::TaskSlotCopy]) -> TaskInfo {
-    let parent = slots
-        .iter()
-        .find(|p| p.slot == t.parent_slot && p.slot != t.slot);
-    let origin = match (t.origin, parent) {
-        // What the agent says, even when the parent is unknown (a thread
-        // whose creator made no traced call before exec'ing, ...).
-        (ORIGIN_THREAD, _) => TaskOrigin::Thread,
-        (ORIGIN_FORK, _) => TaskOrigin::Fork,
-        (ORIGIN_EXEC, Some(p)) if p.pid == t.pid => TaskOrigin::Exec,
-        (ORIGIN_EXEC, Some(_)) => TaskOrigin::Spawn,
-        (ORIGIN_EXEC, None) => TaskOrigin::Exec,
-        (ORIGIN_ATTACH, _) => TaskOrigin::Attach,
-        // The agent registers only the program it starts as ORIGIN_START
-        // (the agent and this recorder come from the same binary).
-        _ => TaskOrigin::Start,
-    };
-    TaskInfo {
-        id: t.slot,
-        origin,
-        parent: parent.map(|p| p.slot),
-        file: String::new(),
-        tid: t.tid,
-        pid: t.pid,
-        ppid: t.ppid,
-        parent_tid: parent.map(|p| p.tid),
-        session: t.session,
-        comm: t.comm.clone(),
-        events: 0,
-    }
 }
