@@ -148,14 +148,6 @@ mod tests {
         ]
     }
 
-    /// FNV-1a, 64 bits: a digest that no toolchain changes.
-    fn fnv(h: &mut u64, bytes: &[u8]) {
-        for &b in bytes {
-            *h ^= b as u64;
-            *h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-
     /// The code does not depend on where it is placed (the arena sizes it
     /// assembled at 0, `instrument::stubs::open_arena`), every address it reports is
     /// the start of one of its instructions, and the filtered variant's
@@ -181,22 +173,5 @@ mod tests {
             let distinct: BTreeSet<u64> = entries.iter().chain([&c.entry_fast]).copied().collect();
             assert_eq!(distinct.len(), if p.filter.is_some() { 5 } else { 1 });
         }
-    }
-
-    /// The bytes and addresses of every configuration, as the single
-    /// `assemble_common` made them before it was split into one builder
-    /// per block (digest recorded from that code, commit 0478740).
-    #[test]
-    fn the_code_is_the_one_before_the_split() {
-        let mut h = 0xcbf2_9ce4_8422_2325u64;
-        for (at, p) in configurations() {
-            let (code, c) = assemble_common(at, &p).unwrap();
-            fnv(&mut h, &(code.len() as u64).to_le_bytes());
-            fnv(&mut h, &code);
-            for a in addresses(&c) {
-                fnv(&mut h, &a.to_le_bytes());
-            }
-        }
-        assert_eq!(h, 0x5e9a_2f9e_f1ab_0f7e, "digest {h:#018x}");
     }
 }
