@@ -102,16 +102,8 @@ pub fn default_symtab(session: u32) -> SymTab {
         pid: 100 + session,
         exe: PROG.into(),
         modules: vec![
-            Module {
-                index: 0,
-                base: 0x5555_0000_0000,
-                path: PROG.into(),
-            },
-            Module {
-                index: 1,
-                base: 0x7fff_0000_0000,
-                path: LIBC.into(),
-            },
+            Module::new(0, 0x5555_0000_0000, PROG),
+            Module::new(1, 0x7fff_0000_0000, LIBC),
         ],
         functions: vec![
             f(0, 0, "main", FuncKind::Function, FuncStatus::Traced),

@@ -45,6 +45,71 @@ pub struct Module {
     pub base: u64,
     /// Path as the dynamic linker reports it; the main executable's full path.
     pub path: String,
+    /// The module's GNU build-id (`NT_GNU_BUILD_ID`), lower-case hex;
+    /// empty when the file has none. Readers find the debug file by it.
+    pub build_id: String,
+    /// The file name its `.gnu_debuglink` section names (empty when none),
+    /// and that section's CRC-32 of the debug file.
+    pub debuglink: String,
+    pub debuglink_crc: u32,
+}
+
+impl Module {
+    /// A module known by its index, base and path only (no build-id, no
+    /// debug link).
+    pub fn new(index: u32, base: u64, path: impl Into<String>) -> Module {
+        Module {
+            index,
+            base,
+            path: path.into(),
+            build_id: String::new(),
+            debuglink: String::new(),
+            debuglink_crc: 0,
+        }
+    }
+
+    /// The module's file name (the last component of its path), as it
+    /// begins the name of its unnamed functions.
+    pub fn file_name(&self) -> &str {
+        module_file_name(&self.path)
+    }
+}
+
+/// The last component of a module path.
+pub fn module_file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The stable name of a function that no symbol names: the module's file
+/// name and the function's ELF virtual address in it, `git+0x4a3f0` (the
+/// address `nm`, `addr2line -e` and gdb use for that file; for a
+/// position-independent file it is also the offset from its load base).
+pub fn unnamed_function_name(module_path: &str, addr: u64) -> String {
+    format!("{}+{addr:#x}", module_file_name(module_path))
+}
+
+/// Splits a module-and-offset name (`git+0x4a3f0`) into the module's file
+/// name and the address; `None` for any other name. Symbol names never
+/// have this shape (a mangled name has no `+`; a demangled
+/// `operator+` is not followed by `0x` and hex digits to the end).
+pub fn split_module_offset(name: &str) -> Option<(&str, u64)> {
+    let (module, hex) = name.rsplit_once("+0x")?;
+    if module.is_empty() || hex.is_empty() || hex.len() > 16 {
+        return None;
+    }
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some((module, u64::from_str_radix(hex, 16).ok()?))
+}
+
+impl Function {
+    /// Whether the function has no symbol name: its name is the
+    /// module-and-offset name [`unnamed_function_name`] gives it.
+    pub fn is_unnamed(&self, module: &Module) -> bool {
+        split_module_offset(&self.name)
+            .is_some_and(|(file, addr)| addr == self.addr && file == module.file_name())
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,11 +255,12 @@ impl SymTab {
                 "pid" => set_once(&mut pid, no, p.u32_field(1, "pid")?, "pid")?,
                 "exe" => set_once(&mut exe, no, p.string_field(1, "exe path")?, "exe")?,
                 "module" => {
-                    let module = Module {
-                        index: p.u32_field(1, "module index")?,
-                        base: p.hex_field(2, "module base address")?,
-                        path: p.string_field(3, "module path")?,
-                    };
+                    let mut module = Module::new(
+                        p.u32_field(1, "module index")?,
+                        p.hex_field(2, "module base address")?,
+                        p.string_field(3, "module path")?,
+                    );
+                    p.debug_fields(&mut module)?;
                     insert_unique(&mut modules, module.index, no, module, "module index")?;
                 }
                 "func" => {
@@ -392,6 +458,29 @@ impl<'a> LineParser<'a> {
             .map_err(|_| SymTabError::at(self.no, format!("{what} {text:?} is out of range")))
     }
 
+    /// The optional fields 5 to 7 of a `module` line (minor version 1.1):
+    /// build-id, debug link name, debug link CRC; `-` for none.
+    fn debug_fields(&self, module: &mut Module) -> Result<(), SymTabError> {
+        let present = |i: usize| self.fields.get(i).is_some_and(|f| *f != "-");
+        if present(4) {
+            let id = self.fields[4];
+            if id.len() % 2 != 0 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(SymTabError::at(
+                    self.no,
+                    format!("invalid build-id {id:?} (expected hexadecimal bytes)"),
+                ));
+            }
+            module.build_id = id.to_ascii_lowercase();
+        }
+        if present(5) {
+            module.debuglink = self.string_field(5, "debug link")?;
+        }
+        if present(6) {
+            module.debuglink_crc = self.hex_field(6, "debug link CRC")? as u32;
+        }
+        Ok(())
+    }
+
     fn string_field(&self, i: usize, what: &str) -> Result<String, SymTabError> {
         let text = self.field(i, what)?;
         unescape(text).map_err(|msg| SymTabError::at(self.no, format!("{what}: {msg}")))
@@ -481,7 +570,21 @@ pub fn write_header(w: &mut impl Write, session: u32, pid: u32, exe: &str) -> io
 pub fn write_module(w: &mut impl Write, module: &Module) -> io::Result<()> {
     write!(w, "module\t{}\t{:#x}\t", module.index, module.base)?;
     write_escaped(w, &module.path)?;
-    w.write_all(b"\n")
+    if module.build_id.is_empty() && module.debuglink.is_empty() {
+        return w.write_all(b"\n");
+    }
+    let build_id = if module.build_id.is_empty() {
+        "-"
+    } else {
+        &module.build_id
+    };
+    write!(w, "\t{build_id}\t")?;
+    if module.debuglink.is_empty() {
+        w.write_all(b"-\t-\n")
+    } else {
+        write_escaped(w, &module.debuglink)?;
+        write!(w, "\t{:#x}\n", module.debuglink_crc)
+    }
 }
 
 /// The fields of one `func` line, borrowed (what [`write_function_line`]
@@ -655,16 +758,8 @@ mod tests {
             pid: 4321,
             exe: "/home/me/my prog\twith\\odd\nname".to_string(),
             modules: vec![
-                Module {
-                    index: 0,
-                    base: 0x5555_5555_4000,
-                    path: "/home/me/my prog\twith\\odd\nname".to_string(),
-                },
-                Module {
-                    index: 1,
-                    base: 0x7fff_f7d8_0000,
-                    path: "/lib/x86_64-linux-gnu/libc.so.6".to_string(),
-                },
+                Module::new(0, 0x5555_5555_4000, "/home/me/my prog\twith\\odd\nname"),
+                Module::new(1, 0x7fff_f7d8_0000, "/lib/x86_64-linux-gnu/libc.so.6"),
             ],
             functions: vec![
                 Function {
@@ -726,16 +821,66 @@ mod tests {
     }
 
     #[test]
+    fn build_id_and_debug_link_round_trip() {
+        let mut t = sample();
+        t.modules[0].build_id = "93ac61ec0a".into();
+        t.modules[1].debuglink = "libc\tx.debug".into();
+        t.modules[1].debuglink_crc = 0xdead_beef;
+        let text = text_of(&t);
+        assert!(text.contains("\t93ac61ec0a\t-\t-\n"));
+        assert!(text.contains("libc.so.6\t-\tlibc\\tx.debug\t0xdeadbeef\n"));
+        assert_eq!(SymTab::parse(&text).unwrap(), t);
+        let odd = text.replace("93ac61ec0a", "93ac6");
+        assert!(SymTab::parse(&odd)
+            .unwrap_err()
+            .to_string()
+            .contains("build-id"));
+    }
+
+    #[test]
+    fn module_offset_names() {
+        assert_eq!(
+            unnamed_function_name("/usr/bin/git", 0x4a3f0),
+            "git+0x4a3f0"
+        );
+        assert_eq!(split_module_offset("git+0x4a3f0"), Some(("git", 0x4a3f0)));
+        assert_eq!(
+            split_module_offset("libc.so.6+0x1f"),
+            Some(("libc.so.6", 0x1f))
+        );
+        for not in [
+            "main",
+            "+0x10",
+            "git+0x",
+            "git+0x4g",
+            "operator+",
+            "a+0x10 b",
+        ] {
+            assert_eq!(split_module_offset(not), None, "{not}");
+        }
+        let m = Module::new(0, 0, "/usr/bin/git");
+        let f = |name: &str, addr| Function {
+            id: 0,
+            module: 0,
+            addr,
+            size: 1,
+            kind: FuncKind::Function,
+            status: FuncStatus::Traced,
+            name: name.into(),
+        };
+        assert!(f("git+0x10", 0x10).is_unnamed(&m));
+        assert!(!f("git+0x10", 0x11).is_unnamed(&m));
+        assert!(!f("gzip+0x10", 0x10).is_unnamed(&m));
+        assert!(!f("main", 0x10).is_unnamed(&m));
+    }
+
+    #[test]
     fn exact_text() {
         let t = SymTab {
             session: 0,
             pid: 7,
             exe: "/bin/a b".into(),
-            modules: vec![Module {
-                index: 0,
-                base: 0x1000,
-                path: "/bin/a b".into(),
-            }],
+            modules: vec![Module::new(0, 0x1000, "/bin/a b")],
             functions: vec![Function {
                 id: 0,
                 module: 0,

@@ -177,11 +177,7 @@ impl Session {
         {
             return Ok(m.index);
         }
-        let m = Module {
-            index: self.modules.len() as u32,
-            base,
-            path: path.to_string(),
-        };
+        let m = Module::new(self.modules.len() as u32, base, path);
         self.modules.push(m);
         Ok(self.modules.len() as u32 - 1)
     }

@@ -120,11 +120,7 @@ fn write_symtab_file(dir: &Path, session: u32) {
         session,
         pid: 100,
         exe: "/usr/bin/prog".into(),
-        modules: vec![Module {
-            index: 0,
-            base: 0x40_0000,
-            path: "/usr/bin/prog".into(),
-        }],
+        modules: vec![Module::new(0, 0x40_0000, "/usr/bin/prog")],
         functions: (0..16)
             .map(|id| Function {
                 id,

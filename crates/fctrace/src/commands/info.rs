@@ -457,11 +457,7 @@ mod tests {
             session: 0,
             pid: 7,
             exe: "/bin/p".into(),
-            modules: vec![Module {
-                index: 0,
-                base: 0,
-                path: "/bin/p".into(),
-            }],
+            modules: vec![Module::new(0, 0, "/bin/p")],
             functions: vec![
                 f(0, "main", FuncStatus::Traced),
                 f(1, "in_parent", FuncStatus::TracedTrap),
