@@ -99,7 +99,7 @@ impl Client {
             );
             match http::get(&url, self.settings.timeout) {
                 Ok(Answer::Found(body)) => {
-                    if crate::locate::build_id_of_bytes(&body).as_deref() != Some(build_id) {
+                    if crate::elfid::build_id_of_bytes(&body).as_deref() != Some(build_id) {
                         self.notes.push(format!(
                             "debuginfod server {server} sent a file for build-id {build_id} \
                              that does not carry it: not used"

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod debuginfod;
+pub mod elfid;
 mod http;
 pub mod locate;
 pub mod naming;
