@@ -267,6 +267,28 @@ fn named_in_a_table_written_as_for_a_stripped_program() {
         before.keys().all(|k| k.starts_with(&format!("{file}+0x"))),
         "{before:?}"
     );
+    // A debuginfod server that cannot be reached: one warning, the trace
+    // still read, the names unchanged.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let url = format!("http://{closed}");
+    let r = run(Command::new(fctrace_bin())
+        .args(["report", "-d"])
+        .arg(&rec.dir.path)
+        .env("DEBUGINFOD_URLS", &url)
+        .env("DEBUGINFOD_CACHE_PATH", rec.dir.path.join("no-cache")));
+    assert!(r.success(), "{}", r.describe());
+    let warned: Vec<&str> = r.stderr.lines().filter(|l| l.contains(&url)).collect();
+    assert_eq!(warned.len(), 1, "{}", r.stderr);
+    assert!(
+        warned[0].starts_with("fctrace: warning: debuginfod server")
+            && warned[0].contains("refused"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.contains(&format!("{file}+0x")), "{}", r.stdout);
     let dbg = tempfile::tempdir().unwrap();
     std::fs::copy(&p.debug, dbg.path().join("any-name")).unwrap();
     let dir_arg = dbg.path().to_str().unwrap();
