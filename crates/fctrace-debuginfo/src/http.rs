@@ -1,6 +1,12 @@
 //! A plain HTTP/1.1 GET over a TCP connection, enough for debuginfod's
 //! `GET /buildid/<hex>/debuginfo` (no TLS: an `https://` URL is refused
 //! with a message saying so).
+//!
+//! Why no HTTP crate (measured on a hello-world GET binary, stripped
+//! release, this machine): std alone 368 KB; ureq 2 without TLS 856 KB
+//! (+41 crates, 13 s to build); ureq 2 with rustls, ring and webpki-roots
+//! 2,523 KB (+73 crates, 69 s, a C/asm build step), for https servers
+//! only.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};

@@ -324,11 +324,15 @@ fn debug_link_without_build_id_checks_the_crc() {
     );
 }
 
-/// Removes a file when dropped.
+/// Removes a file when dropped, and its directory if that is then empty
+/// (a `.build-id/xx` the test created).
 struct Remove(PathBuf);
 impl Drop for Remove {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 

@@ -29,7 +29,7 @@ impl Debuginfod {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new("debuginfod")
+        let child = Command::new(crate::process::require_tool("debuginfod", "debuginfod"))
             .arg("-F")
             .arg(dir)
             .args(["-p", &port.to_string(), "-d"])
@@ -37,7 +37,7 @@ impl Debuginfod {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("debuginfod: {e} (apt-get install debuginfod)"));
+            .unwrap_or_else(|e| panic!("debuginfod: {e}"));
         let server = Debuginfod {
             child,
             url: format!("http://127.0.0.1:{port}"),

@@ -175,11 +175,15 @@ fn named_from_a_debug_dir() {
     assert!(!r.stdout.contains("fold"), "{}", r.stdout);
 }
 
-/// Removes a file when dropped.
+/// Removes a file when dropped, and its directory if that is then empty
+/// (a `.build-id/xx` the test created).
 struct Remove(PathBuf);
 impl Drop for Remove {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 
