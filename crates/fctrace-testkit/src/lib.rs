@@ -24,6 +24,7 @@
 //!   normalised;
 //! * [`vm`]: booting a Linux kernel under qemu with an initramfs of the
 //!   test's programs, for CPUs and kernels other than this machine's;
+//! * [`debuginfod`]: a local debuginfod server on loopback;
 //! * [`signals`]: the default action for every signal at the start of each
 //!   test binary (each `main.rs` of the tests links it in).
 //!
@@ -32,6 +33,7 @@
 pub mod callgrind;
 pub mod cli_args;
 mod clones;
+pub mod debuginfod;
 pub mod driven;
 pub mod dump;
 pub mod elf;
@@ -52,6 +54,7 @@ pub mod vm;
 
 pub use callgrind::*;
 pub use cli_args::*;
+pub use debuginfod::*;
 pub use driven::*;
 pub use dump::*;
 pub use elf::*;

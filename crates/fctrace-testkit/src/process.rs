@@ -181,8 +181,18 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Run {
 /// installs for it).
 pub fn package_of(tool: &str) -> Option<&'static str> {
     const SAME_NAME: &[&str] = &[
-        "zsh", "fish", "tmux", "less", "strace", "valgrind", "chromium", "cpio", "python3", "gcc",
+        "zsh",
+        "fish",
+        "tmux",
+        "less",
+        "strace",
+        "valgrind",
+        "chromium",
+        "cpio",
+        "python3",
+        "gcc",
         "g++",
+        "debuginfod",
     ];
     if let Some(name) = SAME_NAME.iter().find(|t| **t == tool) {
         return Some(name);

@@ -477,6 +477,19 @@ fn parse_last(s: &str) -> Result<u64, String> {
     }
 }
 
+/// Where readers find names for the functions no symbol named at record
+/// time (stripped files): the debug files looked for, after the standard
+/// places and before debuginfod (DEBUGINFOD_URLS).
+#[derive(Args, Debug, Clone, Default)]
+pub struct NamingArgs {
+    /// A directory of separate debug files, searched first (repeatable):
+    /// as a root like /usr/lib/debug (`DIR/.build-id/xx/yyyy.debug`, the
+    /// debug link's name in DIR or in DIR/<directory of the program>), or
+    /// any file in DIR with the program's build-id, e.g. `--debug-dir ./dbg`
+    #[arg(long = "debug-dir", value_name = "DIR", help_heading = "Naming")]
+    pub debug_dirs: Vec<PathBuf>,
+}
+
 #[derive(Args, Debug)]
 pub struct LiveArgs {
     #[command(flatten)]
@@ -487,6 +500,8 @@ pub struct LiveArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub tree: TreeArgs,
+    #[command(flatten)]
+    pub naming: NamingArgs,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -586,6 +601,8 @@ pub struct ReplayArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub tree: TreeArgs,
+    #[command(flatten)]
+    pub naming: NamingArgs,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -644,6 +661,8 @@ pub struct ReportArgs {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub naming: NamingArgs,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -677,6 +696,8 @@ pub struct GraphArgs {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub naming: NamingArgs,
 }
 
 /// The formats of `fctrace dump`: at most one is given (none: the events
@@ -723,6 +744,8 @@ pub struct DumpArgs {
     pub sample_count: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub naming: NamingArgs,
 }
 
 #[derive(Args, Debug)]
@@ -732,6 +755,8 @@ pub struct InfoArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub naming: NamingArgs,
 }
 
 #[derive(Args, Debug)]
@@ -745,6 +770,8 @@ pub struct TuiArgs {
     pub exit_after_load: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub naming: NamingArgs,
 }
 
 #[derive(Args, Debug)]
@@ -764,6 +791,8 @@ pub struct FlamegraphArgs {
     pub min_width: f64,
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub naming: NamingArgs,
 }
 
 /// The command line; a bare `fctrace` prints [`short_usage`] on stderr and

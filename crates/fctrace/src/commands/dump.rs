@@ -26,7 +26,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
              `fctrace dump --perfetto -o trace.pftrace`"
         );
     }
-    let (trace, options) = open(&args.dir, &args.filter)?;
+    let (trace, options) = open(&args.dir, &args.filter, &args.naming)?;
 
     if format.flame_graph {
         let weight = if args.sample_count {
@@ -87,9 +87,13 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
 
 /// The trace of `dir` and the display options of `filter` (with the
 /// recording's own display filters), warnings printed.
-pub fn open(dir: &Path, filter: &FilterArgs) -> anyhow::Result<(Trace, fctrace_options::Options)> {
+pub fn open(
+    dir: &Path,
+    filter: &FilterArgs,
+    naming: &crate::cli::NamingArgs,
+) -> anyhow::Result<(Trace, fctrace_options::Options)> {
     let given = filter.to_options()?;
-    let trace = Trace::open(dir)?;
+    let trace = super::naming::open(dir, naming)?;
     for w in &trace.load_warnings {
         warn(w);
     }

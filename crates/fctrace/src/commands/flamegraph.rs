@@ -11,7 +11,7 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
     if !(args.min_width >= 0.0 && args.min_width.is_finite()) {
         anyhow::bail!("--min-width must be a number of pixels, 0 or more");
     }
-    let (trace, options) = open(&args.dir, &args.filter)?;
+    let (trace, options) = open(&args.dir, &args.filter, &args.naming)?;
     let weight = if args.sample_count {
         Weight::Calls
     } else {

@@ -5,7 +5,6 @@ use crate::cli::{GraphArgs, GraphFormat};
 use anyhow::Context;
 use fctrace_analysis::graph::{self, Lang};
 use fctrace_analysis::{filter, warn};
-use fctrace_format::store::Trace;
 use fctrace_options::FuncPattern;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
@@ -17,7 +16,7 @@ pub fn run(args: GraphArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|f| FuncPattern::parse(f).map_err(|e| anyhow::anyhow!("invalid FUNC: {e}")))
         .transpose()?;
-    let trace = Trace::open(&args.dir)?;
+    let trace = super::naming::open(&args.dir, &args.naming)?;
     for w in &trace.load_warnings {
         warn(w);
     }

@@ -16,11 +16,12 @@ use std::process::ExitCode;
 /// is checked chunk by chunk (headers, sizes, checksums, the count of
 /// events), without decoding the events.
 pub fn run(args: InfoArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
-    let trace = Trace::open(&args.dir)?;
+    let (trace, naming) = super::naming::open_with_naming(&args.dir, &args.naming)?;
     let mut output = Output::open(&args.output, terminal)?;
     let mut out = BufWriter::new(&mut output.writer);
     let damaged = damaged_tasks(&trace);
     let written = write_info(&mut out, &trace)
+        .and_then(|()| Ok(super::naming::write_origins(&mut out, &trace, &naming)?))
         .and_then(|()| write_damaged(&mut out, &damaged))
         .and_then(|()| Ok(out.flush()?));
     match written {

@@ -15,6 +15,7 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let options = args.filter.to_options_with(&args.trace)?;
     super::record::refuse_snapshot_triggers(&options)?;
     let style = args.tree.style()?;
+    super::naming::check_dirs(&args.naming)?;
     let mut output = Output::open(&args.output, terminal)?;
     // A new directory only this user can enter (mkdtemp: a random name,
     // created 0700, never one that already exists).
@@ -31,8 +32,9 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
             &options,
             None,
         ))?;
-        let trace =
+        let mut trace =
             fctrace_format::store::Trace::open(tmp.path()).context("reading the recorded trace")?;
+        super::naming::name(&mut trace, &args.naming);
         filter::warn_unmatched(&trace, &options);
         // What the agent applied (-F, -N, -D, -T) is not applied again:
         // a call whose filtered ancestors were entered while tracing was

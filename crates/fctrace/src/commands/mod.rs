@@ -7,6 +7,7 @@ mod graph;
 mod info;
 mod live;
 mod manual;
+pub(crate) mod naming;
 pub mod output;
 mod record;
 mod replay;

@@ -3,13 +3,12 @@
 use super::output::{Output, Terminal};
 use crate::cli::ReplayArgs;
 use fctrace_analysis::{filter, tree};
-use fctrace_format::store::Trace;
 use std::process::ExitCode;
 
 pub fn run(args: ReplayArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
     let style = args.tree.style()?;
-    let trace = Trace::open(&args.dir)?;
+    let trace = super::naming::open(&args.dir, &args.naming)?;
     // Only the patterns given here are checked, not the record-time
     // options added next (a replay without options stays quiet).
     filter::warn_unmatched(&trace, &given);

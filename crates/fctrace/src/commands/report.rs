@@ -20,7 +20,7 @@ pub fn run(args: ReportArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
             .unwrap_or_default();
         return run_diff(&args, other, &given, policy, terminal);
     }
-    let trace = Trace::open(&args.dir)?;
+    let trace = super::naming::open(&args.dir, &args.naming)?;
     if args.kernel {
         return run_kernel(&args, &trace, terminal);
     }
@@ -95,8 +95,8 @@ fn run_diff(
     policy: diff::Policy,
     terminal: &Terminal,
 ) -> anyhow::Result<ExitCode> {
-    let base = Trace::open(&args.dir)?;
-    let other = Trace::open(other_dir)?;
+    let base = super::naming::open(&args.dir, &args.naming)?;
+    let other = super::naming::open(other_dir, &args.naming)?;
     let a = aggregate(&base, given);
     let b = aggregate(&other, given);
     let lost = [a.lost_in_streams, b.lost_in_streams];

@@ -16,7 +16,6 @@ pub mod view;
 
 use crate::cli::TuiArgs;
 use fctrace_analysis::{filter, warn};
-use fctrace_format::store::Trace;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use std::io::{IsTerminal, Write};
@@ -27,7 +26,7 @@ use std::time::{Duration, Instant};
 
 pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
-    let trace = Trace::open(&args.dir)?;
+    let trace = crate::commands::naming::open(&args.dir, &args.naming)?;
     let terminal = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     if !args.exit_after_load && !terminal {
         anyhow::bail!("fctrace tui needs a terminal; use replay/report/graph");

@@ -1,6 +1,6 @@
 //! The integration tests of one area of fctrace, in one test binary:
 //! Reading a trace: replay (`--last`), info on damaged traces, report,
-//! graph, diff, flame graphs, Parquet, Chrome and Perfetto exports, the TUI,
+//! graph, diff, functions of stripped programs named from debug files, flame graphs, Parquet, Chrome and Perfetto exports, the TUI,
 //! the terminal.
 //!
 //! Each file is a module (`cargo test --test analysis FILE::` runs one); the
@@ -15,6 +15,7 @@ mod last;
 mod parquet;
 mod perfetto_ui;
 mod report_diff;
+mod stripped_names;
 mod terminal;
 mod tui;
 

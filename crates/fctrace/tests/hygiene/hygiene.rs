@@ -1001,12 +1001,13 @@ mod agent_layers {
 
     /// The crates' layers, bottom first: a crate depends only on crates of
     /// layers below its own. The trace format, the option syntax, Perfetto's
-    /// messages; the symbol reader; the agent, the recorder and the
-    /// analysis (independent of each other); the command line on top, with
-    /// the integration tests' helpers.
-    const CRATE_LAYERS: [&[&str]; 4] = [
+    /// messages; the symbol reader; read-time naming from debug files; the
+    /// agent, the recorder and the analysis (independent of each other); the
+    /// command line on top, with the integration tests' helpers.
+    const CRATE_LAYERS: [&[&str]; 5] = [
         &["fctrace-format", "fctrace-options", "fctrace-perfetto"],
         &["fctrace-symbols"],
+        &["fctrace-debuginfo"],
         &["fctrace-agent", "fctrace-record", "fctrace-analysis"],
         &["fctrace", "fctrace-testkit"],
     ];
