@@ -9,8 +9,12 @@
 //!   tasks/<tid>-<n>.dat  a later task with the same tid (exec, tid reuse)
 //! ```
 //!
+//! `fctrace archive` packs it into one file ([`archive`]), which
+//! [`Trace::open`] reads as well.
+//!
 //! docs/format.md describes every byte, for writing another reader.
 
+pub mod archive;
 mod clock;
 mod codec;
 mod decoded;

@@ -1,11 +1,12 @@
 //! The integration tests of one area of fctrace, in one test binary:
-//! Reading a trace: replay (`--last`), info on damaged traces, report,
+//! Reading a trace: archives of one, replay (`--last`), info on damaged traces, report,
 //! graph, diff, flame graphs, Parquet, Chrome and Perfetto exports, the TUI,
 //! the terminal.
 //!
 //! Each file is a module (`cargo test --test analysis FILE::` runs one); the
 //! shared helpers are the `fctrace-testkit` crate.
 
+mod archive;
 mod damaged;
 mod dump_chrome;
 mod dump_perfetto;
