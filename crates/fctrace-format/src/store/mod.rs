@@ -9,8 +9,8 @@
 //!   tasks/<tid>-<n>.dat  a later task with the same tid (exec, tid reuse)
 //! ```
 //!
-//! `fctrace archive` packs it into one file ([`archive`]), which
-//! [`Trace::open`] reads as well.
+//! `fctrace archive` packs it into one file ([`pack`]), which
+//! [`Trace::open`] reads as well ([`archive`]).
 //!
 //! docs/format.md describes every byte, for writing another reader.
 
@@ -22,6 +22,7 @@ mod error;
 mod info;
 pub mod kernel;
 mod layout;
+pub mod pack;
 mod reader;
 mod ring;
 mod trace_info;

@@ -1,10 +1,10 @@
 //! `fctrace archive`: packs a trace directory into one file to send
-//! (fctrace_format's `store::archive`), and the clean-up of an archive's
+//! (fctrace_format's `store::pack`), and the clean-up of an archive's
 //! temporary files when a signal ends a command that reads or writes one.
 
 use super::info::human_bytes;
 use crate::cli::ArchiveArgs;
-use fctrace_format::store::archive;
+use fctrace_format::store::{archive, pack};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::path::Path;
 use std::process::ExitCode;
@@ -12,10 +12,10 @@ use std::process::ExitCode;
 pub fn run(args: ArchiveArgs) -> anyhow::Result<ExitCode> {
     let out = match args.output {
         Some(out) => out,
-        None => archive::default_output(&args.dir)?,
+        None => pack::default_output(&args.dir)?,
     };
     clean_up_on_signals();
-    let packed = archive::pack(&args.dir, &out, args.force)?;
+    let packed = pack::pack(&args.dir, &out, args.force)?;
     for path in &packed.skipped {
         eprintln!(
             "fctrace: warning: {} left out: not a regular file or directory",
