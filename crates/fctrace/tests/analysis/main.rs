@@ -1,5 +1,5 @@
 //! The integration tests of one area of fctrace, in one test binary:
-//! Reading a trace: archives of one, replay (`--last`), info on damaged traces, report,
+//! Reading a trace: replay (`--last`), info on damaged traces, report,
 //! graph, diff, flame graphs, Parquet, Chrome and Perfetto exports, the TUI,
 //! the terminal.
 //!
