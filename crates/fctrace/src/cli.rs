@@ -64,9 +64,12 @@ pub enum Command {
     Flamegraph(FlamegraphArgs),
     /// Browse a recorded trace interactively: call graph, report, tasks
     Tui(TuiArgs),
-    /// Pack a trace directory into one file to send (a tar compressed
-    /// with zstd, 0600), e.g. `fctrace archive -d run1.data`; every command
-    /// reads it with `-d FILE`, `tar --zstd -xf FILE` unpacks it
+    /// Pack a trace into one file to send, which every command reads with `-d FILE`
+    ///
+    /// The file (DIR.tar.zst unless -o says otherwise) is a tar of the
+    /// trace directory compressed with zstd, private (0600), which `tar
+    /// --zstd -xf FILE` unpacks too, e.g. `fctrace archive -d run1.data`,
+    /// then on another machine `fctrace replay -d run1.data.tar.zst`
     Archive(ArchiveArgs),
     /// Ask a running `fctrace record --ring` to write a snapshot of the
     /// recent history now (as SIGUSR2 to it does), e.g. `fctrace snapshot -d DIR`
