@@ -172,13 +172,7 @@ fn extract(
                 if let Some(parent) = dest.parent() {
                     make_dir(parent)?;
                 }
-                let mut out = BufWriter::new(create_private(&dest)?);
-                io::copy(&mut entry, &mut out).map_err(|e| match e.kind() {
-                    io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidData => damaged(e),
-                    _ => StoreError::io("cannot write", &dest, e),
-                })?;
-                out.flush()
-                    .map_err(|e| StoreError::io("cannot write", &dest, e))?;
+                copy_entry(&mut entry, &dest, &damaged)?;
             }
             other => {
                 return Err(bad(format!(
@@ -192,6 +186,37 @@ fn extract(
     // The end of the zstd stream: a truncated one fails here.
     io::copy(&mut archive.into_inner(), &mut io::sink()).map_err(damaged)?;
     top.ok_or_else(|| bad("it is empty".to_string()))
+}
+
+/// Copies an entry's bytes into the new private file `dest`: a read
+/// error is the archive's (`damaged`), a write error the temporary
+/// directory's.
+fn copy_entry(
+    entry: &mut impl Read,
+    dest: &Path,
+    damaged: &dyn Fn(io::Error) -> StoreError,
+) -> Result<(), StoreError> {
+    let written = |e: io::Error| match e.kind() {
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => StoreError::Archive {
+            path: dest.to_path_buf(),
+            reason: format!(
+                "cannot unpack the archive here ({e}): set TMPDIR to a directory with more room"
+            ),
+        },
+        _ => StoreError::io("cannot write", dest, e),
+    };
+    let mut out = BufWriter::new(create_private(dest)?);
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match entry.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(damaged(e)),
+        };
+        out.write_all(&buf[..n]).map_err(written)?;
+    }
+    out.flush().map_err(written)
 }
 
 /// Creates `dir` and its missing parents, 0700.

@@ -406,7 +406,7 @@ impl Drop for SmallDisk {
 }
 
 #[test]
-fn archive_on_a_full_disk_fails_and_leaves_no_file() {
+fn a_full_disk_fails_packing_and_unpacking_and_leaves_no_file() {
     let exe = c_program("graph.c", "-O0", &["-O0"]);
     // With -l, the C library's symbol table too: more than the disk holds.
     let rec = record(&exe, &["10"], &["-l"]);
@@ -424,6 +424,32 @@ fn archive_on_a_full_disk_fails_and_leaves_no_file() {
             "cannot write {}: No space left on device",
             out.display()
         )),
+        "{}",
+        r.describe()
+    );
+    assert_eq!(
+        entries_of(&disk.path),
+        Vec::<String>::new(),
+        "nothing left on the disk"
+    );
+
+    // Read with the full disk as TMPDIR: the archive cannot be unpacked.
+    let work = scratch("archive-full-read");
+    let packed = work.path.join("t.tar.zst");
+    let r = archive(&[
+        OsStr::new("-d"),
+        rec.dir.path.as_os_str(),
+        OsStr::new("-o"),
+        packed.as_os_str(),
+    ]);
+    assert!(r.success(), "{}", r.describe());
+    let r = read(&packed, &["replay"], &disk.path);
+    assert_eq!(r.code(), Some(1), "{}", r.describe());
+    assert!(
+        r.stderr
+            .contains("cannot unpack the archive here (No space left on device")
+            && r.stderr
+                .contains("set TMPDIR to a directory with more room"),
         "{}",
         r.describe()
     );
