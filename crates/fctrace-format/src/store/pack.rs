@@ -90,21 +90,26 @@ pub fn pack(dir: &Path, out: &Path, replace: bool) -> Result<Packed, StoreError>
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
         .tempfile_in(parent)
         .map_err(|e| StoreError::io("cannot create", out, e))?;
-    pending().push(tmp.path().to_path_buf());
-    let written = write_archive(tmp.as_file(), dir, &top, &entries, out);
-    forget(tmp.path());
-    let (files, trace_bytes) = written?;
-    let archive_bytes = tmp
-        .as_file()
-        .metadata()
-        .map_err(|e| StoreError::io("cannot write", out, e))?
-        .len();
-    let persisted = if replace {
-        tmp.persist(out)
-    } else {
-        tmp.persist_noclobber(out)
-    };
-    persisted.map_err(|e| match e.error.kind() {
+    // Removed by a signal's handler until renamed; by `tmp`'s drop on an
+    // error.
+    let tmp_path = tmp.path().to_path_buf();
+    pending().push(tmp_path.clone());
+    let written = write_archive(tmp.as_file(), dir, &top, &entries, out).and_then(|counts| {
+        let len = tmp.as_file().metadata().map(|m| m.len());
+        len.map(|len| (counts, len))
+            .map_err(|e| StoreError::io("cannot write", out, e))
+    });
+    let persisted = written.map(|counts| {
+        let renamed = if replace {
+            tmp.persist(out)
+        } else {
+            tmp.persist_noclobber(out)
+        };
+        (counts, renamed)
+    });
+    forget(&tmp_path);
+    let (((files, trace_bytes), archive_bytes), renamed) = persisted?;
+    renamed.map_err(|e| match e.error.kind() {
         io::ErrorKind::AlreadyExists => StoreError::Archive {
             path: out.to_path_buf(),
             reason: "it exists: --force replaces it".to_string(),
