@@ -64,6 +64,13 @@ pub enum Command {
     Flamegraph(FlamegraphArgs),
     /// Browse a recorded trace interactively: call graph, report, tasks
     Tui(TuiArgs),
+    /// Pack a trace into one file to send, which every command reads with `-d FILE`
+    ///
+    /// The file (DIR.tar.zst unless -o says otherwise) is a tar of the
+    /// trace directory compressed with zstd, private (0600), which `tar
+    /// --zstd -xf FILE` unpacks too, e.g. `fctrace archive -d run1.data`,
+    /// then on another machine `fctrace replay -d run1.data.tar.zst`
+    Archive(ArchiveArgs),
     /// Ask a running `fctrace record --ring` to write a snapshot of the
     /// recent history now (as SIGUSR2 to it does), e.g. `fctrace snapshot -d DIR`
     Snapshot(SnapshotArgs),
@@ -542,6 +549,20 @@ pub struct RingArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct ArchiveArgs {
+    /// Trace directory to pack, e.g. `-d /tmp/run1.data`
+    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+    /// The archive to write (default: DIR.tar.zst next to DIR), e.g.
+    /// `-o bug1234.tar.zst`
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace FILE if it exists (without it, an existing FILE is refused)
+    #[arg(long = "force")]
+    pub force: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct SnapshotArgs {
     /// Trace directory of the running `record --ring`, e.g. `-d /tmp/run1.data`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
@@ -592,7 +613,8 @@ impl RunArgs {
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
-    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    /// Trace directory to read, or an archive of one (`fctrace
+    /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
     #[command(flatten)]
@@ -631,7 +653,8 @@ pub enum Format {
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    /// Trace directory to read, or an archive of one (`fctrace
+    /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
     /// Sort by total time, self time or number of calls, e.g. `-s self`
@@ -640,9 +663,10 @@ pub struct ReportArgs {
     /// Output format, e.g. `--format json`
     #[arg(long = "format", value_enum, default_value = "text")]
     pub format: Format,
-    /// Compare with the trace in OTHER_DIR: per function, calls and times
-    /// in both and their differences (OTHER minus this one), the largest
-    /// change first, e.g. `report -d fast.data --diff slow.data`
+    /// Compare with the trace in OTHER_DIR (or an archive of one): per
+    /// function, calls and times in both and their differences (OTHER
+    /// minus this one), the largest change first, e.g. `report -d
+    /// fast.data --diff slow.data`
     #[arg(long = "diff", value_name = "OTHER_DIR")]
     pub diff: Option<PathBuf>,
     /// With --diff: POLICY[,POLICY...]: `abs` (sort by the size of the
@@ -677,7 +701,8 @@ pub enum GraphFormat {
 
 #[derive(Args, Debug)]
 pub struct GraphArgs {
-    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    /// Trace directory to read, or an archive of one (`fctrace
+    /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
     /// Show the chains of callers that reached FUNC (its backtraces) and
@@ -729,7 +754,8 @@ pub struct DumpFormat {
 
 #[derive(Args, Debug)]
 pub struct DumpArgs {
-    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    /// Trace directory to read, or an archive of one (`fctrace
+    /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
     #[command(flatten)]
@@ -750,7 +776,8 @@ pub struct DumpArgs {
 
 #[derive(Args, Debug)]
 pub struct InfoArgs {
-    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    /// Trace directory to read, or an archive of one (`fctrace
+    /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
     #[command(flatten)]
@@ -761,7 +788,8 @@ pub struct InfoArgs {
 
 #[derive(Args, Debug)]
 pub struct TuiArgs {
-    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    /// Trace directory to read, or an archive of one (`fctrace
+    /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
     /// Build the TUI's model, print its size and load time, and exit
@@ -776,7 +804,8 @@ pub struct TuiArgs {
 
 #[derive(Args, Debug)]
 pub struct FlamegraphArgs {
-    /// Trace directory to read, e.g. `-d /tmp/run1.data`
+    /// Trace directory to read, or an archive of one (`fctrace
+    /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
     /// The SVG file to write, e.g. `-o flame.svg`

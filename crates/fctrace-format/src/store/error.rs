@@ -40,6 +40,8 @@ pub enum StoreError {
     },
     /// `Trace::events` for a tid the trace does not have.
     NoSuchTask { dir: PathBuf, tid: u32 },
+    /// An archive (`fctrace archive`) that cannot be written or read.
+    Archive { path: PathBuf, reason: String },
 }
 
 impl StoreError {
@@ -101,6 +103,7 @@ impl fmt::Display for StoreError {
             StoreError::NoSuchTask { dir, tid } => {
                 write!(f, "the trace at {} has no task {tid}", dir.display())
             }
+            StoreError::Archive { path, reason } => write!(f, "{}: {reason}", path.display()),
         }
     }
 }

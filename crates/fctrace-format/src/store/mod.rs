@@ -9,8 +9,12 @@
 //!   tasks/<tid>-<n>.dat  a later task with the same tid (exec, tid reuse)
 //! ```
 //!
+//! `fctrace archive` packs it into one file ([`pack`]), which
+//! [`Trace::open`] reads as well ([`archive`]).
+//!
 //! docs/format.md describes every byte, for writing another reader.
 
+pub mod archive;
 mod clock;
 mod codec;
 mod decoded;
@@ -18,6 +22,7 @@ mod error;
 mod info;
 pub mod kernel;
 mod layout;
+pub mod pack;
 mod reader;
 mod ring;
 mod trace_info;

@@ -1,5 +1,6 @@
 //! [`Trace`]: opens a trace directory and streams the events of its tasks.
 
+use super::archive::{self, Unpacked};
 use super::clock::ClockMap;
 use super::codec::{
     self, ChunkDecoder, ChunkHeader, CHUNK_HEADER_LEN, CODEC_ZSTD, FILE_HEADER_LEN,
@@ -23,6 +24,9 @@ use std::thread::{self, JoinHandle};
 /// read on demand with [`Trace::events`].
 #[derive(Debug)]
 pub struct Trace {
+    /// The trace directory the files are read from (for an archive, the
+    /// temporary directory it was unpacked into: [`Trace::shown`] names
+    /// the archive).
     pub dir: PathBuf,
     pub info: TraceInfo,
     /// Symbol tables by session id. A session whose table is missing or
@@ -33,12 +37,47 @@ pub struct Trace {
     /// (unreadable symbol tables, ...), one sentence each.
     pub load_warnings: Vec<String>,
     clock: ClockMap,
+    /// The archive the trace was unpacked from, kept (and its temporary
+    /// directory with it) as long as the trace is.
+    archive: Option<(PathBuf, Unpacked)>,
 }
 
 impl Trace {
+    /// Opens the trace at `path`: a trace directory ([`Trace::open_dir`]),
+    /// or an archive of one (`fctrace archive`, recognised by its first
+    /// bytes), unpacked into a private temporary directory first.
+    pub fn open(path: &Path) -> Result<Trace, StoreError> {
+        if !fs::metadata(path).is_ok_and(|m| m.is_file()) || !archive::is_archive(path) {
+            return Self::open_dir(path);
+        }
+        let unpacked = archive::unpack(path)?;
+        let not_a_trace = |reason: &str| StoreError::Archive {
+            path: path.to_path_buf(),
+            reason: format!("it does not hold an fctrace trace: {reason}"),
+        };
+        if !unpacked.trace_dir.is_dir() {
+            return Err(not_a_trace("it holds a file, not a trace directory"));
+        }
+        let mut trace = Self::open_dir(&unpacked.trace_dir).map_err(|e| match e {
+            StoreError::NotATrace { reason, .. } => not_a_trace(&reason),
+            e => e,
+        })?;
+        trace.archive = Some((path.to_path_buf(), unpacked));
+        Ok(trace)
+    }
+
+    /// Where the trace was read from, for the user: the archive, or the
+    /// trace directory.
+    pub fn shown(&self) -> &Path {
+        match &self.archive {
+            Some((path, _)) => path,
+            None => &self.dir,
+        }
+    }
+
     /// Opens the trace directory `dir`: reads info.json and every
     /// `sessions/*.sym`.
-    pub fn open(dir: &Path) -> Result<Trace, StoreError> {
+    pub fn open_dir(dir: &Path) -> Result<Trace, StoreError> {
         match fs::metadata(dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(StoreError::NoTrace {
@@ -49,7 +88,9 @@ impl Trace {
             Ok(meta) if !meta.is_dir() => {
                 return Err(StoreError::NotATrace {
                     dir: dir.to_path_buf(),
-                    reason: "it is not a directory".to_string(),
+                    reason: "it is neither a trace directory nor an archive of one \
+                             (`fctrace archive`)"
+                        .to_string(),
                 })
             }
             Ok(_) => {}
@@ -166,6 +207,7 @@ impl Trace {
             sessions,
             load_warnings,
             clock,
+            archive: None,
         })
     }
 

@@ -514,7 +514,11 @@ fn open_errors_are_clear() {
     let file = tmp.path().join("file");
     fs::write(&file, "x").unwrap();
     let err = Trace::open(&file).unwrap_err();
-    assert!(err.to_string().contains("not a directory"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("neither a trace directory nor an archive"),
+        "{err}"
+    );
 
     let dir = tmp.path().join("t");
     let w = TraceWriter::create(&dir).unwrap();

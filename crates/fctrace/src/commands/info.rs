@@ -35,7 +35,7 @@ pub fn run(args: InfoArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
             "the events of {n} task{} of {} are damaged (see \"Damaged events\"); replay \
              and report show what can be read",
             if n == 1 { "" } else { "s" },
-            trace.dir.display()
+            trace.shown().display()
         ),
     }
 }
@@ -73,7 +73,7 @@ pub fn write_info(out: &mut dyn Write, trace: &Trace) -> anyhow::Result<()> {
     writeln!(
         out,
         "Trace:          {} (format {}, recorded by fctrace {})",
-        trace.dir.display(),
+        trace.shown().display(),
         info.format_version,
         info.fctrace_version
     )?;
@@ -326,7 +326,7 @@ fn exit_text(exit: Option<ExitStatus>) -> String {
     }
 }
 
-fn human_bytes(n: u64) -> String {
+pub(super) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
     if n < 1024 {
         return format!("{n} B");

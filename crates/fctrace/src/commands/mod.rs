@@ -1,6 +1,7 @@
 //! One module per subcommand, and what those that read a trace share
 //! ([`output`]: where their output goes, how they end).
 
+mod archive;
 mod dump;
 mod flamegraph;
 mod graph;
@@ -25,6 +26,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         page: cli.command.as_ref().is_some_and(pages),
         args: cli.terminal,
     };
+    if let Some(command) = &cli.command {
+        archive::clean_up_if_archive(&read_paths(command));
+    }
     match cli.command {
         Some(Command::Record(args)) => record::run(args),
         Some(Command::Replay(args)) => replay::run(args, terminal),
@@ -34,6 +38,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Flamegraph(args)) => flamegraph::run(args),
         Some(Command::Info(args)) => info::run(args, terminal),
         Some(Command::Tui(args)) => tui::run(args),
+        Some(Command::Archive(args)) => archive::run(args),
         Some(Command::Snapshot(args)) => snapshot::run(args),
         Some(Command::Completions(args)) => manual::completions(args),
         Some(Command::Man(args)) => manual::man(args),
@@ -50,11 +55,31 @@ fn pages(command: &Command) -> bool {
     match command {
         Command::Replay(_) | Command::Report(_) | Command::Graph(_) | Command::Info(_) => true,
         Command::Record(_)
+        | Command::Archive(_)
         | Command::Snapshot(_)
         | Command::Dump(_)
         | Command::Flamegraph(_)
         | Command::Tui(_)
         | Command::Completions(_)
         | Command::Man(_) => false,
+    }
+}
+
+/// The traces a command reads (`-d`, `--diff`), which may be archives.
+/// Not the TUI's: it ends by itself on those signals, restoring the
+/// terminal, and its trace's temporary directory goes with it.
+fn read_paths(command: &Command) -> Vec<&std::path::Path> {
+    match command {
+        Command::Replay(a) => vec![&a.dir],
+        Command::Report(a) => [Some(&a.dir), a.diff.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|p| p.as_path())
+            .collect(),
+        Command::Graph(a) => vec![&a.dir],
+        Command::Info(a) => vec![&a.dir],
+        Command::Dump(a) => vec![&a.dir],
+        Command::Flamegraph(a) => vec![&a.dir],
+        _ => Vec::new(),
     }
 }

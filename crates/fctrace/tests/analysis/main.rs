@@ -6,6 +6,7 @@
 //! Each file is a module (`cargo test --test analysis FILE::` runs one); the
 //! shared helpers are the `fctrace-testkit` crate.
 
+mod archive;
 mod damaged;
 mod dump_chrome;
 mod dump_perfetto;

@@ -482,6 +482,45 @@ fn ctrl_c_in_the_pager_leaves_fctrace_waiting_for_it() {
     assert!(!seen.contains("fctrace:"), "{seen}");
 }
 
+/// The same through an archive (`fctrace archive`): Ctrl-C in the pager
+/// leaves fctrace waiting, and its temporary directory goes when `q`
+/// ends it.
+#[test]
+fn ctrl_c_in_the_pager_on_an_archive_leaves_no_temporary_directory() {
+    let rec = long_recording();
+    let work = scratch("pager-archive");
+    let packed = work.path.join("t.tar.zst");
+    let r = fctrace(&[
+        std::ffi::OsStr::new("archive"),
+        std::ffi::OsStr::new("-d"),
+        rec.dir.path.as_os_str(),
+        std::ffi::OsStr::new("-o"),
+        packed.as_os_str(),
+    ]);
+    assert!(r.success(), "{}", r.describe());
+    let tmp = scratch("pager-archive-tmp");
+    let tmpdir = tmp.path.to_str().unwrap();
+    let line = shell_line(&["replay", "-d", packed.to_str().unwrap()]);
+    let mut s = Session::start(script_command(&line, &[("TMPDIR", tmpdir)]));
+    s.wait_for("| main() {");
+    assert_eq!(
+        std::fs::read_dir(&tmp.path).unwrap().count(),
+        1,
+        "the archive unpacked"
+    );
+    let before = s.seen.len();
+    s.type_keys(b"\x03");
+    s.wait_for_after(before, "\x07");
+    let (status, seen) = s.type_until_end(b"q");
+    assert!(status.success(), "{status}\n{seen}");
+    assert!(!seen.contains("fctrace:"), "{seen}");
+    assert_eq!(
+        std::fs::read_dir(&tmp.path).unwrap().count(),
+        0,
+        "temporary files left"
+    );
+}
+
 #[test]
 fn output_file_keeps_the_tree_apart_from_the_programs_output() {
     let exe = terminal_program();
