@@ -224,4 +224,42 @@ fn debuginfod_over_https() {
     );
     assert_eq!(rogue_requests.load(Ordering::SeqCst), 0);
     assert_eq!(std::fs::read_dir(other_cache.path()).unwrap().count(), 0);
+
+    // The CA in a directory of SSL_CERT_DIR (hashed as `openssl rehash`
+    // and update-ca-certificates leave it): trusted too.
+    let dir = certs.path().join("cert-dir");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(&ca, dir.join("company-ca.pem")).unwrap();
+    openssl(certs.path(), &["rehash", dir.to_str().unwrap()]);
+    std::env::remove_var("SSL_CERT_FILE");
+    std::env::set_var("SSL_CERT_DIR", &dir);
+    let by_dir = |cache: &Path| {
+        Finder::new(config(
+            vec![],
+            Path::new("/nonexistent"),
+            vec![url.clone()],
+            cache,
+        ))
+    };
+    let third_cache = tempfile::tempdir().unwrap();
+    let found = b.names_through(&mut by_dir(third_cache.path()));
+    assert_eq!(found.source, Source::Debuginfod(url.clone()));
+    assert_eq!(requests.load(Ordering::SeqCst), 2);
+
+    // No CA certificate at all: one note saying where they are looked for.
+    let empty = certs.path().join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    std::env::remove_var("SSL_CERT_DIR");
+    std::env::set_var("SSL_CERT_FILE", &empty);
+    let fourth_cache = tempfile::tempdir().unwrap();
+    let mut finder = by_dir(fourth_cache.path());
+    not_found(&b, &mut finder);
+    let notes = finder.take_notes();
+    assert_eq!(notes.len(), 1, "{notes:#?}");
+    assert!(
+        notes[0].contains("no trusted CA certificate found")
+            && notes[0].contains("apt-get install ca-certificates"),
+        "{notes:#?}"
+    );
+    assert_eq!(requests.load(Ordering::SeqCst), 2);
 }
