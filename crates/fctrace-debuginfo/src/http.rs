@@ -11,7 +11,7 @@
 //! machine without a CA store gets a note saying where to put one.
 //!
 //! Cost (measured on fctrace's stripped release binary): ureq 2, rustls,
-//! ring and rustls-native-certs add 1.98 MB (12.57 to 14.54 MB), 21
+//! ring and rustls-native-certs add 1.83 MB (12.57 to 14.39 MB), 18
 //! crates built on Linux and ring's C/asm build step; the hand-written
 //! HTTP/1.1 client they replace had no TLS. Why ureq 2 rather than 3:
 //! its read time-out bounds each read, as `DEBUGINFOD_TIMEOUT` asks
@@ -68,7 +68,7 @@ impl Client {
             .user_agent("fctrace");
         let no_trust = match tls {
             Ok(config) => {
-                builder = builder.tls_config(Arc::new(config));
+                builder = builder.tls_connector(Arc::new(Tls(Arc::new(config))));
                 no_trust
             }
             Err(e) => Some(format!("TLS cannot be set up: {e}")),
@@ -103,6 +103,55 @@ impl Client {
     /// A read error of a body, as a phrase.
     pub fn read_error(&self, e: &std::io::Error) -> String {
         io_phrase(e, self.timeout)
+    }
+}
+
+/// TLS for ureq (its own, with a built-in root list, is not compiled in):
+/// rustls over the connection ureq opened.
+struct Tls(Arc<rustls::ClientConfig>);
+
+impl ureq::TlsConnector for Tls {
+    fn connect(
+        &self,
+        dns_name: &str,
+        mut io: Box<dyn ureq::ReadWrite>,
+    ) -> Result<Box<dyn ureq::ReadWrite>, ureq::Error> {
+        let host = dns_name.trim_start_matches('[').trim_end_matches(']');
+        let name = rustls::pki_types::ServerName::try_from(host.to_string())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let mut conn = rustls::ClientConnection::new(self.0.clone(), name)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        // The handshake now: a refused certificate is the connection's
+        // error, not the first read's.
+        while conn.is_handshaking() {
+            conn.complete_io(&mut io)?;
+        }
+        Ok(Box::new(TlsStream(rustls::StreamOwned::new(conn, io))))
+    }
+}
+
+/// A TLS connection as ureq reads and writes it.
+#[derive(Debug)]
+struct TlsStream(rustls::StreamOwned<rustls::ClientConnection, Box<dyn ureq::ReadWrite>>);
+
+impl Read for TlsStream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl std::io::Write for TlsStream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl ureq::ReadWrite for TlsStream {
+    fn socket(&self) -> Option<&std::net::TcpStream> {
+        self.0.sock.socket()
     }
 }
 
