@@ -4,236 +4,15 @@
 //! checked against `nm` on the unstripped build; wrong files refused;
 //! unreachable servers noted once, within the time-out.
 
-use fctrace_debuginfo::debuginfod::Settings;
-use fctrace_debuginfo::{name_symtab, Config, Finder, Found, Origin, Source};
-use fctrace_format::symtab::{
-    unnamed_function_name, FuncKind, FuncStatus, Function, Module, SymTab,
-};
-use std::collections::BTreeMap;
+mod common;
+
+use common::{build, config, not_found, offline};
+use fctrace_debuginfo::{name_symtab, Finder, Found, Source};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-
-const SOURCE: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-__attribute__((noinline)) static int square(int x) { return x * x + (x & 1); }
-__attribute__((noinline)) int sum_squares(int n) { int s = 0; for (int i = 0; i < n; i++) s += square(i); return s; }
-__attribute__((noinline)) static long fold(const char *s) { long h = 7; while (*s) h = h * 31 + *s++; return h; }
-int main(int argc, char **argv) { printf("%d %ld\n", sum_squares(argc + 3), fold(argv[0])); return 0; }
-"#;
-
-#[track_caller]
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd:?}: {e} (apt-get install gcc binutils)"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// A program built -O2 -g with a build-id of its own, stripped, its debug
-/// kept apart, and linked to it.
-struct Built {
-    _dir: tempfile::TempDir,
-    dir: PathBuf,
-    /// The stripped program, with a `.gnu_debuglink` to `prog.debug`.
-    stripped: PathBuf,
-    debug: PathBuf,
-    build_id: String,
-    crc: u32,
-    /// nm's function symbols of the unstripped build: address -> names.
-    functions: BTreeMap<u64, Vec<String>>,
-}
-
-fn build(with_build_id: bool) -> Built {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().to_path_buf();
-    std::fs::write(dir.join("prog.c"), SOURCE).unwrap();
-    // A build-id no other test (or run) has: the time and pid in it.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let id = format!("{:032x}{:08x}", nanos, std::process::id());
-    let id_flag = if with_build_id {
-        format!("-Wl,--build-id=0x{id}")
-    } else {
-        "-Wl,--build-id=none".to_string()
-    };
-    let full = dir.join("prog.full");
-    run(Command::new("gcc")
-        .args(["-O2", "-g", &id_flag, "-o"])
-        .arg(&full)
-        .arg(dir.join("prog.c")));
-    run(Command::new("objcopy")
-        .arg("--only-keep-debug")
-        .arg(&full)
-        .arg(dir.join("prog.debug")));
-    let bare = dir.join("prog.bare");
-    run(Command::new("strip")
-        .arg("--strip-all")
-        .arg("-o")
-        .arg(&bare)
-        .arg(&full));
-    let stripped = dir.join("prog");
-    run(Command::new("objcopy")
-        .arg("--add-gnu-debuglink=prog.debug")
-        .arg(&bare)
-        .arg(&stripped)
-        .current_dir(&dir));
-    // Kept apart: not next to the program, where its debug link would
-    // find it (the tests put it where they look).
-    std::fs::create_dir(dir.join("kept")).unwrap();
-    let debug = dir.join("kept").join("prog.debug");
-    std::fs::rename(dir.join("prog.debug"), &debug).unwrap();
-    let nm = run(Command::new("nm").arg("--defined-only").arg(&full));
-    let mut functions: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-    for line in nm.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() == 3 && (f[1] == "T" || f[1] == "t") {
-            let addr = u64::from_str_radix(f[0], 16).unwrap();
-            functions.entry(addr).or_default().push(f[2].to_string());
-        }
-    }
-    assert!(run(Command::new("nm")
-        .arg(&stripped)
-        .stderr(std::process::Stdio::null()))
-    .is_empty());
-    // The CRC the debug link holds, as readelf shows it.
-    let dump = run(Command::new("readelf")
-        .args(["-x", ".gnu_debuglink"])
-        .arg(&stripped));
-    let words: Vec<&str> = dump
-        .lines()
-        .filter(|l| l.trim_start().starts_with("0x"))
-        .flat_map(|l| l.split_whitespace().skip(1).take(4))
-        .collect();
-    let bytes: Vec<u8> = words
-        .concat()
-        .as_bytes()
-        .chunks(2)
-        .map(|c| u8::from_str_radix(std::str::from_utf8(c).unwrap(), 16).unwrap())
-        .collect();
-    let crc = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
-    Built {
-        _dir: tmp,
-        dir,
-        stripped,
-        debug,
-        build_id: if with_build_id { id } else { String::new() },
-        crc,
-        functions,
-    }
-}
-
-impl Built {
-    fn module(&self) -> Module {
-        Module {
-            build_id: self.build_id.clone(),
-            debuglink: "prog.debug".into(),
-            debuglink_crc: self.crc,
-            ..Module::new(0, 0x5555_0000_0000, self.stripped.to_str().unwrap())
-        }
-    }
-
-    /// The symbol table the agent writes for the stripped program: its
-    /// functions by module-and-offset name.
-    fn symtab(&self) -> SymTab {
-        let path = self.stripped.to_str().unwrap();
-        SymTab {
-            session: 0,
-            pid: 1,
-            exe: path.into(),
-            modules: vec![self.module()],
-            functions: self
-                .functions
-                .keys()
-                .enumerate()
-                .map(|(i, &addr)| Function {
-                    id: i as u32,
-                    module: 0,
-                    addr,
-                    size: 1,
-                    kind: FuncKind::Function,
-                    status: FuncStatus::Traced,
-                    name: unnamed_function_name(path, addr),
-                })
-                .collect(),
-        }
-    }
-
-    /// Names the stripped program's table and checks every function got
-    /// one of nm's names for its address; returns where the file was.
-    #[track_caller]
-    fn names_through(&self, finder: &mut Finder) -> Found {
-        let mut table = self.symtab();
-        let origins = name_symtab(&mut table, finder);
-        let Origin::DebugFile {
-            found,
-            named,
-            unnamed,
-        } = &origins[0].origin
-        else {
-            panic!("no debug file found: {origins:?}");
-        };
-        assert_eq!(
-            (*named, *unnamed),
-            (self.functions.len(), self.functions.len())
-        );
-        for f in &table.functions {
-            assert!(self.functions[&f.addr].contains(&f.name), "{f:?}");
-        }
-        let names: Vec<&str> = table.functions.iter().map(|f| f.name.as_str()).collect();
-        for want in ["main", "sum_squares", "square", "fold"] {
-            assert!(
-                names.iter().any(|n| n.starts_with(want)),
-                "{want} in {names:?}"
-            );
-        }
-        found.clone()
-    }
-}
-
-fn config(dirs: Vec<PathBuf>, root: &Path, servers: Vec<String>, cache: &Path) -> Config {
-    Config {
-        debug_dirs: dirs,
-        standard_root: root.to_path_buf(),
-        debuginfod: Settings {
-            servers,
-            cache: cache.to_path_buf(),
-            timeout: Duration::from_secs(1),
-        },
-    }
-}
-
-fn offline(dirs: Vec<PathBuf>) -> Finder {
-    Finder::new(config(
-        dirs,
-        Path::new("/nonexistent"),
-        vec![],
-        Path::new("/nonexistent"),
-    ))
-}
-
-#[track_caller]
-fn not_found(b: &Built, finder: &mut Finder) {
-    let mut table = b.symtab();
-    let origins = name_symtab(&mut table, finder);
-    assert_eq!(
-        origins[0].origin,
-        Origin::NotFound {
-            unnamed: b.functions.len()
-        }
-    );
-    assert_eq!(table, b.symtab());
-}
 
 #[test]
 fn debug_dir_by_build_id_link_name_and_any_name() {
@@ -535,11 +314,8 @@ fn unreachable_and_lying_servers() {
     let cache = tempfile::tempdir().unwrap();
     let silent = fake_server(None);
     let liar = fake_server(Some(std::fs::read(&other.debug).unwrap()));
-    let servers = vec![
-        silent.clone(),
-        "https://debuginfod.example".into(),
-        liar.clone(),
-    ];
+    let closed = format!("https://127.0.0.1:{}", free_port());
+    let servers = vec![silent.clone(), closed.clone(), liar.clone()];
     let mut finder = Finder::new(config(
         vec![],
         Path::new("/nonexistent"),
@@ -565,7 +341,10 @@ fn unreachable_and_lying_servers() {
         notes[0].contains(&silent) && notes[0].contains("no answer within 1 s"),
         "{notes:#?}"
     );
-    assert!(notes[1].contains("https is not supported"), "{notes:#?}");
+    assert!(
+        notes[1].contains(&closed) && notes[1].contains("refused"),
+        "{notes:#?}"
+    );
     assert!(
         notes[2].contains(&liar) && notes[2].contains("does not carry it"),
         "{notes:#?}"
@@ -575,4 +354,128 @@ fn unreachable_and_lying_servers() {
         "{notes:#?}"
     );
     assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 0);
+}
+
+/// A plain HTTP server counting the requests it gets: 404 to each until
+/// it is given a body to send.
+struct Counting {
+    url: String,
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    body: std::sync::Arc<std::sync::Mutex<Option<Vec<u8>>>>,
+}
+
+impl Counting {
+    fn start() -> Counting {
+        use std::sync::{atomic::Ordering, Arc, Mutex};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let body: Arc<Mutex<Option<Vec<u8>>>> = Arc::new(Mutex::new(None));
+        let (count, served) = (requests.clone(), body.clone());
+        std::thread::spawn(move || {
+            for mut conn in listener.incoming().flatten() {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                count.fetch_add(1, Ordering::SeqCst);
+                let answer = served.lock().unwrap().clone();
+                let _ = match answer {
+                    Some(b) => write!(
+                        conn,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+                        b.len()
+                    )
+                    .and_then(|_| conn.write_all(&b)),
+                    None => conn.write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    ),
+                };
+            }
+        });
+        Counting {
+            url,
+            requests,
+            body,
+        }
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// `debuginfod-find debuginfo ID` (elfutils' client) with this server and
+/// cache: whether it found the file.
+fn elfutils_find(url: &str, cache: &Path, build_id: &str) -> bool {
+    Command::new("debuginfod-find")
+        .args(["debuginfo", build_id])
+        .env("DEBUGINFOD_URLS", url)
+        .env("DEBUGINFOD_CACHE_PATH", cache)
+        .env("DEBUGINFOD_TIMEOUT", "5")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("debuginfod-find: {e} (apt-get install debuginfod)"))
+        .success()
+}
+
+/// A build-id every server answered 404 for is kept in the cache as
+/// elfutils keeps it (an empty file of mode 000): the next reader does
+/// not ask again while it is younger than `cache_miss_s`, and elfutils'
+/// own client honours it, as fctrace honours elfutils' entries.
+#[test]
+fn negative_cache_shared_with_elfutils() {
+    use std::os::unix::fs::PermissionsExt;
+    let b = build(true);
+    let server = Counting::start();
+    let cache = tempfile::tempdir().unwrap();
+    let finder = || {
+        Finder::new(config(
+            vec![],
+            Path::new("/nonexistent"),
+            vec![server.url.clone()],
+            cache.path(),
+        ))
+    };
+    let mut first = finder();
+    not_found(&b, &mut first);
+    assert_eq!(server.requests(), 1);
+    assert_eq!(first.take_notes(), Vec::<String>::new());
+    let entry = cache.path().join(&b.build_id).join("debuginfo");
+    let meta = std::fs::metadata(&entry).unwrap();
+    assert_eq!((meta.len(), meta.permissions().mode() & 0o777), (0, 0));
+    // Another reader: not asked again, and the entry is no debug file.
+    not_found(&b, &mut finder());
+    assert_eq!(server.requests(), 1);
+    // elfutils' client does not ask either.
+    assert!(!elfutils_find(&server.url, cache.path(), &b.build_id));
+    assert_eq!(server.requests(), 1);
+
+    // cache_miss_s 0: the entry is forgotten, the server asked again; it
+    // has the file now, which replaces the entry.
+    std::fs::write(cache.path().join("cache_miss_s"), "0").unwrap();
+    *server.body.lock().unwrap() = Some(std::fs::read(&b.debug).unwrap());
+    let found = b.names_through(&mut finder());
+    assert_eq!(server.requests(), 2);
+    assert_eq!(
+        found,
+        Found {
+            path: entry.clone(),
+            source: Source::Debuginfod(server.url.clone())
+        }
+    );
+
+    // An entry elfutils' client made (another build-id, 404) is honoured.
+    std::fs::remove_file(cache.path().join("cache_miss_s")).unwrap();
+    *server.body.lock().unwrap() = None;
+    let other = build(true);
+    assert!(!elfutils_find(&server.url, cache.path(), &other.build_id));
+    assert_eq!(server.requests(), 3);
+    not_found(&other, &mut finder());
+    assert_eq!(server.requests(), 3);
 }
