@@ -177,6 +177,8 @@ struct Section<'data> {
     addr: u64,
     size: u64,
     exec: bool,
+    /// Loaded (`SHF_ALLOC`) with contents in the file.
+    alloc: bool,
     entsize: u64,
     bytes: &'data [u8],
 }
@@ -243,6 +245,8 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
         go: None,
         entry: header.e_entry(endian).into(),
         build_id: segments.build_id,
+        debuglink: debuglink(&sections, endian),
+        left_out: Vec::new(),
         functions: Vec::new(),
         plt: Vec::new(),
         got_imports: Vec::new(),
@@ -278,10 +282,27 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
     for (syms, is_symtab, map) in tables {
         symbols.add_table(syms, is_symtab, map, endian, shared, &sections);
     }
+    // Without a `.symtab`, the functions no symbol names are found from
+    // the call frame information.
+    let from_fdes = (is_x86_64 && !symbols.has_symtab).then(|| {
+        let pointers = || relocated_pointers(&table, endian, data);
+        let e = frame_entries(&mut symbols, &sections, e_type == elf::ET_EXEC, pointers);
+        info.left_out = e.left_out;
+        e.sizes
+    });
     symbols.sort_boundaries();
 
     let mut functions = symbols.candidates;
     let aliases = group_functions(&mut functions, &sections);
+    for (addr, len) in from_fdes.unwrap_or_default() {
+        if let Ok(i) = functions.binary_search_by_key(&addr, |f| f.addr) {
+            let f = &mut functions[i];
+            if f.size == 0 {
+                f.size = len;
+                f.pad_end = addr + len;
+            }
+        }
+    }
     set_pad_ends(
         &mut functions,
         &sections,
@@ -306,6 +327,100 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
         aliases,
         section_names,
     })
+}
+
+/// The FDE entries of a file without `.symtab` (see [`crate::entries`]):
+/// adds the unnamed functions to `symbols`' candidates and every FDE's
+/// start to its boundaries; returns the FDEs left out and the sizes found
+/// for named functions without one.
+fn frame_entries(
+    symbols: &mut Symbols,
+    sections: &[Section],
+    position_dependent: bool,
+    pointers: impl FnOnce() -> Vec<u64>,
+) -> crate::entries::Entries {
+    let code: Vec<crate::entries::CodeSection> = sections
+        .iter()
+        .map(|s| crate::entries::CodeSection {
+            name: &s.name,
+            addr: s.addr,
+            exec: s.exec,
+            data: s.alloc && !s.exec,
+            bytes: s.bytes,
+        })
+        .collect();
+    let mut named: Vec<(u64, u64)> = symbols
+        .candidates
+        .iter()
+        .map(|c| (c.addr, c.size))
+        .collect();
+    named.sort_unstable();
+    // One per address, the largest size.
+    named.reverse();
+    named.dedup_by_key(|n| n.0);
+    named.reverse();
+    symbols.parts.sort_unstable();
+    let mut e = crate::entries::find(&code, &named, &symbols.parts, position_dependent, pointers);
+    for &(addr, len, sec) in &e.functions {
+        symbols.boundaries[sec].push(addr);
+        symbols.candidates.push(FuncRef {
+            name: Cow::Borrowed(""),
+            addr,
+            size: len,
+            pad_end: 0,
+            section: sec as u32,
+            global: false,
+            ifunc: false,
+            rank: 3,
+        });
+    }
+    for l in &e.left_out {
+        if let Some(sec) = sections
+            .iter()
+            .position(|s| s.exec && l.addr >= s.addr && l.addr < s.end())
+        {
+            symbols.boundaries[sec].push(l.addr);
+        }
+    }
+    e.functions = Vec::new();
+    e
+}
+
+/// The addends of the file's `R_X86_64_RELATIVE`, `_64` and `IRELATIVE`
+/// relocations: addresses the loader stores somewhere.
+fn relocated_pointers<Elf: FileHeader<Endian = Endianness>>(
+    table: &SectionTable<Elf>,
+    endian: Endianness,
+    data: &[u8],
+) -> Vec<u64> {
+    let mut out = Vec::new();
+    for sh in table.iter() {
+        let Ok(Some((relas, _))) = sh.rela(endian, data) else {
+            continue;
+        };
+        for r in relas {
+            let t = r.r_type(endian, false);
+            if t == elf::R_X86_64_RELATIVE || t == elf::R_X86_64_64 || t == elf::R_X86_64_IRELATIVE
+            {
+                out.push(r.r_addend(endian).into() as u64);
+            }
+        }
+    }
+    out
+}
+
+/// The file name `.gnu_debuglink` names and its CRC.
+fn debuglink(sections: &[Section], endian: Endianness) -> Option<(String, u32)> {
+    let s = sections.iter().find(|s| &*s.name == ".gnu_debuglink")?;
+    let b = s.bytes;
+    let n = b.iter().position(|&c| c == 0)?;
+    let at = (n + 1).next_multiple_of(4);
+    let crc: [u8; 4] = b.get(at..at + 4)?.try_into().ok()?;
+    let crc = match endian {
+        Endianness::Little => u32::from_le_bytes(crc),
+        Endianness::Big => u32::from_be_bytes(crc),
+    };
+    Some((String::from_utf8_lossy(&b[..n]).into_owned(), crc))
 }
 
 /// Refuses the ELF files that are not linked programs or libraries:
@@ -440,6 +555,7 @@ fn read_sections<'data, Elf: FileHeader<Endian = Endianness>>(
             addr: sh.sh_addr(endian).into(),
             size: sh.sh_size(endian).into(),
             exec,
+            alloc: flags & elf::SHF_ALLOC.0 != 0 && !nobits,
             entsize: sh.sh_entsize(endian).into(),
             // Section data can be shorter than sh_size only for bad files.
             bytes,
@@ -459,6 +575,8 @@ struct Symbols<'data> {
     has_symtab: bool,
     go_text: Option<u64>,
     go_etext: Option<u64>,
+    /// Where the symbols naming split parts (`foo.cold`) start.
+    parts: Vec<u64>,
 }
 
 impl<'data> Symbols<'data> {
@@ -472,6 +590,7 @@ impl<'data> Symbols<'data> {
             has_symtab: false,
             go_text: None,
             go_etext: None,
+            parts: Vec::new(),
         }
     }
 
@@ -534,6 +653,7 @@ impl<'data> Symbols<'data> {
                 self.has_symtab = true;
             }
             if is_cold_part(&name) {
+                self.parts.push(addr);
                 continue;
             }
             let bind = sym.st_bind().0;

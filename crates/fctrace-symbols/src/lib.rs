@@ -76,9 +76,10 @@
 pub mod debugfile;
 pub mod dwarf;
 mod elf;
+mod entries;
 mod golang;
 mod info;
-pub use info::{ElfInfo, ElfKind, FuncRef, FuncSym, GotImport, PltEntry, SymbolError};
+pub use info::{ElfInfo, ElfKind, FuncRef, FuncSym, GotImport, LeftOut, PltEntry, SymbolError};
 pub mod loader;
 mod rawelf;
 pub mod sanitizer;
