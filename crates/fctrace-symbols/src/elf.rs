@@ -242,6 +242,7 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
         is_static,
         interp: segments.interp,
         has_symtab: symtab.len() > 1,
+        has_minidebuginfo: sections.iter().any(|s| &*s.name == ".gnu_debugdata"),
         go: None,
         entry: header.e_entry(endian).into(),
         build_id: segments.build_id,

@@ -48,6 +48,9 @@ pub struct ElfInfo {
     pub interp: Option<String>,
     /// `.symtab` has at least one defined function.
     pub has_symtab: bool,
+    /// A `.gnu_debugdata` section (MiniDebugInfo: see
+    /// [`crate::minidebug`]) names the functions `.symtab` would.
+    pub has_minidebuginfo: bool,
     /// The Go code the file holds (built with cgo or as a c-shared
     /// library), if any (not looked for when only the headers are read).
     pub go: Option<GoCode>,

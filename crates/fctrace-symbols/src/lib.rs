@@ -79,6 +79,7 @@ mod elf;
 mod entries;
 mod golang;
 mod info;
+pub mod minidebug;
 pub use info::{ElfInfo, ElfKind, FuncRef, FuncSym, GotImport, LeftOut, PltEntry, SymbolError};
 pub mod loader;
 mod rawelf;

@@ -439,7 +439,7 @@ fn plt_imports(
             match patch::plan(addr, p.size as usize, code, around, &mut scratch) {
                 Ok(plan) => {
                     let path = s.modules[imp.modules[k] as usize].path.clone();
-                    let flags = s.note_flags(id, &path, &p.name);
+                    let flags = s.note_flags(id, &path, &p.name, None);
                     let mode = import_mode(&p.name, &path);
                     if let (Some(t), Mode::Traced) = (imp.targets[k], mode) {
                         crate::recording::filter::note_import_range(id, t);
@@ -506,7 +506,7 @@ fn got_imports(
                 trap: false,
             };
             let path = s.modules[imp.modules[k] as usize].path.clone();
-            let flags = s.note_flags(id, &path, &g.name);
+            let flags = s.note_flags(id, &path, &g.name, None);
             let mode = import_mode(&g.name, &path);
             if matches!(mode, Mode::Traced) {
                 crate::recording::filter::note_import_range(id, target);

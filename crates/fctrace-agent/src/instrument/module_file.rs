@@ -198,9 +198,10 @@ impl Drop for MappedFile {
 }
 
 /// Runs `f` on the analysis of the ELF file at `path` (its functions'
-/// names borrowed from the mapped file). With `use_debug_file`, a stripped
-/// file's functions come from its separate debug file when one is
-/// installed: for the program only (a library's debug file, libc's from
+/// names borrowed from the mapped file). A stripped file's functions are
+/// named by its MiniDebugInfo (`.gnu_debugdata`) when it has one. With
+/// `use_debug_file`, a stripped file's functions come from its separate
+/// debug file when one is installed: for the program only (a library's debug file, libc's from
 /// libc6-dbg, lists internal functions the engine cannot patch yet; see
 /// docs/engine.md, "Known limits"). Without `imports`, the file's PLT
 /// entries and GOT imports are not looked for (a library instrumented with
@@ -217,7 +218,12 @@ pub(crate) fn with_analysis<R>(
         .then(|| fctrace_symbols::debugfile::find_symbols(std::path::Path::new(path), file.bytes()))
         .flatten()
         .and_then(|p| MappedFile::open(&p.to_string_lossy()).ok());
-    let debug = debug.as_ref().map(|d| d.bytes());
+    // Else Fedora's MiniDebugInfo, when the file has one.
+    let mini = debug
+        .is_none()
+        .then(|| fctrace_symbols::minidebug::symbols(file.bytes()))
+        .flatten();
+    let debug = debug.as_ref().map(|d| d.bytes()).or(mini.as_deref());
     let (info, funcs) = if imports {
         fctrace_symbols::analyze_borrowed_with_debug(file.bytes(), debug)
     } else {

@@ -8,7 +8,7 @@ use super::module_file::{code_of, with_analysis, CodeWindow};
 use super::session::Session;
 use super::stubs::{Stubs, STUB_ESTIMATE};
 use crate::arch::x86_64::patch::{self, Mode};
-use fctrace_format::symtab::{FuncKind, FuncStatus, FunctionLine};
+use fctrace_format::symtab::{unnamed_function_name, FuncKind, FuncStatus, FunctionLine};
 use fctrace_symbols::{ElfInfo, FuncRef};
 
 /// libc's own definition of a context switch the agent wraps (or its
@@ -176,9 +176,10 @@ fn instrument_module(
     code_free: bool,
 ) -> Result<(Vec<u64>, Result<Stubs, String>), String> {
     let midx = s.module_index(&m.path, m.base)?;
+    s.set_debug_ids(midx, info);
     s.write_new_modules()?;
     let first = s.next_id;
-    s.next_id += funcs.len() as u32;
+    s.next_id += (funcs.len() + info.left_out.len()) as u32;
     s.ret_sites.resize(s.next_id as usize, 0);
     let mut traced = Vec::new();
     let mut scratch = Vec::with_capacity(64);
@@ -206,6 +207,7 @@ fn instrument_module(
     let trap =
         info.go.is_none() && may_trap(&m.path) && !crate::interpose::signal::trap_handler_foreign();
     let mut win = CodeWindow::open(m, info.build_id.as_deref());
+    let jumped_into = jumps_between(m, info, funcs, &mut win);
     let mut moved = Vec::with_capacity(64);
     for (k, f) in funcs.iter().enumerate() {
         // The names lie in the file's string table in symbol order, not
@@ -213,7 +215,13 @@ fn instrument_module(
         if let Some(ahead) = funcs.get(k + 8) {
             prefetch(ahead.name.as_ptr());
         }
-        let name: &str = &f.name;
+        let unnamed;
+        let name: &str = if f.is_unnamed() {
+            unnamed = unnamed_function_name(&m.path, f.addr);
+            &unnamed
+        } else {
+            &f.name
+        };
         let addr = m.base + f.addr;
         // A symbol without a size ends at the latest where the next begins.
         let next = funcs
@@ -248,6 +256,7 @@ fn instrument_module(
                 patch::Around { before, trap },
                 &mut scratch,
             )
+            .and_then(|p| overwrites_target(&p, &jumped_into).map_or(Ok(p), Err))
         };
         prev_pad = Some((addr + size, m.base + pad_end.max(f.addr + size)));
         prev_writes_end = planned.as_ref().map_or(0, |p| p.writes_end());
@@ -262,7 +271,7 @@ fn instrument_module(
                 if !is_main {
                     traced.push(addr);
                 }
-                let flags = s.note_flags(id, &m.path, name);
+                let flags = s.note_flags(id, &m.path, name, Some(f.addr));
                 if matches!(mode, Mode::Traced) {
                     crate::recording::filter::note_range(id, addr, size);
                 }
@@ -293,7 +302,75 @@ fn instrument_module(
             name,
         })?;
     }
+    write_left_out(s, m, info, midx, first + funcs.len() as u32)?;
     Ok((traced, stubs))
+}
+
+/// In a module without `.symtab` (whose functions are found from its
+/// FDEs, hand-written assembly among them), the targets of the jumps from
+/// one function (or split part) into another, sorted: where patching
+/// over them would break the code. Empty for other modules.
+fn jumps_between(
+    m: &Loaded,
+    info: &ElfInfo,
+    funcs: &[FuncRef],
+    win: &mut Option<CodeWindow>,
+) -> Vec<u64> {
+    if !funcs.iter().any(|f| f.is_unnamed()) {
+        return Vec::new();
+    }
+    let ranges = funcs
+        .iter()
+        .map(|f| (f.addr, f.size))
+        .chain(info.left_out.iter().map(|l| (l.addr, l.size)));
+    let mut out = Vec::new();
+    for (addr, size) in ranges {
+        let (lo, hi) = (m.base + addr, m.base + addr + size);
+        if size == 0 || lo < m.lo || hi > m.hi {
+            continue;
+        }
+        patch::jumps_out(lo, code_of(win, lo, hi), &mut out);
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Why `plan` cannot be applied, if a jump from elsewhere (`targets`,
+/// sorted) lands in the bytes it overwrites after their first.
+fn overwrites_target(plan: &patch::Plan, targets: &[u64]) -> Option<String> {
+    let (lo, hi) = (plan.patch_at + 1, plan.patch_at + plan.patch_len as u64);
+    let k = targets.partition_point(|&t| t < lo);
+    let t = *targets.get(k).filter(|&&t| t < hi)?;
+    Some(format!(
+        "another function jumps into its first instructions (+{:#x})",
+        t - plan.patch_at
+    ))
+}
+
+/// Writes the lines of the module's FDEs that are not function entries
+/// (a stripped file's split parts, PLT stubs, ...: see
+/// `fctrace_symbols::LeftOut`), not traced with their reason, ids from
+/// `first` on.
+fn write_left_out(
+    s: &mut Session,
+    m: &Loaded,
+    info: &ElfInfo,
+    midx: u32,
+    first: u32,
+) -> Result<(), String> {
+    for (k, l) in info.left_out.iter().enumerate() {
+        s.write_line(&FunctionLine {
+            id: first + k as u32,
+            module: midx,
+            addr: l.addr,
+            size: l.size,
+            kind: FuncKind::Function,
+            status: &FuncStatus::NotTraced(l.reason.clone()),
+            name: &unnamed_function_name(&m.path, l.addr),
+        })?;
+    }
+    Ok(())
 }
 
 /// The size of function `f` of `m` (inferred from its code when its

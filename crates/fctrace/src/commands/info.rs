@@ -20,7 +20,7 @@ pub fn run(args: InfoArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let mut output = Output::open(&args.output, terminal)?;
     let mut out = BufWriter::new(&mut output.writer);
     let damaged = damaged_tasks(&trace);
-    let written = write_info(&mut out, &trace)
+    let written = write_info(&mut out, &trace, args.verbose)
         .and_then(|()| write_damaged(&mut out, &damaged))
         .and_then(|()| Ok(out.flush()?));
     match written {
@@ -67,7 +67,7 @@ fn write_damaged(out: &mut dyn Write, damaged: &[(u32, String)]) -> anyhow::Resu
 }
 
 /// The whole human-readable description of `trace`.
-pub fn write_info(out: &mut dyn Write, trace: &Trace) -> anyhow::Result<()> {
+pub fn write_info(out: &mut dyn Write, trace: &Trace, verbose: bool) -> anyhow::Result<()> {
     let info = &trace.info;
     writeln!(
         out,
@@ -143,7 +143,7 @@ pub fn write_info(out: &mut dyn Write, trace: &Trace) -> anyhow::Result<()> {
 
     for (id, table) in &trace.sessions {
         writeln!(out)?;
-        write_session(out, *id, table)?;
+        write_session(out, *id, table, verbose)?;
     }
 
     let warnings: Vec<&String> = info.warnings.iter().chain(&trace.load_warnings).collect();
@@ -221,7 +221,7 @@ fn write_task_tree(out: &mut dyn Write, trace: &Trace) -> io::Result<()> {
     Ok(())
 }
 
-fn write_session(out: &mut dyn Write, id: u32, table: &SymTab) -> io::Result<()> {
+fn write_session(out: &mut dyn Write, id: u32, table: &SymTab, verbose: bool) -> io::Result<()> {
     writeln!(out, "Session {id}: {} (pid {})", table.exe, table.pid)?;
     writeln!(
         out,
@@ -265,7 +265,16 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab) -> io::Result<()>
             _ => None,
         })
         .collect();
-    if !not_traced.is_empty() {
+    if not_traced.len() > LISTED && !verbose {
+        writeln!(
+            out,
+            "  Not instrumented ({}), by reason (each one with --verbose):",
+            not_traced.len()
+        )?;
+        for (n, reason) in reason_counts(not_traced.iter().map(|(_, r)| r.as_str())) {
+            writeln!(out, "    {n:>7}  {reason}")?;
+        }
+    } else if !not_traced.is_empty() {
         writeln!(out, "  Not instrumented ({}):", not_traced.len())?;
         for (f, reason) in not_traced {
             writeln!(out, "    {}: {reason}", describe(f))?;
@@ -294,6 +303,28 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab) -> io::Result<()>
         }
     }
     Ok(())
+}
+
+/// Functions not instrumented listed one by one up to this many (without
+/// `--verbose`); more are counted per reason (a stripped program's split
+/// parts are thousands).
+const LISTED: usize = 20;
+
+/// How many times each reason is given, its details in a trailing
+/// parenthesis left out ("split part reached only by jumps (from
+/// 0x4a3f0)"), most frequent first.
+fn reason_counts<'a>(reasons: impl Iterator<Item = &'a str>) -> Vec<(usize, &'a str)> {
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for r in reasons {
+        let key = match r.rfind(" (") {
+            Some(k) if r.ends_with(')') => &r[..k],
+            _ => r,
+        };
+        *counts.entry(key).or_default() += 1;
+    }
+    let mut v: Vec<(usize, &str)> = counts.into_iter().map(|(r, n)| (n, r)).collect();
+    v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    v
 }
 
 /// Arguments joined by spaces, those with spaces or quotes single-quoted.
@@ -465,7 +496,7 @@ mod tests {
             ],
         };
         let mut out = Vec::new();
-        write_session(&mut out, 0, &table).unwrap();
+        write_session(&mut out, 0, &table, false).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.contains("             3           0           0  /bin/p\n"),
@@ -488,7 +519,7 @@ mod tests {
             FakeTask::thread(11, 10, vec![]),
         ]);
         let mut out = Vec::new();
-        write_info(&mut out, &trace).unwrap();
+        write_info(&mut out, &trace, false).unwrap();
         let text = String::from_utf8(out).unwrap();
         for needle in [
             "Program:        /usr/bin/prog\n",

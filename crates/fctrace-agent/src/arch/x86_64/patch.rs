@@ -169,6 +169,32 @@ fn branch_target(i: &Instruction) -> Option<u64> {
     }
 }
 
+/// The targets of the direct jumps of `code` (at `addr`) that lie outside
+/// it, appended to `out` (decoding stops at undecodable bytes): in
+/// hand-written assembly a function may jump into another one's first
+/// instructions (glibc's `__mempcpy_*` into `__memmove_*` after its
+/// first `mov`), which a patch there would overwrite. Calls are left out
+/// (they target entries).
+pub fn jumps_out(addr: u64, code: &[u8], out: &mut Vec<u64>) {
+    let end = addr + code.len() as u64;
+    let mut d = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
+    let mut i = Instruction::default();
+    while d.can_decode() {
+        d.decode_out(&mut i);
+        if i.is_invalid() {
+            return;
+        }
+        if i.flow_control() == FlowControl::Call {
+            continue;
+        }
+        if let Some(t) = branch_target(&i) {
+            if t < addr || t >= end {
+                out.push(t);
+            }
+        }
+    }
+}
+
 /// Whether `i` is an alignment-padding instruction (`nop` forms, `int3`).
 fn is_padding_insn(i: &Instruction) -> bool {
     matches!(i.mnemonic(), Mnemonic::Nop | Mnemonic::Int3)
