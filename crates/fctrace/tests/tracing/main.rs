@@ -29,6 +29,7 @@ mod segments;
 mod self_inspect;
 mod shape;
 mod split_parts;
+mod stripped;
 mod trap_fallback;
 mod tree;
 mod unwind;
