@@ -182,17 +182,18 @@ fn first_row<'a>(
         CfaRule::RegisterAndOffset { register, offset } => register.0 == RSP && *offset == 8,
         CfaRule::Expression(_) => return FirstRow::Other,
     };
-    let mut ra = false;
-    let mut others = false;
-    for (reg, rule) in row.registers() {
-        match (reg.0, rule) {
-            (RA, RegisterRule::Offset(-8)) => ra = true,
-            (RA, RegisterRule::Undefined) => return FirstRow::NoReturn,
-            (_, RegisterRule::Undefined | RegisterRule::SameValue) => {}
-            _ => others = true,
-        }
+    // A register without a rule is undefined (gimli drops the rule of a
+    // register made undefined, as `_start`'s CIE does for the return
+    // address).
+    match row.register(gimli::Register(RA)) {
+        RegisterRule::Offset(-8) => {}
+        RegisterRule::Undefined => return FirstRow::NoReturn,
+        _ => return FirstRow::Framed,
     }
-    if cfa_at_entry && ra && !others {
+    let others = row.registers().any(|(reg, rule)| {
+        reg.0 != RA && !matches!(rule, RegisterRule::Undefined | RegisterRule::SameValue)
+    });
+    if cfa_at_entry && !others {
         FirstRow::Entry
     } else {
         FirstRow::Framed

@@ -30,6 +30,7 @@ mod self_inspect;
 mod shape;
 mod split_parts;
 mod stripped;
+mod stripped_debian;
 mod trap_fallback;
 mod tree;
 mod unwind;

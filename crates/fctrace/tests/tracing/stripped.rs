@@ -189,14 +189,22 @@ fn check_build(b: &Build, ctx: &str) {
          (trace {})",
         rec.dir.path.display()
     );
-    assert!(traced.is_disjoint(&cold), "{ctx}: a .cold part instrumented");
+    assert!(
+        traced.is_disjoint(&cold),
+        "{ctx}: a .cold part instrumented"
+    );
 
     // Counts: the unnamed functions by address against callgrind's on the
     // unstripped build (the same code at the same addresses).
     let mut rep = report(&rec.dir.path);
     assert_eq!(rep.lost_events, 0, "{ctx}");
     let stripped = canonical(&b.stripped);
-    let file = b.stripped.file_name().unwrap().to_string_lossy().into_owned();
+    let file = b
+        .stripped
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     for f in &mut rep.functions {
         if canonical(Path::new(&f.module)) == stripped {
             f.module = b.full.to_string_lossy().into_owned();
@@ -270,9 +278,8 @@ fn module_and_address_patterns() {
         let file = exe.file_name().unwrap().to_string_lossy().into_owned();
         let ctx = exe.display().to_string();
         let at = |a: u64| format!("{file}+{a:#x}");
-        let named = |rep: &Report, a: u64, name: &str| -> u64 {
-            rep.calls(&at(a)) + rep.calls(name)
-        };
+        let named =
+            |rep: &Report, a: u64, name: &str| -> u64 { rep.calls(&at(a)) + rep.calls(name) };
         let rec = record(exe, &[], &["-F", &at(fib)]);
         let rep = report(&rec.dir.path);
         assert_eq!(named(&rep, fib, "fib"), fib_calls, "{ctx}: -F fib");
@@ -346,7 +353,11 @@ fn minidebuginfo_names_functions() {
         d,
     );
     let r = run(Command::new("xz").arg("-f").arg(&mini_small));
-    assert!(r.success(), "xz failed (apt-get install xz-utils)\n{}", r.describe());
+    assert!(
+        r.success(),
+        "xz failed (apt-get install xz-utils)\n{}",
+        r.describe()
+    );
     let xz = d.join("mini.small.xz");
     let with_mdi = d.join("prog_mdi");
     let section = format!(".gnu_debugdata={}", xz.display());
