@@ -464,7 +464,7 @@ impl<'a> LineParser<'a> {
         let present = |i: usize| self.fields.get(i).is_some_and(|f| *f != "-");
         if present(4) {
             let id = self.fields[4];
-            if id.len() % 2 != 0 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            if !id.len().is_multiple_of(2) || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(SymTabError::at(
                     self.no,
                     format!("invalid build-id {id:?} (expected hexadecimal bytes)"),
@@ -583,7 +583,7 @@ pub fn write_module(w: &mut impl Write, module: &Module) -> io::Result<()> {
         w.write_all(b"-\t-\n")
     } else {
         write_escaped(w, &module.debuglink)?;
-        write!(w, "\t{:#x}\n", module.debuglink_crc)
+        writeln!(w, "\t{:#x}", module.debuglink_crc)
     }
 }
 
