@@ -77,7 +77,7 @@ enum FirstRow {
 /// jumps" adds where from).
 pub const PLT_STUB: &str = "PLT stub";
 pub const FRAMED: &str = "split part: its frame is already set up at its first instruction";
-pub const NO_RETURN: &str = "no return address at its entry (thread or program start)";
+pub const NO_RETURN: &str = "no return address at its entry: a thread or program start";
 pub const OTHER: &str =
     "not a call's target: its frame is a signal frame or given by an expression";
 pub const INSIDE: &str = "starts inside a named function";
@@ -349,15 +349,14 @@ fn scan(
         }
     }
     for s in sections.iter().filter(|s| s.exec) {
-        scan_code(s, &mut |at, target, kind| {
+        scan_code(s, position_dependent, &mut |at, target, kind| {
             if !is_candidate(target) {
                 return;
             }
             let Some(i) = index(target) else { return };
             match kind {
                 Ref::Taken => reached[i].taken = true,
-                Ref::Taken32 if position_dependent => reached[i].taken = true,
-                Ref::Taken32 => {}
+                Ref::Taken32 => reached[i].taken = true,
                 Ref::Jump => {
                     // The FDE holding the jump.
                     let k = fdes.partition_point(|f| f.0 <= at);
@@ -390,46 +389,56 @@ enum Ref {
 
 /// Every byte position of `s` read as the start of a direct branch, a
 /// rip-relative `lea` or a 4-byte word: `f(address, target, kind)`.
-fn scan_code(s: &CodeSection, f: &mut impl FnMut(u64, u64, Ref)) {
+fn scan_code(s: &CodeSection, words: bool, f: &mut impl FnMut(u64, u64, Ref)) {
     let b = s.bytes;
-    let rel32 = |i: usize| -> Option<i64> {
-        Some(i32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?) as i64)
-    };
-    let target =
-        |at: u64, end: usize, rel: i64| at.wrapping_add(end as u64).wrapping_add(rel as u64);
-    for i in 0..b.len() {
-        let at = s.addr + i as u64;
-        if let Some(w) = rel32(i) {
-            f(at, w as u32 as u64, Ref::Taken32);
+    let word = |k: usize| -> i32 {
+        match b.get(k..k + 4) {
+            Some(w) => i32::from_le_bytes([w[0], w[1], w[2], w[3]]),
+            None => 0,
         }
-        match b[i] {
-            0xe8 => {
-                if let Some(r) = rel32(i + 1) {
-                    f(at, target(at, 5, r), Ref::Taken);
-                }
-            }
-            0xe9 => {
-                if let Some(r) = rel32(i + 1) {
-                    f(at, target(at, 5, r), Ref::Jump);
-                }
-            }
-            0x0f if matches!(b.get(i + 1), Some(0x80..=0x8f)) => {
-                if let Some(r) = rel32(i + 2) {
-                    f(at, target(at, 6, r), Ref::Jump);
-                }
-            }
-            0x70..=0x7f | 0xeb => {
-                if let Some(&r) = b.get(i + 1) {
-                    f(at, target(at, 2, r as i8 as i64), Ref::Jump);
-                }
-            }
+    };
+    // Every pattern takes at most 6 bytes (a jcc rel32): the section's
+    // last 5 bytes start none that reaches past it.
+    let n = b.len().saturating_sub(5);
+    for i in 0..n {
+        let at = s.addr + i as u64;
+        if words {
+            f(at, word(i) as u32 as u64, Ref::Taken32);
+        }
+        let first = OPCODES[b[i] as usize];
+        if first == 0 {
+            continue;
+        }
+        let target = |end: u64, rel: i32| at.wrapping_add(end).wrapping_add(rel as i64 as u64);
+        match first {
+            CALL => f(at, target(5, word(i + 1)), Ref::Taken),
+            JMP32 => f(at, target(5, word(i + 1)), Ref::Jump),
+            JCC32 if (0x80..=0x8f).contains(&b[i + 1]) => f(at, target(6, word(i + 2)), Ref::Jump),
+            JMP8 => f(at, target(2, b[i + 1] as i8 as i32), Ref::Jump),
             // lea disp32(%rip), with or without a REX prefix before it.
-            0x8d if b.get(i + 1).is_some_and(|m| m & 0xc7 == 0x05) => {
-                if let Some(r) = rel32(i + 2) {
-                    f(at, target(at, 6, r), Ref::Taken);
-                }
-            }
+            LEA if b[i + 1] & 0xc7 == 0x05 => f(at, target(6, word(i + 2)), Ref::Taken),
             _ => {}
         }
     }
 }
+
+/// The first bytes [`scan_code`] looks at, by kind (0: none).
+const CALL: u8 = 1;
+const JMP32: u8 = 2;
+const JCC32: u8 = 3;
+const JMP8: u8 = 4;
+const LEA: u8 = 5;
+const OPCODES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[0xe8] = CALL;
+    t[0xe9] = JMP32;
+    t[0x0f] = JCC32;
+    t[0xeb] = JMP8;
+    let mut k = 0x70;
+    while k <= 0x7f {
+        t[k] = JMP8;
+        k += 1;
+    }
+    t[0x8d] = LEA;
+    t
+};

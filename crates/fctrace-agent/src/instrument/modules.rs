@@ -182,22 +182,15 @@ fn instrument_module(
     s.next_id += (funcs.len() + info.left_out.len()) as u32;
     s.ret_sites.resize(s.next_id as usize, 0);
     let mut traced = Vec::new();
-    let mut scratch = Vec::with_capacity(64);
-    // Stubs are built (and lines written) function by function; the code
+    // Every patch is planned first (from the original code), then stubs
+    // are built (and lines written) function by function; the code
     // patches are applied at the end, once every stub is built from the
     // original code.
     let mut stubs = Stubs::open(s, m, 4096 + funcs.len() * STUB_ESTIMATE);
-    // The padding after the previous function (runtime addresses: start,
-    // end) and how far that function's patch writes into it: a 2-byte
-    // entry jump may put its trampoline in the rest, so that two functions
-    // never claim the same bytes. Not with -fpatchable-function-entry,
-    // whose nops before a function are that function's.
     let own_prefix = info
         .markers
         .iter()
         .any(|k| k == "__patchable_function_entries");
-    let mut prev_pad: Option<(u64, u64)> = None;
-    let mut prev_writes_end = 0u64;
     // Go code is left alone, and Go's signal handler must see no int3 of
     // the agent's: no trap fallback in a module that holds Go code.
     let go = info.go.as_ref().and_then(|g| go_text(m, g));
@@ -207,14 +200,19 @@ fn instrument_module(
     let trap =
         info.go.is_none() && may_trap(&m.path) && !crate::interpose::signal::trap_handler_foreign();
     let mut win = CodeWindow::open(m, info.build_id.as_deref());
-    let jumped_into = jumps_between(m, info, funcs, &mut win);
+    let ctx = PlanContext {
+        m,
+        info,
+        funcs,
+        is_main,
+        code_free,
+        trap,
+        own_prefix,
+        go: &go,
+    };
+    let (plans, jumped_into) = plan_functions(&ctx, &mut win);
     let mut moved = Vec::with_capacity(64);
-    for (k, f) in funcs.iter().enumerate() {
-        // The names lie in the file's string table in symbol order, not
-        // in address order: each is a cache miss unless asked for ahead.
-        if let Some(ahead) = funcs.get(k + 8) {
-            prefetch(ahead.name.as_ptr());
-        }
+    for (k, (f, (size, planned))) in funcs.iter().zip(plans).enumerate() {
         let unnamed;
         let name: &str = if f.is_unnamed() {
             unnamed = unnamed_function_name(&m.path, f.addr);
@@ -223,43 +221,7 @@ fn instrument_module(
             &f.name
         };
         let addr = m.base + f.addr;
-        // A symbol without a size ends at the latest where the next begins.
-        let next = funcs
-            .get(k + 1)
-            .map(|n| n.addr)
-            .unwrap_or(f.addr + 4096)
-            .min(f.addr + 4096);
-        let (size, pad_end) = size_and_padding(m, f, next, code_free, &mut win);
-        let planned = if let Some(why) = left_alone(m, info, f, pad_end, is_main, &go) {
-            Err(why)
-        } else {
-            let before = match prev_pad {
-                Some((lo, hi)) if !own_prefix && lo >= m.lo && lo < hi && hi <= addr => {
-                    Some((lo, hi))
-                }
-                _ => None,
-            };
-            // The function and its padding, and the padding before it, in
-            // one read.
-            let from = before.map_or(addr, |(lo, _)| lo);
-            let all = code_of(&mut win, from, m.base + pad_end.max(f.addr + size));
-            let code = &all[(addr - from) as usize..];
-            let before = before.map(|(lo, hi)| patch::Before {
-                at: lo,
-                bytes: &all[(lo - from) as usize..(hi - from) as usize],
-                free_from: prev_writes_end,
-            });
-            patch::plan(
-                addr,
-                size as usize,
-                code,
-                patch::Around { before, trap },
-                &mut scratch,
-            )
-            .and_then(|p| overwrites_target(&p, &jumped_into).map_or(Ok(p), Err))
-        };
-        prev_pad = Some((addr + size, m.base + pad_end.max(f.addr + size)));
-        prev_writes_end = planned.as_ref().map_or(0, |p| p.writes_end());
+        let planned = planned.and_then(|p| overwrites_target(&p, &jumped_into).map_or(Ok(p), Err));
         let mode = if RETURNS_TWICE.contains(&name) {
             Mode::EntryOnly
         } else {
@@ -306,34 +268,124 @@ fn instrument_module(
     Ok((traced, stubs))
 }
 
-/// In a module without `.symtab` (whose functions are found from its
-/// FDEs, hand-written assembly among them), the targets of the jumps from
-/// one function (or split part) into another, sorted: where patching
-/// over them would break the code. Empty for other modules.
-fn jumps_between(
-    m: &Loaded,
-    info: &ElfInfo,
-    funcs: &[FuncRef],
+/// What planning the patches of a module's functions needs.
+struct PlanContext<'a, 'f> {
+    m: &'a Loaded,
+    info: &'a ElfInfo,
+    funcs: &'a [FuncRef<'f>],
+    is_main: bool,
+    /// The analysis read no code (see `instrument_module`).
+    code_free: bool,
+    /// The trap fallback may be used.
+    trap: bool,
+    /// `-fpatchable-function-entry`: the nops before a function are its.
+    own_prefix: bool,
+    /// The module's Go code.
+    go: &'a Option<std::ops::Range<u64>>,
+}
+
+/// Each function's size and the plan of its patch (or why it has none),
+/// planned from the module's original code; and, for a module whose
+/// functions are found from its FDEs, the targets of the jumps from one
+/// function (or split part) into another, sorted (see
+/// [`overwrites_target`]), noted as the planner decodes each function.
+#[allow(clippy::type_complexity)]
+fn plan_functions(
+    c: &PlanContext,
     win: &mut Option<CodeWindow>,
-) -> Vec<u64> {
-    if !funcs.iter().any(|f| f.is_unnamed()) {
-        return Vec::new();
-    }
-    let ranges = funcs
-        .iter()
-        .map(|f| (f.addr, f.size))
-        .chain(info.left_out.iter().map(|l| (l.addr, l.size)));
-    let mut out = Vec::new();
-    for (addr, size) in ranges {
-        let (lo, hi) = (m.base + addr, m.base + addr + size);
-        if size == 0 || lo < m.lo || hi > m.hi {
-            continue;
+) -> (Vec<(u64, Result<patch::Plan, String>)>, Vec<u64>) {
+    let (m, funcs) = (c.m, c.funcs);
+    let unnamed = funcs.iter().any(|f| f.is_unnamed());
+    let mut exits = Vec::new();
+    let mut scratch = Vec::with_capacity(64);
+    // The padding after the previous function (runtime addresses: start,
+    // end) and how far that function's patch writes into it: a 2-byte
+    // entry jump may put its trampoline in the rest, so that two functions
+    // never claim the same bytes. Not with -fpatchable-function-entry,
+    // whose nops before a function are that function's.
+    let mut prev_pad: Option<(u64, u64)> = None;
+    let mut prev_writes_end = 0u64;
+    let mut plans = Vec::with_capacity(funcs.len());
+    for (k, f) in funcs.iter().enumerate() {
+        // The names lie in the file's string table in symbol order, not
+        // in address order: each is a cache miss unless asked for ahead.
+        if let Some(ahead) = funcs.get(k + 8) {
+            prefetch(ahead.name.as_ptr());
         }
-        patch::jumps_out(lo, code_of(win, lo, hi), &mut out);
+        let addr = m.base + f.addr;
+        // A symbol without a size ends at the latest where the next begins.
+        let next = funcs
+            .get(k + 1)
+            .map(|n| n.addr)
+            .unwrap_or(f.addr + 4096)
+            .min(f.addr + 4096);
+        let (size, pad_end) = size_and_padding(m, f, next, c.code_free, win);
+        let planned = if let Some(why) = left_alone(m, c.info, f, pad_end, c.is_main, c.go) {
+            if unnamed {
+                note_exits(m, f.addr, size, win, &mut exits);
+            }
+            Err(why)
+        } else {
+            let before = match prev_pad {
+                Some((lo, hi)) if !c.own_prefix && lo >= m.lo && lo < hi && hi <= addr => {
+                    Some((lo, hi))
+                }
+                _ => None,
+            };
+            // The function and its padding, and the padding before it, in
+            // one read.
+            let from = before.map_or(addr, |(lo, _)| lo);
+            let all = code_of(win, from, m.base + pad_end.max(f.addr + size));
+            let code = &all[(addr - from) as usize..];
+            let before = before.map(|(lo, hi)| patch::Before {
+                at: lo,
+                bytes: &all[(lo - from) as usize..(hi - from) as usize],
+                free_from: prev_writes_end,
+            });
+            let around = patch::Around {
+                before,
+                trap: c.trap,
+            };
+            if unnamed {
+                patch::plan_noting_exits(
+                    addr,
+                    size as usize,
+                    code,
+                    around,
+                    &mut scratch,
+                    &mut exits,
+                )
+            } else {
+                patch::plan(addr, size as usize, code, around, &mut scratch)
+            }
+        };
+        prev_pad = Some((addr + size, m.base + pad_end.max(f.addr + size)));
+        prev_writes_end = planned.as_ref().map_or(0, |p| p.writes_end());
+        plans.push((size, planned));
     }
-    out.sort_unstable();
-    out.dedup();
-    out
+    if unnamed {
+        for l in &c.info.left_out {
+            note_exits(m, l.addr, l.size, win, &mut exits);
+        }
+    }
+    exits.sort_unstable();
+    exits.dedup();
+    (plans, exits)
+}
+
+/// Adds to `exits` the targets of the jumps leaving the code of `m` at
+/// `addr` (module-relative), `size` bytes.
+fn note_exits(
+    m: &Loaded,
+    addr: u64,
+    size: u64,
+    win: &mut Option<CodeWindow>,
+    exits: &mut Vec<u64>,
+) {
+    let (lo, hi) = (m.base + addr, m.base + addr + size);
+    if size != 0 && lo >= m.lo && hi <= m.hi {
+        patch::jumps_out(lo, code_of(win, lo, hi), exits);
+    }
 }
 
 /// Why `plan` cannot be applied, if a jump from elsewhere (`targets`,

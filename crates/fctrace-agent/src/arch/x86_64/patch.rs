@@ -268,7 +268,48 @@ pub fn plan(
     around: Around,
     scratch: &mut Vec<Instruction>,
 ) -> Result<Plan, String> {
-    match plan_jump(addr, size, code, around, scratch) {
+    plan_noted(addr, size, code, around, scratch, None)
+}
+
+/// [`plan`], also adding to `exits` the targets of the function's direct
+/// jumps that leave its `size` bytes (see [`jumps_out`]): the common
+/// case decodes the whole function anyway, which is then not decoded
+/// twice.
+pub fn plan_noting_exits(
+    addr: u64,
+    size: usize,
+    code: &[u8],
+    around: Around,
+    scratch: &mut Vec<Instruction>,
+    exits: &mut Vec<u64>,
+) -> Result<Plan, String> {
+    let mut noted = Exits {
+        targets: exits,
+        complete: false,
+    };
+    let r = plan_noted(addr, size, code, around, scratch, Some(&mut noted));
+    if !noted.complete && size != 0 {
+        jumps_out(addr, &code[..size.min(code.len())], noted.targets);
+    }
+    r
+}
+
+/// Where [`plan_jump_common`] notes the jumps leaving the function, and
+/// whether it saw them all.
+struct Exits<'a> {
+    targets: &'a mut Vec<u64>,
+    complete: bool,
+}
+
+fn plan_noted(
+    addr: u64,
+    size: usize,
+    code: &[u8],
+    around: Around,
+    scratch: &mut Vec<Instruction>,
+    exits: Option<&mut Exits>,
+) -> Result<Plan, String> {
+    match plan_jump(addr, size, code, around, scratch, exits) {
         Err(why) if around.trap && size != 0 => {
             plan_trap(addr, size, code, scratch).map_err(|e| format!("{why}; no trap either: {e}"))
         }
@@ -328,6 +369,7 @@ fn plan_jump(
     code: &[u8],
     around: Around,
     scratch: &mut Vec<Instruction>,
+    exits: Option<&mut Exits>,
 ) -> Result<Plan, String> {
     if size == 0 {
         return Err("symbol has no size".into());
@@ -343,7 +385,7 @@ fn plan_jump(
     if room < JMP_LEN {
         return Err(format!("only {size} bytes long with no padding after it"));
     }
-    if let Some(plan) = plan_jump_common(addr, size, code, off, scratch) {
+    if let Some(plan) = plan_jump_common(addr, size, code, off, scratch, exits) {
         return Ok(plan);
     }
     decode_all(&code[off..size], start, scratch)?;
@@ -453,8 +495,18 @@ fn plan_jump_common(
     code: &[u8],
     off: usize,
     scratch: &mut Vec<Instruction>,
+    mut exits: Option<&mut Exits>,
 ) -> Option<Plan> {
     let start = addr + off as u64;
+    let end = addr + size as u64;
+    let mark = exits.as_ref().map_or(0, |e| e.targets.len());
+    let mut note = |i: &Instruction| {
+        if let (Some(e), Some(t)) = (exits.as_deref_mut(), branch_target(i)) {
+            if i.flow_control() != FlowControl::Call && (t < addr || t >= end) {
+                e.targets.push(t);
+            }
+        }
+    };
     let mut d = Decoder::with_ip(64, &code[off..size], start, DecoderOptions::NONE);
     let mut i = Instruction::default();
     scratch.clear();
@@ -468,6 +520,7 @@ fn plan_jump_common(
             return None;
         }
         len += i.len();
+        note(&i);
         scratch.push(i);
     }
     let moved_end = start + len as u64;
@@ -480,14 +533,28 @@ fn plan_jump_common(
         }
         None => false,
     };
-    if scratch.iter().any(conflicts) {
-        return None;
-    }
-    while d.can_decode() {
-        d.decode_out(&mut i);
-        if i.is_invalid() || conflicts(&i) {
-            return None;
+    let all_decoded = (|| {
+        if scratch.iter().any(conflicts) {
+            return false;
         }
+        while d.can_decode() {
+            d.decode_out(&mut i);
+            if i.is_invalid() || conflicts(&i) {
+                return false;
+            }
+            note(&i);
+        }
+        true
+    })();
+    if let Some(e) = exits {
+        if all_decoded {
+            e.complete = true;
+        } else {
+            e.targets.truncate(mark);
+        }
+    }
+    if !all_decoded {
+        return None;
     }
     let n = scratch.len();
     if scratch
