@@ -513,6 +513,24 @@ mod tests {
     }
 
     #[test]
+    fn reasons_are_counted() {
+        let reasons = [
+            "split part reached only by jumps (from 0x10)",
+            "PLT stub",
+            "split part reached only by jumps (from 0x20)",
+            "too short to patch (3 bytes)",
+        ];
+        assert_eq!(
+            reason_counts(reasons.into_iter()),
+            vec![
+                (2, "split part reached only by jumps"),
+                (1, "PLT stub"),
+                (1, "too short to patch"),
+            ]
+        );
+    }
+
+    #[test]
     fn info_text() {
         let (_dir, trace) = fake_trace(&[
             FakeTask::main(10, vec![ev(Entry, 0, 0), ev(Exit, 0, 5)]),
