@@ -45,26 +45,29 @@ pub(crate) fn analyze_with<'data>(
     debug: Option<&'data [u8]>,
     full: bool,
 ) -> Result<Analysis<'data>> {
-    analyze_opts(data, debug, full, true)
+    analyze_opts(data, debug, full, true, true)
 }
 
 /// [`analyze_with`]; without `code`, no byte of the file's code is read:
 /// the PLT entries and GOT imports are not looked for (no relocation is
 /// read either) and each function's `pad_end` is left at its end, its
-/// `pad_limit` telling where a scan for padding would stop.
+/// `pad_limit` telling where a scan for padding would stop. Without
+/// `frames`, a file without `.symtab` has only its named functions (its
+/// call frame information is not read).
 pub(crate) fn analyze_opts<'data>(
     data: &'data [u8],
     debug: Option<&'data [u8]>,
     full: bool,
     code: bool,
+    frames: bool,
 ) -> Result<Analysis<'data>> {
     if data.len() < 16 || !data.starts_with(b"\x7fELF") {
         return Err(SymbolError("not an ELF file".into()));
     }
     match data[4] {
         // EI_CLASS
-        1 => analyze_as::<elf::FileHeader32<Endianness>>(data, debug, full, code),
-        2 => analyze_as::<elf::FileHeader64<Endianness>>(data, debug, full, code),
+        1 => analyze_as::<elf::FileHeader32<Endianness>>(data, debug, full, code, frames),
+        2 => analyze_as::<elf::FileHeader64<Endianness>>(data, debug, full, code, frames),
         c => Err(SymbolError(format!("unsupported ELF class {c}"))),
     }
 }
@@ -209,6 +212,7 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
     debug: Option<&'data [u8]>,
     full: bool,
     read_code: bool,
+    frames: bool,
 ) -> Result<Analysis<'data>> {
     let header = Elf::parse(data).map_err(malformed)?;
     let endian = header.endian().map_err(malformed)?;
@@ -285,7 +289,7 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
     }
     // Without a `.symtab`, the functions no symbol names are found from
     // the call frame information.
-    let from_fdes = (is_x86_64 && !symbols.has_symtab).then(|| {
+    let from_fdes = (frames && is_x86_64 && !symbols.has_symtab).then(|| {
         let pointers = || relocated_pointers(&table, endian, data);
         let e = frame_entries(&mut symbols, &sections, e_type == elf::ET_EXEC, pointers);
         info.left_out = e.left_out;

@@ -139,7 +139,18 @@ pub fn analyze_functions_with_debug<'data>(
     data: &'data [u8],
     debug: Option<&'data [u8]>,
 ) -> Result<(ElfInfo, Vec<FuncRef<'data>>), SymbolError> {
-    elf::analyze_opts(data, debug, true, false).map(|a| (a.info, a.functions))
+    elf::analyze_opts(data, debug, true, false, true).map(|a| (a.info, a.functions))
+}
+
+/// [`analyze_functions_with_debug`] without the functions no symbol
+/// names: a stripped file's call frame information is not read (for
+/// glibc's libc, whose internal functions the agent recognises by name
+/// only).
+pub fn analyze_named_functions_with_debug<'data>(
+    data: &'data [u8],
+    debug: Option<&'data [u8]>,
+) -> Result<(ElfInfo, Vec<FuncRef<'data>>), SymbolError> {
+    elf::analyze_opts(data, debug, true, false, false).map(|a| (a.info, a.functions))
 }
 
 /// The owned form of an analysis: functions in [`ElfInfo::functions`].

@@ -197,6 +197,18 @@ impl Drop for MappedFile {
     }
 }
 
+/// Whether the module at `path` is glibc's libc. Its functions are those
+/// its symbols name, not those its call frame information adds when it
+/// is stripped: the agent tells its special functions (`setjmp` and
+/// `longjmp`, context switches, the unwinder's helpers, `clone`'s child,
+/// program start) by name, and a stripped libc's internal ones have
+/// none (with them, `-l` aborted programs: "a traced function returned
+/// through a stack slot the agent does not know").
+fn is_libc(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.starts_with("libc.so") || file.starts_with("libc-")
+}
+
 /// Runs `f` on the analysis of the ELF file at `path` (its functions'
 /// names borrowed from the mapped file). A stripped file's functions are
 /// named by its MiniDebugInfo (`.gnu_debugdata`) when it has one. With
@@ -226,6 +238,8 @@ pub(crate) fn with_analysis<R>(
     let debug = debug.as_ref().map(|d| d.bytes()).or(mini.as_deref());
     let (info, funcs) = if imports {
         fctrace_symbols::analyze_borrowed_with_debug(file.bytes(), debug)
+    } else if is_libc(path) {
+        fctrace_symbols::analyze_named_functions_with_debug(file.bytes(), debug)
     } else {
         fctrace_symbols::analyze_functions_with_debug(file.bytes(), debug)
     }

@@ -346,7 +346,11 @@ fn plan_functions(
                 before,
                 trap: c.trap,
             };
-            if unnamed {
+            let body = &code[..(size as usize).min(code.len())];
+            if f.is_unnamed() && patch::uses_return_address(addr, body) {
+                note_exits(m, f.addr, size, win, &mut exits);
+                Err(RA_REASON.to_string())
+            } else if unnamed {
                 patch::plan_noting_exits(
                     addr,
                     size as usize,
@@ -372,6 +376,11 @@ fn plan_functions(
     exits.dedup();
     (plans, exits)
 }
+
+/// Why a function found from its FDE that moves its return address is
+/// not patched (see `patch::uses_return_address`).
+const RA_REASON: &str =
+    "hand-written assembly that reads its own return address (the stub's would be there)";
 
 /// Adds to `exits` the targets of the jumps leaving the code of `m` at
 /// `addr` (module-relative), `size` bytes.

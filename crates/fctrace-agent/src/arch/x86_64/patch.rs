@@ -195,6 +195,58 @@ pub fn jumps_out(addr: u64, code: &[u8], out: &mut Vec<u64>) {
     }
 }
 
+/// Whether the code at the entry of a function (`code` at `addr`) reads or
+/// writes its own return address (`[rsp]` as it was at the entry) before
+/// any branch: hand-written assembly that moves its return address
+/// elsewhere (libffi's `ffi_call_unix64` copies it into a frame of its
+/// own and returns through the copy), which the entry stub's return
+/// address would break. Compiled code never does (its unwinding
+/// information says where the return address stays).
+pub fn uses_return_address(addr: u64, code: &[u8]) -> bool {
+    let mut d = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
+    let mut i = Instruction::default();
+    // Bytes pushed since the entry: the return address is at rsp + depth.
+    let mut depth: i64 = 0;
+    for _ in 0..16 {
+        if !d.can_decode() {
+            return false;
+        }
+        d.decode_out(&mut i);
+        if i.is_invalid() || i.flow_control() != FlowControl::Next {
+            return false;
+        }
+        let touches = (0..i.op_count()).any(|k| {
+            i.op_kind(k) == OpKind::Memory
+                && i.memory_base() == Register::RSP
+                && i.memory_index() == Register::None
+                && i.memory_displacement64() as i64 == depth
+        });
+        if touches {
+            return true;
+        }
+        match i.mnemonic() {
+            Mnemonic::Push => depth += 8,
+            Mnemonic::Pop => depth -= 8,
+            Mnemonic::Sub | Mnemonic::Add
+                if i.op0_kind() == OpKind::Register
+                    && i.op0_register() == Register::RSP
+                    && matches!(
+                        i.op1_kind(),
+                        OpKind::Immediate8to64 | OpKind::Immediate32to64
+                    ) =>
+            {
+                let n = i.immediate(1) as i64;
+                depth += if i.mnemonic() == Mnemonic::Sub { n } else { -n };
+            }
+            _ if i.op0_kind() == OpKind::Register && i.op0_register() == Register::RSP => {
+                return false;
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Whether `i` is an alignment-padding instruction (`nop` forms, `int3`).
 fn is_padding_insn(i: &Instruction) -> bool {
     matches!(i.mnemonic(), Mnemonic::Nop | Mnemonic::Int3)
