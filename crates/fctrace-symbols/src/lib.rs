@@ -142,6 +142,16 @@ pub fn analyze_functions_with_debug<'data>(
     elf::analyze_opts(data, debug, true, false, true).map(|a| (a.info, a.functions))
 }
 
+/// [`analyze_borrowed_with_debug`] without the functions no symbol names
+/// (a stripped file's call frame information is not read): for callers
+/// that need its imports or named functions only.
+pub fn analyze_borrowed_named_with_debug<'data>(
+    data: &'data [u8],
+    debug: Option<&'data [u8]>,
+) -> Result<(ElfInfo, Vec<FuncRef<'data>>), SymbolError> {
+    elf::analyze_opts(data, debug, true, true, false).map(|a| (a.info, a.functions))
+}
+
 /// [`analyze_functions_with_debug`] without the functions no symbol
 /// names: a stripped file's call frame information is not read (for
 /// glibc's libc, whose internal functions the agent recognises by name

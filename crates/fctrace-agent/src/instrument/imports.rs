@@ -4,7 +4,7 @@
 //! and the real functions they forward to).
 
 use super::loaded::{agent_module, in_agent, loaded_modules, module_of, read_code, Loaded};
-use super::module_file::with_analysis;
+use super::module_file::{with_analysis, with_analysis_of};
 use super::session::Session;
 use super::stubs::{write_word, Stubs, STUB_ESTIMATE};
 use crate::arch::x86_64::patch::{self, Mode, Plan};
@@ -187,7 +187,7 @@ pub fn bind_interposers() -> Vec<String> {
         {
             continue;
         }
-        let r = with_analysis(&m.path, false, true, |info, _| {
+        let r = with_analysis_of(&m.path, false, true, false, |info, _| {
             let slots = info
                 .plt
                 .iter()

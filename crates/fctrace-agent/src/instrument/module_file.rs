@@ -225,6 +225,19 @@ pub(crate) fn with_analysis<R>(
     imports: bool,
     f: impl FnOnce(&ElfInfo, &[FuncRef]) -> Result<R, String>,
 ) -> Result<R, String> {
+    with_analysis_of(path, use_debug_file, imports, true, f)
+}
+
+/// [`with_analysis`]; without `unnamed`, a stripped file's functions no
+/// symbol names are not looked for (its call frame information is not
+/// read): for callers that want its imports or named functions only.
+pub(crate) fn with_analysis_of<R>(
+    path: &str,
+    use_debug_file: bool,
+    imports: bool,
+    unnamed: bool,
+    f: impl FnOnce(&ElfInfo, &[FuncRef]) -> Result<R, String>,
+) -> Result<R, String> {
     let file = MappedFile::open(path)?;
     let debug = use_debug_file
         .then(|| fctrace_symbols::debugfile::find_symbols(std::path::Path::new(path), file.bytes()))
@@ -236,9 +249,12 @@ pub(crate) fn with_analysis<R>(
         .then(|| fctrace_symbols::minidebug::symbols(file.bytes()))
         .flatten();
     let debug = debug.as_ref().map(|d| d.bytes()).or(mini.as_deref());
-    let (info, funcs) = if imports {
+    let unnamed = unnamed && !is_libc(path);
+    let (info, funcs) = if imports && unnamed {
         fctrace_symbols::analyze_borrowed_with_debug(file.bytes(), debug)
-    } else if is_libc(path) {
+    } else if imports {
+        fctrace_symbols::analyze_borrowed_named_with_debug(file.bytes(), debug)
+    } else if !unnamed {
         fctrace_symbols::analyze_named_functions_with_debug(file.bytes(), debug)
     } else {
         fctrace_symbols::analyze_functions_with_debug(file.bytes(), debug)

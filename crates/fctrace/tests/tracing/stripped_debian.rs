@@ -180,10 +180,27 @@ fn check_case(case: &Case, cwd: &Path) -> BTreeMap<u64, u64> {
         .find(|m| canonical(Path::new(&m.path)) == canonical(exe))
         .expect("the program's module")
         .index;
+    // The module's build-id and debug link, as readelf reads them.
+    let notes = tool("readelf", &[OsStr::new("-n"), exe.as_os_str()]).stdout;
+    let build_id = notes
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .expect("a build-id");
+    let link = tool(
+        "readelf",
+        &[OsStr::new("--string-dump=.gnu_debuglink"), exe.as_os_str()],
+    )
+    .stdout;
+    let m = table.module(module).unwrap();
+    assert_eq!(m.build_id, build_id, "{ctx}");
+    assert!(
+        !m.debuglink.is_empty() && link.contains(&m.debuglink),
+        "{ctx}: debug link {:?}, readelf: {link}",
+        m.debuglink
+    );
     let fdes = fde_starts(exe);
     let (mut instrumented, mut not_functions, mut refused) = (0usize, 0usize, Vec::new());
     let mut unnamed = BTreeSet::new();
-    let m = table.module(module).unwrap();
     for f in table.functions.iter().filter(|f| f.module == module) {
         if !fdes.contains(&f.addr) {
             continue;
