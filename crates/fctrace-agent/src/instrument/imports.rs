@@ -4,7 +4,7 @@
 //! and the real functions they forward to).
 
 use super::loaded::{agent_module, in_agent, loaded_modules, module_of, read_code, Loaded};
-use super::module_file::{with_analysis, with_analysis_of};
+use super::module_file::with_analysis_of;
 use super::session::Session;
 use super::stubs::{write_word, Stubs, STUB_ESTIMATE};
 use crate::arch::x86_64::patch::{self, Mode, Plan};
