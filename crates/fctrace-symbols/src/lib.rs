@@ -35,6 +35,14 @@
 //!   shortest, then alphabetical; the rest are `aliases`. The size is the
 //!   largest non-zero `st_size` among them. `ifunc` is set if any of them is
 //!   `STT_GNU_IFUNC` (the address is then a resolver, not the function).
+//! * A file without `.symtab` (stripped, and no debug file's given) also
+//!   gets the functions its call frame information describes (`.eh_frame`:
+//!   see the `entries` module), unnamed (an empty name; fctrace calls them
+//!   `file+0xADDR`), sized by their FDE; the FDEs that are no function entry
+//!   (split parts, PLT stubs, program and thread starts) are in
+//!   [`ElfInfo::left_out`] with the reason. A `.gnu_debugdata` section
+//!   (MiniDebugInfo) is decompressed by [`minidebug::symbols`], to be given
+//!   as the debug file.
 //! * `_start`, `_init`, `_fini` etc. are reported like anything else.
 //! * `pad_end`: starting at `addr + size`, the bytes that are alignment
 //!   padding (`int3`, `nop`, `66 90`, `0f 1f /0` multi-byte nops with any
