@@ -1,7 +1,9 @@
-//! Function patterns: `FUNC` or `FUNC@MODULE`, where FUNC is a name, or a
-//! regular expression when it contains a regular-expression character
-//! (as in uftrace: the expression may match anywhere in the name, so
-//! `^ns::` matches every function of namespace `ns`).
+//! Function patterns: `FUNC` or `FUNC@MODULE`, where FUNC is a name, a
+//! module and an address (`git+0x4a3f0`: the function at that ELF address
+//! of the module whose file name is `git`, named or not), or a regular
+//! expression when it contains a regular-expression character (as in
+//! uftrace: the expression may match anywhere in the name, so `^ns::`
+//! matches every function of namespace `ns`).
 
 use regex::Regex;
 use std::fmt;
@@ -24,6 +26,22 @@ pub struct FuncPattern {
 enum Matcher {
     Exact(String),
     Regex(Regex),
+    /// A module's file name and an address in it.
+    At(String, u64),
+}
+
+/// A module-and-address name (`git+0x4a3f0`, `libc.so.6+0x1f`) split into
+/// the module's file name and the address; `None` for any other name
+/// (the shape fctrace-format's `split_module_offset` reads).
+fn split_at(name: &str) -> Option<(&str, u64)> {
+    let (module, hex) = name.rsplit_once("+0x")?;
+    if module.is_empty() || hex.is_empty() || hex.len() > 16 {
+        return None;
+    }
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some((module, u64::from_str_radix(hex, 16).ok()?))
 }
 
 impl fmt::Debug for FuncPattern {
@@ -68,7 +86,9 @@ impl FuncPattern {
         if func.is_empty() {
             return Err("an empty function name".to_string());
         }
-        let matcher = if func.contains(REGEX_CHARS) {
+        let matcher = if let Some((file, addr)) = split_at(func) {
+            Matcher::At(file.to_string(), addr)
+        } else if func.contains(REGEX_CHARS) {
             Matcher::Regex(
                 Regex::new(func)
                     .map_err(|e| format!("`{func}` is not a valid regular expression: {e}"))?,
@@ -110,6 +130,7 @@ impl FuncPattern {
         match &self.matcher {
             Matcher::Exact(n) => n == name,
             Matcher::Regex(r) => r.is_match(name),
+            Matcher::At(file, addr) => split_at(name) == Some((file.as_str(), *addr)),
         }
     }
 
@@ -147,6 +168,14 @@ impl FuncPattern {
 /// gives `ns::f`).
 pub fn name_forms<'a>(raw: &'a str, display: &'a str) -> [&'a str; 3] {
     [raw, display, without_params(display)]
+}
+
+/// [`name_forms`] and the function's module-and-address name `at`
+/// (`git+0x4a3f0`, as fctrace-format's `unnamed_function_name` makes it),
+/// which a pattern of that shape matches, whether a symbol names the
+/// function or not.
+pub fn name_forms_at<'a>(raw: &'a str, display: &'a str, at: &'a str) -> [&'a str; 4] {
+    [raw, display, without_params(display), at]
 }
 
 /// `ns::f(int) const` → `ns::f`; a name without parameters is unchanged.
@@ -235,6 +264,24 @@ mod tests {
             .unwrap()
             .matches_module("/usr/bin/app"));
         assert!(FuncPattern::parse("f").unwrap().matches_module("/any"));
+    }
+
+    #[test]
+    fn module_and_address() {
+        let p = FuncPattern::parse("git+0x4a3f0").unwrap();
+        assert!(!p.is_regex());
+        assert!(p.matches_name("git+0x4a3f0"));
+        assert!(p.matches_name("git+0x4A3F0"));
+        assert!(p.matches_name("git+0x04a3f0"));
+        assert!(!p.matches_name("git+0x4a3f"));
+        assert!(!p.matches_name("gzip+0x4a3f0"));
+        assert!(!p.matches_name("main"));
+        let forms = name_forms_at("main", "main", "git+0x4a3f0");
+        assert!(p.matches("/usr/bin/git", forms));
+        let l = FuncPattern::parse("libc.so.6+0x1f").unwrap();
+        assert!(l.matches_name("libc.so.6+0x1f"));
+        assert!(!l.matches_name("libcXso.6+0x1f"), "not a regex");
+        assert!(FuncPattern::parse("a+").unwrap().is_regex());
     }
 
     #[test]

@@ -76,11 +76,14 @@ fn preflight(command: &[OsString]) -> Result<(std::path::PathBuf, Vec<String>)> 
     // (a script's interpreter is not the program: no warning about it).
     if runs == program
         && !info.has_symtab
+        && !info.has_minidebuginfo
         && fctrace_symbols::debugfile::find_for_path(&program).is_none()
     {
         warnings.push(format!(
-            "{}: stripped (no .symtab): only functions named in its dynamic symbol table are traced",
-            program.display()
+            "{}: stripped (no .symtab): functions its dynamic symbol table does not name \
+             are found from its call frame information and named by address ({}+0x...)",
+            program.display(),
+            fctrace_format::symtab::module_file_name(&program.to_string_lossy())
         ));
     }
     Ok((program, warnings))

@@ -45,26 +45,29 @@ pub(crate) fn analyze_with<'data>(
     debug: Option<&'data [u8]>,
     full: bool,
 ) -> Result<Analysis<'data>> {
-    analyze_opts(data, debug, full, true)
+    analyze_opts(data, debug, full, true, true)
 }
 
 /// [`analyze_with`]; without `code`, no byte of the file's code is read:
 /// the PLT entries and GOT imports are not looked for (no relocation is
 /// read either) and each function's `pad_end` is left at its end, its
-/// `pad_limit` telling where a scan for padding would stop.
+/// `pad_limit` telling where a scan for padding would stop. Without
+/// `frames`, a file without `.symtab` has only its named functions (its
+/// call frame information is not read).
 pub(crate) fn analyze_opts<'data>(
     data: &'data [u8],
     debug: Option<&'data [u8]>,
     full: bool,
     code: bool,
+    frames: bool,
 ) -> Result<Analysis<'data>> {
     if data.len() < 16 || !data.starts_with(b"\x7fELF") {
         return Err(SymbolError("not an ELF file".into()));
     }
     match data[4] {
         // EI_CLASS
-        1 => analyze_as::<elf::FileHeader32<Endianness>>(data, debug, full, code),
-        2 => analyze_as::<elf::FileHeader64<Endianness>>(data, debug, full, code),
+        1 => analyze_as::<elf::FileHeader32<Endianness>>(data, debug, full, code, frames),
+        2 => analyze_as::<elf::FileHeader64<Endianness>>(data, debug, full, code, frames),
         c => Err(SymbolError(format!("unsupported ELF class {c}"))),
     }
 }
@@ -177,6 +180,8 @@ struct Section<'data> {
     addr: u64,
     size: u64,
     exec: bool,
+    /// Loaded (`SHF_ALLOC`) with contents in the file.
+    alloc: bool,
     entsize: u64,
     bytes: &'data [u8],
 }
@@ -207,6 +212,7 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
     debug: Option<&'data [u8]>,
     full: bool,
     read_code: bool,
+    frames: bool,
 ) -> Result<Analysis<'data>> {
     let header = Elf::parse(data).map_err(malformed)?;
     let endian = header.endian().map_err(malformed)?;
@@ -240,9 +246,12 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
         is_static,
         interp: segments.interp,
         has_symtab: symtab.len() > 1,
+        has_minidebuginfo: sections.iter().any(|s| &*s.name == ".gnu_debugdata"),
         go: None,
         entry: header.e_entry(endian).into(),
         build_id: segments.build_id,
+        debuglink: debuglink(&sections, endian),
+        left_out: Vec::new(),
         functions: Vec::new(),
         plt: Vec::new(),
         got_imports: Vec::new(),
@@ -278,10 +287,27 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
     for (syms, is_symtab, map) in tables {
         symbols.add_table(syms, is_symtab, map, endian, shared, &sections);
     }
+    // Without a `.symtab`, the functions no symbol names are found from
+    // the call frame information.
+    let from_fdes = (frames && is_x86_64 && !symbols.has_symtab).then(|| {
+        let pointers = || relocated_pointers(&table, endian, data);
+        let e = frame_entries(&mut symbols, &sections, e_type == elf::ET_EXEC, pointers);
+        info.left_out = e.left_out;
+        e.sizes
+    });
     symbols.sort_boundaries();
 
     let mut functions = symbols.candidates;
     let aliases = group_functions(&mut functions, &sections);
+    for (addr, len) in from_fdes.unwrap_or_default() {
+        if let Ok(i) = functions.binary_search_by_key(&addr, |f| f.addr) {
+            let f = &mut functions[i];
+            if f.size == 0 {
+                f.size = len;
+                f.pad_end = addr + len;
+            }
+        }
+    }
     set_pad_ends(
         &mut functions,
         &sections,
@@ -306,6 +332,100 @@ fn analyze_as<'data, Elf: FileHeader<Endian = Endianness>>(
         aliases,
         section_names,
     })
+}
+
+/// The FDE entries of a file without `.symtab` (see [`crate::entries`]):
+/// adds the unnamed functions to `symbols`' candidates and every FDE's
+/// start to its boundaries; returns the FDEs left out and the sizes found
+/// for named functions without one.
+fn frame_entries(
+    symbols: &mut Symbols,
+    sections: &[Section],
+    position_dependent: bool,
+    pointers: impl FnOnce() -> Vec<u64>,
+) -> crate::entries::Entries {
+    let code: Vec<crate::entries::CodeSection> = sections
+        .iter()
+        .map(|s| crate::entries::CodeSection {
+            name: &s.name,
+            addr: s.addr,
+            exec: s.exec,
+            data: s.alloc && !s.exec,
+            bytes: s.bytes,
+        })
+        .collect();
+    let mut named: Vec<(u64, u64)> = symbols
+        .candidates
+        .iter()
+        .map(|c| (c.addr, c.size))
+        .collect();
+    named.sort_unstable();
+    // One per address, the largest size.
+    named.reverse();
+    named.dedup_by_key(|n| n.0);
+    named.reverse();
+    symbols.parts.sort_unstable();
+    let mut e = crate::entries::find(&code, &named, &symbols.parts, position_dependent, pointers);
+    for &(addr, len, sec) in &e.functions {
+        symbols.boundaries[sec].push(addr);
+        symbols.candidates.push(FuncRef {
+            name: Cow::Borrowed(""),
+            addr,
+            size: len,
+            pad_end: 0,
+            section: sec as u32,
+            global: false,
+            ifunc: false,
+            rank: 3,
+        });
+    }
+    for l in &e.left_out {
+        if let Some(sec) = sections
+            .iter()
+            .position(|s| s.exec && l.addr >= s.addr && l.addr < s.end())
+        {
+            symbols.boundaries[sec].push(l.addr);
+        }
+    }
+    e.functions = Vec::new();
+    e
+}
+
+/// The addends of the file's `R_X86_64_RELATIVE`, `_64` and `IRELATIVE`
+/// relocations: addresses the loader stores somewhere.
+fn relocated_pointers<Elf: FileHeader<Endian = Endianness>>(
+    table: &SectionTable<Elf>,
+    endian: Endianness,
+    data: &[u8],
+) -> Vec<u64> {
+    let mut out = Vec::new();
+    for sh in table.iter() {
+        let Ok(Some((relas, _))) = sh.rela(endian, data) else {
+            continue;
+        };
+        for r in relas {
+            let t = r.r_type(endian, false);
+            if t == elf::R_X86_64_RELATIVE || t == elf::R_X86_64_64 || t == elf::R_X86_64_IRELATIVE
+            {
+                out.push(r.r_addend(endian).into() as u64);
+            }
+        }
+    }
+    out
+}
+
+/// The file name `.gnu_debuglink` names and its CRC.
+fn debuglink(sections: &[Section], endian: Endianness) -> Option<(String, u32)> {
+    let s = sections.iter().find(|s| &*s.name == ".gnu_debuglink")?;
+    let b = s.bytes;
+    let n = b.iter().position(|&c| c == 0)?;
+    let at = (n + 1).next_multiple_of(4);
+    let crc: [u8; 4] = b.get(at..at + 4)?.try_into().ok()?;
+    let crc = match endian {
+        Endianness::Little => u32::from_le_bytes(crc),
+        Endianness::Big => u32::from_be_bytes(crc),
+    };
+    Some((String::from_utf8_lossy(&b[..n]).into_owned(), crc))
 }
 
 /// Refuses the ELF files that are not linked programs or libraries:
@@ -440,6 +560,7 @@ fn read_sections<'data, Elf: FileHeader<Endian = Endianness>>(
             addr: sh.sh_addr(endian).into(),
             size: sh.sh_size(endian).into(),
             exec,
+            alloc: flags & elf::SHF_ALLOC.0 != 0 && !nobits,
             entsize: sh.sh_entsize(endian).into(),
             // Section data can be shorter than sh_size only for bad files.
             bytes,
@@ -459,6 +580,8 @@ struct Symbols<'data> {
     has_symtab: bool,
     go_text: Option<u64>,
     go_etext: Option<u64>,
+    /// Where the symbols naming split parts (`foo.cold`) start.
+    parts: Vec<u64>,
 }
 
 impl<'data> Symbols<'data> {
@@ -472,6 +595,7 @@ impl<'data> Symbols<'data> {
             has_symtab: false,
             go_text: None,
             go_etext: None,
+            parts: Vec::new(),
         }
     }
 
@@ -534,6 +658,7 @@ impl<'data> Symbols<'data> {
                 self.has_symtab = true;
             }
             if is_cold_part(&name) {
+                self.parts.push(addr);
                 continue;
             }
             let bind = sym.st_bind().0;

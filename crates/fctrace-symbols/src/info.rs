@@ -48,6 +48,9 @@ pub struct ElfInfo {
     pub interp: Option<String>,
     /// `.symtab` has at least one defined function.
     pub has_symtab: bool,
+    /// A `.gnu_debugdata` section (MiniDebugInfo: see
+    /// [`crate::minidebug`]) names the functions `.symtab` would.
+    pub has_minidebuginfo: bool,
     /// The Go code the file holds (built with cgo or as a c-shared
     /// library), if any (not looked for when only the headers are read).
     pub go: Option<GoCode>,
@@ -55,6 +58,14 @@ pub struct ElfInfo {
     pub entry: u64,
     /// Contents of the `NT_GNU_BUILD_ID` note.
     pub build_id: Option<Vec<u8>>,
+    /// The file name `.gnu_debuglink` names and the CRC-32 it gives for
+    /// that file.
+    pub debuglink: Option<(String, u32)>,
+    /// A file without symbols for its local functions (no `.symtab`):
+    /// the FDEs of its call frame information that are not function
+    /// entries, by address, with the reason (see the `entries` module;
+    /// the entries themselves are among the functions, unnamed).
+    pub left_out: Vec<LeftOut>,
     /// Sorted by `addr`, one per address.
     pub functions: Vec<FuncSym>,
     /// Sorted by `addr`.
@@ -109,7 +120,9 @@ impl FuncSym {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FuncRef<'data> {
     /// The preferred name (see the crate docs); owned only when the
-    /// symbol is not valid UTF-8.
+    /// symbol is not valid UTF-8. Empty for a function no symbol names,
+    /// found from the file's call frame information (a stripped file):
+    /// see [`FuncRef::is_unnamed`].
     pub name: Cow<'data, str>,
     /// ELF virtual address (`st_value`).
     pub addr: u64,
@@ -131,6 +144,27 @@ pub struct FuncRef<'data> {
     pub ifunc: bool,
     /// Preference rank of the name's binding (lower is better).
     pub(crate) rank: u8,
+}
+
+/// A range of code with call frame information of its own (an FDE) that
+/// is not a function entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    /// ELF virtual address of its first byte.
+    pub addr: u64,
+    /// The FDE's length.
+    pub size: u64,
+    /// Why it is not a function: a PLT stub, a split part, ...
+    pub reason: String,
+}
+
+impl FuncRef<'_> {
+    /// Whether no symbol names the function: a stripped file's function
+    /// found by its FDE (its size is the FDE's length). fctrace names it
+    /// after its module and address (`git+0x4a3f0`).
+    pub fn is_unnamed(&self) -> bool {
+        self.name.is_empty()
+    }
 }
 
 /// A callable PLT stub.

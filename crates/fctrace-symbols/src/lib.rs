@@ -35,6 +35,14 @@
 //!   shortest, then alphabetical; the rest are `aliases`. The size is the
 //!   largest non-zero `st_size` among them. `ifunc` is set if any of them is
 //!   `STT_GNU_IFUNC` (the address is then a resolver, not the function).
+//! * A file without `.symtab` (stripped, and no debug file's given) also
+//!   gets the functions its call frame information describes (`.eh_frame`:
+//!   see the `entries` module), unnamed (an empty name; fctrace calls them
+//!   `file+0xADDR`), sized by their FDE; the FDEs that are no function entry
+//!   (split parts, PLT stubs, program and thread starts) are in
+//!   [`ElfInfo::left_out`] with the reason. A `.gnu_debugdata` section
+//!   (MiniDebugInfo) is decompressed by [`minidebug::symbols`], to be given
+//!   as the debug file.
 //! * `_start`, `_init`, `_fini` etc. are reported like anything else.
 //! * `pad_end`: starting at `addr + size`, the bytes that are alignment
 //!   padding (`int3`, `nop`, `66 90`, `0f 1f /0` multi-byte nops with any
@@ -76,9 +84,11 @@
 pub mod debugfile;
 pub mod dwarf;
 mod elf;
+mod entries;
 mod golang;
 mod info;
-pub use info::{ElfInfo, ElfKind, FuncRef, FuncSym, GotImport, PltEntry, SymbolError};
+pub mod minidebug;
+pub use info::{ElfInfo, ElfKind, FuncRef, FuncSym, GotImport, LeftOut, PltEntry, SymbolError};
 pub mod loader;
 mod rawelf;
 pub mod sanitizer;
@@ -137,7 +147,28 @@ pub fn analyze_functions_with_debug<'data>(
     data: &'data [u8],
     debug: Option<&'data [u8]>,
 ) -> Result<(ElfInfo, Vec<FuncRef<'data>>), SymbolError> {
-    elf::analyze_opts(data, debug, true, false).map(|a| (a.info, a.functions))
+    elf::analyze_opts(data, debug, true, false, true).map(|a| (a.info, a.functions))
+}
+
+/// [`analyze_borrowed_with_debug`] without the functions no symbol names
+/// (a stripped file's call frame information is not read): for callers
+/// that need its imports or named functions only.
+pub fn analyze_borrowed_named_with_debug<'data>(
+    data: &'data [u8],
+    debug: Option<&'data [u8]>,
+) -> Result<(ElfInfo, Vec<FuncRef<'data>>), SymbolError> {
+    elf::analyze_opts(data, debug, true, true, false).map(|a| (a.info, a.functions))
+}
+
+/// [`analyze_functions_with_debug`] without the functions no symbol
+/// names: a stripped file's call frame information is not read (for
+/// glibc's libc, whose internal functions the agent recognises by name
+/// only).
+pub fn analyze_named_functions_with_debug<'data>(
+    data: &'data [u8],
+    debug: Option<&'data [u8]>,
+) -> Result<(ElfInfo, Vec<FuncRef<'data>>), SymbolError> {
+    elf::analyze_opts(data, debug, true, false, false).map(|a| (a.info, a.functions))
 }
 
 /// The owned form of an analysis: functions in [`ElfInfo::functions`].

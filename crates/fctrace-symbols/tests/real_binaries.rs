@@ -126,7 +126,13 @@ fn check_invariants(info: &ElfInfo, data: &[u8]) {
     for f in &info.functions {
         assert!(f.addr != 0);
         assert!(in_exec(&sections, f.addr), "{f:?} not in an exec section");
-        assert!(!f.name.is_empty() && !f.name.contains('@'), "{f:?}");
+        // Unnamed: a function of a stripped file found from its FDE,
+        // whose size is the FDE's length.
+        assert!(!f.name.contains('@'), "{f:?}");
+        assert!(
+            !f.name.is_empty() || (f.size > 0 && !info.has_symtab),
+            "{f:?}"
+        );
         assert!(!f.name.contains(".cold") && !f.aliases.iter().any(|a| a.contains(".cold")));
         assert!(!f.aliases.contains(&f.name));
         if f.size == 0 {
@@ -915,13 +921,23 @@ fn stripped_executable() {
             .unwrap()
             .has_symtab
     );
-    // Nothing but the dynamic symbols (none defined in .text here).
+    // The dynamic symbols name functions (none defined in .text here);
+    // the others are found from their FDEs, unnamed (main among them),
+    // and `_start` is left out: its return address is undefined.
     assert!(
-        info.functions.iter().all(|f| f.global),
+        info.functions.iter().all(|f| f.global || f.name.is_empty()),
         "{:?}",
         info.functions
     );
     assert!(info.functions_named("main").next().is_none());
+    assert!(info.functions.iter().any(|f| f.name.is_empty()));
+    assert!(
+        info.left_out
+            .iter()
+            .any(|l| l.addr == info.entry && l.reason.starts_with("no return address")),
+        "{:?}",
+        info.left_out
+    );
     // The PLT is still known: it does not need .symtab.
     let names: HashSet<&str> = info.plt.iter().map(|p| p.name.as_str()).collect();
     assert!(
@@ -961,4 +977,65 @@ __attribute__((weak)) int lib_weak(int x) { return lib_hidden(x) + 2; }
     let ours: BTreeMap<u64, String> = info.plt.iter().map(|p| (p.addr, p.name.clone())).collect();
     assert_eq!(ours, objdump_plt(&built.path));
     assert!(info.plt.iter().any(|p| p.name == "puts"));
+}
+
+/// Debian's stripped libc, its functions found from its FDEs, against the
+/// symbols of its debug file (libc6-dbg): every function kept is one (but
+/// at most one `.cold` part: of glibc's eight 6-byte `round_away.cold`
+/// parts of a frameless function, the one that is 16-byte aligned passes
+/// the split-part heuristic), and no FDE left out starts a function.
+#[test]
+fn stripped_libc_against_its_debug_file() {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let path = Path::new(LIBC);
+    let data = std::fs::read(path).unwrap();
+    let debug = fctrace_symbols::debugfile::find_symbols(path, &data)
+        .expect("libc's debug file: apt-get install libc6-dbg");
+    let debug = std::fs::read(debug).unwrap();
+    let truth = object::File::parse(&*debug).unwrap();
+    let mut names: HashMap<u64, Vec<String>> = HashMap::new();
+    for s in truth.symbols() {
+        if s.kind() == SymbolKind::Text && s.address() != 0 {
+            let name = s.name().unwrap_or("").to_string();
+            names.entry(s.address()).or_default().push(name);
+        }
+    }
+    let is_part = |a: u64| {
+        names
+            .get(&a)
+            .is_some_and(|n| n.iter().all(|x| x.contains(".cold")))
+    };
+    let is_function = |a: u64| names.get(&a).is_some_and(|_| !is_part(a));
+    let info = read_file(path).unwrap();
+    assert!(!info.has_symtab);
+    let unnamed: Vec<&FuncSym> = info
+        .functions
+        .iter()
+        .filter(|f| f.name.is_empty())
+        .collect();
+    assert!(unnamed.len() > 1000, "{} unnamed functions", unnamed.len());
+    let parts: Vec<u64> = unnamed
+        .iter()
+        .map(|f| f.addr)
+        .filter(|&a| is_part(a))
+        .collect();
+    let unknown: Vec<u64> = unnamed
+        .iter()
+        .map(|f| f.addr)
+        .filter(|&a| !names.contains_key(&a))
+        .collect();
+    assert!(parts.len() <= 1, "split parts kept: {parts:x?}");
+    assert!(unknown.is_empty(), "kept at no symbol: {unknown:x?}");
+    let lost: Vec<(u64, &str)> = info
+        .left_out
+        .iter()
+        .filter(|l| is_function(l.addr))
+        .map(|l| (l.addr, l.reason.as_str()))
+        .collect();
+    assert!(lost.is_empty(), "functions left out: {lost:x?}");
+    eprintln!(
+        "libc: {} unnamed functions, {} left out",
+        unnamed.len(),
+        info.left_out.len()
+    );
 }

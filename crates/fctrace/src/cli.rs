@@ -780,6 +780,10 @@ pub struct InfoArgs {
     /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
+    /// List every function that is not instrumented with its reason (more
+    /// than 20 are otherwise counted per reason), e.g. `fctrace info -v`
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]

@@ -4,7 +4,7 @@
 //! and the real functions they forward to).
 
 use super::loaded::{agent_module, in_agent, loaded_modules, module_of, read_code, Loaded};
-use super::module_file::with_analysis;
+use super::module_file::with_analysis_of;
 use super::session::Session;
 use super::stubs::{write_word, Stubs, STUB_ESTIMATE};
 use crate::arch::x86_64::patch::{self, Mode, Plan};
@@ -187,7 +187,7 @@ pub fn bind_interposers() -> Vec<String> {
         {
             continue;
         }
-        let r = with_analysis(&m.path, false, true, |info, _| {
+        let r = with_analysis_of(&m.path, false, true, false, |info, _| {
             let slots = info
                 .plt
                 .iter()
@@ -439,7 +439,7 @@ fn plt_imports(
             match patch::plan(addr, p.size as usize, code, around, &mut scratch) {
                 Ok(plan) => {
                     let path = s.modules[imp.modules[k] as usize].path.clone();
-                    let flags = s.note_flags(id, &path, &p.name);
+                    let flags = s.note_flags(id, &path, &p.name, None);
                     let mode = import_mode(&p.name, &path);
                     if let (Some(t), Mode::Traced) = (imp.targets[k], mode) {
                         crate::recording::filter::note_import_range(id, t);
@@ -506,7 +506,7 @@ fn got_imports(
                 trap: false,
             };
             let path = s.modules[imp.modules[k] as usize].path.clone();
-            let flags = s.note_flags(id, &path, &g.name);
+            let flags = s.note_flags(id, &path, &g.name, None);
             let mode = import_mode(&g.name, &path);
             if matches!(mode, Mode::Traced) {
                 crate::recording::filter::note_import_range(id, target);

@@ -197,10 +197,23 @@ impl Drop for MappedFile {
     }
 }
 
+/// Whether the module at `path` is glibc's libc. Its functions are those
+/// its symbols name, not those its call frame information adds when it
+/// is stripped: the agent tells its special functions (`setjmp` and
+/// `longjmp`, context switches, the unwinder's helpers, `clone`'s child,
+/// program start) by name, and a stripped libc's internal ones have
+/// none (with them, `-l` aborted programs: "a traced function returned
+/// through a stack slot the agent does not know").
+fn is_libc(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.starts_with("libc.so") || file.starts_with("libc-")
+}
+
 /// Runs `f` on the analysis of the ELF file at `path` (its functions'
-/// names borrowed from the mapped file). With `use_debug_file`, a stripped
-/// file's functions come from its separate debug file when one is
-/// installed: for the program only (a library's debug file, libc's from
+/// names borrowed from the mapped file). A stripped file's functions are
+/// named by its MiniDebugInfo (`.gnu_debugdata`) when it has one. With
+/// `use_debug_file`, a stripped file's functions come from its separate
+/// debug file when one is installed: for the program only (a library's debug file, libc's from
 /// libc6-dbg, lists internal functions the engine cannot patch yet; see
 /// docs/engine.md, "Known limits"). Without `imports`, the file's PLT
 /// entries and GOT imports are not looked for (a library instrumented with
@@ -212,14 +225,37 @@ pub(crate) fn with_analysis<R>(
     imports: bool,
     f: impl FnOnce(&ElfInfo, &[FuncRef]) -> Result<R, String>,
 ) -> Result<R, String> {
+    with_analysis_of(path, use_debug_file, imports, true, f)
+}
+
+/// [`with_analysis`]; without `unnamed`, a stripped file's functions no
+/// symbol names are not looked for (its call frame information is not
+/// read): for callers that want its imports or named functions only.
+pub(crate) fn with_analysis_of<R>(
+    path: &str,
+    use_debug_file: bool,
+    imports: bool,
+    unnamed: bool,
+    f: impl FnOnce(&ElfInfo, &[FuncRef]) -> Result<R, String>,
+) -> Result<R, String> {
     let file = MappedFile::open(path)?;
     let debug = use_debug_file
         .then(|| fctrace_symbols::debugfile::find_symbols(std::path::Path::new(path), file.bytes()))
         .flatten()
         .and_then(|p| MappedFile::open(&p.to_string_lossy()).ok());
-    let debug = debug.as_ref().map(|d| d.bytes());
-    let (info, funcs) = if imports {
+    // Else Fedora's MiniDebugInfo, when the file has one.
+    let mini = debug
+        .is_none()
+        .then(|| fctrace_symbols::minidebug::symbols(file.bytes()))
+        .flatten();
+    let debug = debug.as_ref().map(|d| d.bytes()).or(mini.as_deref());
+    let unnamed = unnamed && !is_libc(path);
+    let (info, funcs) = if imports && unnamed {
         fctrace_symbols::analyze_borrowed_with_debug(file.bytes(), debug)
+    } else if imports {
+        fctrace_symbols::analyze_borrowed_named_with_debug(file.bytes(), debug)
+    } else if !unnamed {
+        fctrace_symbols::analyze_named_functions_with_debug(file.bytes(), debug)
     } else {
         fctrace_symbols::analyze_functions_with_debug(file.bytes(), debug)
     }

@@ -8,7 +8,7 @@ use super::module_file::{code_of, with_analysis, CodeWindow};
 use super::session::Session;
 use super::stubs::{Stubs, STUB_ESTIMATE};
 use crate::arch::x86_64::patch::{self, Mode};
-use fctrace_format::symtab::{FuncKind, FuncStatus, FunctionLine};
+use fctrace_format::symtab::{unnamed_function_name, FuncKind, FuncStatus, FunctionLine};
 use fctrace_symbols::{ElfInfo, FuncRef};
 
 /// libc's own definition of a context switch the agent wraps (or its
@@ -176,27 +176,21 @@ fn instrument_module(
     code_free: bool,
 ) -> Result<(Vec<u64>, Result<Stubs, String>), String> {
     let midx = s.module_index(&m.path, m.base)?;
+    s.set_debug_ids(midx, info);
     s.write_new_modules()?;
     let first = s.next_id;
-    s.next_id += funcs.len() as u32;
+    s.next_id += (funcs.len() + info.left_out.len()) as u32;
     s.ret_sites.resize(s.next_id as usize, 0);
     let mut traced = Vec::new();
-    let mut scratch = Vec::with_capacity(64);
-    // Stubs are built (and lines written) function by function; the code
+    // Every patch is planned first (from the original code), then stubs
+    // are built (and lines written) function by function; the code
     // patches are applied at the end, once every stub is built from the
     // original code.
     let mut stubs = Stubs::open(s, m, 4096 + funcs.len() * STUB_ESTIMATE);
-    // The padding after the previous function (runtime addresses: start,
-    // end) and how far that function's patch writes into it: a 2-byte
-    // entry jump may put its trampoline in the rest, so that two functions
-    // never claim the same bytes. Not with -fpatchable-function-entry,
-    // whose nops before a function are that function's.
     let own_prefix = info
         .markers
         .iter()
         .any(|k| k == "__patchable_function_entries");
-    let mut prev_pad: Option<(u64, u64)> = None;
-    let mut prev_writes_end = 0u64;
     // Go code is left alone, and Go's signal handler must see no int3 of
     // the agent's: no trap fallback in a module that holds Go code.
     let go = info.go.as_ref().and_then(|g| go_text(m, g));
@@ -206,51 +200,28 @@ fn instrument_module(
     let trap =
         info.go.is_none() && may_trap(&m.path) && !crate::interpose::signal::trap_handler_foreign();
     let mut win = CodeWindow::open(m, info.build_id.as_deref());
+    let ctx = PlanContext {
+        m,
+        info,
+        funcs,
+        is_main,
+        code_free,
+        trap,
+        own_prefix,
+        go: &go,
+    };
+    let (plans, jumped_into) = plan_functions(&ctx, &mut win);
     let mut moved = Vec::with_capacity(64);
-    for (k, f) in funcs.iter().enumerate() {
-        // The names lie in the file's string table in symbol order, not
-        // in address order: each is a cache miss unless asked for ahead.
-        if let Some(ahead) = funcs.get(k + 8) {
-            prefetch(ahead.name.as_ptr());
-        }
-        let name: &str = &f.name;
-        let addr = m.base + f.addr;
-        // A symbol without a size ends at the latest where the next begins.
-        let next = funcs
-            .get(k + 1)
-            .map(|n| n.addr)
-            .unwrap_or(f.addr + 4096)
-            .min(f.addr + 4096);
-        let (size, pad_end) = size_and_padding(m, f, next, code_free, &mut win);
-        let planned = if let Some(why) = left_alone(m, info, f, pad_end, is_main, &go) {
-            Err(why)
+    for (k, (f, (size, planned))) in funcs.iter().zip(plans).enumerate() {
+        let unnamed;
+        let name: &str = if f.is_unnamed() {
+            unnamed = unnamed_function_name(&m.path, f.addr);
+            &unnamed
         } else {
-            let before = match prev_pad {
-                Some((lo, hi)) if !own_prefix && lo >= m.lo && lo < hi && hi <= addr => {
-                    Some((lo, hi))
-                }
-                _ => None,
-            };
-            // The function and its padding, and the padding before it, in
-            // one read.
-            let from = before.map_or(addr, |(lo, _)| lo);
-            let all = code_of(&mut win, from, m.base + pad_end.max(f.addr + size));
-            let code = &all[(addr - from) as usize..];
-            let before = before.map(|(lo, hi)| patch::Before {
-                at: lo,
-                bytes: &all[(lo - from) as usize..(hi - from) as usize],
-                free_from: prev_writes_end,
-            });
-            patch::plan(
-                addr,
-                size as usize,
-                code,
-                patch::Around { before, trap },
-                &mut scratch,
-            )
+            &f.name
         };
-        prev_pad = Some((addr + size, m.base + pad_end.max(f.addr + size)));
-        prev_writes_end = planned.as_ref().map_or(0, |p| p.writes_end());
+        let addr = m.base + f.addr;
+        let planned = planned.and_then(|p| overwrites_target(&p, &jumped_into).map_or(Ok(p), Err));
         let mode = if RETURNS_TWICE.contains(&name) {
             Mode::EntryOnly
         } else {
@@ -262,7 +233,7 @@ fn instrument_module(
                 if !is_main {
                     traced.push(addr);
                 }
-                let flags = s.note_flags(id, &m.path, name);
+                let flags = s.note_flags(id, &m.path, name, Some(f.addr));
                 if matches!(mode, Mode::Traced) {
                     crate::recording::filter::note_range(id, addr, size);
                 }
@@ -293,7 +264,174 @@ fn instrument_module(
             name,
         })?;
     }
+    write_left_out(s, m, info, midx, first + funcs.len() as u32)?;
     Ok((traced, stubs))
+}
+
+/// What planning the patches of a module's functions needs.
+struct PlanContext<'a, 'f> {
+    m: &'a Loaded,
+    info: &'a ElfInfo,
+    funcs: &'a [FuncRef<'f>],
+    is_main: bool,
+    /// The analysis read no code (see `instrument_module`).
+    code_free: bool,
+    /// The trap fallback may be used.
+    trap: bool,
+    /// `-fpatchable-function-entry`: the nops before a function are its.
+    own_prefix: bool,
+    /// The module's Go code.
+    go: &'a Option<std::ops::Range<u64>>,
+}
+
+/// Each function's size and the plan of its patch (or why it has none),
+/// planned from the module's original code; and, for a module whose
+/// functions are found from its FDEs, the targets of the jumps from one
+/// function (or split part) into another, sorted (see
+/// [`overwrites_target`]), noted as the planner decodes each function.
+#[allow(clippy::type_complexity)]
+fn plan_functions(
+    c: &PlanContext,
+    win: &mut Option<CodeWindow>,
+) -> (Vec<(u64, Result<patch::Plan, String>)>, Vec<u64>) {
+    let (m, funcs) = (c.m, c.funcs);
+    let unnamed = funcs.iter().any(|f| f.is_unnamed());
+    let mut exits = Vec::new();
+    let mut scratch = Vec::with_capacity(64);
+    // The padding after the previous function (runtime addresses: start,
+    // end) and how far that function's patch writes into it: a 2-byte
+    // entry jump may put its trampoline in the rest, so that two functions
+    // never claim the same bytes. Not with -fpatchable-function-entry,
+    // whose nops before a function are that function's.
+    let mut prev_pad: Option<(u64, u64)> = None;
+    let mut prev_writes_end = 0u64;
+    let mut plans = Vec::with_capacity(funcs.len());
+    for (k, f) in funcs.iter().enumerate() {
+        // The names lie in the file's string table in symbol order, not
+        // in address order: each is a cache miss unless asked for ahead.
+        if let Some(ahead) = funcs.get(k + 8) {
+            prefetch(ahead.name.as_ptr());
+        }
+        let addr = m.base + f.addr;
+        // A symbol without a size ends at the latest where the next begins.
+        let next = funcs
+            .get(k + 1)
+            .map(|n| n.addr)
+            .unwrap_or(f.addr + 4096)
+            .min(f.addr + 4096);
+        let (size, pad_end) = size_and_padding(m, f, next, c.code_free, win);
+        let planned = if let Some(why) = left_alone(m, c.info, f, pad_end, c.is_main, c.go) {
+            if unnamed {
+                note_exits(m, f.addr, size, win, &mut exits);
+            }
+            Err(why)
+        } else {
+            let before = match prev_pad {
+                Some((lo, hi)) if !c.own_prefix && lo >= m.lo && lo < hi && hi <= addr => {
+                    Some((lo, hi))
+                }
+                _ => None,
+            };
+            // The function and its padding, and the padding before it, in
+            // one read.
+            let from = before.map_or(addr, |(lo, _)| lo);
+            let all = code_of(win, from, m.base + pad_end.max(f.addr + size));
+            let code = &all[(addr - from) as usize..];
+            let before = before.map(|(lo, hi)| patch::Before {
+                at: lo,
+                bytes: &all[(lo - from) as usize..(hi - from) as usize],
+                free_from: prev_writes_end,
+            });
+            let around = patch::Around {
+                before,
+                trap: c.trap,
+            };
+            let body = &code[..(size as usize).min(code.len())];
+            if f.is_unnamed() && patch::uses_return_address(addr, body) {
+                note_exits(m, f.addr, size, win, &mut exits);
+                Err(RA_REASON.to_string())
+            } else if unnamed {
+                patch::plan_noting_exits(
+                    addr,
+                    size as usize,
+                    code,
+                    around,
+                    &mut scratch,
+                    &mut exits,
+                )
+            } else {
+                patch::plan(addr, size as usize, code, around, &mut scratch)
+            }
+        };
+        prev_pad = Some((addr + size, m.base + pad_end.max(f.addr + size)));
+        prev_writes_end = planned.as_ref().map_or(0, |p| p.writes_end());
+        plans.push((size, planned));
+    }
+    if unnamed {
+        for l in &c.info.left_out {
+            note_exits(m, l.addr, l.size, win, &mut exits);
+        }
+    }
+    exits.sort_unstable();
+    exits.dedup();
+    (plans, exits)
+}
+
+/// Why a function found from its FDE that moves its return address is
+/// not patched (see `patch::uses_return_address`).
+const RA_REASON: &str =
+    "hand-written assembly that reads its own return address (the stub's would be there)";
+
+/// Adds to `exits` the targets of the jumps leaving the code of `m` at
+/// `addr` (module-relative), `size` bytes.
+fn note_exits(
+    m: &Loaded,
+    addr: u64,
+    size: u64,
+    win: &mut Option<CodeWindow>,
+    exits: &mut Vec<u64>,
+) {
+    let (lo, hi) = (m.base + addr, m.base + addr + size);
+    if size != 0 && lo >= m.lo && hi <= m.hi {
+        patch::jumps_out(lo, code_of(win, lo, hi), exits);
+    }
+}
+
+/// Why `plan` cannot be applied, if a jump from elsewhere (`targets`,
+/// sorted) lands in the bytes it overwrites after their first.
+fn overwrites_target(plan: &patch::Plan, targets: &[u64]) -> Option<String> {
+    let (lo, hi) = (plan.patch_at + 1, plan.patch_at + plan.patch_len as u64);
+    let k = targets.partition_point(|&t| t < lo);
+    let t = *targets.get(k).filter(|&&t| t < hi)?;
+    Some(format!(
+        "another function jumps into its first instructions (+{:#x})",
+        t - plan.patch_at
+    ))
+}
+
+/// Writes the lines of the module's FDEs that are not function entries
+/// (a stripped file's split parts, PLT stubs, ...: see
+/// `fctrace_symbols::LeftOut`), not traced with their reason, ids from
+/// `first` on.
+fn write_left_out(
+    s: &mut Session,
+    m: &Loaded,
+    info: &ElfInfo,
+    midx: u32,
+    first: u32,
+) -> Result<(), String> {
+    for (k, l) in info.left_out.iter().enumerate() {
+        s.write_line(&FunctionLine {
+            id: first + k as u32,
+            module: midx,
+            addr: l.addr,
+            size: l.size,
+            kind: FuncKind::Function,
+            status: &FuncStatus::NotTraced(l.reason.clone()),
+            name: &unnamed_function_name(&m.path, l.addr),
+        })?;
+    }
+    Ok(())
 }
 
 /// The size of function `f` of `m` (inferred from its code when its

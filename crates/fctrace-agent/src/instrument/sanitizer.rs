@@ -66,7 +66,7 @@ fn runtimes() -> Vec<(String, u64)> {
 pub fn install(stopped: &[u64]) {
     let _busy = tls::Busy::enter();
     for (path, base) in runtimes() {
-        let found = module_file::with_analysis(&path, true, false, |_, funcs| {
+        let found = module_file::with_analysis_of(&path, true, false, false, |_, funcs| {
             let addr = |name: &str| {
                 funcs
                     .iter()

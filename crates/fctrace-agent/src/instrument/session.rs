@@ -182,6 +182,24 @@ impl Session {
         Ok(self.modules.len() as u32 - 1)
     }
 
+    /// Records the build-id and debug link of module `index` (from its
+    /// file's analysis), unless its line is written already.
+    pub(super) fn set_debug_ids(&mut self, index: u32, info: &fctrace_symbols::ElfInfo) {
+        if (index as usize) < self.written_modules {
+            return;
+        }
+        let Some(m) = self.modules.get_mut(index as usize) else {
+            return;
+        };
+        if let Some(id) = &info.build_id {
+            m.build_id = id.iter().map(|b| format!("{b:02x}")).collect();
+        }
+        if let Some((name, crc)) = &info.debuglink {
+            m.debuglink = name.clone();
+            m.debuglink_crc = *crc;
+        }
+    }
+
     /// Writes the lines of the modules not written yet.
     pub(super) fn write_new_modules(&mut self) -> Result<(), String> {
         for m in &self.modules[self.written_modules..] {
@@ -191,12 +209,22 @@ impl Session {
         Ok(())
     }
 
-    /// Notes the filter flags of function `id` and returns them.
-    pub(super) fn note_flags(&mut self, id: u32, module_path: &str, name: &str) -> u64 {
+    /// Notes the filter flags of function `id` (at `addr` in its module,
+    /// when known) and returns them.
+    pub(super) fn note_flags(
+        &mut self,
+        id: u32,
+        module_path: &str,
+        name: &str,
+        addr: Option<u64>,
+    ) -> u64 {
         if !crate::recording::filter::active() {
             return 0;
         }
-        let f = crate::recording::filter::flags_for(id, module_path, name);
+        let at = addr.map_or(String::new(), |a| {
+            symtab::unnamed_function_name(module_path, a)
+        });
+        let f = crate::recording::filter::flags_for(id, module_path, name, &at);
         if f == 0 {
             return 0;
         }

@@ -220,11 +220,15 @@ impl Stubs {
             }
             for (at, bytes) in writes() {
                 journal::before_write(at, bytes.len());
-                // SAFETY: the pages were made writable above; no other
-                // thread runs code of the module yet.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len())
-                };
+                // Byte by byte, not through `memcpy`: with -l the code
+                // written may be libc's own copy routines (a stripped
+                // libc's internal functions, found by their FDEs), which
+                // must not run while they are half written.
+                for (k, &b) in bytes.iter().enumerate() {
+                    // SAFETY: the pages were made writable above; no
+                    // other thread runs code of the module yet.
+                    unsafe { (at as *mut u8).add(k).write_volatile(b) };
+                }
             }
             pages.close();
         }

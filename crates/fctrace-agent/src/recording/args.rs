@@ -127,8 +127,9 @@ impl Specs {
         module_path: &str,
         raw_name: &str,
         display_name: &str,
+        at: &str,
     ) -> (bool, bool) {
-        let f = self.spec_for(module_path, raw_name, display_name);
+        let f = self.spec_for(module_path, raw_name, display_name, at);
         let flags = (!f.args.is_empty(), f.retval.is_some());
         if flags == (false, false) {
             return flags;
@@ -221,14 +222,14 @@ impl Specs {
         (!f.is_null()).then(|| unsafe { &*f })
     }
 
-    fn spec_for(&self, module_path: &str, raw: &str, display: &str) -> FuncSpec {
+    fn spec_for(&self, module_path: &str, raw: &str, display: &str, at: &str) -> FuncSpec {
         let mut f = FuncSpec {
             args: Vec::new(),
             retval: None,
             args_bound: 0,
             retval_bound: 0,
         };
-        let names = fctrace_options::pattern::name_forms(raw, display);
+        let names = fctrace_options::pattern::name_forms_at(raw, display, at);
         let mut matched = false;
         for s in &self.specs {
             if !s.pattern.matches(module_path, names) {

@@ -60,7 +60,7 @@ use crate::runtime::state::{
 };
 use fctrace_format::argval::MAX_BACKTRACE;
 use fctrace_format::event::{EventKind, RawEvent, WITH_CALL_STEP};
-use fctrace_options::{pattern::name_forms, Action, Options};
+use fctrace_options::{pattern::name_forms_at, Action, Options};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 
 // Per-function flags.
@@ -184,16 +184,17 @@ pub fn active() -> bool {
 }
 
 /// The flags of function `func` of the module at `module_path` whose
-/// symbol is `raw` (0 without filters); its argument
-/// specs are bound to it.
-pub fn flags_for(func: u32, module_path: &str, raw: &str) -> u64 {
+/// symbol is `raw` and whose module-and-address name is `at`
+/// (`git+0x4a3f0`; empty when not known) (0 without filters); its
+/// argument specs are bound to it.
+pub fn flags_for(func: u32, module_path: &str, raw: &str, at: &str) -> u64 {
     let Some(cfg) = config() else { return 0 };
     let display = if raw.starts_with("_Z") || raw.starts_with("_R") {
         std::borrow::Cow::Owned(fctrace_symbols::demangle_in_process(raw))
     } else {
         std::borrow::Cow::Borrowed(raw)
     };
-    let forms = name_forms(raw, &display);
+    let forms = name_forms_at(raw, &display, at);
     let o = &cfg.opts;
     let mut f = 0;
     if o.filters.iter().any(|p| p.matches(module_path, forms)) {
@@ -208,7 +209,7 @@ pub fn flags_for(func: u32, module_path: &str, raw: &str) -> u64 {
         }
     }
     let (a, r) = match cfg.specs {
-        Some(sp) => sp.bind(func, module_path, raw, &display),
+        Some(sp) => sp.bind(func, module_path, raw, &display, at),
         None => (false, false),
     };
     if a {

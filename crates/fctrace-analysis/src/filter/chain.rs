@@ -8,7 +8,7 @@ use super::options::display_only;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, TaskEvents, Trace};
 use fctrace_format::symtab::SymTab;
-use fctrace_options::pattern::name_forms;
+use fctrace_options::pattern::name_forms_at;
 use fctrace_options::{FuncPattern, Options};
 use std::collections::VecDeque;
 
@@ -68,7 +68,8 @@ impl ChainChoice {
                     .and_then(|t| t.module(func.module))
                     .map_or("", |m| m.path.as_str());
                 let display = fctrace_symbols::demangle(&func.name);
-                let names = name_forms(&func.name, &display);
+                let at = fctrace_format::symtab::unnamed_function_name(module, func.addr);
+                let names = name_forms_at(&func.name, &display, &at);
                 let filter = self.filters.iter().any(|p| p.matches(module, names));
                 let notrace = self.notrace.iter().any(|p| p.matches(module, names));
                 in_filter |= filter;

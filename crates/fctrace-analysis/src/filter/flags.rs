@@ -3,7 +3,7 @@
 //! runtime's functions; the switches of global triggers.
 
 use fctrace_format::symtab::SymTab;
-use fctrace_options::pattern::name_forms;
+use fctrace_options::pattern::name_forms_at;
 use fctrace_options::{FuncPattern, Options};
 use std::collections::HashMap;
 
@@ -79,13 +79,14 @@ pub(super) enum Switch {
     Finish,
 }
 
-/// Calls `f` with the id, module path and name forms ([`name_forms`]) of
+/// Calls `f` with the id, module path and name forms ([`name_forms_at`]) of
 /// each function of `table`, until it returns false.
-pub(super) fn each_function(table: &SymTab, mut f: impl FnMut(u32, &str, [&str; 3]) -> bool) {
+pub(super) fn each_function(table: &SymTab, mut f: impl FnMut(u32, &str, [&str; 4]) -> bool) {
     for func in &table.functions {
         let module = table.module(func.module).map_or("", |m| m.path.as_str());
         let display = fctrace_symbols::demangle(&func.name);
-        if !f(func.id, module, name_forms(&func.name, &display)) {
+        let at = fctrace_format::symtab::unnamed_function_name(module, func.addr);
+        if !f(func.id, module, name_forms_at(&func.name, &display, &at)) {
             return;
         }
     }

@@ -362,7 +362,7 @@ impl<'t> Filter<'t> {
         let mut flags = Vec::new();
         let mut triggers: HashMap<u32, Vec<usize>> = HashMap::new();
         if let Some(table) = self.trace.sessions.get(&session) {
-            let any = |ps: &[FuncPattern], module: &str, names: [&str; 3]| {
+            let any = |ps: &[FuncPattern], module: &str, names: [&str; 4]| {
                 ps.iter().any(|p| p.matches(module, names))
             };
             each_function(table, |id, module, names| {

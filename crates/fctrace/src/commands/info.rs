@@ -20,7 +20,7 @@ pub fn run(args: InfoArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let mut output = Output::open(&args.output, terminal)?;
     let mut out = BufWriter::new(&mut output.writer);
     let damaged = damaged_tasks(&trace);
-    let written = write_info(&mut out, &trace)
+    let written = write_info(&mut out, &trace, args.verbose)
         .and_then(|()| Ok(super::naming::write_origins(&mut out, &trace, &naming)?))
         .and_then(|()| write_damaged(&mut out, &damaged))
         .and_then(|()| Ok(out.flush()?));
@@ -68,7 +68,7 @@ fn write_damaged(out: &mut dyn Write, damaged: &[(u32, String)]) -> anyhow::Resu
 }
 
 /// The whole human-readable description of `trace`.
-pub fn write_info(out: &mut dyn Write, trace: &Trace) -> anyhow::Result<()> {
+pub fn write_info(out: &mut dyn Write, trace: &Trace, verbose: bool) -> anyhow::Result<()> {
     let info = &trace.info;
     writeln!(
         out,
@@ -144,7 +144,7 @@ pub fn write_info(out: &mut dyn Write, trace: &Trace) -> anyhow::Result<()> {
 
     for (id, table) in &trace.sessions {
         writeln!(out)?;
-        write_session(out, *id, table)?;
+        write_session(out, *id, table, verbose)?;
     }
 
     let warnings: Vec<&String> = info.warnings.iter().chain(&trace.load_warnings).collect();
@@ -222,7 +222,7 @@ fn write_task_tree(out: &mut dyn Write, trace: &Trace) -> io::Result<()> {
     Ok(())
 }
 
-fn write_session(out: &mut dyn Write, id: u32, table: &SymTab) -> io::Result<()> {
+fn write_session(out: &mut dyn Write, id: u32, table: &SymTab, verbose: bool) -> io::Result<()> {
     writeln!(out, "Session {id}: {} (pid {})", table.exe, table.pid)?;
     writeln!(
         out,
@@ -266,7 +266,16 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab) -> io::Result<()>
             _ => None,
         })
         .collect();
-    if !not_traced.is_empty() {
+    if not_traced.len() > LISTED && !verbose {
+        writeln!(
+            out,
+            "  Not instrumented ({}), by reason (each one with --verbose):",
+            not_traced.len()
+        )?;
+        for (n, reason) in reason_counts(not_traced.iter().map(|(_, r)| r.as_str())) {
+            writeln!(out, "    {n:>7}  {reason}")?;
+        }
+    } else if !not_traced.is_empty() {
         writeln!(out, "  Not instrumented ({}):", not_traced.len())?;
         for (f, reason) in not_traced {
             writeln!(out, "    {}: {reason}", describe(f))?;
@@ -295,6 +304,28 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab) -> io::Result<()>
         }
     }
     Ok(())
+}
+
+/// Functions not instrumented listed one by one up to this many (without
+/// `--verbose`); more are counted per reason (a stripped program's split
+/// parts are thousands).
+const LISTED: usize = 20;
+
+/// How many times each reason is given, its details in a trailing
+/// parenthesis left out ("split part reached only by jumps (from
+/// 0x4a3f0)"), most frequent first.
+fn reason_counts<'a>(reasons: impl Iterator<Item = &'a str>) -> Vec<(usize, &'a str)> {
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for r in reasons {
+        let key = match r.rfind(" (") {
+            Some(k) if r.ends_with(')') => &r[..k],
+            _ => r,
+        };
+        *counts.entry(key).or_default() += 1;
+    }
+    let mut v: Vec<(usize, &str)> = counts.into_iter().map(|(r, n)| (n, r)).collect();
+    v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    v
 }
 
 /// Arguments joined by spaces, those with spaces or quotes single-quoted.
@@ -466,7 +497,7 @@ mod tests {
             ],
         };
         let mut out = Vec::new();
-        write_session(&mut out, 0, &table).unwrap();
+        write_session(&mut out, 0, &table, false).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.contains("             3           0           0  /bin/p\n"),
@@ -483,13 +514,31 @@ mod tests {
     }
 
     #[test]
+    fn reasons_are_counted() {
+        let reasons = [
+            "split part reached only by jumps (from 0x10)",
+            "PLT stub",
+            "split part reached only by jumps (from 0x20)",
+            "too short to patch (3 bytes)",
+        ];
+        assert_eq!(
+            reason_counts(reasons.into_iter()),
+            vec![
+                (2, "split part reached only by jumps"),
+                (1, "PLT stub"),
+                (1, "too short to patch"),
+            ]
+        );
+    }
+
+    #[test]
     fn info_text() {
         let (_dir, trace) = fake_trace(&[
             FakeTask::main(10, vec![ev(Entry, 0, 0), ev(Exit, 0, 5)]),
             FakeTask::thread(11, 10, vec![]),
         ]);
         let mut out = Vec::new();
-        write_info(&mut out, &trace).unwrap();
+        write_info(&mut out, &trace, false).unwrap();
         let text = String::from_utf8(out).unwrap();
         for needle in [
             "Program:        /usr/bin/prog\n",

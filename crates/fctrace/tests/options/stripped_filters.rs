@@ -110,40 +110,62 @@ fn stripped_exported_with_each_filter() {
 }
 
 #[test]
-fn stripped_imports_only_with_each_filter() {
-    // Only the imports are named: each call of the source's, in order.
+fn stripped_local_functions_with_each_filter() {
+    // Without -rdynamic its functions are found from their FDEs and named
+    // by address: the same build unstripped (the same code at the same
+    // addresses) names them here, and main is selected by its address.
     let exe = program(false);
+    let unstripped = c_program(
+        "stripped_filters.c",
+        "-unstripped",
+        &["-O0", "-fno-builtin"],
+    );
+    let file = exe.file_name().unwrap().to_string_lossy().into_owned();
+    let syms = function_symbols(&unstripped);
+    let name_of = |a: u64| {
+        syms.iter()
+            .find(|s| s.addr == a)
+            .map_or(format!("{a:#x}?"), |s| s.name.clone())
+    };
+    let named = |t: &[String]| -> Vec<String> {
+        t.iter()
+            .map(|l| {
+                let prefix = format!("{file}+0x");
+                let Some(k) = l.find(&prefix) else {
+                    return l.clone();
+                };
+                let rest = &l[k + prefix.len()..];
+                let n = rest.bytes().take_while(u8::is_ascii_hexdigit).count();
+                let a = u64::from_str_radix(&rest[..n], 16).unwrap();
+                format!("{}{}{}", &l[..k], name_of(a), &rest[n..])
+            })
+            .collect()
+    };
     let (full, all) = record_tree(&exe, &[]);
-    let calls = [
-        "atoi();",
-        "memset();",
-        "memcpy();",
-        "memset();",
-        "memcpy();",
-        "printf();",
-    ];
     assert_eq!(
-        span(&all, "atoi();", "printf();"),
-        lines(&calls.join("\n")),
+        span(&named(&all), "main() {", "} /* main */"),
+        main_tree(true),
         "unfiltered"
     );
 
     let (_, t) = record_tree(&exe, &["-N", "memcpy"]);
-    let no_memcpy: Vec<&str> = calls
-        .iter()
-        .copied()
-        .filter(|c| *c != "memcpy();")
-        .collect();
     assert_eq!(
-        span(&t, "atoi();", "printf();"),
-        lines(&no_memcpy.join("\n"))
+        span(&named(&t), "main() {", "} /* main */"),
+        main_tree(false)
     );
     assert_eq!(t, tree(&full.dir.path, &["-N", "memcpy"]), "-N memcpy");
 
-    let (_, t) = record_tree(&exe, &["-F", "memset"]);
-    assert_eq!(t, lines("memset();\nmemset();\n"), "-F memset");
-    assert_eq!(t, tree(&full.dir.path, &["-F", "memset"]), "-F memset");
+    let main_at = syms.iter().find(|s| s.name == "main").unwrap().addr;
+    let main = format!("{file}+{main_at:#x}");
+    let (_, t) = record_tree(&exe, &["-F", &main]);
+    assert_eq!(named(&t), main_tree(true), "-F {main}");
+    assert_eq!(t, tree(&full.dir.path, &["-F", &main]), "-F {main}");
 
     let (_, t) = record_tree(&exe, &["-D", "2"]);
-    assert_eq!(t, all, "-D 2");
+    assert_eq!(
+        span(&named(&t), "main() {", "} /* main */"),
+        lines("main() {\n  atoi();\n  work();\n  work();\n  printf();\n} /* main */\n"),
+        "-D 2"
+    );
+    assert_eq!(t, tree(&full.dir.path, &["-D", "2"]), "-D 2");
 }

@@ -1,6 +1,6 @@
 /* stripped_filters.c: a program traced stripped, with record-time filters
    (tests/options/stripped_filters.rs). Built with -rdynamic its functions stay in
-   .dynsym; without it only its imports are traced. */
+   .dynsym; without it they are found from their FDEs, named by address. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -190,9 +190,10 @@ fn python_as_natively(code: &str, args: &[&str]) {
     // fctrace's notice that the interpreter is stripped (Debian's
     // python3 is; one built from source is not) is not Python's output.
     let notice = format!(
-        "fctrace: {}: stripped (no .symtab): only functions named in its dynamic symbol \
-         table are traced\n",
-        py.display()
+        "fctrace: {}: stripped (no .symtab): functions its dynamic symbol table does not \
+         name are found from its call frame information and named by address ({}+0x...)\n",
+        py.display(),
+        py.file_name().unwrap().to_string_lossy()
     );
     for opts in [&[][..], &["-l"][..]] {
         let (dir, traced) = record_limited(&py, &all, opts);

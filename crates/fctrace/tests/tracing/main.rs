@@ -29,6 +29,8 @@ mod segments;
 mod self_inspect;
 mod shape;
 mod split_parts;
+mod stripped;
+mod stripped_debian;
 mod trap_fallback;
 mod tree;
 mod unwind;

@@ -169,6 +169,84 @@ fn branch_target(i: &Instruction) -> Option<u64> {
     }
 }
 
+/// The targets of the direct jumps of `code` (at `addr`) that lie outside
+/// it, appended to `out` (decoding stops at undecodable bytes): in
+/// hand-written assembly a function may jump into another one's first
+/// instructions (glibc's `__mempcpy_*` into `__memmove_*` after its
+/// first `mov`), which a patch there would overwrite. Calls are left out
+/// (they target entries).
+pub fn jumps_out(addr: u64, code: &[u8], out: &mut Vec<u64>) {
+    let end = addr + code.len() as u64;
+    let mut d = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
+    let mut i = Instruction::default();
+    while d.can_decode() {
+        d.decode_out(&mut i);
+        if i.is_invalid() {
+            return;
+        }
+        if i.flow_control() == FlowControl::Call {
+            continue;
+        }
+        if let Some(t) = branch_target(&i) {
+            if t < addr || t >= end {
+                out.push(t);
+            }
+        }
+    }
+}
+
+/// Whether the code at the entry of a function (`code` at `addr`) reads or
+/// writes its own return address (`[rsp]` as it was at the entry) before
+/// any branch: hand-written assembly that moves its return address
+/// elsewhere (libffi's `ffi_call_unix64` copies it into a frame of its
+/// own and returns through the copy), which the entry stub's return
+/// address would break. Compiled code never does (its unwinding
+/// information says where the return address stays).
+pub fn uses_return_address(addr: u64, code: &[u8]) -> bool {
+    let mut d = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
+    let mut i = Instruction::default();
+    // Bytes pushed since the entry: the return address is at rsp + depth.
+    let mut depth: i64 = 0;
+    for _ in 0..16 {
+        if !d.can_decode() {
+            return false;
+        }
+        d.decode_out(&mut i);
+        if i.is_invalid() || i.flow_control() != FlowControl::Next {
+            return false;
+        }
+        let touches = (0..i.op_count()).any(|k| {
+            i.op_kind(k) == OpKind::Memory
+                && i.memory_base() == Register::RSP
+                && i.memory_index() == Register::None
+                && i.memory_displacement64() as i64 == depth
+        });
+        if touches {
+            return true;
+        }
+        match i.mnemonic() {
+            Mnemonic::Push => depth += 8,
+            Mnemonic::Pop => depth -= 8,
+            Mnemonic::Sub | Mnemonic::Add
+                if i.op0_kind() == OpKind::Register
+                    && i.op0_register() == Register::RSP
+                    && matches!(
+                        i.op1_kind(),
+                        OpKind::Immediate8to64 | OpKind::Immediate32to64
+                    ) =>
+            {
+                let n = i.immediate(1) as i64;
+                depth += if i.mnemonic() == Mnemonic::Sub { n } else { -n };
+            }
+            _ if i.op0_kind() == OpKind::Register && i.op0_register() == Register::RSP => {
+                return false;
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Whether `i` is an alignment-padding instruction (`nop` forms, `int3`).
 fn is_padding_insn(i: &Instruction) -> bool {
     matches!(i.mnemonic(), Mnemonic::Nop | Mnemonic::Int3)
@@ -242,7 +320,48 @@ pub fn plan(
     around: Around,
     scratch: &mut Vec<Instruction>,
 ) -> Result<Plan, String> {
-    match plan_jump(addr, size, code, around, scratch) {
+    plan_noted(addr, size, code, around, scratch, None)
+}
+
+/// [`plan`], also adding to `exits` the targets of the function's direct
+/// jumps that leave its `size` bytes (see [`jumps_out`]): the common
+/// case decodes the whole function anyway, which is then not decoded
+/// twice.
+pub fn plan_noting_exits(
+    addr: u64,
+    size: usize,
+    code: &[u8],
+    around: Around,
+    scratch: &mut Vec<Instruction>,
+    exits: &mut Vec<u64>,
+) -> Result<Plan, String> {
+    let mut noted = Exits {
+        targets: exits,
+        complete: false,
+    };
+    let r = plan_noted(addr, size, code, around, scratch, Some(&mut noted));
+    if !noted.complete && size != 0 {
+        jumps_out(addr, &code[..size.min(code.len())], noted.targets);
+    }
+    r
+}
+
+/// Where [`plan_jump_common`] notes the jumps leaving the function, and
+/// whether it saw them all.
+struct Exits<'a> {
+    targets: &'a mut Vec<u64>,
+    complete: bool,
+}
+
+fn plan_noted(
+    addr: u64,
+    size: usize,
+    code: &[u8],
+    around: Around,
+    scratch: &mut Vec<Instruction>,
+    exits: Option<&mut Exits>,
+) -> Result<Plan, String> {
+    match plan_jump(addr, size, code, around, scratch, exits) {
         Err(why) if around.trap && size != 0 => {
             plan_trap(addr, size, code, scratch).map_err(|e| format!("{why}; no trap either: {e}"))
         }
@@ -302,6 +421,7 @@ fn plan_jump(
     code: &[u8],
     around: Around,
     scratch: &mut Vec<Instruction>,
+    exits: Option<&mut Exits>,
 ) -> Result<Plan, String> {
     if size == 0 {
         return Err("symbol has no size".into());
@@ -317,7 +437,7 @@ fn plan_jump(
     if room < JMP_LEN {
         return Err(format!("only {size} bytes long with no padding after it"));
     }
-    if let Some(plan) = plan_jump_common(addr, size, code, off, scratch) {
+    if let Some(plan) = plan_jump_common(addr, size, code, off, scratch, exits) {
         return Ok(plan);
     }
     decode_all(&code[off..size], start, scratch)?;
@@ -427,8 +547,18 @@ fn plan_jump_common(
     code: &[u8],
     off: usize,
     scratch: &mut Vec<Instruction>,
+    mut exits: Option<&mut Exits>,
 ) -> Option<Plan> {
     let start = addr + off as u64;
+    let end = addr + size as u64;
+    let mark = exits.as_ref().map_or(0, |e| e.targets.len());
+    let mut note = |i: &Instruction| {
+        if let (Some(e), Some(t)) = (exits.as_deref_mut(), branch_target(i)) {
+            if i.flow_control() != FlowControl::Call && (t < addr || t >= end) {
+                e.targets.push(t);
+            }
+        }
+    };
     let mut d = Decoder::with_ip(64, &code[off..size], start, DecoderOptions::NONE);
     let mut i = Instruction::default();
     scratch.clear();
@@ -442,6 +572,7 @@ fn plan_jump_common(
             return None;
         }
         len += i.len();
+        note(&i);
         scratch.push(i);
     }
     let moved_end = start + len as u64;
@@ -454,14 +585,28 @@ fn plan_jump_common(
         }
         None => false,
     };
-    if scratch.iter().any(conflicts) {
-        return None;
-    }
-    while d.can_decode() {
-        d.decode_out(&mut i);
-        if i.is_invalid() || conflicts(&i) {
-            return None;
+    let all_decoded = (|| {
+        if scratch.iter().any(conflicts) {
+            return false;
         }
+        while d.can_decode() {
+            d.decode_out(&mut i);
+            if i.is_invalid() || conflicts(&i) {
+                return false;
+            }
+            note(&i);
+        }
+        true
+    })();
+    if let Some(e) = exits {
+        if all_decoded {
+            e.complete = true;
+        } else {
+            e.targets.truncate(mark);
+        }
+    }
+    if !all_decoded {
+        return None;
     }
     let n = scratch.len();
     if scratch
