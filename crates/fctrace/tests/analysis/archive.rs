@@ -526,8 +526,6 @@ fn build_id(elf: &Path) -> String {
 /// its archive read on another where only its debug file is, in a
 /// `--debug-dir`: the names appear.
 #[test]
-#[ignore = "needs the tracing of unnamed functions (h-entries) and --debug-dir (h-naming): \
-            the lead runs it after merging them"]
 fn archive_of_a_stripped_program_is_named_elsewhere_from_a_debug_dir() {
     let built = c_program("graph.c", "-O0-g", &["-O0", "-g"]);
     let here = scratch("archive-stripped-here");

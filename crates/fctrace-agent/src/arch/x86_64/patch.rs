@@ -29,13 +29,15 @@
 //!
 //! Most stubs come from a byte template, the moved instructions copied as
 //! they are (a start-up cost of a few hundred nanoseconds per function);
-//! only moved branches, calls and RIP-relative operands go through iced's
-//! block encoder, which relocates them.
+//! moved branches, calls and RIP-relative operands are re-encoded one by
+//! one for their new address in the same template; only what that cannot
+//! place (a branch into the moved code itself, `jrcxz`/`loop`) goes
+//! through iced's block encoder, which relocates the whole stub.
 
 use super::codegen::Common;
 use iced_x86::{
-    BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction,
-    InstructionBlock, MemoryOperand, Mnemonic, OpKind, Register,
+    BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, Encoder, FlowControl,
+    Instruction, InstructionBlock, MemoryOperand, Mnemonic, OpKind, Register,
 };
 
 const JMP_LEN: usize = 5;
@@ -909,7 +911,49 @@ fn build_stub_fast(
     mode: Mode,
     v: &mut Vec<u8>,
 ) -> Option<Built> {
-    let base = v.len() as u64;
+    build_from_template(plan, at, common, id, mode, v, |v, _| {
+        v.extend_from_slice(code);
+        Some(())
+    })
+}
+
+/// The next case: the same template, each moved instruction re-encoded at
+/// its new address on its own (iced's single-instruction encoder), which
+/// keeps the targets of RIP-relative operands and of branches leaving the
+/// moved code. The block encoder this avoids searches a layout for the
+/// whole stub, some microseconds per stub: most of the start-up of a large
+/// program once every function of its libraries is patched. `None` (with
+/// partial code in `v`) where the block encoder is needed: a branch into
+/// the moved code itself, a branch with no 32-bit form (`jrcxz`, `loop`),
+/// a target out of reach.
+fn build_stub_direct(
+    plan: &Plan,
+    moved: &[Instruction],
+    code: &[u8],
+    at: u64,
+    common: &Common,
+    id: StubArg,
+    mode: Mode,
+    v: &mut Vec<u8>,
+) -> Option<Built> {
+    build_from_template(plan, at, common, id, mode, v, |v, at| {
+        relocate_each(moved, code, plan.moved_at, v, at)
+    })
+}
+
+/// The stub's fixed template around its body, appended to `v` (whose
+/// first byte will be at `at`); `body(v, at)` appends the moved
+/// instructions.
+fn build_from_template(
+    plan: &Plan,
+    at: u64,
+    common: &Common,
+    id: StubArg,
+    mode: Mode,
+    v: &mut Vec<u8>,
+    body: impl FnOnce(&mut Vec<u8>, u64) -> Option<()>,
+) -> Option<Built> {
+    let at = at.wrapping_sub(v.len() as u64); // the address of v[0]
     v.push(0x50); // push rax
     match id {
         StubArg::Id(id) => {
@@ -945,8 +989,8 @@ fn build_stub_fast(
             ret_site = None;
         }
     }
-    let body = at + v.len() as u64 - base;
-    v.extend_from_slice(code);
+    let body_at = at + v.len() as u64;
+    body(v, at)?;
     if let Some(r) = plan.resume {
         match rel32(at + v.len() as u64 + 5, r) {
             Some(d) => {
@@ -961,7 +1005,72 @@ fn build_stub_fast(
             }
         }
     }
-    Some(Built { ret_site, body })
+    Some(Built {
+        ret_site,
+        body: body_at,
+    })
+}
+
+/// Appends `moved` (whose bytes are `code`, at `moved_at`) to `v`, whose
+/// first byte will be at `at`: position-independent instructions as they
+/// are, RIP-relative operands and branches leaving the moved code
+/// re-encoded for their new address (a short branch in its 32-bit form),
+/// calls as the block path rewrites them ([`rewrite_call`]). `None` where
+/// only the block encoder can place them.
+fn relocate_each(
+    moved: &[Instruction],
+    code: &[u8],
+    moved_at: u64,
+    v: &mut Vec<u8>,
+    at: u64,
+) -> Option<()> {
+    let range = moved_at..moved.last().map_or(moved_at, |l| l.next_ip());
+    let mut enc = Encoder::new(64);
+    let mut calls = Vec::new();
+    for i in moved {
+        match i.flow_control() {
+            FlowControl::Call | FlowControl::IndirectCall => {
+                calls.clear();
+                rewrite_call(i, &mut calls).ok()?;
+                for c in &calls {
+                    encode_at(&mut enc, c, v, at)?;
+                }
+                continue;
+            }
+            FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch => {
+                if i.op0_kind() != OpKind::NearBranch64 || range.contains(&i.near_branch_target()) {
+                    return None;
+                }
+                let mut near = *i;
+                near.as_near_branch();
+                encode_at(&mut enc, &near, v, at)?;
+                continue;
+            }
+            FlowControl::XbeginXabortXend => return None,
+            _ => {}
+        }
+        if i.is_ip_rel_memory_operand() {
+            if range.contains(&i.ip_rel_memory_address()) {
+                encode_at(&mut enc, &own_code_address(i).ok()?, v, at)?;
+            } else {
+                encode_at(&mut enc, i, v, at)?;
+            }
+        } else {
+            let from = (i.ip() - moved_at) as usize;
+            v.extend_from_slice(code.get(from..from + i.len())?);
+        }
+    }
+    Some(())
+}
+
+/// Encodes `i` at the end of `v` (whose first byte will be at `at`),
+/// without a copy of its bytes.
+fn encode_at(enc: &mut Encoder, i: &Instruction, v: &mut Vec<u8>, at: u64) -> Option<()> {
+    let here = at + v.len() as u64;
+    enc.set_buffer(std::mem::take(v));
+    let done = enc.encode(i, here);
+    *v = enc.take_buffer();
+    done.ok().map(|_| ())
 }
 
 /// Appends to `out` the stub for `plan`, to be placed at `at`, and returns
@@ -990,6 +1099,10 @@ pub fn build_stub_with<'a>(
     }
     let mut moved = Vec::with_capacity(plan.moved_count);
     decode_all(code, plan.moved_at, &mut moved)?;
+    if let Some(site) = build_stub_direct(plan, &moved, code, at, common, id, mode, out) {
+        return Ok(site);
+    }
+    out.truncate(mark);
     build_stub(plan, &moved, at, common, id, mode, out)
 }
 
@@ -1138,4 +1251,132 @@ pub fn reachable(plan: &Plan, stub: u64) -> bool {
     let from = plan.trampoline.unwrap_or(plan.patch_at);
     let d = stub as i64 - (from as i64 + JMP_LEN as i64);
     d >= i32::MIN as i64 && d <= i32::MAX as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::x86_64::codegen::RegionWindows;
+
+    const FUNC: u64 = 0x5555_0000_1000;
+    const STUB: u64 = 0x5555_4000_0000;
+
+    fn common() -> Common {
+        Common {
+            entry: STUB - 0x1000,
+            entry_flagged: STUB - 0x1000,
+            entry_notrace: STUB - 0x1000,
+            entry_filter: STUB - 0x1000,
+            entry_fast: STUB - 0x1000,
+            region_windows: RegionWindows::default(),
+            entry_only: STUB - 0x2000,
+            exit: STUB - 0x3000,
+        }
+    }
+
+    /// What a stub does, independent of the encoding chosen: each
+    /// instruction's mnemonic with its branch target or RIP-relative
+    /// address (targets inside the stub given relative to the body).
+    fn meaning(code: &[u8], at: u64, body: u64) -> Vec<(Mnemonic, i128)> {
+        let mut out = Vec::new();
+        let mut d = Decoder::with_ip(64, code, at, DecoderOptions::NONE);
+        while d.can_decode() {
+            let i = d.decode();
+            assert!(!i.is_invalid(), "undecodable stub {code:02x?}");
+            let target = if i.is_ip_rel_memory_operand() {
+                i.ip_rel_memory_address()
+            } else if matches!(i.op0_kind(), OpKind::NearBranch64) {
+                i.near_branch_target()
+            } else {
+                i.immediate64()
+            };
+            let stub = at..at + code.len() as u64;
+            let t = if stub.contains(&target) {
+                target as i128 - body as i128 - (1 << 100)
+            } else {
+                target as i128
+            };
+            out.push((i.mnemonic(), t));
+        }
+        out
+    }
+
+    /// Builds the stub of `bytes` (a function's first instructions, at
+    /// FUNC) both ways; returns (direct, block) meanings and whether the
+    /// direct path took it.
+    fn both(bytes: &[u8], mode: Mode) -> (Vec<(Mnemonic, i128)>, Vec<(Mnemonic, i128)>, bool) {
+        let mut moved = Vec::new();
+        decode_all(bytes, FUNC, &mut moved).unwrap();
+        let plan = moved_plan(FUNC, JMP_LEN, &moved, Some(FUNC + bytes.len() as u64), None);
+        let c = common();
+        let mut direct = Vec::new();
+        let built = build_stub_direct(
+            &plan,
+            &moved,
+            bytes,
+            STUB,
+            &c,
+            StubArg::Id(7),
+            mode,
+            &mut direct,
+        );
+        let mut block = Vec::new();
+        let b = build_stub(&plan, &moved, STUB, &c, StubArg::Id(7), mode, &mut block).unwrap();
+        let took = built.is_some();
+        let d = built.map_or(Vec::new(), |d| meaning(&direct, STUB, d.body));
+        (d, meaning(&block, STUB, b.body), took)
+    }
+
+    #[test]
+    fn moved_instructions_keep_their_meaning_one_by_one() {
+        let cases: &[(&str, &[u8])] = &[
+            (
+                "rip-relative load",
+                &[0x48, 0x8b, 0x05, 0x00, 0x10, 0x00, 0x00],
+            ),
+            (
+                "rip-relative compare",
+                &[0x80, 0x3d, 0x40, 0x00, 0x00, 0x00, 0x00],
+            ),
+            ("jmp rel32 (a tail call)", &[0xe9, 0x10, 0x20, 0x30, 0x00]),
+            (
+                "short jcc leaving the moved code",
+                &[0x74, 0x40, 0x48, 0x89, 0xe5, 0x90],
+            ),
+            ("call rel32", &[0xe8, 0x00, 0x01, 0x00, 0x00]),
+            ("call [rip+x]", &[0xff, 0x15, 0x00, 0x02, 0x00, 0x00]),
+            (
+                "lea of its own address",
+                &[0x48, 0x8d, 0x3d, 0xf9, 0xff, 0xff, 0xff],
+            ),
+            (
+                "push; mov (verbatim)",
+                &[0x55, 0x48, 0x89, 0xe5, 0x41, 0x57],
+            ),
+        ];
+        for (what, bytes) in cases {
+            for mode in [Mode::Traced, Mode::EntryOnly] {
+                let (direct, block, took) = both(bytes, mode);
+                assert!(took, "{what}: the direct path refused it");
+                assert_eq!(direct, block, "{what} ({mode:?})");
+            }
+        }
+    }
+
+    #[test]
+    fn what_only_the_block_encoder_places_is_left_to_it() {
+        // A short jcc into the moved code itself; jrcxz (no 32-bit form)
+        // to a target out of its reach.
+        let cases: &[(&str, &[u8])] = &[
+            (
+                "jcc into the moved code",
+                &[0x74, 0x01, 0x90, 0x48, 0x89, 0xe5],
+            ),
+            ("jrcxz out of reach", &[0xe3, 0x40, 0x48, 0x89, 0xe5]),
+        ];
+        for (what, bytes) in cases {
+            let (_, _, took) = both(bytes, Mode::Traced);
+            assert!(!took, "{what}: the direct path should leave it");
+        }
+    }
 }
