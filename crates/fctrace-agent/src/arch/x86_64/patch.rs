@@ -928,8 +928,7 @@ fn build_stub_fast(
 /// a target out of reach.
 fn build_stub_direct(
     plan: &Plan,
-    moved: &[Instruction],
-    code: &[u8],
+    (moved, code): (&[Instruction], &[u8]),
     at: u64,
     common: &Common,
     id: StubArg,
@@ -1099,7 +1098,7 @@ pub fn build_stub_with<'a>(
     }
     let mut moved = Vec::with_capacity(plan.moved_count);
     decode_all(code, plan.moved_at, &mut moved)?;
-    if let Some(site) = build_stub_direct(plan, &moved, code, at, common, id, mode, out) {
+    if let Some(site) = build_stub_direct(plan, (&moved, code), at, common, id, mode, out) {
         return Ok(site);
     }
     out.truncate(mark);
@@ -1277,7 +1276,9 @@ mod tests {
     /// What a stub does, independent of the encoding chosen: each
     /// instruction's mnemonic with its branch target or RIP-relative
     /// address (targets inside the stub given relative to the body).
-    fn meaning(code: &[u8], at: u64, body: u64) -> Vec<(Mnemonic, i128)> {
+    type Meaning = Vec<(Mnemonic, i128)>;
+
+    fn meaning(code: &[u8], at: u64, body: u64) -> Meaning {
         let mut out = Vec::new();
         let mut d = Decoder::with_ip(64, code, at, DecoderOptions::NONE);
         while d.can_decode() {
@@ -1304,7 +1305,7 @@ mod tests {
     /// Builds the stub of `bytes` (a function's first instructions, at
     /// FUNC) both ways; returns (direct, block) meanings and whether the
     /// direct path took it.
-    fn both(bytes: &[u8], mode: Mode) -> (Vec<(Mnemonic, i128)>, Vec<(Mnemonic, i128)>, bool) {
+    fn both(bytes: &[u8], mode: Mode) -> (Meaning, Meaning, bool) {
         let mut moved = Vec::new();
         decode_all(bytes, FUNC, &mut moved).unwrap();
         let plan = moved_plan(FUNC, JMP_LEN, &moved, Some(FUNC + bytes.len() as u64), None);
@@ -1312,8 +1313,7 @@ mod tests {
         let mut direct = Vec::new();
         let built = build_stub_direct(
             &plan,
-            &moved,
-            bytes,
+            (&moved, bytes),
             STUB,
             &c,
             StubArg::Id(7),
