@@ -83,7 +83,12 @@ fn preflight(command: &[OsString]) -> Result<(std::path::PathBuf, Vec<String>)> 
             "{}: stripped (no .symtab): functions its dynamic symbol table does not name \
              are found from its call frame information and named by address ({}+0x...)",
             program.display(),
-            fctrace_format::symtab::module_file_name(&program.to_string_lossy())
+            // As the agent names the module: by the file the link resolves to.
+            fctrace_format::symtab::module_file_name(
+                &std::fs::canonicalize(&program)
+                    .unwrap_or_else(|_| program.clone())
+                    .to_string_lossy()
+            )
         ));
     }
     Ok((program, warnings))

@@ -193,7 +193,11 @@ fn python_as_natively(code: &str, args: &[&str]) {
         "fctrace: {}: stripped (no .symtab): functions its dynamic symbol table does not \
          name are found from its call frame information and named by address ({}+0x...)\n",
         py.display(),
-        py.file_name().unwrap().to_string_lossy()
+        std::fs::canonicalize(&py)
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
     );
     for opts in [&[][..], &["-l"][..]] {
         let (dir, traced) = record_limited(&py, &all, opts);
