@@ -3,7 +3,6 @@
 //! records.
 
 use fctrace_format::symtab::Module;
-use std::io::Read;
 use std::path::Path;
 
 /// Lower-case hex of bytes.
@@ -40,23 +39,6 @@ pub fn is_debug_file_of(path: &Path, module: &Module) -> bool {
     if !module.build_id.is_empty() {
         return build_id_of_file(path).as_deref() == Some(module.build_id.as_str());
     }
-    !module.debuglink.is_empty() && crc32_of(path) == Some(module.debuglink_crc)
-}
-
-/// The CRC-32 of a regular file's contents.
-fn crc32_of(path: &Path) -> Option<u32> {
-    if !std::fs::metadata(path).ok()?.is_file() {
-        return None;
-    }
-    let mut file = std::fs::File::open(path).ok()?;
-    let mut h = crc32fast::Hasher::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => return Some(h.finalize()),
-            Ok(n) => h.update(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
+    !module.debuglink.is_empty()
+        && fctrace_symbols::debugfile::crc32_of(path) == Some(module.debuglink_crc)
 }

@@ -99,8 +99,9 @@ pub fn by_build_id(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
     (info.build_id.as_deref() == Some(build_id)).then_some(p)
 }
 
-/// The CRC-32 of a file's contents (the one `.gnu_debuglink` holds).
-fn crc32_of(path: &Path) -> Option<u32> {
+/// The CRC-32 of a regular file's contents (the one `.gnu_debuglink`
+/// holds).
+pub fn crc32_of(path: &Path) -> Option<u32> {
     let meta = std::fs::metadata(path).ok()?;
     if !meta.is_file() {
         return None;

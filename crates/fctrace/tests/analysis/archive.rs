@@ -91,6 +91,16 @@ fn archive(args: &[&OsStr]) -> Run {
     fctrace(&all)
 }
 
+/// `fctrace archive -d DIR -o OUT`.
+fn pack(dir: &Path, out: &Path) -> Run {
+    archive(&[
+        OsStr::new("-d"),
+        dir.as_os_str(),
+        OsStr::new("-o"),
+        out.as_os_str(),
+    ])
+}
+
 fn entries_of(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -200,12 +210,7 @@ fn archive_refuses_bad_input_and_existing_output() {
     let rec = record_same(&exe, &["3"]);
     let work = scratch("archive-bad");
     let out = work.path.join("t.tar.zst");
-    let r = archive(&[
-        OsStr::new("-d"),
-        rec.dir.path.as_os_str(),
-        OsStr::new("-o"),
-        out.as_os_str(),
-    ]);
+    let r = pack(&rec.dir.path, &out);
     assert!(r.success(), "{}", r.describe());
     let first = std::fs::read(&out).unwrap();
 
@@ -295,12 +300,7 @@ fn archive_refuses_bad_input_and_existing_output() {
         ),
     ] {
         let to = work.path.join("never.tar.zst");
-        let r = archive(&[
-            OsStr::new("-d"),
-            dir.as_os_str(),
-            OsStr::new("-o"),
-            to.as_os_str(),
-        ]);
+        let r = pack(dir, &to);
         assert_eq!(r.code(), Some(1), "{}", r.describe());
         assert!(
             r.stderr.contains(message),
@@ -320,12 +320,7 @@ fn archive_leaves_out_symbolic_links_and_refuses_a_live_recorder() {
     std::fs::write(&secret, "private\n").unwrap();
     std::os::unix::fs::symlink(&secret, rec.dir.path.join("sessions/link.sym")).unwrap();
     let out = work.path.join("t.tar.zst");
-    let r = archive(&[
-        OsStr::new("-d"),
-        rec.dir.path.as_os_str(),
-        OsStr::new("-o"),
-        out.as_os_str(),
-    ]);
+    let r = pack(&rec.dir.path, &out);
     assert!(r.success(), "{}", r.describe());
     assert!(
         r.stderr
@@ -354,12 +349,7 @@ fn archive_leaves_out_symbolic_links_and_refuses_a_live_recorder() {
     )
     .unwrap();
     let again = work.path.join("again.tar.zst");
-    let r = archive(&[
-        OsStr::new("-d"),
-        rec.dir.path.as_os_str(),
-        OsStr::new("-o"),
-        again.as_os_str(),
-    ]);
+    let r = pack(&rec.dir.path, &again);
     assert_eq!(r.code(), Some(1), "{}", r.describe());
     assert!(
         r.stderr.contains("still writes into it"),
@@ -412,12 +402,7 @@ fn a_full_disk_fails_packing_and_unpacking_and_leaves_no_file() {
     let rec = record(&exe, &["10"], &["-l"]);
     let disk = SmallDisk::mount("8k");
     let out = disk.path.join("t.tar.zst");
-    let r = archive(&[
-        OsStr::new("-d"),
-        rec.dir.path.as_os_str(),
-        OsStr::new("-o"),
-        out.as_os_str(),
-    ]);
+    let r = pack(&rec.dir.path, &out);
     assert_eq!(r.code(), Some(1), "{}", r.describe());
     assert!(
         r.stderr.contains(&format!(
@@ -436,12 +421,7 @@ fn a_full_disk_fails_packing_and_unpacking_and_leaves_no_file() {
     // Read with the full disk as TMPDIR: the archive cannot be unpacked.
     let work = scratch("archive-full-read");
     let packed = work.path.join("t.tar.zst");
-    let r = archive(&[
-        OsStr::new("-d"),
-        rec.dir.path.as_os_str(),
-        OsStr::new("-o"),
-        packed.as_os_str(),
-    ]);
+    let r = pack(&rec.dir.path, &packed);
     assert!(r.success(), "{}", r.describe());
     let r = read(&packed, &["replay"], &disk.path);
     assert_eq!(r.code(), Some(1), "{}", r.describe());
@@ -468,12 +448,7 @@ fn ctrl_c_while_reading_an_archive_removes_its_temporary_directory() {
     let rec = record_same(&exe, &["2000"]);
     let work = scratch("archive-ctrl-c");
     let packed = work.path.join("t.tar.zst");
-    let r = archive(&[
-        OsStr::new("-d"),
-        rec.dir.path.as_os_str(),
-        OsStr::new("-o"),
-        packed.as_os_str(),
-    ]);
+    let r = pack(&rec.dir.path, &packed);
     assert!(r.success(), "{}", r.describe());
     let tmp = scratch("archive-ctrl-c-tmp");
     let mut child = Command::new(fctrace_bin())
@@ -549,12 +524,7 @@ fn archive_of_a_stripped_program_is_named_elsewhere_from_a_debug_dir() {
     let rec = record(&exe, &["10"], &[]);
     assert_eq!(rec.run.stdout, run_native(&exe, &["10"]).stdout);
     let packed = here.path.join("run.tar.zst");
-    let r = archive(&[
-        OsStr::new("-d"),
-        rec.dir.path.as_os_str(),
-        OsStr::new("-o"),
-        packed.as_os_str(),
-    ]);
+    let r = pack(&rec.dir.path, &packed);
     assert!(r.success(), "{}", r.describe());
 
     // The other machine: the archive and the debug file, in the layout
