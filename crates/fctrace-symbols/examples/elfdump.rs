@@ -1,7 +1,7 @@
 //! Print what fctrace-symbols sees in an ELF file:
 //! `cargo run -p fctrace-symbols --example elfdump -- FILE [-v]`
 //! (`-v` lists every function: address, size, padding, G(lobal)/l(ocal),
-//! i(func), name, aliases).
+//! i(func), name, aliases; and the FDEs left out, with why).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -77,6 +77,9 @@ fn dump(
                 f.name,
                 f.aliases
             )?;
+        }
+        for l in &info.left_out {
+            writeln!(out, "  left out {:#x} {:>6} {}", l.addr, l.size, l.reason)?;
         }
     }
     for p in &info.plt {

@@ -35,6 +35,7 @@
 //!   stack-safe, it behaves as a tail call) or a function look jumped to
 //!   (only when nothing calls it or takes its address).
 
+use crate::x86::Pattern;
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, LittleEndian, Pointer, RegisterRule,
     UnwindContext, UnwindSection,
@@ -107,6 +108,7 @@ fn read_fdes(sections: &[CodeSection]) -> Option<Vec<Fde>> {
     }
     let frame = EhFrame::new(eh.bytes, LittleEndian);
     let mut ctx = Box::new(UnwindContext::<usize>::new());
+    let mut cies = Cies::default();
     let mut out = Vec::new();
     let table = hdr.and_then(|h| EhFrameHdr::new(h.bytes, LittleEndian).parse(&bases, 8).ok());
     let mut from_table = false;
@@ -118,22 +120,22 @@ fn read_fdes(sections: &[CodeSection]) -> Option<Vec<Fde>> {
             let Some(off) = at.checked_sub(eh.addr) else {
                 continue;
             };
-            let Ok(fde) = frame.fde_from_offset(
-                &bases,
-                gimli::EhFrameOffset(off as usize),
-                EhFrame::cie_from_offset,
-            ) else {
+            let Ok(fde) =
+                frame.fde_from_offset(&bases, gimli::EhFrameOffset(off as usize), |f, b, o| {
+                    cies.get(f, b, o)
+                })
+            else {
                 continue;
             };
-            out.push(fde_of(&frame, &bases, &mut ctx, &fde));
+            out.push(fde_of(&frame, &bases, &mut ctx, &mut cies, &fde));
         }
     }
     if !from_table {
         let mut entries = frame.entries(&bases);
         while let Ok(Some(e)) = entries.next() {
             if let gimli::CieOrFde::Fde(partial) = e {
-                if let Ok(fde) = partial.parse(EhFrame::cie_from_offset) {
-                    out.push(fde_of(&frame, &bases, &mut ctx, &fde));
+                if let Ok(fde) = partial.parse(|f, b, o| cies.get(f, b, o)) {
+                    out.push(fde_of(&frame, &bases, &mut ctx, &mut cies, &fde));
                 }
             }
         }
@@ -145,17 +147,63 @@ fn read_fdes(sections: &[CodeSection]) -> Option<Vec<Fde>> {
 
 type R<'a> = gimli::EndianSlice<'a, LittleEndian>;
 
-/// An FDE's start, length and first row.
+/// The CIEs read so far, with the first row of an FDE that changes
+/// nothing before its first instruction (see [`fde_of`]): a file has few
+/// CIEs and thousands of FDEs, so each CIE is parsed and evaluated once.
+#[derive(Default)]
+struct Cies<'a> {
+    seen: Vec<(
+        usize,
+        gimli::CommonInformationEntry<R<'a>>,
+        Option<FirstRow>,
+    )>,
+}
+
+impl<'a> Cies<'a> {
+    fn get(
+        &mut self,
+        frame: &EhFrame<R<'a>>,
+        bases: &BaseAddresses,
+        offset: gimli::EhFrameOffset,
+    ) -> gimli::Result<gimli::CommonInformationEntry<R<'a>>> {
+        if let Some((_, cie, _)) = self.seen.iter().find(|c| c.0 == offset.0) {
+            return Ok(cie.clone());
+        }
+        let cie = frame.cie_from_offset(bases, offset)?;
+        self.seen.push((offset.0, cie.clone(), None));
+        Ok(cie)
+    }
+
+    fn initial_row(&mut self, cie: usize) -> Option<&mut Option<FirstRow>> {
+        self.seen.iter_mut().find(|c| c.0 == cie).map(|c| &mut c.2)
+    }
+}
+
+/// An FDE's start, length and first row. An FDE whose instructions
+/// start by advancing the location (or has none) begins in its CIE's
+/// initial state, evaluated once per CIE.
 fn fde_of<'a>(
     frame: &EhFrame<R<'a>>,
     bases: &BaseAddresses,
     ctx: &mut UnwindContext<usize>,
+    cies: &mut Cies<'a>,
     fde: &gimli::FrameDescriptionEntry<R<'a>>,
 ) -> Fde {
     let row = if fde.is_signal_trampoline() {
         FirstRow::Other
     } else {
-        first_row(frame, bases, ctx, fde)
+        let starts_at_cie = matches!(
+            fde.instructions(frame, bases).next(),
+            Ok(None | Some(gimli::CallFrameInstruction::AdvanceLoc { delta: 1.. }))
+        );
+        let cached = starts_at_cie
+            .then(|| cies.initial_row(fde.cie().offset()))
+            .flatten();
+        match cached {
+            Some(Some(row)) => *row,
+            Some(slot) => *slot.insert(first_row(frame, bases, ctx, fde)),
+            None => first_row(frame, bases, ctx, fde),
+        }
     };
     Fde {
         start: fde.initial_address(),
@@ -304,9 +352,46 @@ struct Reached {
     jumped_from: Option<u64>,
 }
 
+/// The candidates of [`scan`] as a set that answers "no" to most
+/// addresses from one cached word: a 65,536-bit filter on the low bits of
+/// the address before the sorted list.
+struct CandidateSet<'a> {
+    sorted: &'a [u64],
+    lo: u64,
+    hi: u64,
+    filter: Vec<u64>,
+}
+
+impl<'a> CandidateSet<'a> {
+    fn new(sorted: &'a [u64]) -> Self {
+        let mut filter = vec![0u64; 1024];
+        for &c in sorted {
+            let k = c as u16 as usize;
+            filter[k / 64] |= 1 << (k % 64);
+        }
+        CandidateSet {
+            sorted,
+            lo: sorted.first().copied().unwrap_or(1),
+            hi: sorted.last().copied().unwrap_or(0),
+            filter,
+        }
+    }
+
+    /// The candidate's index.
+    fn find(&self, t: u64) -> Option<usize> {
+        let k = t as u16 as usize;
+        if t < self.lo || t > self.hi || self.filter[k / 64] & (1 << (k % 64)) == 0 {
+            return None;
+        }
+        self.sorted.binary_search(&t).ok()
+    }
+}
+
 /// For each candidate (sorted), the FDE a jump to it comes from when it
 /// is reached only by jumps; `None` when something else reaches it (or
-/// nothing does).
+/// nothing does). The code is scanned for branches and `lea`s first;
+/// a position-dependent program's words are then read only for the
+/// candidates a jump reaches.
 fn scan(
     sections: &[CodeSection],
     candidates: &[u64],
@@ -314,60 +399,43 @@ fn scan(
     position_dependent: bool,
     pointers: Vec<u64>,
 ) -> Vec<Option<u64>> {
-    let lo = candidates[0];
-    let hi = *candidates.last().unwrap_or(&lo);
-    // One bit per byte of [lo, hi]: a candidate starts there.
-    let mut bits = vec![0u64; ((hi - lo) / 64 + 1) as usize];
-    for &c in candidates {
-        let k = c - lo;
-        bits[(k / 64) as usize] |= 1 << (k % 64);
-    }
-    let is_candidate = |t: u64| {
-        t >= lo && t <= hi && {
-            let k = t - lo;
-            bits[(k / 64) as usize] & (1 << (k % 64)) != 0
-        }
-    };
+    let set = CandidateSet::new(candidates);
     let mut reached = vec![Reached::default(); candidates.len()];
-    let index = |t: u64| candidates.binary_search(&t).ok();
-    let take = |reached: &mut Vec<Reached>, t: u64| {
-        if is_candidate(t) {
-            if let Some(i) = index(t) {
-                reached[i].taken = true;
-            }
-        }
-    };
     for &p in &pointers {
-        take(&mut reached, p);
-    }
-    for s in sections.iter().filter(|s| s.data && position_dependent) {
-        for w in s.bytes.chunks_exact(8) {
-            take(
-                &mut reached,
-                u64::from_le_bytes(w.try_into().unwrap_or([0; 8])),
-            );
+        if let Some(i) = set.find(p) {
+            reached[i].taken = true;
         }
     }
     for s in sections.iter().filter(|s| s.exec) {
-        scan_code(s, position_dependent, &mut |at, target, kind| {
-            if !is_candidate(target) {
+        let mut each = |off: usize, target: u64, kind: Pattern| {
+            if kind == Pattern::Loop {
                 return;
             }
-            let Some(i) = index(target) else { return };
-            match kind {
-                Ref::Taken => reached[i].taken = true,
-                Ref::Taken32 => reached[i].taken = true,
-                Ref::Jump => {
-                    // The FDE holding the jump.
-                    let k = fdes.partition_point(|f| f.0 <= at);
-                    let from = k.checked_sub(1).map(|k| fdes[k]);
-                    let own = from.is_some_and(|f| f.0 == target);
-                    if !own && reached[i].jumped_from.is_none() {
-                        reached[i].jumped_from = Some(from.map_or(at, |f| f.0));
-                    }
-                }
+            let Some(i) = set.find(target) else { return };
+            if kind != Pattern::Jump {
+                reached[i].taken = true;
+                return;
             }
-        });
+            // The FDE holding the jump.
+            let at = s.addr + off as u64;
+            let k = fdes.partition_point(|f| f.0 <= at);
+            let from = k.checked_sub(1).map(|k| fdes[k]);
+            let own = from.is_some_and(|f| f.0 == target);
+            if !own {
+                // The first in address order (the patterns come in none).
+                let from = from.map_or(at, |f| f.0);
+                let first = reached[i].jumped_from.map_or(from, |j| j.min(from));
+                reached[i].jumped_from = Some(first);
+            }
+        };
+        crate::x86::far_patterns(s.bytes, s.addr, &mut each);
+        // A rel8 jump lands at most 129 bytes before or 126 after it.
+        for w in near_windows(candidates, s.addr, s.bytes.len()) {
+            crate::x86::near_patterns(s.bytes, s.addr, w, &mut each);
+        }
+    }
+    if position_dependent {
+        taken_by_words(sections, candidates, &mut reached);
     }
     reached
         .iter()
@@ -375,70 +443,53 @@ fn scan(
         .collect()
 }
 
-/// What a byte pattern does with an address.
-#[derive(Clone, Copy)]
-enum Ref {
-    /// `call rel32`, `lea disp32(%rip)`.
-    Taken,
-    /// A 4-byte little-endian word (an absolute address in a
-    /// position-dependent program's code).
-    Taken32,
-    /// `jmp`/`jcc` rel8 or rel32.
-    Jump,
+/// The offsets of a section (at `addr`, `len` bytes) from which a rel8
+/// jump can reach a candidate: merged windows around each.
+fn near_windows(candidates: &[u64], addr: u64, len: usize) -> Vec<std::ops::Range<usize>> {
+    let end = addr + len as u64;
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    for &c in candidates
+        .iter()
+        .filter(|&&c| c + 127 > addr && c < end + 129)
+    {
+        let lo = (c.saturating_sub(129).max(addr) - addr) as usize;
+        let hi = ((c + 127).min(end) - addr) as usize;
+        match out.last_mut() {
+            Some(last) if lo <= last.end => last.end = last.end.max(hi),
+            _ => out.push(lo..hi),
+        }
+    }
+    out
 }
 
-/// Every byte position of `s` read as the start of a direct branch, a
-/// rip-relative `lea` or a 4-byte word: `f(address, target, kind)`.
-fn scan_code(s: &CodeSection, words: bool, f: &mut impl FnMut(u64, u64, Ref)) {
-    let b = s.bytes;
-    let word = |k: usize| -> i32 {
-        match b.get(k..k + 4) {
-            Some(w) => i32::from_le_bytes([w[0], w[1], w[2], w[3]]),
-            None => 0,
+/// In a position-dependent program, marks taken the candidates reached
+/// only by jumps so far whose address a 4-byte word of the code or an
+/// 8-byte word of the data holds.
+fn taken_by_words(sections: &[CodeSection], candidates: &[u64], reached: &mut [Reached]) {
+    let open: Vec<u64> = candidates
+        .iter()
+        .zip(reached.iter())
+        .filter(|(_, r)| !r.taken && r.jumped_from.is_some())
+        .map(|(&c, _)| c)
+        .collect();
+    let (Some(&lo), Some(&hi)) = (open.first(), open.last()) else {
+        return;
+    };
+    let set = CandidateSet::new(&open);
+    let mut take = |t: u64| {
+        if let Some(k) = set.find(t) {
+            if let Ok(i) = candidates.binary_search(&open[k]) {
+                reached[i].taken = true;
+            }
         }
     };
-    // Every pattern takes at most 6 bytes (a jcc rel32): the section's
-    // last 5 bytes start none that reaches past it.
-    let n = b.len().saturating_sub(5);
-    for i in 0..n {
-        let at = s.addr + i as u64;
-        if words {
-            f(at, word(i) as u32 as u64, Ref::Taken32);
-        }
-        let first = OPCODES[b[i] as usize];
-        if first == 0 {
-            continue;
-        }
-        let target = |end: u64, rel: i32| at.wrapping_add(end).wrapping_add(rel as i64 as u64);
-        match first {
-            CALL => f(at, target(5, word(i + 1)), Ref::Taken),
-            JMP32 => f(at, target(5, word(i + 1)), Ref::Jump),
-            JCC32 if (0x80..=0x8f).contains(&b[i + 1]) => f(at, target(6, word(i + 2)), Ref::Jump),
-            JMP8 => f(at, target(2, b[i + 1] as i8 as i32), Ref::Jump),
-            // lea disp32(%rip), with or without a REX prefix before it.
-            LEA if b[i + 1] & 0xc7 == 0x05 => f(at, target(6, word(i + 2)), Ref::Taken),
-            _ => {}
+    for s in sections {
+        if s.exec && hi <= u32::MAX as u64 {
+            crate::x86::words_in(s.bytes, lo as u32, hi as u32, |_, w| take(w as u64));
+        } else if s.data {
+            for w in s.bytes.chunks_exact(8) {
+                take(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));
+            }
         }
     }
 }
-
-/// The first bytes [`scan_code`] looks at, by kind (0: none).
-const CALL: u8 = 1;
-const JMP32: u8 = 2;
-const JCC32: u8 = 3;
-const JMP8: u8 = 4;
-const LEA: u8 = 5;
-const OPCODES: [u8; 256] = {
-    let mut t = [0u8; 256];
-    t[0xe8] = CALL;
-    t[0xe9] = JMP32;
-    t[0x0f] = JCC32;
-    t[0xeb] = JMP8;
-    let mut k = 0x70;
-    while k <= 0x7f {
-        t[k] = JMP8;
-        k += 1;
-    }
-    t[0x8d] = LEA;
-    t
-};

@@ -95,7 +95,7 @@ pub mod sanitizer;
 pub use golang::GoCode;
 pub mod unwind;
 mod x86;
-pub use x86::rip_loads;
+pub use x86::{branch_patterns, far_patterns, near_patterns, rip_loads, words_in, Pattern};
 
 #[cfg(feature = "demangle")]
 mod demangle;
