@@ -221,7 +221,9 @@ fn instrument_module(
             &f.name
         };
         let addr = m.base + f.addr;
-        let planned = planned.and_then(|p| overwrites_target(&p, &jumped_into).map_or(Ok(p), Err));
+        let own = (addr, addr + size);
+        let planned = planned
+            .and_then(|p| overwrites_target(&p, &jumped_into, own, &mut win).map_or(Ok(p), Err));
         let mode = if RETURNS_TWICE.contains(&name) {
             Mode::EntryOnly
         } else {
@@ -286,17 +288,19 @@ struct PlanContext<'a, 'f> {
 
 /// Each function's size and the plan of its patch (or why it has none),
 /// planned from the module's original code; and, for a module whose
-/// functions are found from its FDEs, the targets of the jumps from one
-/// function (or split part) into another, sorted (see
-/// [`overwrites_target`]), noted as the planner decodes each function.
+/// functions are found from its FDEs, the jumps from one function (or
+/// split part) into another's first bytes (see [`overwrites_target`]).
 #[allow(clippy::type_complexity)]
 fn plan_functions(
     c: &PlanContext,
     win: &mut Option<CodeWindow>,
-) -> (Vec<(u64, Result<patch::Plan, String>)>, Vec<u64>) {
+) -> (Vec<(u64, Result<patch::Plan, String>)>, Jumps) {
     let (m, funcs) = (c.m, c.funcs);
     let unnamed = funcs.iter().any(|f| f.is_unnamed());
-    let mut exits = Vec::new();
+    let mut starts: Vec<u64> = funcs.iter().map(|f| m.base + f.addr).collect();
+    starts.sort_unstable();
+    let windows = patch::EntryWindows::new(&starts);
+    let hits = module_hits(m, &starts, &windows, win);
     let mut scratch = Vec::with_capacity(64);
     // The padding after the previous function (runtime addresses: start,
     // end) and how far that function's patch writes into it: a 2-byte
@@ -321,9 +325,6 @@ fn plan_functions(
             .min(f.addr + 4096);
         let (size, pad_end) = size_and_padding(m, f, next, c.code_free, win);
         let planned = if let Some(why) = left_alone(m, c.info, f, pad_end, c.is_main, c.go) {
-            if unnamed {
-                note_exits(m, f.addr, size, win, &mut exits);
-            }
             Err(why)
         } else {
             let before = match prev_pad {
@@ -345,20 +346,11 @@ fn plan_functions(
             let around = patch::Around {
                 before,
                 trap: c.trap,
+                hits: Some(hits_in(&hits, addr, addr + size)),
             };
             let body = &code[..(size as usize).min(code.len())];
             if f.is_unnamed() && patch::uses_return_address(addr, body) {
-                note_exits(m, f.addr, size, win, &mut exits);
                 Err(RA_REASON.to_string())
-            } else if unnamed {
-                patch::plan_noting_exits(
-                    addr,
-                    size as usize,
-                    code,
-                    around,
-                    &mut scratch,
-                    &mut exits,
-                )
             } else {
                 patch::plan(addr, size as usize, code, around, &mut scratch)
             }
@@ -367,14 +359,102 @@ fn plan_functions(
         prev_writes_end = planned.as_ref().map_or(0, |p| p.writes_end());
         plans.push((size, planned));
     }
-    if unnamed {
-        for l in &c.info.left_out {
-            note_exits(m, l.addr, l.size, win, &mut exits);
+    let jumps = if unnamed {
+        Jumps::new(hits, m, funcs, &plans, &c.info.left_out)
+    } else {
+        Jumps::default()
+    };
+    (plans, jumps)
+}
+
+/// Bytes of code read at a time by [`module_hits`].
+const HIT_CHUNK: u64 = 1 << 17;
+
+/// The branch patterns of the code of `m` that land in the first bytes of
+/// a function (`starts`, sorted; see [`patch::Hit`]), by address: one
+/// pass over the code from the first function to the last, a segment at
+/// a time, instead of one per function.
+fn module_hits(
+    m: &Loaded,
+    starts: &[u64],
+    windows: &patch::EntryWindows,
+    win: &mut Option<CodeWindow>,
+) -> Vec<patch::Hit> {
+    let mut out = Vec::new();
+    for &(seg, _, len) in &m.segs {
+        let seg_end = (seg + len).min(m.hi);
+        let k = starts.partition_point(|&a| a < seg);
+        let n = starts.partition_point(|&a| a < seg_end);
+        let (Some(&first), Some(&last)) = (starts.get(k), starts[..n].last()) else {
+            continue;
+        };
+        if k >= n || first < m.lo {
+            continue;
+        }
+        // The last function's code: at most 4096 bytes (see plan_functions).
+        let end = (last + 4096).min(seg_end);
+        let mut lo = first;
+        while lo < end {
+            let hi = (lo + HIT_CHUNK).min(end);
+            // A pattern starting before `hi` reads up to 6 bytes past it.
+            let code = code_of(win, lo, (hi + 8).min(seg_end));
+            patch::entry_hits(code, lo, (hi - lo) as usize, windows, &mut out);
+            lo = hi;
         }
     }
-    exits.sort_unstable();
-    exits.dedup();
-    (plans, exits)
+    out.sort_unstable();
+    out
+}
+
+/// The hits (sorted by address) in `[lo, hi)`.
+fn hits_in(hits: &[patch::Hit], lo: u64, hi: u64) -> &[patch::Hit] {
+    let a = hits.partition_point(|h| h.at < lo);
+    let b = hits.partition_point(|h| h.at < hi);
+    &hits[a..b.max(a)]
+}
+
+/// The jumps (byte patterns) of a module whose functions are found from
+/// its FDEs into the first bytes of its functions, by target, and the
+/// code they may come from (functions and FDEs left out, runtime ranges,
+/// sorted).
+#[derive(Default)]
+struct Jumps {
+    by_target: Vec<patch::Hit>,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl Jumps {
+    fn new(
+        hits: Vec<patch::Hit>,
+        m: &Loaded,
+        funcs: &[FuncRef],
+        plans: &[(u64, Result<patch::Plan, String>)],
+        left_out: &[fctrace_symbols::LeftOut],
+    ) -> Jumps {
+        let mut by_target: Vec<patch::Hit> = hits.into_iter().filter(|h| !h.call).collect();
+        by_target.sort_unstable_by_key(|h| (h.target, h.at));
+        let mut ranges: Vec<(u64, u64)> = funcs
+            .iter()
+            .zip(plans)
+            .map(|(f, (size, _))| (m.base + f.addr, m.base + f.addr + size))
+            .chain(
+                left_out
+                    .iter()
+                    .map(|l| (m.base + l.addr, m.base + l.addr + l.size)),
+            )
+            .filter(|&(lo, hi)| hi > lo && lo >= m.lo && hi <= m.hi)
+            .collect();
+        ranges.sort_unstable();
+        Jumps { by_target, ranges }
+    }
+
+    /// The code (function or FDE left out) holding `at`, other than
+    /// `own`.
+    fn source_of(&self, at: u64, own: (u64, u64)) -> Option<(u64, u64)> {
+        let n = self.ranges.partition_point(|r| r.0 <= at);
+        let r = *self.ranges.get(n.checked_sub(1)?)?;
+        (at < r.1 && r != own).then_some(r)
+    }
 }
 
 /// Why a function found from its FDE that moves its return address is
@@ -382,30 +462,35 @@ fn plan_functions(
 const RA_REASON: &str =
     "hand-written assembly that reads its own return address (the stub's would be there)";
 
-/// Adds to `exits` the targets of the jumps leaving the code of `m` at
-/// `addr` (module-relative), `size` bytes.
-fn note_exits(
-    m: &Loaded,
-    addr: u64,
-    size: u64,
+/// Why `plan` cannot be applied, if a jump from other code (`jumps`)
+/// lands in the bytes it overwrites after their first. `own`: the
+/// function's code, whose own jumps the planner has checked. The jumps are
+/// byte patterns: one that lands there is decoded with the code it comes
+/// from, to tell a jump from bytes inside other instructions.
+fn overwrites_target(
+    plan: &patch::Plan,
+    jumps: &Jumps,
+    own: (u64, u64),
     win: &mut Option<CodeWindow>,
-    exits: &mut Vec<u64>,
-) {
-    let (lo, hi) = (m.base + addr, m.base + addr + size);
-    if size != 0 && lo >= m.lo && hi <= m.hi {
-        patch::jumps_out(lo, code_of(win, lo, hi), exits);
-    }
-}
-
-/// Why `plan` cannot be applied, if a jump from elsewhere (`targets`,
-/// sorted) lands in the bytes it overwrites after their first.
-fn overwrites_target(plan: &patch::Plan, targets: &[u64]) -> Option<String> {
+) -> Option<String> {
     let (lo, hi) = (plan.patch_at + 1, plan.patch_at + plan.patch_len as u64);
-    let k = targets.partition_point(|&t| t < lo);
-    let t = *targets.get(k).filter(|&&t| t < hi)?;
+    let k = jumps.by_target.partition_point(|h| h.target < lo);
+    let h = jumps.by_target[k..]
+        .iter()
+        .take_while(|h| h.target < hi)
+        .find(|h| {
+            jumps.source_of(h.at, own).is_some_and(|(from, end)| {
+                let e = patch::Exit {
+                    target: h.target,
+                    from,
+                    len: end - from,
+                };
+                e.is_real(code_of(win, from, end))
+            })
+        })?;
     Some(format!(
         "another function jumps into its first instructions (+{:#x})",
-        t - plan.patch_at
+        h.target - plan.patch_at
     ))
 }
 

@@ -35,6 +35,7 @@
 //! through iced's block encoder, which relocates the whole stub.
 
 use super::codegen::Common;
+use fctrace_symbols::Pattern;
 use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, Encoder, FlowControl,
     Instruction, InstructionBlock, MemoryOperand, Mnemonic, OpKind, Register,
@@ -52,6 +53,7 @@ pub enum Mode {
     EntryOnly,
 }
 
+#[cfg_attr(test, derive(PartialEq, Debug))]
 pub struct Plan {
     /// Where the `jmp` goes (after endbr64).
     pub patch_at: u64,
@@ -112,6 +114,10 @@ pub struct Before<'a> {
 pub struct Around<'a> {
     pub before: Option<Before<'a>>,
     pub trap: bool,
+    /// The module's branch patterns into entries that lie in the function
+    /// (see [`entry_hits`]), by address; `None`: the function's own bytes
+    /// are read for them.
+    pub hits: Option<&'a [Hit]>,
 }
 
 fn is_terminator(i: &Instruction) -> bool {
@@ -194,6 +200,127 @@ pub fn jumps_out(addr: u64, code: &[u8], out: &mut Vec<u64>) {
                 out.push(t);
             }
         }
+    }
+}
+
+/// How far after a function's address a branch target can be a
+/// conflict: the moved instructions cover 5 bytes after an `endbr64`, and
+/// the last may be 15 bytes long (4 + 4 + 15).
+pub const ENTRY_REACH: u64 = 23;
+
+/// A direct branch, or a byte pattern that reads as one, at `at` whose
+/// target lies within [`ENTRY_REACH`] bytes of a function's address (a
+/// call to the address itself excepted): what decides whether an entry
+/// may be patched (a loop back to it, a branch into the bytes a patch
+/// overwrites), found for a whole module in one pass by [`entry_hits`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Hit {
+    pub at: u64,
+    pub target: u64,
+    pub call: bool,
+}
+
+/// The functions' addresses as a set of windows `[addr, addr +
+/// ENTRY_REACH]`: one bit per 8 bytes answers most questions, an index
+/// per 64 bytes the rest (no search: start-up asks once for every branch
+/// pattern of a module).
+pub struct EntryWindows<'a> {
+    sorted: &'a [u64],
+    lo: u64,
+    bits: Vec<u64>,
+    /// Per 64 bytes from `lo`: the index of the first address at or after.
+    first: Vec<u32>,
+}
+
+impl<'a> EntryWindows<'a> {
+    /// `sorted`: the functions' runtime addresses, ascending.
+    pub fn new(sorted: &'a [u64]) -> Self {
+        let lo = sorted.first().copied().unwrap_or(0) & !63;
+        let hi = sorted.last().copied().unwrap_or(0) + ENTRY_REACH + 1;
+        let mut bits = vec![0u64; ((hi - lo) / 8 / 64 + 1) as usize];
+        for &a in sorted {
+            for k in (a - lo) / 8..=(a + ENTRY_REACH - lo) / 8 {
+                bits[(k / 64) as usize] |= 1 << (k % 64);
+            }
+        }
+        let blocks = ((hi - lo) / 64 + 1) as usize;
+        let mut first = Vec::with_capacity(blocks);
+        let mut j = 0;
+        for b in 0..blocks {
+            let at = lo + 64 * b as u64;
+            while j < sorted.len() && sorted[j] < at {
+                j += 1;
+            }
+            first.push(j as u32);
+        }
+        EntryWindows {
+            sorted,
+            lo,
+            bits,
+            first,
+        }
+    }
+
+    /// The address of the function whose window holds `t`.
+    #[inline]
+    pub fn entry_of(&self, t: u64) -> Option<u64> {
+        let k = t.wrapping_sub(self.lo) / 8;
+        if self.bits.get((k / 64) as usize).copied().unwrap_or(0) & (1 << (k % 64)) == 0 {
+            return None;
+        }
+        self.entry_slow(t)
+    }
+
+    fn entry_slow(&self, t: u64) -> Option<u64> {
+        let mut j = *self.first.get(((t - self.lo) / 64) as usize)? as usize;
+        while self.sorted.get(j).is_some_and(|&a| a <= t) {
+            j += 1;
+        }
+        let a = *self.sorted.get(j.checked_sub(1)?)?;
+        (t - a <= ENTRY_REACH).then_some(a)
+    }
+}
+
+/// Adds to `out` the branch patterns of `code` (at `addr`) that start
+/// before offset `upto` and whose target lies in an entry window (see
+/// [`Hit`]), in no particular order.
+pub fn entry_hits(code: &[u8], addr: u64, upto: usize, windows: &EntryWindows, out: &mut Vec<Hit>) {
+    let mut note = |o: usize, t: u64, kind: Pattern| {
+        if o >= upto || kind == Pattern::RipLea {
+            return;
+        }
+        let Some(entry) = windows.entry_of(t) else {
+            return;
+        };
+        let call = kind == Pattern::Call;
+        if !(call && t == entry) {
+            out.push(Hit {
+                at: addr + o as u64,
+                target: t,
+                call,
+            });
+        }
+    };
+    fctrace_symbols::far_patterns(code, addr, &mut note);
+    fctrace_symbols::near_patterns(code, addr, 0..upto, &mut note);
+}
+
+/// A direct jump, or a byte pattern that reads as one, from the code at
+/// `from` (`len` bytes) to `target` outside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Exit {
+    pub target: u64,
+    pub from: u64,
+    pub len: u64,
+}
+
+impl Exit {
+    /// Whether a jump of the code it comes from (`code`, its bytes) really
+    /// goes to its target: decoded as [`jumps_out`] does.
+    pub fn is_real(&self, code: &[u8]) -> bool {
+        let mut out = Vec::new();
+        jumps_out(self.from, code, &mut out);
+        out.contains(&self.target)
     }
 }
 
@@ -322,37 +449,7 @@ pub fn plan(
     around: Around,
     scratch: &mut Vec<Instruction>,
 ) -> Result<Plan, String> {
-    plan_noted(addr, size, code, around, scratch, None)
-}
-
-/// [`plan`], also adding to `exits` the targets of the function's direct
-/// jumps that leave its `size` bytes (see [`jumps_out`]): the common
-/// case decodes the whole function anyway, which is then not decoded
-/// twice.
-pub fn plan_noting_exits(
-    addr: u64,
-    size: usize,
-    code: &[u8],
-    around: Around,
-    scratch: &mut Vec<Instruction>,
-    exits: &mut Vec<u64>,
-) -> Result<Plan, String> {
-    let mut noted = Exits {
-        targets: exits,
-        complete: false,
-    };
-    let r = plan_noted(addr, size, code, around, scratch, Some(&mut noted));
-    if !noted.complete && size != 0 {
-        jumps_out(addr, &code[..size.min(code.len())], noted.targets);
-    }
-    r
-}
-
-/// Where [`plan_jump_common`] notes the jumps leaving the function, and
-/// whether it saw them all.
-struct Exits<'a> {
-    targets: &'a mut Vec<u64>,
-    complete: bool,
+    plan_noted(addr, size, code, around, scratch)
 }
 
 fn plan_noted(
@@ -361,9 +458,8 @@ fn plan_noted(
     code: &[u8],
     around: Around,
     scratch: &mut Vec<Instruction>,
-    exits: Option<&mut Exits>,
 ) -> Result<Plan, String> {
-    match plan_jump(addr, size, code, around, scratch, exits) {
+    match plan_jump(addr, size, code, around, scratch) {
         Err(why) if around.trap && size != 0 => {
             plan_trap(addr, size, code, scratch).map_err(|e| format!("{why}; no trap either: {e}"))
         }
@@ -423,7 +519,6 @@ fn plan_jump(
     code: &[u8],
     around: Around,
     scratch: &mut Vec<Instruction>,
-    exits: Option<&mut Exits>,
 ) -> Result<Plan, String> {
     if size == 0 {
         return Err("symbol has no size".into());
@@ -439,7 +534,7 @@ fn plan_jump(
     if room < JMP_LEN {
         return Err(format!("only {size} bytes long with no padding after it"));
     }
-    if let Some(plan) = plan_jump_common(addr, size, code, off, scratch, exits) {
+    if let Some(plan) = plan_jump_common(addr, size, code, off, scratch, around.hits) {
         return Ok(plan);
     }
     decode_all(&code[off..size], start, scratch)?;
@@ -536,32 +631,29 @@ fn plan_jump(
     Ok(moved_plan(start, patch_len, moved, resume, None))
 }
 
-/// [`plan_jump`]'s common case in one pass that keeps only the moved
-/// instructions (in `scratch`): the first instructions cover 5 bytes of
-/// the function, no branch lands inside them or loops back to the entry,
-/// and they can be moved. `None` for anything else (undecodable bytes
-/// included), which the full analysis then decides. Start-up decodes
-/// every instruction of every function, so this pass is most of its
-/// time on large libraries.
+/// [`plan_jump`]'s common case, which keeps only the moved instructions
+/// (in `scratch`): the first instructions cover 5 bytes of the function,
+/// no branch lands inside them or loops back to the entry, and they can
+/// be moved. `None` for anything else (undecodable bytes among the
+/// instructions decoded included), which the full analysis then decides.
+///
+/// Only the moved instructions are decoded up front. The rest of the
+/// function is read as bytes ([`fctrace_symbols::branch_patterns`]): a
+/// pattern whose target would be a conflict may be an instruction or lie
+/// inside one, so the instructions are decoded from the moved ones up to
+/// it and checked exactly. Start-up runs this on every function of every
+/// traced module, and decoding every instruction was most of its time.
 fn plan_jump_common(
     addr: u64,
     size: usize,
     code: &[u8],
     off: usize,
     scratch: &mut Vec<Instruction>,
-    mut exits: Option<&mut Exits>,
+    hits: Option<&[Hit]>,
 ) -> Option<Plan> {
     let start = addr + off as u64;
-    let end = addr + size as u64;
-    let mark = exits.as_ref().map_or(0, |e| e.targets.len());
-    let mut note = |i: &Instruction| {
-        if let (Some(e), Some(t)) = (exits.as_deref_mut(), branch_target(i)) {
-            if i.flow_control() != FlowControl::Call && (t < addr || t >= end) {
-                e.targets.push(t);
-            }
-        }
-    };
-    let mut d = Decoder::with_ip(64, &code[off..size], start, DecoderOptions::NONE);
+    let body = &code[off..size];
+    let mut d = Decoder::with_ip(64, body, start, DecoderOptions::NONE);
     let mut i = Instruction::default();
     scratch.clear();
     let mut len = 0usize;
@@ -574,7 +666,6 @@ fn plan_jump_common(
             return None;
         }
         len += i.len();
-        note(&i);
         scratch.push(i);
     }
     let moved_end = start + len as u64;
@@ -587,27 +678,45 @@ fn plan_jump_common(
         }
         None => false,
     };
-    let all_decoded = (|| {
-        if scratch.iter().any(conflicts) {
-            return false;
-        }
-        while d.can_decode() {
-            d.decode_out(&mut i);
-            if i.is_invalid() || conflicts(&i) {
-                return false;
+    if scratch.iter().any(conflicts) {
+        return None;
+    }
+    // Every instruction starting before `checked` has been checked.
+    let mut checked = moved_end;
+    let mut clear = true;
+    let mut check = |at: u64, t: u64, kind: Pattern| {
+        let suspect = match kind {
+            Pattern::RipLea => false,
+            Pattern::Call => t > start && t < moved_end,
+            Pattern::Jump | Pattern::Loop => (addr..moved_end).contains(&t),
+        };
+        while clear && suspect && at >= moved_end && checked <= at {
+            if !d.can_decode() {
+                clear = false;
+                break;
             }
-            note(&i);
+            d.decode_out(&mut i);
+            clear = !i.is_invalid() && !conflicts(&i);
+            checked = i.next_ip();
         }
-        true
-    })();
-    if let Some(e) = exits {
-        if all_decoded {
-            e.complete = true;
-        } else {
-            e.targets.truncate(mark);
+    };
+    match hits {
+        Some(hits) => {
+            for h in hits {
+                let kind = if h.call { Pattern::Call } else { Pattern::Jump };
+                check(h.at, h.target, kind);
+            }
+        }
+        None => {
+            let rest = &body[len..];
+            let mut each = |o: usize, t: u64, kind: Pattern| check(moved_end + o as u64, t, kind);
+            fctrace_symbols::far_patterns(rest, moved_end, &mut each);
+            // A rel8 jump lands at most 126 bytes before it: from 126 bytes
+            // after the moved instructions on, none reaches them.
+            fctrace_symbols::near_patterns(rest, moved_end, 0..rest.len().min(126), &mut each);
         }
     }
-    if !all_decoded {
+    if !clear {
         return None;
     }
     let n = scratch.len();
@@ -1259,6 +1368,278 @@ mod tests {
 
     const FUNC: u64 = 0x5555_0000_1000;
     const STUB: u64 = 0x5555_4000_0000;
+
+    /// The common case as it was decided by decoding every instruction of
+    /// the function: the reference for [`plan_jump_common`]'s byte scan.
+    fn common_by_decoding(
+        addr: u64,
+        size: usize,
+        code: &[u8],
+        off: usize,
+        scratch: &mut Vec<Instruction>,
+    ) -> Option<Plan> {
+        let start = addr + off as u64;
+        decode_all(&code[off..size], start, scratch).ok()?;
+        let mut len = 0;
+        let n = scratch.iter().take_while(|i| {
+            let before = len;
+            len += i.len();
+            before < JMP_LEN
+        });
+        let n = n.count();
+        if len < JMP_LEN
+            && n == scratch.len()
+            && scratch.iter().map(|i| i.len()).sum::<usize>() < JMP_LEN
+        {
+            return None;
+        }
+        let moved_end = scratch[n - 1].next_ip();
+        let conflict = scratch.iter().any(|i| match branch_target(i) {
+            Some(t) => {
+                (i.flow_control() != FlowControl::Call && (addr..=start).contains(&t))
+                    || (i.ip() >= moved_end && t > start && t < moved_end)
+            }
+            None => false,
+        });
+        if conflict || (0..n).any(|k| check_movable(&scratch[k], k + 1 == n).is_err()) {
+            return None;
+        }
+        let len = (moved_end - start) as usize;
+        let resume = if is_terminator(&scratch[n - 1]) && off + len == size {
+            None
+        } else {
+            Some(moved_end)
+        };
+        Some(moved_plan(start, len, &scratch[..n], resume, None))
+    }
+
+    /// The file bytes of `[addr, addr + len)` (ELF addresses) of `data`,
+    /// through its PT_LOAD program headers.
+    fn file_bytes(data: &[u8], addr: u64, len: u64) -> Option<&[u8]> {
+        let u16_at = |o: usize| u16::from_le_bytes(data[o..o + 2].try_into().unwrap()) as usize;
+        let u64_at = |o: usize| u64::from_le_bytes(data[o..o + 8].try_into().unwrap());
+        let (phoff, phentsize, phnum) = (u64_at(0x20) as usize, u16_at(0x36), u16_at(0x38));
+        (0..phnum).find_map(|k| {
+            let ph = phoff + k * phentsize;
+            let kind = u32::from_le_bytes(data[ph..ph + 4].try_into().unwrap());
+            let (offset, vaddr, filesz) = (u64_at(ph + 8), u64_at(ph + 16), u64_at(ph + 32));
+            (kind == 1 && addr >= vaddr && addr + len <= vaddr + filesz).then(|| {
+                let at = (offset + addr - vaddr) as usize;
+                &data[at..at + len as usize]
+            })
+        })
+    }
+
+    #[test]
+    fn every_short_jump_into_the_moved_bytes_is_seen() {
+        // Five one-byte nops are moved; a `jmp rel8` at each offset after
+        // them that can reach back into them, then `ret`.
+        let addr = FUNC;
+        let mut scratch = Vec::new();
+        for o in 0..126usize {
+            let mut code = vec![0x90; 5 + o];
+            let from_end = addr + code.len() as u64 + 2;
+            let rel = (addr + 4) as i64 - from_end as i64;
+            code.extend_from_slice(&[0xeb, rel as i8 as u8, 0xc3]);
+            assert!(rel >= -128, "offset {o}");
+            let size = code.len();
+            assert_eq!(
+                plan_jump_common(addr, size, &code, 0, &mut scratch, None),
+                None,
+                "offset {o}"
+            );
+            assert_eq!(
+                common_by_decoding(addr, size, &code, 0, &mut scratch),
+                None,
+                "offset {o}"
+            );
+            // The same bytes inside an instruction (a `mov eax, imm32`
+            // holding them) are no jump.
+            if o < 125 {
+                let mut code = vec![0x90; 5 + o];
+                let rel = rel - 1;
+                code.extend_from_slice(&[0xb8, 0xeb, rel as i8 as u8, 0x90, 0x90, 0xc3]);
+                let size = code.len();
+                let plan = plan_jump_common(addr, size, &code, 0, &mut scratch, None);
+                assert!(plan.is_some(), "offset {o}");
+            }
+        }
+    }
+
+    #[test]
+    fn entry_windows_answer_as_a_search() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut starts = vec![0x40_1000u64];
+        for _ in 0..500 {
+            let gap = [1, 3, 16, 23, 24, 40, 64, 65, 200, 1000][(next() % 10) as usize];
+            starts.push(starts.last().unwrap() + gap);
+        }
+        let windows = EntryWindows::new(&starts);
+        let end = starts.last().unwrap() + 100;
+        for t in 0x40_0f00..end {
+            let want = starts
+                .iter()
+                .rev()
+                .find(|&&a| a <= t)
+                .filter(|&&a| t - a <= ENTRY_REACH)
+                .copied();
+            assert_eq!(windows.entry_of(t), want, "{t:#x}");
+        }
+    }
+
+    #[test]
+    fn jumps_read_as_bytes_are_told_from_real_jumps() {
+        let at = 0x40_0000u64;
+        // movabs rax, imm64 whose bytes read as `jmp +0x100`; a real
+        // `jmp` to 0x40_2000; ret.
+        let mut code = vec![0x48, 0xb8, 0xe9, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00];
+        let from_end = at + code.len() as u64 + 5;
+        code.push(0xe9);
+        code.extend_from_slice(&((0x40_2000 - from_end) as i32).to_le_bytes());
+        code.push(0xc3);
+        let fake = at + 2 + 5 + 0x100;
+        // Functions whose first bytes the two targets are.
+        let starts = [fake - 2, 0x40_2000 - 1, 0x40_3000];
+        let windows = EntryWindows::new(&starts);
+        let mut hits = Vec::new();
+        entry_hits(&code, at, code.len(), &windows, &mut hits);
+        hits.sort_unstable();
+        let targets: Vec<u64> = hits.iter().map(|h| h.target).collect();
+        assert_eq!(targets, [fake, 0x40_2000]);
+        let real: Vec<bool> = hits
+            .iter()
+            .map(|h| {
+                let e = Exit {
+                    target: h.target,
+                    from: at,
+                    len: code.len() as u64,
+                };
+                e.is_real(&code)
+            })
+            .collect();
+        assert_eq!(real, [false, true]);
+        // A target far from every function's first bytes is no hit.
+        let windows = EntryWindows::new(&starts[2..]);
+        hits.clear();
+        entry_hits(&code, at, code.len(), &windows, &mut hits);
+        assert_eq!(hits, []);
+    }
+
+    /// The hits of every function of a file (ELF addresses), by address,
+    /// from one pass over the code between its first and last function.
+    fn module_hits(data: &[u8], info: &fctrace_symbols::ElfInfo) -> Vec<Hit> {
+        let mut starts: Vec<u64> = info.functions.iter().map(|f| f.addr).collect();
+        starts.sort_unstable();
+        let windows = EntryWindows::new(&starts);
+        let mut hits = Vec::new();
+        let (lo, hi) = (
+            starts[0],
+            info.functions
+                .iter()
+                .map(|f| f.addr + f.size)
+                .max()
+                .unwrap(),
+        );
+        // In pieces, as the agent reads them (a pattern may straddle two).
+        let mut at = lo;
+        while at < hi {
+            let end = (at + 4099).min(hi);
+            if let Some(code) = file_bytes(data, at, (end + 8).min(hi) - at) {
+                entry_hits(code, at, (end - at) as usize, &windows, &mut hits);
+            }
+            at = end;
+        }
+        hits.sort_unstable();
+        hits
+    }
+
+    fn hits_of(hits: &[Hit], lo: u64, hi: u64) -> &[Hit] {
+        let a = hits.partition_point(|h| h.at < lo);
+        let b = hits.partition_point(|h| h.at < hi);
+        &hits[a..b]
+    }
+
+    #[test]
+    fn the_byte_scan_plans_as_decoding_every_instruction() {
+        let python = "/usr/bin/python3.11";
+        assert!(
+            std::path::Path::new(python).exists(),
+            "{python} missing: apt-get install python3.11-minimal"
+        );
+        let me = std::env::current_exe().unwrap();
+        let libc = "/lib/x86_64-linux-gnu/libc.so.6";
+        let (mut same, mut undecodable) = (0, 0);
+        for path in [
+            std::path::Path::new(python),
+            std::path::Path::new(libc),
+            &me,
+        ] {
+            let data = std::fs::read(path).unwrap();
+            let info = fctrace_symbols::read_file(path).unwrap();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let hits = module_hits(&data, &info);
+            for f in info.functions.iter().filter(|f| f.size > 0 && !f.ifunc) {
+                let Some(code) = file_bytes(&data, f.addr, f.size) else {
+                    continue;
+                };
+                let size = code.len();
+                let off = if code.starts_with(&ENDBR64) { 4 } else { 0 };
+                if size < off + JMP_LEN {
+                    continue;
+                }
+                let fast = plan_jump_common(f.addr, size, code, off, &mut a, None);
+                let full = common_by_decoding(f.addr, size, code, off, &mut b);
+                // The same from the module's hits.
+                let mine = hits_of(&hits, f.addr, f.addr + f.size);
+                let from_hits = plan_jump_common(f.addr, size, code, off, &mut a, Some(mine));
+                assert_eq!(
+                    fast,
+                    from_hits,
+                    "{}: {} at {:#x}",
+                    path.display(),
+                    f.name,
+                    f.addr
+                );
+                match (&full, &fast) {
+                    (None, Some(_)) => {
+                        // Bytes that do not decode after the moved
+                        // instructions: the sweep refused, the scan may
+                        // not (no branch pattern lands in the first bytes).
+                        assert!(
+                            decode_all(&code[off..], f.addr + off as u64, &mut b).is_err(),
+                            "{}: {} at {:#x}: scan planned {fast:?}, sweep refused",
+                            path.display(),
+                            f.name,
+                            f.addr
+                        );
+                        undecodable += 1;
+                    }
+                    _ => {
+                        assert_eq!(
+                            full,
+                            fast,
+                            "{}: {} at {:#x}",
+                            path.display(),
+                            f.name,
+                            f.addr
+                        );
+                        same += 1;
+                    }
+                }
+            }
+        }
+        assert!(same > 10_000, "only {same} functions compared");
+        assert!(
+            undecodable < same / 100,
+            "{undecodable} undecodable of {same}"
+        );
+    }
 
     fn common() -> Common {
         Common {
