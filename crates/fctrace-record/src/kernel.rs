@@ -114,6 +114,11 @@ pub struct Kernel {
     pub lost_functions: u64,
     /// Samples of threads no task of the trace had (written nowhere).
     pub untasked: u64,
+    /// Kernel function entries and system call entries written.
+    func_events: u64,
+    call_events: u64,
+    /// The function tracer could not be set up (said).
+    funcs_refused: bool,
     fault_ids: Vec<u64>,
     signal_ids: Vec<u64>,
     /// `-K`: kernel functions (ftrace's function_graph tracer).
@@ -201,6 +206,9 @@ impl Kernel {
             lost: 0,
             lost_functions: 0,
             untasked: 0,
+            func_events: 0,
+            call_events: 0,
+            funcs_refused: false,
             fault_ids: Vec::new(),
             signal_ids: Vec::new(),
             funcs: None,
@@ -340,20 +348,63 @@ impl Kernel {
         Ok(())
     }
 
-    /// `-K DEPTH`: records the kernel functions the threads `pids` run
-    /// (and those they create from then on), `depth` levels deep. What the
-    /// kernel lacks or refuses is returned as a note; the rest is recorded
-    /// as before.
-    pub fn trace_functions(&mut self, depth: u32, pids: &[i32]) -> Option<String> {
+    /// `-K DEPTH` before launching: sets up the kernel's function tracer
+    /// (slow: seconds under emulation) and starts it on the calling thread,
+    /// which the program started next inherits. What the kernel lacks or
+    /// refuses is returned as a note.
+    pub fn prepare_functions(&mut self, depth: u32) -> Option<String> {
+        self.funcs_refused = true;
         let mut g = match super::kgraph::FuncGraph::open(depth) {
             Ok(g) => g,
             Err(why) => return Some(kernel_functions_note(&why)),
+        };
+        if let Err(why) = g.arm() {
+            return Some(kernel_functions_note(&why));
+        }
+        self.funcs_refused = false;
+        self.funcs = Some(g);
+        None
+    }
+
+    /// `-K DEPTH`: records the kernel functions the threads `pids` run
+    /// (and those they create from then on), `depth` levels deep (the
+    /// tracer set up now, or by [`Kernel::prepare_functions`]). What the
+    /// kernel lacks or refuses is returned as a note; the rest is recorded
+    /// as before.
+    pub fn trace_functions(&mut self, depth: u32, pids: &[i32]) -> Option<String> {
+        let mut g = match self.funcs.take() {
+            // (Said already.)
+            None if self.funcs_refused => return None,
+            Some(g) => g,
+            None => match super::kgraph::FuncGraph::open(depth) {
+                Ok(g) => g,
+                Err(why) => return Some(kernel_functions_note(&why)),
+            },
         };
         if let Err(why) = g.follow(pids) {
             return Some(kernel_functions_note(&why));
         }
         self.funcs = Some(g);
         None
+    }
+
+    /// `-K` and nothing recorded although system calls were: why, to be
+    /// said (a silent failure otherwise).
+    pub fn functions_missing(&self) -> Option<String> {
+        let g = self.funcs.as_ref()?;
+        if self.func_events > 0 || self.call_events == 0 {
+            return None;
+        }
+        Some(format!(
+            "-K: the kernel's function_graph tracer ({}) recorded no kernel function of the \
+             program, although it made {} system calls",
+            if g.top_level() {
+                "tracefs' top level"
+            } else {
+                "fctrace's tracefs instance"
+            },
+            self.call_events
+        ))
     }
 
     /// Reads what the rings hold; writes the samples old enough to be in
@@ -449,10 +500,23 @@ impl Kernel {
         let mut kept = Vec::new();
         for (tid, e) in ready {
             if write(tid, &e) {
+                match e {
+                    KernelEvent::FuncEntry { .. } => self.func_events += 1,
+                    KernelEvent::Enter { .. } => self.call_events += 1,
+                    _ => {}
+                }
                 continue;
             }
             if last {
-                self.untasked += 1;
+                // The end of a context switch into another thread is
+                // traced as the switched-out thread's (ftrace's pid filter
+                // changes at the switch): not a system call event lost.
+                if !matches!(
+                    e,
+                    KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. }
+                ) {
+                    self.untasked += 1;
+                }
             } else {
                 kept.push((tid, e));
             }

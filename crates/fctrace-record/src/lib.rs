@@ -28,6 +28,7 @@ mod flight;
 mod kernel;
 mod kgraph;
 mod kload;
+mod kstate;
 mod perf;
 mod process;
 mod record;

@@ -176,7 +176,12 @@ pub fn record(settings: RecordSettings<'_>) -> Result<Outcome> {
             0
         };
     let memory = shared_memory(&prepared, flags, options)?;
-    let mut rec = start(prepared, memory, syscalls || kernel_depth.is_some())?;
+    let mut rec = start(
+        prepared,
+        memory,
+        syscalls || kernel_depth.is_some(),
+        kernel_depth,
+    )?;
     // -K: the kernel functions of the program's threads (those it creates
     // from now on followed by the kernel).
     if let (Some(depth), Some(k)) = (kernel_depth, rec.kernel.as_mut()) {
@@ -422,7 +427,12 @@ struct Recording<'a> {
 /// events (`-k`, `-K`: refused or unavailable, said, and the functions
 /// recorded anyway), then the program started, or the attached process
 /// running traced.
-fn start<'a>(p: Prepared<'a>, m: Memory, kernel_wanted: bool) -> Result<Recording<'a>> {
+fn start<'a>(
+    p: Prepared<'a>,
+    m: Memory,
+    kernel_wanted: bool,
+    kernel_depth: Option<u32>,
+) -> Result<Recording<'a>> {
     let Prepared {
         target,
         program,
@@ -465,6 +475,14 @@ fn start<'a>(p: Prepared<'a>, m: Memory, kernel_wanted: bool) -> Result<Recordin
             &sessions,
             &mut warnings,
         );
+        // -K: the tracer set up before the program starts (its first
+        // system calls are traced too).
+        if let (Some(depth), Some(k)) = (kernel_depth, kernel.as_mut()) {
+            if let Some(w) = k.prepare_functions(depth) {
+                eprintln!("fctrace: {w}");
+                warnings.push(w);
+            }
+        }
     }
     let child_pid = match target {
         Target::Launch(_) => {
@@ -968,6 +986,9 @@ fn loss_notes(rec: &Recording<'_>, d: &mut Drained) -> (Vec<String>, u64) {
 
 /// What the kernel's events (`-k`, `-K`) lost, as notes.
 fn kernel_notes(rec: &Recording<'_>, notes: &mut Vec<String>) {
+    if let Some(w) = rec.kernel.as_ref().and_then(|k| k.functions_missing()) {
+        notes.push(w);
+    }
     if let Some(k) = rec.kernel.as_ref().filter(|k| k.untasked > 0) {
         notes.push(format!(
             "{} system call events of threads that made no traced call (no task in the trace) \

@@ -177,9 +177,15 @@ pub fn kernel() -> PathBuf {
 /// The kernel package Debian's `linux-image-amd64` depends on here
 /// (`linux-image-6.1.0-NN-amd64` on bookworm).
 pub fn debian_kernel_package() -> String {
+    debian_kernel_package_of("linux-image-amd64")
+}
+
+/// The kernel package Debian's meta-package `meta` depends on
+/// (`linux-image-6.12-amd64` → `linux-image-6.12.NN+deb12-amd64`).
+pub fn debian_kernel_package_of(meta: &str) -> String {
     require("apt-cache", "apt");
     let r = run_with_timeout(
-        Command::new("apt-cache").args(["depends", "linux-image-amd64"]),
+        Command::new("apt-cache").args(["depends", meta]),
         Duration::from_secs(60),
     );
     r.stdout
@@ -190,7 +196,7 @@ pub fn debian_kernel_package() -> String {
         .map(str::to_string)
         .unwrap_or_else(|| {
             panic!(
-                "apt-cache knows no linux-image-amd64 (run apt-get update)\n{}",
+                "apt-cache knows no {meta} (run apt-get update)\n{}",
                 r.describe()
             )
         })

@@ -1,0 +1,246 @@
+//! `record -K` on Debian's own kernels, booted under qemu (see
+//! crates/fctrace-testkit/src/vm.rs): 6.1, whose tracefs instances cannot
+//! run function_graph (fctrace takes the top-level tracer), and 6.12
+//! (an instance of fctrace's own). One boot per kernel checks: tracefs'
+//! settings are as before after Ctrl-C (SIGINT) of fctrace; a SIGKILL of
+//! fctrace leaves them changed, and the next `-K` recording puts them back
+//! and says so; in that recording, syscalls.c's read, write and openat
+//! calls from its named functions each have the kernel's vfs_read,
+//! vfs_write or do_sys_openat2 under them exactly once; after its normal
+//! end the settings are as before.
+
+use fctrace_testkit::vm::{self, Initramfs, VmRun};
+use fctrace_testkit::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The size of the file copy_file copies (4096 bytes at a time: three
+/// reads with data and one at the end, three writes).
+const SIZE: usize = 10_000;
+
+/// The tracer's settings, one `file=value` line each (the buffer's size
+/// in the kernel's pages of 4080 bytes of data: it shows `7 (expanded:
+/// 1408)` until a tracer first uses the buffer, then the size rounded to
+/// pages, 1410), the instances and fctrace's state files.
+const SCRIPT: &str = r#"
+T=/sys/kernel/tracing
+dump() {
+  for f in current_tracer tracing_on set_ftrace_filter set_ftrace_notrace set_graph_function \
+      set_graph_notrace set_ftrace_pid set_event trace_clock max_graph_depth options/*; do
+    echo "$f=$(cat $T/$f | tr '\n' ' ')"
+  done
+  awk '{ kb = $1; if (match($0, /expanded: [0-9]+/)) kb = substr($0, RSTART + 10, RLENGTH - 10);
+         print "buffer pages=" int((kb * 1024 + 4079) / 4080) }' $T/buffer_size_kb
+  echo "instances=$(ls $T/instances)"
+  ls /run/fctrace /tmp/fctrace-kernel-state 2>/dev/null
+}
+# Waits (a bounded poll) until FILE says "ready".
+ready() { i=0; while ! grep -q ready "$1" && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; }
+mount -t tracefs nodev $T
+dump > /tmp/before
+echo @@uname; uname -r
+# Ctrl-C of fctrace while the program naps.
+/fctrace record -K 2 -d /tmp/i /attach_nap >/tmp/nap 2>/tmp/nap-err &
+F=$!
+ready /tmp/nap
+kill -INT $F; wait $F
+dump > /tmp/after-int
+echo @@after-int; diff /tmp/before /tmp/after-int && echo same
+echo "@@t-int $(cut -d' ' -f1 /proc/uptime)"
+# SIGKILL of fctrace: its settings stay until the next -K recording.
+/fctrace record -K 2 -d /tmp/k /attach_nap >/tmp/nap2 2>/tmp/nap2-err &
+F=$!
+ready /tmp/nap2
+exec 3>&2 2>/dev/null
+kill -KILL $F; wait $F
+exec 2>&3
+kill -TERM $(pidof attach_nap)
+dump > /tmp/after-kill
+echo "@@killed-changed $(cmp -s /tmp/before /tmp/after-kill && echo no || echo yes)"
+echo "@@killed-pid $F"
+echo "@@t-kill $(cut -d' ' -f1 /proc/uptime)"
+# The next -K recording puts the settings back first.
+head -c SIZE /syscalls > /tmp/src
+/fctrace record -K 4 -d /tmp/t /syscalls /tmp/src /tmp/dst >/tmp/out 2>/tmp/err
+echo "@@record-status $?"
+echo "@@t-record $(cut -d' ' -f1 /proc/uptime)"
+echo @@stdout; cat /tmp/out
+echo @@stderr; cat /tmp/err
+echo @@replay; /fctrace replay -d /tmp/t -f none
+dump > /tmp/after-end
+echo @@after-end; diff /tmp/before /tmp/after-end && echo same
+"#;
+
+/// The script's output cut at its `@@NAME rest` lines.
+fn parts(out: &str) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    let mut cur: Option<String> = None;
+    for line in out.lines() {
+        if let Some(marker) = line.strip_prefix("@@") {
+            let (name, rest) = marker.split_once(' ').unwrap_or((marker, ""));
+            m.insert(name.to_string(), rest.to_string());
+            cur = Some(name.to_string());
+        } else if let Some(c) = &cur {
+            let s: &mut String = m.get_mut(c).unwrap();
+            s.push_str(line);
+            s.push('\n');
+        }
+    }
+    m
+}
+
+/// Per system call made directly in one of `funcs` (`name(` at the start
+/// of its line): how many times `[kernel] KERNEL_FUNC(` appears below
+/// it, per call, in the order of the calls. `-f none` lines: two spaces
+/// per level.
+fn kernel_calls_under(
+    replay: &str,
+    funcs: &[&str],
+    syscall: &str,
+    kernel_func: &str,
+) -> BTreeMap<String, Vec<usize>> {
+    let mut out: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let lines: Vec<&str> = replay.lines().filter(|l| !l.starts_with('#')).collect();
+    // The open functions of the program, by depth.
+    let mut stack: Vec<(usize, String)> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let depth = line.len() - line.trim_start().len();
+        let t = line.trim();
+        stack.retain(|(d, _)| *d < depth);
+        if let Some(f) = t.strip_suffix("() {") {
+            if !f.starts_with('[') {
+                stack.push((depth, f.to_string()));
+            }
+            continue;
+        }
+        if !t.starts_with(&format!("{syscall}(")) {
+            continue;
+        }
+        let Some(func) = stack
+            .iter()
+            .rev()
+            .map(|(_, f)| f.as_str())
+            .find(|f| funcs.contains(f))
+        else {
+            continue;
+        };
+        let mut n = 0;
+        if t.ends_with('{') {
+            for l in &lines[i + 1..] {
+                if l.len() - l.trim_start().len() <= depth {
+                    break;
+                }
+                n += usize::from(l.trim().starts_with(&format!("[kernel] {kernel_func}(")));
+            }
+        }
+        out.entry(func.to_string()).or_default().push(n);
+    }
+    out
+}
+
+fn image() -> (Initramfs, PathBuf) {
+    let syscalls = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
+    let nap = c_program("attach_nap.c", "-O2", &["-O2"]);
+    let fs = Initramfs::new("kgraph");
+    fs.add_program("/fctrace", &fctrace_bin());
+    fs.add_program("/syscalls", &syscalls);
+    fs.add_program("/attach_nap", &nap);
+    fs.set_script(&SCRIPT.replace("SIZE", &SIZE.to_string()));
+    let path = fs.build();
+    (fs, path)
+}
+
+/// Everything the boot on a kernel whose release starts with `release`
+/// must show.
+#[track_caller]
+fn check(r: &VmRun, release: &str) {
+    let p = parts(&r.output);
+    let part = |name: &str| {
+        p.get(name)
+            .unwrap_or_else(|| panic!("no @@{name} part\n{}", r.describe()))
+            .as_str()
+    };
+    assert!(part("uname").starts_with(release), "{}", r.describe());
+    assert_eq!(part("record-status"), "0", "{}", r.describe());
+    assert_eq!(
+        part("stdout"),
+        format!("copied {SIZE}, failed 5, unmapped 0, size {SIZE}, tidied 10\n"),
+        "{}",
+        r.describe()
+    );
+    // The settings the killed fctrace left, put back and said; no other
+    // note about -K.
+    let killed = part("killed-pid");
+    let stderr = part("stderr");
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(
+                |l| l.starts_with("fctrace: restored the kernel tracer's settings (")
+                    && l.contains(&format!("that fctrace {killed} changed"))
+            )
+            .count(),
+        1,
+        "{}",
+        r.describe()
+    );
+    assert!(!stderr.contains("-K:"), "a note about -K\n{}", r.describe());
+    let replay = part("replay");
+    let reads = kernel_calls_under(replay, &["copy_file"], "read", "vfs_read");
+    let writes = kernel_calls_under(replay, &["copy_file"], "write", "vfs_write");
+    let opens = kernel_calls_under(
+        replay,
+        &["copy_file", "fail_opens", "tidy"],
+        "openat",
+        "do_sys_openat2",
+    );
+    let once = |n: usize| vec![1usize; n];
+    let want = |pairs: &[(&str, usize)]| -> BTreeMap<String, Vec<usize>> {
+        pairs
+            .iter()
+            .map(|(f, n)| (f.to_string(), once(*n)))
+            .collect()
+    };
+    let rounds = SIZE.div_ceil(4096);
+    assert_eq!(
+        reads,
+        want(&[("copy_file", rounds + 1)]),
+        "{}",
+        r.describe()
+    );
+    assert_eq!(writes, want(&[("copy_file", rounds)]), "{}", r.describe());
+    assert_eq!(
+        opens,
+        want(&[("copy_file", 2), ("fail_opens", 5), ("tidy", 1)]),
+        "{}",
+        r.describe()
+    );
+    // Tracefs as before, after each ending.
+    for end in ["after-int", "after-end"] {
+        assert_eq!(part(end), "same\n", "{end}\n{}", r.describe());
+    }
+    assert_eq!(part("killed-changed"), "yes", "{}", r.describe());
+    eprintln!(
+        "uptime after Ctrl-C {} s, after SIGKILL {} s, after the recording {} s",
+        part("t-int"),
+        part("t-kill"),
+        part("t-record")
+    );
+}
+
+#[test]
+fn kernel_functions_under_system_calls_on_debian_6_1() {
+    let (_fs, initrd) = image();
+    let kernel = vm::debian_kernel(&vm::debian_kernel_package_of("linux-image-amd64"));
+    let r = vm::boot(&kernel, &initrd, "max");
+    check(&r, "6.1.");
+}
+
+#[test]
+fn kernel_functions_under_system_calls_on_debian_6_12() {
+    let (_fs, initrd) = image();
+    let package = vm::debian_kernel_package_of("linux-image-6.12-amd64");
+    let kernel = vm::debian_kernel(&format!("{package}-unsigned"));
+    let r = vm::boot(&kernel, &initrd, "max");
+    check(&r, "6.12.");
+}
