@@ -102,6 +102,11 @@ fn strace_counts_with(opts: &[&str], exe: &Path, args: &[&str]) -> BTreeMap<Stri
     assert!(r.success(), "strace failed\n{}", r.describe());
     let text = std::fs::read_to_string(&out).unwrap();
     let _ = std::fs::remove_file(&out);
+    strace_c_counts(&text)
+}
+
+/// `strace -c`'s table: calls and errors per system call.
+pub(crate) fn strace_c_counts(text: &str) -> BTreeMap<String, (u64, u64)> {
     let mut m = BTreeMap::new();
     for l in text.lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
@@ -859,7 +864,12 @@ fn reported_counts(dir: &Path) -> BTreeMap<String, (u64, u64)> {
         dir.to_str().unwrap(),
     ]);
     assert!(r.success(), "{}", r.describe());
-    let json: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    report_json_counts(&r.stdout)
+}
+
+/// `report -k --format json`'s text: calls and errors per system call.
+pub(crate) fn report_json_counts(text: &str) -> BTreeMap<String, (u64, u64)> {
+    let json: serde_json::Value = serde_json::from_str(text).unwrap();
     json["syscalls"]
         .as_array()
         .unwrap()
@@ -880,7 +890,7 @@ fn reported_counts(dir: &Path) -> BTreeMap<String, (u64, u64)> {
 /// `exit`/`exit_group` never return (strace counts a call at its return);
 /// and `unequal`'s (futex with lock contention, which differs from run
 /// to run natively).
-fn assert_counts_as_strace(
+pub(crate) fn assert_counts_as_strace(
     reported: &BTreeMap<String, (u64, u64)>,
     strace: &BTreeMap<String, (u64, u64)>,
     unequal: &[&str],

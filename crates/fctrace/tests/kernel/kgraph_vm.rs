@@ -1,7 +1,12 @@
 //! `record -K` on Debian's own kernels, booted under qemu (see
 //! crates/fctrace-testkit/src/vm.rs): 6.1, whose tracefs instances cannot
 //! run function_graph (fctrace takes the top-level tracer), and 6.12
-//! (an instance of fctrace's own). One boot per kernel checks: tracefs'
+//! (an instance of fctrace's own). One boot per kernel checks: `-k` on a
+//! machine where tracefs is not mounted (fctrace mounts it and says so)
+//! counts what `strace -f -c` counts; a second `-K` while one runs is
+//! refused with a message where the top-level tracer is taken (and runs
+//! in an instance of its own on 6.12), so is `-K` while another tracer
+//! (blk) is the top level's; tracefs'
 //! settings are as before after Ctrl-C (SIGINT) of fctrace; a SIGKILL of
 //! fctrace leaves them changed, and the next `-K` recording puts them back
 //! and says so; in that recording, syscalls.c's read, write and openat
@@ -36,15 +41,35 @@ dump() {
 }
 # Waits (a bounded poll) until FILE says "ready".
 ready() { i=0; while ! grep -q ready "$1" && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; }
-mount -t tracefs nodev $T
-dump > /tmp/before
 echo @@uname; uname -r
-# Ctrl-C of fctrace while the program naps.
+head -c SIZE /syscalls > /tmp/src
+# -k where tracefs is not mounted (fctrace mounts it), against strace -f -c
+# of a native run.
+/strace -f -c -o /tmp/strace-c /syscalls /tmp/src /tmp/d0 >/dev/null
+/fctrace record -k -d /tmp/kk /syscalls /tmp/src /tmp/d1 >/dev/null 2>/tmp/k-err
+echo "@@k-status $?"
+echo @@k-stderr; cat /tmp/k-err
+echo @@strace; cat /tmp/strace-c
+echo @@report; /fctrace report -k --format json -d /tmp/kk
+grep -q " $T tracefs" /proc/mounts || mount -t tracefs nodev $T
+dump > /tmp/before
+# Ctrl-C of fctrace while the program naps; meanwhile a second fctrace
+# -K, and another user of the top-level tracer (blk).
 /fctrace record -K 2 -d /tmp/i /attach_nap >/tmp/nap 2>/tmp/nap-err &
 F=$!
 ready /tmp/nap
+/fctrace record -K 1 -d /tmp/s /syscalls /tmp/src /tmp/d2 >/dev/null 2>/tmp/second-err
+echo "@@second-status $?"
+echo "@@first-pid $F"
+echo @@second-stderr; cat /tmp/second-err
 kill -INT $F; wait $F
-dump > /tmp/after-int
+dump > /tmp/after-first
+echo blk > $T/current_tracer
+/fctrace record -K 1 -d /tmp/b /syscalls /tmp/src /tmp/d3 >/dev/null 2>/tmp/blk-err
+echo "@@blk-status $?"
+echo @@blk-stderr; cat /tmp/blk-err
+echo nop > $T/current_tracer
+mv /tmp/after-first /tmp/after-int
 echo @@after-int; diff /tmp/before /tmp/after-int && echo same
 echo "@@t-int $(cut -d' ' -f1 /proc/uptime)"
 # SIGKILL of fctrace: its settings stay until the next -K recording.
@@ -141,19 +166,21 @@ fn kernel_calls_under(
 fn image() -> (Initramfs, PathBuf) {
     let syscalls = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
     let nap = c_program("attach_nap.c", "-O2", &["-O2"]);
+    let strace = vm::require("strace", "strace");
     let fs = Initramfs::new("kgraph");
     fs.add_program("/fctrace", &fctrace_bin());
     fs.add_program("/syscalls", &syscalls);
     fs.add_program("/attach_nap", &nap);
+    fs.add_program("/strace", &strace);
     fs.set_script(&SCRIPT.replace("SIZE", &SIZE.to_string()));
     let path = fs.build();
     (fs, path)
 }
 
 /// Everything the boot on a kernel whose release starts with `release`
-/// must show.
+/// must show; `top_level`: fctrace takes the top-level tracer there.
 #[track_caller]
-fn check(r: &VmRun, release: &str) {
+fn check(r: &VmRun, release: &str, top_level: bool) {
     let p = parts(&r.output);
     let part = |name: &str| {
         p.get(name)
@@ -161,6 +188,47 @@ fn check(r: &VmRun, release: &str) {
             .as_str()
     };
     assert!(part("uname").starts_with(release), "{}", r.describe());
+    // -k mounted tracefs, said once; its counts are strace's.
+    assert_eq!(part("k-status"), "0", "{}", r.describe());
+    assert_eq!(
+        part("k-stderr"),
+        "fctrace: mounted tracefs at /sys/kernel/tracing (it was not mounted)\n",
+        "{}",
+        r.describe()
+    );
+    let strace = crate::kernel::strace_c_counts(part("strace"));
+    let reported = crate::kernel::report_json_counts(part("report"));
+    crate::kernel::assert_counts_as_strace(&reported, &strace, &[], &r.describe());
+    // A second -K while the first runs: refused where the top-level
+    // tracer is used (the system calls recorded), else recorded too.
+    assert_eq!(part("second-status"), "0", "{}", r.describe());
+    let second = part("second-stderr");
+    if top_level {
+        assert_eq!(
+            second,
+            format!(
+                "fctrace: -K: kernel functions are not recorded: another fctrace (pid {}) is \
+                 using the kernel's top-level tracer, which this kernel's tracefs instances \
+                 cannot replace; fctrace does not take it over; system calls are recorded as \
+                 with -k\n",
+                part("first-pid")
+            ),
+            "{}",
+            r.describe()
+        );
+        assert_eq!(part("blk-status"), "0", "{}", r.describe());
+        assert!(
+            part("blk-stderr").starts_with(
+                "fctrace: -K: kernel functions are not recorded: the kernel's top-level tracer \
+                 is in use (/sys/kernel/tracing/current_tracer is blk)"
+            ),
+            "{}",
+            r.describe()
+        );
+    } else {
+        assert_eq!(second, "", "{}", r.describe());
+        assert_eq!(part("blk-stderr"), "", "{}", r.describe());
+    }
     assert_eq!(part("record-status"), "0", "{}", r.describe());
     assert_eq!(
         part("stdout"),
@@ -233,7 +301,7 @@ fn kernel_functions_under_system_calls_on_debian_6_1() {
     let (_fs, initrd) = image();
     let kernel = vm::debian_kernel(&vm::debian_kernel_package_of("linux-image-amd64"));
     let r = vm::boot(&kernel, &initrd, "max");
-    check(&r, "6.1.");
+    check(&r, "6.1.", true);
 }
 
 #[test]
@@ -242,5 +310,5 @@ fn kernel_functions_under_system_calls_on_debian_6_12() {
     let package = vm::debian_kernel_package_of("linux-image-6.12-amd64");
     let kernel = vm::debian_kernel(&format!("{package}-unsigned"));
     let r = vm::boot(&kernel, &initrd, "max");
-    check(&r, "6.12.");
+    check(&r, "6.12.", false);
 }
