@@ -48,6 +48,46 @@ fn kernel_functions_note(why: &str) -> String {
     format!("-K: kernel functions are not recorded: {why}; system calls are recorded as with -k")
 }
 
+/// `-F FUNC@kernel` and `-N FUNC@kernel` at record time: kernel functions
+/// recorded only under the first ones, and not under the second (the
+/// function_graph parser applies them: 6.12's instances have no
+/// `set_graph_function`).
+#[derive(Clone, Default)]
+pub struct KernelFilters {
+    pub only: Vec<fctrace_options::pattern::FuncPattern>,
+    pub hide: Vec<fctrace_options::pattern::FuncPattern>,
+}
+
+impl KernelFilters {
+    /// The options without their `@kernel` patterns, and those.
+    pub fn split(options: &fctrace_options::Options) -> (fctrace_options::Options, KernelFilters) {
+        let mut rest = options.clone();
+        let kernel = |p: &fctrace_options::pattern::FuncPattern| p.module() == Some("kernel");
+        let filters = KernelFilters {
+            only: rest.filters.iter().filter(|p| kernel(p)).cloned().collect(),
+            hide: rest.notrace.iter().filter(|p| kernel(p)).cloned().collect(),
+        };
+        rest.filters.retain(|p| !kernel(p));
+        rest.notrace.retain(|p| !kernel(p));
+        (rest, filters)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.only.is_empty() && self.hide.is_empty()
+    }
+
+    /// The patterns as written, for messages.
+    pub fn patterns(&self) -> String {
+        let all: Vec<&str> = self
+            .only
+            .iter()
+            .chain(&self.hide)
+            .map(|p| p.as_str())
+            .collect();
+        all.join(", ")
+    }
+}
+
 /// One CPU's ring buffer: the event that owns it, its CPU, its mapping.
 struct Ring {
     fd: i32,
@@ -352,12 +392,13 @@ impl Kernel {
     /// (slow: seconds under emulation) and starts it on the calling thread,
     /// which the program started next inherits. What the kernel lacks or
     /// refuses is returned as a note.
-    pub fn prepare_functions(&mut self, depth: u32) -> Option<String> {
+    pub fn prepare_functions(&mut self, depth: u32, filters: &KernelFilters) -> Option<String> {
         self.funcs_refused = true;
         let mut g = match super::kgraph::FuncGraph::open(depth) {
             Ok(g) => g,
             Err(why) => return Some(kernel_functions_note(&why)),
         };
+        g.filter(filters.only.clone(), filters.hide.clone());
         if let Err(why) = g.arm() {
             return Some(kernel_functions_note(&why));
         }
@@ -371,13 +412,21 @@ impl Kernel {
     /// tracer set up now, or by [`Kernel::prepare_functions`]). What the
     /// kernel lacks or refuses is returned as a note; the rest is recorded
     /// as before.
-    pub fn trace_functions(&mut self, depth: u32, pids: &[i32]) -> Option<String> {
+    pub fn trace_functions(
+        &mut self,
+        depth: u32,
+        filters: &KernelFilters,
+        pids: &[i32],
+    ) -> Option<String> {
         let mut g = match self.funcs.take() {
             // (Said already.)
             None if self.funcs_refused => return None,
             Some(g) => g,
             None => match super::kgraph::FuncGraph::open(depth) {
-                Ok(g) => g,
+                Ok(mut g) => {
+                    g.filter(filters.only.clone(), filters.hide.clone());
+                    g
+                }
                 Err(why) => return Some(kernel_functions_note(&why)),
             },
         };
@@ -396,8 +445,9 @@ impl Kernel {
             return None;
         }
         Some(format!(
-            "-K: the kernel's function_graph tracer ({}) recorded no kernel function of the \
-             program, although it made {} system calls",
+            "-K: the kernel's {} tracer ({}) recorded no kernel function of the program, \
+             although it made {} system calls",
+            g.tracer(),
             if g.top_level() {
                 "tracefs' top level"
             } else {

@@ -18,6 +18,7 @@
 //! never go back (the lines of one thread are in order).
 
 use fctrace_format::store::kernel::{KernelEvent, MAX_NAME};
+use fctrace_options::pattern::FuncPattern;
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
@@ -72,6 +73,7 @@ pub struct FuncGraph {
     /// The instance's directory (removed at the end), or tracefs' root.
     dir: PathBuf,
     root: PathBuf,
+    tracer: String,
     instance: bool,
     /// Global settings changed, put back at the end.
     saved: super::kstate::Saved,
@@ -231,6 +233,7 @@ impl FuncGraph {
         let mut g = FuncGraph {
             dir: if top { root.to_path_buf() } else { dir },
             root: root.to_path_buf(),
+            tracer: tracer.to_string(),
             instance: !top,
             saved: super::kstate::Saved::new(top),
             pipe: None,
@@ -433,6 +436,17 @@ impl FuncGraph {
         self.parser.lost + self.parser.overruns
     }
 
+    /// `-F FUNC@kernel` (`only`) and `-N FUNC@kernel` (`hide`).
+    pub fn filter(&mut self, only: Vec<FuncPattern>, hide: Vec<FuncPattern>) {
+        self.parser.only = only;
+        self.parser.hide = hide;
+    }
+
+    /// The tracer's name (function_graph but in tests).
+    pub fn tracer(&self) -> &str {
+        &self.tracer
+    }
+
     /// Whether the top-level tracer is used (no instance could).
     pub fn top_level(&self) -> bool {
         !self.instance
@@ -496,6 +510,23 @@ fn refusal_cause() -> String {
 /// CPU:1 [LOST 20 EVENTS]
 ///  (Overruns: 2)
 /// ```
+/// A thread's open functions, the time of its last event, the depth from
+/// which its lines are left out (the recording's own work, `-N
+/// FUNC@kernel`), and the depth from which they are kept (`-F
+/// FUNC@kernel`).
+#[derive(Default)]
+struct Thread {
+    stack: Vec<Box<str>>,
+    last: u64,
+    hidden: Option<usize>,
+    shown: Option<usize>,
+}
+
+/// `name` matches one of `patterns`.
+fn named(patterns: &[FuncPattern], name: &str) -> bool {
+    patterns.iter().any(|p| p.matches_name(name))
+}
+
 #[derive(Default)]
 pub struct Parser {
     /// A thread whose lines are left out (fctrace's own, until the
@@ -504,8 +535,11 @@ pub struct Parser {
     /// A line not ended yet.
     partial: Vec<u8>,
     /// Per thread, the functions open and the time of its last event.
-    /// (and the depth from which lines are left out: the recording's own).
-    threads: HashMap<u32, (Vec<Box<str>>, u64, Option<usize>)>,
+    threads: HashMap<u32, Thread>,
+    /// `-F FUNC@kernel`: only these functions and what they call.
+    pub only: Vec<FuncPattern>,
+    /// `-N FUNC@kernel`: not these nor what they call.
+    pub hide: Vec<FuncPattern>,
     /// Events the tracer lost, and returns it could not trace.
     pub lost: u64,
     pub overruns: u64,
@@ -611,32 +645,42 @@ impl Parser {
         if text.starts_with("/*") {
             return;
         }
-        let (stack, last, hidden) = self.threads.entry(tid).or_default();
+        let t = self.threads.entry(tid).or_default();
+        let (only, hide) = (&self.only, &self.hide);
         // The microsecond's last nanosecond, never before the thread's last.
-        let at = (us_ns + 999).max(*last);
+        let at = (us_ns + 999).max(t.last);
         if let Some(body) = text.strip_suffix('{') {
             let Some(name) = function_name(body) else {
                 self.unknown += 1;
                 return;
             };
-            if hidden.is_none() && recordings_own(&name) {
-                *hidden = Some(stack.len());
+            let depth = t.stack.len();
+            if t.hidden.is_none() && (recordings_own(&name) || named(hide, &name)) {
+                t.hidden = Some(depth);
             }
-            stack.push(name.clone());
-            *last = at;
-            if hidden.is_none() {
+            if t.shown.is_none() && named(only, &name) {
+                t.shown = Some(depth);
+            }
+            t.stack.push(name.clone());
+            t.last = at;
+            if t.hidden.is_none() && (only.is_empty() || t.shown.is_some()) {
                 out.push((tid, KernelEvent::FuncEntry { ns: at, name }));
             }
         } else if text.starts_with('}') {
             // `}` or `} /* name */`; the entry may predate the recording.
-            let Some(name) = stack.pop() else {
+            let Some(name) = t.stack.pop() else {
                 return;
             };
-            *last = at;
-            if hidden.is_some_and(|d| stack.len() >= d) {
-                if *hidden == Some(stack.len()) {
-                    *hidden = None;
-                }
+            t.last = at;
+            let visible = t.hidden.is_none() && (only.is_empty() || t.shown.is_some());
+            let depth = t.stack.len();
+            if t.hidden == Some(depth) {
+                t.hidden = None;
+            }
+            if t.shown == Some(depth) {
+                t.shown = None;
+            }
+            if !visible {
                 return;
             }
             out.push((
@@ -657,8 +701,11 @@ impl Parser {
                 return;
             };
             let dur = dur.unwrap_or(0);
-            *last = at + dur;
-            if hidden.is_some() || recordings_own(&name) {
+            t.last = at + dur;
+            if t.hidden.is_some() || recordings_own(&name) || named(hide, &name) {
+                return;
+            }
+            if !only.is_empty() && t.shown.is_none() && !named(only, &name) {
                 return;
             }
             out.push((
@@ -769,6 +816,88 @@ CPU:0 [LOST 20 EVENTS]
         // The last `}` has no entry left open: dropped.
         assert_eq!((p.lost, p.overruns, p.unknown), (20, 2, 0));
         assert!(p.partial.is_empty());
+    }
+
+    /// The recording's own work (the system call tracepoints' callers and
+    /// what they run, perf's and BPF's functions) is left out with its
+    /// subtree; fctrace's own thread (`ignore`) too.
+    #[test]
+    fn the_recordings_own_functions_are_left_out() {
+        let text = "\
+ 5.000001 |   0)  a-7  |               |  syscall_trace_enter.constprop.0() {
+ 5.000001 |   0)  a-7  |               |    perf_syscall_enter() {
+ 5.000002 |   0)  a-7  |   0.300 us    |      __rcu_read_lock();
+ 5.000003 |   0)  a-7  |   1.000 us    |    }
+ 5.000004 |   0)  a-7  |   2.000 us    |  }
+ 5.000005 |   0)  a-7  |               |  ksys_read() {
+ 5.000006 |   0)  a-7  |   0.100 us    |    bpf_get_current_pid_tgid();
+ 5.000006 |   0)  f-9  |   0.100 us    |    fctrace_own();
+ 5.000007 |   0)  a-7  |   0.200 us    |    vfs_read();
+ 5.000008 |   0)  a-7  |   3.000 us    |  }
+";
+        let mut p = Parser {
+            ignore: Some(9),
+            ..Parser::default()
+        };
+        let mut out = Vec::new();
+        p.feed(text.as_bytes(), &mut out);
+        let names: Vec<String> = shape(&out)
+            .iter()
+            .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "7 > ksys_read",
+                "7 > vfs_read",
+                "7 < vfs_read",
+                "7 < ksys_read"
+            ]
+        );
+        assert_eq!(p.unknown, 0);
+    }
+
+    /// `-F vfs_read@kernel` keeps vfs_read's subtrees only (and a leaf
+    /// vfs_read); `-N rw_verify_area@kernel` hides that one and its
+    /// subtree.
+    #[test]
+    fn kernel_filters_keep_and_hide_subtrees() {
+        let text = "\
+ 5.000001 |   0)  a-7  |               |  ksys_read() {
+ 5.000002 |   0)  a-7  |   0.300 us    |    __fdget_pos();
+ 5.000003 |   0)  a-7  |               |    vfs_read() {
+ 5.000004 |   0)  a-7  |               |      rw_verify_area() {
+ 5.000004 |   0)  a-7  |   0.100 us    |        security_file_permission();
+ 5.000005 |   0)  a-7  |   1.000 us    |      }
+ 5.000006 |   0)  a-7  |   0.200 us    |      eventfd_read();
+ 5.000007 |   0)  a-7  |   4.000 us    |    }
+ 5.000008 |   0)  a-7  |   5.000 us    |  }
+ 5.000009 |   0)  a-7  |   0.100 us    |  vfs_read();
+ 5.000010 |   0)  a-7  |   0.100 us    |  vfs_write();
+";
+        let pattern = |p: &str| FuncPattern::parse(p).unwrap();
+        let mut p = Parser {
+            only: vec![pattern("vfs_read@kernel")],
+            hide: vec![pattern("rw_verify_area@kernel")],
+            ..Parser::default()
+        };
+        let mut out = Vec::new();
+        p.feed(text.as_bytes(), &mut out);
+        let names: Vec<String> = shape(&out)
+            .iter()
+            .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "7 > vfs_read",
+                "7 > eventfd_read",
+                "7 < eventfd_read",
+                "7 < vfs_read",
+                "7 > vfs_read",
+                "7 < vfs_read",
+            ]
+        );
     }
 
     /// A thread's times never go back (a leaf's exit lies past the next

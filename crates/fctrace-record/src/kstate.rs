@@ -124,8 +124,12 @@ impl Saved {
     }
 }
 
-/// The state files: (pid, top-level, items).
-fn state_files() -> Vec<(u32, PathBuf, bool, Vec<(PathBuf, String)>)> {
+/// A state file: its fctrace's pid, its path, whether it holds the top
+/// level, the settings and their old values.
+type StateFile = (u32, PathBuf, bool, Vec<(PathBuf, String)>);
+
+/// The state files.
+fn state_files() -> Vec<StateFile> {
     let Ok(dir) = std::fs::read_dir(state_dir()) else {
         return Vec::new();
     };

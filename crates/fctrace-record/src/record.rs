@@ -175,17 +175,26 @@ pub fn record(settings: RecordSettings<'_>) -> Result<Outcome> {
         } else {
             0
         };
-    let memory = shared_memory(&prepared, flags, options)?;
+    // `-F FUNC@kernel`, `-N FUNC@kernel`: the kernel functions', not the
+    // agent's.
+    let (options, kfilters) = kernel::KernelFilters::split(options);
+    if !kfilters.is_empty() && kernel_depth.is_none() {
+        anyhow::bail!(
+            "{}: a filter of kernel functions needs -K DEPTH (they are recorded with -K only)",
+            kfilters.patterns()
+        );
+    }
+    let memory = shared_memory(&prepared, flags, &options)?;
     let mut rec = start(
         prepared,
         memory,
         syscalls || kernel_depth.is_some(),
-        kernel_depth,
+        kernel_depth.map(|d| (d, kfilters.clone())),
     )?;
     // -K: the kernel functions of the program's threads (those it creates
     // from now on followed by the kernel).
     if let (Some(depth), Some(k)) = (kernel_depth, rec.kernel.as_mut()) {
-        if let Some(w) = k.trace_functions(depth, &threads_of(rec.child_pid)) {
+        if let Some(w) = k.trace_functions(depth, &kfilters, &threads_of(rec.child_pid)) {
             eprintln!("fctrace: {w}");
             rec.warnings.push(w);
         }
@@ -431,7 +440,7 @@ fn start<'a>(
     p: Prepared<'a>,
     m: Memory,
     kernel_wanted: bool,
-    kernel_depth: Option<u32>,
+    kernel_depth: Option<(u32, kernel::KernelFilters)>,
 ) -> Result<Recording<'a>> {
     let Prepared {
         target,
@@ -477,8 +486,8 @@ fn start<'a>(
         );
         // -K: the tracer set up before the program starts (its first
         // system calls are traced too).
-        if let (Some(depth), Some(k)) = (kernel_depth, kernel.as_mut()) {
-            if let Some(w) = k.prepare_functions(depth) {
+        if let (Some((depth, filters)), Some(k)) = (kernel_depth, kernel.as_mut()) {
+            if let Some(w) = k.prepare_functions(depth, &filters) {
                 eprintln!("fctrace: {w}");
                 warnings.push(w);
             }

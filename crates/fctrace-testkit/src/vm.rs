@@ -369,6 +369,12 @@ impl VmRun {
 /// or the script did not run to its end.
 #[track_caller]
 pub fn boot(kernel: &Path, initrd: &Path, cpu: &str) -> VmRun {
+    boot_within(kernel, initrd, cpu, BOOT_TIMEOUT)
+}
+
+/// [`boot`] with a time limit of the test's own (scripts that do more).
+#[track_caller]
+pub fn boot_within(kernel: &Path, initrd: &Path, cpu: &str, timeout: Duration) -> VmRun {
     let qemu = require("qemu-system-x86_64", "qemu-system-x86");
     let dir = scratch(&format!("vm-{cpu}"));
     let console = dir.path.join("console.txt");
@@ -386,7 +392,7 @@ pub fn boot(kernel: &Path, initrd: &Path, cpu: &str) -> VmRun {
         .stdin(Stdio::null());
     cmd.arg("-kernel").arg(pvh_image(kernel));
     let start = Instant::now();
-    let run = run_with_timeout_or(&mut cmd, BOOT_TIMEOUT, &[&console, &serial]);
+    let run = run_with_timeout_or(&mut cmd, timeout, &[&console, &serial]);
     let took = start.elapsed();
     let read =
         |p: &Path| String::from_utf8_lossy(&fs::read(p).unwrap_or_default()).replace('\r', "");

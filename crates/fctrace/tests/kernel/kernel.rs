@@ -869,7 +869,8 @@ fn reported_counts(dir: &Path) -> BTreeMap<String, (u64, u64)> {
 
 /// `report -k --format json`'s text: calls and errors per system call.
 pub(crate) fn report_json_counts(text: &str) -> BTreeMap<String, (u64, u64)> {
-    let json: serde_json::Value = serde_json::from_str(text).unwrap();
+    let json: serde_json::Value = serde_json::from_str(text)
+        .unwrap_or_else(|e| panic!("report -k's JSON: {e}\n{}", clip(text, 4000)));
     json["syscalls"]
         .as_array()
         .unwrap()

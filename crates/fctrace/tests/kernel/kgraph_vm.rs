@@ -6,7 +6,11 @@
 //! counts what `strace -f -c` counts; a second `-K` while one runs is
 //! refused with a message where the top-level tracer is taken (and runs
 //! in an instance of its own on 6.12), so is `-K` while another tracer
-//! (blk) is the top level's; tracefs'
+//! (blk) is the top level's; `-F vfs_read@kernel -N
+//! rw_verify_area@kernel` keeps vfs_read's subtrees without
+//! rw_verify_area's; a tracer that gives no kernel function
+//! (`nop`, asked through FCTRACE_KERNEL_TRACER) is said,
+//! not a silent failure (on 6.12; 6.1 refuses it first); tracefs'
 //! settings are as before after Ctrl-C (SIGINT) of fctrace; a SIGKILL of
 //! fctrace leaves them changed, and the next `-K` recording puts them back
 //! and says so; in that recording, syscalls.c's read, write and openat
@@ -18,6 +22,12 @@ use fctrace_testkit::vm::{self, Initramfs, VmRun};
 use fctrace_testkit::*;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// A boot's time limit: each `-K` recording sets the tracer up and down
+/// (every kernel function patched, seconds under TCG); a boot took 100 to
+/// 146 s here with two other builds running.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(420);
 
 /// The size of the file copy_file copies (4096 bytes at a time: three
 /// reads with data and one at the end, three writes).
@@ -50,7 +60,10 @@ head -c SIZE /syscalls > /tmp/src
 echo "@@k-status $?"
 echo @@k-stderr; cat /tmp/k-err
 echo @@strace; cat /tmp/strace-c
-echo @@report; /fctrace report -k --format json -d /tmp/kk
+/fctrace report -k --format json -d /tmp/kk >/tmp/report 2>/tmp/report-err
+echo "@@report-status $?"
+echo @@report-stderr; cat /tmp/report-err
+echo @@report; cat /tmp/report
 grep -q " $T tracefs" /proc/mounts || mount -t tracefs nodev $T
 dump > /tmp/before
 # Ctrl-C of fctrace while the program naps; meanwhile a second fctrace
@@ -69,6 +82,17 @@ echo blk > $T/current_tracer
 echo "@@blk-status $?"
 echo @@blk-stderr; cat /tmp/blk-err
 echo nop > $T/current_tracer
+# Kernel functions under vfs_read only, rw_verify_area's left out.
+/fctrace record -K 4 -F vfs_read@kernel -N rw_verify_area@kernel -d /tmp/ff /syscalls /tmp/src \
+  /tmp/d5 >/dev/null 2>/tmp/ff-err
+echo "@@ff-status $?"
+echo @@ff-stderr; cat /tmp/ff-err
+echo @@ff-replay; /fctrace replay -d /tmp/ff -f none
+# A tracer that gives no kernel function (nop): said.
+FCTRACE_KERNEL_TRACER=nop /fctrace record -K 1 -d /tmp/f /syscalls /tmp/src /tmp/d4 \
+  >/dev/null 2>/tmp/func-err
+echo "@@func-status $?"
+echo @@func-stderr; cat /tmp/func-err
 mv /tmp/after-first /tmp/after-int
 echo @@after-int; diff /tmp/before /tmp/after-int && echo same
 echo "@@t-int $(cut -d' ' -f1 /proc/uptime)"
@@ -196,9 +220,12 @@ fn check(r: &VmRun, release: &str, top_level: bool) {
         "{}",
         r.describe()
     );
+    assert_eq!(part("report-status"), "0", "{}", r.describe());
+    assert_eq!(part("report-stderr"), "", "{}", r.describe());
     let strace = crate::kernel::strace_c_counts(part("strace"));
     let reported = crate::kernel::report_json_counts(part("report"));
-    crate::kernel::assert_counts_as_strace(&reported, &strace, &[], &r.describe());
+    // (futex: pthread_join waits or not, natively too.)
+    crate::kernel::assert_counts_as_strace(&reported, &strace, &["futex"], &r.describe());
     // A second -K while the first runs: refused where the top-level
     // tracer is used (the system calls recorded), else recorded too.
     assert_eq!(part("second-status"), "0", "{}", r.describe());
@@ -283,6 +310,56 @@ fn check(r: &VmRun, release: &str, top_level: bool) {
         "{}",
         r.describe()
     );
+    // -F vfs_read@kernel: every kernel subtree is a vfs_read, one under
+    // each read; -N rw_verify_area@kernel: none of those.
+    assert_eq!(part("ff-status"), "0", "{}", r.describe());
+    assert_eq!(part("ff-stderr"), "", "{}", r.describe());
+    let ff = part("ff-replay");
+    // The kernel functions whose caller in the tree is not a kernel one.
+    let mut roots: BTreeMap<String, usize> = BTreeMap::new();
+    let mut open: Vec<(usize, bool)> = Vec::new();
+    for l in ff.lines().filter(|l| !l.starts_with('#')) {
+        let depth = l.len() - l.trim_start().len();
+        let t = l.trim();
+        if t.starts_with('}') {
+            continue;
+        }
+        open.retain(|(d, _)| *d < depth);
+        let kernel = t.strip_prefix("[kernel] ");
+        if let Some(k) = kernel {
+            if !open.last().is_some_and(|(_, k)| *k) {
+                *roots
+                    .entry(k.split('(').next().unwrap().to_string())
+                    .or_default() += 1;
+            }
+        }
+        if t.ends_with('{') {
+            open.push((depth, kernel.is_some()));
+        }
+    }
+    assert_eq!(roots.keys().collect::<Vec<_>>(), ["vfs_read"], "{ff}");
+    assert!(!ff.contains("rw_verify_area"), "{ff}");
+    assert_eq!(
+        kernel_calls_under(ff, &["copy_file"], "read", "vfs_read"),
+        want(&[("copy_file", rounds + 1)]),
+        "{ff}"
+    );
+    // No silent failure: a tracer that gave no kernel function is said
+    // (6.1's instances lack function_graph's options, refused first).
+    assert_eq!(part("func-status"), "0", "{}", r.describe());
+    let func = part("func-stderr");
+    let said = if top_level {
+        "fctrace: -K: kernel functions are not recorded: the nop tracer lacks the options \
+         funcgraph-abstime, funcgraph-proc, funcgraph-duration ("
+    } else {
+        "fctrace: -K: the kernel's nop tracer (fctrace's tracefs instance) recorded no \
+         kernel function of the program, although it made "
+    };
+    assert!(
+        func.lines().any(|l| l.starts_with(said)),
+        "{func}\n{}",
+        r.describe()
+    );
     // Tracefs as before, after each ending.
     for end in ["after-int", "after-end"] {
         assert_eq!(part(end), "same\n", "{end}\n{}", r.describe());
@@ -300,7 +377,7 @@ fn check(r: &VmRun, release: &str, top_level: bool) {
 fn kernel_functions_under_system_calls_on_debian_6_1() {
     let (_fs, initrd) = image();
     let kernel = vm::debian_kernel(&vm::debian_kernel_package_of("linux-image-amd64"));
-    let r = vm::boot(&kernel, &initrd, "max");
+    let r = vm::boot_within(&kernel, &initrd, "max", BOOT_TIMEOUT);
     check(&r, "6.1.", true);
 }
 
@@ -309,6 +386,6 @@ fn kernel_functions_under_system_calls_on_debian_6_12() {
     let (_fs, initrd) = image();
     let package = vm::debian_kernel_package_of("linux-image-6.12-amd64");
     let kernel = vm::debian_kernel(&format!("{package}-unsigned"));
-    let r = vm::boot(&kernel, &initrd, "max");
+    let r = vm::boot_within(&kernel, &initrd, "max", BOOT_TIMEOUT);
     check(&r, "6.12.", false);
 }
