@@ -1001,3 +1001,34 @@ fn a_threaded_python_scripts_system_calls_are_its_own() {
     let ctx = format!("trace {}", rec.dir.path.display());
     assert_counts_as_strace(&reported, &strace, &["futex"], &ctx);
 }
+
+/// `-F FUNC@kernel` and `-N FUNC@kernel` filter kernel functions, which
+/// only `-K` records: without it they are refused, saying so, before the
+/// program runs.
+#[test]
+fn kernel_function_filters_need_kernel_depth() {
+    let exe = c_program("kernel_block.c", "-O2", &["-O2", "-pthread"]);
+    let work = std::env::temp_dir().join(format!("fctrace-kfilter-{}", unique_suffix()));
+    for (flag, pattern) in [("-F", "vfs_read@kernel"), ("-N", "vfs_.*@kernel")] {
+        let r = fctrace(&[
+            "record",
+            "-d",
+            work.join(flag).to_str().unwrap(),
+            flag,
+            pattern,
+            exe.to_str().unwrap(),
+        ]);
+        assert_eq!(r.status.code(), Some(1), "{}", r.describe());
+        assert_eq!(
+            r.stderr,
+            format!(
+                "fctrace: {pattern}: a filter of kernel functions needs -K DEPTH (they are \
+                 recorded with -K only)\n"
+            ),
+            "{}",
+            r.describe()
+        );
+        assert_eq!(r.stdout, "", "{}", r.describe());
+    }
+    let _ = std::fs::remove_dir_all(&work);
+}
