@@ -267,9 +267,20 @@ impl FuncGraph {
         let at = |f: &str| dir.join(f);
         let tracers = tracers_in(&self.dir);
         if !tracers.iter().any(|t| t == tracer) {
+            // What could stand in for it, and whether this kernel has it.
+            let kprobes = root.join("kprobe_events");
+            let instead = if kprobes.exists() {
+                "; fctrace does not use the kernel's kprobes in its place yet".to_string()
+            } else {
+                format!(
+                    ", nor kprobes to use in its place ({} is missing: it needs \
+                     CONFIG_KPROBE_EVENTS)",
+                    kprobes.display()
+                )
+            };
             return Err(format!(
                 "this kernel has no {tracer} tracer ({} lists {}; it needs \
-                 CONFIG_FUNCTION_GRAPH_TRACER), nor does fctrace use kprobes for them",
+                 CONFIG_FUNCTION_GRAPH_TRACER){instead}",
                 at("available_tracers").display(),
                 if tracers.is_empty() {
                     "none".to_string()
@@ -944,7 +955,12 @@ CPU:0 [LOST 20 EVENTS]
             assert!(
                 e.starts_with("this kernel has no function_graph tracer (")
                     && e.contains("available_tracers lists")
-                    && e.contains("CONFIG_FUNCTION_GRAPH_TRACER"),
+                    && e.contains("CONFIG_FUNCTION_GRAPH_TRACER")
+                    && (Path::new(root).join("kprobe_events").exists()
+                        || e.ends_with(&format!(
+                            ", nor kprobes to use in its place ({root}/kprobe_events is \
+                             missing: it needs CONFIG_KPROBE_EVENTS)"
+                        ))),
                 "{e}"
             );
         }

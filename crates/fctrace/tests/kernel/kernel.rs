@@ -705,7 +705,8 @@ fn crash_signals_are_shown_once() {
 }
 
 /// `-K DEPTH` (kernel functions): fctrace says what this kernel lacks
-/// (here the function_graph tracer) and records the system calls anyway.
+/// (here the function_graph tracer, and kprobes that could stand in for
+/// it) and records the system calls anyway.
 #[test]
 fn kernel_functions_say_what_is_missing() {
     let exe = c_program("kernel_block.c", "-O2", &["-O2", "-pthread"]);
@@ -725,6 +726,19 @@ fn kernel_functions_say_what_is_missing() {
             "{}",
             rec.run.describe()
         );
+        // What could stand in for it is named too (this machine has no
+        // kprobe events either).
+        if !Path::new("/sys/kernel/tracing/kprobe_events").exists() {
+            assert!(
+                rec.run.stderr.contains(
+                    "CONFIG_FUNCTION_GRAPH_TRACER), nor kprobes to use in its place \
+                     (/sys/kernel/tracing/kprobe_events is missing: it needs \
+                     CONFIG_KPROBE_EVENTS); system calls are recorded as with -k"
+                ),
+                "{}",
+                rec.run.describe()
+            );
+        }
     }
     let text = replay_text(&rec.dir.path);
     assert!(text.contains("read(3, 0x"), "{text}");
