@@ -35,6 +35,7 @@ mod duration;
 pub mod events;
 pub mod filter;
 pub mod flame;
+pub mod flat;
 pub mod graph;
 pub mod names;
 pub mod parquet;

@@ -36,6 +36,9 @@ pub struct Options {
     pub notrace: Vec<FuncPattern>,
     /// `-C`: these functions with the chain of callers that led to them.
     pub callers: Vec<FuncPattern>,
+    /// Display only: `--caller-tree`: `-C` shows what the functions call
+    /// too (by default they are leaves, as uftrace shows them).
+    pub caller_tree: bool,
     /// `-D`: only this many levels of calls.
     pub depth: Option<u32>,
     /// `-t`: hide calls shorter than this (ns).
@@ -72,6 +75,7 @@ impl Options {
     pub fn is_empty(&self) -> bool {
         let d = Options {
             string_max: self.string_max,
+            caller_tree: self.caller_tree,
             show_runtime: self.show_runtime,
             no_libcall: self.no_libcall,
             time_range: self.time_range,

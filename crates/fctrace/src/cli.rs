@@ -244,8 +244,9 @@ pub struct FilterArgs {
         help_heading = "Filters"
     )]
     pub notrace: Vec<String>,
-    /// Show the calls of FUNC with the chain of callers that led to each.
-    /// Repeatable, e.g. `-C free`
+    /// Show the calls of FUNC with the chain of callers that led to each,
+    /// FUNC as a leaf (as uftrace: what it calls is not shown, see
+    /// --caller-tree). Repeatable, e.g. `-C free`
     #[arg(
         short = 'C',
         long = "caller-filter",
@@ -253,6 +254,14 @@ pub struct FilterArgs {
         help_heading = "Filters"
     )]
     pub caller_filter: Vec<String>,
+    /// With -C: also show what FUNC calls, its whole subtree under the
+    /// chain of its callers, e.g. `-C parse --caller-tree`
+    #[arg(
+        long = "caller-tree",
+        requires = "caller_filter",
+        help_heading = "Filters"
+    )]
+    pub caller_tree: bool,
     /// Only the N outermost levels of calls (1: only the top-level calls),
     /// e.g. `-D 3`
     #[arg(short = 'D', long = "depth", value_name = "N", help_heading = "Filters", value_parser = clap::value_parser!(u32).range(1..))]
@@ -364,6 +373,9 @@ impl FilterArgs {
         if self.show_runtime {
             v.push("--show-runtime");
         }
+        if self.caller_tree {
+            v.push("--caller-tree");
+        }
         if self.no_libcall {
             v.push("--no-libcall");
         }
@@ -408,6 +420,7 @@ impl FilterArgs {
                 "-C/--caller-filter",
                 o::FuncPattern::parse,
             )?,
+            caller_tree: self.caller_tree,
             depth: self.depth,
             time_filter: all(&self.time_filter, "-t/--time-filter", o::parse_time)?.pop(),
             tids: all(&self.tid, "--tid", o::parse_tids)?.concat(),
@@ -437,9 +450,10 @@ pub struct TreeArgs {
     /// started), rather than every task's calls interleaved by time
     #[arg(long = "task-order", help_heading = "Output")]
     pub task_order: bool,
-    /// FIELD,...: the columns before the function: duration, tid, time
-    /// (time stamp), delta (since the task's previous line), elapsed (since
-    /// the trace began), task (thread name), module; `+FIELD,...` adds to
+    /// FIELD,...: the columns before the function: duration, tid, addr
+    /// (the function's address), time (time stamp), delta (since the
+    /// task's previous line), elapsed (since the trace began), task
+    /// (thread name), module; `+FIELD,...` adds to
     /// the default `duration,tid`, `none` shows none, e.g. `-f +time`,
     /// `-f elapsed,tid,module`
     #[arg(
@@ -458,6 +472,27 @@ pub struct TreeArgs {
         value_parser = parse_last
     )]
     pub last: Option<u64>,
+    /// Closing lines without the function's name: `}` rather than
+    /// `} /* main */`
+    #[arg(long = "no-comment", help_heading = "Output")]
+    pub no_comment: bool,
+    /// An empty line where the lines change from one task to another
+    #[arg(long = "task-newline", help_heading = "Output")]
+    pub task_newline: bool,
+    /// Each task in a column of its own: its lines indented by
+    /// --column-offset spaces more than the previous task's (tasks in the
+    /// order they first print)
+    #[arg(long = "column-view", help_heading = "Output")]
+    pub column_view: bool,
+    /// With --column-view: the spaces between two tasks' columns, e.g.
+    /// `--column-offset 20`
+    #[arg(
+        long = "column-offset",
+        value_name = "SPACES",
+        default_value_t = 8,
+        help_heading = "Output"
+    )]
+    pub column_offset: usize,
 }
 
 impl TreeArgs {
@@ -471,6 +506,9 @@ impl TreeArgs {
             task_order: self.task_order,
             fields,
             last: self.last,
+            no_comment: self.no_comment,
+            task_newline: self.task_newline,
+            column_offset: self.column_view.then_some(self.column_offset),
         })
     }
 }
@@ -623,6 +661,22 @@ pub struct ReplayArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub tree: TreeArgs,
+    /// One line per event instead of the tree (uftrace's flat shape):
+    /// `[N] ==> TID/DEPTH: ip (FUNC), time (NS)` at an entry, `[N] <==
+    /// TID/DEPTH: ip (FUNC), time (NS:DURATION)` at an exit
+    #[arg(long = "flat", help_heading = "Output")]
+    pub flat: bool,
+    /// normal (text) or html (the same lines as an HTML page), e.g.
+    /// `--format html -o tree.html`
+    #[arg(long = "format", value_name = "FORMAT", value_parser = ["normal", "html"], default_value = "normal", help_heading = "Output")]
+    pub format: String,
+    /// Start with tracing off: only the calls from a `trace_on` trigger
+    /// (`-T FUNC@trace_on`) on are shown, as `--trace off`
+    #[arg(long = "disable", help_heading = "Triggers")]
+    pub disable: bool,
+    /// on or off: whether tracing starts on (`off` as --disable)
+    #[arg(long = "trace", value_name = "STATE", value_parser = ["on", "off"], help_heading = "Triggers")]
+    pub trace: Option<String>,
     #[command(flatten)]
     pub naming: NamingArgs,
 }

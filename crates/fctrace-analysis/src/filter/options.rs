@@ -85,6 +85,7 @@ pub(super) fn per_call(opts: &Options) -> bool {
         || opts.depth.is_some()
         || opts.time_filter.is_some_and(|t| t > 0)
         || !opts.triggers.is_empty()
+        || opts.disabled
 }
 
 /// The display-only options of `opts` (`--show-runtime`, `--no-libcall`,
