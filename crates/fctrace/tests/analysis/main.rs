@@ -19,6 +19,7 @@ mod report_diff;
 mod stripped_names;
 mod terminal;
 mod tui;
+mod uftrace_replay;
 
 /// Every test binary starts with the default action for each signal,
 /// whatever it inherited (see `fctrace_testkit::signals`): run by the C
