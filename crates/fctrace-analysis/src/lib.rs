@@ -42,6 +42,7 @@ pub mod parquet;
 pub mod perfetto;
 mod progress;
 pub mod report;
+pub mod report_fields;
 pub mod sort;
 mod syscall_table;
 pub mod syscalls;

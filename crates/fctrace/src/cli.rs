@@ -682,27 +682,16 @@ pub struct ReplayArgs {
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    Total,
-    #[value(name = "self")]
-    SelfTime,
-    Calls,
-}
-
-impl From<SortKey> for fctrace_analysis::sort::SortKey {
-    fn from(key: SortKey) -> Self {
-        match key {
-            SortKey::Total => Self::Total,
-            SortKey::SelfTime => Self::SelfTime,
-            SortKey::Calls => Self::Calls,
-        }
-    }
-}
-
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// The table (uftrace's `normal`)
+    #[value(alias = "normal")]
     Text,
     Json,
+    /// Comma-separated values, times in nanoseconds (uftrace's shape:
+    /// a `#` header line)
+    Csv,
+    /// The table as an HTML page
+    Html,
 }
 
 #[derive(Args, Debug)]
@@ -711,10 +700,44 @@ pub struct ReportArgs {
     /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
-    /// Sort by total time, self time or number of calls, e.g. `-s self`
-    #[arg(short = 's', long = "sort", value_enum, default_value = "total")]
-    pub sort: SortKey,
-    /// Output format, e.g. `--format json`
+    /// KEY[,KEY...]: sort by these, in turn, largest first: total, self,
+    /// calls (or call), total-avg, total-min, total-max, total-stdv,
+    /// self-avg, self-min, self-max, self-stdv, size, func (by name); with
+    /// --avg-total or --avg-self also avg, min, max, e.g. `-s self`, `-s
+    /// call,total`
+    #[arg(
+        short = 's',
+        long = "sort",
+        value_name = "KEYS",
+        default_value = "total"
+    )]
+    pub sort: String,
+    /// FIELD,...: uftrace's columns instead of fctrace's table: total,
+    /// total-avg, total-min, total-max, total-stdv (relative standard
+    /// deviation, %), self, self-avg, self-min, self-max, self-stdv, call,
+    /// size (bytes), all or none; with --task: total, self, tid, func.
+    /// Without it: total, self, calls, min, avg and max time, e.g. `-f
+    /// total,self-max,call`
+    #[arg(short = 'f', long = "output-fields", value_name = "FIELDS")]
+    pub output_fields: Option<String>,
+    /// The average, min, max and relative standard deviation of each
+    /// function's total time (of its calls' durations)
+    #[arg(long = "avg-total", conflicts_with_all = ["avg_self", "output_fields"])]
+    pub avg_total: bool,
+    /// The average, min, max and relative standard deviation of each
+    /// function's self time
+    #[arg(long = "avg-self", conflicts_with = "output_fields")]
+    pub avg_self: bool,
+    /// Per task (thread) instead of per function: total time (of its
+    /// outermost calls), self time, tid, number of calls and name
+    #[arg(long = "task", conflicts_with_all = ["diff", "kernel", "avg_total", "avg_self"])]
+    pub task: bool,
+    /// With --diff and the `full` policy: the column sorted by, 0 (this
+    /// trace's values), 1 (OTHER's) or 2 (the change, default)
+    #[arg(long = "sort-column", value_name = "IDX", requires = "diff", value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub sort_column: Option<u8>,
+    /// Output format: text (or normal), json, csv or html, e.g. `--format
+    /// json`
     #[arg(long = "format", value_enum, default_value = "text")]
     pub format: Format,
     /// Compare with the trace in OTHER_DIR (or an archive of one): per

@@ -20,6 +20,7 @@ mod stripped_names;
 mod terminal;
 mod tui;
 mod uftrace_replay;
+mod uftrace_report;
 
 /// Every test binary starts with the default action for each signal,
 /// whatever it inherited (see `fctrace_testkit::signals`): run by the C
