@@ -271,6 +271,14 @@ fn write_row(out: &mut dyn Write, cells: &[String], last: &str, csv: bool) -> io
 /// A row of `report --task`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TaskStats {
+    /// The task's id in the trace, and its parent's.
+    pub id: u32,
+    pub parent: Option<u32>,
+    /// Created by fork, exec or spawn (a process), not as a thread.
+    pub process: bool,
+    /// The times of its first and last events (its lifetime as traced).
+    pub first_ns: u64,
+    pub last_ns: u64,
     pub tid: u32,
     pub comm: String,
     /// The durations of the task's outermost calls, summed.
@@ -344,6 +352,9 @@ pub fn aggregate_tasks(
             Some(f) => Box::new(f.task(info, events)),
         };
         let mut row = TaskStats {
+            id: info.id,
+            parent: info.parent,
+            process: !matches!(info.origin, fctrace_format::store::TaskOrigin::Thread),
             tid: info.tid,
             comm: info.comm.clone(),
             ..TaskStats::default()
@@ -351,6 +362,12 @@ pub fn aggregate_tasks(
         // (function, entry time, time of its children)
         let mut stack: Vec<(u32, u64, u64)> = Vec::new();
         while let Some(e) = source.next_event() {
+            if e.kind.is_call_step() {
+                if row.first_ns == 0 {
+                    row.first_ns = e.ns;
+                }
+                row.last_ns = row.last_ns.max(e.ns);
+            }
             match e.kind {
                 EventKind::Entry => {
                     row.calls += 1;
@@ -425,6 +442,48 @@ pub fn write_tasks(
             writeln!(out, "{line}{}", t.comm)?;
         } else {
             writeln!(out, "{line}  {}", t.comm)?;
+        }
+    }
+    Ok(())
+}
+
+/// `graph --task`: the tasks as the tree of who created whom, uftrace's
+/// shape: the lifetime of each as traced (first to last event), the time
+/// in its traced calls, its tid and name; a process created below its
+/// parent with `+----`, a thread with `+-`.
+pub fn write_task_graph(out: &mut dyn Write, tasks: &[TaskStats]) -> io::Result<()> {
+    writeln!(out, "========== TASK GRAPH ==========")?;
+    writeln!(out, "# TOTAL TIME   SELF TIME     TID     TASK NAME")?;
+    let known: std::collections::HashSet<u32> = tasks.iter().map(|t| t.id).collect();
+    let mut by_id: Vec<&TaskStats> = tasks.iter().collect();
+    by_id.sort_by_key(|t| t.id);
+    // (task, lead before its name, indent of its children)
+    let mut stack: Vec<(&TaskStats, String, String)> = by_id
+        .iter()
+        .rev()
+        .filter(|t| t.parent.is_none_or(|p| !known.contains(&p)))
+        .map(|t| (*t, String::new(), " ".to_string()))
+        .collect();
+    let blank = " ".repeat(35);
+    while let Some((t, lead, indent)) = stack.pop() {
+        if t.process && !lead.is_empty() {
+            writeln!(out, "{blank}:{indent} |")?;
+        }
+        writeln!(
+            out,
+            "  {:>10}  {:>10}  [{:>6}] : {lead}{}",
+            Duration(t.last_ns.saturating_sub(t.first_ns)).painted(),
+            Duration(t.total_ns).painted(),
+            t.tid,
+            t.comm
+        )?;
+        for c in by_id.iter().rev().filter(|c| c.parent == Some(t.id)) {
+            let (l, more) = if c.process {
+                ("+----", "      ")
+            } else {
+                ("+-", "   ")
+            };
+            stack.push((c, format!("{indent}{l}"), format!("{indent}{more}")));
         }
     }
     Ok(())

@@ -794,6 +794,17 @@ pub struct GraphArgs {
     /// One graph per task (thread or process) instead of one for all
     #[arg(long = "per-task")]
     pub per_task: bool,
+    /// FIELD,...: the text's columns, uftrace's names: total, total-avg,
+    /// total-min, total-max, self, self-avg, self-min, self-max, call, or
+    /// none, e.g. `-f total,self-max,call`
+    #[arg(short = 'f', long = "output-fields", value_name = "FIELDS")]
+    pub output_fields: Option<String>,
+    /// The task graph instead of the call graph (as uftrace): which task
+    /// created which (`+----` a process, `+-` a thread), each with its
+    /// lifetime as traced (first to last event), its time in traced calls
+    /// (outermost), tid and name
+    #[arg(long = "task", conflicts_with_all = ["function", "per_task"])]
+    pub task: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]
@@ -827,6 +838,38 @@ pub struct DumpFormat {
     /// `fctrace dump --parquet -o run1.parquet`
     #[arg(long = "parquet", requires = "output", help_heading = "Formats")]
     pub parquet: bool,
+    /// The call graph in Graphviz's DOT (as `--format graphviz`, or
+    /// `fctrace graph --format dot`)
+    #[arg(long = "graphviz", help_heading = "Formats")]
+    pub graphviz: bool,
+    /// The call graph as a Mermaid flowchart (as `--format mermaid`)
+    #[arg(long = "mermaid", help_heading = "Formats")]
+    pub mermaid: bool,
+    /// FORMAT: uftrace's spelling of the flags above: normal (the events
+    /// as text), chrome, perfetto, flame-graph, graphviz, mermaid,
+    /// parquet, e.g. `--format=chrome`
+    #[arg(long = "format", value_name = "FORMAT", value_parser = ["normal", "chrome", "perfetto", "flame-graph", "graphviz", "mermaid", "parquet"], help_heading = "Formats")]
+    pub format: Option<String>,
+}
+
+impl DumpFormat {
+    /// `--format`'s value, or the flag's.
+    pub fn name(&self) -> &str {
+        if let Some(f) = &self.format {
+            return f;
+        }
+        [
+            (self.chrome, "chrome"),
+            (self.perfetto, "perfetto"),
+            (self.flame_graph, "flame-graph"),
+            (self.parquet, "parquet"),
+            (self.graphviz, "graphviz"),
+            (self.mermaid, "mermaid"),
+        ]
+        .into_iter()
+        .find_map(|(on, name)| on.then_some(name))
+        .unwrap_or("normal")
+    }
 }
 
 #[derive(Args, Debug)]
@@ -845,6 +888,11 @@ pub struct DumpArgs {
     /// instead of its self time
     #[arg(long = "sample-count")]
     pub sample_count: bool,
+    /// Every event of each task as stored (kind, function id, raw time
+    /// stamp, nanoseconds), the bytes of argument values and return
+    /// values in hex, before calls are paired (--tid chooses the tasks)
+    #[arg(long = "debug", conflicts_with = "DumpFormat")]
+    pub debug: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

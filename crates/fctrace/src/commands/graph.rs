@@ -23,7 +23,16 @@ pub fn run(args: GraphArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     filter::warn_unmatched(&trace, &given);
     filter::warn_tracing_gaps(&trace, &given);
     let options = filter::with_recorded_display(&given, &trace);
-    let g = graph::build(&trace, &options, args.per_task, "graph");
+    if args.task {
+        return task_graph(&args, &trace, &options, terminal);
+    }
+    let mut g = graph::build(&trace, &options, args.per_task, "graph");
+    g.fields = args
+        .output_fields
+        .as_deref()
+        .map(graph::parse_graph_cols)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("invalid -f/--output-fields: {e}"))?;
 
     let mut output = Output::open(&args.output, terminal)?;
     let mut out = BufWriter::new(&mut output.writer);
@@ -70,4 +79,25 @@ pub fn run(args: GraphArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     }
 
     super::output::finish(&trace, "the graph is", g.lost_in_streams, g.errors)
+}
+
+/// `graph --task`: the tree of the tasks.
+fn task_graph(
+    args: &GraphArgs,
+    trace: &fctrace_format::store::Trace,
+    options: &fctrace_options::Options,
+    terminal: &Terminal,
+) -> anyhow::Result<ExitCode> {
+    let (tasks, errors) = fctrace_analysis::report_fields::aggregate_tasks(trace, options);
+    let mut output = Output::open(&args.output, terminal)?;
+    let mut out = BufWriter::new(&mut output.writer);
+    let written = fctrace_analysis::report_fields::write_task_graph(&mut out, &tasks)
+        .and_then(|()| out.flush());
+    if let Err(e) = written {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            return Ok(ExitCode::SUCCESS);
+        }
+        return Err(e).context("cannot write the task graph");
+    }
+    super::output::finish(trace, "the graph is", 0, errors)
 }
