@@ -19,6 +19,7 @@ mod report_diff;
 mod stripped_names;
 mod terminal;
 mod tui;
+mod uftrace_graph_dump;
 mod uftrace_replay;
 mod uftrace_report;
 
