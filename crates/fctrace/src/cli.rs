@@ -909,6 +909,21 @@ pub struct InfoArgs {
     /// than 20 are otherwise counted per reason), e.g. `fctrace info -v`
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
+    /// Only the tasks, as the tree of who created whom (uftrace's shape:
+    /// `[TID] NAME`, 6 spaces deeper per level)
+    #[arg(long = "task", conflicts_with_all = ["symbols", "system"])]
+    pub task: bool,
+    /// Only the traced functions of each session: `Normal symbols`
+    /// (defined in the executable) and `Dynamic symbols` (its calls into
+    /// libraries), `[N] name (0xADDRESS) size: BYTES`, addresses as in
+    /// the file
+    #[arg(long = "symbols", conflicts_with = "system")]
+    pub symbols: bool,
+    /// The running system's information (CPU, memory, kernel, hostname,
+    /// distribution, perf_event_paranoid, kptr_restrict), without reading
+    /// a trace
+    #[arg(long = "system")]
+    pub system: bool,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]

@@ -20,6 +20,7 @@ mod stripped_names;
 mod terminal;
 mod tui;
 mod uftrace_graph_dump;
+mod uftrace_info;
 mod uftrace_replay;
 mod uftrace_report;
 
