@@ -537,6 +537,11 @@ pub struct NamingArgs {
 
 #[derive(Args, Debug)]
 pub struct LiveArgs {
+    /// Before the tree, the per-function report of the run (as `fctrace
+    /// report`), each under a `# fctrace report` / `# fctrace replay`
+    /// heading, as uftrace's `live --report`
+    #[arg(long = "report", help_heading = "Output")]
+    pub report: bool,
     #[command(flatten)]
     pub trace: TraceOptions,
     #[command(flatten)]

@@ -43,6 +43,9 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         let mut display = filter::with_recorded_display(&filter::display_only(&options), &trace);
         display.caller_tree = options.caller_tree;
         filter::add_recorded_backtraces(&mut display, &trace);
+        if args.report {
+            write_report(&trace, &display, &mut output.writer)?;
+        }
         fctrace_analysis::tree::print_tree_styled(&trace, &display, &style, &mut output.writer)?;
         Ok((out.exit, out.attach))
     })();
@@ -51,4 +54,20 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let (exit, attach) = result?;
     // Ends as the program did (by the same signal if one killed it).
     Ok(recorder::end_like(exit, attach))
+}
+
+/// `--report`: the report of the run, between uftrace's headings, before
+/// the tree.
+fn write_report(
+    trace: &fctrace_format::store::Trace,
+    display: &fctrace_options::Options,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    use fctrace_analysis::report;
+    let mut stats = report::aggregate_with(trace, display);
+    report::sort(&mut stats.functions, fctrace_analysis::sort::SortKey::Total);
+    write!(out, "#\n# fctrace report\n#\n")?;
+    report::write_text(out, &stats.functions)?;
+    write!(out, "\n#\n# fctrace replay\n#\n")?;
+    Ok(())
 }

@@ -194,3 +194,51 @@ fn task_summary_html_and_sort_column() {
         assert!(first.ends_with("  main"), "--sort-column {col}: {text}");
     }
 }
+
+#[test]
+fn live_report_before_the_tree() {
+    let exe = c_program("uftrace_readers.c", "-O0", &["-O0", "-pthread"]);
+    let out = TraceDir::new("live-report");
+    let r = fctrace(&[
+        "--report".as_ref(),
+        "-o".as_ref(),
+        out.path.as_os_str(),
+        exe.as_os_str(),
+    ]);
+    assert!(r.success(), "{}", r.describe());
+    assert!(
+        r.stdout.starts_with("main ") && r.stdout.contains("\nworker "),
+        "{}",
+        r.stdout
+    );
+    let text = std::fs::read_to_string(&out.path).unwrap();
+    let (report, tree) = text
+        .strip_prefix("#\n# fctrace report\n#\n")
+        .unwrap_or_else(|| panic!("no report heading: {text}"))
+        .split_once("\n#\n# fctrace replay\n#\n")
+        .unwrap_or_else(|| panic!("no replay heading: {text}"));
+    let calls: BTreeMap<String, u64> = report
+        .lines()
+        .skip(2)
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.last().unwrap().to_string(), f[4].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        [
+            calls["a"],
+            calls["b"],
+            calls["c"],
+            calls["leaf"],
+            calls["main"]
+        ],
+        [3, 3, 3, 9, 1],
+        "{report}"
+    );
+    assert!(
+        tree.starts_with("# DURATION     TID     FUNCTION\n"),
+        "{tree}"
+    );
+    assert_eq!(tree.matches("  leaf();").count(), 9, "{tree}");
+}
