@@ -773,7 +773,11 @@ pub struct ReportArgs {
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GraphFormat {
+    /// The text (uftrace's `normal`)
+    #[value(alias = "normal")]
     Text,
+    /// The text as an HTML page
+    Html,
     Json,
     /// Graphviz (`dot -Tsvg`)
     Dot,

@@ -44,6 +44,16 @@ fn graph_output_fields_and_task_graph() {
         assert!(us(f[1], f[2]) <= us(f[3], f[4]), "{l}");
     }
 
+    // --format html: the text as a page; normal: the text.
+    let html = fctrace_on_quietly("graph", dir, &["--format", "html", "-f", "call"]);
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(
+        html.contains("           2  | +-a\n"),
+        "main calls a twice: {html}"
+    );
+    let normal = fctrace_on_quietly("graph", dir, &["--format", "normal", "-f", "call"]);
+    assert!(normal.contains("           2  | +-a\n"), "{normal}");
+
     // --task: uftrace's task graph, the worker thread under main.
     let text = fctrace_on_quietly("graph", dir, &["--task"]);
     let lines: Vec<&str> = text.lines().collect();
