@@ -671,7 +671,7 @@ mod tests {
             ],
         );
         let mut out = Vec::new();
-        write_task_tree(&mut out, &trace).unwrap();
+        write_task_tree(&mut out, &trace, false).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "  task 0: start, pid 50, tid 50 (prog), /usr/bin/prog, 1 events
