@@ -259,7 +259,7 @@ fn output_fields() {
     };
     assert_eq!(parse_fields("duration,tid"), Ok(None));
     assert_eq!(parse_fields("+tid"), Ok(None));
-    assert!(parse_fields("addr")
+    assert!(parse_fields("bogus")
         .unwrap_err()
         .contains("fields: duration"));
     assert_eq!(
