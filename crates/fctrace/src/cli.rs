@@ -373,9 +373,6 @@ impl FilterArgs {
         if self.show_runtime {
             v.push("--show-runtime");
         }
-        if self.caller_tree {
-            v.push("--caller-tree");
-        }
         if self.no_libcall {
             v.push("--no-libcall");
         }

@@ -41,7 +41,6 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         // off (--disable) is recorded without them. The display-only
         // options (-C, -t, --tid) act here, as `replay` applies them.
         let mut display = filter::with_recorded_display(&filter::display_only(&options), &trace);
-        display.caller_tree = options.caller_tree;
         filter::add_recorded_backtraces(&mut display, &trace);
         if args.report {
             write_report(&trace, &display, &mut output.writer)?;
