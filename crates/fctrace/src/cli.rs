@@ -539,6 +539,10 @@ pub struct LiveArgs {
     /// heading, as uftrace's `live --report`
     #[arg(long = "report", help_heading = "Output")]
     pub report: bool,
+    /// Keep the trace in ./fctrace.data (as `fctrace record` writes it)
+    /// instead of a temporary directory, as uftrace's `live --record`
+    #[arg(long = "record", help_heading = "Output")]
+    pub record: bool,
     #[command(flatten)]
     pub trace: TraceOptions,
     #[command(flatten)]

@@ -242,3 +242,31 @@ fn live_report_before_the_tree() {
     );
     assert_eq!(tree.matches("  leaf();").count(), 9, "{tree}");
 }
+
+#[test]
+fn live_record_keeps_the_trace() {
+    let exe = c_program("uftrace_readers.c", "-O0", &["-O0", "-pthread"]);
+    // A fresh working directory: the trace goes to ./fctrace.data.
+    let cwd = TraceDir::new("live-record");
+    std::fs::create_dir_all(&cwd.path).unwrap();
+    let r = run_with_timeout(
+        Command::new(fctrace_bin()).current_dir(&cwd.path).args([
+            "--record".as_ref(),
+            "-o".as_ref(),
+            "tree.txt".as_ref(),
+            exe.as_os_str(),
+        ]),
+        FCTRACE_TIMEOUT,
+    );
+    assert!(r.success(), "{}", r.describe());
+    let kept = cwd.path.join("fctrace.data");
+    let csv = fctrace_on_quietly(
+        "report",
+        &kept,
+        &["-f", "call", "--format", "csv", "-s", "call,func"],
+    );
+    let rows: Vec<String> = csv_rows(&csv).iter().take(4).map(|r| r.join(" ")).collect();
+    assert_eq!(rows, ["9 leaf", "3 a", "3 b", "3 c"], "{csv}");
+    let tree = std::fs::read_to_string(cwd.path.join("tree.txt")).unwrap();
+    assert_eq!(tree.matches("  leaf();").count(), 9, "{tree}");
+}
