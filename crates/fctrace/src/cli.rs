@@ -477,15 +477,15 @@ pub struct TreeArgs {
     #[arg(long = "task-newline", help_heading = "Output")]
     pub task_newline: bool,
     /// Each task in a column of its own: its lines indented by
-    /// --column-offset spaces more than the previous task's (tasks in the
+    /// --column-offset levels more than the previous task's (tasks in the
     /// order they first print)
     #[arg(long = "column-view", help_heading = "Output")]
     pub column_view: bool,
-    /// With --column-view: the spaces between two tasks' columns, e.g.
-    /// `--column-offset 20`
+    /// With --column-view: the levels of indent (2 spaces each) between
+    /// two tasks' columns, e.g. `--column-offset 10`
     #[arg(
         long = "column-offset",
-        value_name = "SPACES",
+        value_name = "DEPTH",
         default_value_t = 8,
         help_heading = "Output"
     )]

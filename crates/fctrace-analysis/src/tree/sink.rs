@@ -207,7 +207,7 @@ impl Sink<'_> {
                 info.column.set(Some(c));
                 c
             });
-            buf.extend(std::iter::repeat_n(b' ', column * offset));
+            buf.extend(std::iter::repeat_n(b' ', 2 * column * offset));
         }
         if depth <= MAX_INDENT_DEPTH {
             put_padded(buf, &INDENT, depth * 2);

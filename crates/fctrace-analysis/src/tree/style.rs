@@ -41,7 +41,8 @@ pub struct TreeStyle {
     /// `--task-newline`: an empty line where the task changes.
     pub task_newline: bool,
     /// `--column-view`: each task's lines shifted right by this many
-    /// spaces times the task's column (tasks numbered as they first print).
+    /// levels (2 spaces each) times the task's column (tasks numbered as
+    /// they first print).
     pub column_offset: Option<usize>,
 }
 
@@ -99,10 +100,10 @@ impl Field {
             Field::Duration => ("DURATION", 11),
             Field::Tid => ("TID", 8),
             Field::Time => ("TIMESTAMP", 17),
-            Field::Delta => ("DELTA", 11),
+            Field::Delta => ("TIMEDELTA", 11),
             Field::Elapsed => ("ELAPSED", 11),
-            Field::Task => ("TASK", 16),
-            Field::Module => ("MODULE", 16),
+            Field::Task => ("TASK NAME", 16),
+            Field::Module => ("MODULE NAME", 16),
             Field::Addr => ("ADDRESS", 13),
         }
     }

@@ -225,7 +225,8 @@ fn no_comment_task_newline_and_column_view() {
     }
     assert!(switches >= 2, "{text}");
 
-    // --column-view: the worker, second to print, 5 spaces further right.
+    // --column-view: the worker, second to print, 5 levels (10 spaces)
+    // further right.
     let t = by_tid(&fctrace_on_quietly(
         "replay",
         dir,
