@@ -233,9 +233,9 @@ fn no_comment_task_newline_and_column_view() {
         &["--column-view", "--column-offset", "5"],
     ));
     assert_eq!(t[&main][0], "main() {");
-    assert_eq!(t[&worker][0], "     worker() {");
+    assert_eq!(t[&worker][0], "          worker() {");
     assert!(
-        t[&worker].contains(&"       a() {".to_string()),
+        t[&worker].contains(&"            a() {".to_string()),
         "{:#?}",
         t[&worker]
     );
