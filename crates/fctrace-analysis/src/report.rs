@@ -332,23 +332,22 @@ pub fn sort(functions: &mut [FuncStats], key: SortKey) {
     });
 }
 
-fn time_column(ns: Option<u64>) -> String {
-    ns.map_or_else(|| "-".to_string(), |ns| Duration(ns).painted())
-}
-
-/// The text table, uftrace style.
+/// The text table, as uftrace's: total time, self time, calls, function
+/// (and with system calls recorded, `record -k`, the time in the kernel
+/// under each function); the min, avg and max times are `-f`'s
+/// (`report_fields`).
 pub fn write_text(out: &mut dyn Write, functions: &[FuncStats]) -> io::Result<()> {
     // With system calls (`record -k`): the time in the kernel under each.
     let kernel = functions.iter().any(|f| f.kernel_ns > 0);
     let kernel_head = if kernel { "  Kernel time" } else { "" };
     writeln!(
         out,
-        "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}{kernel_head}  Function",
-        "Total time", "Self time", "Calls", "Min time", "Avg time", "Max time"
+        "  {:>10}  {:>10}  {:>10}{kernel_head}  Function",
+        "Total time", "Self time", "Calls"
     )?;
     writeln!(
         out,
-        "  {0}  {0}  {0}  {0}  {0}  {0}{2}  {1}",
+        "  {0}  {0}  {0}{2}  {1}",
         "=".repeat(10),
         "=".repeat(20),
         if kernel {
@@ -381,13 +380,10 @@ pub fn write_text(out: &mut dyn Write, functions: &[FuncStats]) -> io::Result<()
         };
         writeln!(
             out,
-            "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}{kernel_col}  {}",
+            "  {:>10}  {:>10}  {:>10}{kernel_col}  {}",
             Duration(f.total_ns).painted(),
             Duration(f.self_ns).painted(),
             f.calls,
-            time_column(f.min_ns),
-            time_column(f.avg_ns()),
-            time_column(f.max_ns),
             name
         )?;
     }
@@ -606,17 +602,17 @@ mod tests {
         write_text(&mut out, &r.functions[..2]).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "  Total time   Self time       Calls    Min time    Avg time    Max time  Function
-  ==========  ==========  ==========  ==========  ==========  ==========  ====================
-    2.000 us    1.100 us           2    2.000 us    2.000 us    2.000 us  main
-    0.900 us    0.810 us           3    0.100 us    0.467 us    0.900 us  foo(int)
+            "  Total time   Self time       Calls  Function
+  ==========  ==========  ==========  ====================
+    2.000 us    1.100 us           2  main
+    0.900 us    0.810 us           3  foo(int)
 "
         );
         let mut out = Vec::new();
         write_text(&mut out, &r.functions[4..]).unwrap();
         assert!(String::from_utf8(out)
             .unwrap()
-            .ends_with("    0.000 us    0.000 us           1           -           -           -  parse_args\n"));
+            .ends_with("    0.000 us    0.000 us           1  parse_args\n"));
     }
 
     #[test]

@@ -718,11 +718,12 @@ pub struct ReportArgs {
         default_value = "total"
     )]
     pub sort: String,
-    /// FIELD,...: uftrace's columns instead of fctrace's table: total,
+    /// FIELD,...: the table's columns, uftrace's names: total,
     /// total-avg, total-min, total-max, total-stdv (relative standard
     /// deviation, %), self, self-avg, self-min, self-max, self-stdv, call,
     /// size (bytes), all or none; with --task: total, self, tid, func.
-    /// Without it: total, self, calls, min, avg and max time, e.g. `-f
+    /// Without it: total, self, call (and the kernel time under each
+    /// function when the trace has system calls, `record -k`), e.g. `-f
     /// total,self-max,call`
     #[arg(short = 'f', long = "output-fields", value_name = "FIELDS")]
     pub output_fields: Option<String>,

@@ -111,15 +111,8 @@ pub fn run(args: ReportArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     finish(&trace, STATS, stats.lost_in_streams, stats.errors)
 }
 
-/// The csv columns without `-f`: those of fctrace's table.
-const DEFAULT_CSV: [Col; 6] = [
-    Col::Total,
-    Col::SelfTime,
-    Col::Call,
-    Col::TotalMin,
-    Col::TotalAvg,
-    Col::TotalMax,
-];
+/// The csv columns without `-f`: uftrace's default, those of the table.
+const DEFAULT_CSV: [Col; 3] = [Col::Total, Col::SelfTime, Col::Call];
 
 /// `report --task`: per task, its times and calls.
 fn run_tasks(

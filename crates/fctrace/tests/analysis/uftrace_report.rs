@@ -95,6 +95,19 @@ fn output_fields_times_sizes_and_text_shape() {
     }
     assert_eq!(seen, 6, "main, worker, a, b, c, leaf: {all}");
 
+    // The default table is uftrace's: total, self, call.
+    let text = fctrace_on_quietly("report", dir, &[]);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("  Total time   Self time       Calls  Function")
+    );
+    assert_eq!(
+        lines.next(),
+        Some("  ==========  ==========  ==========  ====================")
+    );
+    assert_eq!(lines.count(), 11, "{text}");
+
     // The text shape of uftrace's documentation.
     let text = fctrace_on_quietly("report", dir, &["-f", "total,total-max,self-min,call"]);
     let mut lines = text.lines();
