@@ -680,6 +680,11 @@ pub struct ReplayArgs {
     /// (`-T FUNC@trace_on`) on are shown, as `--trace off`
     #[arg(long = "disable", help_heading = "Triggers")]
     pub disable: bool,
+    /// Leave out the kernel's lines recorded with `record -k` (system
+    /// calls, time off the CPU, page faults, signals delivered, kernel
+    /// functions), as uftrace's --no-event leaves out its events
+    #[arg(long = "no-event", help_heading = "Filters")]
+    pub no_event: bool,
     /// on or off: whether tracing starts on (`off` as --disable)
     #[arg(long = "trace", value_name = "STATE", value_parser = ["on", "off"], help_heading = "Triggers")]
     pub trace: Option<String>,

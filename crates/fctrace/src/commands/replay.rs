@@ -11,7 +11,8 @@ pub fn run(args: ReplayArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let mut given = args.filter.to_options()?;
     given.disabled = args.disable || args.trace.as_deref() == Some("off");
     let style = args.tree.style()?;
-    let trace = super::naming::open(&args.dir, &args.naming)?;
+    let mut trace = super::naming::open(&args.dir, &args.naming)?;
+    trace.without_kernel = args.no_event;
     // Only the patterns given here are checked, not the record-time
     // options added next (a replay without options stays quiet).
     filter::warn_unmatched(&trace, &given);

@@ -339,3 +339,48 @@ fn html_format_and_disable_at_replay() {
     ];
     assert_eq!(lines, strs(&want));
 }
+
+#[test]
+fn no_event_leaves_out_the_kernel_lines() {
+    let exe = c_program("uftrace_readers.c", "-O0", &["-O0", "-pthread"]);
+    let rec = record(&exe, &[], &["-k"]);
+    let worker: u32 = rec
+        .run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("worker ")?.parse().ok())
+        .unwrap();
+    // With the kernel's lines: the worker's gettid system call returns its
+    // tid, under syscall().
+    let t = by_tid(&fctrace_on("replay", &rec.dir.path, &[]));
+    assert!(
+        t[&worker]
+            .iter()
+            .any(|l| l.trim() == format!("gettid() = {worker}")),
+        "{:#?}",
+        t[&worker]
+    );
+    // --no-event: the worker's calls only, as its source has them.
+    let t = by_tid(&fctrace_on("replay", &rec.dir.path, &["--no-event"]));
+    let lines: Vec<String> = t[&worker]
+        .iter()
+        .map(|l| l.split(" /*").next().unwrap().trim_end().to_string())
+        .collect();
+    let want = [
+        "worker() {",
+        "  syscall();",
+        "  printf();",
+        "  fflush();",
+        "  a() {",
+        "    b() {",
+        "      c() {",
+        "        leaf();",
+        "        leaf();",
+        "      }",
+        "    }",
+        "    leaf();",
+        "  }",
+        "}",
+    ];
+    assert_eq!(lines, strs(&want));
+}
