@@ -36,6 +36,10 @@ pub struct Options {
     pub notrace: Vec<FuncPattern>,
     /// `-C`: these functions with the chain of callers that led to them.
     pub callers: Vec<FuncPattern>,
+    /// `--caller-tree`: `-C` shows what the functions call too (by
+    /// default they are leaves, as uftrace shows them); display only, kept
+    /// with the recording's `-C`.
+    pub caller_tree: bool,
     /// `-D`: only this many levels of calls.
     pub depth: Option<u32>,
     /// `-t`: hide calls shorter than this (ns).
@@ -72,6 +76,7 @@ impl Options {
     pub fn is_empty(&self) -> bool {
         let d = Options {
             string_max: self.string_max,
+            caller_tree: self.caller_tree,
             show_runtime: self.show_runtime,
             no_libcall: self.no_libcall,
             time_range: self.time_range,
@@ -110,6 +115,9 @@ impl Options {
         }
         for p in &self.callers {
             line("C", p.as_str());
+        }
+        if self.caller_tree {
+            line("caller-tree", "1");
         }
         if let Some(d) = self.depth {
             line("D", &d.to_string());
@@ -153,6 +161,7 @@ impl Options {
                 "F" => o.filters.push(FuncPattern::parse(v)?),
                 "N" => o.notrace.push(FuncPattern::parse(v)?),
                 "C" => o.callers.push(FuncPattern::parse(v)?),
+                "caller-tree" => o.caller_tree = true,
                 "D" => o.depth = Some(v.parse().map_err(|_| format!("bad depth `{v}`"))?),
                 "t" => o.time_filter = Some(v.parse().map_err(|_| format!("bad time `{v}`"))?),
                 "tid" => o
@@ -183,6 +192,7 @@ mod tests {
             filters: vec![FuncPattern::parse("main").unwrap()],
             notrace: vec![FuncPattern::parse("^std::").unwrap()],
             callers: vec![FuncPattern::parse("free@libc").unwrap()],
+            caller_tree: true,
             depth: Some(3),
             time_filter: Some(1500),
             tids: vec![10, 11],

@@ -877,7 +877,7 @@ fn conclude(mut rec: Recording<'_>, mut d: Drained) -> Outcome {
         first: rec.first,
         wire: &rec.wire,
     };
-    let info = TraceInfo {
+    let mut info = TraceInfo {
         exit: d.exit,
         tasks,
         clock: clock_of(rec.first, last),
@@ -887,6 +887,12 @@ fn conclude(mut rec: Recording<'_>, mut d: Drained) -> Outcome {
         kernel_events: rec.writer.kernel_counts().0,
         ..facts.base_info()
     };
+    // A program fctrace started and reaped: what it used.
+    if !matches!(rec.target, Target::Attach(..)) && d.exit.is_some() {
+        if let Some(u) = process::children_usage() {
+            info.facts.extend(crate::facts::usage_facts(&u));
+        }
+    }
     if let Some(mut flight) = d.flight.take() {
         // The last moments: when the program died by a signal, at its
         // exit if asked, when fctrace detached or lost the program.

@@ -244,8 +244,9 @@ pub struct FilterArgs {
         help_heading = "Filters"
     )]
     pub notrace: Vec<String>,
-    /// Show the calls of FUNC with the chain of callers that led to each.
-    /// Repeatable, e.g. `-C free`
+    /// Show the calls of FUNC with the chain of callers that led to each,
+    /// FUNC as a leaf (as uftrace: what it calls is not shown, see
+    /// --caller-tree). Repeatable, e.g. `-C free`
     #[arg(
         short = 'C',
         long = "caller-filter",
@@ -253,6 +254,14 @@ pub struct FilterArgs {
         help_heading = "Filters"
     )]
     pub caller_filter: Vec<String>,
+    /// With -C: also show what FUNC calls, its whole subtree under the
+    /// chain of its callers, e.g. `-C parse --caller-tree`
+    #[arg(
+        long = "caller-tree",
+        requires = "caller_filter",
+        help_heading = "Filters"
+    )]
+    pub caller_tree: bool,
     /// Only the N outermost levels of calls (1: only the top-level calls),
     /// e.g. `-D 3`
     #[arg(short = 'D', long = "depth", value_name = "N", help_heading = "Filters", value_parser = clap::value_parser!(u32).range(1..))]
@@ -408,6 +417,7 @@ impl FilterArgs {
                 "-C/--caller-filter",
                 o::FuncPattern::parse,
             )?,
+            caller_tree: self.caller_tree,
             depth: self.depth,
             time_filter: all(&self.time_filter, "-t/--time-filter", o::parse_time)?.pop(),
             tids: all(&self.tid, "--tid", o::parse_tids)?.concat(),
@@ -437,9 +447,10 @@ pub struct TreeArgs {
     /// started), rather than every task's calls interleaved by time
     #[arg(long = "task-order", help_heading = "Output")]
     pub task_order: bool,
-    /// FIELD,...: the columns before the function: duration, tid, time
-    /// (time stamp), delta (since the task's previous line), elapsed (since
-    /// the trace began), task (thread name), module; `+FIELD,...` adds to
+    /// FIELD,...: the columns before the function: duration, tid, addr
+    /// (the function's address), time (time stamp), delta (since the
+    /// task's previous line), elapsed (since the trace began), task
+    /// (thread name), module; `+FIELD,...` adds to
     /// the default `duration,tid`, `none` shows none, e.g. `-f +time`,
     /// `-f elapsed,tid,module`
     #[arg(
@@ -458,6 +469,27 @@ pub struct TreeArgs {
         value_parser = parse_last
     )]
     pub last: Option<u64>,
+    /// Closing lines without the function's name: `}` rather than
+    /// `} /* main */`
+    #[arg(long = "no-comment", help_heading = "Output")]
+    pub no_comment: bool,
+    /// An empty line where the lines change from one task to another
+    #[arg(long = "task-newline", help_heading = "Output")]
+    pub task_newline: bool,
+    /// Each task in a column of its own: its lines indented by
+    /// --column-offset levels more than the previous task's (tasks in the
+    /// order they first print)
+    #[arg(long = "column-view", help_heading = "Output")]
+    pub column_view: bool,
+    /// With --column-view: the levels of indent (2 spaces each) between
+    /// two tasks' columns, e.g. `--column-offset 10`
+    #[arg(
+        long = "column-offset",
+        value_name = "DEPTH",
+        default_value_t = 8,
+        help_heading = "Output"
+    )]
+    pub column_offset: usize,
 }
 
 impl TreeArgs {
@@ -471,6 +503,9 @@ impl TreeArgs {
             task_order: self.task_order,
             fields,
             last: self.last,
+            no_comment: self.no_comment,
+            task_newline: self.task_newline,
+            column_offset: self.column_view.then_some(self.column_offset),
         })
     }
 }
@@ -499,6 +534,15 @@ pub struct NamingArgs {
 
 #[derive(Args, Debug)]
 pub struct LiveArgs {
+    /// Before the tree, the per-function report of the run (as `fctrace
+    /// report`), each under a `# fctrace report` / `# fctrace replay`
+    /// heading, as uftrace's `live --report`
+    #[arg(long = "report", help_heading = "Output")]
+    pub report: bool,
+    /// Keep the trace in ./fctrace.data (as `fctrace record` writes it)
+    /// instead of a temporary directory, as uftrace's `live --record`
+    #[arg(long = "record", help_heading = "Output")]
+    pub record: bool,
     #[command(flatten)]
     pub trace: TraceOptions,
     #[command(flatten)]
@@ -623,32 +667,42 @@ pub struct ReplayArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub tree: TreeArgs,
+    /// One line per event instead of the tree (uftrace's flat shape):
+    /// `[N] ==> TID/DEPTH: ip (FUNC), time (NS)` at an entry, `[N] <==
+    /// TID/DEPTH: ip (FUNC), time (NS:DURATION)` at an exit
+    #[arg(long = "flat", help_heading = "Output")]
+    pub flat: bool,
+    /// normal (text) or html (the same lines as an HTML page), e.g.
+    /// `--format html -o tree.html`
+    #[arg(long = "format", value_name = "FORMAT", value_parser = ["normal", "html"], default_value = "normal", help_heading = "Output")]
+    pub format: String,
+    /// Start with tracing off: only the calls from a `trace_on` trigger
+    /// (`-T FUNC@trace_on`) on are shown, as `--trace off`
+    #[arg(long = "disable", help_heading = "Triggers")]
+    pub disable: bool,
+    /// Leave out the kernel's lines recorded with `record -k` (system
+    /// calls, time off the CPU, page faults, signals delivered, kernel
+    /// functions), as uftrace's --no-event leaves out its events
+    #[arg(long = "no-event", help_heading = "Filters")]
+    pub no_event: bool,
+    /// on or off: whether tracing starts on (`off` as --disable)
+    #[arg(long = "trace", value_name = "STATE", value_parser = ["on", "off"], help_heading = "Triggers")]
+    pub trace: Option<String>,
     #[command(flatten)]
     pub naming: NamingArgs,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    Total,
-    #[value(name = "self")]
-    SelfTime,
-    Calls,
-}
-
-impl From<SortKey> for fctrace_analysis::sort::SortKey {
-    fn from(key: SortKey) -> Self {
-        match key {
-            SortKey::Total => Self::Total,
-            SortKey::SelfTime => Self::SelfTime,
-            SortKey::Calls => Self::Calls,
-        }
-    }
-}
-
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// The table (uftrace's `normal`)
+    #[value(alias = "normal")]
     Text,
     Json,
+    /// Comma-separated values, times in nanoseconds (uftrace's shape:
+    /// a `#` header line)
+    Csv,
+    /// The table as an HTML page
+    Html,
 }
 
 #[derive(Args, Debug)]
@@ -657,10 +711,45 @@ pub struct ReportArgs {
     /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
-    /// Sort by total time, self time or number of calls, e.g. `-s self`
-    #[arg(short = 's', long = "sort", value_enum, default_value = "total")]
-    pub sort: SortKey,
-    /// Output format, e.g. `--format json`
+    /// KEY[,KEY...]: sort by these, in turn, largest first: total, self,
+    /// calls (or call), total-avg, total-min, total-max, total-stdv,
+    /// self-avg, self-min, self-max, self-stdv, size, func (by name); with
+    /// --avg-total or --avg-self also avg, min, max, e.g. `-s self`, `-s
+    /// call,total`
+    #[arg(
+        short = 's',
+        long = "sort",
+        value_name = "KEYS",
+        default_value = "total"
+    )]
+    pub sort: String,
+    /// FIELD,...: the table's columns, uftrace's names: total,
+    /// total-avg, total-min, total-max, total-stdv (relative standard
+    /// deviation, %), self, self-avg, self-min, self-max, self-stdv, call,
+    /// size (bytes), all or none; with --task: total, self, tid, func.
+    /// Without it: total, self, call (and the kernel time under each
+    /// function when the trace has system calls, `record -k`), e.g. `-f
+    /// total,self-max,call`
+    #[arg(short = 'f', long = "output-fields", value_name = "FIELDS")]
+    pub output_fields: Option<String>,
+    /// The average, min, max and relative standard deviation of each
+    /// function's total time (of its calls' durations)
+    #[arg(long = "avg-total", conflicts_with_all = ["avg_self", "output_fields"])]
+    pub avg_total: bool,
+    /// The average, min, max and relative standard deviation of each
+    /// function's self time
+    #[arg(long = "avg-self", conflicts_with = "output_fields")]
+    pub avg_self: bool,
+    /// Per task (thread) instead of per function: total time (of its
+    /// outermost calls), self time, tid, number of calls and name
+    #[arg(long = "task", conflicts_with_all = ["diff", "kernel", "avg_total", "avg_self"])]
+    pub task: bool,
+    /// With --diff and the `full` policy: the column sorted by, 0 (this
+    /// trace's values), 1 (OTHER's) or 2 (the change, default)
+    #[arg(long = "sort-column", value_name = "IDX", requires = "diff", value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub sort_column: Option<u8>,
+    /// Output format: text (or normal), json, csv or html, e.g. `--format
+    /// json`
     #[arg(long = "format", value_enum, default_value = "text")]
     pub format: Format,
     /// Compare with the trace in OTHER_DIR (or an archive of one): per
@@ -691,7 +780,11 @@ pub struct ReportArgs {
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GraphFormat {
+    /// The text (uftrace's `normal`)
+    #[value(alias = "normal")]
     Text,
+    /// The text as an HTML page
+    Html,
     Json,
     /// Graphviz (`dot -Tsvg`)
     Dot,
@@ -717,6 +810,17 @@ pub struct GraphArgs {
     /// One graph per task (thread or process) instead of one for all
     #[arg(long = "per-task")]
     pub per_task: bool,
+    /// FIELD,...: the text's columns, uftrace's names: total, total-avg,
+    /// total-min, total-max, self, self-avg, self-min, self-max, call, or
+    /// none, e.g. `-f total,self-max,call`
+    #[arg(short = 'f', long = "output-fields", value_name = "FIELDS")]
+    pub output_fields: Option<String>,
+    /// The task graph instead of the call graph (as uftrace): which task
+    /// created which (`+----` a process, `+-` a thread), each with its
+    /// lifetime as traced (first to last event), its time in traced calls
+    /// (outermost), tid and name
+    #[arg(long = "task", conflicts_with_all = ["function", "per_task"])]
+    pub task: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]
@@ -750,6 +854,38 @@ pub struct DumpFormat {
     /// `fctrace dump --parquet -o run1.parquet`
     #[arg(long = "parquet", requires = "output", help_heading = "Formats")]
     pub parquet: bool,
+    /// The call graph in Graphviz's DOT (as `--format graphviz`, or
+    /// `fctrace graph --format dot`)
+    #[arg(long = "graphviz", help_heading = "Formats")]
+    pub graphviz: bool,
+    /// The call graph as a Mermaid flowchart (as `--format mermaid`)
+    #[arg(long = "mermaid", help_heading = "Formats")]
+    pub mermaid: bool,
+    /// FORMAT: uftrace's spelling of the flags above: normal (the events
+    /// as text), chrome, perfetto, flame-graph, graphviz, mermaid,
+    /// parquet, e.g. `--format=chrome`
+    #[arg(long = "format", value_name = "FORMAT", value_parser = ["normal", "chrome", "perfetto", "flame-graph", "graphviz", "mermaid", "parquet"], help_heading = "Formats")]
+    pub format: Option<String>,
+}
+
+impl DumpFormat {
+    /// `--format`'s value, or the flag's.
+    pub fn name(&self) -> &str {
+        if let Some(f) = &self.format {
+            return f;
+        }
+        [
+            (self.chrome, "chrome"),
+            (self.perfetto, "perfetto"),
+            (self.flame_graph, "flame-graph"),
+            (self.parquet, "parquet"),
+            (self.graphviz, "graphviz"),
+            (self.mermaid, "mermaid"),
+        ]
+        .into_iter()
+        .find_map(|(on, name)| on.then_some(name))
+        .unwrap_or("normal")
+    }
 }
 
 #[derive(Args, Debug)]
@@ -768,6 +904,11 @@ pub struct DumpArgs {
     /// instead of its self time
     #[arg(long = "sample-count")]
     pub sample_count: bool,
+    /// Every event of each task as stored (kind, function id, raw time
+    /// stamp, nanoseconds), the bytes of argument values and return
+    /// values in hex, before calls are paired (--tid chooses the tasks)
+    #[arg(long = "debug", conflicts_with = "DumpFormat")]
+    pub debug: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]
@@ -784,6 +925,21 @@ pub struct InfoArgs {
     /// than 20 are otherwise counted per reason), e.g. `fctrace info -v`
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
+    /// Only the tasks, as the tree of who created whom (uftrace's shape:
+    /// `[TID] NAME`, 6 spaces deeper per level)
+    #[arg(long = "task", conflicts_with_all = ["symbols", "system"])]
+    pub task: bool,
+    /// Only the traced functions of each session: `Normal symbols`
+    /// (defined in the executable) and `Dynamic symbols` (its calls into
+    /// libraries), `[N] name (0xADDRESS) size: BYTES`, addresses as in
+    /// the file
+    #[arg(long = "symbols", conflicts_with = "system")]
+    pub symbols: bool,
+    /// The running system's information (CPU, memory, kernel, hostname,
+    /// distribution, perf_event_paranoid, kptr_restrict), without reading
+    /// a trace
+    #[arg(long = "system")]
+    pub system: bool,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]

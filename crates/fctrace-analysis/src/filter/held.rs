@@ -41,6 +41,14 @@ pub(super) struct Held {
     pub(super) in_caller: u32,
     /// `-C`: the flags of the session's functions.
     pub(super) callers: Option<Rc<SessionFlags>>,
+    /// `-C` as uftrace has it: a caller-filter function is shown as a
+    /// leaf, without what happens under it (`--caller-tree`: with it).
+    pub(super) leaf: bool,
+    /// Inside the shown call of such a leaf: the calls open under it.
+    pub(super) under_leaf: Option<Vec<u32>>,
+    /// Whether the `Data` events that follow are dropped with the event
+    /// they belong to.
+    pub(super) drop_data: bool,
 }
 
 impl Held {
@@ -53,7 +61,43 @@ impl Held {
             base: 0,
             in_caller: 0,
             callers,
+            leaf: false,
+            under_leaf: None,
+            drop_data: false,
         }
+    }
+
+    /// Inside a leaf of `-C` (uftrace's meaning): whether `e` is dropped
+    /// as part of what happens under it; the leaf's own exit ends it.
+    fn hidden_under_leaf(&mut self, e: &Event) -> bool {
+        let Some(hidden) = &mut self.under_leaf else {
+            return false;
+        };
+        let drop = match e.kind {
+            EventKind::Entry => {
+                hidden.push(e.func);
+                true
+            }
+            EventKind::Exit | EventKind::Unwind => {
+                match hidden.iter().rposition(|&f| f == e.func) {
+                    Some(j) => {
+                        hidden.truncate(j);
+                        true
+                    }
+                    None => {
+                        // The leaf's own exit (or one further out).
+                        self.under_leaf = None;
+                        false
+                    }
+                }
+            }
+            EventKind::Args | EventKind::Retval => !hidden.is_empty(),
+            EventKind::Data => self.drop_data,
+            EventKind::Lost => false,
+            _ => true,
+        };
+        self.drop_data = drop;
+        drop
     }
 
     /// Passes on or holds an event, in order.
@@ -107,6 +151,9 @@ impl Held {
     }
 
     pub(super) fn push(&mut self, e: Event, out: &mut VecDeque<Event>) {
+        if self.under_leaf.is_some() && self.hidden_under_leaf(&e) {
+            return;
+        }
         if let Mode::Time(t) = self.mode {
             if e.kind.is_call_step() && self.shown < self.frames.len() {
                 let k = self.shown
@@ -134,6 +181,10 @@ impl Held {
                     Mode::Callers if caller || self.in_caller > 0 => {
                         self.buf.push_back(e);
                         self.show_upto(self.frames.len(), out);
+                        if caller && self.leaf {
+                            self.under_leaf = Some(Vec::new());
+                            self.drop_data = false;
+                        }
                     }
                     _ => self.buf.push_back(e),
                 }
@@ -171,6 +222,10 @@ impl Held {
     /// open, its entry not in the stream; shown at once if it or a call
     /// around it is a caller-filter function.
     pub(super) fn outer_call(&mut self, func: u32) {
+        if let Some(hidden) = &mut self.under_leaf {
+            hidden.push(func);
+            return;
+        }
         let caller = self.is_caller(func);
         self.frames.push(HeldFrame {
             func,
@@ -180,6 +235,9 @@ impl Held {
         });
         if caller || self.in_caller > 0 {
             self.show_upto(self.frames.len(), &mut VecDeque::new());
+        }
+        if caller && self.leaf {
+            self.under_leaf = Some(Vec::new());
         }
     }
 

@@ -37,6 +37,7 @@ pub fn with_recorded_display(given: &Options, trace: &Trace) -> Options {
     if let Ok(recorded) = Options::from_wire(&trace.info.options) {
         if opts.callers.is_empty() {
             opts.callers = recorded.callers;
+            opts.caller_tree = recorded.caller_tree;
         }
         if opts.time_filter.is_none() {
             opts.time_filter = recorded.time_filter;
@@ -85,6 +86,7 @@ pub(super) fn per_call(opts: &Options) -> bool {
         || opts.depth.is_some()
         || opts.time_filter.is_some_and(|t| t > 0)
         || !opts.triggers.is_empty()
+        || opts.disabled
 }
 
 /// The display-only options of `opts` (`--show-runtime`, `--no-libcall`,

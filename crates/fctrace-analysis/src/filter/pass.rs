@@ -123,6 +123,7 @@ impl<'t> Filter<'t> {
         vis.draws = self.backtraces && o.callers.is_empty();
         let callers = (!o.callers.is_empty()).then(|| {
             let mut held = Held::new(Mode::Callers, Some(flags));
+            held.leaf = !o.caller_tree;
             // The calls the task starts in that stage 1 shows are open
             // calls of this stage too (`-C do_fork` shows what a child
             // forked in do_fork does).
@@ -155,7 +156,7 @@ impl<'t> Filter<'t> {
             flags,
             triggers: o.triggers.clone(),
             has_filters: !o.filters.is_empty(),
-            on: true,
+            on: !o.disabled,
             finished: false,
             notrace_open: 0,
             filter_open: 0,
