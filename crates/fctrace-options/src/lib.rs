@@ -15,6 +15,7 @@ pub mod args;
 pub mod display;
 pub mod pattern;
 pub mod spec;
+pub mod uftrace;
 
 pub use args::{ArgSpec, Format, Item, Source};
 pub use display::{Demangle, TimePoint, TimeRange};
@@ -44,6 +45,13 @@ pub struct Options {
     pub tids: Vec<u32>,
     /// `-T`.
     pub triggers: Vec<Trigger>,
+    /// `-H`, `-T FUNC@hide`: these functions hidden, the calls they make
+    /// shown in their place (display only: the agent records them).
+    pub hide: Vec<FuncPattern>,
+    /// `-P`/`-U`, in order: which functions the agent patches at all.
+    pub patch: Vec<uftrace::PatchRule>,
+    /// `-Z SIZE`: functions smaller than SIZE bytes are not patched.
+    pub size_filter: Option<u64>,
     /// `--disable`: start with tracing off.
     pub disabled: bool,
     /// `--signal`.
@@ -123,6 +131,15 @@ impl Options {
         for t in &self.triggers {
             line("T", &t.source);
         }
+        for p in &self.hide {
+            line("H", p.as_str());
+        }
+        for r in &self.patch {
+            line(if r.patch { "P" } else { "U" }, r.pattern.as_str());
+        }
+        if let Some(z) = self.size_filter {
+            line("Z", &z.to_string());
+        }
         if self.disabled {
             line("disable", "1");
         }
@@ -159,6 +176,12 @@ impl Options {
                     .tids
                     .push(v.parse().map_err(|_| format!("bad tid `{v}`"))?),
                 "T" => o.triggers.push(Trigger::parse(v)?),
+                "H" => o.hide.push(FuncPattern::parse(v)?),
+                "P" | "U" => o.patch.push(uftrace::PatchRule {
+                    patch: k == "P",
+                    pattern: FuncPattern::parse(v)?,
+                }),
+                "Z" => o.size_filter = Some(v.parse().map_err(|_| format!("bad size `{v}`"))?),
                 "disable" => o.disabled = true,
                 "signal" => o.signals.push(SignalTrigger::parse(v)?),
                 "A" => o.args.push(ArgSpec::parse(v)?),
@@ -187,6 +210,18 @@ mod tests {
             time_filter: Some(1500),
             tids: vec![10, 11],
             triggers: vec![Trigger::parse("foo@depth=2,backtrace,global").unwrap()],
+            hide: vec![FuncPattern::parse("^std::").unwrap()],
+            patch: vec![
+                uftrace::PatchRule {
+                    patch: true,
+                    pattern: FuncPattern::parse(".").unwrap(),
+                },
+                uftrace::PatchRule {
+                    patch: false,
+                    pattern: FuncPattern::parse("a").unwrap(),
+                },
+            ],
+            size_filter: Some(100),
             disabled: true,
             signals: vec![SignalTrigger::parse("SIGUSR1@trace_on").unwrap()],
             args: vec![

@@ -320,7 +320,9 @@ fn plan_functions(
             .unwrap_or(f.addr + 4096)
             .min(f.addr + 4096);
         let (size, pad_end) = size_and_padding(m, f, next, c.code_free, win);
-        let planned = if let Some(why) = left_alone(m, c.info, f, pad_end, c.is_main, c.go) {
+        let why = left_alone(m, c.info, f, pad_end, c.is_main, c.go)
+            .or_else(|| crate::recording::select::left_out(&m.path, &f.name, f.addr, size));
+        let planned = if let Some(why) = why {
             if unnamed {
                 note_exits(m, f.addr, size, win, &mut exits);
             }

@@ -29,7 +29,7 @@ pub fn add_recorded_backtraces(opts: &mut Options, trace: &Trace) {
 
 /// The display options of a pass over `trace`: `given` (the options of
 /// `replay` or `report`), plus the display-only options the trace was
-/// recorded with (`record -C FUNC`, `record -t TIME`: the agent does not
+/// recorded with (`record -C FUNC`, `record -t TIME`, `record -H FUNC`: the agent does not
 /// apply them, so they are kept in info.json and act here, as in live
 /// mode) where `given` has none of that kind.
 pub fn with_recorded_display(given: &Options, trace: &Trace) -> Options {
@@ -43,6 +43,9 @@ pub fn with_recorded_display(given: &Options, trace: &Trace) -> Options {
         }
         if opts.tids.is_empty() {
             opts.tids = recorded.tids;
+        }
+        if opts.hide.is_empty() {
+            opts.hide = recorded.hide;
         }
     }
     opts

@@ -376,6 +376,9 @@ impl<'t> Filter<'t> {
                 if any(&o.callers, module, names) {
                     bits |= CALLER;
                 }
+                if any(&o.hide, module, names) {
+                    bits |= HIDE;
+                }
                 if any(&self.resumes, module, names) {
                     bits |= RESUMES;
                 }
