@@ -30,6 +30,19 @@ pub fn init(opts: &Options) {
     SELECT.store(p, Ordering::Release);
 }
 
+/// Why a function (or a PLT entry, as in uftrace: its entry's size)
+/// `size` bytes long is not patched under `-Z`, if it is not.
+pub fn too_small(size: u64) -> Option<String> {
+    let p = SELECT.load(Ordering::Acquire);
+    // SAFETY: published values are leaked, never mutated after publication.
+    let min = if p.is_null() {
+        0
+    } else {
+        unsafe { &*p }.min_size
+    };
+    (size < min).then(|| format!("smaller than {min} bytes (-Z)"))
+}
+
 /// Why the function `raw` (empty: unnamed) at `addr` of the module at
 /// `module_path`, `size` bytes long, is not patched, if it is not.
 pub fn left_out(module_path: &str, raw: &str, addr: u64, size: u64) -> Option<String> {
@@ -37,11 +50,11 @@ pub fn left_out(module_path: &str, raw: &str, addr: u64, size: u64) -> Option<St
     if p.is_null() {
         return None;
     }
+    if let Some(why) = too_small(size) {
+        return Some(why);
+    }
     // SAFETY: published values are leaked, never mutated after publication.
     let s = unsafe { &*p };
-    if size < s.min_size {
-        return Some(format!("smaller than {} bytes (-Z)", s.min_size));
-    }
     if s.rules.is_empty() {
         return None;
     }
