@@ -73,7 +73,7 @@ pub(crate) const UFTRACE_ONLY_ACTIONS: &[(&str, &str)] = &[
 
 /// uftrace's trigger words that [`crate::uftrace`] reads into other options.
 pub(crate) const UFTRACE_OPTION_ACTIONS: &[&str] =
-    &["filter", "notrace", "hide", "trace", "recover", "color"];
+    &["filter", "notrace", "hide", "recover", "color", "auto-args"];
 
 /// What `word` is if it is a trigger action (or one of uftrace's): used
 /// to refuse it where a module is expected (`-F f@depth=1`), with the

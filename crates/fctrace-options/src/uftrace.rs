@@ -23,6 +23,9 @@ pub struct Expanded {
     pub notrace: bool,
     /// `hide`: as `-H FUNC` (the function hidden, its calls shown).
     pub hide: bool,
+    /// `auto-args`: the function's arguments and return value, typed from
+    /// the debug information (as `-A FUNC -R FUNC`).
+    pub auto_args: bool,
     /// `color=NAME`: uftrace colours the function in its replay; fctrace
     /// does not (the caller says so).
     pub color: Option<String>,
@@ -47,6 +50,7 @@ pub fn expand(spec: &str) -> Result<Expanded, String> {
         filter: false,
         notrace: false,
         hide: false,
+        auto_args: false,
         color: None,
     };
     let mut kept: Vec<&str> = Vec::new();
@@ -56,6 +60,7 @@ pub fn expand(spec: &str) -> Result<Expanded, String> {
             "filter" => e.filter = true,
             "notrace" => e.notrace = true,
             "hide" => e.hide = true,
+            "auto-args" => e.auto_args = true,
             // uftrace's own words: fctrace puts return addresses back
             // itself wherever the program reads them.
             "recover" => {}
@@ -79,8 +84,12 @@ pub fn expand(spec: &str) -> Result<Expanded, String> {
             _ => kept.push(item),
         }
     }
-    let uses_words =
-        e.filter || e.notrace || e.hide || e.color.is_some() || kept.len() < count(rest);
+    let uses_words = e.filter
+        || e.notrace
+        || e.hide
+        || e.auto_args
+        || e.color.is_some()
+        || kept.len() < count(rest);
     let is_action = |k: &str| Action::parse(k).is_some() || action_word(k).is_some();
     let has_action = kept.iter().any(|k| *k != "global" && is_action(k));
     if has_action || !uses_words {

@@ -496,13 +496,14 @@ impl FilterArgs {
             size_filter: trace.size_filter,
             disabled: trace.disable,
             signals: all(&trace.signal, "--signal", o::SignalTrigger::parse)?,
-            args: all(
-                spelled(&trace.argument)
-                    .iter()
-                    .chain(&spelled(&trace.retval)),
-                "argument spec",
-                o::ArgSpec::parse,
-            )?,
+            args: all(&spelled(&trace.argument), "-A/--argument", |s| {
+                o::ArgSpec::parse_option(s, false)
+            })?
+            .into_iter()
+            .chain(all(&spelled(&trace.retval), "-R/--retval", |s| {
+                o::ArgSpec::parse_option(s, true)
+            })?)
+            .collect(),
             auto_args: trace.auto_args,
             string_max: trace.max_string,
             show_runtime: self.show_runtime,
@@ -555,6 +556,15 @@ fn add_uftrace_spec(
     }
     if let Some(t) = e.trigger {
         opts.triggers.push(t);
+    }
+    if e.auto_args {
+        // uftrace's `auto-args` action: as `-A FUNC -R FUNC`.
+        let func = spec.split_once('@').map_or(spec, |(f, _)| f);
+        let spec = match e.pattern.module() {
+            Some(m) => format!("{func}@{m},auto-args,auto-retval"),
+            None => format!("{func}@auto-args,auto-retval"),
+        };
+        opts.args.push(fctrace_options::ArgSpec::parse(&spec)?);
     }
     Ok(())
 }

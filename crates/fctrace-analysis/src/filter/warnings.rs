@@ -60,10 +60,10 @@ pub fn unmatched_patterns(trace: &Trace, opts: &Options) -> Vec<String> {
     );
     // -A and -R (a spec of return values only is -R's).
     pats.extend(opts.args.iter().map(|a| {
-        let retval_only = a
-            .items
-            .iter()
-            .all(|i| i.source == fctrace_options::args::Source::Retval);
+        let retval_only = a.items.iter().all(|i| {
+            use fctrace_options::args::Source;
+            matches!(i.source, Source::Retval | Source::AutoRetval)
+        });
         let opt = if retval_only { "-R" } else { "-A" };
         (opt, a.source.as_str(), &a.pattern)
     }));
