@@ -182,6 +182,10 @@ pub struct TraceOptions {
     /// on), e.g. `--disable -T handle_request@trace_on`
     #[arg(long = "disable", help_heading = "Triggers")]
     pub disable: bool,
+    /// on|off: tracing's state at the start (uftrace's --trace; `off` is
+    /// --disable), e.g. `--trace=off -T main@trace_on`
+    #[arg(long = "trace", value_name = "STATE", value_parser = ["on", "off"], help_heading = "Triggers")]
+    pub trace_state: Option<String>,
     /// SIG@ACTION[,ACTION]: a signal sent to the program switches tracing
     /// for every thread (actions: trace_on, trace_off, finish), e.g.
     /// `--disable --signal SIGUSR1@trace_on --signal SIGUSR2@trace_off`,
@@ -494,7 +498,7 @@ impl FilterArgs {
             hide: all(&spelled(&self.hide), "-H/--hide", o::FuncPattern::parse)?,
             patch: patch_rules(trace, glob)?,
             size_filter: trace.size_filter,
-            disabled: trace.disable,
+            disabled: trace.disable || trace.trace_state.as_deref() == Some("off"),
             signals: all(&trace.signal, "--signal", o::SignalTrigger::parse)?,
             args: all(&spelled(&trace.argument), "-A/--argument", |s| {
                 o::ArgSpec::parse_option(s, false)

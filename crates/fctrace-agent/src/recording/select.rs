@@ -34,10 +34,11 @@ pub fn init(opts: &Options) {
 /// `size` bytes long is not patched under `-Z`, if it is not.
 pub fn too_small(size: u64) -> Option<String> {
     let p = SELECT.load(Ordering::Acquire);
-    // SAFETY: published values are leaked, never mutated after publication.
     let min = if p.is_null() {
         0
     } else {
+        // SAFETY: published values are leaked, never mutated after
+        // publication.
         unsafe { &*p }.min_size
     };
     (size < min).then(|| format!("smaller than {min} bytes (-Z)"))

@@ -255,7 +255,7 @@ fn glob_patterns() {
 }
 
 #[test]
-fn max_stack_clock_estimate_return_no_args() {
+fn max_stack_clock_trace_state_estimate_return_no_args() {
     assert_eq!(recorded(&["--max-stack", "2"]), expected_cut("main", 2));
     assert_eq!(
         recorded(&["--max-stack", "3", "-D", "2"]),
@@ -266,6 +266,9 @@ fn max_stack_clock_estimate_return_no_args() {
         recorded(&["--estimate-return", "-A", "a@arg1", "--no-args"]),
         expected(&|_| true)
     );
+    // --trace=off: tracing starts off (nothing turns it on here).
+    assert_eq!(recorded(&["--trace=off"]), Vec::<String>::new());
+    assert_eq!(recorded(&["--trace", "on"]), expected(&|_| true));
     let e = refused(&["record", "--clock", "boot", "true"]);
     assert!(e.contains("CLOCK_MONOTONIC"), "{e}");
 }
