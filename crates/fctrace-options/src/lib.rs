@@ -52,6 +52,8 @@ pub struct Options {
     pub patch: Vec<uftrace::PatchRule>,
     /// `-Z SIZE`: functions smaller than SIZE bytes are not patched.
     pub size_filter: Option<u64>,
+    /// `FUNC@if:argN==V` on `-F`, `-N`, `-T`: conditions on arguments.
+    pub conds: Vec<uftrace::Cond>,
     /// `--disable`: start with tracing off.
     pub disabled: bool,
     /// `--signal`.
@@ -99,6 +101,7 @@ impl Options {
             || !self.signals.is_empty()
             || !self.args.is_empty()
             || self.auto_args
+            || !self.conds.is_empty()
     }
 
     /// The options as lines of text, one option per line, for the agent.
@@ -139,6 +142,9 @@ impl Options {
         }
         if let Some(z) = self.size_filter {
             line("Z", &z.to_string());
+        }
+        for c in &self.conds {
+            line("I", &format!("{} {}", c.expr(), c.pattern.as_str()));
         }
         if self.disabled {
             line("disable", "1");
@@ -181,6 +187,18 @@ impl Options {
                     patch: k == "P",
                     pattern: FuncPattern::parse(v)?,
                 }),
+                "I" => {
+                    let (expr, pat) = v
+                        .split_once(' ')
+                        .ok_or_else(|| format!("bad condition `{v}`"))?;
+                    let (arg, op, value) = uftrace::parse_cond(expr)?;
+                    o.conds.push(uftrace::Cond {
+                        pattern: FuncPattern::parse(pat)?,
+                        arg,
+                        op,
+                        value,
+                    });
+                }
                 "Z" => o.size_filter = Some(v.parse().map_err(|_| format!("bad size `{v}`"))?),
                 "disable" => o.disabled = true,
                 "signal" => o.signals.push(SignalTrigger::parse(v)?),
@@ -222,6 +240,12 @@ mod tests {
                 },
             ],
             size_filter: Some(100),
+            conds: vec![uftrace::Cond {
+                pattern: FuncPattern::parse("main@app").unwrap(),
+                arg: 1,
+                op: uftrace::CondOp::Ne,
+                value: -3,
+            }],
             disabled: true,
             signals: vec![SignalTrigger::parse("SIGUSR1@trace_on").unwrap()],
             args: vec![

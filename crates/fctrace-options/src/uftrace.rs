@@ -26,6 +26,9 @@ pub struct Expanded {
     /// `auto-args`: the function's arguments and return value, typed from
     /// the debug information (as `-A FUNC -R FUNC`).
     pub auto_args: bool,
+    /// `if:argN OP VALUE`: the function's filters and triggers act only
+    /// on the calls where the condition holds.
+    pub cond: Option<(u8, CondOp, i64)>,
     /// `color=NAME`: uftrace colours the function in its replay; fctrace
     /// does not (the caller says so).
     pub color: Option<String>,
@@ -51,6 +54,7 @@ pub fn expand(spec: &str) -> Result<Expanded, String> {
         notrace: false,
         hide: false,
         auto_args: false,
+        cond: None,
         color: None,
     };
     let mut kept: Vec<&str> = Vec::new();
@@ -75,16 +79,16 @@ pub fn expand(spec: &str) -> Result<Expanded, String> {
                 e.color = Some(c.to_string());
             }
             _ if item.starts_with("if:") => {
-                return Err(format!(
-                    "trigger `{spec}`: conditions on arguments (`{item}`) are not supported \
-                     by fctrace; -A {func}@arg1 records the argument, and replay's -F/-T \
-                     choose the calls"
-                ))
+                let expr = &item[3..];
+                e.cond = Some(
+                    parse_cond(expr).map_err(|err| format!("trigger `{spec}`: `{item}`: {err}"))?,
+                );
             }
             _ => kept.push(item),
         }
     }
     let uses_words = e.filter
+        || e.cond.is_some()
         || e.notrace
         || e.hide
         || e.auto_args
@@ -112,6 +116,99 @@ pub fn expand(spec: &str) -> Result<Expanded, String> {
     e.pattern =
         FuncPattern::with_module(func, module).map_err(|err| format!("trigger `{spec}`: {err}"))?;
     Ok(e)
+}
+
+/// A comparison of uftrace's conditions (`if:arg1==0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CondOp {
+    Eq,
+    Ne,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+    /// `&`: some bit in common.
+    And,
+}
+
+/// The operators, longest first (as they are looked for).
+const COND_OPS: [(&str, CondOp); 7] = [
+    ("==", CondOp::Eq),
+    ("!=", CondOp::Ne),
+    (">=", CondOp::Ge),
+    ("<=", CondOp::Le),
+    (">", CondOp::Gt),
+    ("<", CondOp::Lt),
+    ("&", CondOp::And),
+];
+
+/// A condition on an integer argument: the functions `pattern` names
+/// have their filters and triggers act only on the calls where argument
+/// `arg` (1-based: rdi, rsi, rdx, rcx, r8, r9, then the stack), as a
+/// signed 64-bit integer, compares with `value` as `op` says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cond {
+    pub pattern: FuncPattern,
+    pub arg: u8,
+    pub op: CondOp,
+    pub value: i64,
+}
+
+impl Cond {
+    /// `arg1==0` as written.
+    pub fn expr(&self) -> String {
+        let op = COND_OPS
+            .iter()
+            .find(|(_, o)| *o == self.op)
+            .map_or("==", |(s, _)| s);
+        format!("arg{}{op}{}", self.arg, self.value)
+    }
+
+    /// Whether the condition holds for an argument of bits `v`.
+    pub fn holds(&self, v: u64) -> bool {
+        let x = v as i64;
+        match self.op {
+            CondOp::Eq => x == self.value,
+            CondOp::Ne => x != self.value,
+            CondOp::Gt => x > self.value,
+            CondOp::Ge => x >= self.value,
+            CondOp::Lt => x < self.value,
+            CondOp::Le => x <= self.value,
+            CondOp::And => x & self.value != 0,
+        }
+    }
+}
+
+/// `argN OP VALUE` (VALUE decimal, or hex with 0x, maybe negative).
+pub fn parse_cond(expr: &str) -> Result<(u8, CondOp, i64), String> {
+    let syntax =
+        || "expected argN==VALUE (operators ==, !=, >, >=, <, <=, &), e.g. if:arg1==0".to_string();
+    let rest = expr.trim().strip_prefix("arg").ok_or_else(syntax)?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let arg: u8 = rest[..digits].parse().map_err(|_| syntax())?;
+    if arg == 0 || arg > crate::args::MAX_INT_ARG {
+        return Err(format!(
+            "arguments are arg1 to arg{}",
+            crate::args::MAX_INT_ARG
+        ));
+    }
+    let rest = &rest[digits..];
+    let (op_text, op) = COND_OPS
+        .iter()
+        .find(|(t, _)| rest.starts_with(t))
+        .copied()
+        .ok_or_else(syntax)?;
+    let v = rest[op_text.len()..].trim();
+    let (neg, v) = match v.strip_prefix('-') {
+        Some(v) => (true, v),
+        None => (false, v),
+    };
+    let n = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).map(|n| n as i64),
+        None => v.parse::<i64>(),
+    }
+    .map_err(|_| format!("`{v}` is not a number"))?;
+    Ok((arg, op, if neg { n.wrapping_neg() } else { n }))
 }
 
 /// Items in `rest`.
@@ -225,7 +322,25 @@ mod tests {
         assert_eq!(e.color.as_deref(), Some("red"));
         assert_eq!(e.trigger.unwrap().actions, vec![Action::TraceOn]);
         assert!(expand("a@color=pink").is_err());
-        assert!(expand("a@if:arg1==0").unwrap_err().contains("conditions"));
+        let e = expand("main@filter,if:arg1==1").unwrap();
+        assert!(e.filter && e.trigger.is_none());
+        assert_eq!(e.cond, Some((1, CondOp::Eq, 1)));
+        let e = expand("f@if:arg2>=-0x10,depth=1").unwrap();
+        assert_eq!(e.cond, Some((2, CondOp::Ge, -16)));
+        assert_eq!(e.trigger.unwrap().actions, vec![Action::Depth(1)]);
+        assert!(expand("a@if:arg0==1,filter").is_err());
+        assert!(expand("a@if:x==1,filter").is_err());
+        assert!(expand("a@if:arg1~1,filter").is_err());
+        assert!(expand("a@if:arg1==z,filter").is_err());
+        let c = Cond {
+            pattern: FuncPattern::parse("a").unwrap(),
+            arg: 1,
+            op: CondOp::And,
+            value: 6,
+        };
+        assert!(c.holds(2) && !c.holds(1));
+        assert_eq!(c.expr(), "arg1&6");
+        assert_eq!(parse_cond(&c.expr()), Ok((1, CondOp::And, 6)));
         assert!(expand("a@filter,bogus").is_err());
         assert!(expand("a@libx,filter,bogus").is_err());
         assert!(expand("a@bogus").unwrap_err().contains("not an action"));

@@ -446,10 +446,19 @@ impl FilterArgs {
 
     /// The filters as the options the agent and the output share.
     pub fn to_options(&self) -> anyhow::Result<fctrace_options::Options> {
-        self.to_options_with(&TraceOptions {
+        let o = self.to_options_with(&TraceOptions {
             max_string: fctrace_options::DEFAULT_STRING_MAX,
             ..TraceOptions::default()
-        })
+        })?;
+        if let Some(c) = o.conds.first() {
+            anyhow::bail!(
+                "`{}@if:{}`: conditions on arguments act while recording (record or live \
+                 mode), where the arguments are read",
+                c.pattern.as_str(),
+                c.expr()
+            );
+        }
+        Ok(o)
     }
 
     /// The filters together with the recording options of `trace`.
@@ -498,6 +507,7 @@ impl FilterArgs {
             hide: all(&spelled(&self.hide), "-H/--hide", o::FuncPattern::parse)?,
             patch: patch_rules(trace, glob)?,
             size_filter: trace.size_filter,
+            conds: Vec::new(),
             disabled: trace.disable || trace.trace_state.as_deref() == Some("off"),
             signals: all(&trace.signal, "--signal", o::SignalTrigger::parse)?,
             args: all(&spelled(&trace.argument), "-A/--argument", |s| {
@@ -560,6 +570,14 @@ fn add_uftrace_spec(
     }
     if let Some(t) = e.trigger {
         opts.triggers.push(t);
+    }
+    if let Some((arg, op, value)) = e.cond {
+        opts.conds.push(uftrace::Cond {
+            pattern: e.pattern.clone(),
+            arg,
+            op,
+            value,
+        });
     }
     if e.auto_args {
         // uftrace's `auto-args` action: as `-A FUNC -R FUNC`.

@@ -632,7 +632,8 @@ fn put_typed(w: &mut Writer, pid: u32, string_max: usize, ty: &Ty, b: &[u8], dep
 
 /// The `n`-th (1-based) integer argument: a register, or the stack above
 /// the return address.
-fn int_arg(pid: u32, regs: &EntryRegs, n: u8) -> Option<u64> {
+/// Integer argument `n` (1-based: the registers, then the stack).
+pub fn int_arg(pid: u32, regs: &EntryRegs, n: u8) -> Option<u64> {
     Some(match n {
         1 => regs.rdi,
         2 => regs.rsi,

@@ -168,10 +168,7 @@ fn uftrace_actions_fctrace_lacks_are_errors() {
             &["-T", "slow@read=pmu-cycle"],
             "`read=pmu-cycle` is a uftrace action that fctrace does not have",
         ),
-        (
-            &["-T", "slow@filter,if:arg1==0"],
-            "conditions on arguments (`if:arg1==0`) are not supported",
-        ),
+        (&["-T", "slow@filter,if:arg1=0"], "expected argN==VALUE"),
         (&["-T", "slow@filter,bogus"], "unknown action `bogus`"),
     ];
     for (opts, message) in cases {

@@ -272,3 +272,44 @@ fn max_stack_clock_trace_state_estimate_return_no_args() {
     let e = refused(&["record", "--clock", "boot", "true"]);
     assert!(e.contains("CLOCK_MONOTONIC"), "{e}");
 }
+
+#[test]
+fn conditions_on_arguments() {
+    // main calls a(0), a(1), a(2) (lines 1..6, 6..11, 11..16 of the
+    // whole tree); a(x) calls b(x), b calls c.
+    let whole = expected(&|_| true);
+    let one_a: Vec<String> = whole[1..6].iter().map(|l| l[2..].to_string()).collect();
+    let as_leaf = |t: &mut Vec<String>, from: usize| {
+        t.splice(from..from + 5, ["  a();".to_string()]);
+    };
+    // -F a@if:arg1==1: only the call a(1), with what it calls.
+    assert_eq!(recorded(&["-F", "a@if:arg1==1"]), one_a);
+    // -N a@if:arg1&2: a(2) and its calls are gone.
+    let mut t = whole.clone();
+    t.drain(11..16);
+    assert_eq!(recorded(&["-N", "a@if:arg1&2"]), t);
+    // notrace as a trigger action, on b(x) for x >= 1: a(1) and a(2)
+    // are leaves then.
+    let mut t = whole.clone();
+    as_leaf(&mut t, 11);
+    as_leaf(&mut t, 6);
+    assert_eq!(recorded(&["-T", "b@if:arg1>=1,notrace"]), t);
+    // depth=1 under a(0) only.
+    let mut t = whole.clone();
+    as_leaf(&mut t, 1);
+    assert_eq!(recorded(&["-T", "a@if:arg1==0x0,depth=1"]), t);
+    // Conditions are read while recording: replay refuses them.
+    let rec = record(&program(), &[], &[]);
+    let r = fctrace(&[
+        OsStr::new("replay"),
+        OsStr::new("-d"),
+        rec.dir.path.as_os_str(),
+        OsStr::new("-F"),
+        OsStr::new("a@if:arg1==1"),
+    ]);
+    assert!(
+        !r.success() && r.stderr.contains("act while recording"),
+        "{}",
+        r.describe()
+    );
+}
