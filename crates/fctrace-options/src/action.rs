@@ -62,7 +62,6 @@ impl Action {
 /// use instead (the others, `filter`, `notrace`, `hide`, `trace`,
 /// `recover`, `color=`, are read by `crate::uftrace`).
 pub(crate) const UFTRACE_ONLY_ACTIONS: &[(&str, &str)] = &[
-    ("time", "use -t TIME to hide calls shorter than TIME"),
     ("read", "fctrace does not read counters"),
     (
         "callsite",
@@ -72,8 +71,16 @@ pub(crate) const UFTRACE_ONLY_ACTIONS: &[(&str, &str)] = &[
 ];
 
 /// uftrace's trigger words that [`crate::uftrace`] reads into other options.
-pub(crate) const UFTRACE_OPTION_ACTIONS: &[&str] =
-    &["filter", "notrace", "hide", "recover", "color", "auto-args"];
+pub(crate) const UFTRACE_OPTION_ACTIONS: &[&str] = &[
+    "filter",
+    "notrace",
+    "hide",
+    "recover",
+    "color",
+    "auto-args",
+    "time",
+    "trace",
+];
 
 /// What `word` is if it is a trigger action (or one of uftrace's): used
 /// to refuse it where a module is expected (`-F f@depth=1`), with the

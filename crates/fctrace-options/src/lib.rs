@@ -52,6 +52,10 @@ pub struct Options {
     pub patch: Vec<uftrace::PatchRule>,
     /// `-Z SIZE`: functions smaller than SIZE bytes are not patched.
     pub size_filter: Option<u64>,
+    /// uftrace's `-T FUNC@time=T` (`Some(T)`: while FUNC runs, itself
+    /// included, the time filter is T) and `-T FUNC@trace` (`None`:
+    /// FUNC's calls are shown whatever the time filter): display only.
+    pub time_actions: Vec<(FuncPattern, Option<u64>)>,
     /// `FUNC@if:argN==V` on `-F`, `-N`, `-T`: conditions on arguments.
     pub conds: Vec<uftrace::Cond>,
     /// `--disable`: start with tracing off.
@@ -143,6 +147,10 @@ impl Options {
         if let Some(z) = self.size_filter {
             line("Z", &z.to_string());
         }
+        for (p, t) in &self.time_actions {
+            let t = t.map_or("trace".to_string(), |t| t.to_string());
+            line("TT", &format!("{t} {}", p.as_str()));
+        }
         for c in &self.conds {
             line("I", &format!("{} {}", c.expr(), c.pattern.as_str()));
         }
@@ -187,6 +195,16 @@ impl Options {
                     patch: k == "P",
                     pattern: FuncPattern::parse(v)?,
                 }),
+                "TT" => {
+                    let (t, pat) = v
+                        .split_once(' ')
+                        .ok_or_else(|| format!("bad time action `{v}`"))?;
+                    let t = match t {
+                        "trace" => None,
+                        t => Some(t.parse().map_err(|_| format!("bad time `{t}`"))?),
+                    };
+                    o.time_actions.push((FuncPattern::parse(pat)?, t));
+                }
                 "I" => {
                     let (expr, pat) = v
                         .split_once(' ')
@@ -240,6 +258,10 @@ mod tests {
                 },
             ],
             size_filter: Some(100),
+            time_actions: vec![
+                (FuncPattern::parse("a").unwrap(), Some(1000)),
+                (FuncPattern::parse("^b").unwrap(), None),
+            ],
             conds: vec![uftrace::Cond {
                 pattern: FuncPattern::parse("main@app").unwrap(),
                 arg: 1,

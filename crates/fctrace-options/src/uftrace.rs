@@ -29,6 +29,10 @@ pub struct Expanded {
     /// `if:argN OP VALUE`: the function's filters and triggers act only
     /// on the calls where the condition holds.
     pub cond: Option<(u8, CondOp, i64)>,
+    /// `time=T`: the time filter while the function runs (display).
+    pub time: Option<u64>,
+    /// `trace`: the function's calls shown whatever the time filter.
+    pub trace: bool,
     /// `color=NAME`: uftrace colours the function in its replay; fctrace
     /// does not (the caller says so).
     pub color: Option<String>,
@@ -55,6 +59,8 @@ pub fn expand(spec: &str) -> Result<Expanded, String> {
         hide: false,
         auto_args: false,
         cond: None,
+        time: None,
+        trace: false,
         color: None,
     };
     let mut kept: Vec<&str> = Vec::new();
@@ -65,6 +71,14 @@ pub fn expand(spec: &str) -> Result<Expanded, String> {
             "notrace" => e.notrace = true,
             "hide" => e.hide = true,
             "auto-args" => e.auto_args = true,
+            "trace" => e.trace = true,
+            "time" => {
+                let t = item.split_once('=').map_or("", |(_, t)| t);
+                e.time = Some(
+                    crate::spec::parse_time(t)
+                        .map_err(|err| format!("trigger `{spec}`: `{item}`: {err}"))?,
+                );
+            }
             // uftrace's own words: fctrace puts return addresses back
             // itself wherever the program reads them.
             "recover" => {}
@@ -89,6 +103,8 @@ pub fn expand(spec: &str) -> Result<Expanded, String> {
     }
     let uses_words = e.filter
         || e.cond.is_some()
+        || e.time.is_some()
+        || e.trace
         || e.notrace
         || e.hide
         || e.auto_args
@@ -344,7 +360,11 @@ mod tests {
         assert!(expand("a@filter,bogus").is_err());
         assert!(expand("a@libx,filter,bogus").is_err());
         assert!(expand("a@bogus").unwrap_err().contains("not an action"));
-        assert!(expand("a@time=1us")
+        let e = expand("a@time=1us,trace").unwrap();
+        assert_eq!((e.time, e.trace), (Some(1000), true));
+        assert!(e.trigger.is_none());
+        assert!(expand("a@time=1parsec").is_err());
+        assert!(expand("a@read=pmu-cycle")
             .unwrap_err()
             .contains("fctrace does not have"));
         assert!(has_actions("a@depth=1"));

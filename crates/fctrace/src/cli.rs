@@ -325,8 +325,10 @@ pub struct FilterArgs {
     /// thread that called FUNC, or on every thread with `global` (finish:
     /// always the whole process; snapshot: a flight recorder's snapshot,
     /// `record --ring`). uftrace's filter (as -F), notrace (as -N), hide
-    /// (as -H) combine with them (`-T main@filter,depth=3`); recover and
-    /// color= are accepted and change nothing.
+    /// (as -H), time=TIME (the time filter while FUNC runs), trace (shown
+    /// whatever the time filter), auto-args (as -A FUNC -R FUNC) and a
+    /// condition if:argN==V combine with them (`-T main@filter,depth=3`,
+    /// `-T 'f@if:arg1>2,trace_off'`); recover and color= change nothing.
     /// Repeatable, e.g. `-T load_config@trace_off`,
     /// `-T 'handle_request@trace_on,global'`, `-T parse@depth=2`,
     /// `-T abort@backtrace`, `-T main_loop@finish`, `-T fail@snapshot`
@@ -508,6 +510,7 @@ impl FilterArgs {
             patch: patch_rules(trace, glob)?,
             size_filter: trace.size_filter,
             conds: Vec::new(),
+            time_actions: Vec::new(),
             disabled: trace.disable || trace.trace_state.as_deref() == Some("off"),
             signals: all(&trace.signal, "--signal", o::SignalTrigger::parse)?,
             args: all(&spelled(&trace.argument), "-A/--argument", |s| {
@@ -570,6 +573,12 @@ fn add_uftrace_spec(
     }
     if let Some(t) = e.trigger {
         opts.triggers.push(t);
+    }
+    if let Some(t) = e.time {
+        opts.time_actions.push((e.pattern.clone(), Some(t)));
+    }
+    if e.trace {
+        opts.time_actions.push((e.pattern.clone(), None));
     }
     if let Some((arg, op, value)) = e.cond {
         opts.conds.push(uftrace::Cond {

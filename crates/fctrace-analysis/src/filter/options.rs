@@ -47,6 +47,9 @@ pub fn with_recorded_display(given: &Options, trace: &Trace) -> Options {
         if opts.hide.is_empty() {
             opts.hide = recorded.hide;
         }
+        if opts.time_actions.is_empty() {
+            opts.time_actions = recorded.time_actions;
+        }
     }
     opts
 }
@@ -87,6 +90,7 @@ pub(super) fn per_call(opts: &Options) -> bool {
         || !opts.callers.is_empty()
         || opts.depth.is_some()
         || opts.time_filter.is_some_and(|t| t > 0)
+        || !opts.time_actions.is_empty()
         || !opts.triggers.is_empty()
 }
 

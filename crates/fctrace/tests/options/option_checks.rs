@@ -217,6 +217,16 @@ fn trigger_help_lists_every_action() {
             "finish",
             "snapshot",
             "global",
+            // uftrace's.
+            "filter",
+            "notrace",
+            "hide",
+            "time=",
+            "trace ",
+            "auto-args",
+            "if:",
+            "recover",
+            "color=",
         ] {
             assert!(
                 text.contains(action),

@@ -313,3 +313,42 @@ fn conditions_on_arguments() {
         r.describe()
     );
 }
+
+#[test]
+fn time_and_trace_actions() {
+    let exe = c_program("uftrace_time.c", "-O0", &["-O0"]);
+    let native = run_native(&exe, &[]);
+    let lines = |opts: &[&str]| {
+        let rec = record(&exe, &[], opts);
+        assert_same_behaviour(&native, &rec.run, &format!("record {opts:?}"));
+        call_lines(&replay_text(&rec.dir.path))
+    };
+    let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // The 30 ms sleep and what waits for it; nothing else lasts 10 ms.
+    let slow_part = [
+        "main() {",
+        "  slow() {",
+        "    wait_ms() {",
+        "      nanosleep();",
+        "    } /* wait_ms */",
+    ];
+    // `trace`: fast() is shown however short (not quick(), under it).
+    let mut want = v(&slow_part);
+    want.extend(v(&["  } /* slow */", "  fast();", "} /* main */"]));
+    assert_eq!(lines(&["-t", "10ms", "-T", "fast@trace"]), want);
+    // `time=0`: everything under slow() is shown.
+    let mut want = v(&slow_part);
+    want.extend(v(&["    quick();", "  } /* slow */", "} /* main */"]));
+    assert_eq!(lines(&["-t", "10ms", "-T", "slow@time=0"]), want);
+    // `trace` on quick(): both calls, with the calls around them.
+    let mut want = v(&slow_part);
+    want.extend(v(&[
+        "    quick();",
+        "  } /* slow */",
+        "  fast() {",
+        "    quick();",
+        "  } /* fast */",
+        "} /* main */",
+    ]));
+    assert_eq!(lines(&["-t", "10ms", "-T", "quick@trace"]), want);
+}
