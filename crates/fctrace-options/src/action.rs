@@ -64,6 +64,10 @@ impl Action {
 pub(crate) const UFTRACE_ONLY_ACTIONS: &[(&str, &str)] = &[
     ("read", "fctrace does not read counters"),
     (
+        "size",
+        "-Z SIZE leaves the functions smaller than SIZE bytes unpatched",
+    ),
+    (
         "callsite",
         "fctrace records no line tables; -T FUNC@backtrace records the callers",
     ),

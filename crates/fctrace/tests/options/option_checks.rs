@@ -157,8 +157,8 @@ fn uftrace_actions_fctrace_lacks_are_errors() {
     let rec = record(&exe, &[], &[]);
     let cases: &[(&[&str], &str)] = &[
         (
-            &["-F", "slow@time=1us"],
-            "`time=1us` is a uftrace action that fctrace does not have",
+            &["-F", "slow@size=100"],
+            "`size=100` is a uftrace action that fctrace does not have",
         ),
         (
             &["-N", "slow@depth=1,callsite"],
