@@ -205,6 +205,21 @@ fn patch_and_unpatch_in_order() {
         recorded(&["--unpatch", "^(b|big)$"]),
         expected(&|f| f != "b" && f != "big")
     );
+    // A pattern that names nothing is said (live mode), as for -F.
+    let exe = program();
+    let r = fctrace(&[
+        OsStr::new("-P"),
+        OsStr::new("no_such_fn"),
+        OsStr::new("-H"),
+        OsStr::new("nor_this"),
+        exe.as_os_str(),
+    ]);
+    for w in [
+        "-P no_such_fn matches no function",
+        "-H nor_this matches no function",
+    ] {
+        assert!(r.success() && r.stderr.contains(w), "{}", r.describe());
+    }
     // The functions left out are not traced, with the reason.
     let rec = record(&program(), &[], &["-U", "tiny"]);
     let info = fctrace_on("info", &rec.dir.path, &["-v"]);
