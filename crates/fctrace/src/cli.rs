@@ -193,9 +193,13 @@ pub struct TraceOptions {
     #[arg(long = "signal", value_name = "SIG@ACTION", help_heading = "Triggers")]
     pub signal: Vec<String>,
     /// FUNC@arg1,arg2/s,fparg1,...: record these arguments of FUNC
-    /// (integers argN: /i signed, /u unsigned, /x hex, with sizes /i8../i64,
-    /// /c char, /s string, /p pointer; floating point fparg1..8 with
-    /// /f32 or /f64), e.g. `-A 'add@arg1,arg2' -A 'open@arg1/s,arg2/x'`
+    /// (integers arg1..16: /i signed, /u unsigned, /x hex, /o octal, with
+    /// sizes /i8../i64, /c char, /s string, /S std::string, /p pointer
+    /// (`&name` for a function); floating point fparg1..8 with /32, /64,
+    /// /80; a location may follow: %rdi..%r9, %xmm0..7, %stack+N); FUNC
+    /// alone (a name or pattern): every argument, typed from the debug
+    /// information, e.g. `-A 'add@arg1,arg2' -A 'open@arg1/s,arg2/x'`,
+    /// `-A '^parse_'`
     #[arg(
         short = 'A',
         long = "argument",
@@ -204,7 +208,8 @@ pub struct TraceOptions {
     )]
     pub argument: Vec<String>,
     /// FUNC@retval[/FMT]: record the return value of FUNC (formats as for
-    /// -A, /f64 for a double), e.g. `-R add@retval -R 'greet@retval/s'`
+    /// -A, /f64 for a double; FUNC alone: typed from the debug
+    /// information), e.g. `-R add@retval -R 'greet@retval/s'`, `-R main`
     #[arg(
         short = 'R',
         long = "retval",
