@@ -841,8 +841,13 @@ pub mod names {
     static PENDING: Mutex<Names> = Mutex::new(Vec::new());
     static TABLE: AtomicPtr<Names> = AtomicPtr::new(std::ptr::null_mut());
 
+    /// Whether names are kept (from the options; what earlier options
+    /// kept is forgotten: a later attach).
     pub fn want(on: bool) {
         WANTED.store(on, Ordering::Relaxed);
+        PENDING.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        // (The old table is leaked: a thread may still be reading it.)
+        TABLE.store(std::ptr::null_mut(), Ordering::Release);
     }
 
     /// Whether the modules' walk should note names.

@@ -151,6 +151,8 @@ pub fn init(opts: Options) -> bool {
     GLOBAL.store(0, Ordering::Release);
     FINISHED.store(0, Ordering::Release);
     args::uninstall();
+    args::names::want(false);
+    conds::reset();
     if !opts.affects_recording() {
         return false;
     }
@@ -881,6 +883,13 @@ pub mod conds {
     type Table = Vec<(u32, u32)>;
     static PENDING: Mutex<Table> = Mutex::new(Vec::new());
     static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
+
+    /// Forgets the conditions of earlier options (a later attach).
+    pub fn reset() {
+        PENDING.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        // (The old table is leaked: a thread may still be reading it.)
+        TABLE.store(std::ptr::null_mut(), Ordering::Release);
+    }
 
     pub fn note(func: u32, mask: u32) {
         PENDING
