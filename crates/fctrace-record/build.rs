@@ -34,8 +34,8 @@ fn main() {
     for c in [
         "fctrace-agent",
         "fctrace-format",
-        "fctrace-symbols",
         "fctrace-options",
+        "fctrace-symbols",
     ] {
         watch(&crates.join(c).join("src"));
         println!(

@@ -182,6 +182,10 @@ pub struct TraceOptions {
     /// on), e.g. `--disable -T handle_request@trace_on`
     #[arg(long = "disable", help_heading = "Triggers")]
     pub disable: bool,
+    /// on|off: tracing's state at the start (uftrace's --trace; `off` is
+    /// --disable), e.g. `--trace=off -T main@trace_on`
+    #[arg(long = "trace", value_name = "STATE", value_parser = ["on", "off"], help_heading = "Triggers")]
+    pub trace_state: Option<String>,
     /// SIG@ACTION[,ACTION]: a signal sent to the program switches tracing
     /// for every thread (actions: trace_on, trace_off, finish), e.g.
     /// `--disable --signal SIGUSR1@trace_on --signal SIGUSR2@trace_off`,
@@ -189,9 +193,13 @@ pub struct TraceOptions {
     #[arg(long = "signal", value_name = "SIG@ACTION", help_heading = "Triggers")]
     pub signal: Vec<String>,
     /// FUNC@arg1,arg2/s,fparg1,...: record these arguments of FUNC
-    /// (integers argN: /i signed, /u unsigned, /x hex, with sizes /i8../i64,
-    /// /c char, /s string, /p pointer; floating point fparg1..8 with
-    /// /f32 or /f64), e.g. `-A 'add@arg1,arg2' -A 'open@arg1/s,arg2/x'`
+    /// (integers arg1..16: /i signed, /u unsigned, /x hex, /o octal, with
+    /// sizes /i8../i64, /c char, /s string, /S std::string, /p pointer
+    /// (`&name` for a function); floating point fparg1..8 with /32, /64,
+    /// /80; a location may follow: %rdi..%r9, %xmm0..7, %stack+N); FUNC
+    /// alone (a name or pattern): every argument, typed from the debug
+    /// information, e.g. `-A 'add@arg1,arg2' -A 'open@arg1/s,arg2/x'`,
+    /// `-A '^parse_'`
     #[arg(
         short = 'A',
         long = "argument",
@@ -200,7 +208,8 @@ pub struct TraceOptions {
     )]
     pub argument: Vec<String>,
     /// FUNC@retval[/FMT]: record the return value of FUNC (formats as for
-    /// -A, /f64 for a double), e.g. `-R add@retval -R 'greet@retval/s'`
+    /// -A, /f64 for a double; FUNC alone: typed from the debug
+    /// information), e.g. `-R add@retval -R 'greet@retval/s'`, `-R main`
     #[arg(
         short = 'R',
         long = "retval",
@@ -218,6 +227,50 @@ pub struct TraceOptions {
     /// end in `...`), e.g. `--max-string 200`
     #[arg(long = "max-string", value_name = "BYTES", default_value_t = fctrace_options::DEFAULT_STRING_MAX, value_parser = clap::value_parser!(u32).range(1..=1023), help_heading = "Arguments")]
     pub max_string: u32,
+    /// Patch only FUNC (uftrace's -P; repeatable, `-P .` for all, the
+    /// default): the other functions are left unpatched and cost nothing.
+    /// With -U, the last of -P/-U that names a function decides, e.g.
+    /// `-P '^parse_' -U parse_int`
+    #[arg(short = 'P', long = "patch", value_name = "FUNC", value_parser = in_order, help_heading = "Which functions")]
+    pub patch: Vec<(usize, String)>,
+    /// Do not patch FUNC (uftrace's -U; repeatable): its calls are not
+    /// recorded, the calls it makes are, e.g. `-U '^std::'`
+    #[arg(short = 'U', long = "unpatch", value_name = "FUNC", value_parser = in_order, help_heading = "Which functions")]
+    pub unpatch: Vec<(usize, String)>,
+    /// Do not patch functions smaller than SIZE bytes (their symbol's
+    /// size), e.g. `-Z 100`
+    #[arg(
+        short = 'Z',
+        long = "size-filter",
+        value_name = "SIZE",
+        help_heading = "Which functions"
+    )]
+    pub size_filter: Option<u64>,
+    /// At most N levels of nested calls recorded (uftrace's stack of
+    /// traced calls, 1024 there by default; fctrace's grows, without a
+    /// limit unless given): as -D N, e.g. `--max-stack 64`
+    #[arg(long = "max-stack", value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Which functions")]
+    pub max_stack: Option<u32>,
+    /// Timestamps' clock: mono (CLOCK_MONOTONIC), the one fctrace uses
+    /// and uftrace's default; mono_raw, boot and realtime are refused
+    #[arg(long = "clock", value_name = "CLOCK", default_value = "mono", value_parser = ["mono", "mono_raw", "boot", "realtime"])]
+    pub clock: String,
+    /// uftrace's estimate-return (record entries only, guess the
+    /// returns): fctrace always records real returns, putting the real
+    /// return addresses back wherever the program reads them, so this
+    /// changes nothing
+    #[arg(short = 'e', long = "estimate-return")]
+    pub estimate_return: bool,
+}
+
+/// The value of an option whose order among others matters (`-P`, `-U`),
+/// numbered in the order clap meets them on the command line.
+fn in_order(s: &str) -> Result<(usize, String), String> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    Ok((
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        s.to_string(),
+    ))
 }
 
 /// Which calls to show: on `record` and live mode they also limit what is
@@ -227,7 +280,8 @@ pub struct FilterArgs {
     /// Only FUNC and the functions it calls (a name, or a regular
     /// expression when it has regex characters; FUNC@MODULE limits it to
     /// one library or the executable). Repeatable, e.g. `-F main`,
-    /// `-F '^sqlite3Btree'`, `-F 'malloc@libc'`
+    /// `-F '^sqlite3Btree'`, `-F 'malloc@libc'`; actions may follow as in
+    /// -T, e.g. `-F main@depth=2`
     #[arg(
         short = 'F',
         long = "filter",
@@ -236,7 +290,8 @@ pub struct FilterArgs {
     )]
     pub filter: Vec<String>,
     /// Hide FUNC and the functions it calls. Repeatable, e.g.
-    /// `-N printf -N '^std::'`
+    /// `-N printf -N '^std::'`; actions may follow as in -T, e.g.
+    /// `-F main@depth=2`
     #[arg(
         short = 'N',
         long = "notrace",
@@ -279,10 +334,15 @@ pub struct FilterArgs {
     /// Repeatable, e.g. `--tid 4242,4243`
     #[arg(long = "tid", value_name = "TID,...", help_heading = "Filters")]
     pub tid: Vec<String>,
-    /// FUNC@ACTION[,ACTION...]: actions trace_on, trace_off, depth=N,
-    /// backtrace, finish, snapshot; they act on the thread that called
-    /// FUNC, or on every thread with `global` (finish: always the whole
-    /// process; snapshot: a flight recorder's snapshot, `record --ring`).
+    /// FUNC@ACTION[,ACTION...]: actions trace_on (trace-on, traceon),
+    /// trace_off, depth=N, backtrace, finish, snapshot; they act on the
+    /// thread that called FUNC, or on every thread with `global` (finish:
+    /// always the whole process; snapshot: a flight recorder's snapshot,
+    /// `record --ring`). uftrace's filter (as -F), notrace (as -N), hide
+    /// (as -H), time=TIME (the time filter while FUNC runs), trace (shown
+    /// whatever the time filter), auto-args (as -A FUNC -R FUNC) and a
+    /// condition if:argN==V combine with them (`-T main@filter,depth=3`,
+    /// `-T 'f@if:arg1>2,trace_off'`); recover and color= change nothing.
     /// Repeatable, e.g. `-T load_config@trace_off`,
     /// `-T 'handle_request@trace_on,global'`, `-T parse@depth=2`,
     /// `-T abort@backtrace`, `-T main_loop@finish`, `-T fail@snapshot`
@@ -293,6 +353,20 @@ pub struct FilterArgs {
         help_heading = "Triggers"
     )]
     pub trigger: Vec<String>,
+    /// Hide FUNC but not the calls it makes, shown in its place (as the
+    /// trigger action `hide`). Repeatable, e.g. `-H '^std::'`
+    #[arg(
+        short = 'H',
+        long = "hide",
+        value_name = "FUNC",
+        help_heading = "Filters"
+    )]
+    pub hide: Vec<String>,
+    /// How FUNC patterns are read: regex (a regular expression when the
+    /// name has regex characters, matching anywhere: uftrace's default) or
+    /// glob (`*`, `?`, `[...]`, the whole name), e.g. `--match glob -F 'parse_*'`
+    #[arg(long = "match", value_name = "TYPE", default_value = "regex", value_parser = ["regex", "glob"], help_heading = "Filters")]
+    pub match_type: String,
     /// Also show the C runtime's own calls around `main` (`_init`,
     /// `frame_dummy`, `__libc_start_main`, `__do_global_dtors_aux`,
     /// `_fini`...): hidden by default, the calls they make (constructors,
@@ -363,6 +437,7 @@ impl FilterArgs {
         add("-t", &self.time_filter.iter().cloned().collect::<Vec<_>>());
         add("--tid", &self.tid);
         add("-T", &self.trigger);
+        add("-H", &self.hide);
         parts.join(" ")
     }
 
@@ -387,10 +462,19 @@ impl FilterArgs {
 
     /// The filters as the options the agent and the output share.
     pub fn to_options(&self) -> anyhow::Result<fctrace_options::Options> {
-        self.to_options_with(&TraceOptions {
+        let o = self.to_options_with(&TraceOptions {
             max_string: fctrace_options::DEFAULT_STRING_MAX,
             ..TraceOptions::default()
-        })
+        })?;
+        if let Some(c) = o.conds.first() {
+            anyhow::bail!(
+                "`{}@if:{}`: conditions on arguments act while recording (record or live \
+                 mode), where the arguments are read",
+                c.pattern.as_str(),
+                c.expr()
+            );
+        }
+        Ok(o)
     }
 
     /// The filters together with the recording options of `trace`.
@@ -409,26 +493,49 @@ impl FilterArgs {
                 .map(|s| parse(s).map_err(|e| anyhow::anyhow!("invalid {what}: {e}")))
                 .collect()
         }
-        Ok(o::Options {
-            filters: all(&self.filter, "-F/--filter", o::FuncPattern::parse)?,
-            notrace: all(&self.notrace, "-N/--notrace", o::FuncPattern::parse)?,
+        let glob = self.match_type == "glob";
+        let spelled = |v: &[String]| -> Vec<String> {
+            v.iter()
+                .map(|s| {
+                    if glob {
+                        o::uftrace::glob_spec(s)
+                    } else {
+                        s.clone()
+                    }
+                })
+                .collect()
+        };
+        let mut opts = o::Options {
+            filters: Vec::new(),
+            notrace: Vec::new(),
             callers: all(
-                &self.caller_filter,
+                &spelled(&self.caller_filter),
                 "-C/--caller-filter",
                 o::FuncPattern::parse,
             )?,
             caller_tree: self.caller_tree,
-            depth: self.depth,
+            depth: match (self.depth, trace.max_stack) {
+                (Some(d), Some(m)) => Some(d.min(m)),
+                (d, m) => d.or(m),
+            },
             time_filter: all(&self.time_filter, "-t/--time-filter", o::parse_time)?.pop(),
             tids: all(&self.tid, "--tid", o::parse_tids)?.concat(),
-            triggers: all(&self.trigger, "-T/--trigger", o::Trigger::parse)?,
-            disabled: trace.disable,
+            triggers: Vec::new(),
+            hide: all(&spelled(&self.hide), "-H/--hide", o::FuncPattern::parse)?,
+            patch: patch_rules(trace, glob)?,
+            size_filter: trace.size_filter,
+            conds: Vec::new(),
+            time_actions: Vec::new(),
+            disabled: trace.disable || trace.trace_state.as_deref() == Some("off"),
             signals: all(&trace.signal, "--signal", o::SignalTrigger::parse)?,
-            args: all(
-                trace.argument.iter().chain(&trace.retval),
-                "argument spec",
-                o::ArgSpec::parse,
-            )?,
+            args: all(&spelled(&trace.argument), "-A/--argument", |s| {
+                o::ArgSpec::parse_option(s, false)
+            })?
+            .into_iter()
+            .chain(all(&spelled(&trace.retval), "-R/--retval", |s| {
+                o::ArgSpec::parse_option(s, true)
+            })?)
+            .collect(),
             auto_args: trace.auto_args,
             string_max: trace.max_string,
             show_runtime: self.show_runtime,
@@ -436,8 +543,106 @@ impl FilterArgs {
             time_range: all(&self.time_range, "-r/--time-range", o::TimeRange::parse)?.pop(),
             demangle: o::Demangle::parse(&self.demangle)
                 .map_err(|e| anyhow::anyhow!("invalid --demangle: {e}"))?,
-        })
+        };
+        for (flag, list) in [
+            ("-F/--filter", &self.filter),
+            ("-N/--notrace", &self.notrace),
+            ("-T/--trigger", &self.trigger),
+        ] {
+            for spec in spelled(list) {
+                add_uftrace_spec(&mut opts, flag, &spec)
+                    .map_err(|e| anyhow::anyhow!("invalid {flag}: {e}"))?;
+            }
+        }
+        Ok(opts)
     }
+}
+
+/// One `-F`, `-N` or `-T` spec added to `opts`, read as uftrace reads it:
+/// `-T FUNC@filter,depth=3` is a `-F FUNC` and a `depth=3` trigger,
+/// `-F FUNC@depth=1` the same, `hide` a `-H FUNC`.
+fn add_uftrace_spec(
+    opts: &mut fctrace_options::Options,
+    flag: &str,
+    spec: &str,
+) -> Result<(), String> {
+    use fctrace_options::{uftrace, FuncPattern};
+    let plain = !flag.starts_with("-T") && !uftrace::has_actions(spec);
+    if plain {
+        let p = FuncPattern::parse(spec)?;
+        match flag {
+            "-F/--filter" => opts.filters.push(p),
+            _ => opts.notrace.push(p),
+        }
+        return Ok(());
+    }
+    let e = uftrace::expand(spec)?;
+    if e.filter || flag.starts_with("-F") {
+        opts.filters.push(e.pattern.clone());
+    }
+    if e.notrace || flag.starts_with("-N") {
+        opts.notrace.push(e.pattern.clone());
+    }
+    if e.hide {
+        opts.hide.push(e.pattern.clone());
+    }
+    if let Some(t) = e.trigger {
+        opts.triggers.push(t);
+    }
+    if let Some(t) = e.time {
+        opts.time_actions.push((e.pattern.clone(), Some(t)));
+    }
+    if e.trace {
+        opts.time_actions.push((e.pattern.clone(), None));
+    }
+    if let Some((arg, op, value)) = e.cond {
+        opts.conds.push(uftrace::Cond {
+            pattern: e.pattern.clone(),
+            arg,
+            op,
+            value,
+        });
+    }
+    if e.auto_args {
+        // uftrace's `auto-args` action: as `-A FUNC -R FUNC`.
+        let func = spec.split_once('@').map_or(spec, |(f, _)| f);
+        let spec = match e.pattern.module() {
+            Some(m) => format!("{func}@{m},auto-args,auto-retval"),
+            None => format!("{func}@auto-args,auto-retval"),
+        };
+        opts.args.push(fctrace_options::ArgSpec::parse(&spec)?);
+    }
+    Ok(())
+}
+
+/// `-P` and `-U` in the order given.
+fn patch_rules(
+    trace: &TraceOptions,
+    glob: bool,
+) -> anyhow::Result<Vec<fctrace_options::uftrace::PatchRule>> {
+    let mut all: Vec<(usize, bool, &String)> = trace
+        .patch
+        .iter()
+        .map(|(i, s)| (*i, true, s))
+        .chain(trace.unpatch.iter().map(|(i, s)| (*i, false, s)))
+        .collect();
+    all.sort_by_key(|&(i, _, _)| i);
+    all.into_iter()
+        .map(|(_, patch, s)| {
+            let spec = if glob {
+                fctrace_options::uftrace::glob_spec(s)
+            } else {
+                s.clone()
+            };
+            let pattern = fctrace_options::FuncPattern::parse(&spec).map_err(|e| {
+                anyhow::anyhow!(
+                    "invalid {}: {e}",
+                    if patch { "-P/--patch" } else { "-U/--unpatch" }
+                )
+            })?;
+            Ok(fctrace_options::uftrace::PatchRule { patch, pattern })
+        })
+        .collect()
 }
 
 /// How the call tree is laid out: `replay` and live mode.
@@ -528,7 +733,12 @@ pub struct NamingArgs {
     /// as a root like /usr/lib/debug (`DIR/.build-id/xx/yyyy.debug`, the
     /// debug link's name in DIR or in DIR/<directory of the program>), or
     /// any file in DIR with the program's build-id, e.g. `--debug-dir ./dbg`
-    #[arg(long = "debug-dir", value_name = "DIR", help_heading = "Naming")]
+    #[arg(
+        long = "debug-dir",
+        alias = "with-syms",
+        value_name = "DIR",
+        help_heading = "Naming"
+    )]
     pub debug_dirs: Vec<PathBuf>,
 }
 
@@ -568,6 +778,10 @@ pub struct RecordArgs {
     pub ring: RingArgs,
     #[command(flatten)]
     pub filter: FilterArgs,
+    /// Record no arguments nor return values: -A, -R and -a are
+    /// dropped (uftrace's --no-args), e.g. to compare a run without them
+    #[arg(long = "no-args", help_heading = "Arguments")]
+    pub no_args: bool,
     #[command(flatten)]
     pub run: RunArgs,
 }

@@ -24,6 +24,11 @@ pub(super) struct HeldFrame {
     pub(super) start: u64,
     /// `-C`: a call of a caller-filter function.
     pub(super) caller: bool,
+    /// `-t`: how long it must last to be shown (0 for a `trace` function).
+    pub(super) min_ns: u64,
+    /// `-t`: how long the calls under it must last (a `time=T` function's
+    /// T, else its caller's).
+    pub(super) scope_ns: u64,
 }
 
 /// A stage that holds calls until it knows whether to show them (stages 2
@@ -39,7 +44,8 @@ pub(super) struct Held {
     pub(super) base: u64,
     /// `-C`: open calls of caller-filter functions among the shown ones.
     pub(super) in_caller: u32,
-    /// `-C`: the flags of the session's functions.
+    /// The flags of the session's functions (`-C`'s callers, `-t`'s
+    /// `time=` and `trace` actions).
     pub(super) callers: Option<Rc<SessionFlags>>,
     /// `-C` as uftrace has it: a caller-filter function is shown as a
     /// leaf, without what happens under it (`--caller-tree`: with it).
@@ -154,12 +160,12 @@ impl Held {
         if self.under_leaf.is_some() && self.hidden_under_leaf(&e) {
             return;
         }
-        if let Mode::Time(t) = self.mode {
+        if let Mode::Time(_) = self.mode {
             if e.kind.is_call_step() && self.shown < self.frames.len() {
                 let k = self.shown
                     + self.frames[self.shown..]
                         .iter()
-                        .take_while(|f| e.ns.saturating_sub(f.entry_ns) >= t)
+                        .take_while(|f| e.ns.saturating_sub(f.entry_ns) >= f.min_ns)
                         .count();
                 self.show_upto(k, out);
             }
@@ -171,11 +177,14 @@ impl Held {
                     Mode::Time(_) => false,
                 };
                 let start = self.base + self.buf.len() as u64;
+                let (min_ns, scope_ns) = self.thresholds(e.func);
                 self.frames.push(HeldFrame {
                     func: e.func,
                     entry_ns: e.ns,
                     start,
                     caller,
+                    min_ns,
+                    scope_ns,
                 });
                 match self.mode {
                     Mode::Callers if caller || self.in_caller > 0 => {
@@ -191,7 +200,19 @@ impl Held {
             }
             EventKind::Exit | EventKind::Unwind => {
                 // rposition looks at the top first.
-                match self.frames.iter().rposition(|f| f.func == e.func) {
+                let at = self.frames.iter().rposition(|f| f.func == e.func);
+                if let Some(j) = at.filter(|&j| j >= self.shown) {
+                    // A call that lasted long enough for its own time
+                    // filter (`time=`, `trace`) while a caller held on
+                    // longer for its own: shown, with its callers.
+                    let f = &self.frames[j];
+                    if matches!(self.mode, Mode::Time(_))
+                        && e.ns.saturating_sub(f.entry_ns) >= f.min_ns
+                    {
+                        self.show_upto(j + 1, out);
+                    }
+                }
+                match at {
                     Some(j) if j >= self.shown => self.drop_from(j),
                     Some(j) => {
                         self.drop_from(self.shown);
@@ -227,11 +248,14 @@ impl Held {
             return;
         }
         let caller = self.is_caller(func);
+        let (_, scope_ns) = self.thresholds(func);
         self.frames.push(HeldFrame {
             func,
             entry_ns: 0,
             start: self.base + self.buf.len() as u64,
             caller,
+            min_ns: 0,
+            scope_ns,
         });
         if caller || self.in_caller > 0 {
             self.show_upto(self.frames.len(), &mut VecDeque::new());
@@ -241,10 +265,29 @@ impl Held {
         }
     }
 
-    pub(super) fn is_caller(&self, func: u32) -> bool {
-        self.callers
+    /// `-t`: how long a call of `func` entered now must last to be shown,
+    /// and how long the calls under it must (`-t`'s time, a `time=T`
+    /// action's T, 0 for a `trace` function itself).
+    fn thresholds(&self, func: u32) -> (u64, u64) {
+        let Mode::Time(t) = self.mode else {
+            return (0, 0);
+        };
+        let inherited = self.frames.last().map_or(t, |f| f.scope_ns);
+        let (time, always) = self
+            .callers
             .as_ref()
-            .is_some_and(|f| f.flags.get(func as usize).copied().unwrap_or(0) & CALLER != 0)
+            .and_then(|f| f.times.get(&func).copied())
+            .unwrap_or((None, false));
+        let scope = time.unwrap_or(inherited);
+        (if always { 0 } else { scope }, scope)
+    }
+
+    pub(super) fn is_caller(&self, func: u32) -> bool {
+        matches!(self.mode, Mode::Callers)
+            && self
+                .callers
+                .as_ref()
+                .is_some_and(|f| f.flags.get(func as usize).copied().unwrap_or(0) & CALLER != 0)
     }
 
     /// The task's events have ended.

@@ -29,7 +29,7 @@ pub fn add_recorded_backtraces(opts: &mut Options, trace: &Trace) {
 
 /// The display options of a pass over `trace`: `given` (the options of
 /// `replay` or `report`), plus the display-only options the trace was
-/// recorded with (`record -C FUNC`, `record -t TIME`: the agent does not
+/// recorded with (`record -C FUNC`, `record -t TIME`, `record -H FUNC`: the agent does not
 /// apply them, so they are kept in info.json and act here, as in live
 /// mode) where `given` has none of that kind.
 pub fn with_recorded_display(given: &Options, trace: &Trace) -> Options {
@@ -44,6 +44,12 @@ pub fn with_recorded_display(given: &Options, trace: &Trace) -> Options {
         }
         if opts.tids.is_empty() {
             opts.tids = recorded.tids;
+        }
+        if opts.hide.is_empty() {
+            opts.hide = recorded.hide;
+        }
+        if opts.time_actions.is_empty() {
+            opts.time_actions = recorded.time_actions;
         }
     }
     opts
@@ -85,6 +91,7 @@ pub(super) fn per_call(opts: &Options) -> bool {
         || !opts.callers.is_empty()
         || opts.depth.is_some()
         || opts.time_filter.is_some_and(|t| t > 0)
+        || !opts.time_actions.is_empty()
         || !opts.triggers.is_empty()
         || opts.disabled
 }

@@ -14,6 +14,7 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     // so is an output file that cannot be created.
     let options = args.filter.to_options_with(&args.trace)?;
     super::record::refuse_snapshot_triggers(&options)?;
+    super::record::check_clock(&args.trace)?;
     let style = args.tree.style()?;
     super::naming::check_dirs(&args.naming)?;
     let mut output = Output::open(&args.output, terminal)?;
