@@ -31,7 +31,12 @@ fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let crates = manifest.parent().unwrap();
     let root = crates.parent().unwrap();
-    for c in ["fctrace-agent", "fctrace-format", "fctrace-symbols"] {
+    for c in [
+        "fctrace-agent",
+        "fctrace-format",
+        "fctrace-options",
+        "fctrace-symbols",
+    ] {
         watch(&crates.join(c).join("src"));
         println!(
             "cargo:rerun-if-changed={}",

@@ -77,6 +77,15 @@ pub fn format_value(v: &Value, s: &mut String) {
             IntFmt::Hex | IntFmt::Ptr => {
                 let _ = write!(s, "{:#x}", mask(*bits, *size));
             }
+            IntFmt::Oct => {
+                // As C's `%#o`: 0, 017.
+                let v = mask(*bits, *size);
+                let _ = if v == 0 {
+                    write!(s, "0")
+                } else {
+                    write!(s, "0{v:o}")
+                };
+            }
             IntFmt::Char => {
                 s.push('\'');
                 escape_byte(*bits as u8, b'\'', s);

@@ -141,6 +141,28 @@ pub fn sort(rows: &mut [Row], key: SortKey, policy: Policy) {
     });
 }
 
+/// [`sort`] by one column of the `full` table: 0 this trace's values,
+/// 1 the other's (largest first), 2 the change (`report --sort-column`).
+pub fn sort_column(rows: &mut [Row], key: SortKey, policy: Policy, column: u8) {
+    if column >= 2 {
+        return sort(rows, key, policy);
+    }
+    let value = |r: &Row| -> u64 {
+        let side = if column == 0 { &r.base } else { &r.other };
+        side.as_ref().map_or(0, |f| match key {
+            SortKey::Calls => f.calls,
+            SortKey::Total => f.total_ns,
+            SortKey::SelfTime => f.self_ns,
+        })
+    };
+    rows.sort_by(|a, b| {
+        value(b)
+            .cmp(&value(a))
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.module.cmp(&b.module))
+    });
+}
+
 /// A signed duration: `+1.250 us`, `-3.000 ms`, `+0.000 us`.
 fn signed_duration(d: i64) -> String {
     let sign = if d < 0 { '-' } else { '+' };

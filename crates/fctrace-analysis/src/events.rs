@@ -146,6 +146,44 @@ impl<W: Write> StepSink for Events<'_, '_, W> {
     }
 }
 
+/// `dump --debug`: every event of each task as stored, before the calls
+/// are paired: `tid kind func tsc ns`, a `Data` event's payload bytes in
+/// hex instead (`tid data 16: 01 00 ...`), task after task (`--tid`
+/// chooses the tasks; the other filters do not apply).
+pub fn write_raw(
+    trace: &Trace,
+    options: &fctrace_options::Options,
+    out: &mut dyn Write,
+) -> io::Result<Vec<fctrace_format::store::StoreError>> {
+    use fctrace_format::event::EventKind;
+    writeln!(out, "# tid kind func tsc ns (data: length: bytes)")?;
+    let mut errors = Vec::new();
+    for info in &trace.info.tasks {
+        if !options.tids.is_empty() && !options.tids.contains(&info.tid) {
+            continue;
+        }
+        let mut events = match trace.task_events(info) {
+            Ok(events) => events,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        let tid = info.tid;
+        while let Some(e) = events.next_event() {
+            if e.kind == EventKind::Data {
+                let (bytes, n) = e.data_bytes();
+                let hex: Vec<String> = bytes[..n].iter().map(|b| format!("{b:02x}")).collect();
+                writeln!(out, "{tid} data {n}: {}", hex.join(" "))?;
+            } else {
+                writeln!(out, "{tid} {:?} {} {:#x} {}", e.kind, e.func, e.tsc, e.ns)?;
+            }
+        }
+        errors.extend(events.take_error());
+    }
+    Ok(errors)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

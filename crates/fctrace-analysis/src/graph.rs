@@ -55,6 +55,14 @@ pub struct Node {
     pub calls: u64,
     pub total_ns: u64,
     pub self_ns: u64,
+    /// The shortest and longest call that returned, and the least and
+    /// largest self time of one (`graph -f total-min,...`).
+    pub min_ns: Option<u64>,
+    pub max_ns: Option<u64>,
+    pub self_min_ns: Option<u64>,
+    pub self_max_ns: Option<u64>,
+    /// Calls that returned (the divisor of the averages).
+    pub returned: u64,
     /// In the order they were first called.
     pub children: Vec<u32>,
     /// The last child looked up: `(func, node)` (a loop calls the same
@@ -195,6 +203,89 @@ pub struct Graph {
     pub events: u64,
     /// The pass was stopped before its end ([`build_with`]).
     pub stopped: bool,
+    /// `graph -f`: the text's columns (none: fctrace's own).
+    pub fields: Option<Vec<GraphCol>>,
+}
+
+/// A column of `graph -f` (uftrace's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphCol {
+    Total,
+    TotalAvg,
+    TotalMin,
+    TotalMax,
+    SelfTime,
+    SelfAvg,
+    SelfMin,
+    SelfMax,
+    Call,
+}
+
+const GRAPH_COLS: [(&str, GraphCol, &str); 9] = [
+    ("total", GraphCol::Total, "Total time"),
+    ("total-avg", GraphCol::TotalAvg, "Total avg"),
+    ("total-min", GraphCol::TotalMin, "Total min"),
+    ("total-max", GraphCol::TotalMax, "Total max"),
+    ("self", GraphCol::SelfTime, "Self time"),
+    ("self-avg", GraphCol::SelfAvg, "Self avg"),
+    ("self-min", GraphCol::SelfMin, "Self min"),
+    ("self-max", GraphCol::SelfMax, "Self max"),
+    ("call", GraphCol::Call, "Calls"),
+];
+
+/// `graph -f FIELD,...`: total, total-avg, total-min, total-max, self,
+/// self-avg, self-min, self-max, call, or none.
+pub fn parse_graph_cols(spec: &str) -> Result<Vec<GraphCol>, String> {
+    if spec.trim() == "none" {
+        return Ok(Vec::new());
+    }
+    let mut cols = Vec::new();
+    for name in spec.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match GRAPH_COLS.iter().find(|c| c.0 == name) {
+            Some(c) if !cols.contains(&c.1) => cols.push(c.1),
+            Some(_) => {}
+            None => {
+                let known: Vec<&str> = GRAPH_COLS.iter().map(|c| c.0).collect();
+                return Err(format!(
+                    "unknown field `{name}` (fields: {}, or none)",
+                    known.join(", ")
+                ));
+            }
+        }
+    }
+    if cols.is_empty() {
+        return Err(format!("`{spec}` names no field"));
+    }
+    Ok(cols)
+}
+
+impl GraphCol {
+    fn title(self) -> &'static str {
+        GRAPH_COLS.iter().find(|c| c.1 == self).map_or("", |c| c.2)
+    }
+
+    /// The cell of `node` (a root: only its total).
+    fn cell(self, node: &Node) -> String {
+        let avg = |sum: u64| (node.returned > 0).then(|| sum / node.returned);
+        let t = |v: Option<u64>| v.map_or_else(String::new, duration);
+        if node.func == NONE {
+            return match self {
+                GraphCol::Total => duration(node.total_ns),
+                _ => String::new(),
+            };
+        }
+        match self {
+            GraphCol::Total => duration(node.total_ns),
+            GraphCol::TotalAvg => t(avg(node.total_ns)),
+            GraphCol::TotalMin => t(node.min_ns),
+            GraphCol::TotalMax => t(node.max_ns),
+            GraphCol::SelfTime => duration(node.self_ns),
+            GraphCol::SelfAvg => t(avg(node.self_ns)),
+            GraphCol::SelfMin => t(node.self_min_ns),
+            GraphCol::SelfMax => t(node.self_max_ns),
+            GraphCol::Call => node.calls.to_string(),
+        }
+    }
 }
 
 /// A call open in the task being read.
@@ -237,6 +328,7 @@ pub fn build_with(
             errors: Vec::new(),
             events: 0,
             stopped: false,
+            fields: None,
         },
         by_id: HashMap::new(),
         ids: Vec::new(),
@@ -352,9 +444,13 @@ impl StepSink for Builder<'_> {
                 let dur = call.duration_ns();
                 let node = &mut tree.nodes[frame.node as usize];
                 node.total_ns = node.total_ns.saturating_add(dur);
-                node.self_ns = node
-                    .self_ns
-                    .saturating_add(dur.saturating_sub(frame.children_ns));
+                let self_dur = dur.saturating_sub(frame.children_ns);
+                node.self_ns = node.self_ns.saturating_add(self_dur);
+                node.returned += 1;
+                node.min_ns = Some(node.min_ns.map_or(dur, |m| m.min(dur)));
+                node.max_ns = Some(node.max_ns.map_or(dur, |m| m.max(dur)));
+                node.self_min_ns = Some(node.self_min_ns.map_or(self_dur, |m| m.min(self_dur)));
+                node.self_max_ns = Some(node.self_max_ns.map_or(self_dur, |m| m.max(self_dur)));
                 if let Some(parent) = self.stack.last_mut() {
                     parent.children_ns = parent.children_ns.saturating_add(dur);
                 }
@@ -472,6 +568,13 @@ fn add(into: &mut Node, from: &Node) {
     into.calls += from.calls;
     into.total_ns = into.total_ns.saturating_add(from.total_ns);
     into.self_ns = into.self_ns.saturating_add(from.self_ns);
+    into.returned += from.returned;
+    let low = |a: Option<u64>, b: Option<u64>| a.into_iter().chain(b).min();
+    let high = |a: Option<u64>, b: Option<u64>| a.into_iter().chain(b).max();
+    into.min_ns = low(into.min_ns, from.min_ns);
+    into.max_ns = high(into.max_ns, from.max_ns);
+    into.self_min_ns = low(into.self_min_ns, from.self_min_ns);
+    into.self_max_ns = high(into.self_max_ns, from.self_max_ns);
 }
 
 /// `n` calls per call as text: an integer when it is one, else 2
@@ -532,6 +635,9 @@ const HEADER: &str = "  Total time   Self time       Calls    Per call  Function
 /// next line at the same indent; several children each get a `+-`
 /// branch.
 fn write_tree_text(out: &mut dyn Write, tree: &Tree, names: &Names, whole: bool) -> io::Result<()> {
+    if let Some(cols) = &names.graph.fields {
+        return write_tree_fields(out, tree, names, whole, cols);
+    }
     out.write_all(HEADER.as_bytes())?;
     // (node, lead printed before its name, prefix of its descendants)
     let mut stack: Vec<(u32, String, String)> = tree
@@ -564,6 +670,52 @@ fn write_tree_text(out: &mut dyn Write, tree: &Tree, names: &Names, whole: bool)
             lead,
             names.of(tree, n, whole)
         )?;
+        let k = node.children.len();
+        for (i, &c) in node.children.iter().enumerate().rev() {
+            if k == 1 {
+                stack.push((c, cont.clone(), cont.clone()));
+            } else {
+                let last = i + 1 == k;
+                stack.push((
+                    c,
+                    format!("{cont}+-"),
+                    format!("{cont}{}", if last { "  " } else { "| " }),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`write_tree_text`] with the columns of `graph -f`.
+fn write_tree_fields(
+    out: &mut dyn Write,
+    tree: &Tree,
+    names: &Names,
+    whole: bool,
+    cols: &[GraphCol],
+) -> io::Result<()> {
+    let mut head = String::new();
+    let mut rule = String::new();
+    for c in cols {
+        head.push_str(&format!("  {:>10}", c.title()));
+        rule.push_str(&format!("  {}", "=".repeat(10)));
+    }
+    writeln!(out, "{head}  Function")?;
+    writeln!(out, "{rule}  {}", "=".repeat(20))?;
+    let mut stack: Vec<(u32, String, String)> = tree
+        .roots
+        .iter()
+        .rev()
+        .map(|&r| (r, String::new(), String::new()))
+        .collect();
+    while let Some((n, lead, cont)) = stack.pop() {
+        let node = &tree.nodes[n as usize];
+        let mut line = String::new();
+        for c in cols {
+            line.push_str(&format!("  {:>10}", c.cell(node)));
+        }
+        writeln!(out, "{line}  {lead}{}", names.of(tree, n, whole))?;
         let k = node.children.len();
         for (i, &c) in node.children.iter().enumerate().rev() {
             if k == 1 {

@@ -234,6 +234,19 @@ impl<'t> CallNames<'t> {
             .map_or("", |m| module_file(&m.path))
     }
 
+    /// The address of function `func` of `session` in its process: its
+    /// module's load address plus its address in the file (a PLT or GOT
+    /// import: its entry in the executable).
+    pub fn func_addr(&self, session: u32, func: u32) -> Option<u64> {
+        let table = self.trace.sessions.get(&session)?;
+        let f = table.function(func)?;
+        let module = match f.kind {
+            fctrace_format::symtab::FuncKind::Function => table.module(f.module)?,
+            _ => table.modules.iter().find(|m| m.path == table.exe)?,
+        };
+        Some(module.base.wrapping_add(f.addr))
+    }
+
     /// The tree name of function `func` of `session` (`<unknown #id>` for
     /// one the session's symbol table does not have).
     #[inline]

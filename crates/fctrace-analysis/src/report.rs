@@ -52,6 +52,16 @@ pub struct FuncStats {
     /// Time in system calls made under its calls (outermost calls, as
     /// `total_ns`; `record -k`).
     pub kernel_ns: u64,
+    /// The least and largest self time of a call that has an exit.
+    pub self_min_ns: Option<u64>,
+    pub self_max_ns: Option<u64>,
+    /// The sums of the squares of those calls' durations and self times
+    /// (their standard deviations).
+    pub total_sq: u128,
+    pub self_sq: u128,
+    /// The function's size in bytes (its symbol's; 0 for imports and
+    /// system calls).
+    pub size: u64,
 }
 
 impl FuncStats {
@@ -172,6 +182,8 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
                         let x = functions.index(trace, session, event.func);
                         grow_stats(report, functions, &mut open);
                         ids.set(event.func, x);
+                        let f = &mut report.functions[x];
+                        f.size = f.size.max(function_size(trace, session, event.func));
                         x
                     }
                 };
@@ -210,9 +222,12 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
                 let f = &mut report.functions[frame.stats];
                 f.returned += 1;
                 f.sum_ns = f.sum_ns.saturating_add(dur);
-                f.self_ns = f
-                    .self_ns
-                    .saturating_add(dur.saturating_sub(frame.children_ns));
+                let self_dur = dur.saturating_sub(frame.children_ns);
+                f.self_ns = f.self_ns.saturating_add(self_dur);
+                f.self_min_ns = Some(f.self_min_ns.map_or(self_dur, |m| m.min(self_dur)));
+                f.self_max_ns = Some(f.self_max_ns.map_or(self_dur, |m| m.max(self_dur)));
+                f.total_sq += u128::from(dur) * u128::from(dur);
+                f.self_sq += u128::from(self_dur) * u128::from(self_dur);
                 if outermost {
                     f.total_ns = f.total_ns.saturating_add(dur);
                     f.kernel_ns = f.kernel_ns.saturating_add(frame.kernel_ns);
@@ -244,6 +259,10 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
                 f.returned += 1;
                 f.sum_ns = f.sum_ns.saturating_add(dur);
                 f.self_ns = f.self_ns.saturating_add(dur);
+                f.self_min_ns = Some(f.self_min_ns.map_or(dur, |m| m.min(dur)));
+                f.self_max_ns = Some(f.self_max_ns.map_or(dur, |m| m.max(dur)));
+                f.total_sq += u128::from(dur) * u128::from(dur);
+                f.self_sq += u128::from(dur) * u128::from(dur);
                 f.total_ns = f.total_ns.saturating_add(dur);
                 f.kernel_ns = f.kernel_ns.saturating_add(dur);
                 f.min_ns = Some(f.min_ns.map_or(dur, |m| m.min(dur)));
@@ -268,6 +287,17 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
     }
     by_id.insert(session, ids);
     *done = done_here;
+}
+
+/// The size of function `func` of `session` in bytes (0: unknown, or an
+/// import).
+fn function_size(trace: &Trace, session: u32, func: u32) -> u64 {
+    trace
+        .sessions
+        .get(&session)
+        .and_then(|t| t.function(func))
+        .filter(|f| f.kind == fctrace_format::symtab::FuncKind::Function)
+        .map_or(0, |f| f.size)
 }
 
 /// A row of statistics (and an open-call count) for every function
@@ -302,23 +332,22 @@ pub fn sort(functions: &mut [FuncStats], key: SortKey) {
     });
 }
 
-fn time_column(ns: Option<u64>) -> String {
-    ns.map_or_else(|| "-".to_string(), |ns| Duration(ns).painted())
-}
-
-/// The text table, uftrace style.
+/// The text table, as uftrace's: total time, self time, calls, function
+/// (and with system calls recorded, `record -k`, the time in the kernel
+/// under each function); the min, avg and max times are `-f`'s
+/// (`report_fields`).
 pub fn write_text(out: &mut dyn Write, functions: &[FuncStats]) -> io::Result<()> {
     // With system calls (`record -k`): the time in the kernel under each.
     let kernel = functions.iter().any(|f| f.kernel_ns > 0);
     let kernel_head = if kernel { "  Kernel time" } else { "" };
     writeln!(
         out,
-        "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}{kernel_head}  Function",
-        "Total time", "Self time", "Calls", "Min time", "Avg time", "Max time"
+        "  {:>10}  {:>10}  {:>10}{kernel_head}  Function",
+        "Total time", "Self time", "Calls"
     )?;
     writeln!(
         out,
-        "  {0}  {0}  {0}  {0}  {0}  {0}{2}  {1}",
+        "  {0}  {0}  {0}{2}  {1}",
         "=".repeat(10),
         "=".repeat(20),
         if kernel {
@@ -351,13 +380,10 @@ pub fn write_text(out: &mut dyn Write, functions: &[FuncStats]) -> io::Result<()
         };
         writeln!(
             out,
-            "  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}{kernel_col}  {}",
+            "  {:>10}  {:>10}  {:>10}{kernel_col}  {}",
             Duration(f.total_ns).painted(),
             Duration(f.self_ns).painted(),
             f.calls,
-            time_column(f.min_ns),
-            time_column(f.avg_ns()),
-            time_column(f.max_ns),
             name
         )?;
     }
@@ -576,17 +602,17 @@ mod tests {
         write_text(&mut out, &r.functions[..2]).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "  Total time   Self time       Calls    Min time    Avg time    Max time  Function
-  ==========  ==========  ==========  ==========  ==========  ==========  ====================
-    2.000 us    1.100 us           2    2.000 us    2.000 us    2.000 us  main
-    0.900 us    0.810 us           3    0.100 us    0.467 us    0.900 us  foo(int)
+            "  Total time   Self time       Calls  Function
+  ==========  ==========  ==========  ====================
+    2.000 us    1.100 us           2  main
+    0.900 us    0.810 us           3  foo(int)
 "
         );
         let mut out = Vec::new();
         write_text(&mut out, &r.functions[4..]).unwrap();
         assert!(String::from_utf8(out)
             .unwrap()
-            .ends_with("    0.000 us    0.000 us           1           -           -           -  parse_args\n"));
+            .ends_with("    0.000 us    0.000 us           1  parse_args\n"));
     }
 
     #[test]

@@ -74,6 +74,8 @@ pub enum IntFmt {
     Char = 4,
     Ptr = 5,
     Bool = 6,
+    /// Octal, with a leading 0 (uftrace's `/o`).
+    Oct = 7,
 }
 
 impl IntFmt {
@@ -86,6 +88,7 @@ impl IntFmt {
             4 => IntFmt::Char,
             5 => IntFmt::Ptr,
             6 => IntFmt::Bool,
+            7 => IntFmt::Oct,
             _ => return None,
         })
     }

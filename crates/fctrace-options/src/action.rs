@@ -27,6 +27,7 @@ impl Action {
     /// `depth=N`, `backtrace`, `finish`); `None` if it is not one.
     pub fn parse(s: &str) -> Option<Result<Action, String>> {
         Some(Ok(match s {
+            // (`trace-on`, `traceon`: uftrace's other spellings.)
             "trace_on" | "trace-on" | "traceon" => Action::TraceOn,
             "trace_off" | "trace-off" | "traceoff" => Action::TraceOff,
             "backtrace" => Action::Backtrace,
@@ -43,17 +44,46 @@ impl Action {
     }
 }
 
+impl Action {
+    /// The action as `parse` reads it back (`depth=3`).
+    pub fn spelling(&self) -> String {
+        match self {
+            Action::TraceOn => "trace_on".to_string(),
+            Action::TraceOff => "trace_off".to_string(),
+            Action::Depth(n) => format!("depth={n}"),
+            Action::Backtrace => "backtrace".to_string(),
+            Action::Finish => "finish".to_string(),
+            Action::Snapshot => "snapshot".to_string(),
+        }
+    }
+}
+
 /// Actions of uftrace's triggers that fctrace does not have, with what to
-/// use instead.
+/// use instead (the others, `filter`, `notrace`, `hide`, `trace`,
+/// `recover`, `color=`, are read by `crate::uftrace`).
 pub(crate) const UFTRACE_ONLY_ACTIONS: &[(&str, &str)] = &[
-    ("filter", "use -F FUNC to show only FUNC and what it calls"),
-    ("notrace", "use -N FUNC to hide FUNC and what it calls"),
-    ("recover", "fctrace restores return addresses itself"),
-    ("hide", "use -N FUNC to hide FUNC and what it calls"),
-    ("color", "fctrace's output has no colours"),
-    ("time", "use -t TIME to hide calls shorter than TIME"),
     ("read", "fctrace does not read counters"),
-    ("trace", "use trace_on or trace_off"),
+    (
+        "size",
+        "-Z SIZE leaves the functions smaller than SIZE bytes unpatched",
+    ),
+    (
+        "callsite",
+        "fctrace records no line tables; -T FUNC@backtrace records the callers",
+    ),
+    ("clear", "fctrace has no run-time control of a recording"),
+];
+
+/// uftrace's trigger words that [`crate::uftrace`] reads into other options.
+pub(crate) const UFTRACE_OPTION_ACTIONS: &[&str] = &[
+    "filter",
+    "notrace",
+    "hide",
+    "recover",
+    "color",
+    "auto-args",
+    "time",
+    "trace",
 ];
 
 /// What `word` is if it is a trigger action (or one of uftrace's): used
@@ -67,8 +97,8 @@ pub fn action_word(word: &str) -> Option<&'static str> {
     if word == "global" {
         return Some("a trigger option");
     }
-    UFTRACE_ONLY_ACTIONS
-        .iter()
-        .any(|&(a, _)| a == name)
-        .then_some("a trigger action of uftrace")
+    (UFTRACE_ONLY_ACTIONS.iter().any(|&(a, _)| a == name)
+        || UFTRACE_OPTION_ACTIONS.contains(&name)
+        || word.starts_with("if:"))
+    .then_some("a trigger action of uftrace")
 }

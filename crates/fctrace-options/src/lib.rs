@@ -15,6 +15,7 @@ pub mod args;
 pub mod display;
 pub mod pattern;
 pub mod spec;
+pub mod uftrace;
 
 pub use args::{ArgSpec, Format, Item, Source};
 pub use display::{Demangle, TimePoint, TimeRange};
@@ -36,6 +37,10 @@ pub struct Options {
     pub notrace: Vec<FuncPattern>,
     /// `-C`: these functions with the chain of callers that led to them.
     pub callers: Vec<FuncPattern>,
+    /// `--caller-tree`: `-C` shows what the functions call too (by
+    /// default they are leaves, as uftrace shows them); display only, kept
+    /// with the recording's `-C`.
+    pub caller_tree: bool,
     /// `-D`: only this many levels of calls.
     pub depth: Option<u32>,
     /// `-t`: hide calls shorter than this (ns).
@@ -44,6 +49,19 @@ pub struct Options {
     pub tids: Vec<u32>,
     /// `-T`.
     pub triggers: Vec<Trigger>,
+    /// `-H`, `-T FUNC@hide`: these functions hidden, the calls they make
+    /// shown in their place (display only: the agent records them).
+    pub hide: Vec<FuncPattern>,
+    /// `-P`/`-U`, in order: which functions the agent patches at all.
+    pub patch: Vec<uftrace::PatchRule>,
+    /// `-Z SIZE`: functions smaller than SIZE bytes are not patched.
+    pub size_filter: Option<u64>,
+    /// uftrace's `-T FUNC@time=T` (`Some(T)`: while FUNC runs, itself
+    /// included, the time filter is T) and `-T FUNC@trace` (`None`:
+    /// FUNC's calls are shown whatever the time filter): display only.
+    pub time_actions: Vec<(FuncPattern, Option<u64>)>,
+    /// `FUNC@if:argN==V` on `-F`, `-N`, `-T`: conditions on arguments.
+    pub conds: Vec<uftrace::Cond>,
     /// `--disable`: start with tracing off.
     pub disabled: bool,
     /// `--signal`.
@@ -72,6 +90,7 @@ impl Options {
     pub fn is_empty(&self) -> bool {
         let d = Options {
             string_max: self.string_max,
+            caller_tree: self.caller_tree,
             show_runtime: self.show_runtime,
             no_libcall: self.no_libcall,
             time_range: self.time_range,
@@ -91,6 +110,7 @@ impl Options {
             || !self.signals.is_empty()
             || !self.args.is_empty()
             || self.auto_args
+            || !self.conds.is_empty()
     }
 
     /// The options as lines of text, one option per line, for the agent.
@@ -111,6 +131,9 @@ impl Options {
         for p in &self.callers {
             line("C", p.as_str());
         }
+        if self.caller_tree {
+            line("caller-tree", "1");
+        }
         if let Some(d) = self.depth {
             line("D", &d.to_string());
         }
@@ -122,6 +145,22 @@ impl Options {
         }
         for t in &self.triggers {
             line("T", &t.source);
+        }
+        for p in &self.hide {
+            line("H", p.as_str());
+        }
+        for r in &self.patch {
+            line(if r.patch { "P" } else { "U" }, r.pattern.as_str());
+        }
+        if let Some(z) = self.size_filter {
+            line("Z", &z.to_string());
+        }
+        for (p, t) in &self.time_actions {
+            let t = t.map_or("trace".to_string(), |t| t.to_string());
+            line("TT", &format!("{t} {}", p.as_str()));
+        }
+        for c in &self.conds {
+            line("I", &format!("{} {}", c.expr(), c.pattern.as_str()));
         }
         if self.disabled {
             line("disable", "1");
@@ -153,12 +192,41 @@ impl Options {
                 "F" => o.filters.push(FuncPattern::parse(v)?),
                 "N" => o.notrace.push(FuncPattern::parse(v)?),
                 "C" => o.callers.push(FuncPattern::parse(v)?),
+                "caller-tree" => o.caller_tree = true,
                 "D" => o.depth = Some(v.parse().map_err(|_| format!("bad depth `{v}`"))?),
                 "t" => o.time_filter = Some(v.parse().map_err(|_| format!("bad time `{v}`"))?),
                 "tid" => o
                     .tids
                     .push(v.parse().map_err(|_| format!("bad tid `{v}`"))?),
                 "T" => o.triggers.push(Trigger::parse(v)?),
+                "H" => o.hide.push(FuncPattern::parse(v)?),
+                "P" | "U" => o.patch.push(uftrace::PatchRule {
+                    patch: k == "P",
+                    pattern: FuncPattern::parse(v)?,
+                }),
+                "TT" => {
+                    let (t, pat) = v
+                        .split_once(' ')
+                        .ok_or_else(|| format!("bad time action `{v}`"))?;
+                    let t = match t {
+                        "trace" => None,
+                        t => Some(t.parse().map_err(|_| format!("bad time `{t}`"))?),
+                    };
+                    o.time_actions.push((FuncPattern::parse(pat)?, t));
+                }
+                "I" => {
+                    let (expr, pat) = v
+                        .split_once(' ')
+                        .ok_or_else(|| format!("bad condition `{v}`"))?;
+                    let (arg, op, value) = uftrace::parse_cond(expr)?;
+                    o.conds.push(uftrace::Cond {
+                        pattern: FuncPattern::parse(pat)?,
+                        arg,
+                        op,
+                        value,
+                    });
+                }
+                "Z" => o.size_filter = Some(v.parse().map_err(|_| format!("bad size `{v}`"))?),
                 "disable" => o.disabled = true,
                 "signal" => o.signals.push(SignalTrigger::parse(v)?),
                 "A" => o.args.push(ArgSpec::parse(v)?),
@@ -183,10 +251,33 @@ mod tests {
             filters: vec![FuncPattern::parse("main").unwrap()],
             notrace: vec![FuncPattern::parse("^std::").unwrap()],
             callers: vec![FuncPattern::parse("free@libc").unwrap()],
+            caller_tree: true,
             depth: Some(3),
             time_filter: Some(1500),
             tids: vec![10, 11],
             triggers: vec![Trigger::parse("foo@depth=2,backtrace,global").unwrap()],
+            hide: vec![FuncPattern::parse("^std::").unwrap()],
+            patch: vec![
+                uftrace::PatchRule {
+                    patch: true,
+                    pattern: FuncPattern::parse(".").unwrap(),
+                },
+                uftrace::PatchRule {
+                    patch: false,
+                    pattern: FuncPattern::parse("a").unwrap(),
+                },
+            ],
+            size_filter: Some(100),
+            time_actions: vec![
+                (FuncPattern::parse("a").unwrap(), Some(1000)),
+                (FuncPattern::parse("^b").unwrap(), None),
+            ],
+            conds: vec![uftrace::Cond {
+                pattern: FuncPattern::parse("main@app").unwrap(),
+                arg: 1,
+                op: uftrace::CondOp::Ne,
+                value: -3,
+            }],
             disabled: true,
             signals: vec![SignalTrigger::parse("SIGUSR1@trace_on").unwrap()],
             args: vec![

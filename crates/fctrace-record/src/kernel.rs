@@ -48,6 +48,46 @@ fn kernel_functions_note(why: &str) -> String {
     format!("-K: kernel functions are not recorded: {why}; system calls are recorded as with -k")
 }
 
+/// `-F FUNC@kernel` and `-N FUNC@kernel` at record time: kernel functions
+/// recorded only under the first ones, and not under the second (the
+/// function_graph parser applies them: 6.12's instances have no
+/// `set_graph_function`).
+#[derive(Clone, Default)]
+pub struct KernelFilters {
+    pub only: Vec<fctrace_options::pattern::FuncPattern>,
+    pub hide: Vec<fctrace_options::pattern::FuncPattern>,
+}
+
+impl KernelFilters {
+    /// The options without their `@kernel` patterns, and those.
+    pub fn split(options: &fctrace_options::Options) -> (fctrace_options::Options, KernelFilters) {
+        let mut rest = options.clone();
+        let kernel = |p: &fctrace_options::pattern::FuncPattern| p.module() == Some("kernel");
+        let filters = KernelFilters {
+            only: rest.filters.iter().filter(|p| kernel(p)).cloned().collect(),
+            hide: rest.notrace.iter().filter(|p| kernel(p)).cloned().collect(),
+        };
+        rest.filters.retain(|p| !kernel(p));
+        rest.notrace.retain(|p| !kernel(p));
+        (rest, filters)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.only.is_empty() && self.hide.is_empty()
+    }
+
+    /// The patterns as written, for messages.
+    pub fn patterns(&self) -> String {
+        let all: Vec<&str> = self
+            .only
+            .iter()
+            .chain(&self.hide)
+            .map(|p| p.as_str())
+            .collect();
+        all.join(", ")
+    }
+}
+
 /// One CPU's ring buffer: the event that owns it, its CPU, its mapping.
 struct Ring {
     fd: i32,
@@ -114,6 +154,11 @@ pub struct Kernel {
     pub lost_functions: u64,
     /// Samples of threads no task of the trace had (written nowhere).
     pub untasked: u64,
+    /// Kernel function entries and system call entries written.
+    func_events: u64,
+    call_events: u64,
+    /// The function tracer could not be set up (said).
+    funcs_refused: bool,
     fault_ids: Vec<u64>,
     signal_ids: Vec<u64>,
     /// `-K`: kernel functions (ftrace's function_graph tracer).
@@ -201,6 +246,9 @@ impl Kernel {
             lost: 0,
             lost_functions: 0,
             untasked: 0,
+            func_events: 0,
+            call_events: 0,
+            funcs_refused: false,
             fault_ids: Vec::new(),
             signal_ids: Vec::new(),
             funcs: None,
@@ -340,20 +388,73 @@ impl Kernel {
         Ok(())
     }
 
-    /// `-K DEPTH`: records the kernel functions the threads `pids` run
-    /// (and those they create from then on), `depth` levels deep. What the
-    /// kernel lacks or refuses is returned as a note; the rest is recorded
-    /// as before.
-    pub fn trace_functions(&mut self, depth: u32, pids: &[i32]) -> Option<String> {
+    /// `-K DEPTH` before launching: sets up the kernel's function tracer
+    /// (slow: seconds under emulation) and starts it on the calling thread,
+    /// which the program started next inherits. What the kernel lacks or
+    /// refuses is returned as a note.
+    pub fn prepare_functions(&mut self, depth: u32, filters: &KernelFilters) -> Option<String> {
+        self.funcs_refused = true;
         let mut g = match super::kgraph::FuncGraph::open(depth) {
             Ok(g) => g,
             Err(why) => return Some(kernel_functions_note(&why)),
+        };
+        g.filter(filters.only.clone(), filters.hide.clone());
+        if let Err(why) = g.arm() {
+            return Some(kernel_functions_note(&why));
+        }
+        self.funcs_refused = false;
+        self.funcs = Some(g);
+        None
+    }
+
+    /// `-K DEPTH`: records the kernel functions the threads `pids` run
+    /// (and those they create from then on), `depth` levels deep (the
+    /// tracer set up now, or by [`Kernel::prepare_functions`]). What the
+    /// kernel lacks or refuses is returned as a note; the rest is recorded
+    /// as before.
+    pub fn trace_functions(
+        &mut self,
+        depth: u32,
+        filters: &KernelFilters,
+        pids: &[i32],
+    ) -> Option<String> {
+        let mut g = match self.funcs.take() {
+            // (Said already.)
+            None if self.funcs_refused => return None,
+            Some(g) => g,
+            None => match super::kgraph::FuncGraph::open(depth) {
+                Ok(mut g) => {
+                    g.filter(filters.only.clone(), filters.hide.clone());
+                    g
+                }
+                Err(why) => return Some(kernel_functions_note(&why)),
+            },
         };
         if let Err(why) = g.follow(pids) {
             return Some(kernel_functions_note(&why));
         }
         self.funcs = Some(g);
         None
+    }
+
+    /// `-K` and nothing recorded although system calls were: why, to be
+    /// said (a silent failure otherwise).
+    pub fn functions_missing(&self) -> Option<String> {
+        let g = self.funcs.as_ref()?;
+        if self.func_events > 0 || self.call_events == 0 {
+            return None;
+        }
+        Some(format!(
+            "-K: the kernel's {} tracer ({}) recorded no kernel function of the program, \
+             although it made {} system calls",
+            g.tracer(),
+            if g.top_level() {
+                "tracefs' top level"
+            } else {
+                "fctrace's tracefs instance"
+            },
+            self.call_events
+        ))
     }
 
     /// Reads what the rings hold; writes the samples old enough to be in
@@ -449,10 +550,23 @@ impl Kernel {
         let mut kept = Vec::new();
         for (tid, e) in ready {
             if write(tid, &e) {
+                match e {
+                    KernelEvent::FuncEntry { .. } => self.func_events += 1,
+                    KernelEvent::Enter { .. } => self.call_events += 1,
+                    _ => {}
+                }
                 continue;
             }
             if last {
-                self.untasked += 1;
+                // The end of a context switch into another thread is
+                // traced as the switched-out thread's (ftrace's pid filter
+                // changes at the switch): not a system call event lost.
+                if !matches!(
+                    e,
+                    KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. }
+                ) {
+                    self.untasked += 1;
+                }
             } else {
                 kept.push((tid, e));
             }

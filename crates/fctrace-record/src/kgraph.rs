@@ -18,6 +18,7 @@
 //! never go back (the lines of one thread are in order).
 
 use fctrace_format::store::kernel::{KernelEvent, MAX_NAME};
+use fctrace_options::pattern::FuncPattern;
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
@@ -39,12 +40,43 @@ const NOT_TRACED: [&str; 5] = [
     "__bpf_*",
 ];
 
-/// The function_graph tracer of a tracefs instance of fctrace's own.
+/// The trace buffer's size per CPU, at least (KiB).
+const BUFFER_KB: u64 = 16384;
+
+/// The system call tracepoints' callers: what runs below them is the
+/// recording's (`-k`'s events), left out by the parser with everything
+/// under them (instances of Linux 6.12 have no `set_graph_notrace`).
+const RECORDING_CALLERS: [&str; 4] = [
+    "syscall_trace_enter",
+    "syscall_exit_work",
+    "trace_call_bpf",
+    "perf_syscall_*",
+];
+
+/// `name` is the recording's own work (a [`NOT_TRACED`] or
+/// [`RECORDING_CALLERS`] pattern: a name, or a prefix and `*`).
+fn recordings_own(name: &str) -> bool {
+    // (`syscall_trace_enter.constprop.0`: the compiler's copy.)
+    let name = name.split('.').next().unwrap_or(name);
+    NOT_TRACED
+        .iter()
+        .chain(&RECORDING_CALLERS)
+        .any(|p| match p.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == *p,
+        })
+}
+
+/// The function_graph tracer: a tracefs instance of fctrace's own, or the
+/// top-level tracer where instances cannot run it (Linux 6.1).
 pub struct FuncGraph {
-    /// The instance's directory (removed at the end).
+    /// The instance's directory (removed at the end), or tracefs' root.
     dir: PathBuf,
-    /// A global `max_graph_depth` and the value it had.
-    saved_depth: Option<(PathBuf, String)>,
+    root: PathBuf,
+    tracer: String,
+    instance: bool,
+    /// Global settings changed, put back at the end.
+    saved: super::kstate::Saved,
     pipe: Option<std::fs::File>,
     parser: Parser,
 }
@@ -74,6 +106,7 @@ fn remove_stale_instances(root: &Path) {
         };
         if !Path::new("/proc").join(pid.to_string()).exists() {
             let _ = write_file(&e.path().join("tracing_on"), "0");
+            let _ = write_file(&e.path().join("current_tracer"), "nop");
             let _ = std::fs::remove_dir(e.path());
         }
     }
@@ -102,14 +135,64 @@ fn tracefs_root() -> Result<&'static str, String> {
     })
 }
 
+/// The tracers `dir/available_tracers` lists.
+fn tracers_in(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("available_tracers"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Why the top-level tracer cannot be taken (in use by someone), if so.
+fn top_level_in_use(root: &Path) -> Option<String> {
+    if let Some(pid) = super::kstate::top_level_holder() {
+        return Some(format!(
+            "another fctrace (pid {pid}) is using the kernel's top-level tracer, which this \
+             kernel's tracefs instances cannot replace; fctrace does not take it over"
+        ));
+    }
+    let read = |f: &str| {
+        std::fs::read_to_string(root.join(f))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let tracer = read("current_tracer");
+    if tracer != "nop" {
+        return Some(format!(
+            "the kernel's top-level tracer is in use ({}/current_tracer is {tracer}), and this \
+             kernel's tracefs instances cannot run function_graph; fctrace does not take it \
+             over (echo nop > {}/current_tracer when it is no longer needed)",
+            root.display(),
+            root.display()
+        ));
+    }
+    let events = read("set_event");
+    if !events.is_empty() {
+        return Some(format!(
+            "the kernel's top-level trace buffer is in use (events enabled in {}/set_event: \
+             {}), and this kernel's tracefs instances cannot run function_graph; fctrace does \
+             not take it over",
+            root.display(),
+            events.lines().take(3).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    None
+}
+
 impl FuncGraph {
-    /// Sets up function_graph, `depth` levels deep, in a new instance;
-    /// tracing starts at [`FuncGraph::follow`]. The error says what is
-    /// missing (the instance is removed).
+    /// Sets up function_graph, `depth` levels deep, in a new instance or
+    /// the top-level tracer; tracing starts at [`FuncGraph::arm`] or
+    /// [`FuncGraph::follow`]. The error says what is missing or in the
+    /// way (what was changed is put back).
     pub fn open(depth: u32) -> Result<FuncGraph, String> {
         let root = tracefs_root()?;
         let me = std::process::id();
         remove_stale_instances(Path::new(root));
+        for said in super::kstate::recover_stale() {
+            eprintln!("fctrace: {said}");
+        }
         // (Tests ask for a tracer the kernel refuses, to see the message.)
         let tracer =
             std::env::var("FCTRACE_KERNEL_TRACER").unwrap_or_else(|_| "function_graph".into());
@@ -135,10 +218,24 @@ impl FuncGraph {
                 ))
             }
         }
-        // From here on, dropping it removes the instance.
+        // An instance without the tracer where the top level has it
+        // (Linux 6.1): the top-level tracer, if nobody uses it.
+        let in_instance = tracers_in(&dir).iter().any(|t| t == tracer);
+        let top = !in_instance && tracers_in(root).iter().any(|t| t == tracer);
+        if top {
+            let _ = std::fs::remove_dir(&dir);
+            if let Some(why) = top_level_in_use(root) {
+                return Err(why);
+            }
+        }
+        // From here on, dropping it removes the instance and puts back
+        // what was changed.
         let mut g = FuncGraph {
-            dir,
-            saved_depth: None,
+            dir: if top { root.to_path_buf() } else { dir },
+            root: root.to_path_buf(),
+            tracer: tracer.to_string(),
+            instance: !top,
+            saved: super::kstate::Saved::new(top),
             pipe: None,
             parser: Parser::default(),
         };
@@ -146,14 +243,44 @@ impl FuncGraph {
         Ok(g)
     }
 
+    /// Writes `value` to `path`: a global setting's old value is kept.
+    /// (function_graph's own options, `funcgraph-*`, are one set for the
+    /// top level and every instance.)
+    fn set(&mut self, path: &Path, value: &str) -> std::io::Result<()> {
+        let rel = path.strip_prefix(&self.dir).ok().map(Path::to_path_buf);
+        let shared = rel
+            .as_ref()
+            .and_then(|r| r.strip_prefix("options").ok())
+            .is_some_and(|o| o.to_string_lossy().starts_with("funcgraph-"));
+        if self.instance && shared {
+            let global = self.root.join(rel.unwrap());
+            self.saved.change_shared(&global, path, value)
+        } else if self.instance && rel.is_some() {
+            write_file(path, value)
+        } else {
+            self.saved.change(path, value)
+        }
+    }
+
     fn set_up(&mut self, root: &Path, tracer: &str, depth: u32) -> Result<(), String> {
-        let at = |f: &str| self.dir.join(f);
-        let tracers = std::fs::read_to_string(at("available_tracers")).unwrap_or_default();
-        let tracers: Vec<&str> = tracers.split_whitespace().collect();
-        if !tracers.contains(&tracer) {
+        let dir = self.dir.clone();
+        let at = |f: &str| dir.join(f);
+        let tracers = tracers_in(&self.dir);
+        if !tracers.iter().any(|t| t == tracer) {
+            // What could stand in for it, and whether this kernel has it.
+            let kprobes = root.join("kprobe_events");
+            let instead = if kprobes.exists() {
+                "; fctrace does not use the kernel's kprobes in its place yet".to_string()
+            } else {
+                format!(
+                    ", nor kprobes to use in its place ({} is missing: it needs \
+                     CONFIG_KPROBE_EVENTS)",
+                    kprobes.display()
+                )
+            };
             return Err(format!(
                 "this kernel has no {tracer} tracer ({} lists {}; it needs \
-                 CONFIG_FUNCTION_GRAPH_TRACER), nor does fctrace use kprobes for them",
+                 CONFIG_FUNCTION_GRAPH_TRACER){instead}",
                 at("available_tracers").display(),
                 if tracers.is_empty() {
                     "none".to_string()
@@ -175,75 +302,37 @@ impl FuncGraph {
                 clocks.trim()
             ));
         }
-        write_file(&at("trace_clock"), "mono")
-            .map_err(|e| format!("cannot set {}: {e}", at("trace_clock").display()))?;
-        write_file(&at("tracing_on"), "0")
+        self.set(&at("tracing_on"), "0")
             .map_err(|e| format!("cannot write {}: {e}", at("tracing_on").display()))?;
+        self.set(&at("trace_clock"), "mono")
+            .map_err(|e| format!("cannot set {}: {e}", at("trace_clock").display()))?;
+        // A buffer that holds a few drains' worth under emulation (it is
+        // read every few milliseconds).
+        let size = std::fs::read_to_string(at("buffer_size_kb")).unwrap_or_default();
+        let kb = super::kstate::buffer_kb(&size);
+        if kb.is_some_and(|kb| kb < BUFFER_KB) {
+            let _ = self.set(&at("buffer_size_kb"), &BUFFER_KB.to_string());
+        }
         // The threads the traced ones create.
-        if let Err(e) = write_file(&at("options/function-fork"), "1") {
+        if let Err(e) = self.set(&at("options/function-fork"), "1") {
             return Err(format!(
                 "cannot follow the threads and processes the program creates ({}: {e}; \
                  the option exists since Linux 4.14)",
                 at("options/function-fork").display()
             ));
         }
-        if let Err(e) = write_file(&at("current_tracer"), tracer) {
-            let why = match e.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => refusal_cause(),
-                Some(libc::EBUSY) => ": another user of the tracer holds it".to_string(),
-                _ => String::new(),
-            };
-            return Err(format!(
-                "the kernel refuses the {tracer} tracer in fctrace's tracefs instance ({}: \
-                 {e}){why}",
-                at("current_tracer").display()
-            ));
-        }
-        // What each line must say: its time, its thread and the duration.
-        let missing: Vec<&str> = NEEDED_OPTIONS
-            .iter()
-            .copied()
-            .filter(|o| write_file(&at(&format!("options/{o}")), "1").is_err())
-            .collect();
-        if !missing.is_empty() {
-            return Err(format!(
-                "the {tracer} tracer lacks the options {} ({})",
-                missing.join(", "),
-                at("options").display()
-            ));
-        }
-        // Kernel functions under system calls, not interrupts'; the name on
-        // each `}`. (Optional: older kernels lack them.)
-        let _ = write_file(&at("options/funcgraph-irqs"), "0");
-        let _ = write_file(&at("options/funcgraph-tail"), "1");
-        // The depth: the instance's, or a global one, put back at the end.
-        let depth_file = [at("max_graph_depth"), root.join("max_graph_depth")]
-            .into_iter()
-            .find(|p| p.exists())
-            .ok_or_else(|| {
-                format!(
-                    "the kernel cannot limit the depth of function_graph ({}/max_graph_depth: \
-                     Linux 4.2 and later)",
-                    root.display()
-                )
-            })?;
-        let old = std::fs::read_to_string(&depth_file)
-            .map_err(|e| format!("cannot read {}: {e}", depth_file.display()))?;
-        if !depth_file.starts_with(&self.dir) {
-            self.saved_depth = Some((depth_file.clone(), old.trim().to_string()));
-        }
-        write_file(&depth_file, &depth.to_string())
-            .map_err(|e| format!("cannot set {}: {e}", depth_file.display()))?;
+        // No thread yet (fctrace's own or the program's, at `arm`).
+        let _ = self.set(&at("set_ftrace_pid"), &std::process::id().to_string());
+        self.set_tracer(tracer)?;
+        self.set_depth(root, depth)?;
         // The recording's own handlers are not the program's work (each
         // pattern where the kernel has such functions).
-        if at("set_graph_notrace").exists() {
-            for p in NOT_TRACED {
-                let _ = std::fs::OpenOptions::new()
-                    .append(true)
-                    .open(at("set_graph_notrace"))
-                    .and_then(|mut f| f.write_all(p.as_bytes()));
-            }
+        let notrace = at("set_graph_notrace");
+        if notrace.exists() {
+            let _ = self.set(&notrace, &NOT_TRACED.join("\n"));
         }
+        // Nothing of before in the buffer.
+        let _ = write_file(&at("trace"), "");
         let pipe = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
@@ -253,14 +342,86 @@ impl FuncGraph {
         Ok(())
     }
 
+    /// The tracer and the options each line needs.
+    fn set_tracer(&mut self, tracer: &str) -> Result<(), String> {
+        let dir = self.dir.clone();
+        let at = |f: &str| dir.join(f);
+        if let Err(e) = self.set(&at("current_tracer"), tracer) {
+            let why = match e.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => refusal_cause(),
+                Some(libc::EBUSY) => ": another user of the tracer holds it".to_string(),
+                _ => String::new(),
+            };
+            return Err(format!(
+                "the kernel refuses the {tracer} tracer in {} ({}: {e}){why}",
+                if self.instance {
+                    "fctrace's tracefs instance"
+                } else {
+                    "tracefs' top level"
+                },
+                at("current_tracer").display()
+            ));
+        }
+        // What each line must say: its time, its thread and the duration.
+        let mut missing = Vec::new();
+        for o in NEEDED_OPTIONS {
+            if self.set(&at(&format!("options/{o}")), "1").is_err() {
+                missing.push(o);
+            }
+        }
+        if !missing.is_empty() {
+            return Err(format!(
+                "the {tracer} tracer lacks the options {} ({})",
+                missing.join(", "),
+                at("options").display()
+            ));
+        }
+        // Kernel functions under system calls, not interrupts'; the name on
+        // each `}`. (Optional: older kernels lack them.)
+        let _ = self.set(&at("options/funcgraph-irqs"), "0");
+        let _ = self.set(&at("options/funcgraph-tail"), "1");
+        Ok(())
+    }
+
+    /// The depth: the instance's, or a global one, put back at the end.
+    fn set_depth(&mut self, root: &Path, depth: u32) -> Result<(), String> {
+        let depth_file = [
+            self.dir.join("max_graph_depth"),
+            root.join("max_graph_depth"),
+        ]
+        .into_iter()
+        .find(|p| p.exists())
+        .ok_or_else(|| {
+            format!(
+                "the kernel cannot limit the depth of function_graph ({}/max_graph_depth: \
+                     Linux 4.2 and later)",
+                root.display()
+            )
+        })?;
+        self.set(&depth_file, &depth.to_string())
+            .map_err(|e| format!("cannot set {}: {e}", depth_file.display()))
+    }
+
+    /// Starts tracing the calling thread and what it creates from now on
+    /// (the program fctrace is about to start); its own functions are
+    /// left out. [`FuncGraph::follow`] then narrows it to the program.
+    pub fn arm(&mut self) -> Result<(), String> {
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() };
+        self.parser.ignore = Some(me as u32);
+        self.follow(&[me])
+    }
+
     /// Traces the threads `pids` (and what they create from now on), and
     /// starts.
     pub fn follow(&mut self, pids: &[i32]) -> Result<(), String> {
         let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
         let f = self.dir.join("set_ftrace_pid");
-        write_file(&f, &list.join(" ")).map_err(|e| format!("cannot set {}: {e}", f.display()))?;
+        self.set(&f, &list.join(" "))
+            .map_err(|e| format!("cannot set {}: {e}", f.display()))?;
         let on = self.dir.join("tracing_on");
-        write_file(&on, "1").map_err(|e| format!("cannot write {}: {e}", on.display()))
+        self.set(&on, "1")
+            .map_err(|e| format!("cannot write {}: {e}", on.display()))
     }
 
     /// Reads what the tracer has written; its entries and exits go into
@@ -285,17 +446,40 @@ impl FuncGraph {
     pub fn lost(&self) -> u64 {
         self.parser.lost + self.parser.overruns
     }
+
+    /// `-F FUNC@kernel` (`only`) and `-N FUNC@kernel` (`hide`).
+    pub fn filter(&mut self, only: Vec<FuncPattern>, hide: Vec<FuncPattern>) {
+        self.parser.only = only;
+        self.parser.hide = hide;
+    }
+
+    /// The tracer's name (function_graph but in tests).
+    pub fn tracer(&self) -> &str {
+        &self.tracer
+    }
+
+    /// Whether the top-level tracer is used (no instance could).
+    pub fn top_level(&self) -> bool {
+        !self.instance
+    }
 }
 
 impl Drop for FuncGraph {
     fn drop(&mut self) {
         let _ = write_file(&self.dir.join("tracing_on"), "0");
-        let _ = write_file(&self.dir.join("current_tracer"), "nop");
-        if let Some((path, value)) = self.saved_depth.take() {
-            let _ = write_file(&path, &value);
-        }
+        // (The tracer cannot be changed while its pipe is open.)
         self.pipe = None;
-        let _ = std::fs::remove_dir(&self.dir);
+        if self.instance {
+            let _ = write_file(&self.dir.join("current_tracer"), "nop");
+        } else {
+            // The top-level buffer left empty, as it was.
+            let _ = write_file(&self.dir.join("current_tracer"), "nop");
+            let _ = write_file(&self.dir.join("trace"), "");
+        }
+        self.saved.restore();
+        if self.instance {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
     }
 }
 
@@ -337,12 +521,36 @@ fn refusal_cause() -> String {
 /// CPU:1 [LOST 20 EVENTS]
 ///  (Overruns: 2)
 /// ```
+/// A thread's open functions, the time of its last event, the depth from
+/// which its lines are left out (the recording's own work, `-N
+/// FUNC@kernel`), and the depth from which they are kept (`-F
+/// FUNC@kernel`).
+#[derive(Default)]
+struct Thread {
+    stack: Vec<Box<str>>,
+    last: u64,
+    hidden: Option<usize>,
+    shown: Option<usize>,
+}
+
+/// `name` matches one of `patterns`.
+fn named(patterns: &[FuncPattern], name: &str) -> bool {
+    patterns.iter().any(|p| p.matches_name(name))
+}
+
 #[derive(Default)]
 pub struct Parser {
+    /// A thread whose lines are left out (fctrace's own, until the
+    /// program it starts narrows the pid filter).
+    pub ignore: Option<u32>,
     /// A line not ended yet.
     partial: Vec<u8>,
     /// Per thread, the functions open and the time of its last event.
-    threads: HashMap<u32, (Vec<Box<str>>, u64)>,
+    threads: HashMap<u32, Thread>,
+    /// `-F FUNC@kernel`: only these functions and what they call.
+    pub only: Vec<FuncPattern>,
+    /// `-N FUNC@kernel`: not these nor what they call.
+    pub hide: Vec<FuncPattern>,
     /// Events the tracer lost, and returns it could not trace.
     pub lost: u64,
     pub overruns: u64,
@@ -440,28 +648,52 @@ impl Parser {
             self.unknown += 1;
             return;
         };
+        if self.ignore == Some(tid) {
+            return;
+        }
         let text = text.trim();
         // Comments (trace_printk, events).
         if text.starts_with("/*") {
             return;
         }
-        let (stack, last) = self.threads.entry(tid).or_default();
+        let t = self.threads.entry(tid).or_default();
+        let (only, hide) = (&self.only, &self.hide);
         // The microsecond's last nanosecond, never before the thread's last.
-        let at = (us_ns + 999).max(*last);
+        let at = (us_ns + 999).max(t.last);
         if let Some(body) = text.strip_suffix('{') {
             let Some(name) = function_name(body) else {
                 self.unknown += 1;
                 return;
             };
-            stack.push(name.clone());
-            *last = at;
-            out.push((tid, KernelEvent::FuncEntry { ns: at, name }));
+            let depth = t.stack.len();
+            if t.hidden.is_none() && (recordings_own(&name) || named(hide, &name)) {
+                t.hidden = Some(depth);
+            }
+            if t.shown.is_none() && named(only, &name) {
+                t.shown = Some(depth);
+            }
+            t.stack.push(name.clone());
+            t.last = at;
+            if t.hidden.is_none() && (only.is_empty() || t.shown.is_some()) {
+                out.push((tid, KernelEvent::FuncEntry { ns: at, name }));
+            }
         } else if text.starts_with('}') {
             // `}` or `} /* name */`; the entry may predate the recording.
-            let Some(name) = stack.pop() else {
+            let Some(name) = t.stack.pop() else {
                 return;
             };
-            *last = at;
+            t.last = at;
+            let visible = t.hidden.is_none() && (only.is_empty() || t.shown.is_some());
+            let depth = t.stack.len();
+            if t.hidden == Some(depth) {
+                t.hidden = None;
+            }
+            if t.shown == Some(depth) {
+                t.shown = None;
+            }
+            if !visible {
+                return;
+            }
             out.push((
                 tid,
                 KernelEvent::FuncExit {
@@ -480,7 +712,13 @@ impl Parser {
                 return;
             };
             let dur = dur.unwrap_or(0);
-            *last = at + dur;
+            t.last = at + dur;
+            if t.hidden.is_some() || recordings_own(&name) || named(hide, &name) {
+                return;
+            }
+            if !only.is_empty() && t.shown.is_none() && !named(only, &name) {
+                return;
+            }
             out.push((
                 tid,
                 KernelEvent::FuncEntry {
@@ -591,6 +829,88 @@ CPU:0 [LOST 20 EVENTS]
         assert!(p.partial.is_empty());
     }
 
+    /// The recording's own work (the system call tracepoints' callers and
+    /// what they run, perf's and BPF's functions) is left out with its
+    /// subtree; fctrace's own thread (`ignore`) too.
+    #[test]
+    fn the_recordings_own_functions_are_left_out() {
+        let text = "\
+ 5.000001 |   0)  a-7  |               |  syscall_trace_enter.constprop.0() {
+ 5.000001 |   0)  a-7  |               |    perf_syscall_enter() {
+ 5.000002 |   0)  a-7  |   0.300 us    |      __rcu_read_lock();
+ 5.000003 |   0)  a-7  |   1.000 us    |    }
+ 5.000004 |   0)  a-7  |   2.000 us    |  }
+ 5.000005 |   0)  a-7  |               |  ksys_read() {
+ 5.000006 |   0)  a-7  |   0.100 us    |    bpf_get_current_pid_tgid();
+ 5.000006 |   0)  f-9  |   0.100 us    |    fctrace_own();
+ 5.000007 |   0)  a-7  |   0.200 us    |    vfs_read();
+ 5.000008 |   0)  a-7  |   3.000 us    |  }
+";
+        let mut p = Parser {
+            ignore: Some(9),
+            ..Parser::default()
+        };
+        let mut out = Vec::new();
+        p.feed(text.as_bytes(), &mut out);
+        let names: Vec<String> = shape(&out)
+            .iter()
+            .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "7 > ksys_read",
+                "7 > vfs_read",
+                "7 < vfs_read",
+                "7 < ksys_read"
+            ]
+        );
+        assert_eq!(p.unknown, 0);
+    }
+
+    /// `-F vfs_read@kernel` keeps vfs_read's subtrees only (and a leaf
+    /// vfs_read); `-N rw_verify_area@kernel` hides that one and its
+    /// subtree.
+    #[test]
+    fn kernel_filters_keep_and_hide_subtrees() {
+        let text = "\
+ 5.000001 |   0)  a-7  |               |  ksys_read() {
+ 5.000002 |   0)  a-7  |   0.300 us    |    __fdget_pos();
+ 5.000003 |   0)  a-7  |               |    vfs_read() {
+ 5.000004 |   0)  a-7  |               |      rw_verify_area() {
+ 5.000004 |   0)  a-7  |   0.100 us    |        security_file_permission();
+ 5.000005 |   0)  a-7  |   1.000 us    |      }
+ 5.000006 |   0)  a-7  |   0.200 us    |      eventfd_read();
+ 5.000007 |   0)  a-7  |   4.000 us    |    }
+ 5.000008 |   0)  a-7  |   5.000 us    |  }
+ 5.000009 |   0)  a-7  |   0.100 us    |  vfs_read();
+ 5.000010 |   0)  a-7  |   0.100 us    |  vfs_write();
+";
+        let pattern = |p: &str| FuncPattern::parse(p).unwrap();
+        let mut p = Parser {
+            only: vec![pattern("vfs_read@kernel")],
+            hide: vec![pattern("rw_verify_area@kernel")],
+            ..Parser::default()
+        };
+        let mut out = Vec::new();
+        p.feed(text.as_bytes(), &mut out);
+        let names: Vec<String> = shape(&out)
+            .iter()
+            .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "7 > vfs_read",
+                "7 > eventfd_read",
+                "7 < eventfd_read",
+                "7 < vfs_read",
+                "7 > vfs_read",
+                "7 < vfs_read",
+            ]
+        );
+    }
+
     /// A thread's times never go back (a leaf's exit lies past the next
     /// line's microsecond), and cut lines wait for their end.
     #[test]
@@ -635,7 +955,12 @@ CPU:0 [LOST 20 EVENTS]
             assert!(
                 e.starts_with("this kernel has no function_graph tracer (")
                     && e.contains("available_tracers lists")
-                    && e.contains("CONFIG_FUNCTION_GRAPH_TRACER"),
+                    && e.contains("CONFIG_FUNCTION_GRAPH_TRACER")
+                    && (Path::new(root).join("kprobe_events").exists()
+                        || e.ends_with(&format!(
+                            ", nor kprobes to use in its place ({root}/kprobe_events is \
+                             missing: it needs CONFIG_KPROBE_EVENTS)"
+                        ))),
                 "{e}"
             );
         }

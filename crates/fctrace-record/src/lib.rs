@@ -28,6 +28,7 @@ mod flight;
 mod kernel;
 mod kgraph;
 mod kload;
+mod kstate;
 mod perf;
 mod process;
 mod record;
@@ -35,6 +36,7 @@ mod shm;
 mod sink;
 mod stacks;
 
+pub use facts::system_facts;
 pub use fctrace_format::store::RECORDER_PID_FILE;
 pub use flight::RingOptions;
 pub use process::{exit_like, ignore_terminal_interrupts};

@@ -669,3 +669,40 @@ pub fn skipped_code(sessions: &Path) -> Vec<String> {
         .filter(|msg| seen.insert(msg.clone()))
         .collect()
 }
+
+/// What the recorder's waited-for children used (`getrusage(2)`,
+/// `RUSAGE_CHILDREN`): the traced program and the descendants it waited
+/// for, once they were reaped.
+pub(crate) struct ChildUsage {
+    pub(crate) max_rss_kb: i64,
+    pub(crate) major_faults: i64,
+    pub(crate) minor_faults: i64,
+    pub(crate) voluntary_switches: i64,
+    pub(crate) involuntary_switches: i64,
+    pub(crate) user_us: i64,
+    pub(crate) system_us: i64,
+}
+
+/// The usage of the recorder's reaped children; `None` if the kernel
+/// refuses.
+pub(crate) fn children_usage() -> Option<ChildUsage> {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a struct rusage into the buffer given,
+    // which is one, and zeroed (a valid rusage) before the call.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, ru.as_mut_ptr()) };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: zeroed above and filled by a successful getrusage.
+    let ru = unsafe { ru.assume_init() };
+    let us = |t: libc::timeval| t.tv_sec * 1_000_000 + t.tv_usec;
+    Some(ChildUsage {
+        max_rss_kb: ru.ru_maxrss,
+        major_faults: ru.ru_majflt,
+        minor_faults: ru.ru_minflt,
+        voluntary_switches: ru.ru_nvcsw,
+        involuntary_switches: ru.ru_nivcsw,
+        user_us: us(ru.ru_utime),
+        system_us: us(ru.ru_stime),
+    })
+}

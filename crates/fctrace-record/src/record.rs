@@ -175,12 +175,26 @@ pub fn record(settings: RecordSettings<'_>) -> Result<Outcome> {
         } else {
             0
         };
-    let memory = shared_memory(&prepared, flags, options)?;
-    let mut rec = start(prepared, memory, syscalls || kernel_depth.is_some())?;
+    // `-F FUNC@kernel`, `-N FUNC@kernel`: the kernel functions', not the
+    // agent's.
+    let (options, kfilters) = kernel::KernelFilters::split(options);
+    if !kfilters.is_empty() && kernel_depth.is_none() {
+        anyhow::bail!(
+            "{}: a filter of kernel functions needs -K DEPTH (they are recorded with -K only)",
+            kfilters.patterns()
+        );
+    }
+    let memory = shared_memory(&prepared, flags, &options)?;
+    let mut rec = start(
+        prepared,
+        memory,
+        syscalls || kernel_depth.is_some(),
+        kernel_depth.map(|d| (d, kfilters.clone())),
+    )?;
     // -K: the kernel functions of the program's threads (those it creates
     // from now on followed by the kernel).
     if let (Some(depth), Some(k)) = (kernel_depth, rec.kernel.as_mut()) {
-        if let Some(w) = k.trace_functions(depth, &threads_of(rec.child_pid)) {
+        if let Some(w) = k.trace_functions(depth, &kfilters, &threads_of(rec.child_pid)) {
             eprintln!("fctrace: {w}");
             rec.warnings.push(w);
         }
@@ -422,7 +436,12 @@ struct Recording<'a> {
 /// events (`-k`, `-K`: refused or unavailable, said, and the functions
 /// recorded anyway), then the program started, or the attached process
 /// running traced.
-fn start<'a>(p: Prepared<'a>, m: Memory, kernel_wanted: bool) -> Result<Recording<'a>> {
+fn start<'a>(
+    p: Prepared<'a>,
+    m: Memory,
+    kernel_wanted: bool,
+    kernel_depth: Option<(u32, kernel::KernelFilters)>,
+) -> Result<Recording<'a>> {
     let Prepared {
         target,
         program,
@@ -465,6 +484,14 @@ fn start<'a>(p: Prepared<'a>, m: Memory, kernel_wanted: bool) -> Result<Recordin
             &sessions,
             &mut warnings,
         );
+        // -K: the tracer set up before the program starts (its first
+        // system calls are traced too).
+        if let (Some((depth, filters)), Some(k)) = (kernel_depth, kernel.as_mut()) {
+            if let Some(w) = k.prepare_functions(depth, &filters) {
+                eprintln!("fctrace: {w}");
+                warnings.push(w);
+            }
+        }
     }
     let child_pid = match target {
         Target::Launch(_) => {
@@ -850,7 +877,7 @@ fn conclude(mut rec: Recording<'_>, mut d: Drained) -> Outcome {
         first: rec.first,
         wire: &rec.wire,
     };
-    let info = TraceInfo {
+    let mut info = TraceInfo {
         exit: d.exit,
         tasks,
         clock: clock_of(rec.first, last),
@@ -860,6 +887,12 @@ fn conclude(mut rec: Recording<'_>, mut d: Drained) -> Outcome {
         kernel_events: rec.writer.kernel_counts().0,
         ..facts.base_info()
     };
+    // A program fctrace started and reaped: what it used.
+    if !matches!(rec.target, Target::Attach(..)) && d.exit.is_some() {
+        if let Some(u) = process::children_usage() {
+            info.facts.extend(crate::facts::usage_facts(&u));
+        }
+    }
     if let Some(mut flight) = d.flight.take() {
         // The last moments: when the program died by a signal, at its
         // exit if asked, when fctrace detached or lost the program.
@@ -968,6 +1001,9 @@ fn loss_notes(rec: &Recording<'_>, d: &mut Drained) -> (Vec<String>, u64) {
 
 /// What the kernel's events (`-k`, `-K`) lost, as notes.
 fn kernel_notes(rec: &Recording<'_>, notes: &mut Vec<String>) {
+    if let Some(w) = rec.kernel.as_ref().and_then(|k| k.functions_missing()) {
+        notes.push(w);
+    }
     if let Some(k) = rec.kernel.as_ref().filter(|k| k.untasked > 0) {
         notes.push(format!(
             "{} system call events of threads that made no traced call (no task in the trace) \

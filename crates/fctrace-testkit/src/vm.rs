@@ -177,9 +177,15 @@ pub fn kernel() -> PathBuf {
 /// The kernel package Debian's `linux-image-amd64` depends on here
 /// (`linux-image-6.1.0-NN-amd64` on bookworm).
 pub fn debian_kernel_package() -> String {
+    debian_kernel_package_of("linux-image-amd64")
+}
+
+/// The kernel package Debian's meta-package `meta` depends on
+/// (`linux-image-6.12-amd64` → `linux-image-6.12.NN+deb12-amd64`).
+pub fn debian_kernel_package_of(meta: &str) -> String {
     require("apt-cache", "apt");
     let r = run_with_timeout(
-        Command::new("apt-cache").args(["depends", "linux-image-amd64"]),
+        Command::new("apt-cache").args(["depends", meta]),
         Duration::from_secs(60),
     );
     r.stdout
@@ -190,7 +196,7 @@ pub fn debian_kernel_package() -> String {
         .map(str::to_string)
         .unwrap_or_else(|| {
             panic!(
-                "apt-cache knows no linux-image-amd64 (run apt-get update)\n{}",
+                "apt-cache knows no {meta} (run apt-get update)\n{}",
                 r.describe()
             )
         })
@@ -363,6 +369,12 @@ impl VmRun {
 /// or the script did not run to its end.
 #[track_caller]
 pub fn boot(kernel: &Path, initrd: &Path, cpu: &str) -> VmRun {
+    boot_within(kernel, initrd, cpu, BOOT_TIMEOUT)
+}
+
+/// [`boot`] with a time limit of the test's own (scripts that do more).
+#[track_caller]
+pub fn boot_within(kernel: &Path, initrd: &Path, cpu: &str, timeout: Duration) -> VmRun {
     let qemu = require("qemu-system-x86_64", "qemu-system-x86");
     let dir = scratch(&format!("vm-{cpu}"));
     let console = dir.path.join("console.txt");
@@ -380,7 +392,7 @@ pub fn boot(kernel: &Path, initrd: &Path, cpu: &str) -> VmRun {
         .stdin(Stdio::null());
     cmd.arg("-kernel").arg(pvh_image(kernel));
     let start = Instant::now();
-    let run = run_with_timeout_or(&mut cmd, BOOT_TIMEOUT, &[&console, &serial]);
+    let run = run_with_timeout_or(&mut cmd, timeout, &[&console, &serial]);
     let took = start.elapsed();
     let read =
         |p: &Path| String::from_utf8_lossy(&fs::read(p).unwrap_or_default()).replace('\r', "");

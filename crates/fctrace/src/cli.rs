@@ -182,6 +182,10 @@ pub struct TraceOptions {
     /// on), e.g. `--disable -T handle_request@trace_on`
     #[arg(long = "disable", help_heading = "Triggers")]
     pub disable: bool,
+    /// on|off: tracing's state at the start (uftrace's --trace; `off` is
+    /// --disable), e.g. `--trace=off -T main@trace_on`
+    #[arg(long = "trace", value_name = "STATE", value_parser = ["on", "off"], help_heading = "Triggers")]
+    pub trace_state: Option<String>,
     /// SIG@ACTION[,ACTION]: a signal sent to the program switches tracing
     /// for every thread (actions: trace_on, trace_off, finish), e.g.
     /// `--disable --signal SIGUSR1@trace_on --signal SIGUSR2@trace_off`,
@@ -189,9 +193,13 @@ pub struct TraceOptions {
     #[arg(long = "signal", value_name = "SIG@ACTION", help_heading = "Triggers")]
     pub signal: Vec<String>,
     /// FUNC@arg1,arg2/s,fparg1,...: record these arguments of FUNC
-    /// (integers argN: /i signed, /u unsigned, /x hex, with sizes /i8../i64,
-    /// /c char, /s string, /p pointer; floating point fparg1..8 with
-    /// /f32 or /f64), e.g. `-A 'add@arg1,arg2' -A 'open@arg1/s,arg2/x'`
+    /// (integers arg1..16: /i signed, /u unsigned, /x hex, /o octal, with
+    /// sizes /i8../i64, /c char, /s string, /S std::string, /p pointer
+    /// (`&name` for a function); floating point fparg1..8 with /32, /64,
+    /// /80; a location may follow: %rdi..%r9, %xmm0..7, %stack+N); FUNC
+    /// alone (a name or pattern): every argument, typed from the debug
+    /// information, e.g. `-A 'add@arg1,arg2' -A 'open@arg1/s,arg2/x'`,
+    /// `-A '^parse_'`
     #[arg(
         short = 'A',
         long = "argument",
@@ -200,7 +208,8 @@ pub struct TraceOptions {
     )]
     pub argument: Vec<String>,
     /// FUNC@retval[/FMT]: record the return value of FUNC (formats as for
-    /// -A, /f64 for a double), e.g. `-R add@retval -R 'greet@retval/s'`
+    /// -A, /f64 for a double; FUNC alone: typed from the debug
+    /// information), e.g. `-R add@retval -R 'greet@retval/s'`, `-R main`
     #[arg(
         short = 'R',
         long = "retval",
@@ -218,6 +227,50 @@ pub struct TraceOptions {
     /// end in `...`), e.g. `--max-string 200`
     #[arg(long = "max-string", value_name = "BYTES", default_value_t = fctrace_options::DEFAULT_STRING_MAX, value_parser = clap::value_parser!(u32).range(1..=1023), help_heading = "Arguments")]
     pub max_string: u32,
+    /// Patch only FUNC (uftrace's -P; repeatable, `-P .` for all, the
+    /// default): the other functions are left unpatched and cost nothing.
+    /// With -U, the last of -P/-U that names a function decides, e.g.
+    /// `-P '^parse_' -U parse_int`
+    #[arg(short = 'P', long = "patch", value_name = "FUNC", value_parser = in_order, help_heading = "Which functions")]
+    pub patch: Vec<(usize, String)>,
+    /// Do not patch FUNC (uftrace's -U; repeatable): its calls are not
+    /// recorded, the calls it makes are, e.g. `-U '^std::'`
+    #[arg(short = 'U', long = "unpatch", value_name = "FUNC", value_parser = in_order, help_heading = "Which functions")]
+    pub unpatch: Vec<(usize, String)>,
+    /// Do not patch functions smaller than SIZE bytes (their symbol's
+    /// size), e.g. `-Z 100`
+    #[arg(
+        short = 'Z',
+        long = "size-filter",
+        value_name = "SIZE",
+        help_heading = "Which functions"
+    )]
+    pub size_filter: Option<u64>,
+    /// At most N levels of nested calls recorded (uftrace's stack of
+    /// traced calls, 1024 there by default; fctrace's grows, without a
+    /// limit unless given): as -D N, e.g. `--max-stack 64`
+    #[arg(long = "max-stack", value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Which functions")]
+    pub max_stack: Option<u32>,
+    /// Timestamps' clock: mono (CLOCK_MONOTONIC), the one fctrace uses
+    /// and uftrace's default; mono_raw, boot and realtime are refused
+    #[arg(long = "clock", value_name = "CLOCK", default_value = "mono", value_parser = ["mono", "mono_raw", "boot", "realtime"])]
+    pub clock: String,
+    /// uftrace's estimate-return (record entries only, guess the
+    /// returns): fctrace always records real returns, putting the real
+    /// return addresses back wherever the program reads them, so this
+    /// changes nothing
+    #[arg(short = 'e', long = "estimate-return")]
+    pub estimate_return: bool,
+}
+
+/// The value of an option whose order among others matters (`-P`, `-U`),
+/// numbered in the order clap meets them on the command line.
+fn in_order(s: &str) -> Result<(usize, String), String> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    Ok((
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        s.to_string(),
+    ))
 }
 
 /// Which calls to show: on `record` and live mode they also limit what is
@@ -227,7 +280,8 @@ pub struct FilterArgs {
     /// Only FUNC and the functions it calls (a name, or a regular
     /// expression when it has regex characters; FUNC@MODULE limits it to
     /// one library or the executable). Repeatable, e.g. `-F main`,
-    /// `-F '^sqlite3Btree'`, `-F 'malloc@libc'`
+    /// `-F '^sqlite3Btree'`, `-F 'malloc@libc'`; actions may follow as in
+    /// -T, e.g. `-F main@depth=2`
     #[arg(
         short = 'F',
         long = "filter",
@@ -236,7 +290,8 @@ pub struct FilterArgs {
     )]
     pub filter: Vec<String>,
     /// Hide FUNC and the functions it calls. Repeatable, e.g.
-    /// `-N printf -N '^std::'`
+    /// `-N printf -N '^std::'`; actions may follow as in -T, e.g.
+    /// `-F main@depth=2`
     #[arg(
         short = 'N',
         long = "notrace",
@@ -244,8 +299,9 @@ pub struct FilterArgs {
         help_heading = "Filters"
     )]
     pub notrace: Vec<String>,
-    /// Show the calls of FUNC with the chain of callers that led to each.
-    /// Repeatable, e.g. `-C free`
+    /// Show the calls of FUNC with the chain of callers that led to each,
+    /// FUNC as a leaf (as uftrace: what it calls is not shown, see
+    /// --caller-tree). Repeatable, e.g. `-C free`
     #[arg(
         short = 'C',
         long = "caller-filter",
@@ -253,6 +309,14 @@ pub struct FilterArgs {
         help_heading = "Filters"
     )]
     pub caller_filter: Vec<String>,
+    /// With -C: also show what FUNC calls, its whole subtree under the
+    /// chain of its callers, e.g. `-C parse --caller-tree`
+    #[arg(
+        long = "caller-tree",
+        requires = "caller_filter",
+        help_heading = "Filters"
+    )]
+    pub caller_tree: bool,
     /// Only the N outermost levels of calls (1: only the top-level calls),
     /// e.g. `-D 3`
     #[arg(short = 'D', long = "depth", value_name = "N", help_heading = "Filters", value_parser = clap::value_parser!(u32).range(1..))]
@@ -270,10 +334,15 @@ pub struct FilterArgs {
     /// Repeatable, e.g. `--tid 4242,4243`
     #[arg(long = "tid", value_name = "TID,...", help_heading = "Filters")]
     pub tid: Vec<String>,
-    /// FUNC@ACTION[,ACTION...]: actions trace_on, trace_off, depth=N,
-    /// backtrace, finish, snapshot; they act on the thread that called
-    /// FUNC, or on every thread with `global` (finish: always the whole
-    /// process; snapshot: a flight recorder's snapshot, `record --ring`).
+    /// FUNC@ACTION[,ACTION...]: actions trace_on (trace-on, traceon),
+    /// trace_off, depth=N, backtrace, finish, snapshot; they act on the
+    /// thread that called FUNC, or on every thread with `global` (finish:
+    /// always the whole process; snapshot: a flight recorder's snapshot,
+    /// `record --ring`). uftrace's filter (as -F), notrace (as -N), hide
+    /// (as -H), time=TIME (the time filter while FUNC runs), trace (shown
+    /// whatever the time filter), auto-args (as -A FUNC -R FUNC) and a
+    /// condition if:argN==V combine with them (`-T main@filter,depth=3`,
+    /// `-T 'f@if:arg1>2,trace_off'`); recover and color= change nothing.
     /// Repeatable, e.g. `-T load_config@trace_off`,
     /// `-T 'handle_request@trace_on,global'`, `-T parse@depth=2`,
     /// `-T abort@backtrace`, `-T main_loop@finish`, `-T fail@snapshot`
@@ -284,6 +353,20 @@ pub struct FilterArgs {
         help_heading = "Triggers"
     )]
     pub trigger: Vec<String>,
+    /// Hide FUNC but not the calls it makes, shown in its place (as the
+    /// trigger action `hide`). Repeatable, e.g. `-H '^std::'`
+    #[arg(
+        short = 'H',
+        long = "hide",
+        value_name = "FUNC",
+        help_heading = "Filters"
+    )]
+    pub hide: Vec<String>,
+    /// How FUNC patterns are read: regex (a regular expression when the
+    /// name has regex characters, matching anywhere: uftrace's default) or
+    /// glob (`*`, `?`, `[...]`, the whole name), e.g. `--match glob -F 'parse_*'`
+    #[arg(long = "match", value_name = "TYPE", default_value = "regex", value_parser = ["regex", "glob"], help_heading = "Filters")]
+    pub match_type: String,
     /// Also show the C runtime's own calls around `main` (`_init`,
     /// `frame_dummy`, `__libc_start_main`, `__do_global_dtors_aux`,
     /// `_fini`...): hidden by default, the calls they make (constructors,
@@ -354,6 +437,7 @@ impl FilterArgs {
         add("-t", &self.time_filter.iter().cloned().collect::<Vec<_>>());
         add("--tid", &self.tid);
         add("-T", &self.trigger);
+        add("-H", &self.hide);
         parts.join(" ")
     }
 
@@ -378,10 +462,19 @@ impl FilterArgs {
 
     /// The filters as the options the agent and the output share.
     pub fn to_options(&self) -> anyhow::Result<fctrace_options::Options> {
-        self.to_options_with(&TraceOptions {
+        let o = self.to_options_with(&TraceOptions {
             max_string: fctrace_options::DEFAULT_STRING_MAX,
             ..TraceOptions::default()
-        })
+        })?;
+        if let Some(c) = o.conds.first() {
+            anyhow::bail!(
+                "`{}@if:{}`: conditions on arguments act while recording (record or live \
+                 mode), where the arguments are read",
+                c.pattern.as_str(),
+                c.expr()
+            );
+        }
+        Ok(o)
     }
 
     /// The filters together with the recording options of `trace`.
@@ -400,25 +493,49 @@ impl FilterArgs {
                 .map(|s| parse(s).map_err(|e| anyhow::anyhow!("invalid {what}: {e}")))
                 .collect()
         }
-        Ok(o::Options {
-            filters: all(&self.filter, "-F/--filter", o::FuncPattern::parse)?,
-            notrace: all(&self.notrace, "-N/--notrace", o::FuncPattern::parse)?,
+        let glob = self.match_type == "glob";
+        let spelled = |v: &[String]| -> Vec<String> {
+            v.iter()
+                .map(|s| {
+                    if glob {
+                        o::uftrace::glob_spec(s)
+                    } else {
+                        s.clone()
+                    }
+                })
+                .collect()
+        };
+        let mut opts = o::Options {
+            filters: Vec::new(),
+            notrace: Vec::new(),
             callers: all(
-                &self.caller_filter,
+                &spelled(&self.caller_filter),
                 "-C/--caller-filter",
                 o::FuncPattern::parse,
             )?,
-            depth: self.depth,
+            caller_tree: self.caller_tree,
+            depth: match (self.depth, trace.max_stack) {
+                (Some(d), Some(m)) => Some(d.min(m)),
+                (d, m) => d.or(m),
+            },
             time_filter: all(&self.time_filter, "-t/--time-filter", o::parse_time)?.pop(),
             tids: all(&self.tid, "--tid", o::parse_tids)?.concat(),
-            triggers: all(&self.trigger, "-T/--trigger", o::Trigger::parse)?,
-            disabled: trace.disable,
+            triggers: Vec::new(),
+            hide: all(&spelled(&self.hide), "-H/--hide", o::FuncPattern::parse)?,
+            patch: patch_rules(trace, glob)?,
+            size_filter: trace.size_filter,
+            conds: Vec::new(),
+            time_actions: Vec::new(),
+            disabled: trace.disable || trace.trace_state.as_deref() == Some("off"),
             signals: all(&trace.signal, "--signal", o::SignalTrigger::parse)?,
-            args: all(
-                trace.argument.iter().chain(&trace.retval),
-                "argument spec",
-                o::ArgSpec::parse,
-            )?,
+            args: all(&spelled(&trace.argument), "-A/--argument", |s| {
+                o::ArgSpec::parse_option(s, false)
+            })?
+            .into_iter()
+            .chain(all(&spelled(&trace.retval), "-R/--retval", |s| {
+                o::ArgSpec::parse_option(s, true)
+            })?)
+            .collect(),
             auto_args: trace.auto_args,
             string_max: trace.max_string,
             show_runtime: self.show_runtime,
@@ -426,8 +543,106 @@ impl FilterArgs {
             time_range: all(&self.time_range, "-r/--time-range", o::TimeRange::parse)?.pop(),
             demangle: o::Demangle::parse(&self.demangle)
                 .map_err(|e| anyhow::anyhow!("invalid --demangle: {e}"))?,
-        })
+        };
+        for (flag, list) in [
+            ("-F/--filter", &self.filter),
+            ("-N/--notrace", &self.notrace),
+            ("-T/--trigger", &self.trigger),
+        ] {
+            for spec in spelled(list) {
+                add_uftrace_spec(&mut opts, flag, &spec)
+                    .map_err(|e| anyhow::anyhow!("invalid {flag}: {e}"))?;
+            }
+        }
+        Ok(opts)
     }
+}
+
+/// One `-F`, `-N` or `-T` spec added to `opts`, read as uftrace reads it:
+/// `-T FUNC@filter,depth=3` is a `-F FUNC` and a `depth=3` trigger,
+/// `-F FUNC@depth=1` the same, `hide` a `-H FUNC`.
+fn add_uftrace_spec(
+    opts: &mut fctrace_options::Options,
+    flag: &str,
+    spec: &str,
+) -> Result<(), String> {
+    use fctrace_options::{uftrace, FuncPattern};
+    let plain = !flag.starts_with("-T") && !uftrace::has_actions(spec);
+    if plain {
+        let p = FuncPattern::parse(spec)?;
+        match flag {
+            "-F/--filter" => opts.filters.push(p),
+            _ => opts.notrace.push(p),
+        }
+        return Ok(());
+    }
+    let e = uftrace::expand(spec)?;
+    if e.filter || flag.starts_with("-F") {
+        opts.filters.push(e.pattern.clone());
+    }
+    if e.notrace || flag.starts_with("-N") {
+        opts.notrace.push(e.pattern.clone());
+    }
+    if e.hide {
+        opts.hide.push(e.pattern.clone());
+    }
+    if let Some(t) = e.trigger {
+        opts.triggers.push(t);
+    }
+    if let Some(t) = e.time {
+        opts.time_actions.push((e.pattern.clone(), Some(t)));
+    }
+    if e.trace {
+        opts.time_actions.push((e.pattern.clone(), None));
+    }
+    if let Some((arg, op, value)) = e.cond {
+        opts.conds.push(uftrace::Cond {
+            pattern: e.pattern.clone(),
+            arg,
+            op,
+            value,
+        });
+    }
+    if e.auto_args {
+        // uftrace's `auto-args` action: as `-A FUNC -R FUNC`.
+        let func = spec.split_once('@').map_or(spec, |(f, _)| f);
+        let spec = match e.pattern.module() {
+            Some(m) => format!("{func}@{m},auto-args,auto-retval"),
+            None => format!("{func}@auto-args,auto-retval"),
+        };
+        opts.args.push(fctrace_options::ArgSpec::parse(&spec)?);
+    }
+    Ok(())
+}
+
+/// `-P` and `-U` in the order given.
+fn patch_rules(
+    trace: &TraceOptions,
+    glob: bool,
+) -> anyhow::Result<Vec<fctrace_options::uftrace::PatchRule>> {
+    let mut all: Vec<(usize, bool, &String)> = trace
+        .patch
+        .iter()
+        .map(|(i, s)| (*i, true, s))
+        .chain(trace.unpatch.iter().map(|(i, s)| (*i, false, s)))
+        .collect();
+    all.sort_by_key(|&(i, _, _)| i);
+    all.into_iter()
+        .map(|(_, patch, s)| {
+            let spec = if glob {
+                fctrace_options::uftrace::glob_spec(s)
+            } else {
+                s.clone()
+            };
+            let pattern = fctrace_options::FuncPattern::parse(&spec).map_err(|e| {
+                anyhow::anyhow!(
+                    "invalid {}: {e}",
+                    if patch { "-P/--patch" } else { "-U/--unpatch" }
+                )
+            })?;
+            Ok(fctrace_options::uftrace::PatchRule { patch, pattern })
+        })
+        .collect()
 }
 
 /// How the call tree is laid out: `replay` and live mode.
@@ -437,9 +652,10 @@ pub struct TreeArgs {
     /// started), rather than every task's calls interleaved by time
     #[arg(long = "task-order", help_heading = "Output")]
     pub task_order: bool,
-    /// FIELD,...: the columns before the function: duration, tid, time
-    /// (time stamp), delta (since the task's previous line), elapsed (since
-    /// the trace began), task (thread name), module; `+FIELD,...` adds to
+    /// FIELD,...: the columns before the function: duration, tid, addr
+    /// (the function's address), time (time stamp), delta (since the
+    /// task's previous line), elapsed (since the trace began), task
+    /// (thread name), module; `+FIELD,...` adds to
     /// the default `duration,tid`, `none` shows none, e.g. `-f +time`,
     /// `-f elapsed,tid,module`
     #[arg(
@@ -458,6 +674,27 @@ pub struct TreeArgs {
         value_parser = parse_last
     )]
     pub last: Option<u64>,
+    /// Closing lines without the function's name: `}` rather than
+    /// `} /* main */`
+    #[arg(long = "no-comment", help_heading = "Output")]
+    pub no_comment: bool,
+    /// An empty line where the lines change from one task to another
+    #[arg(long = "task-newline", help_heading = "Output")]
+    pub task_newline: bool,
+    /// Each task in a column of its own: its lines indented by
+    /// --column-offset levels more than the previous task's (tasks in the
+    /// order they first print)
+    #[arg(long = "column-view", help_heading = "Output")]
+    pub column_view: bool,
+    /// With --column-view: the levels of indent (2 spaces each) between
+    /// two tasks' columns, e.g. `--column-offset 10`
+    #[arg(
+        long = "column-offset",
+        value_name = "DEPTH",
+        default_value_t = 8,
+        help_heading = "Output"
+    )]
+    pub column_offset: usize,
 }
 
 impl TreeArgs {
@@ -471,6 +708,9 @@ impl TreeArgs {
             task_order: self.task_order,
             fields,
             last: self.last,
+            no_comment: self.no_comment,
+            task_newline: self.task_newline,
+            column_offset: self.column_view.then_some(self.column_offset),
         })
     }
 }
@@ -493,12 +733,26 @@ pub struct NamingArgs {
     /// as a root like /usr/lib/debug (`DIR/.build-id/xx/yyyy.debug`, the
     /// debug link's name in DIR or in DIR/<directory of the program>), or
     /// any file in DIR with the program's build-id, e.g. `--debug-dir ./dbg`
-    #[arg(long = "debug-dir", value_name = "DIR", help_heading = "Naming")]
+    #[arg(
+        long = "debug-dir",
+        alias = "with-syms",
+        value_name = "DIR",
+        help_heading = "Naming"
+    )]
     pub debug_dirs: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
 pub struct LiveArgs {
+    /// Before the tree, the per-function report of the run (as `fctrace
+    /// report`), each under a `# fctrace report` / `# fctrace replay`
+    /// heading, as uftrace's `live --report`
+    #[arg(long = "report", help_heading = "Output")]
+    pub report: bool,
+    /// Keep the trace in ./fctrace.data (as `fctrace record` writes it)
+    /// instead of a temporary directory, as uftrace's `live --record`
+    #[arg(long = "record", help_heading = "Output")]
+    pub record: bool,
     #[command(flatten)]
     pub trace: TraceOptions,
     #[command(flatten)]
@@ -524,6 +778,10 @@ pub struct RecordArgs {
     pub ring: RingArgs,
     #[command(flatten)]
     pub filter: FilterArgs,
+    /// Record no arguments nor return values: -A, -R and -a are
+    /// dropped (uftrace's --no-args), e.g. to compare a run without them
+    #[arg(long = "no-args", help_heading = "Arguments")]
+    pub no_args: bool,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -623,32 +881,42 @@ pub struct ReplayArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub tree: TreeArgs,
+    /// One line per event instead of the tree (uftrace's flat shape):
+    /// `[N] ==> TID/DEPTH: ip (FUNC), time (NS)` at an entry, `[N] <==
+    /// TID/DEPTH: ip (FUNC), time (NS:DURATION)` at an exit
+    #[arg(long = "flat", help_heading = "Output")]
+    pub flat: bool,
+    /// normal (text) or html (the same lines as an HTML page), e.g.
+    /// `--format html -o tree.html`
+    #[arg(long = "format", value_name = "FORMAT", value_parser = ["normal", "html"], default_value = "normal", help_heading = "Output")]
+    pub format: String,
+    /// Start with tracing off: only the calls from a `trace_on` trigger
+    /// (`-T FUNC@trace_on`) on are shown, as `--trace off`
+    #[arg(long = "disable", help_heading = "Triggers")]
+    pub disable: bool,
+    /// Leave out the kernel's lines recorded with `record -k` (system
+    /// calls, time off the CPU, page faults, signals delivered, kernel
+    /// functions), as uftrace's --no-event leaves out its events
+    #[arg(long = "no-event", help_heading = "Filters")]
+    pub no_event: bool,
+    /// on or off: whether tracing starts on (`off` as --disable)
+    #[arg(long = "trace", value_name = "STATE", value_parser = ["on", "off"], help_heading = "Triggers")]
+    pub trace: Option<String>,
     #[command(flatten)]
     pub naming: NamingArgs,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    Total,
-    #[value(name = "self")]
-    SelfTime,
-    Calls,
-}
-
-impl From<SortKey> for fctrace_analysis::sort::SortKey {
-    fn from(key: SortKey) -> Self {
-        match key {
-            SortKey::Total => Self::Total,
-            SortKey::SelfTime => Self::SelfTime,
-            SortKey::Calls => Self::Calls,
-        }
-    }
-}
-
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// The table (uftrace's `normal`)
+    #[value(alias = "normal")]
     Text,
     Json,
+    /// Comma-separated values, times in nanoseconds (uftrace's shape:
+    /// a `#` header line)
+    Csv,
+    /// The table as an HTML page
+    Html,
 }
 
 #[derive(Args, Debug)]
@@ -657,10 +925,45 @@ pub struct ReportArgs {
     /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
-    /// Sort by total time, self time or number of calls, e.g. `-s self`
-    #[arg(short = 's', long = "sort", value_enum, default_value = "total")]
-    pub sort: SortKey,
-    /// Output format, e.g. `--format json`
+    /// KEY[,KEY...]: sort by these, in turn, largest first: total, self,
+    /// calls (or call), total-avg, total-min, total-max, total-stdv,
+    /// self-avg, self-min, self-max, self-stdv, size, func (by name); with
+    /// --avg-total or --avg-self also avg, min, max, e.g. `-s self`, `-s
+    /// call,total`
+    #[arg(
+        short = 's',
+        long = "sort",
+        value_name = "KEYS",
+        default_value = "total"
+    )]
+    pub sort: String,
+    /// FIELD,...: the table's columns, uftrace's names: total,
+    /// total-avg, total-min, total-max, total-stdv (relative standard
+    /// deviation, %), self, self-avg, self-min, self-max, self-stdv, call,
+    /// size (bytes), all or none; with --task: total, self, tid, func.
+    /// Without it: total, self, call (and the kernel time under each
+    /// function when the trace has system calls, `record -k`), e.g. `-f
+    /// total,self-max,call`
+    #[arg(short = 'f', long = "output-fields", value_name = "FIELDS")]
+    pub output_fields: Option<String>,
+    /// The average, min, max and relative standard deviation of each
+    /// function's total time (of its calls' durations)
+    #[arg(long = "avg-total", conflicts_with_all = ["avg_self", "output_fields"])]
+    pub avg_total: bool,
+    /// The average, min, max and relative standard deviation of each
+    /// function's self time
+    #[arg(long = "avg-self", conflicts_with = "output_fields")]
+    pub avg_self: bool,
+    /// Per task (thread) instead of per function: total time (of its
+    /// outermost calls), self time, tid, number of calls and name
+    #[arg(long = "task", conflicts_with_all = ["diff", "kernel", "avg_total", "avg_self"])]
+    pub task: bool,
+    /// With --diff and the `full` policy: the column sorted by, 0 (this
+    /// trace's values), 1 (OTHER's) or 2 (the change, default)
+    #[arg(long = "sort-column", value_name = "IDX", requires = "diff", value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub sort_column: Option<u8>,
+    /// Output format: text (or normal), json, csv or html, e.g. `--format
+    /// json`
     #[arg(long = "format", value_enum, default_value = "text")]
     pub format: Format,
     /// Compare with the trace in OTHER_DIR (or an archive of one): per
@@ -691,7 +994,11 @@ pub struct ReportArgs {
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GraphFormat {
+    /// The text (uftrace's `normal`)
+    #[value(alias = "normal")]
     Text,
+    /// The text as an HTML page
+    Html,
     Json,
     /// Graphviz (`dot -Tsvg`)
     Dot,
@@ -717,6 +1024,17 @@ pub struct GraphArgs {
     /// One graph per task (thread or process) instead of one for all
     #[arg(long = "per-task")]
     pub per_task: bool,
+    /// FIELD,...: the text's columns, uftrace's names: total, total-avg,
+    /// total-min, total-max, self, self-avg, self-min, self-max, call, or
+    /// none, e.g. `-f total,self-max,call`
+    #[arg(short = 'f', long = "output-fields", value_name = "FIELDS")]
+    pub output_fields: Option<String>,
+    /// The task graph instead of the call graph (as uftrace): which task
+    /// created which (`+----` a process, `+-` a thread), each with its
+    /// lifetime as traced (first to last event), its time in traced calls
+    /// (outermost), tid and name
+    #[arg(long = "task", conflicts_with_all = ["function", "per_task"])]
+    pub task: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]
@@ -750,6 +1068,38 @@ pub struct DumpFormat {
     /// `fctrace dump --parquet -o run1.parquet`
     #[arg(long = "parquet", requires = "output", help_heading = "Formats")]
     pub parquet: bool,
+    /// The call graph in Graphviz's DOT (as `--format graphviz`, or
+    /// `fctrace graph --format dot`)
+    #[arg(long = "graphviz", help_heading = "Formats")]
+    pub graphviz: bool,
+    /// The call graph as a Mermaid flowchart (as `--format mermaid`)
+    #[arg(long = "mermaid", help_heading = "Formats")]
+    pub mermaid: bool,
+    /// FORMAT: uftrace's spelling of the flags above: normal (the events
+    /// as text), chrome, perfetto, flame-graph, graphviz, mermaid,
+    /// parquet, e.g. `--format=chrome`
+    #[arg(long = "format", value_name = "FORMAT", value_parser = ["normal", "chrome", "perfetto", "flame-graph", "graphviz", "mermaid", "parquet"], help_heading = "Formats")]
+    pub format: Option<String>,
+}
+
+impl DumpFormat {
+    /// `--format`'s value, or the flag's.
+    pub fn name(&self) -> &str {
+        if let Some(f) = &self.format {
+            return f;
+        }
+        [
+            (self.chrome, "chrome"),
+            (self.perfetto, "perfetto"),
+            (self.flame_graph, "flame-graph"),
+            (self.parquet, "parquet"),
+            (self.graphviz, "graphviz"),
+            (self.mermaid, "mermaid"),
+        ]
+        .into_iter()
+        .find_map(|(on, name)| on.then_some(name))
+        .unwrap_or("normal")
+    }
 }
 
 #[derive(Args, Debug)]
@@ -768,6 +1118,11 @@ pub struct DumpArgs {
     /// instead of its self time
     #[arg(long = "sample-count")]
     pub sample_count: bool,
+    /// Every event of each task as stored (kind, function id, raw time
+    /// stamp, nanoseconds), the bytes of argument values and return
+    /// values in hex, before calls are paired (--tid chooses the tasks)
+    #[arg(long = "debug", conflicts_with = "DumpFormat")]
+    pub debug: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]
@@ -784,6 +1139,21 @@ pub struct InfoArgs {
     /// than 20 are otherwise counted per reason), e.g. `fctrace info -v`
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
+    /// Only the tasks, as the tree of who created whom (uftrace's shape:
+    /// `[TID] NAME`, 6 spaces deeper per level)
+    #[arg(long = "task", conflicts_with_all = ["symbols", "system"])]
+    pub task: bool,
+    /// Only the traced functions of each session: `Normal symbols`
+    /// (defined in the executable) and `Dynamic symbols` (its calls into
+    /// libraries), `[N] name (0xADDRESS) size: BYTES`, addresses as in
+    /// the file
+    #[arg(long = "symbols", conflicts_with = "system")]
+    pub symbols: bool,
+    /// The running system's information (CPU, memory, kernel, hostname,
+    /// distribution, perf_event_paranoid, kptr_restrict), without reading
+    /// a trace
+    #[arg(long = "system")]
+    pub system: bool,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]

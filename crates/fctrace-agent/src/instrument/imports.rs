@@ -433,6 +433,8 @@ fn plt_imports(
             FuncStatus::NotTraced("traced inside its library (-l)".into())
         } else if PROFILING_HOOKS.contains(&p.name.as_str()) {
             FuncStatus::NotTraced(PROFILING_HOOK.into())
+        } else if let Some(why) = crate::recording::select::too_small(p.size) {
+            FuncStatus::NotTraced(why)
         } else {
             let code = read_code(addr, p.size as usize);
             let around = patch::Around::default();

@@ -310,6 +310,7 @@ fn plan_functions(
     let mut prev_pad: Option<(u64, u64)> = None;
     let mut prev_writes_end = 0u64;
     let mut plans = Vec::with_capacity(funcs.len());
+    let names_wanted = crate::recording::args::names::wanted();
     for (k, f) in funcs.iter().enumerate() {
         // The names lie in the file's string table in symbol order, not
         // in address order: each is a cache miss unless asked for ahead.
@@ -317,6 +318,9 @@ fn plan_functions(
             prefetch(ahead.name.as_ptr());
         }
         let addr = m.base + f.addr;
+        if names_wanted {
+            crate::recording::args::names::note(addr, &f.name);
+        }
         // A symbol without a size ends at the latest where the next begins.
         let next = funcs
             .get(k + 1)
@@ -324,7 +328,9 @@ fn plan_functions(
             .unwrap_or(f.addr + 4096)
             .min(f.addr + 4096);
         let (size, pad_end) = size_and_padding(m, f, next, c.code_free, win);
-        let planned = if let Some(why) = left_alone(m, c.info, f, pad_end, c.is_main, c.go) {
+        let why = left_alone(m, c.info, f, pad_end, c.is_main, c.go)
+            .or_else(|| crate::recording::select::left_out(&m.path, &f.name, f.addr, size));
+        let planned = if let Some(why) = why {
             Err(why)
         } else {
             let before = match prev_pad {

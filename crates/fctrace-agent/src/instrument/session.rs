@@ -254,6 +254,8 @@ pub(super) fn publish(s: &mut Session) -> Result<(), String> {
         crate::recording::filter::set_flags(flags);
     }
     crate::recording::filter::publish_ranges();
+    crate::recording::args::names::publish();
+    crate::recording::filter::conds::publish();
     s.write_new_modules()?;
     s.out.flush().map_err(|e| e.to_string())?;
     Ok(())

@@ -90,6 +90,11 @@ static SPECS: AtomicPtr<Specs> = AtomicPtr::new(std::ptr::null_mut());
 
 impl Specs {
     pub fn from_options(opts: &Options) -> Specs {
+        let ptrs = opts
+            .args
+            .iter()
+            .any(|a| a.items.iter().any(|i| i.format == Format::Ptr));
+        names::want(ptrs);
         Specs {
             specs: opts.args.clone(),
             auto: opts.auto_args,
@@ -231,16 +236,40 @@ impl Specs {
         };
         let names = fctrace_options::pattern::name_forms_at(raw, display, at);
         let mut matched = false;
+        let (mut auto_args, mut auto_ret) = (false, false);
         for s in &self.specs {
             if !s.pattern.matches(module_path, names) {
                 continue;
             }
             matched = true;
             for item in &s.items {
-                if item.source == Source::Retval {
-                    f.retval = Some(Val::Item(*item));
-                } else {
-                    f.args.push(Val::Item(*item));
+                match item.source {
+                    Source::Retval => f.retval = Some(Val::Item(*item)),
+                    Source::AutoArgs => auto_args = true,
+                    Source::AutoRetval => auto_ret = true,
+                    _ => f.args.push(Val::Item(*item)),
+                }
+            }
+        }
+        // `-A FUNC`, `-R FUNC` without a spec: typed values where no
+        // spec of the user's says otherwise (as uftrace: a spec wins).
+        let auto_args = auto_args && f.args.is_empty();
+        let auto_ret = auto_ret && f.retval.is_none();
+        if auto_args || auto_ret {
+            if let Some(sig) = self.signature(module_path, raw) {
+                if auto_args {
+                    let locs = dwarf::arg_locations(&sig.params, &sig.ret);
+                    f.args = sig
+                        .params
+                        .iter()
+                        .cloned()
+                        .zip(locs)
+                        .map(|(t, l)| Val::Typed(t, l))
+                        .collect();
+                }
+                let ret = dwarf::ret_location(&sig.ret);
+                if auto_ret && ret != Loc::None {
+                    f.retval = Some(Val::Typed(sig.ret, ret));
                 }
             }
         }
@@ -307,7 +336,7 @@ impl Specs {
     fn bound(&self, v: &Val) -> usize {
         match v {
             Val::Item(item) => match item.format {
-                Format::Str => 3 + self.string_max.max(9),
+                Format::Str | Format::StdString => 3 + self.string_max.max(9),
                 _ => 11,
             },
             Val::Typed(ty, _) => self.ty_bound(ty, 0),
@@ -403,7 +432,21 @@ pub fn on_entry(st: *mut ThreadState, func: u32, regs: &EntryRegs) {
                     let x = &regs.xmm[(n as usize - 1).min(7)];
                     put_float(w, item.format, x)
                 }
-                Source::Retval => true,
+                Source::Stack(n) => {
+                    let mut x = [0u8; 16];
+                    let want = if item.format == Format::Float(10) {
+                        10
+                    } else {
+                        8
+                    };
+                    let at = regs.rsp.checked_add(8 * u64::from(n));
+                    match at.map(|a| read_mem(pid, a, &mut x[..want])) {
+                        Some(r) if r == want && want == 10 => w.float(8, f80_to_f64(&x)),
+                        Some(r) if r == want => put_float(w, item.format, &x),
+                        _ => w.missing(),
+                    }
+                }
+                Source::Retval | Source::AutoArgs | Source::AutoRetval => true,
             };
             if !ok {
                 break;
@@ -589,7 +632,8 @@ fn put_typed(w: &mut Writer, pid: u32, string_max: usize, ty: &Ty, b: &[u8], dep
 
 /// The `n`-th (1-based) integer argument: a register, or the stack above
 /// the return address.
-fn int_arg(pid: u32, regs: &EntryRegs, n: u8) -> Option<u64> {
+/// Integer argument `n` (1-based: the registers, then the stack).
+pub fn int_arg(pid: u32, regs: &EntryRegs, n: u8) -> Option<u64> {
     Some(match n {
         1 => regs.rdi,
         2 => regs.rsi,
@@ -619,8 +663,11 @@ fn fast_int(fmt: Format) -> Option<(u32, u8)> {
         Format::Unsigned(s) => (IntFmt::Unsigned, s),
         Format::Hex(s) => (IntFmt::Hex, s),
         Format::Char => (IntFmt::Char, 1),
+        // (A function's name is looked up in the slow path.)
+        Format::Ptr if names::wanted() => return None,
         Format::Ptr => (IntFmt::Ptr, 8),
-        Format::Str | Format::Float(_) => return None,
+        Format::Oct(s) => (IntFmt::Oct, s),
+        Format::Str | Format::StdString | Format::Float(_) => return None,
     };
     let hdr = u32::from(fctrace_format::argval::TAG_INT)
         | u32::from(f as u8) << 8
@@ -643,10 +690,63 @@ fn put_int(w: &mut Writer, pid: u32, string_max: usize, fmt: Format, v: u64) -> 
         Format::Unsigned(s) => w.int(IntFmt::Unsigned, s, mask(v, s)),
         Format::Hex(s) => w.int(IntFmt::Hex, s, mask(v, s)),
         Format::Char => w.int(IntFmt::Char, 1, mask(v, 1)),
-        Format::Ptr => w.int(IntFmt::Ptr, 8, v),
+        Format::Ptr => match names::at(v) {
+            // uftrace's `/p`: a pointer to a function shows as `&name`.
+            Some(name) => w.enumerator(v, name),
+            None => w.int(IntFmt::Ptr, 8, v),
+        },
+        Format::Oct(s) => w.int(IntFmt::Oct, s, mask(v, s)),
         Format::Float(_) => w.missing(),
         Format::Str => put_string(w, pid, string_max, v),
+        Format::StdString => put_std_string(w, pid, string_max, v),
     }
+}
+
+/// The libstdc++ `std::string` at `addr` (its data pointer, then its
+/// length), at most `max` bytes of its text.
+fn put_std_string(w: &mut Writer, pid: u32, max: usize, addr: u64) -> bool {
+    if addr == 0 {
+        return w.null();
+    }
+    let mut head = [0u8; 16];
+    if read_mem(pid, addr, &mut head) != 16 {
+        return w.unreadable(addr);
+    }
+    let data = u64::from_le_bytes(head[..8].try_into().unwrap_or([0; 8]));
+    let len = u64::from_le_bytes(head[8..].try_into().unwrap_or([0; 8]));
+    let mut buf = [0u8; STRING_MAX];
+    let n = (len.min(max as u64) as usize).min(buf.len());
+    if data == 0 || read_mem(pid, data, &mut buf[..n]) != n {
+        return w.unreadable(data);
+    }
+    w.string(&buf[..n], len > n as u64)
+}
+
+/// The `long double` (x87 80-bit) in `b` as the nearest double's bits.
+fn f80_to_f64(b: &[u8; 16]) -> u64 {
+    let mant = u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
+    let se = u16::from_le_bytes([b[8], b[9]]);
+    let sign = u64::from(se >> 15) << 63;
+    let exp = i32::from(se & 0x7fff);
+    if exp == 0 && mant == 0 {
+        return sign;
+    }
+    if exp == 0x7fff {
+        // Infinity or NaN.
+        let frac = if mant << 1 == 0 { 0 } else { 1 << 51 };
+        return sign | 0x7ff << 52 | frac;
+    }
+    // The explicit integer bit is bit 63 of the mantissa.
+    let e = exp - 16383 + 1023;
+    if e >= 0x7ff {
+        return sign | 0x7ff << 52;
+    }
+    if e <= 0 {
+        // Too small for a normal double: zero (a denormal's precision
+        // does not matter to a trace).
+        return sign;
+    }
+    sign | (e as u64) << 52 | (mant << 1) >> 12
 }
 
 fn put_float(w: &mut Writer, fmt: Format, x: &[u8; 16]) -> bool {
@@ -725,5 +825,71 @@ fn read_mem(pid: u32, addr: u64, out: &mut [u8]) -> usize {
         0
     } else {
         (r as usize).min(out.len())
+    }
+}
+
+/// The names of functions by their address, for `/p` (a pointer to a
+/// function shows as `&name`): kept only when a spec has `/p`. The
+/// modules' walk notes each function ([`note`]); [`publish`] makes a
+/// sorted table that the slow path reads without a lock.
+pub mod names {
+    use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+    use std::sync::Mutex;
+
+    type Names = Vec<(u64, Box<str>)>;
+    static WANTED: AtomicBool = AtomicBool::new(false);
+    static PENDING: Mutex<Names> = Mutex::new(Vec::new());
+    static TABLE: AtomicPtr<Names> = AtomicPtr::new(std::ptr::null_mut());
+
+    /// Whether names are kept (from the options; what earlier options
+    /// kept is forgotten: a later attach).
+    pub fn want(on: bool) {
+        WANTED.store(on, Ordering::Relaxed);
+        PENDING.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        // (The old table is leaked: a thread may still be reading it.)
+        TABLE.store(std::ptr::null_mut(), Ordering::Release);
+    }
+
+    /// Whether the modules' walk should note names.
+    pub fn wanted() -> bool {
+        WANTED.load(Ordering::Relaxed)
+    }
+
+    /// Function `raw` (its symbol) starts at `addr`.
+    pub fn note(addr: u64, raw: &str) {
+        if raw.is_empty() {
+            return;
+        }
+        let display = if raw.starts_with("_Z") || raw.starts_with("_R") {
+            fctrace_symbols::demangle_in_process(raw)
+        } else {
+            raw.to_string()
+        };
+        let short = fctrace_options::pattern::without_params(&display);
+        let mut p = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+        p.push((addr, format!("&{short}").into_boxed_str()));
+    }
+
+    /// Publishes the names noted so far (old tables are leaked: another
+    /// thread may be reading one).
+    pub fn publish() {
+        if !wanted() {
+            return;
+        }
+        let mut v = PENDING.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        v.sort_unstable_by_key(|e| e.0);
+        TABLE.store(Box::leak(Box::new(v)), Ordering::Release);
+    }
+
+    /// The name (`&f`) of the function that starts at `addr`.
+    pub fn at(addr: u64) -> Option<&'static str> {
+        let p = TABLE.load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: published tables are leaked, never mutated.
+        let v = unsafe { &*p };
+        let i = v.binary_search_by_key(&addr, |e| e.0).ok()?;
+        Some(&v[i].1)
     }
 }

@@ -69,6 +69,9 @@ pub const F_NOTRACE: u64 = 2;
 pub const F_TRIGGER: u64 = 4;
 pub const F_ARGS: u64 = 8;
 pub const F_RETVAL: u64 = 16;
+/// A condition on its arguments (`-F FUNC@if:arg1==0`) decides, at each
+/// call, whether its `-F`, `-N` and trigger flags apply ([`conds`]).
+pub const F_COND: u64 = 32;
 /// Bits 8..64: which triggers (by index) name the function.
 const TRIGGER_SHIFT: u32 = 8;
 const MAX_TRIGGERS: usize = 56;
@@ -148,6 +151,8 @@ pub fn init(opts: Options) -> bool {
     GLOBAL.store(0, Ordering::Release);
     FINISHED.store(0, Ordering::Release);
     args::uninstall();
+    args::names::want(false);
+    conds::reset();
     if !opts.affects_recording() {
         return false;
     }
@@ -208,6 +213,17 @@ pub fn flags_for(func: u32, module_path: &str, raw: &str, at: &str) -> u64 {
             f |= F_TRIGGER | 1 << (TRIGGER_SHIFT + i as u32);
         }
     }
+    let mask = o
+        .conds
+        .iter()
+        .take(conds::MAX)
+        .enumerate()
+        .filter(|(_, c)| c.pattern.matches(module_path, forms))
+        .fold(0u32, |m, (i, _)| m | 1 << i);
+    if mask != 0 {
+        f |= F_COND;
+        conds::note(func, mask);
+    }
     let (a, r) = match cfg.specs {
         Some(sp) => sp.bind(func, module_path, raw, &display, at),
         None => (false, false),
@@ -247,7 +263,8 @@ pub fn flags_for(func: u32, module_path: &str, raw: &str, at: &str) -> u64 {
 /// floats, `-a`) keep the slow path.
 pub fn fast_desc(func: u32, flags: u64) -> Option<&'static FastDesc> {
     let cfg = config()?;
-    if flags & (F_FILTER | F_NOTRACE) != 0 || flags & (F_TRIGGER | F_ARGS | F_RETVAL) == 0 {
+    if flags & (F_FILTER | F_NOTRACE | F_COND) != 0 || flags & (F_TRIGGER | F_ARGS | F_RETVAL) == 0
+    {
         return None;
     }
     let mut d = FastDesc {
@@ -466,7 +483,17 @@ pub unsafe fn flagged_entry(
     if st.filt.finished {
         return 1;
     }
-    let flags = func_flags(func);
+    let mut flags = func_flags(func);
+    if flags & F_COND != 0 {
+        // SAFETY: as for `entry_regs` below (the caller's registers).
+        let regs = unsafe { entry_regs(slot, xsave, gprs) };
+        if !conds::hold(cfg, func, st.pid, &regs) {
+            // This call is an ordinary one: its filters and triggers
+            // (trigger bits from TRIGGER_SHIFT up) do not act.
+            flags &= (1 << TRIGGER_SHIFT) - 1;
+            flags &= !(F_FILTER | F_NOTRACE | F_TRIGGER);
+        }
+    }
     let mut depth = None;
     let mut backtrace = false;
     let was_off = st.filt.off;
@@ -838,6 +865,71 @@ pub fn note_import_range(id: u32, target: u64) {
 pub fn publish_ranges() {
     if ranges_on() {
         backtrace::publish_ranges();
+    }
+}
+
+/// Conditions on arguments (`FUNC@if:arg1==0`): which of them name each
+/// function (noted at instrumentation, published with the flags, read
+/// without a lock), and whether they hold at a call.
+pub mod conds {
+    use super::Config;
+    use crate::recording::args::{self, EntryRegs};
+    use std::sync::atomic::{AtomicPtr, Ordering};
+    use std::sync::Mutex;
+
+    /// Conditions used at most (a bit each).
+    pub const MAX: usize = 32;
+    /// (function id, the bits of its conditions), sorted when published.
+    type Table = Vec<(u32, u32)>;
+    static PENDING: Mutex<Table> = Mutex::new(Vec::new());
+    static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
+
+    /// Forgets the conditions of earlier options (a later attach).
+    pub fn reset() {
+        PENDING.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        // (The old table is leaked: a thread may still be reading it.)
+        TABLE.store(std::ptr::null_mut(), Ordering::Release);
+    }
+
+    pub fn note(func: u32, mask: u32) {
+        PENDING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((func, mask));
+    }
+
+    /// Publishes the conditions noted so far (old tables leaked: another
+    /// thread may be reading one).
+    pub fn publish() {
+        let mut v = PENDING.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if v.is_empty() {
+            return;
+        }
+        v.sort_unstable();
+        TABLE.store(Box::leak(Box::new(v)), Ordering::Release);
+    }
+
+    /// Whether every condition naming `func` holds for the call whose
+    /// argument registers are `regs` (in process `pid`). An argument that
+    /// cannot be read fails it.
+    pub(super) fn hold(cfg: &Config, func: u32, pid: u32, regs: &EntryRegs) -> bool {
+        let p = TABLE.load(Ordering::Acquire);
+        if p.is_null() {
+            return true;
+        }
+        // SAFETY: published tables are leaked, never mutated.
+        let v = unsafe { &*p };
+        let Ok(i) = v.binary_search_by_key(&func, |e| e.0) else {
+            return true;
+        };
+        let mask = v[i].1;
+        cfg.opts
+            .conds
+            .iter()
+            .take(MAX)
+            .enumerate()
+            .filter(|(k, _)| mask & 1 << k != 0)
+            .all(|(_, c)| args::int_arg(pid, regs, c.arg).is_some_and(|x| c.holds(x)))
     }
 }
 

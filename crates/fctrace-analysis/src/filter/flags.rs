@@ -69,6 +69,10 @@ pub(super) struct SessionFlags {
     pub(super) triggers: HashMap<u32, Vec<usize>>,
     /// `-F`/`-N` bits by system call number (`NAME@[syscall]`).
     pub(super) syscalls: Vec<u8>,
+    /// uftrace's `time=T` and `trace` actions by function: the time
+    /// filter while it runs (the innermost one's), and whether its calls
+    /// are shown whatever the time filter.
+    pub(super) times: HashMap<u32, (Option<u64>, bool)>,
 }
 
 /// A switch of tracing by a global trigger, at a time.

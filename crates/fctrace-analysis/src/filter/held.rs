@@ -24,6 +24,11 @@ pub(super) struct HeldFrame {
     pub(super) start: u64,
     /// `-C`: a call of a caller-filter function.
     pub(super) caller: bool,
+    /// `-t`: how long it must last to be shown (0 for a `trace` function).
+    pub(super) min_ns: u64,
+    /// `-t`: how long the calls under it must last (a `time=T` function's
+    /// T, else its caller's).
+    pub(super) scope_ns: u64,
 }
 
 /// A stage that holds calls until it knows whether to show them (stages 2
@@ -39,8 +44,17 @@ pub(super) struct Held {
     pub(super) base: u64,
     /// `-C`: open calls of caller-filter functions among the shown ones.
     pub(super) in_caller: u32,
-    /// `-C`: the flags of the session's functions.
+    /// The flags of the session's functions (`-C`'s callers, `-t`'s
+    /// `time=` and `trace` actions).
     pub(super) callers: Option<Rc<SessionFlags>>,
+    /// `-C` as uftrace has it: a caller-filter function is shown as a
+    /// leaf, without what happens under it (`--caller-tree`: with it).
+    pub(super) leaf: bool,
+    /// Inside the shown call of such a leaf: the calls open under it.
+    pub(super) under_leaf: Option<Vec<u32>>,
+    /// Whether the `Data` events that follow are dropped with the event
+    /// they belong to.
+    pub(super) drop_data: bool,
 }
 
 impl Held {
@@ -53,7 +67,43 @@ impl Held {
             base: 0,
             in_caller: 0,
             callers,
+            leaf: false,
+            under_leaf: None,
+            drop_data: false,
         }
+    }
+
+    /// Inside a leaf of `-C` (uftrace's meaning): whether `e` is dropped
+    /// as part of what happens under it; the leaf's own exit ends it.
+    fn hidden_under_leaf(&mut self, e: &Event) -> bool {
+        let Some(hidden) = &mut self.under_leaf else {
+            return false;
+        };
+        let drop = match e.kind {
+            EventKind::Entry => {
+                hidden.push(e.func);
+                true
+            }
+            EventKind::Exit | EventKind::Unwind => {
+                match hidden.iter().rposition(|&f| f == e.func) {
+                    Some(j) => {
+                        hidden.truncate(j);
+                        true
+                    }
+                    None => {
+                        // The leaf's own exit (or one further out).
+                        self.under_leaf = None;
+                        false
+                    }
+                }
+            }
+            EventKind::Args | EventKind::Retval => !hidden.is_empty(),
+            EventKind::Data => self.drop_data,
+            EventKind::Lost => false,
+            _ => true,
+        };
+        self.drop_data = drop;
+        drop
     }
 
     /// Passes on or holds an event, in order.
@@ -107,12 +157,15 @@ impl Held {
     }
 
     pub(super) fn push(&mut self, e: Event, out: &mut VecDeque<Event>) {
-        if let Mode::Time(t) = self.mode {
+        if self.under_leaf.is_some() && self.hidden_under_leaf(&e) {
+            return;
+        }
+        if let Mode::Time(_) = self.mode {
             if e.kind.is_call_step() && self.shown < self.frames.len() {
                 let k = self.shown
                     + self.frames[self.shown..]
                         .iter()
-                        .take_while(|f| e.ns.saturating_sub(f.entry_ns) >= t)
+                        .take_while(|f| e.ns.saturating_sub(f.entry_ns) >= f.min_ns)
                         .count();
                 self.show_upto(k, out);
             }
@@ -124,23 +177,42 @@ impl Held {
                     Mode::Time(_) => false,
                 };
                 let start = self.base + self.buf.len() as u64;
+                let (min_ns, scope_ns) = self.thresholds(e.func);
                 self.frames.push(HeldFrame {
                     func: e.func,
                     entry_ns: e.ns,
                     start,
                     caller,
+                    min_ns,
+                    scope_ns,
                 });
                 match self.mode {
                     Mode::Callers if caller || self.in_caller > 0 => {
                         self.buf.push_back(e);
                         self.show_upto(self.frames.len(), out);
+                        if caller && self.leaf {
+                            self.under_leaf = Some(Vec::new());
+                            self.drop_data = false;
+                        }
                     }
                     _ => self.buf.push_back(e),
                 }
             }
             EventKind::Exit | EventKind::Unwind => {
                 // rposition looks at the top first.
-                match self.frames.iter().rposition(|f| f.func == e.func) {
+                let at = self.frames.iter().rposition(|f| f.func == e.func);
+                if let Some(j) = at.filter(|&j| j >= self.shown) {
+                    // A call that lasted long enough for its own time
+                    // filter (`time=`, `trace`) while a caller held on
+                    // longer for its own: shown, with its callers.
+                    let f = &self.frames[j];
+                    if matches!(self.mode, Mode::Time(_))
+                        && e.ns.saturating_sub(f.entry_ns) >= f.min_ns
+                    {
+                        self.show_upto(j + 1, out);
+                    }
+                }
+                match at {
                     Some(j) if j >= self.shown => self.drop_from(j),
                     Some(j) => {
                         self.drop_from(self.shown);
@@ -171,22 +243,51 @@ impl Held {
     /// open, its entry not in the stream; shown at once if it or a call
     /// around it is a caller-filter function.
     pub(super) fn outer_call(&mut self, func: u32) {
+        if let Some(hidden) = &mut self.under_leaf {
+            hidden.push(func);
+            return;
+        }
         let caller = self.is_caller(func);
+        let (_, scope_ns) = self.thresholds(func);
         self.frames.push(HeldFrame {
             func,
             entry_ns: 0,
             start: self.base + self.buf.len() as u64,
             caller,
+            min_ns: 0,
+            scope_ns,
         });
         if caller || self.in_caller > 0 {
             self.show_upto(self.frames.len(), &mut VecDeque::new());
         }
+        if caller && self.leaf {
+            self.under_leaf = Some(Vec::new());
+        }
+    }
+
+    /// `-t`: how long a call of `func` entered now must last to be shown,
+    /// and how long the calls under it must (`-t`'s time, a `time=T`
+    /// action's T, 0 for a `trace` function itself).
+    fn thresholds(&self, func: u32) -> (u64, u64) {
+        let Mode::Time(t) = self.mode else {
+            return (0, 0);
+        };
+        let inherited = self.frames.last().map_or(t, |f| f.scope_ns);
+        let (time, always) = self
+            .callers
+            .as_ref()
+            .and_then(|f| f.times.get(&func).copied())
+            .unwrap_or((None, false));
+        let scope = time.unwrap_or(inherited);
+        (if always { 0 } else { scope }, scope)
     }
 
     pub(super) fn is_caller(&self, func: u32) -> bool {
-        self.callers
-            .as_ref()
-            .is_some_and(|f| f.flags.get(func as usize).copied().unwrap_or(0) & CALLER != 0)
+        matches!(self.mode, Mode::Callers)
+            && self
+                .callers
+                .as_ref()
+                .is_some_and(|f| f.flags.get(func as usize).copied().unwrap_or(0) & CALLER != 0)
     }
 
     /// The task's events have ended.

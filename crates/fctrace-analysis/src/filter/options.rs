@@ -29,7 +29,7 @@ pub fn add_recorded_backtraces(opts: &mut Options, trace: &Trace) {
 
 /// The display options of a pass over `trace`: `given` (the options of
 /// `replay` or `report`), plus the display-only options the trace was
-/// recorded with (`record -C FUNC`, `record -t TIME`: the agent does not
+/// recorded with (`record -C FUNC`, `record -t TIME`, `record -H FUNC`: the agent does not
 /// apply them, so they are kept in info.json and act here, as in live
 /// mode) where `given` has none of that kind.
 pub fn with_recorded_display(given: &Options, trace: &Trace) -> Options {
@@ -37,12 +37,19 @@ pub fn with_recorded_display(given: &Options, trace: &Trace) -> Options {
     if let Ok(recorded) = Options::from_wire(&trace.info.options) {
         if opts.callers.is_empty() {
             opts.callers = recorded.callers;
+            opts.caller_tree = recorded.caller_tree;
         }
         if opts.time_filter.is_none() {
             opts.time_filter = recorded.time_filter;
         }
         if opts.tids.is_empty() {
             opts.tids = recorded.tids;
+        }
+        if opts.hide.is_empty() {
+            opts.hide = recorded.hide;
+        }
+        if opts.time_actions.is_empty() {
+            opts.time_actions = recorded.time_actions;
         }
     }
     opts
@@ -84,7 +91,9 @@ pub(super) fn per_call(opts: &Options) -> bool {
         || !opts.callers.is_empty()
         || opts.depth.is_some()
         || opts.time_filter.is_some_and(|t| t > 0)
+        || !opts.time_actions.is_empty()
         || !opts.triggers.is_empty()
+        || opts.disabled
 }
 
 /// The display-only options of `opts` (`--show-runtime`, `--no-libcall`,

@@ -122,7 +122,8 @@ impl<'t> Filter<'t> {
         let o = &self.opts;
         vis.draws = self.backtraces && o.callers.is_empty();
         let callers = (!o.callers.is_empty()).then(|| {
-            let mut held = Held::new(Mode::Callers, Some(flags));
+            let mut held = Held::new(Mode::Callers, Some(flags.clone()));
+            held.leaf = !o.caller_tree;
             // The calls the task starts in that stage 1 shows are open
             // calls of this stage too (`-C do_fork` shows what a child
             // forked in do_fork does).
@@ -139,10 +140,8 @@ impl<'t> Filter<'t> {
             mid: VecDeque::new(),
             vis,
             callers,
-            time: o
-                .time_filter
-                .filter(|&t| t > 0)
-                .map(|t| Held::new(Mode::Time(t), None)),
+            time: (o.time_filter.is_some_and(|t| t > 0) || !o.time_actions.is_empty())
+                .then(|| Held::new(Mode::Time(o.time_filter.unwrap_or(0)), Some(flags))),
         }
     }
 
@@ -155,7 +154,7 @@ impl<'t> Filter<'t> {
             flags,
             triggers: o.triggers.clone(),
             has_filters: !o.filters.is_empty(),
-            on: true,
+            on: !o.disabled,
             finished: false,
             notrace_open: 0,
             filter_open: 0,
@@ -361,6 +360,7 @@ impl<'t> Filter<'t> {
         let o = &self.opts;
         let mut flags = Vec::new();
         let mut triggers: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut times: HashMap<u32, (Option<u64>, bool)> = HashMap::new();
         if let Some(table) = self.trace.sessions.get(&session) {
             let any = |ps: &[FuncPattern], module: &str, names: [&str; 4]| {
                 ps.iter().any(|p| p.matches(module, names))
@@ -376,6 +376,9 @@ impl<'t> Filter<'t> {
                 if any(&o.callers, module, names) {
                     bits |= CALLER;
                 }
+                if any(&o.hide, module, names) {
+                    bits |= HIDE;
+                }
                 if any(&self.resumes, module, names) {
                     bits |= RESUMES;
                 }
@@ -384,6 +387,15 @@ impl<'t> Filter<'t> {
                 }
                 if any(&self.recorded.1, module, names) {
                     bits |= REC_NOTRACE;
+                }
+                for (p, t) in &o.time_actions {
+                    if p.matches(module, names) {
+                        let e = times.entry(id).or_insert((None, false));
+                        match t {
+                            Some(t) => e.0 = Some(*t),
+                            None => e.1 = true,
+                        }
+                    }
                 }
                 let hits: Vec<usize> = o
                     .triggers
@@ -423,6 +435,7 @@ impl<'t> Filter<'t> {
             flags,
             triggers,
             syscalls,
+            times,
         });
         self.sessions.insert(session, f.clone());
         f

@@ -513,9 +513,25 @@ fn callers() {
   10.000 us | } /* main */
 "
     );
-    // FUNC's own subtree is shown.
+    // FUNC is a leaf (uftrace's -C).
     assert_eq!(
         calls(&t, &opts(|o| o.callers = pats(&["S::get"]))),
+        "            | main() {
+            |   foo(int) {
+   0.100 us |     S::get() const;
+   2.000 us |   } /* foo(int) */
+  10.000 us | } /* main */
+"
+    );
+    // --caller-tree: FUNC's own subtree is shown.
+    assert_eq!(
+        calls(
+            &t,
+            &opts(|o| {
+                o.callers = pats(&["S::get"]);
+                o.caller_tree = true;
+            })
+        ),
         "            | main() {
             |   foo(int) {
             |     S::get() const {

@@ -45,7 +45,7 @@ pub(super) fn resumes_unknown(trace: &Trace) -> bool {
             .any(|t| t.global && t.actions.contains(&Action::TraceOn))
 }
 
-/// The patterns of `opts` (`-F`, `-N`, `-C`, `-T`, `-A`, `-R`) that name no function
+/// The patterns of `opts` (`-F`, `-N`, `-C`, `-H`, `-P`, `-U`, `-T`, `-A`, `-R`) that name no function
 /// of the trace, as the user wrote them (a misspelt name would otherwise
 /// just show an empty tree).
 pub fn unmatched_patterns(trace: &Trace, opts: &Options) -> Vec<String> {
@@ -53,6 +53,11 @@ pub fn unmatched_patterns(trace: &Trace, opts: &Options) -> Vec<String> {
     pats.extend(opts.filters.iter().map(|p| ("-F", p.as_str(), p)));
     pats.extend(opts.notrace.iter().map(|p| ("-N", p.as_str(), p)));
     pats.extend(opts.callers.iter().map(|p| ("-C", p.as_str(), p)));
+    pats.extend(opts.hide.iter().map(|p| ("-H", p.as_str(), p)));
+    pats.extend(opts.patch.iter().map(|r| {
+        let flag = if r.patch { "-P" } else { "-U" };
+        (flag, r.pattern.as_str(), &r.pattern)
+    }));
     pats.extend(
         opts.triggers
             .iter()
@@ -60,10 +65,10 @@ pub fn unmatched_patterns(trace: &Trace, opts: &Options) -> Vec<String> {
     );
     // -A and -R (a spec of return values only is -R's).
     pats.extend(opts.args.iter().map(|a| {
-        let retval_only = a
-            .items
-            .iter()
-            .all(|i| i.source == fctrace_options::args::Source::Retval);
+        let retval_only = a.items.iter().all(|i| {
+            use fctrace_options::args::Source;
+            matches!(i.source, Source::Retval | Source::AutoRetval)
+        });
         let opt = if retval_only { "-R" } else { "-A" };
         (opt, a.source.as_str(), &a.pattern)
     }));

@@ -127,6 +127,7 @@ impl Merge<'_, '_, '_> {
                     let (_, order) = o;
                     let info = tasks[order];
                     writeln!(self.out, "{}", task_header(trace, info))?;
+                    self.out.task_started(info.tid);
                     let events = match trace.task_events(info) {
                         Ok(events) => events,
                         Err(e) => {

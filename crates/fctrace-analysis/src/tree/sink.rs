@@ -32,6 +32,8 @@ pub(super) struct Sink<'a> {
     /// Which calls of a chain recorded by the agent (attach, or where
     /// tracing resumed) are opened when the events are not filtered.
     pub(super) choice: crate::filter::ChainChoice,
+    /// `--no-comment`: where the text of the line being composed starts.
+    pub(super) text_at: Option<usize>,
 }
 
 /// Spaces of the deepest indent, in whole [`PIECE`]s.
@@ -58,14 +60,19 @@ impl<'a> Sink<'a> {
         trace: &Trace,
         options: &Options,
     ) -> Sink<'a> {
-        let fields = style.fields.as_ref().map(|f| {
+        let fields = style.line_fields().map(|f| {
             Rc::new(FieldCtx {
-                fields: f.clone(),
                 origin: if f.contains(&Field::Elapsed) {
                     crate::filter::trace_start_ns(trace)
                 } else {
                     0
                 },
+                fields: f,
+                no_comment: style.no_comment,
+                task_newline: style.task_newline,
+                prev_tid: Default::default(),
+                column_offset: style.column_offset,
+                next_column: Default::default(),
             })
         });
         Sink {
@@ -80,6 +87,7 @@ impl<'a> Sink<'a> {
             kernel_in_calls_only: Options::from_wire(&trace.info.options)
                 .is_ok_and(|o| !o.filters.is_empty() || !o.notrace.is_empty() || o.disabled),
             choice: crate::filter::ChainChoice::new(trace, options),
+            text_at: None,
         }
     }
 
@@ -96,9 +104,20 @@ impl<'a> Sink<'a> {
 }
 
 impl Sink<'_> {
+    /// A task header line was written for task `tid`: `--task-newline`
+    /// adds no empty line before its first line.
+    pub(super) fn task_started(&mut self, tid: u32) {
+        if let Some(ctx) = &self.fields {
+            ctx.prev_tid.set(Some(tid));
+        }
+    }
+
     /// A line was appended to `buf`.
     #[inline]
     pub(super) fn line_done(&mut self) -> io::Result<()> {
+        if let Some(at) = self.text_at.take() {
+            self.drop_comment(at);
+        }
         if self.buf.len() >= SINK_CAPACITY {
             self.out.write_all(&self.buf)?;
             self.buf.clear();
@@ -138,6 +157,12 @@ impl Sink<'_> {
             return;
         };
         let buf = &mut self.buf;
+        if ctx.task_newline {
+            if ctx.prev_tid.get().is_some_and(|t| t != info.tid_num) {
+                blank_fields(buf, &ctx.fields);
+            }
+            ctx.prev_tid.set(Some(info.tid_num));
+        }
         let ns = info.ns.get();
         let duration = |buf: &mut Vec<u8>, v: Option<u64>| match v {
             Some(v) => {
@@ -164,10 +189,25 @@ impl Sink<'_> {
                 Field::Module => {
                     let _ = write!(buf, " {:>15}", info.module.borrow());
                 }
+                Field::Addr => match info.addr.get() {
+                    Some(a) => {
+                        let _ = write!(buf, " {a:>12x}");
+                    }
+                    None => buf.extend_from_slice(&[b' '; 13]),
+                },
             }
         }
         if !ctx.fields.is_empty() {
             buf.extend_from_slice(b" | ");
+        }
+        if let Some(offset) = ctx.column_offset {
+            let column = info.column.get().unwrap_or_else(|| {
+                let c = ctx.next_column.get();
+                ctx.next_column.set(c + 1);
+                info.column.set(Some(c));
+                c
+            });
+            buf.extend(std::iter::repeat_n(b' ', 2 * column * offset));
         }
         if depth <= MAX_INDENT_DEPTH {
             put_padded(buf, &INDENT, depth * 2);
@@ -175,6 +215,27 @@ impl Sink<'_> {
             put_padded(buf, &INDENT, MAX_INDENT_DEPTH * 2);
             let _ = write!(buf, "(depth {depth}) ");
         }
+        if ctx.no_comment {
+            self.text_at = Some(self.buf.len());
+        }
+    }
+
+    /// `--no-comment`: the line composed from `at` on, a closing line
+    /// `} /* name */...` or `} = 6; /* name */`, loses its `/* name */`.
+    #[cold]
+    #[inline(never)]
+    fn drop_comment(&mut self, at: usize) {
+        let text = &self.buf[at..];
+        if !text.starts_with(b"}") {
+            return;
+        }
+        let Some(open) = text.windows(3).position(|w| w == b" /*") else {
+            return;
+        };
+        let Some(close) = text[open..].windows(2).position(|w| w == b"*/") else {
+            return;
+        };
+        self.buf.drain(at + open..at + open + close + 2);
     }
 
     /// A whole line whose text (after the indent) is the first `len` bytes
@@ -212,6 +273,16 @@ impl Sink<'_> {
         self.buf.push(b'\n');
         self.line_done()
     }
+}
+
+/// `--task-newline`'s line between two tasks: the fields left blank.
+fn blank_fields(buf: &mut Vec<u8>, fields: &[Field]) {
+    let width: usize = fields.iter().map(|f| f.title().1).sum();
+    if !fields.is_empty() {
+        buf.extend(std::iter::repeat_n(b' ', width));
+        buf.extend_from_slice(b" |");
+    }
+    buf.push(b'\n');
 }
 
 /// The markers that end a line, and their colours.
@@ -292,6 +363,9 @@ impl Column {
         let mut c = Column::new(task.tid);
         c.info = Some(Box::new(LineInfo {
             tid: format!(" [{:>5}]", task.tid),
+            tid_num: task.tid,
+            addr: Default::default(),
+            column: Default::default(),
             comm: task.comm.clone(),
             ns: Default::default(),
             prev: Default::default(),

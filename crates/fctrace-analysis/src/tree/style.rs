@@ -36,6 +36,28 @@ pub struct TreeStyle {
     /// `--last N`: per task, only its last N calls, with the calls open
     /// around them; the task that crashed first ([`last`]).
     pub last: Option<u64>,
+    /// `--no-comment`: closing lines are `}` without `/* name */`.
+    pub no_comment: bool,
+    /// `--task-newline`: an empty line where the task changes.
+    pub task_newline: bool,
+    /// `--column-view`: each task's lines shifted right by this many
+    /// levels (2 spaces each) times the task's column (tasks numbered as
+    /// they first print).
+    pub column_offset: Option<usize>,
+}
+
+impl TreeStyle {
+    /// The `-f` columns the lines are composed with: those of `-f`, or
+    /// the default ones when another option needs the per-line path.
+    pub(super) fn line_fields(&self) -> Option<Vec<Field>> {
+        match &self.fields {
+            Some(f) => Some(f.clone()),
+            None if self.no_comment || self.task_newline || self.column_offset.is_some() => {
+                Some(vec![Field::Duration, Field::Tid])
+            }
+            None => None,
+        }
+    }
 }
 
 /// A column of `-f/--output-fields` (uftrace's names).
@@ -56,12 +78,15 @@ pub enum Field {
     Task,
     /// The file name of the module of the line's function.
     Module,
+    /// The function's address in the process (hexadecimal).
+    Addr,
 }
 
 impl Field {
-    const ALL: [(&'static str, Field); 7] = [
+    const ALL: [(&'static str, Field); 8] = [
         ("duration", Field::Duration),
         ("tid", Field::Tid),
+        ("addr", Field::Addr),
         ("time", Field::Time),
         ("delta", Field::Delta),
         ("elapsed", Field::Elapsed),
@@ -75,10 +100,11 @@ impl Field {
             Field::Duration => ("DURATION", 11),
             Field::Tid => ("TID", 8),
             Field::Time => ("TIMESTAMP", 17),
-            Field::Delta => ("DELTA", 11),
+            Field::Delta => ("TIMEDELTA", 11),
             Field::Elapsed => ("ELAPSED", 11),
-            Field::Task => ("TASK", 16),
-            Field::Module => ("MODULE", 16),
+            Field::Task => ("TASK NAME", 16),
+            Field::Module => ("MODULE NAME", 16),
+            Field::Addr => ("ADDRESS", 13),
         }
     }
 }
@@ -113,16 +139,30 @@ pub fn parse_fields(spec: &str) -> Result<Option<Vec<Field>>, String> {
     Ok((fields != [Field::Duration, Field::Tid]).then_some(fields))
 }
 
-/// The `-f` columns of a pass: the fields and the origin of `elapsed`.
+/// The `-f` columns of a pass: the fields and the origin of `elapsed`,
+/// and the options laid out line by line with them.
 pub(super) struct FieldCtx {
     pub(super) fields: Vec<Field>,
     pub(super) origin: u64,
+    /// `--no-comment`.
+    pub(super) no_comment: bool,
+    /// `--task-newline`: the tid of the previous line.
+    pub(super) task_newline: bool,
+    pub(super) prev_tid: std::cell::Cell<Option<u32>>,
+    /// `--column-view`: the offset per column and the next column.
+    pub(super) column_offset: Option<usize>,
+    pub(super) next_column: std::cell::Cell<usize>,
 }
 
 /// What a task's lines show in the `-f` columns besides their duration,
 /// set by the task before each line.
 pub(super) struct LineInfo {
     pub(super) tid: String,
+    pub(super) tid_num: u32,
+    /// The line's function's address (`addr`).
+    pub(super) addr: std::cell::Cell<Option<u64>>,
+    /// `--column-view`: the task's column, once it printed.
+    pub(super) column: std::cell::Cell<Option<usize>>,
     pub(super) comm: String,
     /// The line's time.
     pub(super) ns: std::cell::Cell<u64>,
@@ -133,6 +173,9 @@ pub(super) struct LineInfo {
 
 /// The header line for `fields`.
 pub(super) fn fields_header(fields: &[Field]) -> String {
+    if fields == [Field::Duration, Field::Tid] {
+        return HEADER.to_string();
+    }
     if fields.is_empty() {
         return "# FUNCTION".to_string();
     }

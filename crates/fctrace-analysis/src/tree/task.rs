@@ -131,9 +131,13 @@ impl<S: EventSource> TaskState<S> {
         info.ns.set(event.ns);
         let module = match event.kind {
             EventKind::Entry | EventKind::Exit | EventKind::Unwind => {
+                info.addr.set(names.func_addr(self.session, event.func));
                 names.module_file(self.session, event.func)
             }
-            _ => "",
+            _ => {
+                info.addr.set(None);
+                ""
+            }
         };
         let mut m = info.module.borrow_mut();
         m.clear();

@@ -259,13 +259,13 @@ fn output_fields() {
     };
     assert_eq!(parse_fields("duration,tid"), Ok(None));
     assert_eq!(parse_fields("+tid"), Ok(None));
-    assert!(parse_fields("addr")
+    assert!(parse_fields("bogus")
         .unwrap_err()
         .contains("fields: duration"));
     assert_eq!(
         with("elapsed,delta,tid,module"),
         "\
-#   ELAPSED      DELTA     TID          MODULE   FUNCTION
+#   ELAPSED  TIMEDELTA     TID     MODULE NAME   FUNCTION
 # task 42: pid 42, tid 42 (prog), /usr/bin/prog, the program started
    0.000 us            [   42]            prog | main() {
    0.200 us   0.200 us [   42]       libc.so.6 |   strtol();

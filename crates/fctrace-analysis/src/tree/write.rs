@@ -124,6 +124,7 @@ pub fn write_tree_styled(
             writeln!(out)?;
         }
         writeln!(out, "{}", task_header(trace, info))?;
+        out.task_started(info.tid);
         let events = match trace.task_events(info) {
             Ok(events) => events,
             Err(e) => {

@@ -39,6 +39,8 @@ struct InfoFile {
     kernel_events: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     snapshot: Option<SnapshotFile>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    run_facts: Vec<(String, String)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -153,6 +155,7 @@ pub(crate) fn to_json(info: &TraceInfo) -> String {
             events_before: s.events_before,
             taken_ns: s.taken_ns,
         }),
+        run_facts: info.facts.clone(),
     };
     let mut text = serde_json::to_string_pretty(&file).unwrap_or_else(|_| String::from("{}"));
     text.push('\n');
@@ -270,6 +273,7 @@ pub(crate) fn from_json(dir: &Path, path: &Path, text: &str) -> Result<TraceInfo
             events_before: s.events_before,
             taken_ns: s.taken_ns,
         }),
+        facts: file.run_facts,
     })
 }
 

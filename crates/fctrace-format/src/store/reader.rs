@@ -36,6 +36,9 @@ pub struct Trace {
     /// Problems found while opening that do not prevent reading the trace
     /// (unreadable symbol tables, ...), one sentence each.
     pub load_warnings: Vec<String>,
+    /// The tasks' kernel events (`record -k`) are left out of
+    /// [`Trace::task_events`] (`replay --no-event`).
+    pub without_kernel: bool,
     clock: ClockMap,
     /// The archive the trace was unpacked from, kept (and its temporary
     /// directory with it) as long as the trace is.
@@ -206,6 +209,7 @@ impl Trace {
             info,
             sessions,
             load_warnings,
+            without_kernel: false,
             clock,
             archive: None,
         })
@@ -248,6 +252,9 @@ impl Trace {
         let mut events =
             self.open_events(self.dir.join(&task.file), task.tid, Some(task.events))?;
         // Its kernel events (`record -k`), merged in by time.
+        if self.without_kernel {
+            return Ok(events);
+        }
         if let Some(r) = super::kernel::KernelReader::open(
             &self.dir.join(super::kernel::sys_file_of(&task.file)),
         ) {

@@ -146,6 +146,11 @@ pub struct TraceInfo {
     /// A flight recorder's snapshot (`record --ring`): the most recent
     /// history of each task when it was taken, not the whole run.
     pub snapshot: Option<SnapshotInfo>,
+    /// What the recorder saw of the system and the run, as uftrace's info
+    /// shows it: (label, value) pairs in order (`hostname`, `kernel
+    /// version`, `cpu info`, ..., and for a program fctrace started `max
+    /// rss`, `page fault`, `context switch`, `cpu time`).
+    pub facts: Vec<(String, String)>,
 }
 
 /// What a flight recorder snapshot is (info.json `snapshot`).

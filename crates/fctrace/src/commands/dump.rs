@@ -16,19 +16,47 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
-    let format = &args.format;
-    if args.sample_count && !format.flame_graph {
+    let name = args.format.name();
+    if args.sample_count && name != "flame-graph" {
         anyhow::bail!("--sample-count applies to --flame-graph only");
     }
-    if format.perfetto && args.output.is_none() && io::stdout().is_terminal() {
+    if name == "perfetto" && args.output.is_none() && io::stdout().is_terminal() {
         anyhow::bail!(
             "--perfetto writes a binary file: give it with -o FILE, e.g. \
              `fctrace dump --perfetto -o trace.pftrace`"
         );
     }
     let (trace, options) = open(&args.dir, &args.filter, &args.naming)?;
+    if args.debug {
+        let mut errors = Vec::new();
+        let written = write_to(args.output.as_deref(), |out| {
+            errors = output::events::write_raw(&trace, &options, out)?;
+            Ok(())
+        });
+        match written {
+            Err(e) if is_broken_pipe(&e) => return Ok(ExitCode::SUCCESS),
+            Err(e) => return Err(e.context("cannot write the events")),
+            Ok(()) => return finish(&trace, OUTPUT, 0, errors),
+        }
+    }
+    if let Some(lang) = match name {
+        "graphviz" => Some(output::graph::Lang::Dot),
+        "mermaid" => Some(output::graph::Lang::Mermaid),
+        _ => None,
+    } {
+        let g = output::graph::build(&trace, &options, false, "dump");
+        let written = write_to(args.output.as_deref(), |out| {
+            Ok(output::graph::write_drawing(out, &trace, &g, lang)?)
+        });
+        match written {
+            Err(e) if is_broken_pipe(&e) => return Ok(ExitCode::SUCCESS),
+            Err(e) => return Err(e.context("cannot write the graph")),
+            Ok(()) => {}
+        }
+        return finish(&trace, OUTPUT, g.lost_in_streams, g.errors);
+    }
 
-    if format.flame_graph {
+    if name == "flame-graph" {
         let weight = if args.sample_count {
             Weight::Calls
         } else {
@@ -43,7 +71,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
         }
         return finish(&trace, OUTPUT, folded.lost_in_streams, folded.errors);
     }
-    if format.parquet {
+    if name == "parquet" {
         let dir = args
             .output
             .as_deref()
@@ -62,9 +90,9 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
     };
     let mut out = BufWriter::with_capacity(1 << 20, sink);
     let progress = output::Progress::wanted(!to_file);
-    let written: io::Result<Pass> = if format.chrome {
+    let written: io::Result<Pass> = if name == "chrome" {
         output::chrome::write(&trace, &options, progress, &mut out)
-    } else if format.perfetto {
+    } else if name == "perfetto" {
         output::perfetto::write(&trace, &options, progress, &mut out)
     } else {
         output::events::write(&trace, &options, progress, &mut out)

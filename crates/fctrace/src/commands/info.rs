@@ -16,9 +16,29 @@ use std::process::ExitCode;
 /// is checked chunk by chunk (headers, sizes, checksums, the count of
 /// events), without decoding the events.
 pub fn run(args: InfoArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
+    if args.system {
+        let mut output = Output::open(&args.output, terminal)?;
+        let mut out = BufWriter::new(&mut output.writer);
+        write_facts(&mut out, &fctrace_record::system_facts(), "")?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let (trace, naming) = super::naming::open_with_naming(&args.dir, &args.naming)?;
     let mut output = Output::open(&args.output, terminal)?;
     let mut out = BufWriter::new(&mut output.writer);
+    if args.task || args.symbols {
+        let written = if args.task {
+            write_task_tree(&mut out, &trace, true)
+        } else {
+            write_symbols(&mut out, &trace)
+        }
+        .and_then(|()| out.flush());
+        return match written {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+            Err(e) => Err(anyhow::Error::from(e).context("cannot write the trace information")),
+            Ok(()) => Ok(ExitCode::SUCCESS),
+        };
+    }
     let damaged = damaged_tasks(&trace);
     let written = write_info(&mut out, &trace, args.verbose)
         .and_then(|()| Ok(super::naming::write_origins(&mut out, &trace, &naming)?))
@@ -138,9 +158,15 @@ pub fn write_info(out: &mut dyn Write, trace: &Trace, verbose: bool) -> anyhow::
         human_bytes(info.bytes)
     )?;
 
+    if !info.facts.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "System and run (as uftrace's info):")?;
+        write_facts(out, &info.facts, "  ")?;
+    }
+
     writeln!(out)?;
     writeln!(out, "Tasks: {}", info.tasks.len())?;
-    write_task_tree(out, trace)?;
+    write_task_tree(out, trace, false)?;
 
     for (id, table) in &trace.sessions {
         writeln!(out)?;
@@ -165,7 +191,53 @@ const MAX_TASK_INDENT: usize = 50;
 /// The tasks as a tree, pstree-like: each task under the task that
 /// created it (thread, fork, exec, spawn), in order of creation; a task
 /// whose parent is not in the trace is a root.
-fn write_task_tree(out: &mut dyn Write, trace: &Trace) -> io::Result<()> {
+/// `(label, value)` lines, `PREFIXlabel : value` with the labels aligned.
+fn write_facts(out: &mut dyn Write, facts: &[(String, String)], prefix: &str) -> io::Result<()> {
+    for (label, value) in facts {
+        writeln!(out, "{prefix}{label:<19} : {value}")?;
+    }
+    Ok(())
+}
+
+/// `info --symbols`: per session, the traced functions of the
+/// executable, then its traced calls into libraries (PLT, GOT), each
+/// list by address.
+fn write_symbols(out: &mut dyn Write, trace: &Trace) -> io::Result<()> {
+    let many = trace.sessions.len() > 1;
+    for table in trace.sessions.values() {
+        if many {
+            writeln!(out, "# {}", table.exe)?;
+        }
+        let exe = table.modules.iter().position(|m| m.path == table.exe);
+        let traced =
+            |f: &&fctrace_format::symtab::Function| !matches!(f.status, FuncStatus::NotTraced(_));
+        let mut normal: Vec<_> = table
+            .functions
+            .iter()
+            .filter(traced)
+            .filter(|f| f.kind == FuncKind::Function && exe == Some(f.module as usize))
+            .collect();
+        let mut dynamic: Vec<_> = table
+            .functions
+            .iter()
+            .filter(traced)
+            .filter(|f| f.kind != FuncKind::Function)
+            .collect();
+        normal.sort_by_key(|f| f.addr);
+        dynamic.sort_by_key(|f| f.addr);
+        for (title, list) in [("Normal symbols", normal), ("Dynamic symbols", dynamic)] {
+            writeln!(out, "{title}")?;
+            writeln!(out, "{}", "=".repeat(title.len()))?;
+            for (i, f) in list.iter().enumerate() {
+                writeln!(out, "[{i:>2}] {} ({:#x}) size: {}", f.name, f.addr, f.size)?;
+            }
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_task_tree(out: &mut dyn Write, trace: &Trace, short: bool) -> io::Result<()> {
     use std::collections::{HashMap, HashSet};
     let tasks = &trace.info.tasks;
     let ids: HashSet<u32> = tasks.iter().map(|t| t.id).collect();
@@ -194,6 +266,21 @@ fn write_task_tree(out: &mut dyn Write, trace: &Trace) -> io::Result<()> {
             continue;
         }
         let t = &tasks[i];
+        if short {
+            // uftrace's `info --task`: `[TID] NAME`, 6 spaces per level.
+            writeln!(
+                out,
+                "{:w$}[{}] {}",
+                "",
+                t.tid,
+                t.comm,
+                w = 6 * level.min(MAX_TASK_INDENT)
+            )?;
+            if let Some(kids) = children.get(&t.id) {
+                stack.extend(kids.iter().rev().map(|&k| (k, level + 1)));
+            }
+            continue;
+        }
         let indent = 2 + 2 * level.min(MAX_TASK_INDENT);
         let deep = if level > MAX_TASK_INDENT {
             format!("(level {level}) ")
@@ -584,7 +671,7 @@ mod tests {
             ],
         );
         let mut out = Vec::new();
-        write_task_tree(&mut out, &trace).unwrap();
+        write_task_tree(&mut out, &trace, false).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "  task 0: start, pid 50, tid 50 (prog), /usr/bin/prog, 1 events

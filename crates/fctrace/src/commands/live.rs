@@ -14,26 +14,37 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     // so is an output file that cannot be created.
     let options = args.filter.to_options_with(&args.trace)?;
     super::record::refuse_snapshot_triggers(&options)?;
+    super::record::check_clock(&args.trace)?;
     let style = args.tree.style()?;
     super::naming::check_dirs(&args.naming)?;
     let mut output = Output::open(&args.output, terminal)?;
     // A new directory only this user can enter (mkdtemp: a random name,
-    // created 0700, never one that already exists).
-    let tmp = tempfile::Builder::new()
-        .prefix("fctrace-live-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .tempdir()
-        .context("cannot create a private temporary directory for the trace")?;
+    // created 0700, never one that already exists); with --record the
+    // trace directory `record` writes.
+    let tmp = if args.record {
+        None
+    } else {
+        Some(
+            tempfile::Builder::new()
+                .prefix("fctrace-live-")
+                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                .tempdir()
+                .context("cannot create a private temporary directory for the trace")?,
+        )
+    };
+    let dir = tmp
+        .as_ref()
+        .map_or(std::path::Path::new(crate::cli::DEFAULT_DIR), |t| t.path());
     let result = (|| -> anyhow::Result<_> {
         let out = recorder::record(super::record::settings(
             args.run.target(&args.filter)?,
-            tmp.path(),
+            dir,
             &args.trace,
             &options,
             None,
         ))?;
         let mut trace =
-            fctrace_format::store::Trace::open(tmp.path()).context("reading the recorded trace")?;
+            fctrace_format::store::Trace::open(dir).context("reading the recorded trace")?;
         super::naming::name(&mut trace, &args.naming);
         filter::warn_unmatched(&trace, &options);
         // What the agent applied (-F, -N, -D, -T) is not applied again:
@@ -42,12 +53,33 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         // options (-C, -t, --tid) act here, as `replay` applies them.
         let mut display = filter::with_recorded_display(&filter::display_only(&options), &trace);
         filter::add_recorded_backtraces(&mut display, &trace);
+        if args.report {
+            write_report(&trace, &display, &mut output.writer)?;
+        }
         fctrace_analysis::tree::print_tree_styled(&trace, &display, &style, &mut output.writer)?;
         Ok((out.exit, out.attach))
     })();
     // Removed before ending like the program (which may mean a signal).
-    let _ = tmp.close();
+    if let Some(tmp) = tmp {
+        let _ = tmp.close();
+    }
     let (exit, attach) = result?;
     // Ends as the program did (by the same signal if one killed it).
     Ok(recorder::end_like(exit, attach))
+}
+
+/// `--report`: the report of the run, between uftrace's headings, before
+/// the tree.
+fn write_report(
+    trace: &fctrace_format::store::Trace,
+    display: &fctrace_options::Options,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    use fctrace_analysis::report;
+    let mut stats = report::aggregate_with(trace, display);
+    report::sort(&mut stats.functions, fctrace_analysis::sort::SortKey::Total);
+    write!(out, "#\n# fctrace report\n#\n")?;
+    report::write_text(out, &stats.functions)?;
+    write!(out, "\n#\n# fctrace replay\n#\n")?;
+    Ok(())
 }

@@ -20,6 +20,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     }
     // Bad filter or argument specs are errors before anything runs.
     let mut options = args.filter.to_options_with(&args.trace)?;
+    check_clock(&args.trace)?;
+    if args.no_args {
+        options.args.clear();
+        options.auto_args = false;
+    }
     if args.run.pid.is_some() {
         // --tid chose the threads to trace: the trace holds those only.
         options.tids.clear();
@@ -42,6 +47,18 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         eprintln!("fctrace: {note}");
     }
     Ok(recorder::end_like(out.exit, out.attach))
+}
+
+/// `--clock`: fctrace's timestamps are CLOCK_MONOTONIC's (uftrace's
+/// default, `mono`); the other clocks are refused.
+pub fn check_clock(trace: &TraceOptions) -> anyhow::Result<()> {
+    match trace.clock.as_str() {
+        "mono" | "" => Ok(()),
+        other => anyhow::bail!(
+            "--clock {other}: fctrace's timestamps are CLOCK_MONOTONIC's (`--clock mono`, \
+             uftrace's default), the clock its kernel events share"
+        ),
+    }
 }
 
 /// A `snapshot` trigger needs a flight recorder (`record --ring`).

@@ -19,6 +19,10 @@ mod report_diff;
 mod stripped_names;
 mod terminal;
 mod tui;
+mod uftrace_graph_dump;
+mod uftrace_info;
+mod uftrace_replay;
+mod uftrace_report;
 
 /// Every test binary starts with the default action for each signal,
 /// whatever it inherited (see `fctrace_testkit::signals`): run by the C

@@ -172,12 +172,33 @@ fn tid(tree: &str) -> String {
 fn report_paints_durations_of_a_millisecond_and_more() {
     let rec = recorded();
     let d = rec.dir.path.to_str().unwrap();
+    // The default table (uftrace's: total, self, calls): the total of
+    // its single 2 ms call is a green ms; self time (below a
+    // millisecond) is not painted.
     let r = fctrace(&["report", "-d", d, "--color", "always"]);
     r.expect_success();
     let slow: Vec<&str> = r.stdout.lines().filter(|l| l.ends_with("  slow")).collect();
     assert_eq!(slow.len(), 1, "{}", r.describe());
-    // Total, min, avg and max of its single 2 ms call are green ms; self
-    // time (below a millisecond) is not painted.
+    assert_eq!(
+        slow[0].matches(&format!("{GREEN}ms{RESET}")).count(),
+        1,
+        "{:?}",
+        slow[0]
+    );
+    assert_eq!(slow[0].matches('\x1b').count(), 2, "{:?}", slow[0]);
+    // With -f: total, min, avg and max painted.
+    let r = fctrace(&[
+        "report",
+        "-d",
+        d,
+        "--color",
+        "always",
+        "-f",
+        "total,self,call,total-min,total-avg,total-max",
+    ]);
+    r.expect_success();
+    let slow: Vec<&str> = r.stdout.lines().filter(|l| l.ends_with("  slow")).collect();
+    assert_eq!(slow.len(), 1, "{}", r.describe());
     assert_eq!(
         slow[0].matches(&format!("{GREEN}ms{RESET}")).count(),
         4,

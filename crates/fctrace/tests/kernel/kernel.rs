@@ -102,6 +102,11 @@ fn strace_counts_with(opts: &[&str], exe: &Path, args: &[&str]) -> BTreeMap<Stri
     assert!(r.success(), "strace failed\n{}", r.describe());
     let text = std::fs::read_to_string(&out).unwrap();
     let _ = std::fs::remove_file(&out);
+    strace_c_counts(&text)
+}
+
+/// `strace -c`'s table: calls and errors per system call.
+pub(crate) fn strace_c_counts(text: &str) -> BTreeMap<String, (u64, u64)> {
     let mut m = BTreeMap::new();
     for l in text.lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
@@ -700,7 +705,8 @@ fn crash_signals_are_shown_once() {
 }
 
 /// `-K DEPTH` (kernel functions): fctrace says what this kernel lacks
-/// (here the function_graph tracer) and records the system calls anyway.
+/// (here the function_graph tracer, and kprobes that could stand in for
+/// it) and records the system calls anyway.
 #[test]
 fn kernel_functions_say_what_is_missing() {
     let exe = c_program("kernel_block.c", "-O2", &["-O2", "-pthread"]);
@@ -720,6 +726,19 @@ fn kernel_functions_say_what_is_missing() {
             "{}",
             rec.run.describe()
         );
+        // What could stand in for it is named too (this machine has no
+        // kprobe events either).
+        if !Path::new("/sys/kernel/tracing/kprobe_events").exists() {
+            assert!(
+                rec.run.stderr.contains(
+                    "CONFIG_FUNCTION_GRAPH_TRACER), nor kprobes to use in its place \
+                     (/sys/kernel/tracing/kprobe_events is missing: it needs \
+                     CONFIG_KPROBE_EVENTS); system calls are recorded as with -k"
+                ),
+                "{}",
+                rec.run.describe()
+            );
+        }
     }
     let text = replay_text(&rec.dir.path);
     assert!(text.contains("read(3, 0x"), "{text}");
@@ -859,7 +878,13 @@ fn reported_counts(dir: &Path) -> BTreeMap<String, (u64, u64)> {
         dir.to_str().unwrap(),
     ]);
     assert!(r.success(), "{}", r.describe());
-    let json: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    report_json_counts(&r.stdout)
+}
+
+/// `report -k --format json`'s text: calls and errors per system call.
+pub(crate) fn report_json_counts(text: &str) -> BTreeMap<String, (u64, u64)> {
+    let json: serde_json::Value = serde_json::from_str(text)
+        .unwrap_or_else(|e| panic!("report -k's JSON: {e}\n{}", clip(text, 4000)));
     json["syscalls"]
         .as_array()
         .unwrap()
@@ -880,7 +905,7 @@ fn reported_counts(dir: &Path) -> BTreeMap<String, (u64, u64)> {
 /// `exit`/`exit_group` never return (strace counts a call at its return);
 /// and `unequal`'s (futex with lock contention, which differs from run
 /// to run natively).
-fn assert_counts_as_strace(
+pub(crate) fn assert_counts_as_strace(
     reported: &BTreeMap<String, (u64, u64)>,
     strace: &BTreeMap<String, (u64, u64)>,
     unequal: &[&str],
@@ -989,4 +1014,35 @@ fn a_threaded_python_scripts_system_calls_are_its_own() {
     }
     let ctx = format!("trace {}", rec.dir.path.display());
     assert_counts_as_strace(&reported, &strace, &["futex"], &ctx);
+}
+
+/// `-F FUNC@kernel` and `-N FUNC@kernel` filter kernel functions, which
+/// only `-K` records: without it they are refused, saying so, before the
+/// program runs.
+#[test]
+fn kernel_function_filters_need_kernel_depth() {
+    let exe = c_program("kernel_block.c", "-O2", &["-O2", "-pthread"]);
+    let work = std::env::temp_dir().join(format!("fctrace-kfilter-{}", unique_suffix()));
+    for (flag, pattern) in [("-F", "vfs_read@kernel"), ("-N", "vfs_.*@kernel")] {
+        let r = fctrace(&[
+            "record",
+            "-d",
+            work.join(flag).to_str().unwrap(),
+            flag,
+            pattern,
+            exe.to_str().unwrap(),
+        ]);
+        assert_eq!(r.status.code(), Some(1), "{}", r.describe());
+        assert_eq!(
+            r.stderr,
+            format!(
+                "fctrace: {pattern}: a filter of kernel functions needs -K DEPTH (they are \
+                 recorded with -K only)\n"
+            ),
+            "{}",
+            r.describe()
+        );
+        assert_eq!(r.stdout, "", "{}", r.describe());
+    }
+    let _ = std::fs::remove_dir_all(&work);
 }

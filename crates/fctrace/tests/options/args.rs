@@ -163,7 +163,8 @@ fn no_specs_no_values() {
 
 #[test]
 fn bad_specs_are_errors() {
-    for bad in ["add@arg0", "add@fparg1/s", "add@arg1/q", "add"] {
+    // (`-A add` alone is uftrace's: every argument, typed from DWARF.)
+    for bad in ["add@arg0", "add@fparg1/s", "add@arg1/q", "add@arg1,bogus"] {
         let r = fctrace(&[
             "record",
             "-d",

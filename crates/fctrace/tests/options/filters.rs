@@ -273,18 +273,38 @@ fn caller_filter() {
             main()
               via1()
                 target()
+              via2()
+                target()
+            ",
+        ),
+        "-C target: target a leaf, as uftrace's -C",
+    );
+    // --caller-tree: target's calls too.
+    assert_outline_eq(
+        &main_thread_outline(&["-C", "target", "--caller-tree"]),
+        &expected_outline(
+            "
+            main()
+              via1()
+                target()
                   leaf()
               via2()
                 target()
                   leaf()
             ",
         ),
-        "-C target",
+        "-C target --caller-tree",
     );
     assert_eq!(replay_opts(&["-C", "target"]).1.threads.len(), 1);
-    // Several FUNCs; FUNC's subtree is shown.
+    // Several FUNCs; with --caller-tree FUNC's subtree is shown.
     assert_outline_eq(
-        &main_thread_outline(&["-C", "nanosleep", "--caller-filter", "loud"]),
+        &main_thread_outline(&[
+            "-C",
+            "nanosleep",
+            "--caller-filter",
+            "loud",
+            "--caller-tree",
+        ]),
         &expected_outline(
             "
             main()

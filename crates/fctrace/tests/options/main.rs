@@ -14,6 +14,8 @@ mod filters;
 mod option_checks;
 mod record_filters;
 mod stripped_filters;
+mod uftrace_args;
+mod uftrace_record;
 
 /// Every test binary starts with the default action for each signal,
 /// whatever it inherited (see `fctrace_testkit::signals`): run by the C

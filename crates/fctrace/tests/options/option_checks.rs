@@ -147,28 +147,29 @@ fn tid_naming_no_task_is_warned_about() {
     assert!(!r.stderr.contains("names no task"), "{}", r.describe());
 }
 
+/// uftrace's trigger actions that fctrace does not have are refused with
+/// what to use instead, wherever actions go (after `-T`'s function, and
+/// after `-F`'s and `-N`'s as uftrace allows: `-F a@depth=1` is a filter
+/// and a trigger, `options/uftrace_record.rs`).
 #[test]
-fn actions_where_a_module_goes_are_errors() {
+fn uftrace_actions_fctrace_lacks_are_errors() {
     let exe = options_program();
     let rec = record(&exe, &[], &[]);
     let cases: &[(&[&str], &str)] = &[
         (
-            &["-F", "slow@depth=1"],
-            "`depth=1` is a trigger action, not a module",
+            &["-F", "slow@size=100"],
+            "`size=100` is a uftrace action that fctrace does not have",
         ),
         (
-            &["-N", "slow@trace_off"],
-            "`trace_off` is a trigger action, not a module",
+            &["-N", "slow@depth=1,callsite"],
+            "`callsite` is a uftrace action that fctrace does not have",
         ),
         (
-            &["-T", "slow@filter"],
-            "`filter` is a uftrace action that fctrace does not have",
+            &["-T", "slow@read=pmu-cycle"],
+            "`read=pmu-cycle` is a uftrace action that fctrace does not have",
         ),
-        (
-            &["-T", "slow@filter,depth=1"],
-            "`filter` is a uftrace action that fctrace does not have",
-        ),
-        (&["-T", "slow@notrace"], "use -N FUNC"),
+        (&["-T", "slow@filter,if:arg1=0"], "expected argN==VALUE"),
+        (&["-T", "slow@filter,bogus"], "unknown action `bogus`"),
     ];
     for (opts, message) in cases {
         for cmd in ["replay", "report"] {
@@ -216,6 +217,16 @@ fn trigger_help_lists_every_action() {
             "finish",
             "snapshot",
             "global",
+            // uftrace's.
+            "filter",
+            "notrace",
+            "hide",
+            "time=",
+            "trace ",
+            "auto-args",
+            "if:",
+            "recover",
+            "color=",
         ] {
             assert!(
                 text.contains(action),

@@ -349,8 +349,8 @@ task 4: spawned by task 0
 #[test]
 fn forked_children_under_a_caller_filter() {
     let exe = forks_program();
-    // -C with_daemon: with_daemon's calls under main, and what the
-    // daemon's children (forked inside with_daemon) do.
+    // -C with_daemon --caller-tree: with_daemon's calls under main, and
+    // what the daemon's children (forked inside with_daemon) do.
     let mut inside = false;
     let expected = per_task(EXPECTED_F_MAIN, |task, l| match task {
         0 if l.starts_with("  with_daemon") => {
@@ -367,8 +367,8 @@ fn forked_children_under_a_caller_filter() {
         2 | 3 => Some(l),
         _ => None,
     });
-    let tree = three_ways(&exe, &[], &["-C", "with_daemon"]);
-    assert_outline_eq(&tree, &expected, "-C with_daemon");
+    let tree = three_ways(&exe, &[], &["-C", "with_daemon", "--caller-tree"]);
+    assert_outline_eq(&tree, &expected, "-C with_daemon --caller-tree");
 }
 
 /// `text`'s lines with each task's lines (after its `task N: ...` header,
