@@ -322,7 +322,7 @@ pub fn build_with(
         per_task,
         g: Graph {
             tree: Tree::default(),
-            functions: Functions::demangled(options.demangle),
+            functions: Functions::with_options(options),
             root_tasks: Vec::new(),
             lost_in_streams: 0,
             errors: Vec::new(),
