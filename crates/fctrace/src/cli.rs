@@ -1068,6 +1068,11 @@ pub struct GraphArgs {
     /// (outermost), tid and name
     #[arg(long = "task", conflicts_with_all = ["function", "per_task"])]
     pub task: bool,
+    /// fctrace's table instead of uftrace's shape: `Total time`, `Self
+    /// time`, `Calls` and `Per call` columns, `+-` branches, the
+    /// backtraces with their calls per caller
+    #[arg(long = "table", conflicts_with = "task")]
+    pub table: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]
