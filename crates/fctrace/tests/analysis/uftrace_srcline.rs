@@ -103,6 +103,11 @@ fn srcline_shows_each_functions_definition_in_the_tree() {
         "} /* main */".to_string(),
     ];
     assert_eq!(own_lines(&text), want, "{text}");
+    // uftrace's header.
+    assert_eq!(
+        text.lines().next(),
+        Some("# DURATION     TID     FUNCTION [SOURCE]")
+    );
     // Without --srcline, no comment.
     let plain = fctrace_on_quietly("replay", dir(&rec), &[]);
     assert!(own_lines(&plain)[0] == "main() {", "{plain}");
