@@ -401,7 +401,7 @@ pub struct FilterArgs {
     )]
     pub demangle: String,
     /// Show where each function is defined, from the program's and
-    /// libraries' DWARF line information (built with -g): `main() { /*
+    /// libraries' DWARF debug information (built with -g): `main() { /*
     /// calc.c:26 */` in the tree, `main [calc.c:26]` in report and graph;
     /// given to `record`, it changes nothing (the readers look the lines
     /// up), as uftrace's --srcline
@@ -413,8 +413,8 @@ pub struct FilterArgs {
     /// Only the functions defined in a source file matching LOC (a regular
     /// expression on the file's path as DWARF gives it; `!LOC`: all but
     /// those), the calls they make shown in their place; functions
-    /// without debug information are left out. Repeatable, e.g. `-L
-    /// 'calc.c$'`
+    /// without debug information are left out unless every LOC has `!`.
+    /// Repeatable, e.g. `-L 'calc.c$'`
     #[arg(
         short = 'L',
         long = "loc-filter",
