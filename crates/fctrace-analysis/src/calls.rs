@@ -465,6 +465,10 @@ pub struct Functions {
     demangle: fctrace_options::Demangle,
     by_key: HashMap<(String, String), usize>,
     by_id: HashMap<u32, Vec<usize>>,
+    /// `--srcline`: names end with ` [FILE:LINE]`; `--libname`: names
+    /// carry their module's file name (`getpid@libc.so.6`).
+    srcline: bool,
+    libname: bool,
 }
 
 impl Functions {
@@ -473,6 +477,15 @@ impl Functions {
         Functions {
             demangle,
             ..Functions::default()
+        }
+    }
+
+    /// Names as `options` ask: `--demangle`, `--srcline`, `--libname`.
+    pub fn with_options(options: &fctrace_options::Options) -> Functions {
+        Functions {
+            srcline: options.srcline,
+            libname: options.libname,
+            ..Functions::demangled(options.demangle)
         }
     }
 
@@ -485,7 +498,15 @@ impl Functions {
                 return x;
             }
         }
-        let f = describe(trace, session, func, self.demangle);
+        let mut f = describe(trace, session, func, self.demangle);
+        if self.libname && !f.module.starts_with('<') {
+            f.name = super::names::with_module(&f.name, &f.module);
+        }
+        if self.srcline {
+            if let Some(at) = crate::srclines::text(trace, session, func) {
+                f.name = format!("{} [{at}]", f.name);
+            }
+        }
         let list = &mut self.list;
         let x = *self
             .by_key

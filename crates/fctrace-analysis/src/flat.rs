@@ -34,7 +34,7 @@ pub fn write_flat(
     out: &mut dyn Write,
 ) -> io::Result<Vec<StoreError>> {
     let mut filter = Filter::new(trace, options, false);
-    let mut names = CallNames::with_demangle(trace, options.demangle);
+    let mut names = CallNames::with_options(trace, options);
     let mut rows = Vec::new();
     let mut errors = Vec::new();
     for (order, info) in trace.info.tasks.iter().enumerate() {

@@ -322,7 +322,7 @@ pub fn build_with(
         per_task,
         g: Graph {
             tree: Tree::default(),
-            functions: Functions::demangled(options.demangle),
+            functions: Functions::with_options(options),
             root_tasks: Vec::new(),
             lost_in_streams: 0,
             errors: Vec::new(),
@@ -789,6 +789,127 @@ pub fn write_focus_text(
     }
     writeln!(out, "========== CALL GRAPH BELOW {what} ==========")?;
     write_tree_text(out, &focus.below, &names, false)
+}
+
+// ------------------------------------------------------------ uftrace text
+
+/// The columns of uftrace's shape: `-f`'s, else the total time.
+fn uftrace_cols(names: &Names) -> Vec<GraphCol> {
+    names
+        .graph
+        .fields
+        .clone()
+        .unwrap_or_else(|| vec![GraphCol::Total])
+}
+
+/// The tree in uftrace's shape: `TIME : (CALLS) name` lines, a node with
+/// several children gives each a ` +-` branch, and after each of them but
+/// the last a line with only the branch's `|`.
+fn write_tree_uftrace(
+    out: &mut dyn Write,
+    tree: &Tree,
+    names: &Names,
+    whole: bool,
+) -> io::Result<()> {
+    let cols = uftrace_cols(names);
+    let mut head = String::from("#");
+    for c in &cols {
+        head.push_str(&format!(" {:>10}", c.title().to_uppercase()));
+    }
+    writeln!(out, "{head}   FUNCTION")?;
+    let blank: String = cols.iter().map(|_| format!(" {:>10}", "")).collect();
+    // A node to write (node, lead before its name, prefix of its
+    // descendants), or a separator line (`Err(prefix)`).
+    let mut stack: Vec<Result<(u32, String, String), String>> = tree
+        .roots
+        .iter()
+        .rev()
+        .map(|&r| Ok((r, String::new(), String::new())))
+        .collect();
+    while let Some(item) = stack.pop() {
+        let (n, lead, cont) = match item {
+            Ok(node) => node,
+            Err(prefix) => {
+                writeln!(out, "{blank} : {prefix}")?;
+                continue;
+            }
+        };
+        let node = &tree.nodes[n as usize];
+        let cells: String = cols
+            .iter()
+            .map(|c| format!(" {:>10}", c.cell(node)))
+            .collect();
+        let name = names.of(tree, n, whole);
+        writeln!(out, "{cells} : {lead}({}) {name}", node.calls)?;
+        let k = node.children.len();
+        for (i, &c) in node.children.iter().enumerate().rev() {
+            if k == 1 {
+                stack.push(Ok((c, cont.clone(), cont.clone())));
+                continue;
+            }
+            let last = i + 1 == k;
+            if !last {
+                stack.push(Err(format!("{cont} |")));
+            }
+            stack.push(Ok((
+                c,
+                format!("{cont} +-"),
+                format!("{cont}{}", if last { "   " } else { " | " }),
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The whole graph in uftrace's shape (`graph` without FUNC).
+pub fn write_text_uftrace(out: &mut dyn Write, trace: &Trace, g: &Graph) -> io::Result<()> {
+    writeln!(
+        out,
+        "# Function Call Graph for '{}' (session: {})",
+        super::names::module_file(&trace.info.program),
+        session_text(trace)
+    )?;
+    writeln!(out, "========== FUNCTION CALL GRAPH ==========")?;
+    write_tree_uftrace(out, &g.tree, &Names::new(g, trace), true)
+}
+
+/// The backtraces and calling graph of a function in uftrace's shape.
+pub fn write_focus_text_uftrace(
+    out: &mut dyn Write,
+    trace: &Trace,
+    g: &Graph,
+    what: &str,
+    focus: &Focus,
+) -> io::Result<()> {
+    let names = Names::new(g, trace);
+    let t = &g.tree;
+    writeln!(
+        out,
+        "# Function Call Graph for '{what}' (session: {})",
+        session_text(trace)
+    )?;
+    writeln!(out, "=============== BACKTRACE ===============")?;
+    for (i, b) in focus.backtraces.iter().enumerate() {
+        let last = &t.nodes[*b.chain.last().unwrap() as usize];
+        writeln!(
+            out,
+            " backtrace #{i}: hit {}, time {}",
+            last.calls,
+            duration(last.total_ns)
+        )?;
+        for (level, &n) in b.chain.iter().enumerate() {
+            writeln!(out, "   [{level}] {}", names.of(t, n, true))?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(out, "========== FUNCTION CALL GRAPH ==========")?;
+    write_tree_uftrace(out, &focus.below, &names, false)
+}
+
+/// The trace's sessions, as `graph`'s header names them: their numbers.
+fn session_text(trace: &Trace) -> String {
+    let ids: Vec<String> = trace.sessions.keys().map(|k| k.to_string()).collect();
+    ids.join(",")
 }
 
 fn command_line(trace: &Trace) -> String {

@@ -44,6 +44,7 @@ mod progress;
 pub mod report;
 pub mod report_fields;
 pub mod sort;
+pub mod srclines;
 mod syscall_table;
 pub mod syscalls;
 pub mod term;

@@ -132,6 +132,13 @@ pub struct TreeName {
 
 impl TreeName {
     pub fn new(name: String) -> TreeName {
+        TreeName::with_source(name, None)
+    }
+
+    /// A name whose open and leaf lines end with a comment saying where
+    /// the function is defined (`--srcline`): `main() { /* calc.c:26 */`.
+    pub fn with_source(name: String, source: Option<&str>) -> TreeName {
+        let note = source.map_or(String::new(), |s| format!(" /* {s} */"));
         let mut text = Vec::new();
         let mut add = |parts: &[&str]| {
             let start = text.len();
@@ -142,8 +149,8 @@ impl TreeName {
             text.resize(start + len.div_ceil(PIECE).max(1) * PIECE, b' ');
             (start, len)
         };
-        let open = add(&[&name, " {\n"]);
-        let leaf = add(&[&name, ";\n"]);
+        let open = add(&[&name, " {", &note, "\n"]);
+        let leaf = add(&[&name, ";", &note, "\n"]);
         let close = add(&["} /* ", bare(&name), " */\n"]);
         TreeName {
             name,
@@ -198,6 +205,9 @@ pub struct CallNames<'t> {
     /// Per session, [`ambiguous_functions`].
     ambiguous: HashMap<u32, HashSet<u32>>,
     demangle: Demangle,
+    /// `--srcline`, `--libname`.
+    srcline: bool,
+    libname: bool,
 }
 
 impl<'t> CallNames<'t> {
@@ -221,6 +231,19 @@ impl<'t> CallNames<'t> {
             names: Vec::new(),
             ambiguous: HashMap::new(),
             demangle,
+            srcline: false,
+            libname: false,
+        }
+    }
+
+    /// Names as `options` ask: `--demangle`, `--srcline` (the tree's
+    /// lines say where each function is defined), `--libname` (every
+    /// name with its module's).
+    pub fn with_options(trace: &'t Trace, options: &fctrace_options::Options) -> CallNames<'t> {
+        CallNames {
+            srcline: options.srcline,
+            libname: options.libname,
+            ..CallNames::with_demangle(trace, options.demangle)
         }
     }
 
@@ -284,13 +307,17 @@ impl<'t> CallNames<'t> {
                     .map(|m| m.path.as_str());
                 let name = call_name_with(raw, self.demangle);
                 match module {
-                    Some(m) if ambiguous.contains(&func) => with_module(&name, m),
+                    Some(m) if self.libname || ambiguous.contains(&func) => with_module(&name, m),
                     _ => name,
                 }
             }
             None => unknown(func),
         };
-        let name = Rc::new(TreeName::new(name));
+        let source = match self.srcline {
+            true => crate::srclines::text(self.trace, session, func),
+            false => None,
+        };
+        let name = Rc::new(TreeName::with_source(name, source.as_deref()));
         // Ids beyond the table (a corrupt trace) are not cached: no huge
         // vector for a stray id.
         if i < names.len() + 1_000_000 {

@@ -106,7 +106,7 @@ pub fn aggregate_with(trace: &Trace, options: &fctrace_options::Options) -> Repo
     let mut filter = Filter::new(trace, options, false);
     let mut pass = Pass {
         report: Report::default(),
-        functions: Functions::demangled(options.demangle),
+        functions: Functions::with_options(options),
         by_id: HashMap::new(),
         progress: Progress::new("report", trace.info.events, Progress::wanted(false)),
         done: 0,

@@ -19,7 +19,7 @@ pub mod uftrace;
 
 pub use args::{ArgSpec, Format, Item, Source};
 pub use display::{Demangle, TimePoint, TimeRange};
-pub use pattern::FuncPattern;
+pub use pattern::{loc_shown, FuncPattern, LocFilter};
 pub use spec::{
     known_signal_name, parse_signal, parse_tids, parse_time, signal_name, Action, SignalTrigger,
     Trigger,
@@ -82,6 +82,15 @@ pub struct Options {
     pub time_range: Option<TimeRange>,
     /// `--demangle`.
     pub demangle: Demangle,
+    /// `--srcline`: each function's source file and line (display only).
+    pub srcline: bool,
+    /// `--libname`: each function's name with its module's
+    /// (`name@libfoo.so`; display only).
+    pub libname: bool,
+    /// `-L LOC`: only the functions whose source file matches one of these
+    /// regular expressions are shown, the calls they make in place of the
+    /// others (display only; `!LOC` leaves out the ones matching).
+    pub loc_filters: Vec<String>,
 }
 
 impl Options {
@@ -95,6 +104,9 @@ impl Options {
             no_libcall: self.no_libcall,
             time_range: self.time_range,
             demangle: self.demangle,
+            srcline: self.srcline,
+            libname: self.libname,
+            loc_filters: self.loc_filters.clone(),
             ..Options::default()
         };
         *self == d

@@ -298,3 +298,67 @@ mod tests {
         assert!(p.matches_names(name_forms("_ZN2ns1fEi", "ns::f(int)")));
     }
 }
+
+/// A `-L LOC` filter: a regular expression on a function's source file
+/// (`!LOC`: the functions whose file does not match it).
+#[derive(Clone, Debug)]
+pub struct LocFilter {
+    negate: bool,
+    re: Regex,
+}
+
+impl LocFilter {
+    pub fn parse(text: &str) -> Result<LocFilter, String> {
+        let (negate, re) = match text.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let re = Regex::new(re).map_err(|e| format!("`{text}`: {e}"))?;
+        Ok(LocFilter { negate, re })
+    }
+
+    /// Whether `!LOC`.
+    pub fn negated(&self) -> bool {
+        self.negate
+    }
+
+    /// Whether the expression matches `file`.
+    pub fn matches(&self, file: &str) -> bool {
+        self.re.is_match(file)
+    }
+}
+
+/// Whether a function defined in `file` (`None`: no debug information)
+/// is shown under the `-L` filters `filters` (none: every function): it
+/// matches one of those without `!` (when there are such: a function
+/// without a file then matches none) and none of those with `!`.
+pub fn loc_shown(filters: &[LocFilter], file: Option<&str>) -> bool {
+    let mut positive = filters.iter().filter(|f| !f.negate).peekable();
+    let Some(file) = file else {
+        return positive.peek().is_none();
+    };
+    let wanted = positive.peek().is_none() || positive.any(|f| f.matches(file));
+    wanted && !filters.iter().any(|f| f.negate && f.matches(file))
+}
+
+#[cfg(test)]
+mod loc_tests {
+    use super::*;
+
+    #[test]
+    fn loc_filters_choose_files() {
+        let f = |v: &[&str]| -> Vec<LocFilter> {
+            v.iter().map(|t| LocFilter::parse(t).unwrap()).collect()
+        };
+        assert!(loc_shown(&[], None));
+        assert!(loc_shown(&f(&["main.c$"]), Some("src/main.c")));
+        assert!(!loc_shown(&f(&["main.c$"]), Some("src/lib.c")));
+        assert!(!loc_shown(&f(&["main.c$"]), None));
+        assert!(loc_shown(&f(&["!lib"]), Some("src/main.c")));
+        assert!(!loc_shown(&f(&["!lib"]), Some("src/lib.c")));
+        assert!(loc_shown(&f(&["!lib"]), None));
+        assert!(!loc_shown(&f(&["src", "!lib"]), Some("src/lib.c")));
+        assert!(LocFilter::parse("(").is_err());
+        assert!(LocFilter::parse("!a").unwrap().negated());
+    }
+}

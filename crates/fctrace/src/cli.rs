@@ -400,6 +400,28 @@ pub struct FilterArgs {
         help_heading = "Filters"
     )]
     pub demangle: String,
+    /// Show where each function is defined, from the program's and
+    /// libraries' DWARF debug information (built with -g): `main() { /*
+    /// calc.c:26 */` in the tree, `main [calc.c:26]` in report and graph;
+    /// given to `record`, it changes nothing (the readers look the lines
+    /// up), as uftrace's --srcline
+    #[arg(long = "srcline", help_heading = "Output")]
+    pub srcline: bool,
+    /// Show every function with its module's file name: `getpid@libc.so.6()`
+    #[arg(long = "libname", help_heading = "Output")]
+    pub libname: bool,
+    /// Only the functions defined in a source file matching LOC (a regular
+    /// expression on the file's path as DWARF gives it; `!LOC`: all but
+    /// those), the calls they make shown in their place; functions
+    /// without debug information are left out unless every LOC has `!`.
+    /// Repeatable, e.g. `-L 'calc.c$'`
+    #[arg(
+        short = 'L',
+        long = "loc-filter",
+        value_name = "LOC",
+        help_heading = "Filters"
+    )]
+    pub loc_filter: Vec<String>,
 }
 
 impl FilterArgs {
@@ -456,6 +478,12 @@ impl FilterArgs {
         }
         if self.demangle != "full" {
             v.push("--demangle");
+        }
+        if self.libname {
+            v.push("--libname");
+        }
+        if !self.loc_filter.is_empty() {
+            v.push("-L/--loc-filter");
         }
         v
     }
@@ -543,6 +571,11 @@ impl FilterArgs {
             time_range: all(&self.time_range, "-r/--time-range", o::TimeRange::parse)?.pop(),
             demangle: o::Demangle::parse(&self.demangle)
                 .map_err(|e| anyhow::anyhow!("invalid --demangle: {e}"))?,
+            srcline: self.srcline,
+            libname: self.libname,
+            loc_filters: all(&self.loc_filter, "-L/--loc-filter", |l| {
+                o::LocFilter::parse(l).map(|_| l.to_string())
+            })?,
         };
         for (flag, list) in [
             ("-F/--filter", &self.filter),
@@ -1035,6 +1068,11 @@ pub struct GraphArgs {
     /// (outermost), tid and name
     #[arg(long = "task", conflicts_with_all = ["function", "per_task"])]
     pub task: bool,
+    /// fctrace's table instead of uftrace's shape: `Total time`, `Self
+    /// time`, `Calls` and `Per call` columns, `+-` branches, the
+    /// backtraces with their calls per caller
+    #[arg(long = "table", conflicts_with = "task")]
+    pub table: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

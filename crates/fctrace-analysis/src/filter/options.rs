@@ -79,6 +79,7 @@ pub fn filters_display(opts: &Options) -> bool {
         || !opts.tids.is_empty()
         || !opts.show_runtime
         || opts.no_libcall
+        || !opts.loc_filters.is_empty()
         || opts.time_range.is_some()
 }
 
@@ -104,6 +105,9 @@ pub fn display_only(opts: &Options) -> Options {
         no_libcall: opts.no_libcall,
         time_range: opts.time_range,
         demangle: opts.demangle,
+        srcline: opts.srcline,
+        libname: opts.libname,
+        loc_filters: opts.loc_filters.clone(),
         ..Options::default()
     }
 }

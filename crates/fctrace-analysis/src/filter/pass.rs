@@ -420,8 +420,17 @@ impl<'t> Filter<'t> {
         }
         if let Some(table) = self.trace.sessions.get(&session) {
             let exe = exe_module(table);
+            let locs: Vec<fctrace_options::LocFilter> = o
+                .loc_filters
+                .iter()
+                .filter_map(|l| fctrace_options::LocFilter::parse(l).ok())
+                .collect();
             for func in &table.functions {
-                if hidden(o, func, exe) {
+                let located = || {
+                    let file = crate::srclines::of_function(table, func.id).map(|l| l.file);
+                    !fctrace_options::loc_shown(&locs, file.as_deref())
+                };
+                if hidden(o, func, exe) || (!locs.is_empty() && located()) {
                     let id = func.id as usize;
                     if flags.len() <= id {
                         flags.resize(id + 1, 0);

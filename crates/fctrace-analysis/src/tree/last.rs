@@ -161,7 +161,7 @@ pub(super) fn write_last(
     let mut nowhere = io::sink();
     let mut skipped = Sink::new(&mut nowhere, style, trace, options);
     let mut summary = TreeSummary::default();
-    let mut names = CallNames::with_demangle(trace, options.demangle);
+    let mut names = CallNames::with_options(trace, options);
     let events = trace.info.events;
     let mut counting = Progress::new("counting calls", events, Progress::wanted(true));
     out.header()?;

@@ -24,7 +24,7 @@ pub(super) fn write_by_time(
     let mut filter = Filter::new(trace, options, true);
     let mut out = Sink::new(out, style, trace, options);
     let mut summary = TreeSummary::default();
-    let mut names = CallNames::with_demangle(trace, options.demangle);
+    let mut names = CallNames::with_options(trace, options);
     let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
     out.header()?;
     let tasks: Vec<&TaskInfo> = trace

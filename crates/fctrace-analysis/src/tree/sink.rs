@@ -34,6 +34,8 @@ pub(super) struct Sink<'a> {
     pub(super) choice: crate::filter::ChainChoice,
     /// `--no-comment`: where the text of the line being composed starts.
     pub(super) text_at: Option<usize>,
+    /// `--srcline`: the header's `FUNCTION` is uftrace's `FUNCTION [SOURCE]`.
+    source_head: bool,
 }
 
 /// Spaces of the deepest indent, in whole [`PIECE`]s.
@@ -88,16 +90,18 @@ impl<'a> Sink<'a> {
                 .is_ok_and(|o| !o.filters.is_empty() || !o.notrace.is_empty() || o.disabled),
             choice: crate::filter::ChainChoice::new(trace, options),
             text_at: None,
+            source_head: options.srcline,
         }
     }
 
     /// The first line.
     pub(super) fn header(&mut self) -> io::Result<()> {
+        let source = if self.source_head { " [SOURCE]" } else { "" };
         match &self.fields {
-            None => writeln!(self, "{HEADER}"),
+            None => writeln!(self, "{HEADER}{source}"),
             Some(f) => {
                 let h = fields_header(&f.fields);
-                writeln!(self, "{h}")
+                writeln!(self, "{h}{source}")
             }
         }
     }

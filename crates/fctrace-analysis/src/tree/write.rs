@@ -111,7 +111,7 @@ pub fn write_tree_styled(
     let mut filter = Filter::new(trace, options, true);
     let mut out = Sink::new(out, style, trace, options);
     let mut summary = TreeSummary::default();
-    let mut names = CallNames::with_demangle(trace, options.demangle);
+    let mut names = CallNames::with_options(trace, options);
     let mut progress = Progress::new("replay", trace.info.events, Progress::wanted(true));
     out.header()?;
 

@@ -47,7 +47,10 @@ pub fn run(args: GraphArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     };
     let written = match &pattern {
         None => match args.format {
-            GraphFormat::Text | GraphFormat::Html => graph::write_text(out, &trace, &g),
+            GraphFormat::Text | GraphFormat::Html if args.table => {
+                graph::write_text(out, &trace, &g)
+            }
+            GraphFormat::Text | GraphFormat::Html => graph::write_text_uftrace(out, &trace, &g),
             GraphFormat::Json => graph::write_json(out, &trace, &g),
             GraphFormat::Dot => graph::write_drawing(out, &trace, &g, Lang::Dot),
             GraphFormat::Mermaid => graph::write_drawing(out, &trace, &g, Lang::Mermaid),
@@ -68,8 +71,11 @@ pub fn run(args: GraphArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
             let focus = g.focus(matched);
             let what = p.as_str();
             match args.format {
-                GraphFormat::Text | GraphFormat::Html => {
+                GraphFormat::Text | GraphFormat::Html if args.table => {
                     graph::write_focus_text(out, &trace, &g, what, &focus)
+                }
+                GraphFormat::Text | GraphFormat::Html => {
+                    graph::write_focus_text_uftrace(out, &trace, &g, what, &focus)
                 }
                 GraphFormat::Json => graph::write_focus_json(out, &trace, &g, what, &focus),
                 GraphFormat::Dot => {

@@ -239,7 +239,7 @@ fn graph_of_a_c_program_is_the_one_its_source_implies() {
 
     // The text: main's subtree with its branches, calls and calls per
     // call (times vary from run to run; their columns are left out).
-    let text = fctrace_on_quietly("graph", dir, &[]);
+    let text = fctrace_on_quietly("graph", dir, &["--table"]);
     let lines: Vec<&str> = text.lines().collect();
     let at = lines
         .iter()
@@ -338,7 +338,7 @@ fn backtraces_of_a_function_called_from_three_chains() {
         leaf
     );
 
-    let text = fctrace_on_quietly("graph", dir, &["leaf"]);
+    let text = fctrace_on_quietly("graph", dir, &["--table", "leaf"]);
     assert!(
         text.contains(&format!(
             "# {} calls from 3 distinct chains of callers\n",

@@ -13,7 +13,11 @@ fn graph_output_fields_and_task_graph() {
     let (rec, main, worker) = recorded();
     let dir = &rec.dir.path;
     // The calling graph below c: c 3 times, leaf 6 times under it.
-    let text = fctrace_on_quietly("graph", dir, &["c", "-f", "call,total-min,total-max"]);
+    let text = fctrace_on_quietly(
+        "graph",
+        dir,
+        &["--table", "c", "-f", "call,total-min,total-max"],
+    );
     let below = text.split_once("CALL GRAPH BELOW c").unwrap().1;
     let mut lines = below.lines().skip(1);
     assert_eq!(
@@ -45,13 +49,17 @@ fn graph_output_fields_and_task_graph() {
     }
 
     // --format html: the text as a page; normal: the text.
-    let html = fctrace_on_quietly("graph", dir, &["--format", "html", "-f", "call"]);
+    let html = fctrace_on_quietly("graph", dir, &["--table", "--format", "html", "-f", "call"]);
     assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
     assert!(
         html.contains("           2  | +-a\n"),
         "main calls a twice: {html}"
     );
-    let normal = fctrace_on_quietly("graph", dir, &["--format", "normal", "-f", "call"]);
+    let normal = fctrace_on_quietly(
+        "graph",
+        dir,
+        &["--table", "--format", "normal", "-f", "call"],
+    );
     assert!(normal.contains("           2  | +-a\n"), "{normal}");
 
     // --task: uftrace's task graph, the worker thread under main.
@@ -134,4 +142,109 @@ fn dump_formats_as_uftrace_spells_them() {
     assert_eq!(kinds.iter().filter(|k| **k == "Exit").count(), 10, "{raw}");
     let all = fctrace_on_quietly("dump", dir, &["--debug"]);
     assert!(all.lines().any(|l| l.starts_with(&format!("{main} Entry"))));
+}
+
+/// `graph FUNC` and `graph` in uftrace's shape (uftrace's
+/// doc/uftrace-graph.md and its graph tests): the header naming FUNC, its
+/// backtraces (`backtrace #N: hit CALLS, time T` and `[LEVEL] name`), then
+/// `TIME : (CALLS) name` lines, ` +-` for each of several children and a
+/// `:  |` line after each but the last; the calls are graph_sort.c's.
+#[test]
+fn graph_has_uftraces_shape() {
+    let exe = c_program("graph_sort.c", "-O0", &["-O0"]);
+    let native = std::process::Command::new(&exe).status().unwrap();
+    assert_eq!(native.code(), Some(0));
+    let rec = record(&exe, &[], &[]);
+    let dir = &rec.dir.path;
+    // The time column is left out (it varies from run to run); the rest
+    // of each line is the program's structure.
+    let shape = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(|l| match l.split_once(" : ") {
+                Some((_, rest)) => format!(": {rest}"),
+                None => l.trim_end().to_string(),
+            })
+            .collect()
+    };
+    let text = fctrace_on_quietly("graph", dir, &["main"]);
+    let want = [
+        "=============== BACKTRACE ===============",
+        " backtrace #0: hit 1, time",
+        "   [0] main",
+        "",
+        "========== FUNCTION CALL GRAPH ==========",
+        "# TOTAL TIME   FUNCTION",
+        ": (1) main",
+        ":  +-(2) foo",
+        ":  | (6) loop",
+        ":  |",
+        ":  +-(1) bar",
+        ":    (1) loop",
+    ];
+    let got = shape(&text);
+    assert!(
+        got[0].starts_with("# Function Call Graph for 'main' (session: "),
+        "{text}"
+    );
+    let mut got: Vec<String> = got[1..].to_vec();
+    // The backtrace's time varies: its text up to `time`.
+    got[1] = got[1]
+        .split_once(" time")
+        .map_or(got[1].clone(), |(h, _)| format!("{h} time"));
+    assert_eq!(got, want, "{text}");
+
+    // loop's backtraces: through foo (6 calls) and through bar (1).
+    let text = fctrace_on_quietly("graph", dir, &["loop"]);
+    let bt: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(" backtrace #") || l.starts_with("   ["))
+        .map(|l| l.split(", time").next().unwrap())
+        .collect();
+    assert_eq!(
+        bt,
+        [
+            " backtrace #0: hit 6",
+            "   [0] main",
+            "   [1] foo",
+            "   [2] loop",
+            " backtrace #1: hit 1",
+            "   [0] main",
+            "   [1] bar",
+            "   [2] loop",
+        ],
+        "{text}"
+    );
+
+    // The whole graph: the program at the root, then main's tree.
+    let text = fctrace_on_quietly("graph", dir, &[]);
+    let name = exe.file_name().unwrap().to_str().unwrap();
+    let got = shape(&text);
+    assert_eq!(
+        got[0],
+        format!("# Function Call Graph for '{name}' (session: 0)"),
+        "{text}"
+    );
+    assert_eq!(
+        got[1..4],
+        [
+            "========== FUNCTION CALL GRAPH ==========".to_string(),
+            "# TOTAL TIME   FUNCTION".to_string(),
+            format!(": (1) {name}"),
+        ],
+        "{text}"
+    );
+    assert_eq!(got[4..], want[6..], "{text}");
+    // -f: uftrace's column titles, one cell per field.
+    let text = fctrace_on_quietly("graph", dir, &["-f", "total,self,call", "loop"]);
+    let tree = text
+        .split_once("FUNCTION CALL GRAPH ==========\n")
+        .unwrap()
+        .1;
+    let lines: Vec<&str> = tree.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        ["#", "TOTAL", "TIME", "SELF", "TIME", "CALLS", "FUNCTION"]
+    );
+    assert!(lines[1].ends_with("          7 : (7) loop"), "{text}");
+    assert_eq!(lines.len(), 2, "{text}");
 }
