@@ -43,6 +43,7 @@ pub mod perfetto;
 mod progress;
 pub mod report;
 pub mod report_fields;
+pub mod script;
 pub mod sort;
 mod syscall_table;
 pub mod syscalls;

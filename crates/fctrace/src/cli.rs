@@ -56,6 +56,11 @@ pub enum Command {
     Graph(GraphArgs),
     /// What a trace holds: program, tasks, instrumented functions, events
     Info(InfoArgs),
+    /// Run a Python script over a recorded trace, calling its
+    /// uftrace_begin(ctx), uftrace_entry(ctx), uftrace_exit(ctx) and
+    /// uftrace_end() as uftrace's `script` does, e.g. `fctrace script -S
+    /// count.py -d run1.data`
+    Script(ScriptArgs),
     /// Write a recorded trace for other tools: Chrome trace-event JSON,
     /// Perfetto protobuf, folded stacks for flame graphs, Parquet tables,
     /// or (without a format flag) its events as text
@@ -158,6 +163,11 @@ pub struct ManArgs {
 /// What to trace: shared by live mode and `record`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct TraceOptions {
+    /// After the program ends, run this Python script over the trace (as
+    /// `fctrace script -S` does; it runs after recording, not while the
+    /// program runs), e.g. `fctrace record -S count.py ./app`
+    #[arg(short = 'S', long = "script", value_name = "FILE.py")]
+    pub script: Option<PathBuf>,
     /// Also trace every function inside the shared libraries (not only the
     /// calls from the program into them), e.g. `fctrace -l ./app`
     #[arg(short = 'l', long = "nest-libcall")]
@@ -1123,6 +1133,27 @@ pub struct DumpArgs {
     /// values in hex, before calls are paired (--tid chooses the tasks)
     #[arg(long = "debug", conflicts_with = "DumpFormat")]
     pub debug: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub naming: NamingArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ScriptArgs {
+    /// The Python script (FILE.py) whose uftrace_begin(ctx),
+    /// uftrace_entry(ctx), uftrace_exit(ctx) and uftrace_end() are called;
+    /// ctx holds tid, depth, timestamp, address, name, args (an entry's,
+    /// when recorded), duration and retval (an exit's, when recorded);
+    /// uftrace_begin's ctx: record, version, cmds. An optional
+    /// UFTRACE_FUNCS list of regular expressions limits the functions.
+    /// Run by the system's python3
+    #[arg(short = 'S', long = "script", value_name = "FILE.py")]
+    pub script: PathBuf,
+    /// Trace directory to read, or an archive of one (`fctrace
+    /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
+    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

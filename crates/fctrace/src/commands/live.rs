@@ -15,6 +15,9 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
     let options = args.filter.to_options_with(&args.trace)?;
     super::record::refuse_snapshot_triggers(&options)?;
     super::record::check_clock(&args.trace)?;
+    if let Some(script) = &args.trace.script {
+        super::script::check(script)?;
+    }
     let style = args.tree.style()?;
     super::naming::check_dirs(&args.naming)?;
     let mut output = Output::open(&args.output, terminal)?;
@@ -53,6 +56,9 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         // options (-C, -t, --tid) act here, as `replay` applies them.
         let mut display = filter::with_recorded_display(&filter::display_only(&options), &trace);
         filter::add_recorded_backtraces(&mut display, &trace);
+        if let Some(script) = &args.trace.script {
+            super::script::run_over(&trace, &display, script, true)?;
+        }
         if args.report {
             write_report(&trace, &display, &mut output.writer)?;
         }

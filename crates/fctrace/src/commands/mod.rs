@@ -13,6 +13,7 @@ pub mod output;
 mod record;
 mod replay;
 mod report;
+pub(crate) mod script;
 mod snapshot;
 mod tui;
 
@@ -34,6 +35,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Replay(args)) => replay::run(args, terminal),
         Some(Command::Report(args)) => report::run(args, terminal),
         Some(Command::Graph(args)) => graph::run(args, terminal),
+        Some(Command::Script(args)) => script::run(args),
         Some(Command::Dump(args)) => dump::run(args),
         Some(Command::Flamegraph(args)) => flamegraph::run(args),
         Some(Command::Info(args)) => info::run(args, terminal),
@@ -58,6 +60,7 @@ fn pages(command: &Command) -> bool {
         | Command::Archive(_)
         | Command::Snapshot(_)
         | Command::Dump(_)
+        | Command::Script(_)
         | Command::Flamegraph(_)
         | Command::Tui(_)
         | Command::Completions(_)
@@ -79,6 +82,7 @@ fn read_paths(command: &Command) -> Vec<&std::path::Path> {
         Command::Graph(a) => vec![&a.dir],
         Command::Info(a) => vec![&a.dir],
         Command::Dump(a) => vec![&a.dir],
+        Command::Script(a) => vec![&a.dir],
         Command::Flamegraph(a) => vec![&a.dir],
         _ => Vec::new(),
     }

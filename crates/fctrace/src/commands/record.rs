@@ -21,6 +21,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     // Bad filter or argument specs are errors before anything runs.
     let mut options = args.filter.to_options_with(&args.trace)?;
     check_clock(&args.trace)?;
+    if let Some(script) = &args.trace.script {
+        super::script::check(script)?;
+    }
     if args.no_args {
         options.args.clear();
         options.auto_args = false;
@@ -46,7 +49,20 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     for note in &out.notes {
         eprintln!("fctrace: {note}");
     }
+    if let Some(script) = &args.trace.script {
+        run_script(&args.dir, script)?;
+    }
     Ok(recorder::end_like(out.exit, out.attach))
+}
+
+/// `-S FILE.py`: the script run over the trace just recorded in `dir`
+/// (after the program, not while it runs).
+pub fn run_script(dir: &std::path::Path, script: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let trace = fctrace_format::store::Trace::open(dir).context("reading the recorded trace")?;
+    let options = fctrace_analysis::filter::with_recorded_display(&Default::default(), &trace);
+    super::script::run_over(&trace, &options, script, true)?;
+    Ok(())
 }
 
 /// `--clock`: fctrace's timestamps are CLOCK_MONOTONIC's (uftrace's
