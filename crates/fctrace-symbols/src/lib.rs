@@ -92,6 +92,7 @@ pub use info::{ElfInfo, ElfKind, FuncRef, FuncSym, GotImport, LeftOut, PltEntry,
 pub mod loader;
 mod rawelf;
 pub mod sanitizer;
+pub mod sdt;
 pub use golang::GoCode;
 pub mod unwind;
 mod x86;

@@ -163,6 +163,16 @@ pub struct ManArgs {
 /// What to trace: shared by live mode and `record`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct TraceOptions {
+    /// Record the SDT probe provider:name as an event (uftrace's -E): not
+    /// supported yet, refused (see --list-event)
+    #[arg(short = 'E', long = "event", value_name = "PROVIDER:NAME")]
+    pub event: Vec<String>,
+    /// List the SDT probes (`.note.stapsdt`, from <sys/sdt.h>'s
+    /// STAP_PROBE) of the program and of the libraries it needs, as
+    /// uftrace does (`[SDT event] provider:name arguments`), without
+    /// running it, e.g. `fctrace --list-event ./app`
+    #[arg(long = "list-event")]
+    pub list_event: bool,
     /// After the program ends, run this Python script over the trace (as
     /// `fctrace script -S` does; it runs after recording, not while the
     /// program runs), e.g. `fctrace record -S count.py ./app`

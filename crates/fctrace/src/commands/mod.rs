@@ -3,6 +3,7 @@
 
 mod archive;
 mod dump;
+mod events;
 mod flamegraph;
 mod graph;
 mod info;
