@@ -36,6 +36,7 @@ struct Sink<'t> {
     order: usize,
     tid: u32,
     session: u32,
+    values: bool,
 }
 
 /// The values of an argument or return value payload, as the script gets
@@ -84,7 +85,8 @@ impl StepSink for Sink<'_> {
         match step {
             Step::Enter { func, ns } => {
                 let mut v = json!({"kind": "entry", "depth": stack.len().saturating_sub(1)});
-                if let Some(args) = values(stack.last().and_then(|o| o.args.as_ref())) {
+                let args = stack.last().and_then(|o| o.args.as_ref());
+                if let Some(args) = values(args.filter(|_| self.values)) {
                     v["args"] = args;
                 }
                 self.row(*ns, v, *func);
@@ -92,7 +94,9 @@ impl StepSink for Sink<'_> {
             Step::Leave(call) => {
                 let mut v = json!({"kind": "exit", "depth": call.depth,
                     "duration": call.duration_ns()});
-                if let Some(Value::Array(mut r)) = values(call.retval.as_ref()) {
+                if let Some(Value::Array(mut r)) =
+                    values(call.retval.as_ref().filter(|_| self.values))
+                {
                     if !r.is_empty() {
                         v["retval"] = r.swap_remove(0);
                     }
@@ -106,10 +110,12 @@ impl StepSink for Sink<'_> {
 }
 
 /// Writes the entries and exits of `trace` that `options` show to `out`,
-/// one JSON object a line in time order; returns the read errors met.
+/// one JSON object a line in time order, with the recorded arguments and
+/// return values when `values`; returns the read errors met.
 pub fn write_events(
     trace: &Trace,
     options: &Options,
+    values: bool,
     out: &mut dyn Write,
 ) -> io::Result<Vec<StoreError>> {
     let mut sink = Sink {
@@ -118,6 +124,7 @@ pub fn write_events(
         order: 0,
         tid: 0,
         session: 0,
+        values,
     };
     let pass = each_task(trace, options, "script", false, &mut sink)?;
     // Stable: a task's own events keep their order at equal times.

@@ -1164,6 +1164,21 @@ pub struct ScriptArgs {
     /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
     #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
+    /// Give the script no arguments nor return values (uftrace's
+    /// --no-args): ctx has no `args` nor `retval`
+    #[arg(long = "no-args")]
+    pub no_args: bool,
+    /// Record COMMAND first (as `fctrace record -d DIR COMMAND`), then run
+    /// the script over its trace, as uftrace's `script --record`, e.g.
+    /// `fctrace script -S count.py --record ./app arg1`
+    #[arg(
+        long = "record",
+        value_name = "COMMAND",
+        num_args = 1..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub record: Vec<std::ffi::OsString>,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

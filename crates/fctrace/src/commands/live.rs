@@ -62,7 +62,15 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         let mut display = filter::with_recorded_display(&filter::display_only(&options), &trace);
         filter::add_recorded_backtraces(&mut display, &trace);
         if let Some(script) = &args.trace.script {
-            super::script::run_over(&trace, &display, script, true)?;
+            super::script::run_over(
+                &trace,
+                &display,
+                script,
+                super::script::How {
+                    record: true,
+                    values: true,
+                },
+            )?;
         }
         if args.report {
             write_report(&trace, &display, &mut output.writer)?;

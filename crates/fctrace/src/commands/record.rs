@@ -66,7 +66,15 @@ pub fn run_script(dir: &std::path::Path, script: &std::path::Path) -> anyhow::Re
     use anyhow::Context;
     let trace = fctrace_format::store::Trace::open(dir).context("reading the recorded trace")?;
     let options = fctrace_analysis::filter::with_recorded_display(&Default::default(), &trace);
-    super::script::run_over(&trace, &options, script, true)?;
+    super::script::run_over(
+        &trace,
+        &options,
+        script,
+        super::script::How {
+            record: true,
+            values: true,
+        },
+    )?;
     Ok(())
 }
 

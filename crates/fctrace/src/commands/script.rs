@@ -17,10 +17,33 @@ const DRIVER: &str = include_str!("script_driver.py");
 pub fn run(args: ScriptArgs) -> anyhow::Result<ExitCode> {
     check(&args.script)?;
     let given = args.filter.to_options()?;
+    let ended = if args.record.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        record_first(&args)?
+    };
     let trace = super::naming::open(&args.dir, &args.naming)?;
     filter::warn_unmatched(&trace, &given);
     let options = filter::with_recorded_display(&given, &trace);
-    run_over(&trace, &options, &args.script, false)
+    let how = How {
+        record: !args.record.is_empty(),
+        values: !args.no_args,
+    };
+    let code = run_over(&trace, &options, &args.script, how)?;
+    Ok(if args.record.is_empty() { code } else { ended })
+}
+
+/// `--record COMMAND`: `fctrace record -d DIR COMMAND`, whose ending (the
+/// program's) is fctrace's once the script ran.
+fn record_first(args: &ScriptArgs) -> anyhow::Result<ExitCode> {
+    use clap::Parser;
+    let mut line: Vec<std::ffi::OsString> = vec!["fctrace".into(), "record".into()];
+    line.extend(["-d".into(), args.dir.clone().into_os_string(), "--".into()]);
+    line.extend(args.record.iter().cloned());
+    match crate::cli::Cli::try_parse_from(line)?.command {
+        Some(crate::cli::Command::Record(r)) => super::record::run(r),
+        _ => anyhow::bail!("--record: cannot record {:?}", args.record),
+    }
 }
 
 /// Refuses a script fctrace cannot run, before anything is recorded or
@@ -44,18 +67,27 @@ pub fn check(script: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `script` over the calls of `trace` that `options` show; `record`:
-/// whether it runs right after recording (uftrace_begin's `ctx["record"]`).
+/// How a script is run.
+#[derive(Clone, Copy)]
+pub struct How {
+    /// It runs right after recording (uftrace_begin's `ctx["record"]`).
+    pub record: bool,
+    /// ctx has `args` and `retval` where they were recorded (not with
+    /// --no-args).
+    pub values: bool,
+}
+
+/// Runs `script` over the calls of `trace` that `options` show.
 pub fn run_over(
     trace: &fctrace_format::store::Trace,
     options: &fctrace_options::Options,
     script: &Path,
-    record: bool,
+    how: How,
 ) -> anyhow::Result<ExitCode> {
     let mut cmds = vec![trace.info.program.clone()];
     cmds.extend(trace.info.args.iter().cloned());
     let begin = serde_json::json!({
-        "record": record,
+        "record": how.record,
         "version": format!("fctrace {}", env!("CARGO_PKG_VERSION")),
         "cmds": cmds,
     });
@@ -77,7 +109,7 @@ pub fn run_over(
     };
     let mut stdin = child.stdin.take().expect("stdin is piped");
     // The script may stop reading (it failed): its status says why.
-    let written = fctrace_analysis::script::write_events(trace, options, &mut stdin);
+    let written = fctrace_analysis::script::write_events(trace, options, how.values, &mut stdin);
     drop(stdin);
     let status = child.wait()?;
     let errors = match written {

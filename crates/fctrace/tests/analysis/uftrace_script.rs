@@ -179,3 +179,36 @@ fn script_errors_are_said() {
         r.describe()
     );
 }
+
+#[test]
+fn script_records_first_and_leaves_values_out() {
+    python3_present();
+    let exe = c_program("uftrace_readers.c", "-O0", &["-O0", "-pthread"]);
+    let script = script_file("count.py", COUNT);
+    // --no-args: the recorded arguments of leaf are not given.
+    let rec = record(&exe, &[], &["-A", "leaf@arg1"]);
+    let out = fctrace_on_quietly(
+        "script",
+        &rec.dir.path,
+        &["-S", script.to_str().unwrap(), "--no-args"],
+    );
+    assert_eq!(out, expected(false, "[]"));
+    // --record COMMAND: recorded into -d, then the script, ctx["record"]
+    // true; the program's output first.
+    let dir = target_tmpdir().join(format!("script-record-{}", unique_suffix()));
+    let r = fctrace(&[
+        "script".as_ref(),
+        "-S".as_ref(),
+        script.as_os_str(),
+        "-d".as_ref(),
+        dir.as_os_str(),
+        "--record".as_ref(),
+        exe.as_os_str(),
+    ]);
+    assert!(r.success(), "{}", r.describe());
+    let (program, scripted) = r.stdout.split_once("begin").unwrap();
+    assert_eq!(program.lines().count(), 2, "{}", r.describe());
+    assert_eq!(format!("begin{scripted}"), expected(true, "[]"));
+    assert!(dir.join("info.json").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
