@@ -36,7 +36,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Replay(args)) => replay::run(args, terminal),
         Some(Command::Report(args)) => report::run(args, terminal),
         Some(Command::Graph(args)) => graph::run(args, terminal),
-        Some(Command::Script(args)) => script::run(args),
+        Some(Command::Script(args)) => {
+            let ended = if args.record.is_empty() {
+                None
+            } else {
+                Some(record::record_for_script(&args)?)
+            };
+            script::run(args, ended)
+        }
         Some(Command::Dump(args)) => dump::run(args),
         Some(Command::Flamegraph(args)) => flamegraph::run(args),
         Some(Command::Info(args)) => info::run(args, terminal),

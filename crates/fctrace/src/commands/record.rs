@@ -60,6 +60,20 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     Ok(recorder::end_like(out.exit, out.attach))
 }
 
+/// `--record COMMAND`: `fctrace record -d DIR COMMAND`, whose ending (the
+/// program's) is fctrace's once the script ran.
+pub fn record_for_script(args: &crate::cli::ScriptArgs) -> anyhow::Result<ExitCode> {
+    use clap::Parser;
+    super::script::check(&args.script)?;
+    let mut line: Vec<std::ffi::OsString> = vec!["fctrace".into(), "record".into()];
+    line.extend(["-d".into(), args.dir.clone().into_os_string(), "--".into()]);
+    line.extend(args.record.iter().cloned());
+    match crate::cli::Cli::try_parse_from(line)?.command {
+        Some(crate::cli::Command::Record(r)) => run(r),
+        _ => anyhow::bail!("--record: cannot record {:?}", args.record),
+    }
+}
+
 /// `-S FILE.py`: the script run over the trace just recorded in `dir`
 /// (after the program, not while it runs).
 pub fn run_script(dir: &std::path::Path, script: &std::path::Path) -> anyhow::Result<()> {

@@ -14,36 +14,20 @@ use std::process::{Command, ExitCode, Stdio};
 
 const DRIVER: &str = include_str!("script_driver.py");
 
-pub fn run(args: ScriptArgs) -> anyhow::Result<ExitCode> {
+/// `ended`: with `--record`, how the program recorded first ended
+/// (`commands::record::record_for_script`), which is how fctrace ends.
+pub fn run(args: ScriptArgs, ended: Option<ExitCode>) -> anyhow::Result<ExitCode> {
     check(&args.script)?;
     let given = args.filter.to_options()?;
-    let ended = if args.record.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        record_first(&args)?
-    };
     let trace = super::naming::open(&args.dir, &args.naming)?;
     filter::warn_unmatched(&trace, &given);
     let options = filter::with_recorded_display(&given, &trace);
     let how = How {
-        record: !args.record.is_empty(),
+        record: ended.is_some(),
         values: !args.no_args,
     };
     let code = run_over(&trace, &options, &args.script, how)?;
-    Ok(if args.record.is_empty() { code } else { ended })
-}
-
-/// `--record COMMAND`: `fctrace record -d DIR COMMAND`, whose ending (the
-/// program's) is fctrace's once the script ran.
-fn record_first(args: &ScriptArgs) -> anyhow::Result<ExitCode> {
-    use clap::Parser;
-    let mut line: Vec<std::ffi::OsString> = vec!["fctrace".into(), "record".into()];
-    line.extend(["-d".into(), args.dir.clone().into_os_string(), "--".into()]);
-    line.extend(args.record.iter().cloned());
-    match crate::cli::Cli::try_parse_from(line)?.command {
-        Some(crate::cli::Command::Record(r)) => super::record::run(r),
-        _ => anyhow::bail!("--record: cannot record {:?}", args.record),
-    }
+    Ok(ended.unwrap_or(code))
 }
 
 /// Refuses a script fctrace cannot run, before anything is recorded or
