@@ -113,6 +113,13 @@ fn record_runs_the_script_after_recording() {
         format!("begin{scripted}"),
         expected(true, "[(1, 3), (2, 3), (3, 3)]")
     );
+    // Live mode: the program's lines, the script's, then the tree.
+    let live = fctrace(&["-S".as_ref(), script.as_os_str(), exe.as_os_str()]);
+    assert!(live.success(), "{}", live.describe());
+    let (_, scripted) = live.stdout.split_once("begin").unwrap();
+    let (scripted, tree) = scripted.split_once("end\n").unwrap();
+    assert_eq!(format!("begin{scripted}end\n"), expected(true, "[]"));
+    assert!(tree.starts_with("# DURATION"), "{}", live.describe());
 }
 
 fn script_run(script: &Path, dir: &Path, path_env: Option<&str>) -> Run {
