@@ -1261,9 +1261,43 @@ pub fn parse() -> Cli {
         eprint!("{}", short_usage());
         std::process::exit(2);
     }
-    Cli::parse_from(terminal_options_after_command(
-        std::env::args_os().collect(),
-    ))
+    let args = terminal_options_after_command(std::env::args_os().collect());
+    let cli = Cli::parse_from(&args);
+    with_script_options(cli, args)
+}
+
+/// `record -S FILE.py` and live `-S`: the record options the script asks
+/// for on its `uftrace-option:` lines ([`script_record_options`]), taken
+/// as if given first after the command's name.
+fn with_script_options(cli: Cli, mut args: Vec<OsString>) -> Cli {
+    let (script, at) = match &cli.command {
+        Some(Command::Record(r)) => (r.trace.script.as_ref(), 2),
+        None => (cli.live.trace.script.as_ref(), 1),
+        _ => return cli,
+    };
+    // A script that cannot be read is said where it is run.
+    let Some(words) = script.and_then(|s| script_record_options(s).ok()) else {
+        return cli;
+    };
+    if words.is_empty() || args.len() < at {
+        return cli;
+    }
+    args.splice(at..at, words);
+    Cli::parse_from(args)
+}
+
+/// The record options a script asks for, as uftrace reads them: the words
+/// after `uftrace-option:` on its comment lines (`# uftrace-option: -A
+/// a@arg1 -R b@retval`).
+pub fn script_record_options(script: &std::path::Path) -> anyhow::Result<Vec<OsString>> {
+    let text = std::fs::read_to_string(script)
+        .map_err(|e| anyhow::anyhow!("cannot read the script {}: {e}", script.display()))?;
+    Ok(text
+        .lines()
+        .filter(|l| l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once("uftrace-option:"))
+        .flat_map(|(_, rest)| rest.split_whitespace().map(Into::into).collect::<Vec<_>>())
+        .collect())
 }
 
 /// `fctrace --no-pager replay ...` as `fctrace replay --no-pager ...`

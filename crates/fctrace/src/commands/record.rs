@@ -60,12 +60,14 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     Ok(recorder::end_like(out.exit, out.attach))
 }
 
-/// `--record COMMAND`: `fctrace record -d DIR COMMAND`, whose ending (the
-/// program's) is fctrace's once the script ran.
+/// `--record COMMAND`: `fctrace record -d DIR COMMAND` with the record
+/// options the script names, whose ending (the program's) is fctrace's
+/// once the script ran.
 pub fn record_for_script(args: &crate::cli::ScriptArgs) -> anyhow::Result<ExitCode> {
     use clap::Parser;
     super::script::check(&args.script)?;
     let mut line: Vec<std::ffi::OsString> = vec!["fctrace".into(), "record".into()];
+    line.extend(crate::cli::script_record_options(&args.script)?);
     line.extend(["-d".into(), args.dir.clone().into_os_string(), "--".into()]);
     line.extend(args.record.iter().cloned());
     match crate::cli::Cli::try_parse_from(line)?.command {

@@ -113,12 +113,20 @@ fn record_runs_the_script_after_recording() {
         format!("begin{scripted}"),
         expected(true, "[(1, 3), (2, 3), (3, 3)]")
     );
-    // Live mode: the program's lines, the script's, then the tree.
+    // Live mode: the program's lines, the script's, then the tree; the
+    // script's `uftrace-option:` lines are record options.
+    let script = script_file(
+        "count_args.py",
+        &format!("#\n# uftrace-option: -A leaf@arg1\n#\n{COUNT}"),
+    );
     let live = fctrace(&["-S".as_ref(), script.as_os_str(), exe.as_os_str()]);
     assert!(live.success(), "{}", live.describe());
     let (_, scripted) = live.stdout.split_once("begin").unwrap();
     let (scripted, tree) = scripted.split_once("end\n").unwrap();
-    assert_eq!(format!("begin{scripted}end\n"), expected(true, "[]"));
+    assert_eq!(
+        format!("begin{scripted}end\n"),
+        expected(true, "[(1, 3), (2, 3), (3, 3)]")
+    );
     assert!(tree.starts_with("# DURATION"), "{}", live.describe());
 }
 
@@ -200,8 +208,13 @@ fn script_records_first_and_leaves_values_out() {
         &["-S", script.to_str().unwrap(), "--no-args"],
     );
     assert_eq!(out, expected(false, "[]"));
-    // --record COMMAND: recorded into -d, then the script, ctx["record"]
-    // true; the program's output first.
+    // --record COMMAND: recorded into -d with the script's
+    // `uftrace-option:` options, then the script, ctx["record"] true; the
+    // program's output first.
+    let script = script_file(
+        "count_args.py",
+        &format!("#\n# uftrace-option: -A leaf@arg1\n#\n{COUNT}"),
+    );
     let dir = target_tmpdir().join(format!("script-record-{}", unique_suffix()));
     let r = fctrace(&[
         "script".as_ref(),
@@ -215,7 +228,10 @@ fn script_records_first_and_leaves_values_out() {
     assert!(r.success(), "{}", r.describe());
     let (program, scripted) = r.stdout.split_once("begin").unwrap();
     assert_eq!(program.lines().count(), 2, "{}", r.describe());
-    assert_eq!(format!("begin{scripted}"), expected(true, "[]"));
+    assert_eq!(
+        format!("begin{scripted}"),
+        expected(true, "[(1, 3), (2, 3), (3, 3)]")
+    );
     assert!(dir.join("info.json").is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }
