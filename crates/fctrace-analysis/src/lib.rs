@@ -43,6 +43,7 @@ pub mod perfetto;
 mod progress;
 pub mod report;
 pub mod report_fields;
+pub mod script;
 pub mod sort;
 pub mod srclines;
 mod syscall_table;

@@ -93,6 +93,7 @@ pub mod loader;
 mod rawelf;
 pub mod sanitizer;
 pub mod srcline;
+pub mod sdt;
 pub use golang::GoCode;
 pub mod unwind;
 mod x86;

@@ -56,6 +56,11 @@ pub enum Command {
     Graph(GraphArgs),
     /// What a trace holds: program, tasks, instrumented functions, events
     Info(InfoArgs),
+    /// Run a Python script over a recorded trace, calling its
+    /// uftrace_begin(ctx), uftrace_entry(ctx), uftrace_exit(ctx) and
+    /// uftrace_end() as uftrace's `script` does, e.g. `fctrace script -S
+    /// count.py -d run1.data`
+    Script(ScriptArgs),
     /// Write a recorded trace for other tools: Chrome trace-event JSON,
     /// Perfetto protobuf, folded stacks for flame graphs, Parquet tables,
     /// or (without a format flag) its events as text
@@ -158,6 +163,21 @@ pub struct ManArgs {
 /// What to trace: shared by live mode and `record`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct TraceOptions {
+    /// Record the SDT probe provider:name as an event (uftrace's -E): not
+    /// supported yet, refused (see --list-event)
+    #[arg(short = 'E', long = "event", value_name = "PROVIDER:NAME")]
+    pub event: Vec<String>,
+    /// List the SDT probes (`.note.stapsdt`, from <sys/sdt.h>'s
+    /// STAP_PROBE) of the program and of the libraries it needs, as
+    /// uftrace does (`[SDT event] provider:name arguments`), without
+    /// running it, e.g. `fctrace --list-event ./app`
+    #[arg(long = "list-event")]
+    pub list_event: bool,
+    /// After the program ends, run this Python script over the trace (as
+    /// `fctrace script -S` does; it runs after recording, not while the
+    /// program runs), e.g. `fctrace record -S count.py ./app`
+    #[arg(short = 'S', long = "script", value_name = "FILE.py")]
+    pub script: Option<PathBuf>,
     /// Also trace every function inside the shared libraries (not only the
     /// calls from the program into them), e.g. `fctrace -l ./app`
     #[arg(short = 'l', long = "nest-libcall")]
@@ -1168,6 +1188,42 @@ pub struct DumpArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct ScriptArgs {
+    /// The Python script (FILE.py) whose uftrace_begin(ctx),
+    /// uftrace_entry(ctx), uftrace_exit(ctx) and uftrace_end() are called;
+    /// ctx holds tid, depth, timestamp, address, name, args (an entry's,
+    /// when recorded), duration and retval (an exit's, when recorded);
+    /// uftrace_begin's ctx: record, version, cmds. An optional
+    /// UFTRACE_FUNCS list of regular expressions limits the functions.
+    /// Run by the system's python3
+    #[arg(short = 'S', long = "script", value_name = "FILE.py")]
+    pub script: PathBuf,
+    /// Trace directory to read, or an archive of one (`fctrace
+    /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
+    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+    /// Give the script no arguments nor return values (uftrace's
+    /// --no-args): ctx has no `args` nor `retval`
+    #[arg(long = "no-args")]
+    pub no_args: bool,
+    /// Record COMMAND first (as `fctrace record -d DIR COMMAND`), then run
+    /// the script over its trace, as uftrace's `script --record`, e.g.
+    /// `fctrace script -S count.py --record ./app arg1`
+    #[arg(
+        long = "record",
+        value_name = "COMMAND",
+        num_args = 1..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub record: Vec<std::ffi::OsString>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub naming: NamingArgs,
+}
+
+#[derive(Args, Debug)]
 pub struct InfoArgs {
     /// Trace directory to read, or an archive of one (`fctrace
     /// archive`), e.g. `-d /tmp/run1.data`, `-d run1.data.tar.zst`
@@ -1243,9 +1299,43 @@ pub fn parse() -> Cli {
         eprint!("{}", short_usage());
         std::process::exit(2);
     }
-    Cli::parse_from(terminal_options_after_command(
-        std::env::args_os().collect(),
-    ))
+    let args = terminal_options_after_command(std::env::args_os().collect());
+    let cli = Cli::parse_from(&args);
+    with_script_options(cli, args)
+}
+
+/// `record -S FILE.py` and live `-S`: the record options the script asks
+/// for on its `uftrace-option:` lines ([`script_record_options`]), taken
+/// as if given first after the command's name.
+fn with_script_options(cli: Cli, mut args: Vec<OsString>) -> Cli {
+    let (script, at) = match &cli.command {
+        Some(Command::Record(r)) => (r.trace.script.as_ref(), 2),
+        None => (cli.live.trace.script.as_ref(), 1),
+        _ => return cli,
+    };
+    // A script that cannot be read is said where it is run.
+    let Some(words) = script.and_then(|s| script_record_options(s).ok()) else {
+        return cli;
+    };
+    if words.is_empty() || args.len() < at {
+        return cli;
+    }
+    args.splice(at..at, words);
+    Cli::parse_from(args)
+}
+
+/// The record options a script asks for, as uftrace reads them: the words
+/// after `uftrace-option:` on its comment lines (`# uftrace-option: -A
+/// a@arg1 -R b@retval`).
+pub fn script_record_options(script: &std::path::Path) -> anyhow::Result<Vec<OsString>> {
+    let text = std::fs::read_to_string(script)
+        .map_err(|e| anyhow::anyhow!("cannot read the script {}: {e}", script.display()))?;
+    Ok(text
+        .lines()
+        .filter(|l| l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once("uftrace-option:"))
+        .flat_map(|(_, rest)| rest.split_whitespace().map(Into::into).collect::<Vec<_>>())
+        .collect())
 }
 
 /// `fctrace --no-pager replay ...` as `fctrace replay --no-pager ...`

@@ -10,11 +10,19 @@ use fctrace_record as recorder;
 use std::process::ExitCode;
 
 pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
+    if args.trace.list_event {
+        super::events::list_events(&args.run.command, &mut std::io::stdout().lock())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    super::events::refuse_events(&args.trace)?;
     // Bad filter or argument specs are errors before anything runs, and
     // so is an output file that cannot be created.
     let options = args.filter.to_options_with(&args.trace)?;
     super::record::refuse_snapshot_triggers(&options)?;
     super::record::check_clock(&args.trace)?;
+    if let Some(script) = &args.trace.script {
+        super::script::check(script)?;
+    }
     let style = args.tree.style()?;
     super::naming::check_dirs(&args.naming)?;
     let mut output = Output::open(&args.output, terminal)?;
@@ -53,6 +61,17 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         // options (-C, -t, --tid) act here, as `replay` applies them.
         let mut display = filter::with_recorded_display(&filter::display_only(&options), &trace);
         filter::add_recorded_backtraces(&mut display, &trace);
+        if let Some(script) = &args.trace.script {
+            super::script::run_over(
+                &trace,
+                &display,
+                script,
+                super::script::How {
+                    record: true,
+                    values: true,
+                },
+            )?;
+        }
         if args.report {
             write_report(&trace, &display, &mut output.writer)?;
         }

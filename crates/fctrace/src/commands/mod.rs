@@ -3,6 +3,7 @@
 
 mod archive;
 mod dump;
+mod events;
 mod flamegraph;
 mod graph;
 mod info;
@@ -13,6 +14,7 @@ pub mod output;
 mod record;
 mod replay;
 mod report;
+pub(crate) mod script;
 mod snapshot;
 mod tui;
 
@@ -34,6 +36,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Replay(args)) => replay::run(args, terminal),
         Some(Command::Report(args)) => report::run(args, terminal),
         Some(Command::Graph(args)) => graph::run(args, terminal),
+        Some(Command::Script(args)) => {
+            let ended = if args.record.is_empty() {
+                None
+            } else {
+                Some(record::record_for_script(&args)?)
+            };
+            script::run(args, ended)
+        }
         Some(Command::Dump(args)) => dump::run(args),
         Some(Command::Flamegraph(args)) => flamegraph::run(args),
         Some(Command::Info(args)) => info::run(args, terminal),
@@ -58,6 +68,7 @@ fn pages(command: &Command) -> bool {
         | Command::Archive(_)
         | Command::Snapshot(_)
         | Command::Dump(_)
+        | Command::Script(_)
         | Command::Flamegraph(_)
         | Command::Tui(_)
         | Command::Completions(_)
@@ -79,6 +90,7 @@ fn read_paths(command: &Command) -> Vec<&std::path::Path> {
         Command::Graph(a) => vec![&a.dir],
         Command::Info(a) => vec![&a.dir],
         Command::Dump(a) => vec![&a.dir],
+        Command::Script(a) => vec![&a.dir],
         Command::Flamegraph(a) => vec![&a.dir],
         _ => Vec::new(),
     }

@@ -5,6 +5,11 @@ use fctrace_record as recorder;
 use std::process::ExitCode;
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    if args.trace.list_event {
+        super::events::list_events(&args.run.command, &mut std::io::stdout().lock())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    super::events::refuse_events(&args.trace)?;
     if !args.filter.tid.is_empty() && args.run.pid.is_none() {
         anyhow::bail!(
             "--tid selects threads of a recorded trace, whose ids are known only once it \
@@ -21,6 +26,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     // Bad filter or argument specs are errors before anything runs.
     let mut options = args.filter.to_options_with(&args.trace)?;
     check_clock(&args.trace)?;
+    if let Some(script) = &args.trace.script {
+        super::script::check(script)?;
+    }
     if args.no_args {
         options.args.clear();
         options.auto_args = false;
@@ -46,7 +54,44 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     for note in &out.notes {
         eprintln!("fctrace: {note}");
     }
+    if let Some(script) = &args.trace.script {
+        run_script(&args.dir, script)?;
+    }
     Ok(recorder::end_like(out.exit, out.attach))
+}
+
+/// `--record COMMAND`: `fctrace record -d DIR COMMAND` with the record
+/// options the script names, whose ending (the program's) is fctrace's
+/// once the script ran.
+pub fn record_for_script(args: &crate::cli::ScriptArgs) -> anyhow::Result<ExitCode> {
+    use clap::Parser;
+    super::script::check(&args.script)?;
+    let mut line: Vec<std::ffi::OsString> = vec!["fctrace".into(), "record".into()];
+    line.extend(crate::cli::script_record_options(&args.script)?);
+    line.extend(["-d".into(), args.dir.clone().into_os_string(), "--".into()]);
+    line.extend(args.record.iter().cloned());
+    match crate::cli::Cli::try_parse_from(line)?.command {
+        Some(crate::cli::Command::Record(r)) => run(r),
+        _ => anyhow::bail!("--record: cannot record {:?}", args.record),
+    }
+}
+
+/// `-S FILE.py`: the script run over the trace just recorded in `dir`
+/// (after the program, not while it runs).
+pub fn run_script(dir: &std::path::Path, script: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let trace = fctrace_format::store::Trace::open(dir).context("reading the recorded trace")?;
+    let options = fctrace_analysis::filter::with_recorded_display(&Default::default(), &trace);
+    super::script::run_over(
+        &trace,
+        &options,
+        script,
+        super::script::How {
+            record: true,
+            values: true,
+        },
+    )?;
+    Ok(())
 }
 
 /// `--clock`: fctrace's timestamps are CLOCK_MONOTONIC's (uftrace's

@@ -13,6 +13,7 @@ mod fast_args;
 mod filters;
 mod option_checks;
 mod record_filters;
+mod sdt_events;
 mod stripped_filters;
 mod uftrace_args;
 mod uftrace_record;
