@@ -92,8 +92,8 @@ pub use info::{ElfInfo, ElfKind, FuncRef, FuncSym, GotImport, LeftOut, PltEntry,
 pub mod loader;
 mod rawelf;
 pub mod sanitizer;
-pub mod srcline;
 pub mod sdt;
+pub mod srcline;
 pub use golang::GoCode;
 pub mod unwind;
 mod x86;

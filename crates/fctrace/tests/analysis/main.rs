@@ -23,8 +23,8 @@ mod uftrace_graph_dump;
 mod uftrace_info;
 mod uftrace_replay;
 mod uftrace_report;
-mod uftrace_srcline;
 mod uftrace_script;
+mod uftrace_srcline;
 
 /// Every test binary starts with the default action for each signal,
 /// whatever it inherited (see `fctrace_testkit::signals`): run by the C
