@@ -179,6 +179,14 @@ pub fn record(settings: RecordSettings<'_>) -> Result<Outcome> {
     // agent's.
     let (options, kfilters) = kernel::KernelFilters::split(options);
     if !kfilters.is_empty() && kernel_depth.is_none() {
+        if kfilters.patterns().contains("@[syscall]") {
+            anyhow::bail!(
+                "{}: at record time, a system call filter chooses the kernel functions \
+                 recorded (those it runs) and needs -K DEPTH; to show only these system \
+                 calls, give it to replay or report",
+                kfilters.patterns()
+            );
+        }
         anyhow::bail!(
             "{}: a filter of kernel functions needs -K DEPTH (they are recorded with -K only)",
             kfilters.patterns()
