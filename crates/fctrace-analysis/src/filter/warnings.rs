@@ -82,7 +82,7 @@ pub fn unmatched_patterns(trace: &Trace, opts: &Options) -> Vec<String> {
             found[i] = syscall_pattern_matches_any(p);
         }
         // `FUNC@kernel`: kernel functions (`record -K`), not checked.
-        if p.module() == Some(crate::tree::KERNEL_MODULE) {
+        if p.module() == Some(crate::syscalls::KERNEL_MODULE) {
             found[i] = true;
         }
     }

@@ -50,8 +50,7 @@ pub struct TreeStyle {
     pub kernel: KernelShown,
 }
 
-/// The module of kernel function patterns (`vfs_read@kernel`).
-pub const KERNEL_MODULE: &str = "kernel";
+pub use crate::syscalls::KERNEL_MODULE;
 
 /// `-F FUNC@kernel` (only these kernel functions and what they call) and
 /// `-N FUNC@kernel` (not these nor what they call), at replay.
