@@ -1104,3 +1104,22 @@ fn kernel_threads_and_system_call_filters_need_kernel_depth() {
     assert_eq!(r.stdout, "", "{}", r.describe());
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// `report -F/-N FUNC@kernel`: report lists no kernel functions, so the
+/// patterns change nothing (before, they hid every function).
+#[test]
+fn report_leaves_kernel_function_filters_aside() {
+    let exe = c_program("kernel_block.c", "-O2", &["-O2", "-pthread"]);
+    let rec = record(&exe, &[], &["-k"]);
+    assert_eq!(rec.run.status.code(), Some(0), "{}", rec.run.describe());
+    let dir = rec.dir.path.to_str().unwrap();
+    let plain = fctrace(&["report", "-d", dir]);
+    assert_eq!(plain.status.code(), Some(0), "{}", plain.describe());
+    assert!(plain.stdout.contains("read@[syscall]"), "{}", plain.stdout);
+    for (flag, pattern) in [("-F", "vfs_read@kernel"), ("-N", "vfs_.*@kernel")] {
+        let r = fctrace(&["report", "-d", dir, flag, pattern]);
+        assert_eq!(r.status.code(), Some(0), "{}", r.describe());
+        assert_eq!(r.stdout, plain.stdout, "{flag} {pattern}");
+        assert_eq!(r.stderr, plain.stderr, "{flag} {pattern}");
+    }
+}
