@@ -56,7 +56,7 @@ dump() {
   ls /run/fctrace /tmp/fctrace-kernel-state 2>/dev/null
 }
 # Waits (a bounded poll) until FILE says "ready".
-ready() { i=0; while ! grep -q ready "$1" && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; }
+ready() { i=0; while ! grep -qs ready "$1" && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; }
 echo @@uname; uname -r
 head -c SIZE /syscalls > /tmp/src
 # -k where tracefs is not mounted (fctrace mounts it), against strace -f -c
