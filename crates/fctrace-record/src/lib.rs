@@ -29,7 +29,6 @@ mod kernel;
 mod kgraph;
 mod kload;
 mod kstate;
-mod kthread;
 mod perf;
 mod process;
 mod record;
