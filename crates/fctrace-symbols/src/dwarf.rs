@@ -117,15 +117,23 @@ pub fn signatures_of_file_in(path: &Path, debug_root: &Path) -> Result<Signature
 
 type R<'a> = EndianSlice<'a, RunTimeEndian>;
 
-/// The signatures of the functions an ELF file's DWARF describes.
-pub fn signatures(file: &object::File) -> Result<Signatures, String> {
-    let load = |id: gimli::SectionId| -> Result<Cow<[u8]>, gimli::Error> {
+/// The DWARF sections of `file`, decompressed (empty where it has none):
+/// what [`signatures`] and `srcline::srclines` read.
+pub(crate) fn sections<'a>(
+    file: &'a object::File,
+) -> Result<gimli::DwarfSections<Cow<'a, [u8]>>, String> {
+    let load = |id: gimli::SectionId| -> Result<Cow<'a, [u8]>, gimli::Error> {
         Ok(match file.section_by_name(id.name()) {
             Some(s) => s.uncompressed_data().unwrap_or(Cow::Borrowed(&[])),
             None => Cow::Borrowed(&[]),
         })
     };
-    let sections = gimli::DwarfSections::load(load).map_err(|e| e.to_string())?;
+    gimli::DwarfSections::load(load).map_err(|e| e.to_string())
+}
+
+/// The signatures of the functions an ELF file's DWARF describes.
+pub fn signatures(file: &object::File) -> Result<Signatures, String> {
+    let sections = crate::dwarf::sections(file)?;
     let dwarf = sections.borrow(|s| EndianSlice::new(s, RunTimeEndian::Little));
     let mut out = Signatures::new();
     let mut units = dwarf.units();

@@ -5,8 +5,7 @@
 //! of its separate debug file ([`crate::debugfile`]).
 
 use gimli::{AttributeValue, EndianSlice, RunTimeEndian};
-use object::{Object, ObjectSection};
-use std::borrow::Cow;
+use object::Object;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -43,13 +42,7 @@ pub fn srclines_of_file_in(path: &Path, debug_root: &Path) -> Result<SrcLines, S
 
 /// The source locations of the functions an ELF file's DWARF describes.
 pub fn srclines(file: &object::File) -> Result<SrcLines, String> {
-    let load = |id: gimli::SectionId| -> Result<Cow<[u8]>, gimli::Error> {
-        Ok(match file.section_by_name(id.name()) {
-            Some(s) => s.uncompressed_data().unwrap_or(Cow::Borrowed(&[])),
-            None => Cow::Borrowed(&[]),
-        })
-    };
-    let sections = gimli::DwarfSections::load(load).map_err(|e| e.to_string())?;
+    let sections = crate::dwarf::sections(file)?;
     let dwarf = sections.borrow(|s| EndianSlice::new(s, RunTimeEndian::Little));
     let mut out = SrcLines::new();
     let mut units = dwarf.units();
