@@ -12,6 +12,9 @@ use std::fmt::Write;
 /// `NAME@[syscall]`).
 pub const SYSCALL_MODULE: &str = "[syscall]";
 
+/// The module of kernel function patterns (`record -K`: `vfs_read@kernel`).
+pub const KERNEL_MODULE: &str = "kernel";
+
 /// The name of system call `nr` (`syscall_NNN` for a number Linux does not
 /// define on x86_64).
 pub fn name(nr: u32) -> Cow<'static, str> {

@@ -49,7 +49,8 @@ fn kernel_functions_note(why: &str) -> String {
 }
 
 /// `-F FUNC@kernel` and `-N FUNC@kernel` at record time: kernel functions
-/// recorded only under the first ones, and not under the second (the
+/// recorded only under the first ones, and not under the second; the same
+/// with `NAME@[syscall]`, under system call NAME's entry (the
 /// function_graph parser applies them: 6.12's instances have no
 /// `set_graph_function`).
 #[derive(Clone, Default)]
@@ -59,10 +60,17 @@ pub struct KernelFilters {
 }
 
 impl KernelFilters {
-    /// The options without their `@kernel` patterns, and those.
+    /// The options without their `@kernel` and `@[syscall]` patterns, and
+    /// those.
     pub fn split(options: &fctrace_options::Options) -> (fctrace_options::Options, KernelFilters) {
         let mut rest = options.clone();
-        let kernel = |p: &fctrace_options::pattern::FuncPattern| p.module() == Some("kernel");
+        // (`NAME@[syscall]`: the kernel functions under those system calls.)
+        let kernel = |p: &fctrace_options::pattern::FuncPattern| {
+            matches!(
+                p.module(),
+                Some("kernel") | Some(super::kgraph::SYSCALL_MODULE)
+            )
+        };
         let filters = KernelFilters {
             only: rest.filters.iter().filter(|p| kernel(p)).cloned().collect(),
             hide: rest.notrace.iter().filter(|p| kernel(p)).cloned().collect(),

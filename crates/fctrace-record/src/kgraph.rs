@@ -398,7 +398,15 @@ impl FuncGraph {
                 root.display()
             )
         })?;
-        self.set(&depth_file, &depth.to_string())
+        // One level more for the system call table's dispatcher where the
+        // kernel traces it (6.12): the parser leaves it out.
+        let kernel_depth = if depth > 0 && traces_dispatcher(root) {
+            self.parser.depth = Some(depth as usize);
+            depth + 1
+        } else {
+            depth
+        };
+        self.set(&depth_file, &kernel_depth.to_string())
             .map_err(|e| format!("cannot set {}: {e}", depth_file.display()))
     }
 
@@ -485,6 +493,20 @@ impl Drop for FuncGraph {
 
 use std::os::unix::fs::OpenOptionsExt;
 
+/// Whether the kernel can trace the [`DISPATCHER`] (it is in
+/// `available_filter_functions`: Linux 6.12's is, 6.1's backport is built
+/// without tracing).
+fn traces_dispatcher(root: &Path) -> bool {
+    use std::io::BufRead;
+    let Ok(f) = std::fs::File::open(root.join("available_filter_functions")) else {
+        return false;
+    };
+    std::io::BufReader::new(f)
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.split_whitespace().next() == Some(DISPATCHER))
+}
+
 /// What may forbid function tracing, as far as the kernel shows it.
 fn refusal_cause() -> String {
     let enabled = std::fs::read_to_string("/proc/sys/kernel/ftrace_enabled")
@@ -533,10 +555,46 @@ struct Thread {
     shown: Option<usize>,
 }
 
-/// `name` matches one of `patterns`.
-fn named(patterns: &[FuncPattern], name: &str) -> bool {
-    patterns.iter().any(|p| p.matches_name(name))
+impl Thread {
+    /// Whether its outermost open function is the [`DISPATCHER`].
+    fn dispatched(&self) -> bool {
+        self.stack.first().is_some_and(|f| &**f == DISPATCHER)
+    }
 }
+
+/// The system call a kernel function is the entry of (`__x64_sys_read`:
+/// `read`; the 32-bit and compat entries too).
+fn syscall_of(name: &str) -> Option<&str> {
+    [
+        "__x64_sys_",
+        "__ia32_sys_",
+        "__x64_compat_sys_",
+        "__ia32_compat_sys_",
+    ]
+    .iter()
+    .find_map(|p| name.strip_prefix(p))
+}
+
+/// `name` matches one of `patterns`: `FUNC@kernel` a kernel function,
+/// `NAME@[syscall]` the entry of a system call ([`syscall_of`]).
+fn named(patterns: &[FuncPattern], name: &str) -> bool {
+    patterns.iter().any(|p| {
+        if p.module() == Some(SYSCALL_MODULE) {
+            syscall_of(name).is_some_and(|s| p.matches_name(s))
+        } else {
+            p.matches_name(name)
+        }
+    })
+}
+
+/// The module of system call patterns (`read@[syscall]`).
+pub const SYSCALL_MODULE: &str = "[syscall]";
+
+/// The system call table's dispatcher of Linux 6.9 and later (and of
+/// backports that can trace it), between the entry code and
+/// `__x64_sys_NAME`: left out, so that depths count from the system
+/// call on every kernel.
+pub const DISPATCHER: &str = "x64_sys_call";
 
 #[derive(Default)]
 pub struct Parser {
@@ -551,6 +609,10 @@ pub struct Parser {
     pub only: Vec<FuncPattern>,
     /// `-N FUNC@kernel`: not these nor what they call.
     pub hide: Vec<FuncPattern>,
+    /// `-K DEPTH` where the tracer goes one level deeper for the
+    /// [`DISPATCHER`] (left out): lines deeper than DEPTH below the
+    /// system call, or below the top elsewhere, are dropped.
+    pub depth: Option<usize>,
     /// Events the tracer lost, and returns it could not trace.
     pub lost: u64,
     pub overruns: u64,
@@ -666,7 +728,16 @@ impl Parser {
                 return;
             };
             let depth = t.stack.len();
-            if t.hidden.is_none() && (recordings_own(&name) || named(hide, &name)) {
+            // The dispatcher: on the stack (for its `}`), not shown.
+            if depth == 0 && self.depth.is_some() && &*name == DISPATCHER {
+                t.stack.push(name);
+                t.last = at;
+                return;
+            }
+            let too_deep = self
+                .depth
+                .is_some_and(|d| depth - usize::from(t.dispatched()) >= d);
+            if t.hidden.is_none() && (too_deep || recordings_own(&name) || named(hide, &name)) {
                 t.hidden = Some(depth);
             }
             if t.shown.is_none() && named(only, &name) {
@@ -679,10 +750,14 @@ impl Parser {
             }
         } else if text.starts_with('}') {
             // `}` or `} /* name */`; the entry may predate the recording.
+            let dispatcher = t.stack.len() == 1 && self.depth.is_some() && t.dispatched();
             let Some(name) = t.stack.pop() else {
                 return;
             };
             t.last = at;
+            if dispatcher {
+                return;
+            }
             let visible = t.hidden.is_none() && (only.is_empty() || t.shown.is_some());
             let depth = t.stack.len();
             if t.hidden == Some(depth) {
@@ -713,7 +788,10 @@ impl Parser {
             };
             let dur = dur.unwrap_or(0);
             t.last = at + dur;
-            if t.hidden.is_some() || recordings_own(&name) || named(hide, &name) {
+            let too_deep = self
+                .depth
+                .is_some_and(|d| t.stack.len() - usize::from(t.dispatched()) >= d);
+            if t.hidden.is_some() || too_deep || recordings_own(&name) || named(hide, &name) {
                 return;
             }
             if !only.is_empty() && t.shown.is_none() && !named(only, &name) {
@@ -907,6 +985,86 @@ CPU:0 [LOST 20 EVENTS]
                 "7 < vfs_read",
                 "7 > vfs_read",
                 "7 < vfs_read",
+            ]
+        );
+    }
+
+    /// `-F read@[syscall]` keeps what system call read's entry runs (on
+    /// 6.1 `__x64_sys_read` at the top, on 6.12 below the dispatcher);
+    /// `-N write@[syscall]` hides what write's runs.
+    #[test]
+    fn system_calls_as_starting_points() {
+        let text = "\
+ 5.000001 |   0)  a-7  |               |  __x64_sys_read() {
+ 5.000002 |   0)  a-7  |   0.300 us    |    ksys_read();
+ 5.000003 |   0)  a-7  |   1.000 us    |  }
+ 5.000004 |   0)  a-7  |               |  x64_sys_call() {
+ 5.000005 |   0)  a-7  |               |    __x64_sys_read() {
+ 5.000006 |   0)  a-7  |   0.100 us    |      ksys_read();
+ 5.000007 |   0)  a-7  |   1.000 us    |    }
+ 5.000008 |   0)  a-7  |   2.000 us    |  }
+ 5.000009 |   0)  a-7  |   0.100 us    |  __x64_sys_write();
+ 5.000010 |   0)  a-7  |   0.100 us    |  __x64_sys_readv();
+";
+        let pattern = |p: &str| FuncPattern::parse(p).unwrap();
+        let run = |only: &[&str], hide: &[&str]| {
+            let mut p = Parser {
+                only: only.iter().map(|s| pattern(s)).collect(),
+                hide: hide.iter().map(|s| pattern(s)).collect(),
+                ..Parser::default()
+            };
+            let mut out = Vec::new();
+            p.feed(text.as_bytes(), &mut out);
+            let names: Vec<String> = shape(&out)
+                .iter()
+                .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+                .collect();
+            names
+        };
+        let read = [
+            "7 > __x64_sys_read",
+            "7 > ksys_read",
+            "7 < ksys_read",
+            "7 < __x64_sys_read",
+        ];
+        assert_eq!(run(&["read@[syscall]"], &[]), [read, read].concat());
+        assert_eq!(
+            run(&[], &["read.*@[syscall]", "write@[syscall]"]),
+            ["7 > x64_sys_call", "7 < x64_sys_call"]
+        );
+    }
+
+    /// Where the tracer goes one level deeper for the system call table's
+    /// dispatcher (6.12), the dispatcher is left out and DEPTH counts from
+    /// the system call: `-K 1` shows `__x64_sys_read` as a leaf, as on
+    /// 6.1; elsewhere (a page fault) lines below DEPTH are dropped.
+    #[test]
+    fn depth_counts_from_the_system_call() {
+        let text = "\
+ 5.000004 |   0)  a-7  |               |  x64_sys_call() {
+ 5.000005 |   0)  a-7  |   0.100 us    |    __x64_sys_read();
+ 5.000008 |   0)  a-7  |   2.000 us    |  }
+ 5.000009 |   0)  a-7  |               |  exc_page_fault() {
+ 5.000010 |   0)  a-7  |   0.100 us    |    do_user_addr_fault();
+ 5.000011 |   0)  a-7  |   2.000 us    |  }
+";
+        let mut p = Parser {
+            depth: Some(1),
+            ..Parser::default()
+        };
+        let mut out = Vec::new();
+        p.feed(text.as_bytes(), &mut out);
+        let names: Vec<String> = shape(&out)
+            .iter()
+            .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "7 > __x64_sys_read",
+                "7 < __x64_sys_read",
+                "7 > exc_page_fault",
+                "7 < exc_page_fault"
             ]
         );
     }

@@ -29,6 +29,7 @@ mod kernel;
 mod kgraph;
 mod kload;
 mod kstate;
+mod kthread;
 mod perf;
 mod process;
 mod record;

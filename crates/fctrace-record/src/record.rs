@@ -168,6 +168,25 @@ pub fn record(settings: RecordSettings<'_>) -> Result<Outcome> {
              ring; record them without --ring"
         );
     }
+    // A kernel thread: its kernel functions only.
+    if let Target::Attach(pid, duration, _) = target {
+        if let Some(comm) = crate::kthread::kernel_thread(pid) {
+            let (_, kfilters) = kernel::KernelFilters::split(options);
+            let notes = crate::kthread::record_kernel_thread(
+                pid,
+                &comm,
+                kernel_depth,
+                &kfilters,
+                duration,
+                dir,
+            )?;
+            return Ok(Outcome {
+                exit: None,
+                attach: Some(AttachEnd::Detached),
+                notes,
+            });
+        }
+    }
     let prepared = prepare(target, dir, ring)?;
     let flags = if nest_libcall { FLAG_NEST_LIBCALL } else { 0 }
         | if syscalls {
@@ -179,6 +198,14 @@ pub fn record(settings: RecordSettings<'_>) -> Result<Outcome> {
     // agent's.
     let (options, kfilters) = kernel::KernelFilters::split(options);
     if !kfilters.is_empty() && kernel_depth.is_none() {
+        if kfilters.patterns().contains("@[syscall]") {
+            anyhow::bail!(
+                "{}: at record time, a system call filter chooses the kernel functions \
+                 recorded (those it runs) and needs -K DEPTH; to show only these system \
+                 calls, give it to replay or report",
+                kfilters.patterns()
+            );
+        }
         anyhow::bail!(
             "{}: a filter of kernel functions needs -K DEPTH (they are recorded with -K only)",
             kfilters.patterns()

@@ -764,6 +764,7 @@ impl TreeArgs {
             no_comment: self.no_comment,
             task_newline: self.task_newline,
             column_offset: self.column_view.then_some(self.column_offset),
+            kernel: Default::default(),
         })
     }
 }

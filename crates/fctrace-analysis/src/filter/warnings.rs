@@ -81,6 +81,10 @@ pub fn unmatched_patterns(trace: &Trace, opts: &Options) -> Vec<String> {
         if p.module() == Some(crate::syscalls::SYSCALL_MODULE) {
             found[i] = syscall_pattern_matches_any(p);
         }
+        // `FUNC@kernel`: kernel functions (`record -K`), not checked.
+        if p.module() == Some(crate::syscalls::KERNEL_MODULE) {
+            found[i] = true;
+        }
     }
     for table in trace.sessions.values() {
         if found.iter().all(|&x| x) {

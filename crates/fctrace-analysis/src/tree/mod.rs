@@ -89,7 +89,8 @@ mod write;
 mod tests;
 
 pub use style::{
-    parse_fields, session_program, Field, TreeStyle, TreeSummary, HEADER, MAX_INDENT_DEPTH,
+    parse_fields, session_program, Field, KernelShown, TreeStyle, TreeSummary, HEADER,
+    KERNEL_MODULE, MAX_INDENT_DEPTH,
 };
 #[cfg(any(test, feature = "testutil"))]
 pub use write::{print_tree, print_tree_with, write_tree, write_tree_with};

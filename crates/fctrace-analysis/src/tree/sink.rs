@@ -29,6 +29,8 @@ pub(super) struct Sink<'a> {
     /// system call made outside every recorded call is not shown (it
     /// belongs to calls the user left out).
     pub(super) kernel_in_calls_only: bool,
+    /// `-F`/`-N FUNC@kernel`: the kernel functions shown.
+    pub(super) kernel: super::style::KernelShown,
     /// Which calls of a chain recorded by the agent (attach, or where
     /// tracing resumed) are opened when the events are not filtered.
     pub(super) choice: crate::filter::ChainChoice,
@@ -88,6 +90,7 @@ impl<'a> Sink<'a> {
             },
             kernel_in_calls_only: Options::from_wire(&trace.info.options)
                 .is_ok_and(|o| !o.filters.is_empty() || !o.notrace.is_empty() || o.disabled),
+            kernel: style.kernel.clone(),
             choice: crate::filter::ChainChoice::new(trace, options),
             text_at: None,
             source_head: options.srcline,

@@ -44,6 +44,39 @@ pub struct TreeStyle {
     /// levels (2 spaces each) times the task's column (tasks numbered as
     /// they first print).
     pub column_offset: Option<usize>,
+    /// `-F FUNC@kernel`, `-N FUNC@kernel`: which kernel functions
+    /// (`record -K`) are shown (taken out of the function filters by
+    /// [`write_tree_styled`](super::write_tree_styled)).
+    pub kernel: KernelShown,
+}
+
+pub use crate::syscalls::KERNEL_MODULE;
+
+/// `-F FUNC@kernel` (only these kernel functions and what they call) and
+/// `-N FUNC@kernel` (not these nor what they call), at replay.
+#[derive(Clone, Debug, Default)]
+pub struct KernelShown {
+    pub only: Vec<fctrace_options::pattern::FuncPattern>,
+    pub hide: Vec<fctrace_options::pattern::FuncPattern>,
+}
+
+impl KernelShown {
+    pub fn is_empty(&self) -> bool {
+        self.only.is_empty() && self.hide.is_empty()
+    }
+
+    /// `options` without their `FUNC@kernel` patterns, and those.
+    pub fn split(options: &fctrace_options::Options) -> (fctrace_options::Options, KernelShown) {
+        let kernel = |p: &fctrace_options::pattern::FuncPattern| p.module() == Some(KERNEL_MODULE);
+        let mut rest = options.clone();
+        let shown = KernelShown {
+            only: rest.filters.iter().filter(|p| kernel(p)).cloned().collect(),
+            hide: rest.notrace.iter().filter(|p| kernel(p)).cloned().collect(),
+        };
+        rest.filters.retain(|p| !kernel(p));
+        rest.notrace.retain(|p| !kernel(p));
+        (rest, shown)
+    }
 }
 
 impl TreeStyle {

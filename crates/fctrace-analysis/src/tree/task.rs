@@ -15,6 +15,11 @@ use crate::progress::Progress;
 use fctrace_format::event::EventKind;
 use fctrace_format::store::{Event, TaskInfo};
 use fctrace_options::known_signal_name as signal_name;
+
+/// A kernel function's line before it is written: its duration, its
+/// level below the first function, and its text (`[kernel] `, the name,
+/// `() {`).
+pub(super) type KernelLine = (Option<u64>, usize, &'static str, String, &'static str);
 use std::io;
 use std::rc::Rc;
 
@@ -731,6 +736,33 @@ impl<S: EventSource> TaskState<S> {
         out: &mut Sink,
         summary: &mut TreeSummary,
     ) -> io::Result<()> {
+        let lines = self.kernel_lines(first, first_bytes, &out.kernel, summary);
+        self.write_kernel_lines(&lines, depth, out)
+    }
+
+    /// Writes `lines` ([`TaskState::kernel_lines`]) from `depth`.
+    pub(super) fn write_kernel_lines(
+        &mut self,
+        lines: &[KernelLine],
+        depth: usize,
+        out: &mut Sink,
+    ) -> io::Result<()> {
+        for (dur, level, pre, name, post) in lines {
+            out.line(*dur, &self.column, depth + level, &[pre, name, post])?;
+        }
+        Ok(())
+    }
+
+    /// The lines of the kernel functions from `first` on, while they
+    /// follow: each with its duration, its level below the first, its
+    /// text; those `shown` (`-F`/`-N FUNC@kernel`) lets through.
+    pub(super) fn kernel_lines(
+        &mut self,
+        first: Event,
+        first_bytes: Vec<u8>,
+        shown: &super::style::KernelShown,
+        summary: &mut TreeSummary,
+    ) -> Vec<KernelLine> {
         // The name after a function event's values (an exit's duration).
         let name_of = |b: &[u8], at: usize| -> String {
             let n = b
@@ -738,39 +770,57 @@ impl<S: EventSource> TaskState<S> {
                 .map_or(0, |l| u16::from_le_bytes([l[0], l[1]]) as usize);
             String::from_utf8_lossy(b.get(at + 2..at + 2 + n).unwrap_or(&[])).into_owned()
         };
-        let mut open: Vec<String> = Vec::new();
+        let named = |ps: &[fctrace_options::pattern::FuncPattern], n: &str| {
+            ps.iter().any(|p| p.matches_name(n))
+        };
+        let mut lines = Vec::new();
+        // The open functions, each shown or not; the depths from which
+        // they are hidden (-N) and shown (-F).
+        let mut open: Vec<(String, bool)> = Vec::new();
+        let (mut hidden, mut only) = (None, None);
+        let level = |open: &[(String, bool)]| open.iter().filter(|(_, v)| *v).count();
         let mut next = Some((first, first_bytes));
         while let Some((e, bytes)) = next.take() {
             if e.kind == EventKind::KernelEntry {
                 let name = name_of(&bytes, 0);
+                let d = open.len();
+                if hidden.is_none() && named(&shown.hide, &name) {
+                    hidden = Some(d);
+                }
+                if only.is_none() && named(&shown.only, &name) {
+                    only = Some(d);
+                }
+                let visible = hidden.is_none() && (shown.only.is_empty() || only.is_some());
                 // A leaf: its exit right after.
                 if matches!(self.head, Some(h) if h.kind == EventKind::KernelExit) {
                     self.advance(summary);
                     let exit = self.take_payload(summary);
                     let dur = payload_word(&exit, 0);
-                    out.line(
-                        Some(dur),
-                        &self.column,
-                        depth + open.len(),
-                        &["[kernel] ", &name, "();"],
-                    )?;
+                    if visible {
+                        lines.push((Some(dur), level(&open), "[kernel] ", name, "();"));
+                    }
+                    hidden = hidden.filter(|&h| h != d);
+                    only = only.filter(|&o| o != d);
                 } else {
-                    out.line(
-                        None,
-                        &self.column,
-                        depth + open.len(),
-                        &["[kernel] ", &name, "() {"],
-                    )?;
-                    open.push(name);
+                    if visible {
+                        lines.push((None, level(&open), "[kernel] ", name.clone(), "() {"));
+                    }
+                    open.push((name, visible));
                 }
-            } else if let Some(name) = open.pop() {
-                let dur = payload_word(&bytes, 0);
-                out.line(
-                    Some(dur),
-                    &self.column,
-                    depth + open.len(),
-                    &["} /* [kernel] ", &name, " */"],
-                )?;
+            } else if let Some((name, visible)) = open.pop() {
+                let d = open.len();
+                if visible {
+                    let dur = payload_word(&bytes, 0);
+                    // Nothing shown under it (-N FUNC@kernel): a leaf.
+                    match lines.last_mut() {
+                        Some(l) if l.4 == "() {" && l.1 == level(&open) => {
+                            *l = (Some(dur), l.1, "[kernel] ", name, "();");
+                        }
+                        _ => lines.push((Some(dur), level(&open), "} /* [kernel] ", name, " */")),
+                    }
+                }
+                hidden = hidden.filter(|&h| h != d);
+                only = only.filter(|&o| o != d);
             }
             if let Some(h) = self.head {
                 if matches!(h.kind, EventKind::KernelEntry | EventKind::KernelExit) {
@@ -780,15 +830,13 @@ impl<S: EventSource> TaskState<S> {
             }
         }
         // Not returned when its events end.
-        while let Some(name) = open.pop() {
-            out.line(
-                None,
-                &self.column,
-                depth + open.len(),
-                &["} /* [kernel] ", &name, " */ (not returned)"],
-            )?;
+        while let Some((name, visible)) = open.pop() {
+            if visible {
+                let end = " */ (not returned)";
+                lines.push((None, level(&open), "} /* [kernel] ", name, end));
+            }
         }
-        Ok(())
+        lines
     }
 
     /// A system call (`record -k`), at the current depth: one line
@@ -829,11 +877,15 @@ impl<S: EventSource> TaskState<S> {
         // The kernel functions it ran (-K): `read(...) {`, them, `} = R`.
         let mut nested = false;
         if let Some(first) = self.head.filter(|h| h.kind == EventKind::KernelEntry) {
-            out.line(None, &self.column, depth, &[&call, " {"])?;
             self.advance(summary);
             let b = self.take_payload(summary);
-            self.kernel_functions(first, b, depth + 1, out, summary)?;
-            nested = true;
+            let lines = self.kernel_lines(first, b, &out.kernel, summary);
+            // (None left by -F/-N FUNC@kernel: a line of its own.)
+            if !lines.is_empty() {
+                out.line(None, &self.column, depth, &[&call, " {"])?;
+                self.write_kernel_lines(&lines, depth + 1, out)?;
+                nested = true;
+            }
         }
         match self.head {
             Some(next) if next.kind == EventKind::SyscallExit && next.func == event.func => {

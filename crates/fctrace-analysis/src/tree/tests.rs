@@ -22,6 +22,82 @@ fn render(trace: &Trace) -> (String, TreeSummary) {
 /// side show as strace prints them.
 #[test]
 fn kernel_functions_and_signals() {
+    let (_dir, trace) = kernel_trace();
+    let (text, _) = render(&trace);
+    let body: Vec<&str> = text.lines().skip(2).collect();
+    assert_eq!(
+        body,
+        [
+            "            [ 4321] | main() {",
+            "            [ 4321] |   read(3, 0x1000, 16) {",
+            "            [ 4321] |     [kernel] ksys_read() {",
+            "   0.301 us [ 4321] |       [kernel] vfs_read();",
+            "   3.000 us [ 4321] |     } /* [kernel] ksys_read */",
+            "   3.000 us [ 4321] |   } = 5 /* read */",
+            "            [ 4321] |   --- SIGUSR1 {si_signo=SIGUSR1, si_code=SI_TKILL} ---",
+            "            [ 4321] |   --- SIGSEGV {si_signo=SIGSEGV, si_code=SEGV_MAPERR} --- \
+                 /* default action: core */",
+            "  89.000 us [ 4321] | } /* main */",
+        ],
+        "{text}"
+    );
+}
+
+/// replay's `-F FUNC@kernel` shows those kernel functions with what they
+/// call, `-N FUNC@kernel` hides them with what they call; the program's
+/// functions and system calls are shown as without them.
+#[test]
+fn kernel_function_filters_at_replay() {
+    let (_dir, trace) = kernel_trace();
+    let with = |filters: &[&str], notrace: &[&str]| {
+        let pattern = |p: &&str| fctrace_options::pattern::FuncPattern::parse(p).unwrap();
+        let options = Options {
+            filters: filters.iter().map(pattern).collect(),
+            notrace: notrace.iter().map(pattern).collect(),
+            ..Options::default()
+        };
+        let mut out = Vec::new();
+        write_tree_with(&trace, &options, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        text.lines()
+            .skip(2)
+            .take(5)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        with(&["vfs_read@kernel"], &[]),
+        [
+            "            [ 4321] | main() {",
+            "            [ 4321] |   read(3, 0x1000, 16) {",
+            "   0.301 us [ 4321] |     [kernel] vfs_read();",
+            "   3.000 us [ 4321] |   } = 5 /* read */",
+            "            [ 4321] |   --- SIGUSR1 {si_signo=SIGUSR1, si_code=SI_TKILL} ---",
+        ]
+    );
+    assert_eq!(
+        with(&[], &["vfs_.*@kernel"]),
+        [
+            "            [ 4321] | main() {",
+            "            [ 4321] |   read(3, 0x1000, 16) {",
+            "   3.000 us [ 4321] |     [kernel] ksys_read();",
+            "   3.000 us [ 4321] |   } = 5 /* read */",
+            "            [ 4321] |   --- SIGUSR1 {si_signo=SIGUSR1, si_code=SI_TKILL} ---",
+        ]
+    );
+    assert_eq!(
+        with(&[], &["ksys_read@kernel"])[..3],
+        [
+            "            [ 4321] | main() {",
+            "   3.000 us [ 4321] |   read(3, 0x1000, 16) = 5",
+            "            [ 4321] |   --- SIGUSR1 {si_signo=SIGUSR1, si_code=SI_TKILL} ---",
+        ]
+    );
+}
+
+/// A trace whose main() makes a read that runs ksys_read > vfs_read, then
+/// gets two signals.
+fn kernel_trace() -> (impl Sized, Trace) {
     use fctrace_format::store::kernel::{sys_file_of, KernelEvent, KernelWriter};
     let (dir, trace) = fake_trace(&[FakeTask::main(
         4321,
@@ -74,24 +150,7 @@ fn kernel_functions_and_signals() {
     }
     w.finish().unwrap();
     let trace = Trace::open(dir.path()).unwrap();
-    let (text, _) = render(&trace);
-    let body: Vec<&str> = text.lines().skip(2).collect();
-    assert_eq!(
-        body,
-        [
-            "            [ 4321] | main() {",
-            "            [ 4321] |   read(3, 0x1000, 16) {",
-            "            [ 4321] |     [kernel] ksys_read() {",
-            "   0.301 us [ 4321] |       [kernel] vfs_read();",
-            "   3.000 us [ 4321] |     } /* [kernel] ksys_read */",
-            "   3.000 us [ 4321] |   } = 5 /* read */",
-            "            [ 4321] |   --- SIGUSR1 {si_signo=SIGUSR1, si_code=SI_TKILL} ---",
-            "            [ 4321] |   --- SIGSEGV {si_signo=SIGSEGV, si_code=SEGV_MAPERR} --- \
-                 /* default action: core */",
-            "  89.000 us [ 4321] | } /* main */",
-        ],
-        "{text}"
-    );
+    (dir, trace)
 }
 
 #[test]

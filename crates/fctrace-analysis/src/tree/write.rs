@@ -100,6 +100,20 @@ pub fn write_tree_styled(
     style: &TreeStyle,
     out: &mut dyn Write,
 ) -> io::Result<TreeSummary> {
+    // Kernel functions' filters: applied to their lines only.
+    if options
+        .filters
+        .iter()
+        .chain(&options.notrace)
+        .any(|p| p.module() == Some(super::style::KERNEL_MODULE))
+    {
+        let (rest, kernel) = super::style::KernelShown::split(options);
+        let style = TreeStyle {
+            kernel,
+            ..style.clone()
+        };
+        return write_tree_styled(trace, &rest, &style, out);
+    }
     if let Some(n) = style.last {
         return super::last::write_last(trace, options, style, n, out);
     }

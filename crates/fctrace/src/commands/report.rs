@@ -52,7 +52,8 @@ fn columns(args: &ReportArgs) -> anyhow::Result<Option<Vec<Col>>> {
 }
 
 pub fn run(args: ReportArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
-    let given = args.filter.to_options()?;
+    // (`FUNC@kernel`: kernel function lines, which report does not list.)
+    let (given, _) = fctrace_analysis::tree::KernelShown::split(&args.filter.to_options()?);
     let keys = sort_keys(&args)?;
     if args.task {
         return run_tasks(&args, &given, terminal);

@@ -1046,3 +1046,80 @@ fn kernel_function_filters_need_kernel_depth() {
     }
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// `record -p PID` of a kernel thread (kthreadd, pid 2): no user side to
+/// trace, said; with -K the kernel functions are what is recorded, and
+/// here the missing tracer is said (both exit 1, no trace written).
+/// At record time `NAME@[syscall]` chooses kernel functions and needs -K.
+#[test]
+fn kernel_threads_and_system_call_filters_need_kernel_depth() {
+    let comm = std::fs::read_to_string("/proc/2/comm").unwrap();
+    assert_eq!(comm, "kthreadd\n");
+    let work = std::env::temp_dir().join(format!("fctrace-kthread-{}", unique_suffix()));
+    let dir = work.join("t");
+    let d = dir.to_str().unwrap();
+    let r = fctrace(&["record", "-d", d, "-p", "2"]);
+    assert_eq!(r.status.code(), Some(1), "{}", r.describe());
+    assert_eq!(
+        r.stderr,
+        "fctrace: process 2 (kthreadd) is a kernel thread: it has no user side to trace (no \
+         program, no ptrace); record its kernel functions with -K DEPTH\n",
+        "{}",
+        r.describe()
+    );
+    assert!(!dir.exists());
+    let tracers =
+        std::fs::read_to_string("/sys/kernel/tracing/available_tracers").unwrap_or_default();
+    if !tracers.split_whitespace().any(|t| t == "function_graph") {
+        let r = fctrace(&["record", "-d", d, "-K", "2", "-p", "2"]);
+        assert_eq!(r.status.code(), Some(1), "{}", r.describe());
+        assert!(
+            r.stderr.starts_with(
+                "fctrace: -K: kernel thread 2 (kthreadd): this kernel has no function_graph \
+                 tracer ("
+            ) && r.stderr.lines().count() == 1,
+            "{}",
+            r.describe()
+        );
+        assert!(!dir.exists());
+    }
+    let exe = c_program("kernel_block.c", "-O2", &["-O2", "-pthread"]);
+    let r = fctrace(&[
+        "record",
+        "-d",
+        d,
+        "-F",
+        "read@[syscall]",
+        exe.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(1), "{}", r.describe());
+    assert_eq!(
+        r.stderr,
+        "fctrace: read@[syscall]: at record time, a system call filter chooses the kernel \
+         functions recorded (those it runs) and needs -K DEPTH; to show only these system \
+         calls, give it to replay or report\n",
+        "{}",
+        r.describe()
+    );
+    assert_eq!(r.stdout, "", "{}", r.describe());
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// `report -F/-N FUNC@kernel`: report lists no kernel functions, so the
+/// patterns change nothing (before, they hid every function).
+#[test]
+fn report_leaves_kernel_function_filters_aside() {
+    let exe = c_program("kernel_block.c", "-O2", &["-O2", "-pthread"]);
+    let rec = record(&exe, &[], &["-k"]);
+    assert_eq!(rec.run.status.code(), Some(0), "{}", rec.run.describe());
+    let dir = rec.dir.path.to_str().unwrap();
+    let plain = fctrace(&["report", "-d", dir]);
+    assert_eq!(plain.status.code(), Some(0), "{}", plain.describe());
+    assert!(plain.stdout.contains("read@[syscall]"), "{}", plain.stdout);
+    for (flag, pattern) in [("-F", "vfs_read@kernel"), ("-N", "vfs_.*@kernel")] {
+        let r = fctrace(&["report", "-d", dir, flag, pattern]);
+        assert_eq!(r.status.code(), Some(0), "{}", r.describe());
+        assert_eq!(r.stdout, plain.stdout, "{flag} {pattern}");
+        assert_eq!(r.stderr, plain.stderr, "{flag} {pattern}");
+    }
+}
