@@ -46,7 +46,6 @@ pub mod report_fields;
 pub mod script;
 pub mod sort;
 pub mod srclines;
-mod syscall_table;
 pub mod syscalls;
 pub mod term;
 pub mod tree;

@@ -4,7 +4,7 @@
 //! file or directory)`. Memory the arguments point to is not recorded:
 //! strings and buffers show as addresses.
 
-use super::syscall_table::{ERRNO_NAMES, SYSCALL_NAMES};
+use fctrace_format::syscall_table::{ERRNO_NAMES, SYSCALL_NAMES};
 use std::borrow::Cow;
 use std::fmt::Write;
 

@@ -169,8 +169,10 @@ pub struct Kernel {
     funcs_refused: bool,
     fault_ids: Vec<u64>,
     signal_ids: Vec<u64>,
-    /// `-K`: kernel functions (ftrace's function_graph tracer).
+    /// `-K`: kernel functions (ftrace's function_graph tracer), and
+    /// their trees tied to the system calls they ran in.
     funcs: Option<super::kgraph::FuncGraph>,
+    ties: super::ktie::Ties,
     /// Per process, where fctrace's agent is mapped.
     agent_ranges: HashMap<u32, Vec<(u64, u64)>>,
     /// The BPF output events' ids, and the programs.
@@ -260,6 +262,7 @@ impl Kernel {
             fault_ids: Vec::new(),
             signal_ids: Vec::new(),
             funcs: None,
+            ties: Default::default(),
             agent_ranges: HashMap::new(),
             string_ids: Vec::new(),
             strings: None,
@@ -473,7 +476,11 @@ impl Kernel {
             self.read_ring(i);
         }
         if let Some(g) = &mut self.funcs {
-            g.read(&mut self.pending);
+            let mut funcs = Vec::new();
+            g.read(&mut funcs);
+            self.ties.tie(&mut funcs, &self.pending);
+            self.pending
+                .extend(funcs.into_iter().map(|f| (f.tid, f.event)));
             self.lost_functions = g.lost();
         }
         let limit = if last {

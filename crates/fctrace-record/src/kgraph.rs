@@ -433,8 +433,8 @@ impl FuncGraph {
     }
 
     /// Reads what the tracer has written; its entries and exits go into
-    /// `out` with their threads.
-    pub fn read(&mut self, out: &mut Vec<(u32, KernelEvent)>) {
+    /// `out` with their threads and system calls ([`FuncEvent`]).
+    pub fn read(&mut self, out: &mut Vec<FuncEvent>) {
         let Some(pipe) = self.pipe.as_mut() else {
             return;
         };
@@ -545,14 +545,18 @@ fn refusal_cause() -> String {
 /// ```
 /// A thread's open functions, the time of its last event, the depth from
 /// which its lines are left out (the recording's own work, `-N
-/// FUNC@kernel`), and the depth from which they are kept (`-F
-/// FUNC@kernel`).
+/// FUNC@kernel`), the depth from which they are kept (`-F
+/// FUNC@kernel`), and the system call of its open tree.
 #[derive(Default)]
 struct Thread {
     stack: Vec<Box<str>>,
     last: u64,
     hidden: Option<usize>,
     shown: Option<usize>,
+    /// The system call whose tree is open ([`FuncEvent::syscall`]), and
+    /// the trees begun ([`FuncEvent::tree`]).
+    syscall: Option<u16>,
+    tree: u64,
 }
 
 impl Thread {
@@ -585,6 +589,29 @@ fn named(patterns: &[FuncPattern], name: &str) -> bool {
             p.matches_name(name)
         }
     })
+}
+
+/// The number of the system call whose entry `name` is, if known.
+fn syscall_number(name: &str) -> Option<u16> {
+    let call = syscall_of(name)?;
+    fctrace_format::syscall_table::SYSCALL_NAMES
+        .iter()
+        .position(|n| *n == call)
+        .map(|nr| nr as u16)
+}
+
+/// A kernel function's entry or exit, with its thread and the system
+/// call whose tree it is in (the number of the `__x64_sys_NAME` at its
+/// root, kept also when `-F`/`-N` leave the root out): ftrace's times are
+/// microseconds, so the recorder ties the late ones to that call
+/// (`kernel::tie_to_calls`).
+pub struct FuncEvent {
+    pub tid: u32,
+    pub event: KernelEvent,
+    pub syscall: Option<u16>,
+    /// The thread's count of trees so far: the same for every event of
+    /// one tree.
+    pub tree: u64,
 }
 
 /// The module of system call patterns (`read@[syscall]`).
@@ -665,7 +692,7 @@ fn function_name(text: &str) -> Option<Box<str>> {
 
 impl Parser {
     /// Parses `bytes` (lines, the last maybe cut).
-    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<(u32, KernelEvent)>) {
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<FuncEvent>) {
         self.partial.extend_from_slice(bytes);
         let Some(end) = self.partial.iter().rposition(|&b| b == b'\n') else {
             return;
@@ -676,7 +703,7 @@ impl Parser {
         }
     }
 
-    fn line(&mut self, line: &str, out: &mut Vec<(u32, KernelEvent)>) {
+    fn line(&mut self, line: &str, out: &mut Vec<FuncEvent>) {
         let t = line.trim();
         if t.is_empty() || t.starts_with('#') || t.bytes().all(|b| b == b'-') {
             return;
@@ -743,10 +770,19 @@ impl Parser {
             if t.shown.is_none() && named(only, &name) {
                 t.shown = Some(depth);
             }
+            if depth == usize::from(t.dispatched()) {
+                t.syscall = syscall_number(&name);
+                t.tree += 1;
+            }
             t.stack.push(name.clone());
             t.last = at;
             if t.hidden.is_none() && (only.is_empty() || t.shown.is_some()) {
-                out.push((tid, KernelEvent::FuncEntry { ns: at, name }));
+                out.push(FuncEvent {
+                    tid,
+                    event: KernelEvent::FuncEntry { ns: at, name },
+                    syscall: t.syscall,
+                    tree: t.tree,
+                });
             }
         } else if text.starts_with('}') {
             // `}` or `} /* name */`; the entry may predate the recording.
@@ -766,17 +802,23 @@ impl Parser {
             if t.shown == Some(depth) {
                 t.shown = None;
             }
+            let (syscall, tree) = (t.syscall, t.tree);
+            if depth == usize::from(t.dispatched()) {
+                t.syscall = None;
+            }
             if !visible {
                 return;
             }
-            out.push((
+            out.push(FuncEvent {
                 tid,
-                KernelEvent::FuncExit {
+                event: KernelEvent::FuncExit {
                     ns: at,
                     dur: dur.unwrap_or(0),
                     name,
                 },
-            ));
+                syscall,
+                tree,
+            });
         } else if text
             .split("/*")
             .next()
@@ -797,21 +839,32 @@ impl Parser {
             if !only.is_empty() && t.shown.is_none() && !named(only, &name) {
                 return;
             }
-            out.push((
+            let syscall = if t.stack.len() == usize::from(t.dispatched()) {
+                t.tree += 1;
+                syscall_number(&name)
+            } else {
+                t.syscall
+            };
+            let tree = t.tree;
+            out.push(FuncEvent {
                 tid,
-                KernelEvent::FuncEntry {
+                event: KernelEvent::FuncEntry {
                     ns: at,
                     name: name.clone(),
                 },
-            ));
-            out.push((
+                syscall,
+                tree,
+            });
+            out.push(FuncEvent {
                 tid,
-                KernelEvent::FuncExit {
+                event: KernelEvent::FuncExit {
                     ns: at + dur,
                     dur,
                     name,
                 },
-            ));
+                syscall,
+                tree,
+            });
         } else {
             self.unknown += 1;
         }
@@ -822,7 +875,7 @@ impl Parser {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> (Parser, Vec<(u32, KernelEvent)>) {
+    fn parse(text: &str) -> (Parser, Vec<FuncEvent>) {
         let mut p = Parser::default();
         let mut out = Vec::new();
         // Fed in pieces that cut lines.
@@ -832,9 +885,9 @@ mod tests {
         (p, out)
     }
 
-    fn shape(out: &[(u32, KernelEvent)]) -> Vec<String> {
+    fn shape(out: &[FuncEvent]) -> Vec<String> {
         out.iter()
-            .map(|(tid, e)| match e {
+            .map(|FuncEvent { tid, event, .. }| match event {
                 KernelEvent::FuncEntry { ns, name } => format!("{tid} > {name} {ns}"),
                 KernelEvent::FuncExit { ns, dur, name } => {
                     format!("{tid} < {name} {ns} {dur}")
@@ -1069,6 +1122,66 @@ CPU:0 [LOST 20 EVENTS]
         );
     }
 
+    /// Each event says the system call of its tree (the root's
+    /// `__x64_sys_NAME`, under 6.12's dispatcher too, kept where `-F`
+    /// leaves the root out) and the tree's number; a page fault's tree
+    /// has no system call.
+    #[test]
+    fn trees_say_their_system_call() {
+        let text = "\
+ 5.000001 |   0)  a-7  |               |  __x64_sys_read() {
+ 5.000002 |   0)  a-7  |               |    vfs_read() {
+ 5.000003 |   0)  a-7  |   0.100 us    |      rw_verify_area();
+ 5.000004 |   0)  a-7  |   2.000 us    |    }
+ 5.000005 |   0)  a-7  |   3.000 us    |  }
+ 5.000006 |   0)  a-7  |               |  x64_sys_call() {
+ 5.000007 |   0)  a-7  |   0.100 us    |    __x64_sys_close();
+ 5.000008 |   0)  a-7  |   2.000 us    |  }
+ 5.000009 |   0)  a-7  |               |  exc_page_fault() {
+ 5.000010 |   0)  a-7  |   0.100 us    |    do_user_addr_fault();
+ 5.000011 |   0)  a-7  |   2.000 us    |  }
+";
+        let mut p = Parser {
+            depth: Some(3),
+            only: vec![
+                FuncPattern::parse("vfs_read@kernel").unwrap(),
+                FuncPattern::parse("__x64_sys_close@kernel").unwrap(),
+                FuncPattern::parse("exc_page_fault@kernel").unwrap(),
+            ],
+            ..Parser::default()
+        };
+        let mut out = Vec::new();
+        p.feed(text.as_bytes(), &mut out);
+        let tags: Vec<(String, Option<u16>, u64)> = out
+            .iter()
+            .map(|f| {
+                let name = match &f.event {
+                    KernelEvent::FuncEntry { name, .. } => format!("> {name}"),
+                    KernelEvent::FuncExit { name, .. } => format!("< {name}"),
+                    e => format!("{e:?}"),
+                };
+                (name, f.syscall, f.tree)
+            })
+            .collect();
+        let want = [
+            ("> vfs_read", Some(0), 1),
+            ("> rw_verify_area", Some(0), 1),
+            ("< rw_verify_area", Some(0), 1),
+            ("< vfs_read", Some(0), 1),
+            ("> __x64_sys_close", Some(3), 2),
+            ("< __x64_sys_close", Some(3), 2),
+            ("> exc_page_fault", None, 3),
+            ("> do_user_addr_fault", None, 3),
+            ("< do_user_addr_fault", None, 3),
+            ("< exc_page_fault", None, 3),
+        ];
+        let want: Vec<(String, Option<u16>, u64)> = want
+            .iter()
+            .map(|(n, s, t)| (n.to_string(), *s, *t))
+            .collect();
+        assert_eq!(tags, want);
+    }
+
     /// A thread's times never go back (a leaf's exit lies past the next
     /// line's microsecond), and cut lines wait for their end.
     #[test]
@@ -1080,11 +1193,11 @@ CPU:0 [LOST 20 EVENTS]
             &mut out,
         );
         assert_eq!(out.len(), 4);
-        let times: Vec<u64> = out.iter().map(|(_, e)| e.ns()).collect();
+        let times: Vec<u64> = out.iter().map(|f| f.event.ns()).collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
         p.feed(b"02 |   0)  a-7  |   0.100 us    |  h();\n", &mut out);
         assert_eq!(out.len(), 6);
-        assert_eq!(out[4].1.ns(), 10_000_002_999);
+        assert_eq!(out[4].event.ns(), 10_000_002_999);
     }
 
     /// Setting up on this machine: the message says what is missing, and

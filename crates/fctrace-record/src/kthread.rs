@@ -77,7 +77,7 @@ pub fn record_kernel_thread(
          ptrace, no agent); recording its kernel functions {until}"
     );
     let started = Instant::now();
-    let mut events: Vec<(u32, KernelEvent)> = Vec::new();
+    let mut events: Vec<crate::kgraph::FuncEvent> = Vec::new();
     let mut written = 0u64;
     loop {
         let stop = crate::process::take_typed_interrupt().is_some()
@@ -86,8 +86,8 @@ pub fn record_kernel_thread(
             || !Path::new(&format!("/proc/{pid}")).exists();
         g.read(&mut events);
         // (The pid filter's other threads: the end of a switch into them.)
-        for (tid, e) in events.drain(..).filter(|(t, _)| *t == pid) {
-            writer.append_kernel(0, tid, &e)?;
+        for f in events.drain(..).filter(|f| f.tid == pid) {
+            writer.append_kernel(0, f.tid, &f.event)?;
             written += 1;
         }
         if stop {

@@ -16,7 +16,8 @@
 //!   attached process ended (the kernel's process events).
 //! - `kernel`: `-k`'s system call tracepoints through perf_event_open;
 //!   `bpf`: the BPF programs that copy paths; `kgraph`: `-K`'s kernel
-//!   functions (ftrace's function_graph); `kload`: the agent's own loading
+//!   functions (ftrace's function_graph); `ktie`: their trees tied to
+//!   the system calls they ran in; `kload`: the agent's own loading
 //!   left out of the kernel's events; `perf`: tracefs and perf_event_open,
 //!   which these share.
 
@@ -30,6 +31,7 @@ mod kgraph;
 mod kload;
 mod kstate;
 mod kthread;
+mod ktie;
 mod perf;
 mod process;
 mod record;

@@ -1,0 +1,241 @@
+//! `record -K`: ties each tree of kernel functions to the system call it
+//! ran in, before the recorder sorts them with the system calls.
+//!
+//! A system call's entry and return (`-k`'s tracepoints) have nanosecond
+//! times; ftrace prints its functions' times in microseconds, and the
+//! parser (`kgraph.rs`) puts each at the last nanosecond of its
+//! microsecond, so a function's time is at most 999 ns after the truth.
+//! A short call (a read at the end of a file) can return, and the
+//! thread's next call begin, within that microsecond: sorted by time, the
+//! call's functions would come after its return, under the next call.
+//!
+//! The parser says which system call each tree is of (its root,
+//! `__x64_sys_NAME`, kept even where `-F`/`-N` leave it out) and numbers
+//! the trees of each thread. Each thread's trees of one system call are
+//! matched, in order, with that thread's calls of it: a tree belongs to
+//! the earliest call not matched before that entered before the tree
+//! began and returned at most 999 ns before (or has not returned yet).
+//! Its times past the call's return are put 1 ns before the return;
+//! times never move otherwise, and the order within a tree is kept.
+
+use crate::kgraph::FuncEvent;
+use fctrace_format::store::kernel::{KernelEvent, FUNC_TIME_SLACK};
+use std::collections::HashMap;
+
+/// A thread's tree being tied: its number and the window (entry, return)
+/// of the call it was tied to, if any.
+struct Open {
+    tree: u64,
+    call: Option<(u64, Option<u64>)>,
+}
+
+/// What tying keeps from one drain to the next.
+#[derive(Default)]
+pub struct Ties {
+    /// Per thread, the tree last seen.
+    open: HashMap<u32, Open>,
+    /// Per thread and system call, the entry time of the call last tied.
+    last: HashMap<(u32, u16), u64>,
+    /// Events whose times were moved (for tests and notes).
+    pub moved: u64,
+}
+
+/// Per thread and system call, its calls' windows in time order (entry,
+/// return if read yet), from the system call events in `pending`.
+fn windows(pending: &[(u32, KernelEvent)]) -> HashMap<(u32, u16), Vec<(u64, Option<u64>)>> {
+    let mut points: Vec<(u32, u16, u64, bool)> = pending
+        .iter()
+        .filter_map(|(tid, e)| match *e {
+            KernelEvent::Enter { nr, ns, .. } => Some((*tid, nr, ns, false)),
+            KernelEvent::Exit { nr, ns, .. } => Some((*tid, nr, ns, true)),
+            _ => None,
+        })
+        .collect();
+    points.sort_by_key(|p| (p.0, p.1, p.2, p.3));
+    let mut out: HashMap<(u32, u16), Vec<(u64, Option<u64>)>> = HashMap::new();
+    for (tid, nr, ns, exit) in points {
+        let calls = out.entry((tid, nr)).or_default();
+        match (exit, calls.last_mut()) {
+            (false, _) => calls.push((ns, None)),
+            (true, Some(last)) if last.1.is_none() => last.1 = Some(ns),
+            // A return whose entry was written before: nothing to tie to.
+            (true, _) => {}
+        }
+    }
+    out
+}
+
+fn set_ns(e: &mut KernelEvent, to: u64) {
+    match e {
+        KernelEvent::FuncEntry { ns, .. } | KernelEvent::FuncExit { ns, .. } => *ns = to,
+        _ => {}
+    }
+}
+
+impl Ties {
+    /// Moves the times of `funcs` (just parsed, in each thread's order)
+    /// that lie past the return of the call their tree ran in, that call
+    /// found among the system call events of `pending`.
+    pub fn tie(&mut self, funcs: &mut [FuncEvent], pending: &[(u32, KernelEvent)]) {
+        if funcs.iter().all(|f| f.syscall.is_none()) {
+            return;
+        }
+        let windows = windows(pending);
+        for f in funcs.iter_mut() {
+            let Some(nr) = f.syscall else {
+                continue;
+            };
+            let at = f.event.ns();
+            let open = self.open.entry(f.tid).or_insert(Open {
+                tree: 0,
+                call: None,
+            });
+            if open.tree != f.tree {
+                open.tree = f.tree;
+                open.call = None;
+                let after = self.last.get(&(f.tid, nr)).copied();
+                let found = windows.get(&(f.tid, nr)).and_then(|calls| {
+                    calls.iter().copied().find(|&(entry, ret)| {
+                        after.is_none_or(|a| entry > a)
+                            && entry <= at
+                            && ret.is_none_or(|r| at <= r + FUNC_TIME_SLACK)
+                    })
+                });
+                if let Some(call) = found {
+                    self.last.insert((f.tid, nr), call.0);
+                    open.call = Some(call);
+                }
+            }
+            if let Some((_, Some(ret))) = open.call {
+                if at >= ret {
+                    set_ns(&mut f.event, ret.saturating_sub(1));
+                    self.moved += 1;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enter(tid: u32, nr: u16, ns: u64) -> (u32, KernelEvent) {
+        (
+            tid,
+            KernelEvent::Enter {
+                nr,
+                ns,
+                args: [0; 6],
+            },
+        )
+    }
+
+    fn exit(tid: u32, nr: u16, ns: u64) -> (u32, KernelEvent) {
+        (tid, KernelEvent::Exit { nr, ns, ret: 0 })
+    }
+
+    fn func(tid: u32, nr: u16, tree: u64, ns: u64, entry: bool) -> FuncEvent {
+        let name: Box<str> = "__x64_sys_read".into();
+        FuncEvent {
+            tid,
+            event: if entry {
+                KernelEvent::FuncEntry { ns, name }
+            } else {
+                KernelEvent::FuncExit { ns, dur: 0, name }
+            },
+            syscall: Some(nr),
+            tree,
+        }
+    }
+
+    /// The end-of-file read: entered at 1,000,100, returned at 1,000,600;
+    /// the thread's close entered at 1,000,800. The read's tree was put
+    /// at 1,000,999 (its microsecond's last nanosecond): it is moved to
+    /// 1,000,599, inside the read, and sorts before the close.
+    #[test]
+    fn a_short_calls_tree_is_put_inside_it() {
+        let pending = vec![
+            enter(7, 0, 1_000_100),
+            exit(7, 0, 1_000_600),
+            enter(7, 3, 1_000_800),
+        ];
+        let mut funcs = vec![
+            func(7, 0, 1, 1_000_999, true),
+            func(7, 0, 1, 1_000_999, false),
+        ];
+        let mut t = Ties::default();
+        t.tie(&mut funcs, &pending);
+        assert!(funcs.iter().all(|f| f.event.ns() == 1_000_599));
+        assert_eq!(t.moved, 2);
+    }
+
+    /// getppid three times in a row, each shorter than a microsecond: the
+    /// k-th tree goes with the k-th call, not with a later one whose entry
+    /// it follows.
+    #[test]
+    fn trees_go_with_calls_in_order() {
+        let pending = vec![
+            enter(7, 110, 2_000_100),
+            exit(7, 110, 2_000_300),
+            enter(7, 110, 2_000_400),
+            exit(7, 110, 2_000_600),
+            enter(7, 110, 2_000_700),
+            exit(7, 110, 2_000_900),
+        ];
+        let mut funcs = vec![
+            func(7, 110, 1, 2_000_999, true),
+            func(7, 110, 1, 2_000_999, false),
+            func(7, 110, 2, 2_000_999, true),
+            func(7, 110, 2, 2_000_999, false),
+            func(7, 110, 3, 2_000_999, true),
+            func(7, 110, 3, 2_000_999, false),
+        ];
+        let mut t = Ties::default();
+        t.tie(&mut funcs, &pending);
+        let times: Vec<u64> = funcs.iter().map(|f| f.event.ns()).collect();
+        assert_eq!(
+            times,
+            [2_000_299, 2_000_299, 2_000_599, 2_000_599, 2_000_899, 2_000_899]
+        );
+    }
+
+    /// A tree inside its call's window, a call not returned yet, another
+    /// thread's call and a tree of no system call: nothing moves.
+    #[test]
+    fn times_inside_their_calls_stay() {
+        let pending = vec![
+            enter(7, 0, 3_000_000),
+            exit(7, 0, 3_009_000),
+            enter(8, 0, 3_000_000),
+            enter(7, 1, 3_010_000),
+        ];
+        let mut funcs = vec![
+            func(7, 0, 1, 3_001_999, true),
+            func(7, 0, 1, 3_008_999, false),
+            func(7, 1, 2, 3_010_999, true),
+            func(8, 0, 1, 3_020_999, true),
+            FuncEvent {
+                syscall: None,
+                ..func(7, 0, 3, 3_030_999, true)
+            },
+        ];
+        let before: Vec<u64> = funcs.iter().map(|f| f.event.ns()).collect();
+        let mut t = Ties::default();
+        t.tie(&mut funcs, &pending);
+        let after: Vec<u64> = funcs.iter().map(|f| f.event.ns()).collect();
+        assert_eq!(before, after);
+        assert_eq!(t.moved, 0);
+    }
+
+    /// A tree that began more than 999 ns after its call's return is not
+    /// that call's (a lost return, another call): left where it is.
+    #[test]
+    fn a_tree_far_past_a_return_is_not_tied() {
+        let pending = vec![enter(7, 0, 4_000_000), exit(7, 0, 4_000_500)];
+        let mut funcs = vec![func(7, 0, 1, 4_001_999, true)];
+        let mut t = Ties::default();
+        t.tie(&mut funcs, &pending);
+        assert_eq!(funcs[0].event.ns(), 4_001_999);
+    }
+}
