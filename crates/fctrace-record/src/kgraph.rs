@@ -376,9 +376,14 @@ impl FuncGraph {
                 at("options").display()
             ));
         }
-        // Kernel functions under system calls, not interrupts'; the name on
-        // each `}`. (Optional: older kernels lack them.)
-        let _ = self.set(&at("options/funcgraph-irqs"), "0");
+        // Interrupts' functions marked (each line's context in the latency
+        // column), or left out where it cannot be had; the name on each
+        // `}`. (Optional: older kernels lack them.)
+        let marked = self.set(&at("options/latency-format"), "1").is_ok();
+        let _ = self.set(
+            &at("options/funcgraph-irqs"),
+            if marked { "1" } else { "0" },
+        );
         let _ = self.set(&at("options/funcgraph-tail"), "1");
         Ok(())
     }
@@ -557,9 +562,163 @@ struct Thread {
     /// the trees begun ([`FuncEvent::tree`]).
     syscall: Option<u16>,
     tree: u64,
+    /// The depth of its open [`INTERRUPT`], and when it began.
+    irq: Option<usize>,
+    irq_at: u64,
 }
 
+/// What every thread's lines are kept or left out by.
+struct Rules<'a> {
+    only: &'a [FuncPattern],
+    hide: &'a [FuncPattern],
+    depth: Option<usize>,
+}
+
+/// The name of the mark around what an interrupt (or a softirq) ran
+/// while the thread was in the kernel: its functions go inside it, not
+/// among the thread's own.
+pub const INTERRUPT: &str = "(interrupt)";
+
+/// The functions the entry code calls when an interrupt comes, before
+/// the latency column says interrupt context.
+const IRQ_ENTRY: [&str; 2] = ["irq_enter_rcu", "irq_enter"];
+
 impl Thread {
+    /// An entry (`name() {`) at `at`.
+    fn enter(
+        &mut self,
+        tid: u32,
+        at: u64,
+        name: Box<str>,
+        rules: &Rules,
+        out: &mut Vec<FuncEvent>,
+    ) {
+        let depth = self.stack.len();
+        // The dispatcher: on the stack (for its `}`), not shown.
+        if depth == 0 && rules.depth.is_some() && &*name == DISPATCHER {
+            self.stack.push(name);
+            self.last = at;
+            return;
+        }
+        let too_deep = rules
+            .depth
+            .is_some_and(|d| depth - usize::from(self.dispatched()) >= d);
+        if self.hidden.is_none() && (too_deep || recordings_own(&name) || named(rules.hide, &name))
+        {
+            self.hidden = Some(depth);
+        }
+        if self.shown.is_none() && named(rules.only, &name) {
+            self.shown = Some(depth);
+        }
+        if depth == usize::from(self.dispatched()) {
+            self.syscall = syscall_number(&name);
+            self.tree += 1;
+        }
+        self.stack.push(name.clone());
+        self.last = at;
+        if self.hidden.is_none() && (rules.only.is_empty() || self.shown.is_some()) {
+            out.push(FuncEvent {
+                tid,
+                event: KernelEvent::FuncEntry { ns: at, name },
+                syscall: self.syscall,
+                tree: self.tree,
+            });
+        }
+    }
+
+    /// An exit (`}`) at `at`, after `dur` ns.
+    fn exit(
+        &mut self,
+        tid: u32,
+        at: u64,
+        dur: Option<u64>,
+        rules: &Rules,
+        out: &mut Vec<FuncEvent>,
+    ) {
+        let dispatcher = self.stack.len() == 1 && rules.depth.is_some() && self.dispatched();
+        // (The entry may predate the recording.)
+        let Some(name) = self.stack.pop() else {
+            return;
+        };
+        self.last = at;
+        if dispatcher {
+            return;
+        }
+        let visible = self.hidden.is_none() && (rules.only.is_empty() || self.shown.is_some());
+        let depth = self.stack.len();
+        if self.hidden == Some(depth) {
+            self.hidden = None;
+        }
+        if self.shown == Some(depth) {
+            self.shown = None;
+        }
+        let (syscall, tree) = (self.syscall, self.tree);
+        if depth == usize::from(self.dispatched()) {
+            self.syscall = None;
+        }
+        if !visible {
+            return;
+        }
+        out.push(FuncEvent {
+            tid,
+            event: KernelEvent::FuncExit {
+                ns: at,
+                dur: dur.unwrap_or(0),
+                name,
+            },
+            syscall,
+            tree,
+        });
+    }
+
+    /// A leaf (`name();`) at `at`, of `dur` ns.
+    fn leaf(
+        &mut self,
+        tid: u32,
+        at: u64,
+        name: Box<str>,
+        dur: u64,
+        rules: &Rules,
+        out: &mut Vec<FuncEvent>,
+    ) {
+        self.last = at + dur;
+        let too_deep = rules
+            .depth
+            .is_some_and(|d| self.stack.len() - usize::from(self.dispatched()) >= d);
+        if self.hidden.is_some() || too_deep || recordings_own(&name) || named(rules.hide, &name) {
+            return;
+        }
+        if !rules.only.is_empty() && self.shown.is_none() && !named(rules.only, &name) {
+            return;
+        }
+        let syscall = if self.stack.len() == usize::from(self.dispatched()) {
+            self.tree += 1;
+            syscall_number(&name)
+        } else {
+            self.syscall
+        };
+        let tree = self.tree;
+        out.push(FuncEvent {
+            tid,
+            event: KernelEvent::FuncEntry {
+                ns: at,
+                name: name.clone(),
+            },
+            syscall,
+            tree,
+        });
+        out.push(FuncEvent {
+            tid,
+            event: KernelEvent::FuncExit {
+                ns: at + dur,
+                dur,
+                name,
+            },
+            syscall,
+            tree,
+        });
+    }
+
     /// Whether its outermost open function is the [`DISPATCHER`].
     fn dispatched(&self) -> bool {
         self.stack.first().is_some_and(|f| &**f == DISPATCHER)
@@ -647,19 +806,36 @@ pub struct Parser {
     pub unknown: u64,
 }
 
-/// A line's parts: time (ns, the microsecond's start), thread, duration
-/// (ns), and the function column.
-fn columns(line: &str) -> Option<(u64, u32, Option<u64>, &str)> {
+/// A line's parts.
+struct Columns<'a> {
+    /// The time (ns, the microsecond's start).
+    us_ns: u64,
+    tid: u32,
+    /// The duration (ns), on exits and leaves.
+    dur: Option<u64>,
+    /// Whether it ran in interrupt context (the latency column's third
+    /// flag: `h` hard, `s` soft, `H` both, `z`/`Z` NMI).
+    irq: bool,
+    /// The function column.
+    text: &'a str,
+}
+
+/// A line's parts: time, `CPU) comm-pid`, the latency flags where
+/// `latency-format` is on (`d.h1.`: irqs off, need-resched, interrupt
+/// context, preempt depth, migrate-disable depth), the duration and
+/// the function.
+fn columns(line: &str) -> Option<Columns<'_>> {
     let parts: Vec<&str> = line.split('|').collect();
     if parts.len() < 4 {
         return None;
     }
     // Absolute time: seconds.microseconds.
     let (secs, usecs) = parts[0].trim().split_once('.')?;
-    let ns = secs.parse::<u64>().ok()? * 1_000_000_000 + usecs.parse::<u64>().ok()? * 1_000;
+    let us_ns = secs.parse::<u64>().ok()? * 1_000_000_000 + usecs.parse::<u64>().ok()? * 1_000;
     // `CPU) comm-pid`: the pid after the last '-'.
     let proc = parts[1].split_once(')').map_or(parts[1], |(_, p)| p).trim();
     let tid: u32 = proc.rsplit_once('-')?.1.parse().ok()?;
+    let irq = parts.len() >= 5 && latency_irq(parts[2]).unwrap_or(false);
     // `+ 12.140 us` (a mark for long ones), or empty.
     let d = parts[parts.len() - 2]
         .trim()
@@ -674,7 +850,24 @@ fn columns(line: &str) -> Option<(u64, u32, Option<u64>, &str)> {
         None if d.is_empty() => None,
         None => return None,
     };
-    Some((ns, tid, dur, parts[parts.len() - 1]))
+    Some(Columns {
+        us_ns,
+        tid,
+        dur,
+        irq,
+        text: parts[parts.len() - 1],
+    })
+}
+
+/// Whether the latency column `flags` (`d.h1.`) says interrupt context;
+/// `None` if it is not one.
+fn latency_irq(flags: &str) -> Option<bool> {
+    let f = flags.trim().as_bytes();
+    let known = |b: &u8| b"dbX.NnpLlbB0123456789abcdefhHszZ".contains(b);
+    if !(4..=6).contains(&f.len()) || !f.iter().all(known) {
+        return None;
+    }
+    Some(matches!(f[2], b'h' | b'H' | b's' | b'z' | b'Z'))
 }
 
 /// A function's name from `name() {`, `name(args);`, `name.cold();`.
@@ -733,7 +926,14 @@ impl Parser {
         if t.contains("==========>") || t.contains("<==========") {
             return;
         }
-        let Some((us_ns, tid, dur, text)) = columns(line) else {
+        let Some(Columns {
+            us_ns,
+            tid,
+            dur,
+            irq,
+            text,
+        }) = columns(line)
+        else {
             self.unknown += 1;
             return;
         };
@@ -746,79 +946,49 @@ impl Parser {
             return;
         }
         let t = self.threads.entry(tid).or_default();
-        let (only, hide) = (&self.only, &self.hide);
+        let rules = Rules {
+            only: &self.only,
+            hide: &self.hide,
+            depth: self.depth,
+        };
         // The microsecond's last nanosecond, never before the thread's last.
         let at = (us_ns + 999).max(t.last);
+        // Interrupt context (the latency column's `h`, `s`...): its
+        // functions inside one `(interrupt)`, the thread's own around it.
+        // (The entry code's `irq_enter_rcu` runs before the context says
+        // so: it begins the mark.)
+        let irq = irq
+            || IRQ_ENTRY
+                .iter()
+                .any(|n| text.strip_prefix(n).is_some_and(|r| r.starts_with('(')));
+        match (irq, t.irq) {
+            (true, None) => {
+                let last = t.last;
+                t.irq = Some(t.stack.len());
+                t.enter(tid, at, INTERRUPT.into(), &rules, out);
+                t.irq_at = at;
+                t.last = last.max(at);
+            }
+            (false, Some(depth)) => {
+                while t.stack.len() > depth + 1 {
+                    let end = t.last;
+                    t.exit(tid, end, None, &rules, out);
+                }
+                let (end, began) = (t.last, t.irq_at);
+                t.exit(tid, end, Some(end.saturating_sub(began)), &rules, out);
+                t.irq = None;
+            }
+            _ => {}
+        }
+        let at = at.max(t.last);
         if let Some(body) = text.strip_suffix('{') {
             let Some(name) = function_name(body) else {
                 self.unknown += 1;
                 return;
             };
-            let depth = t.stack.len();
-            // The dispatcher: on the stack (for its `}`), not shown.
-            if depth == 0 && self.depth.is_some() && &*name == DISPATCHER {
-                t.stack.push(name);
-                t.last = at;
-                return;
-            }
-            let too_deep = self
-                .depth
-                .is_some_and(|d| depth - usize::from(t.dispatched()) >= d);
-            if t.hidden.is_none() && (too_deep || recordings_own(&name) || named(hide, &name)) {
-                t.hidden = Some(depth);
-            }
-            if t.shown.is_none() && named(only, &name) {
-                t.shown = Some(depth);
-            }
-            if depth == usize::from(t.dispatched()) {
-                t.syscall = syscall_number(&name);
-                t.tree += 1;
-            }
-            t.stack.push(name.clone());
-            t.last = at;
-            if t.hidden.is_none() && (only.is_empty() || t.shown.is_some()) {
-                out.push(FuncEvent {
-                    tid,
-                    event: KernelEvent::FuncEntry { ns: at, name },
-                    syscall: t.syscall,
-                    tree: t.tree,
-                });
-            }
+            t.enter(tid, at, name, &rules, out);
         } else if text.starts_with('}') {
-            // `}` or `} /* name */`; the entry may predate the recording.
-            let dispatcher = t.stack.len() == 1 && self.depth.is_some() && t.dispatched();
-            let Some(name) = t.stack.pop() else {
-                return;
-            };
-            t.last = at;
-            if dispatcher {
-                return;
-            }
-            let visible = t.hidden.is_none() && (only.is_empty() || t.shown.is_some());
-            let depth = t.stack.len();
-            if t.hidden == Some(depth) {
-                t.hidden = None;
-            }
-            if t.shown == Some(depth) {
-                t.shown = None;
-            }
-            let (syscall, tree) = (t.syscall, t.tree);
-            if depth == usize::from(t.dispatched()) {
-                t.syscall = None;
-            }
-            if !visible {
-                return;
-            }
-            out.push(FuncEvent {
-                tid,
-                event: KernelEvent::FuncExit {
-                    ns: at,
-                    dur: dur.unwrap_or(0),
-                    name,
-                },
-                syscall,
-                tree,
-            });
+            t.exit(tid, at, dur, &rules, out);
         } else if text
             .split("/*")
             .next()
@@ -828,43 +998,7 @@ impl Parser {
                 self.unknown += 1;
                 return;
             };
-            let dur = dur.unwrap_or(0);
-            t.last = at + dur;
-            let too_deep = self
-                .depth
-                .is_some_and(|d| t.stack.len() - usize::from(t.dispatched()) >= d);
-            if t.hidden.is_some() || too_deep || recordings_own(&name) || named(hide, &name) {
-                return;
-            }
-            if !only.is_empty() && t.shown.is_none() && !named(only, &name) {
-                return;
-            }
-            let syscall = if t.stack.len() == usize::from(t.dispatched()) {
-                t.tree += 1;
-                syscall_number(&name)
-            } else {
-                t.syscall
-            };
-            let tree = t.tree;
-            out.push(FuncEvent {
-                tid,
-                event: KernelEvent::FuncEntry {
-                    ns: at,
-                    name: name.clone(),
-                },
-                syscall,
-                tree,
-            });
-            out.push(FuncEvent {
-                tid,
-                event: KernelEvent::FuncExit {
-                    ns: at + dur,
-                    dur,
-                    name,
-                },
-                syscall,
-                tree,
-            });
+            t.leaf(tid, at, name, dur.unwrap_or(0), &rules, out);
         } else {
             self.unknown += 1;
         }
@@ -1180,6 +1314,64 @@ CPU:0 [LOST 20 EVENTS]
             .map(|(n, s, t)| (n.to_string(), *s, *t))
             .collect();
         assert_eq!(tags, want);
+    }
+
+    /// With `latency-format`, the lines run in interrupt context (`h`,
+    /// then the softirqs run on its way out, `s`) go inside one
+    /// `(interrupt)`, which ends where the last of them ended; the
+    /// thread's own functions around it keep their depths.
+    #[test]
+    fn interrupts_are_marked() {
+        let text = "\
+ 5.000001 |   0)  a-7  |  ...1. |               |  __x64_sys_read() {
+ 5.000002 |   0)  a-7  |  ...1. |               |    vfs_read() {
+ 5.000003 |   0)  a-7  |  d..1. |   0.100 us    |      irq_enter_rcu();
+ 5.000003 |   0)  a-7  |  d.h1. |               |      __sysvec_apic_timer_interrupt() {
+ 5.000004 |   0)  a-7  |  d.h1. |   0.200 us    |        hrtimer_interrupt();
+ 5.000005 |   0)  a-7  |  d.h1. |   2.000 us    |      }
+ 5.000006 |   0)  a-7  |  ..s1. |   0.300 us    |      run_timer_softirq();
+ 5.000007 |   0)  a-7  |  ...1. |   0.100 us    |      rw_verify_area();
+ 5.000008 |   0)  a-7  |  ...1. |   7.000 us    |    }
+ 5.000009 |   0)  a-7  |  ...1. |   8.000 us    |  }
+";
+        let (p, out) = parse(text);
+        assert_eq!(p.unknown, 0);
+        let s = 5_000_000_000u64;
+        assert_eq!(
+            shape(&out),
+            [
+                format!("7 > __x64_sys_read {}", s + 1_999),
+                format!("7 > vfs_read {}", s + 2_999),
+                format!("7 > (interrupt) {}", s + 3_999),
+                format!("7 > irq_enter_rcu {}", s + 3_999),
+                format!("7 < irq_enter_rcu {} 100", s + 4_099),
+                format!("7 > __sysvec_apic_timer_interrupt {}", s + 4_099),
+                format!("7 > hrtimer_interrupt {}", s + 4_999),
+                format!("7 < hrtimer_interrupt {} 200", s + 5_199),
+                format!("7 < __sysvec_apic_timer_interrupt {} 2000", s + 5_999),
+                format!("7 > run_timer_softirq {}", s + 6_999),
+                format!("7 < run_timer_softirq {} 300", s + 7_299),
+                format!("7 < (interrupt) {} 3300", s + 7_299),
+                format!("7 > rw_verify_area {}", s + 7_999),
+                format!("7 < rw_verify_area {} 100", s + 8_099),
+                format!("7 < vfs_read {} 7000", s + 8_999),
+                format!("7 < __x64_sys_read {} 8000", s + 9_999),
+            ]
+        );
+        assert!(out.iter().all(|f| f.syscall == Some(0) && f.tree == 1));
+    }
+
+    /// The latency column's flags: interrupt context or not, or not that
+    /// column.
+    #[test]
+    fn latency_flags() {
+        assert_eq!(latency_irq(" d.h1. "), Some(true));
+        assert_eq!(latency_irq("dNs2"), Some(true));
+        assert_eq!(latency_irq("d.Z1."), Some(true));
+        assert_eq!(latency_irq(" ...1. "), Some(false));
+        assert_eq!(latency_irq("dn.."), Some(false));
+        assert_eq!(latency_irq("   0.190 us    "), None);
+        assert_eq!(latency_irq(""), None);
     }
 
     /// A thread's times never go back (a leaf's exit lies past the next

@@ -7,7 +7,6 @@
 
 use crate::kernel::KernelFilters;
 use anyhow::{bail, Context, Result};
-use fctrace_format::store::kernel::KernelEvent;
 use fctrace_format::store::{TaskInfo, TaskOrigin, TraceInfo, TraceWriter};
 use std::path::Path;
 use std::time::{Duration, Instant};

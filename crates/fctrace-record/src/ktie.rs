@@ -26,8 +26,14 @@ use std::collections::HashMap;
 /// of the call it was tied to, if any.
 struct Open {
     tree: u64,
-    call: Option<(u64, Option<u64>)>,
+    call: Option<Window>,
 }
+
+/// A call's window: its entry's time and its return's, if read yet.
+type Window = (u64, Option<u64>);
+
+/// Per thread and system call, its calls' windows in time order.
+type Windows = HashMap<(u32, u16), Vec<Window>>;
 
 /// What tying keeps from one drain to the next.
 #[derive(Default)]
@@ -42,7 +48,7 @@ pub struct Ties {
 
 /// Per thread and system call, its calls' windows in time order (entry,
 /// return if read yet), from the system call events in `pending`.
-fn windows(pending: &[(u32, KernelEvent)]) -> HashMap<(u32, u16), Vec<(u64, Option<u64>)>> {
+fn windows(pending: &[(u32, KernelEvent)]) -> Windows {
     let mut points: Vec<(u32, u16, u64, bool)> = pending
         .iter()
         .filter_map(|(tid, e)| match *e {
@@ -52,7 +58,7 @@ fn windows(pending: &[(u32, KernelEvent)]) -> HashMap<(u32, u16), Vec<(u64, Opti
         })
         .collect();
     points.sort_by_key(|p| (p.0, p.1, p.2, p.3));
-    let mut out: HashMap<(u32, u16), Vec<(u64, Option<u64>)>> = HashMap::new();
+    let mut out = Windows::new();
     for (tid, nr, ns, exit) in points {
         let calls = out.entry((tid, nr)).or_default();
         match (exit, calls.last_mut()) {

@@ -95,6 +95,73 @@ fn kernel_function_filters_at_replay() {
     );
 }
 
+/// What an interrupt ran inside a system call (`record -K` puts it in an
+/// `(interrupt)` mark) reads as a mark, not as a function: no
+/// parentheses.
+#[test]
+fn interrupt_marks_read_as_marks() {
+    use fctrace_format::store::kernel::{sys_file_of, KernelEvent, KernelWriter};
+    let (dir, trace) = fake_trace(&[FakeTask::main(
+        4321,
+        vec![ev(Entry, 0, 1000), ev(Exit, 0, 90_000)],
+    )]);
+    let path = dir.path().join(sys_file_of(&trace.info.tasks[0].file));
+    let mut w = KernelWriter::new(std::fs::File::create(&path).unwrap(), &path).unwrap();
+    let f = |ns, name: &str| KernelEvent::FuncEntry {
+        ns,
+        name: name.into(),
+    };
+    let x = |ns, dur, name: &str| KernelEvent::FuncExit {
+        ns,
+        dur,
+        name: name.into(),
+    };
+    let events = [
+        KernelEvent::Enter {
+            nr: 0,
+            ns: 2_000,
+            args: [3, 0x1000, 16, 0, 0, 0],
+        },
+        f(2_999, "vfs_read"),
+        f(3_999, "(interrupt)"),
+        f(3_999, "__sysvec_apic_timer_interrupt"),
+        x(4_999, 1_000, "__sysvec_apic_timer_interrupt"),
+        x(4_999, 1_000, "(interrupt)"),
+        f(5_999, "(interrupt)"),
+        x(5_999, 0, "(interrupt)"),
+        x(6_999, 4_000, "vfs_read"),
+        KernelEvent::Exit {
+            nr: 0,
+            ns: 7_000,
+            ret: 5,
+        },
+    ];
+    for e in events {
+        w.write(&e).unwrap();
+    }
+    w.finish().unwrap();
+    let trace = Trace::open(dir.path()).unwrap();
+    let (text, _) = render(&trace);
+    let body: Vec<&str> = text.lines().skip(2).collect();
+    assert_eq!(
+        body,
+        [
+            "            [ 4321] | main() {",
+            "            [ 4321] |   read(3, 0x1000, 16) {",
+            "            [ 4321] |     [kernel] vfs_read() {",
+            "            [ 4321] |       [kernel] (interrupt) {",
+            "   1.000 us [ 4321] |         [kernel] __sysvec_apic_timer_interrupt();",
+            "   1.000 us [ 4321] |       } /* [kernel] (interrupt) */",
+            "   0.000 us [ 4321] |       [kernel] (interrupt);",
+            "   4.000 us [ 4321] |     } /* [kernel] vfs_read */",
+            "   5.000 us [ 4321] |   } = 5 /* read */",
+            "  89.000 us [ 4321] | } /* main */",
+        ],
+        "{text}"
+    );
+    drop(dir);
+}
+
 /// A trace whose main() makes a read that runs ksys_read > vfs_read, then
 /// gets two signals.
 fn kernel_trace() -> (impl Sized, Trace) {

@@ -131,6 +131,15 @@ echo @@replay; /fctrace replay -d /tmp/t -f none
 echo @@rf-replay; /fctrace replay -d /tmp/t -f none -F vfs_read@kernel -N rw_verify_area@kernel
 dump > /tmp/after-end
 echo @@after-end; diff /tmp/before /tmp/after-end && echo same
+# Reads of 8 MiB from /dev/zero, long enough for the timer's interrupts
+# to come inside them: what an interrupt runs is inside a mark. (Only
+# the lines that show where it went, with their indentation.)
+/fctrace record -K 12 -d /tmp/irq /bin/dd if=/dev/zero of=/dev/null bs=8M count=4 \
+  >/dev/null 2>/tmp/irq-err
+echo "@@irq-status $?"
+echo @@irq-stderr; cat /tmp/irq-err
+echo @@irq-replay
+/fctrace replay -d /tmp/irq -f none | grep -E '^ *(read\(|\[kernel\] (\(interrupt\)|__sysvec_|__common_interrupt|irq_enter_rcu|irq_exit_rcu|__do_softirq|handle_softirqs|run_timer_softirq)|\} /\* \[kernel\] \(interrupt\))' | head -400
 # A kernel thread (rcu_preempt), recorded for 3 s while three runs of
 # syscalls end (their tasks are freed through RCU). (A loop of runs
 # until fctrace ended hung the set-up: see engine.md.) A time limit
@@ -242,6 +251,48 @@ fn kernel_roots(replay: &str) -> BTreeMap<String, usize> {
         }
     }
     roots
+}
+
+/// `record -K 12` of reads of 8 MiB: an interrupt came inside one at
+/// least, and every function an interrupt runs (`__sysvec_...`, the
+/// softirqs on its way out) is inside an `(interrupt)` mark, none among
+/// the thread's own functions.
+#[track_caller]
+fn check_interrupts(p: &BTreeMap<String, String>, r: &VmRun) {
+    let part = |name: &str| {
+        p.get(name)
+            .unwrap_or_else(|| panic!("no @@{name} part\n{}", r.describe()))
+            .as_str()
+    };
+    assert_eq!(part("irq-status"), "0", "{}", r.describe());
+    assert_eq!(part("irq-stderr"), "", "{}", r.describe());
+    let text = part("irq-replay");
+    let (mut marks, mut inside, mut outside) = (0, 0, Vec::new());
+    let mut open: Vec<usize> = Vec::new();
+    for l in text.lines() {
+        let depth = l.len() - l.trim_start().len();
+        let t = l.trim();
+        if t.starts_with("} /* [kernel] (interrupt)") {
+            open.retain(|d| *d < depth);
+            continue;
+        }
+        open.retain(|d| *d < depth);
+        if t.starts_with("[kernel] (interrupt)") {
+            marks += 1;
+            if t.ends_with('{') {
+                open.push(depth);
+            }
+        } else if t.starts_with("[kernel] ") {
+            if open.is_empty() {
+                outside.push(l);
+            } else {
+                inside += 1;
+            }
+        }
+    }
+    assert!(marks > 0, "no interrupt marked\n{text}");
+    assert!(inside > 0, "{text}");
+    assert!(outside.is_empty(), "{outside:?}\n{text}");
 }
 
 /// `record -K 3 -p PID` of the kernel thread rcu_preempt: the user side
@@ -382,6 +433,8 @@ fn check(r: &VmRun, release: &str, top_level: bool) {
     );
     assert!(!stderr.contains("-K:"), "a note about -K\n{}", r.describe());
     let replay = part("replay");
+    // (The whole tree on failure: describe() clips the middle.)
+    let show = || format!("--- replay ---\n{replay}\n--- stderr ---\n{stderr}");
     let reads = kernel_calls_under(replay, &["copy_file"], "read", "vfs_read");
     let writes = kernel_calls_under(replay, &["copy_file"], "write", "vfs_write");
     let opens = kernel_calls_under(
@@ -400,26 +453,21 @@ fn check(r: &VmRun, release: &str, top_level: bool) {
     let rounds = SIZE.div_ceil(4096);
     // Each read shows vfs_read exactly once, the one at the end of the
     // file (the shortest call, shorter than ftrace's microsecond) too.
-    assert_eq!(
-        reads,
-        want(&[("copy_file", rounds + 1)]),
-        "{}",
-        r.describe()
-    );
-    assert_eq!(writes, want(&[("copy_file", rounds)]), "{}", r.describe());
+    assert_eq!(reads, want(&[("copy_file", rounds + 1)]), "{}", show());
+    assert_eq!(writes, want(&[("copy_file", rounds)]), "{}", show());
     // (Not under the close that follows the last read.)
     let closes = kernel_calls_under(replay, &["copy_file"], "close", "vfs_read");
     assert_eq!(
         closes,
         BTreeMap::from([("copy_file".to_string(), vec![0, 0])]),
         "{}",
-        r.describe()
+        show()
     );
     assert_eq!(
         opens,
         want(&[("copy_file", 2), ("fail_opens", 5), ("tidy", 1)]),
         "{}",
-        r.describe()
+        show()
     );
     // -F vfs_read@kernel: every kernel subtree is a vfs_read, one under
     // each read; -N rw_verify_area@kernel: none of those. At record time,
@@ -458,6 +506,7 @@ fn check(r: &VmRun, release: &str, top_level: bool) {
             .all(|l| l.trim().starts_with("[kernel] __x64_sys_read();")),
         "{sc}"
     );
+    check_interrupts(&p, r);
     check_kernel_thread(&p, r);
     // No silent failure: a tracer that gave no kernel function is said
     // (6.1's instances lack function_graph's options, refused first).
