@@ -584,6 +584,12 @@ pub const INTERRUPT: &str = "(interrupt)";
 const IRQ_ENTRY: [&str; 2] = ["irq_enter_rcu", "irq_enter"];
 
 impl Thread {
+    /// The levels above `depth` the kernel does not count in its depth:
+    /// the dispatcher and an open [`INTERRUPT`] mark.
+    fn uncounted(&self, depth: usize) -> usize {
+        usize::from(self.dispatched()) + usize::from(self.irq.is_some_and(|d| d < depth))
+    }
+
     /// An entry (`name() {`) at `at`.
     fn enter(
         &mut self,
@@ -602,7 +608,7 @@ impl Thread {
         }
         let too_deep = rules
             .depth
-            .is_some_and(|d| depth - usize::from(self.dispatched()) >= d);
+            .is_some_and(|d| depth - self.uncounted(depth) >= d);
         if self.hidden.is_none() && (too_deep || recordings_own(&name) || named(rules.hide, &name))
         {
             self.hidden = Some(depth);
@@ -682,9 +688,10 @@ impl Thread {
         out: &mut Vec<FuncEvent>,
     ) {
         self.last = at + dur;
+        let depth = self.stack.len();
         let too_deep = rules
             .depth
-            .is_some_and(|d| self.stack.len() - usize::from(self.dispatched()) >= d);
+            .is_some_and(|d| depth - self.uncounted(depth) >= d);
         if self.hidden.is_some() || too_deep || recordings_own(&name) || named(rules.hide, &name) {
             return;
         }
@@ -969,13 +976,13 @@ impl Parser {
                 t.irq_at = at;
                 t.last = last.max(at);
             }
-            (false, Some(depth)) => {
-                while t.stack.len() > depth + 1 {
-                    let end = t.last;
-                    t.exit(tid, end, None, &rules, out);
+            // Out of interrupt context once what the interrupt entered has
+            // returned (its irq_exit_rcu goes on after the context ends).
+            (false, Some(depth)) if t.stack.len() <= depth + 1 => {
+                if t.stack.len() == depth + 1 {
+                    let (end, began) = (t.last, t.irq_at);
+                    t.exit(tid, end, Some(end.saturating_sub(began)), &rules, out);
                 }
-                let (end, began) = (t.last, t.irq_at);
-                t.exit(tid, end, Some(end.saturating_sub(began)), &rules, out);
                 t.irq = None;
             }
             _ => {}
@@ -1316,9 +1323,10 @@ CPU:0 [LOST 20 EVENTS]
         assert_eq!(tags, want);
     }
 
-    /// With `latency-format`, the lines run in interrupt context (`h`,
-    /// then the softirqs run on its way out, `s`) go inside one
-    /// `(interrupt)`, which ends where the last of them ended; the
+    /// With `latency-format`, the lines run in interrupt context (from
+    /// `irq_enter_rcu`, `h`, then the softirqs run on its way out, `s`,
+    /// and what `irq_exit_rcu` calls after the context ended) go inside
+    /// one `(interrupt)`, which ends where the last of them ended; the
     /// thread's own functions around it keep their depths.
     #[test]
     fn interrupts_are_marked() {
@@ -1329,7 +1337,10 @@ CPU:0 [LOST 20 EVENTS]
  5.000003 |   0)  a-7  |  d.h1. |               |      __sysvec_apic_timer_interrupt() {
  5.000004 |   0)  a-7  |  d.h1. |   0.200 us    |        hrtimer_interrupt();
  5.000005 |   0)  a-7  |  d.h1. |   2.000 us    |      }
- 5.000006 |   0)  a-7  |  ..s1. |   0.300 us    |      run_timer_softirq();
+ 5.000006 |   0)  a-7  |  d.h1. |               |      irq_exit_rcu() {
+ 5.000006 |   0)  a-7  |  ..s1. |   0.300 us    |        run_timer_softirq();
+ 5.000007 |   0)  a-7  |  d..1. |   0.050 us    |        idle_cpu();
+ 5.000007 |   0)  a-7  |  d..1. |   1.000 us    |      }
  5.000007 |   0)  a-7  |  ...1. |   0.100 us    |      rw_verify_area();
  5.000008 |   0)  a-7  |  ...1. |   7.000 us    |    }
  5.000009 |   0)  a-7  |  ...1. |   8.000 us    |  }
@@ -1349,11 +1360,15 @@ CPU:0 [LOST 20 EVENTS]
                 format!("7 > hrtimer_interrupt {}", s + 4_999),
                 format!("7 < hrtimer_interrupt {} 200", s + 5_199),
                 format!("7 < __sysvec_apic_timer_interrupt {} 2000", s + 5_999),
+                format!("7 > irq_exit_rcu {}", s + 6_999),
                 format!("7 > run_timer_softirq {}", s + 6_999),
                 format!("7 < run_timer_softirq {} 300", s + 7_299),
-                format!("7 < (interrupt) {} 3300", s + 7_299),
-                format!("7 > rw_verify_area {}", s + 7_999),
-                format!("7 < rw_verify_area {} 100", s + 8_099),
+                format!("7 > idle_cpu {}", s + 7_999),
+                format!("7 < idle_cpu {} 50", s + 8_049),
+                format!("7 < irq_exit_rcu {} 1000", s + 8_049),
+                format!("7 < (interrupt) {} 4050", s + 8_049),
+                format!("7 > rw_verify_area {}", s + 8_049),
+                format!("7 < rw_verify_area {} 100", s + 8_149),
                 format!("7 < vfs_read {} 7000", s + 8_999),
                 format!("7 < __x64_sys_read {} 8000", s + 9_999),
             ]
