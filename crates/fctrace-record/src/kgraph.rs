@@ -21,6 +21,7 @@ use fctrace_format::store::kernel::{KernelEvent, MAX_NAME};
 use fctrace_options::pattern::FuncPattern;
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Where tracefs is mounted.
@@ -79,6 +80,9 @@ pub struct FuncGraph {
     saved: super::kstate::Saved,
     pipe: Option<std::fs::File>,
     parser: Parser,
+    /// `FCTRACE_KERNEL_RAW=FILE`: the tracer's text as read, kept there
+    /// too (for a bug report: what the parser was given).
+    raw: Option<std::fs::File>,
 }
 
 fn write_file(path: &Path, value: &str) -> std::io::Result<()> {
@@ -238,6 +242,14 @@ impl FuncGraph {
             saved: super::kstate::Saved::new(top),
             pipe: None,
             parser: Parser::default(),
+            raw: std::env::var_os("FCTRACE_KERNEL_RAW").and_then(|p| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .mode(0o600)
+                    .open(p)
+                    .ok()
+            }),
         };
         g.set_up(root, tracer, depth)?;
         Ok(g)
@@ -447,7 +459,12 @@ impl FuncGraph {
         loop {
             match pipe.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => self.parser.feed(&buf[..n], out),
+                Ok(n) => {
+                    if let Some(raw) = &mut self.raw {
+                        let _ = raw.write_all(&buf[..n]);
+                    }
+                    self.parser.feed(&buf[..n], out)
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => break,
             }
@@ -495,8 +512,6 @@ impl Drop for FuncGraph {
         }
     }
 }
-
-use std::os::unix::fs::OpenOptionsExt;
 
 /// Whether the kernel can trace the [`DISPATCHER`] (it is in
 /// `available_filter_functions`: Linux 6.12's is, 6.1's backport is built
@@ -562,6 +577,9 @@ struct Thread {
     /// the trees begun ([`FuncEvent::tree`]).
     syscall: Option<u16>,
     tree: u64,
+    /// Whether its open tree began in the thread's own code
+    /// ([`FuncEvent::user`]).
+    user: bool,
     /// The depth of its open [`INTERRUPT`], and when it began.
     irq: Option<usize>,
     irq_at: u64,
@@ -618,6 +636,7 @@ impl Thread {
         }
         if depth == usize::from(self.dispatched()) {
             self.syscall = syscall_number(&name);
+            self.user = depth == 0 && user_root(&name);
             self.tree += 1;
         }
         self.stack.push(name.clone());
@@ -628,6 +647,7 @@ impl Thread {
                 event: KernelEvent::FuncEntry { ns: at, name },
                 syscall: self.syscall,
                 tree: self.tree,
+                user: self.user,
             });
         }
     }
@@ -658,7 +678,7 @@ impl Thread {
         if self.shown == Some(depth) {
             self.shown = None;
         }
-        let (syscall, tree) = (self.syscall, self.tree);
+        let (syscall, tree, user) = (self.syscall, self.tree, self.user);
         if depth == usize::from(self.dispatched()) {
             self.syscall = None;
         }
@@ -674,6 +694,7 @@ impl Thread {
             },
             syscall,
             tree,
+            user,
         });
     }
 
@@ -698,11 +719,11 @@ impl Thread {
         if !rules.only.is_empty() && self.shown.is_none() && !named(rules.only, &name) {
             return;
         }
-        let syscall = if self.stack.len() == usize::from(self.dispatched()) {
+        let (syscall, user) = if depth == usize::from(self.dispatched()) {
             self.tree += 1;
-            syscall_number(&name)
+            (syscall_number(&name), depth == 0 && user_root(&name))
         } else {
-            self.syscall
+            (self.syscall, self.user)
         };
         let tree = self.tree;
         out.push(FuncEvent {
@@ -713,6 +734,7 @@ impl Thread {
             },
             syscall,
             tree,
+            user,
         });
         out.push(FuncEvent {
             tid,
@@ -723,6 +745,7 @@ impl Thread {
             },
             syscall,
             tree,
+            user,
         });
     }
 
@@ -778,6 +801,18 @@ pub struct FuncEvent {
     /// The thread's count of trees so far: the same for every event of
     /// one tree.
     pub tree: u64,
+    /// The tree began while the thread ran its own code: an interrupt's
+    /// ([`INTERRUPT`]) or a page fault's ([`USER_ROOTS`]).
+    pub user: bool,
+}
+
+/// The roots of the trees of a page fault in the thread's own code (the
+/// entry code before them is not traced).
+const USER_ROOTS: [&str; 2] = ["do_user_addr_fault", "exc_page_fault"];
+
+/// A tree rooted at `name` began in the thread's own code.
+fn user_root(name: &str) -> bool {
+    name == INTERRUPT || USER_ROOTS.contains(&name)
 }
 
 /// The module of system call patterns (`read@[syscall]`).
@@ -869,9 +904,10 @@ fn columns(line: &str) -> Option<Columns<'_>> {
 /// Whether the latency column `flags` (`d.h1.`) says interrupt context;
 /// `None` if it is not one.
 fn latency_irq(flags: &str) -> Option<bool> {
+    // (Kernels add letters: `D` irqs and BH off, `L`/`l`/`b`/`B` lazy
+    // and other reschedules; only the third place is read.)
     let f = flags.trim().as_bytes();
-    let known = |b: &u8| b"dbX.NnpLlbB0123456789abcdefhHszZ".contains(b);
-    if !(4..=6).contains(&f.len()) || !f.iter().all(known) {
+    if !(4..=6).contains(&f.len()) || !f.iter().all(u8::is_ascii_graphic) {
         return None;
     }
     Some(matches!(f[2], b'h' | b'H' | b's' | b'z' | b'Z'))
@@ -1321,6 +1357,9 @@ CPU:0 [LOST 20 EVENTS]
             .map(|(n, s, t)| (n.to_string(), *s, *t))
             .collect();
         assert_eq!(tags, want);
+        // (The page fault's tree began in the thread's own code.)
+        let user: Vec<bool> = out.iter().map(|f| f.user).collect();
+        assert_eq!(user, [[false; 6].as_slice(), &[true; 4]].concat());
     }
 
     /// With `latency-format`, the lines run in interrupt context (from
@@ -1385,6 +1424,7 @@ CPU:0 [LOST 20 EVENTS]
         assert_eq!(latency_irq("d.Z1."), Some(true));
         assert_eq!(latency_irq(" ...1. "), Some(false));
         assert_eq!(latency_irq("dn.."), Some(false));
+        assert_eq!(latency_irq("Dnh1."), Some(true));
         assert_eq!(latency_irq("   0.190 us    "), None);
         assert_eq!(latency_irq(""), None);
     }

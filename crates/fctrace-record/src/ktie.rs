@@ -15,18 +15,25 @@
 //! matched, in order, with that thread's calls of it: a tree belongs to
 //! the earliest call not matched before that entered before the tree
 //! began and returned at most 999 ns before (or has not returned yet).
-//! Its times past the call's return are put 1 ns before the return;
-//! times never move otherwise, and the order within a tree is kept.
+//! Its times past the call's return are put 1 ns before the return.
+//! A tree outside system calls (an interrupt's or a page fault's while
+//! the thread ran its own code, as the parser says from its root) ran
+//! before the thread's next system call:
+//! its times past that call's entry are put 1 ns before it (else the
+//! rest of an interrupt that came just before a call would sort inside
+//! the call). Times never move otherwise, and the order within a tree
+//! is kept.
 
 use crate::kgraph::FuncEvent;
 use fctrace_format::store::kernel::{KernelEvent, FUNC_TIME_SLACK};
 use std::collections::HashMap;
 
-/// A thread's tree being tied: its number and the window (entry, return)
-/// of the call it was tied to, if any.
+/// A thread's tree being tied: its number and the time its events must
+/// stay below (where its call returned, or the next call began), if
+/// known.
 struct Open {
     tree: u64,
-    call: Option<Window>,
+    limit: Option<u64>,
 }
 
 /// A call's window: its entry's time and its return's, if read yet.
@@ -80,41 +87,59 @@ fn set_ns(e: &mut KernelEvent, to: u64) {
 
 impl Ties {
     /// Moves the times of `funcs` (just parsed, in each thread's order)
-    /// that lie past the return of the call their tree ran in, that call
-    /// found among the system call events of `pending`.
+    /// that lie past the end of where their tree ran: the return of its
+    /// system call, or for a tree outside system calls (an interrupt or
+    /// a page fault in user mode) the thread's next system call's entry;
+    /// those found among the system call events of `pending`.
     pub fn tie(&mut self, funcs: &mut [FuncEvent], pending: &[(u32, KernelEvent)]) {
-        if funcs.iter().all(|f| f.syscall.is_none()) {
+        if funcs.is_empty() {
             return;
         }
         let windows = windows(pending);
+        let mut entries: HashMap<u32, Vec<u64>> = HashMap::new();
+        for (tid, e) in pending {
+            if let KernelEvent::Enter { ns, .. } = e {
+                entries.entry(*tid).or_default().push(*ns);
+            }
+        }
+        for v in entries.values_mut() {
+            v.sort_unstable();
+        }
         for f in funcs.iter_mut() {
-            let Some(nr) = f.syscall else {
-                continue;
-            };
             let at = f.event.ns();
             let open = self.open.entry(f.tid).or_insert(Open {
                 tree: 0,
-                call: None,
+                limit: None,
             });
             if open.tree != f.tree {
                 open.tree = f.tree;
-                open.call = None;
-                let after = self.last.get(&(f.tid, nr)).copied();
-                let found = windows.get(&(f.tid, nr)).and_then(|calls| {
-                    calls.iter().copied().find(|&(entry, ret)| {
-                        after.is_none_or(|a| entry > a)
-                            && entry <= at
-                            && ret.is_none_or(|r| at <= r + FUNC_TIME_SLACK)
-                    })
-                });
-                if let Some(call) = found {
-                    self.last.insert((f.tid, nr), call.0);
-                    open.call = Some(call);
-                }
+                open.limit = match f.syscall {
+                    Some(nr) => {
+                        let after = self.last.get(&(f.tid, nr)).copied();
+                        let found = windows.get(&(f.tid, nr)).and_then(|calls| {
+                            calls.iter().copied().find(|&(entry, ret)| {
+                                after.is_none_or(|a| entry > a)
+                                    && entry <= at
+                                    && ret.is_none_or(|r| at <= r + FUNC_TIME_SLACK)
+                            })
+                        });
+                        if let Some(call) = found {
+                            self.last.insert((f.tid, nr), call.0);
+                        }
+                        found.and_then(|(_, ret)| ret)
+                    }
+                    // It began at most 999 ns before its first time and
+                    // ran before the thread's next system call.
+                    None if f.user => entries.get(&f.tid).and_then(|v| {
+                        let from = at.saturating_sub(FUNC_TIME_SLACK);
+                        v.get(v.partition_point(|&e| e <= from)).copied()
+                    }),
+                    None => None,
+                };
             }
-            if let Some((_, Some(ret))) = open.call {
-                if at >= ret {
-                    set_ns(&mut f.event, ret.saturating_sub(1));
+            if let Some(limit) = open.limit {
+                if at >= limit {
+                    set_ns(&mut f.event, limit.saturating_sub(1));
                     self.moved += 1;
                 }
             }
@@ -152,6 +177,7 @@ mod tests {
             },
             syscall: Some(nr),
             tree,
+            user: false,
         }
     }
 
@@ -232,6 +258,28 @@ mod tests {
         let after: Vec<u64> = funcs.iter().map(|f| f.event.ns()).collect();
         assert_eq!(before, after);
         assert_eq!(t.moved, 0);
+    }
+
+    /// A timer interrupt in user mode just before a system call: its times
+    /// past the call's entry go just before it, the earlier ones stay.
+    #[test]
+    fn a_tree_outside_calls_stays_before_the_next_call() {
+        let pending = vec![enter(7, 14, 5_000_500), exit(7, 14, 5_003_000)];
+        let none = |ns, entry| FuncEvent {
+            syscall: None,
+            user: true,
+            ..func(7, 0, 4, ns, entry)
+        };
+        let mut funcs = vec![
+            none(4_999_999, true),
+            none(5_000_999, true),
+            none(5_000_999, false),
+            none(5_001_999, false),
+        ];
+        let mut t = Ties::default();
+        t.tie(&mut funcs, &pending);
+        let times: Vec<u64> = funcs.iter().map(|f| f.event.ns()).collect();
+        assert_eq!(times, [4_999_999, 5_000_499, 5_000_499, 5_000_499]);
     }
 
     /// A tree that began more than 999 ns after its call's return is not

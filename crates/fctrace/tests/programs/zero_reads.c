@@ -1,4 +1,4 @@
-/* Usage: zero_reads N. Reads 8 MiB from /dev/zero N times with one read
+/* Usage: zero_reads N. Reads 4 MiB from /dev/zero N times with one read
  * each (long system calls: a timer's interrupt comes inside them), then
  * prints the bytes read. The kernel tests' interrupt check (-K). */
 #include <fcntl.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define SIZE (8 << 20)
+#define SIZE (4 << 20)
 
 __attribute__((noinline)) long read_zeroes(int fd, char *buf) {
     return read(fd, buf, SIZE);
