@@ -472,13 +472,15 @@ impl Kernel {
     /// order through `write(tid, event)` (all of them when `last`).
     pub fn drain(&mut self, last: bool, write: &mut dyn FnMut(u32, &KernelEvent) -> bool) {
         let now = monotonic_ns();
+        let old = self.pending.len();
         for i in 0..self.rings.len() {
             self.read_ring(i);
         }
         if let Some(g) = &mut self.funcs {
+            self.ties.note(&self.pending[old..]);
             let mut funcs = Vec::new();
             g.read(&mut funcs);
-            self.ties.tie(&mut funcs, &self.pending);
+            self.ties.tie(&mut funcs);
             self.pending
                 .extend(funcs.into_iter().map(|f| (f.tid, f.event)));
             self.lost_functions = g.lost();

@@ -26,7 +26,7 @@
 
 use crate::kgraph::FuncEvent;
 use fctrace_format::store::kernel::{KernelEvent, FUNC_TIME_SLACK};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 /// A thread's tree being tied: its number and the time its events must
 /// stay below (where its call returned, or the next call began), if
@@ -39,8 +39,9 @@ struct Open {
 /// A call's window: its entry's time and its return's, if read yet.
 type Window = (u64, Option<u64>);
 
-/// Per thread and system call, its calls' windows in time order.
-type Windows = HashMap<(u32, u16), Vec<Window>>;
+/// The windows kept per thread and system call, and the entries per
+/// thread, at most (older ones are dropped: a tree is never that late).
+const KEPT: usize = 256;
 
 /// What tying keeps from one drain to the next.
 #[derive(Default)]
@@ -49,33 +50,14 @@ pub struct Ties {
     open: HashMap<u32, Open>,
     /// Per thread and system call, the entry time of the call last tied.
     last: HashMap<(u32, u16), u64>,
+    /// Per thread and system call, its recent calls' windows in time
+    /// order (a call can outlast many drains: its entry was written long
+    /// before its functions and its return are read).
+    calls: HashMap<(u32, u16), VecDeque<Window>>,
+    /// Per thread, its recent system calls' entry times, in order.
+    entries: HashMap<u32, VecDeque<u64>>,
     /// Events whose times were moved (for tests and notes).
     pub moved: u64,
-}
-
-/// Per thread and system call, its calls' windows in time order (entry,
-/// return if read yet), from the system call events in `pending`.
-fn windows(pending: &[(u32, KernelEvent)]) -> Windows {
-    let mut points: Vec<(u32, u16, u64, bool)> = pending
-        .iter()
-        .filter_map(|(tid, e)| match *e {
-            KernelEvent::Enter { nr, ns, .. } => Some((*tid, nr, ns, false)),
-            KernelEvent::Exit { nr, ns, .. } => Some((*tid, nr, ns, true)),
-            _ => None,
-        })
-        .collect();
-    points.sort_by_key(|p| (p.0, p.1, p.2, p.3));
-    let mut out = Windows::new();
-    for (tid, nr, ns, exit) in points {
-        let calls = out.entry((tid, nr)).or_default();
-        match (exit, calls.last_mut()) {
-            (false, _) => calls.push((ns, None)),
-            (true, Some(last)) if last.1.is_none() => last.1 = Some(ns),
-            // A return whose entry was written before: nothing to tie to.
-            (true, _) => {}
-        }
-    }
-    out
 }
 
 fn set_ns(e: &mut KernelEvent, to: u64) {
@@ -86,25 +68,45 @@ fn set_ns(e: &mut KernelEvent, to: u64) {
 }
 
 impl Ties {
-    /// Moves the times of `funcs` (just parsed, in each thread's order)
-    /// that lie past the end of where their tree ran: the return of its
-    /// system call, or for a tree outside system calls (an interrupt or
-    /// a page fault in user mode) the thread's next system call's entry;
-    /// those found among the system call events of `pending`.
-    pub fn tie(&mut self, funcs: &mut [FuncEvent], pending: &[(u32, KernelEvent)]) {
-        if funcs.is_empty() {
-            return;
-        }
-        let windows = windows(pending);
-        let mut entries: HashMap<u32, Vec<u64>> = HashMap::new();
-        for (tid, e) in pending {
-            if let KernelEvent::Enter { ns, .. } = e {
-                entries.entry(*tid).or_default().push(*ns);
+    /// Notes the system call entries and returns just read (`new`, each
+    /// once, in any order).
+    pub fn note(&mut self, new: &[(u32, KernelEvent)]) {
+        let mut points: Vec<(u64, bool, u32, u16)> = new
+            .iter()
+            .filter_map(|(tid, e)| match *e {
+                KernelEvent::Enter { nr, ns, .. } => Some((ns, false, *tid, nr)),
+                KernelEvent::Exit { nr, ns, .. } => Some((ns, true, *tid, nr)),
+                _ => None,
+            })
+            .collect();
+        points.sort_unstable();
+        for (ns, exit, tid, nr) in points {
+            let calls = self.calls.entry((tid, nr)).or_default();
+            if exit {
+                // (A return whose entry came before the recording: none.)
+                if let Some(last) = calls.back_mut().filter(|l| l.1.is_none()) {
+                    last.1 = Some(ns);
+                }
+                continue;
+            }
+            calls.push_back((ns, None));
+            if calls.len() > KEPT {
+                calls.pop_front();
+            }
+            let entries = self.entries.entry(tid).or_default();
+            entries.push_back(ns);
+            if entries.len() > KEPT {
+                entries.pop_front();
             }
         }
-        for v in entries.values_mut() {
-            v.sort_unstable();
-        }
+    }
+
+    /// Moves the times of `funcs` (just parsed, in each thread's order)
+    /// that lie past the end of where their tree ran: the return of its
+    /// system call, or for a tree begun in the thread's own code the
+    /// thread's next system call's entry; those as [`Ties::note`] was
+    /// told.
+    pub fn tie(&mut self, funcs: &mut [FuncEvent]) {
         for f in funcs.iter_mut() {
             let at = f.event.ns();
             let open = self.open.entry(f.tid).or_insert(Open {
@@ -116,7 +118,7 @@ impl Ties {
                 open.limit = match f.syscall {
                     Some(nr) => {
                         let after = self.last.get(&(f.tid, nr)).copied();
-                        let found = windows.get(&(f.tid, nr)).and_then(|calls| {
+                        let found = self.calls.get(&(f.tid, nr)).and_then(|calls| {
                             calls.iter().copied().find(|&(entry, ret)| {
                                 after.is_none_or(|a| entry > a)
                                     && entry <= at
@@ -130,7 +132,7 @@ impl Ties {
                     }
                     // It began at most 999 ns before its first time and
                     // ran before the thread's next system call.
-                    None if f.user => entries.get(&f.tid).and_then(|v| {
+                    None if f.user => self.entries.get(&f.tid).and_then(|v| {
                         let from = at.saturating_sub(FUNC_TIME_SLACK);
                         v.get(v.partition_point(|&e| e <= from)).copied()
                     }),
@@ -197,7 +199,8 @@ mod tests {
             func(7, 0, 1, 1_000_999, false),
         ];
         let mut t = Ties::default();
-        t.tie(&mut funcs, &pending);
+        t.note(&pending);
+        t.tie(&mut funcs);
         assert!(funcs.iter().all(|f| f.event.ns() == 1_000_599));
         assert_eq!(t.moved, 2);
     }
@@ -224,7 +227,8 @@ mod tests {
             func(7, 110, 3, 2_000_999, false),
         ];
         let mut t = Ties::default();
-        t.tie(&mut funcs, &pending);
+        t.note(&pending);
+        t.tie(&mut funcs);
         let times: Vec<u64> = funcs.iter().map(|f| f.event.ns()).collect();
         assert_eq!(
             times,
@@ -254,7 +258,8 @@ mod tests {
         ];
         let before: Vec<u64> = funcs.iter().map(|f| f.event.ns()).collect();
         let mut t = Ties::default();
-        t.tie(&mut funcs, &pending);
+        t.note(&pending);
+        t.tie(&mut funcs);
         let after: Vec<u64> = funcs.iter().map(|f| f.event.ns()).collect();
         assert_eq!(before, after);
         assert_eq!(t.moved, 0);
@@ -277,9 +282,26 @@ mod tests {
             none(5_001_999, false),
         ];
         let mut t = Ties::default();
-        t.tie(&mut funcs, &pending);
+        t.note(&pending);
+        t.tie(&mut funcs);
         let times: Vec<u64> = funcs.iter().map(|f| f.event.ns()).collect();
         assert_eq!(times, [4_999_999, 5_000_499, 5_000_499, 5_000_499]);
+    }
+
+    /// A long read: its entry was read (and written) drains before its
+    /// return and its functions; they are still tied to it.
+    #[test]
+    fn a_call_read_over_several_drains_is_still_tied() {
+        let mut t = Ties::default();
+        t.note(&[enter(7, 0, 6_000_000)]);
+        t.note(&[exit(7, 0, 9_000_100), enter(7, 14, 9_000_300)]);
+        let mut funcs = vec![
+            func(7, 0, 1, 6_000_999, true),
+            func(7, 0, 1, 9_000_999, false),
+        ];
+        t.tie(&mut funcs);
+        let times: Vec<u64> = funcs.iter().map(|f| f.event.ns()).collect();
+        assert_eq!(times, [6_000_999, 9_000_099]);
     }
 
     /// A tree that began more than 999 ns after its call's return is not
@@ -289,7 +311,8 @@ mod tests {
         let pending = vec![enter(7, 0, 4_000_000), exit(7, 0, 4_000_500)];
         let mut funcs = vec![func(7, 0, 1, 4_001_999, true)];
         let mut t = Ties::default();
-        t.tie(&mut funcs, &pending);
+        t.note(&pending);
+        t.tie(&mut funcs);
         assert_eq!(funcs[0].event.ns(), 4_001_999);
     }
 }
