@@ -12,9 +12,11 @@ mod manual;
 pub(crate) mod naming;
 pub mod output;
 mod record;
+mod recv;
 mod replay;
 mod report;
 pub(crate) mod script;
+mod send;
 mod snapshot;
 mod tui;
 
@@ -50,6 +52,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Tui(args)) => tui::run(args),
         Some(Command::Archive(args)) => archive::run(args),
         Some(Command::Snapshot(args)) => snapshot::run(args),
+        Some(Command::Recv(args)) => recv::run(args),
         Some(Command::Completions(args)) => manual::completions(args),
         Some(Command::Man(args)) => manual::man(args),
         None => live::run(cli.live, terminal),
@@ -67,6 +70,7 @@ fn pages(command: &Command) -> bool {
         Command::Record(_)
         | Command::Archive(_)
         | Command::Snapshot(_)
+        | Command::Recv(_)
         | Command::Dump(_)
         | Command::Script(_)
         | Command::Flamegraph(_)
