@@ -100,6 +100,11 @@ fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<(), St
     r.read_exact(buf).map_err(|e| {
         if e.kind() == io::ErrorKind::UnexpectedEof {
             format!("the stream ended inside {what} (truncated)")
+        } else if matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ) {
+            format!("reading {what}: no answer in time")
         } else {
             format!("reading {what}: {e}")
         }
@@ -467,4 +472,49 @@ fn put_in_place(tmp: &Path, dir: &Path) -> Result<(), String> {
         let _ = fs::remove_dir_all(old);
     }
     moved
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_paths_outside_the_trace_are_refused() {
+        for bad in ["", ".", "..", ".hidden", "a/b", "a\\b", "a\0b", "a\nb"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_name(&"x".repeat(MAX_NAME + 1)).is_err());
+        assert!(check_name(&"x".repeat(MAX_NAME)).is_ok());
+        assert!(check_name("run1.data").is_ok());
+        for bad in [
+            "/etc/passwd",
+            "../x",
+            "tasks/../../x",
+            "tasks//x",
+            "tasks/./x",
+            "a/b/c/d/e",
+            "tasks/x\0",
+            "",
+        ] {
+            assert!(check_path(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(check_path("sessions/0.sym").unwrap(), ["sessions", "0.sym"]);
+        assert!(check_path(&format!("a/{}", "x".repeat(MAX_PATH))).is_err());
+    }
+
+    #[test]
+    fn a_reply_is_read_back() {
+        let mut buf = Vec::new();
+        write_reply(&mut buf, Some("too big")).unwrap();
+        assert_eq!(
+            read_reply(&mut buf.as_slice()),
+            Err("the receiver refused: too big".to_string())
+        );
+        buf.clear();
+        write_reply(&mut buf, None).unwrap();
+        assert_eq!(read_reply(&mut buf.as_slice()), Ok(()));
+        assert!(read_reply(&mut &b"FCTRRE"[..])
+            .unwrap_err()
+            .contains("truncated"));
+    }
 }

@@ -47,7 +47,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a program and record its calls into a trace directory
-    Record(RecordArgs),
+    Record(Box<RecordArgs>),
     /// Print the call tree of a recorded trace
     Replay(ReplayArgs),
     /// Per-function statistics of a recorded trace

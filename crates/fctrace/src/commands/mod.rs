@@ -34,7 +34,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         archive::clean_up_if_archive(&read_paths(command));
     }
     match cli.command {
-        Some(Command::Record(args)) => record::run(args),
+        Some(Command::Record(args)) => record::run(*args),
         Some(Command::Replay(args)) => replay::run(args, terminal),
         Some(Command::Report(args)) => report::run(args, terminal),
         Some(Command::Graph(args)) => graph::run(args, terminal),

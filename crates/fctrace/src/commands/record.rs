@@ -79,7 +79,7 @@ pub fn record_for_script(args: &crate::cli::ScriptArgs) -> anyhow::Result<ExitCo
     line.extend(["-d".into(), args.dir.clone().into_os_string(), "--".into()]);
     line.extend(args.record.iter().cloned());
     match crate::cli::Cli::try_parse_from(line)?.command {
-        Some(crate::cli::Command::Record(r)) => run(r),
+        Some(crate::cli::Command::Record(r)) => run(*r),
         _ => anyhow::bail!("--record: cannot record {:?}", args.record),
     }
 }
