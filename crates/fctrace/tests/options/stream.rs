@@ -56,9 +56,14 @@ struct Recv {
 
 impl Recv {
     fn start(dir: &Path) -> Recv {
+        Recv::start_with(dir, &[])
+    }
+
+    fn start_with(dir: &Path, extra: &[&str]) -> Recv {
         let mut child = Command::new(fctrace_bin())
             .args(["recv", "--port", "0", "-d"])
             .arg(dir)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -444,7 +449,9 @@ fn hostile_streams_are_refused_and_write_nothing() {
     let streams = hostile_streams();
     for (i, h) in streams.iter().enumerate() {
         let reply = send_raw(recv.port, &h.bytes);
-        let line = recv.wait_for("refused", i + 1);
+        // Each connection ends in one line: refused, or (wrongly) received.
+        let line = recv.wait_for(": re", i + 1);
+        assert!(line.contains("refused"), "{}: not refused: {line}", h.what);
         // A refusal, with its reason, when the stream got as far as one.
         if let Some(pos) = reply.windows(8).rposition(|w| w == b"FCTRRECV") {
             assert_eq!(reply.get(pos + 8), Some(&1), "{}: {reply:?}", h.what);
@@ -477,5 +484,69 @@ fn hostile_streams_are_refused_and_write_nothing() {
         b"abc"
     );
     assert_private(&got);
+    recv.interrupt();
+}
+
+#[test]
+fn help_lists_recv_and_host() {
+    let help = fctrace(&["--help"]).stdout;
+    assert!(
+        help.lines().any(|l| l.trim_start().starts_with("recv ")),
+        "{help}"
+    );
+    let record = fctrace(&["record", "--help"]).stdout;
+    assert!(
+        record.contains("--host <HOST>") && record.contains("--port <PORT>"),
+        "{record}"
+    );
+    let recv = fctrace(&["recv", "--help"]).stdout;
+    for opt in [
+        "--data <DIR>",
+        "--port <PORT>",
+        "--bind <ADDR>",
+        "--run-cmd <CMD>",
+    ] {
+        assert!(recv.contains(opt), "{opt} in\n{recv}");
+    }
+    // --port without --host means nothing on record: refused.
+    let r = fctrace(&["record", "--port", "1234", "true"]);
+    assert_eq!(r.code(), Some(2), "{}", r.describe());
+}
+
+/// `--run-cmd CMD` runs after the trace arrived, with its directory as
+/// $1: here a replay of it, onto recv's stderr.
+#[test]
+fn run_cmd_replays_the_received_trace() {
+    let exe = program();
+    let base = TraceDir::new("stream-runcmd");
+    std::fs::create_dir_all(&base.path).unwrap();
+    let cmd = format!(
+        "'{}' replay --no-pager -d \"$1\" >&2 && echo \"run-cmd done on $1\" >&2",
+        fctrace_bin().display()
+    );
+    let mut recv = Recv::start_with(&base.path.join("got"), &["--run-cmd", &cmd]);
+    let local = base.path.join("sent.data");
+    let port = recv.port.to_string();
+    let r = fctrace(&[
+        "record".as_ref(),
+        "--host".as_ref(),
+        "127.0.0.1".as_ref(),
+        "--port".as_ref(),
+        port.as_ref(),
+        "-d".as_ref(),
+        local.as_os_str(),
+        exe.as_os_str(),
+    ]);
+    assert!(r.success(), "{}", r.describe());
+    let done = recv.wait_for("run-cmd done on", 1);
+    assert!(done.ends_with("got/sent.data"), "{done}");
+    let start = recv
+        .seen
+        .iter()
+        .position(|l| l.contains("| main() {"))
+        .expect("the replay's first line");
+    let end = recv.seen.len() - 1;
+    let tree = shape(&recv.seen[start..end].join("\n"));
+    assert_eq!(tree, expected_tree(), "{:?}", recv.seen);
     recv.interrupt();
 }
