@@ -20,6 +20,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// What the sender writes first.
 pub const MAGIC: [u8; 8] = *b"FCTRSEND";
@@ -37,6 +38,10 @@ pub const MAX_PATH: usize = 1024;
 pub const MAX_DEPTH: usize = 4;
 /// The most files one trace may hold.
 pub const MAX_FILES: u64 = 1_000_000;
+/// How long a receiver waits for a sender's name.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a sender waits for the receiver's last answer.
+pub const END_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest message in a reply.
 pub const MAX_MESSAGE: usize = 4096;
 /// A frame holding one file: tag, path length (u32), path, size (u64), bytes.
@@ -239,6 +244,7 @@ impl Sender {
         })();
         drop(w);
         end.map_err(|e| format!("sending the end of the trace: {e}"))?;
+        let _ = self.stream.set_read_timeout(Some(END_TIMEOUT));
         read_reply(&mut self.stream)?;
         Ok(sent)
     }
@@ -287,6 +293,9 @@ pub struct Received {
     pub dir: PathBuf,
     pub files: u64,
     pub bytes: u64,
+    /// The trace of the same name it replaced, moved aside, removed once
+    /// the sender has its answer.
+    replaced: Option<PathBuf>,
 }
 
 /// The directories being filled, removed by [`remove_incoming`] when a
@@ -322,16 +331,30 @@ impl Drop for Incoming {
 /// reason sent back when the stream still takes it, and leaves nothing
 /// under `root`.
 pub fn receive(stream: &TcpStream, root: &Path, limits: Limits) -> Result<Received, String> {
+    // The name comes at once; the files may take as long as the sender's
+    // program runs.
+    let _ = stream.set_read_timeout(Some(HELLO_TIMEOUT));
     let mut r = BufReader::with_capacity(1 << 16, stream);
     let mut w = stream;
-    let result = receive_from(&mut r, &mut w, root, limits);
+    let mut accepted = || {
+        let _ = stream.set_read_timeout(None);
+    };
+    let result = receive_from(&mut r, &mut w, &mut accepted, root, limits);
     let _ = write_reply(&mut w, result.as_ref().err().map(String::as_str));
+    if let Ok(Received {
+        replaced: Some(old),
+        ..
+    }) = &result
+    {
+        let _ = fs::remove_dir_all(old);
+    }
     result
 }
 
 fn receive_from(
     r: &mut impl Read,
     w: &mut impl Write,
+    accepted: &mut dyn FnMut(),
     root: &Path,
     limits: Limits,
 ) -> Result<Received, String> {
@@ -361,14 +384,16 @@ fn receive_from(
     let tmp = Incoming(tmp);
     // The sender learns its name is accepted, then runs its program.
     write_reply(w, None).map_err(|e| format!("replying: {e}"))?;
+    accepted();
     let (files, bytes) = receive_files(r, &tmp.0, limits)?;
     let dir = root.join(&name);
-    put_in_place(&tmp.0, &dir)?;
+    let replaced = put_in_place(&tmp.0, &dir)?;
     Ok(Received {
         name,
         dir,
         files,
         bytes,
+        replaced,
     })
 }
 
@@ -450,8 +475,9 @@ fn write_file(r: &mut impl Read, dir: &Path, parts: &[&str], size: u64) -> Resul
 }
 
 /// Renames the received directory to `dir`, replacing a trace received
-/// earlier under that name (a directory); anything else there is refused.
-fn put_in_place(tmp: &Path, dir: &Path) -> Result<(), String> {
+/// earlier under that name (a directory), which is moved aside (its new
+/// path returned, to be removed); anything else there is refused.
+fn put_in_place(tmp: &Path, dir: &Path) -> Result<Option<PathBuf>, String> {
     let mut replaced = None;
     match fs::symlink_metadata(dir) {
         Ok(m) if m.is_dir() => {
@@ -467,11 +493,16 @@ fn put_in_place(tmp: &Path, dir: &Path) -> Result<(), String> {
         }
         Err(_) => {}
     }
-    let moved = fs::rename(tmp, dir).map_err(|e| format!("{}: {e}", dir.display()));
-    if let Some(old) = replaced {
-        let _ = fs::remove_dir_all(old);
+    match fs::rename(tmp, dir) {
+        Ok(()) => Ok(replaced),
+        Err(e) => {
+            // The earlier trace goes back where it was.
+            if let Some(old) = replaced {
+                let _ = fs::rename(old, dir);
+            }
+            Err(format!("{}: {e}", dir.display()))
+        }
     }
-    moved
 }
 
 #[cfg(test)]
