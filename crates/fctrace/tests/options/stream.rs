@@ -484,7 +484,27 @@ fn hostile_streams_are_refused_and_write_nothing() {
         b"abc"
     );
     assert_private(&got);
+    // Ctrl-C while a trace arrives: what arrived of it is removed. The
+    // name's acceptance (read here) comes once its directory exists.
+    let mut partial = TcpStream::connect(("127.0.0.1", recv.port)).unwrap();
+    partial
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    partial.write_all(&hello(b"partial.data")).unwrap();
+    let mut ack = [0u8; 13];
+    partial.read_exact(&mut ack).unwrap();
+    assert_eq!(&ack[..9], b"FCTRRECV\0");
+    assert_eq!(
+        names(&got).len(),
+        2,
+        "no incoming directory: {:?}",
+        names(&got)
+    );
+    partial
+        .write_all(&file(b"info.json", 1000, b"{\"partial\":"))
+        .unwrap();
     recv.interrupt();
+    assert_eq!(names(&got), ["ok.data"]);
 }
 
 #[test]
