@@ -570,3 +570,44 @@ fn run_cmd_replays_the_received_trace() {
     assert_eq!(tree, expected_tree(), "{:?}", recv.seen);
     recv.interrupt();
 }
+
+/// `--max-size`: a trace's files together over it are refused, the
+/// first files already written removed with it.
+#[test]
+fn max_size_bounds_a_whole_trace() {
+    let base = TraceDir::new("stream-maxsize");
+    std::fs::create_dir_all(&base.path).unwrap();
+    let got = base.path.join("got");
+    let mut recv = Recv::start_with(&got, &["--max-size", "64K"]);
+    let first = vec![b'a'; 40_000];
+    let second = vec![b'b'; 30_000];
+    let over = [
+        hello(b"big.data"),
+        file(b"tasks/1.dat", first.len() as u64, &first),
+        file(b"tasks/2.dat", second.len() as u64, &second),
+        end(2),
+    ]
+    .concat();
+    send_raw(recv.port, &over);
+    let line = recv.wait_for(": re", 1);
+    assert!(
+        line.contains("refused") && line.contains("65536 bytes per trace"),
+        "{line}"
+    );
+    assert_eq!(names(&got), Vec::<String>::new());
+    // Under the limit, the same first file arrives.
+    let under = [
+        hello(b"small.data"),
+        file(b"tasks/1.dat", first.len() as u64, &first),
+        end(1),
+    ]
+    .concat();
+    send_raw(recv.port, &under);
+    let line = recv.wait_for(": re", 2);
+    assert!(line.contains("received small.data"), "{line}");
+    assert_eq!(
+        std::fs::read(got.join("small.data/tasks/1.dat")).unwrap(),
+        first
+    );
+    recv.interrupt();
+}
