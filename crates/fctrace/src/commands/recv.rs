@@ -11,7 +11,7 @@ use fctrace_format::stream;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -91,7 +91,7 @@ fn serve(conn: &TcpStream, dir: &Path, limits: stream::Limits, cmd: Option<&str>
 }
 
 /// `--run-cmd CMD`: `sh -c CMD` with the trace's directory as $1.
-fn run_cmd(cmd: &str, trace: &PathBuf) {
+fn run_cmd(cmd: &str, trace: &Path) {
     let status = std::process::Command::new("sh")
         .arg("-c")
         .arg(cmd)
