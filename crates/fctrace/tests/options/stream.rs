@@ -611,3 +611,47 @@ fn max_size_bounds_a_whole_trace() {
     );
     recv.interrupt();
 }
+
+/// A peer that is no `fctrace recv` (it answers something else): an
+/// error before the program runs, as for a closed port.
+#[test]
+fn other_peer_fails_before_the_program_runs() {
+    let exe = program();
+    let base = TraceDir::new("stream-other");
+    std::fs::create_dir_all(&base.path).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let peer = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        // The whole hello (magic, version, "run.data"), so that closing
+        // leaves nothing unread (which would reset the connection).
+        let mut hello = [0u8; 24];
+        conn.read_exact(&mut hello).unwrap();
+        conn.write_all(b"HTTP/1.0 400 Bad Request\r\n\r\n").unwrap();
+        hello
+    });
+    let marker = base.path.join("ran");
+    let local = base.path.join("run.data");
+    let r = fctrace(&[
+        "record".as_ref(),
+        "--host".as_ref(),
+        "127.0.0.1".as_ref(),
+        "--port".as_ref(),
+        port.as_ref(),
+        "-d".as_ref(),
+        local.as_os_str(),
+        exe.as_os_str(),
+        marker.as_os_str(),
+    ]);
+    let hello = peer.join().unwrap();
+    assert_eq!(&hello[..8], b"FCTRSEND");
+    assert_eq!(&hello[16..], b"run.data");
+    assert_eq!(r.code(), Some(1), "{}", r.describe());
+    assert!(
+        r.stderr.contains("not an `fctrace recv`") && r.stderr.contains("not started"),
+        "{}",
+        r.describe()
+    );
+    assert!(!marker.exists(), "the program ran");
+    assert!(!local.exists(), "a trace was written");
+}
