@@ -8,6 +8,8 @@
 //!   recorder ties kernel functions to their system calls, readers print them).
 //! - [`store`] (feature `store`): the on-disk trace directory, writer and
 //!   reader. See `docs/format.md` for the byte-level description.
+//! - [`stream`] (feature `store`): the network protocol of `record --host`
+//!   and `recv`, which sends a trace directory over TCP.
 
 #![forbid(unsafe_code)]
 
@@ -20,3 +22,5 @@ pub mod syscall_table;
 
 #[cfg(feature = "store")]
 pub mod store;
+#[cfg(feature = "store")]
+pub mod stream;

@@ -47,7 +47,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a program and record its calls into a trace directory
-    Record(RecordArgs),
+    Record(Box<RecordArgs>),
     /// Print the call tree of a recorded trace
     Replay(ReplayArgs),
     /// Per-function statistics of a recorded trace
@@ -79,6 +79,16 @@ pub enum Command {
     /// Ask a running `fctrace record --ring` to write a snapshot of the
     /// recent history now (as SIGUSR2 to it does), e.g. `fctrace snapshot -d DIR`
     Snapshot(SnapshotArgs),
+    /// Receive traces sent by `fctrace record --host` and write them under
+    /// a directory, as uftrace's `recv`
+    ///
+    /// Listens on 127.0.0.1 (--bind to change it) on port 8090 (--port);
+    /// each trace arrives in DIR/NAME, NAME being the sender's -d
+    /// directory's last component, e.g. `fctrace recv -d received --port
+    /// 1234`, then elsewhere `fctrace record --host HOST --port 1234 -d
+    /// run1.data ./app`, then `fctrace replay -d received/run1.data`.
+    /// Ctrl-C ends it
+    Recv(RecvArgs),
     /// Print a shell completion script, e.g. `source <(fctrace completions bash)`
     Completions(CompletionsArgs),
     /// Print the manual page (roff), e.g. `fctrace man | man -l -`
@@ -837,7 +847,56 @@ pub struct RecordArgs {
     #[arg(long = "no-args", help_heading = "Arguments")]
     pub no_args: bool,
     #[command(flatten)]
+    pub send: SendArgs,
+    #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// `record --host`: the trace sent to an `fctrace recv`.
+#[derive(Args, Debug)]
+pub struct SendArgs {
+    /// Also send the trace to `fctrace recv` on HOST (uftrace's --host):
+    /// fctrace connects before the program starts (an error if no recv
+    /// answers), writes the trace to -d as usual and sends that directory
+    /// when the recording ends; if sending fails, the local trace is kept
+    /// and fctrace says so, e.g. `fctrace record --host 10.0.0.2 ./app`
+    #[arg(long = "host", value_name = "HOST", help_heading = "Sending")]
+    pub host: Option<String>,
+    /// With --host: the receiver's port (uftrace's default, 8090)
+    #[arg(
+        long = "port",
+        value_name = "PORT",
+        default_value_t = fctrace_format::stream::DEFAULT_PORT,
+        requires = "host",
+        help_heading = "Sending"
+    )]
+    pub port: u16,
+}
+
+/// `fctrace recv`.
+#[derive(Args, Debug)]
+pub struct RecvArgs {
+    /// Directory under which received traces are written (created 0700
+    /// if missing), each in DIR/NAME, e.g. `-d /srv/traces`
+    #[arg(short = 'd', long = "data", value_name = "DIR", default_value = DEFAULT_DIR)]
+    pub dir: PathBuf,
+    /// Port to listen on (uftrace's default, 8090; 0: any free port, the
+    /// one chosen is printed)
+    #[arg(long = "port", value_name = "PORT", default_value_t = fctrace_format::stream::DEFAULT_PORT)]
+    pub port: u16,
+    /// Address to listen on: 127.0.0.1 unless told otherwise, e.g.
+    /// `--bind 0.0.0.0` to accept other machines' traces (anyone who
+    /// reaches the port can then send one)
+    #[arg(long = "bind", value_name = "ADDR", default_value = "127.0.0.1")]
+    pub bind: std::net::IpAddr,
+    /// Shell command run after each trace arrives, with the trace's
+    /// directory as $1, e.g. `--run-cmd 'fctrace replay -d "$1"'`
+    #[arg(long = "run-cmd", value_name = "CMD")]
+    pub run_cmd: Option<String>,
+    /// The largest trace accepted, all its files together (K, M, G), e.g.
+    /// `--max-size 1G`; a larger one is refused
+    #[arg(long = "max-size", value_name = "SIZE", default_value = "16G", value_parser = parse_size)]
+    pub max_size: u64,
 }
 
 /// `record --ring`: the flight recorder.
@@ -1424,7 +1483,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .checked_mul(mult)
         .ok_or_else(|| format!("`{s}`: too large"))?;
     if bytes < 64 << 10 {
-        return Err(format!("`{s}`: the ring must hold at least 64K"));
+        return Err(format!("`{s}`: a size must be at least 64K"));
     }
     Ok(bytes)
 }

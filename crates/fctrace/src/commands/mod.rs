@@ -12,9 +12,11 @@ mod manual;
 pub(crate) mod naming;
 pub mod output;
 mod record;
+mod recv;
 mod replay;
 mod report;
 pub(crate) mod script;
+mod send;
 mod snapshot;
 mod tui;
 
@@ -32,7 +34,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         archive::clean_up_if_archive(&read_paths(command));
     }
     match cli.command {
-        Some(Command::Record(args)) => record::run(args),
+        Some(Command::Record(args)) => record::run(*args),
         Some(Command::Replay(args)) => replay::run(args, terminal),
         Some(Command::Report(args)) => report::run(args, terminal),
         Some(Command::Graph(args)) => graph::run(args, terminal),
@@ -50,6 +52,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Tui(args)) => tui::run(args),
         Some(Command::Archive(args)) => archive::run(args),
         Some(Command::Snapshot(args)) => snapshot::run(args),
+        Some(Command::Recv(args)) => recv::run(args),
         Some(Command::Completions(args)) => manual::completions(args),
         Some(Command::Man(args)) => manual::man(args),
         None => live::run(cli.live, terminal),
@@ -67,6 +70,7 @@ fn pages(command: &Command) -> bool {
         Command::Record(_)
         | Command::Archive(_)
         | Command::Snapshot(_)
+        | Command::Recv(_)
         | Command::Dump(_)
         | Command::Script(_)
         | Command::Flamegraph(_)

@@ -40,6 +40,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if args.ring.ring.is_none() {
         refuse_snapshot_triggers(&options)?;
     }
+    // --host: the receiver answers before the program starts.
+    let sender = match &args.send.host {
+        Some(host) => Some(super::send::connect(host, args.send.port, &args.dir)?),
+        None => None,
+    };
     let out = recorder::record(settings(
         args.run.target(&args.filter)?,
         &args.dir,
@@ -53,6 +58,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     // What was not recorded, and why (also in the trace's warnings).
     for note in &out.notes {
         eprintln!("fctrace: {note}");
+    }
+    if let Some(sender) = sender {
+        sender.send(&args.dir);
     }
     if let Some(script) = &args.trace.script {
         run_script(&args.dir, script)?;
@@ -71,7 +79,7 @@ pub fn record_for_script(args: &crate::cli::ScriptArgs) -> anyhow::Result<ExitCo
     line.extend(["-d".into(), args.dir.clone().into_os_string(), "--".into()]);
     line.extend(args.record.iter().cloned());
     match crate::cli::Cli::try_parse_from(line)?.command {
-        Some(crate::cli::Command::Record(r)) => run(r),
+        Some(crate::cli::Command::Record(r)) => run(*r),
         _ => anyhow::bail!("--record: cannot record {:?}", args.record),
     }
 }

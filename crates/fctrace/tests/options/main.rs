@@ -1,6 +1,6 @@
 //! The integration tests of one area of fctrace, in one test binary:
 //! The command line: record options and their arguments, record-time
-//! filters, option checks, errors.
+//! filters, option checks, errors, sending a trace (record --host, recv).
 //!
 //! Each file is a module (`cargo test --test options FILE::` runs one); the
 //! shared helpers are the `fctrace-testkit` crate.
@@ -14,6 +14,7 @@ mod filters;
 mod option_checks;
 mod record_filters;
 mod sdt_events;
+mod stream;
 mod stripped_filters;
 mod uftrace_args;
 mod uftrace_record;
