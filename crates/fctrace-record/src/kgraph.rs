@@ -1004,8 +1004,11 @@ impl Parser {
             || IRQ_ENTRY
                 .iter()
                 .any(|n| text.strip_prefix(n).is_some_and(|r| r.starts_with('(')));
+        // (An exit never begins an interrupt, and one at the mark's level
+        // is the interrupted function's: the mark ends first.)
+        let exit = text.starts_with('}');
         match (irq, t.irq) {
-            (true, None) => {
+            (true, None) if !exit => {
                 let last = t.last;
                 t.irq = Some(t.stack.len());
                 t.enter(tid, at, INTERRUPT.into(), &rules, out);
@@ -1014,7 +1017,7 @@ impl Parser {
             }
             // Out of interrupt context once what the interrupt entered has
             // returned (its irq_exit_rcu goes on after the context ends).
-            (false, Some(depth)) if t.stack.len() <= depth + 1 => {
+            (irq, Some(depth)) if (!irq || exit) && t.stack.len() <= depth + 1 => {
                 if t.stack.len() == depth + 1 {
                     let (end, began) = (t.last, t.irq_at);
                     t.exit(tid, end, Some(end.saturating_sub(began)), &rules, out);
@@ -1413,6 +1416,38 @@ CPU:0 [LOST 20 EVENTS]
             ]
         );
         assert!(out.iter().all(|f| f.syscall == Some(0) && f.tree == 1));
+    }
+
+    /// An exit never opens a mark, and an exit at the mark's level (the
+    /// interrupted function's, whatever its flags say) ends the mark
+    /// first: no function loses its exit to a mark.
+    #[test]
+    fn an_exit_is_never_the_marks() {
+        let text = "\
+ 5.000001 |   0)  a-7  |  ...1. |               |  __x64_sys_read() {
+ 5.000002 |   0)  a-7  |  d..1. |   0.100 us    |    irq_enter_rcu();
+ 5.000003 |   0)  a-7  |  d.h1. |   0.200 us    |    __sysvec_apic_timer_interrupt();
+ 5.000004 |   0)  a-7  |  d.h1. |   3.000 us    |  }
+ 5.000005 |   0)  a-7  |  d.h1. |   3.000 us    |  }
+";
+        let (_, out) = parse(text);
+        let names: Vec<String> = shape(&out)
+            .iter()
+            .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "7 > __x64_sys_read",
+                "7 > (interrupt)",
+                "7 > irq_enter_rcu",
+                "7 < irq_enter_rcu",
+                "7 > __sysvec_apic_timer_interrupt",
+                "7 < __sysvec_apic_timer_interrupt",
+                "7 < (interrupt)",
+                "7 < __x64_sys_read",
+            ]
+        );
     }
 
     /// The latency column's flags: interrupt context or not, or not that
