@@ -113,7 +113,7 @@ impl Drop for CodeWindow {
 }
 
 /// The build-id in the loaded notes of `m` (`NT_GNU_BUILD_ID`).
-fn loaded_build_id(m: &Loaded) -> Option<&'static [u8]> {
+pub(super) fn loaded_build_id(m: &Loaded) -> Option<&'static [u8]> {
     for &(at, size, align) in &m.notes {
         if at < m.lo || at + size > m.hi {
             continue;
@@ -153,13 +153,13 @@ pub(super) fn code_of(win: &mut Option<CodeWindow>, lo: u64, hi: u64) -> &[u8] {
 
 /// A file mapped read-only (a module's symbol tables are not among its
 /// loaded segments); unmapped on drop.
-struct MappedFile {
+pub(super) struct MappedFile {
     at: *mut libc::c_void,
     len: usize,
 }
 
 impl MappedFile {
-    fn open(path: &str) -> Result<MappedFile, String> {
+    pub(super) fn open(path: &str) -> Result<MappedFile, String> {
         use std::os::fd::AsRawFd;
         let err = |e: std::io::Error| format!("cannot read {path}: {e}");
         let file = std::fs::File::open(path).map_err(err)?;
@@ -184,7 +184,7 @@ impl MappedFile {
         Ok(MappedFile { at, len })
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(super) fn bytes(&self) -> &[u8] {
         // SAFETY: the mapping is readable and lives as long as self.
         unsafe { std::slice::from_raw_parts(self.at as *const u8, self.len) }
     }
