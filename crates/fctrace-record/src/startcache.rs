@@ -65,7 +65,42 @@ pub(crate) fn install(trace: &Path, cache: Option<&Path>) -> usize {
         }
     }
     let _ = std::fs::remove_dir_all(trace.join("cache"));
+    if let (Some(cache), true) = (cache, installed > 0) {
+        trim(cache, MAX_BYTES);
+    }
     installed
+}
+
+/// The most the cache directory holds: beyond it, the entries least
+/// recently written go first (each program built and traced once, as
+/// tests do, adds one entry).
+const MAX_BYTES: u64 = 512 << 20;
+
+/// Removes the oldest entries of `cache` until it holds at most `max`
+/// bytes.
+fn trim(cache: &Path, max: u64) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(list) = std::fs::read_dir(cache) else {
+        return;
+    };
+    let mut all: Vec<(i64, u64, PathBuf)> = list
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "fca"))
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            Some((m.mtime(), m.size(), e.path()))
+        })
+        .collect();
+    let mut total: u64 = all.iter().map(|e| e.1).sum();
+    all.sort_unstable();
+    for (_, size, path) in all {
+        if total <= max {
+            break;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            total -= size;
+        }
+    }
 }
 
 /// Installs the entry at `from` into `cache`, if it checks.

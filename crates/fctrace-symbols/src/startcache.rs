@@ -197,6 +197,10 @@ impl<'a> Reader<'a> {
     pub fn new(b: &'a [u8]) -> Reader<'a> {
         Reader { b, at: 0 }
     }
+    /// How many bytes are left to read.
+    pub fn remaining(&self) -> usize {
+        self.b.len() - self.at
+    }
     /// Whether every byte has been read.
     pub fn done(&self) -> bool {
         self.at == self.b.len()
