@@ -249,8 +249,10 @@ fn encode_plans(w: &mut Writer, plans: &Plans, base: u64) {
     }
 }
 
-/// The longest a patch or the instructions it moves may be.
-const MAX_PATCH: usize = 64;
+/// The longest a patch or the instructions it moves may be (a function's
+/// code is planned 4 KiB at most; the instructions moved may run up to a
+/// branch inside them: python3.11 has a plan that moves 128 bytes).
+const MAX_PATCH: usize = 4096;
 
 /// The plans [`encode_plans`] wrote, rebased onto module `m`, if they are
 /// `n` and each lies in the module's span.
