@@ -160,12 +160,21 @@ pub(super) struct MappedFile {
 
 impl MappedFile {
     pub(super) fn open(path: &str) -> Result<MappedFile, String> {
+        MappedFile::map(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => format!("{path}: empty file"),
+            _ => format!("cannot read {path}: {e}"),
+        })
+    }
+
+    /// [`MappedFile::open`] without a message: formatting an error
+    /// (`strerror`, gettext) calls the program's `free`, which a caller
+    /// expecting a failure (the start-up cache's lookups) must not do.
+    pub(super) fn map(path: &str) -> std::io::Result<MappedFile> {
         use std::os::fd::AsRawFd;
-        let err = |e: std::io::Error| format!("cannot read {path}: {e}");
-        let file = std::fs::File::open(path).map_err(err)?;
-        let len = file.metadata().map_err(err)?.len() as usize;
+        let file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len() as usize;
         if len == 0 {
-            return Err(format!("{path}: empty file"));
+            return Err(std::io::ErrorKind::InvalidData.into());
         }
         // SAFETY: a new private read-only mapping of a file we opened.
         let at = unsafe {
@@ -179,7 +188,7 @@ impl MappedFile {
             )
         };
         if at == libc::MAP_FAILED {
-            return Err(err(std::io::Error::last_os_error()));
+            return Err(std::io::Error::last_os_error());
         }
         Ok(MappedFile { at, len })
     }

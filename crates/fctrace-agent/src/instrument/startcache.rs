@@ -127,7 +127,7 @@ fn key_of(
 /// The identity of the separate debug file the analysis of the file at
 /// `path` would take names from (zeros: none).
 fn debug_identity(path: &str) -> Option<[u64; 4]> {
-    let file = MappedFile::open(path).ok()?;
+    let file = MappedFile::map(path).ok()?;
     let Some(found) =
         fctrace_symbols::debugfile::find_symbols(std::path::Path::new(path), file.bytes())
     else {
@@ -152,7 +152,8 @@ pub(super) fn with_module_analysis<R>(
         .as_ref()
         .and_then(|c| key_of(c, m, use_debug_file, imports, is_main));
     if let (Some(c), Some(key)) = (&config, &key) {
-        if let Ok(file) = MappedFile::open(&format!("{}/{}", c.dir, key.file_name())) {
+        // (No error is formatted here: see `MappedFile::map`.)
+        if let Ok(file) = MappedFile::map(&format!("{}/{}", c.dir, key.file_name())) {
             if let Some((info, funcs, plans)) = read_entry(file.bytes(), key, m) {
                 return f(&info, &funcs, &mut Cached::Hit(plans));
             }
