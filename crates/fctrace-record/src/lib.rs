@@ -20,6 +20,8 @@
 //!   the system calls they ran in; `kload`: the agent's own loading
 //!   left out of the kernel's events; `perf`: tracefs and perf_event_open,
 //!   which these share.
+//! - `startcache`: the start-up cache's directory, and the entries the
+//!   agents made installed there.
 
 mod attach;
 mod bpf;
@@ -38,9 +40,11 @@ mod record;
 mod shm;
 mod sink;
 mod stacks;
+mod startcache;
 
 pub use facts::system_facts;
 pub use fctrace_format::store::RECORDER_PID_FILE;
 pub use flight::RingOptions;
 pub use process::{exit_like, ignore_terminal_interrupts};
 pub use record::{end_like, record, AttachEnd, Outcome, RecordSettings, Target};
+pub use startcache::default_dir as default_cache_dir;

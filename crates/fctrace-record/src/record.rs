@@ -145,6 +145,9 @@ pub struct RecordSettings<'a> {
     /// `record --ring`: a flight recorder keeping the latest events only
     /// (None: every event is written).
     pub ring: Option<RingOptions>,
+    /// The start-up cache's directory (None: `--no-cache`; see
+    /// [`crate::startcache`]).
+    pub cache: Option<PathBuf>,
 }
 
 /// Records `settings.target` into `settings.dir`, in phases: the trace
@@ -161,6 +164,7 @@ pub fn record(settings: RecordSettings<'_>) -> Result<Outcome> {
         kernel_depth,
         options,
         ring,
+        cache,
     } = settings;
     if ring.is_some() && (syscalls || kernel_depth.is_some()) {
         anyhow::bail!(
@@ -188,6 +192,7 @@ pub fn record(settings: RecordSettings<'_>) -> Result<Outcome> {
         }
     }
     let prepared = prepare(target, dir, ring)?;
+    crate::startcache::offer(&prepared.abs_dir, cache.as_deref());
     let flags = if nest_libcall { FLAG_NEST_LIBCALL } else { 0 }
         | if syscalls {
             fctrace_format::shm::FLAG_KERNEL
@@ -227,7 +232,10 @@ pub fn record(settings: RecordSettings<'_>) -> Result<Outcome> {
         }
     }
     let drained = drain(&mut rec)?;
-    Ok(conclude(rec, drained))
+    let trace = rec.abs_dir.clone();
+    let outcome = conclude(rec, drained);
+    crate::startcache::install(&trace, cache.as_deref());
+    Ok(outcome)
 }
 
 /// What the recording knows before the shared memory exists.

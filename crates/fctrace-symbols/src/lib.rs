@@ -94,6 +94,7 @@ mod rawelf;
 pub mod sanitizer;
 pub mod sdt;
 pub mod srcline;
+pub mod startcache;
 pub use golang::GoCode;
 pub mod unwind;
 mod x86;

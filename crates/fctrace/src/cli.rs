@@ -192,6 +192,12 @@ pub struct TraceOptions {
     /// calls from the program into them), e.g. `fctrace -l ./app`
     #[arg(short = 'l', long = "nest-libcall")]
     pub nest_libcall: bool,
+    /// Analyse and plan every module anew, without the start-up cache
+    /// (each module's functions and patch plans, kept per user in
+    /// $XDG_CACHE_HOME/fctrace or ~/.cache/fctrace; `rm -r` that
+    /// directory to clear it), and add nothing to it
+    #[arg(long = "no-cache")]
+    pub no_cache: bool,
     /// Also record the system calls of the traced tasks, with their
     /// arguments and results (the kernel's tracepoints, through
     /// perf_event_open), shown under the functions that made them as

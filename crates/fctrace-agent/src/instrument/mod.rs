@@ -4,8 +4,9 @@
 //! Bottom first: `loaded` (the loaded objects), `module_file` (a module's
 //! file: analysis, code), `session` (ids, symbol table), `stubs` (arenas,
 //! stubs, patches), `imports` (the program's calls into libraries, the
-//! agent's interposers), `modules` (the module walk), `dlopen` (libraries
-//! loaded later), `start` (the start-up); `adopt`, `sanitizer` and
+//! agent's interposers), `modules` (the module walk), `startcache` (a module's
+//! analysis and plans kept between runs), `dlopen` (libraries loaded
+//! later), `start` (the start-up); `adopt`, `sanitizer` and
 //! `slow_path` beside them.
 pub mod adopt;
 pub mod dlopen;
@@ -17,4 +18,5 @@ pub mod sanitizer;
 mod session;
 pub mod slow_path;
 pub mod start;
+mod startcache;
 mod stubs;

@@ -113,7 +113,7 @@ impl Drop for CodeWindow {
 }
 
 /// The build-id in the loaded notes of `m` (`NT_GNU_BUILD_ID`).
-fn loaded_build_id(m: &Loaded) -> Option<&'static [u8]> {
+pub(super) fn loaded_build_id(m: &Loaded) -> Option<&'static [u8]> {
     for &(at, size, align) in &m.notes {
         if at < m.lo || at + size > m.hi {
             continue;
@@ -153,19 +153,28 @@ pub(super) fn code_of(win: &mut Option<CodeWindow>, lo: u64, hi: u64) -> &[u8] {
 
 /// A file mapped read-only (a module's symbol tables are not among its
 /// loaded segments); unmapped on drop.
-struct MappedFile {
+pub(super) struct MappedFile {
     at: *mut libc::c_void,
     len: usize,
 }
 
 impl MappedFile {
-    fn open(path: &str) -> Result<MappedFile, String> {
+    pub(super) fn open(path: &str) -> Result<MappedFile, String> {
+        MappedFile::map(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => format!("{path}: empty file"),
+            _ => format!("cannot read {path}: {e}"),
+        })
+    }
+
+    /// [`MappedFile::open`] without a message: formatting an error
+    /// (`strerror`, gettext) calls the program's `free`, which a caller
+    /// expecting a failure (the start-up cache's lookups) must not do.
+    pub(super) fn map(path: &str) -> std::io::Result<MappedFile> {
         use std::os::fd::AsRawFd;
-        let err = |e: std::io::Error| format!("cannot read {path}: {e}");
-        let file = std::fs::File::open(path).map_err(err)?;
-        let len = file.metadata().map_err(err)?.len() as usize;
+        let file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len() as usize;
         if len == 0 {
-            return Err(format!("{path}: empty file"));
+            return Err(std::io::ErrorKind::InvalidData.into());
         }
         // SAFETY: a new private read-only mapping of a file we opened.
         let at = unsafe {
@@ -179,12 +188,12 @@ impl MappedFile {
             )
         };
         if at == libc::MAP_FAILED {
-            return Err(err(std::io::Error::last_os_error()));
+            return Err(std::io::Error::last_os_error());
         }
         Ok(MappedFile { at, len })
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(super) fn bytes(&self) -> &[u8] {
         // SAFETY: the mapping is readable and lives as long as self.
         unsafe { std::slice::from_raw_parts(self.at as *const u8, self.len) }
     }

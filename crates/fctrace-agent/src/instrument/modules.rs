@@ -4,8 +4,9 @@
 
 use super::imports::{instrument_imports, slots_read_as_pointers, RETURNS_TWICE};
 use super::loaded::Loaded;
-use super::module_file::{code_of, with_analysis, CodeWindow};
+use super::module_file::{code_of, CodeWindow};
 use super::session::Session;
+use super::startcache::{with_module_analysis, Cached, Plans};
 use super::stubs::{Stubs, STUB_ESTIMATE};
 use crate::arch::x86_64::patch::{self, Mode};
 use fctrace_format::symtab::{unnamed_function_name, FuncKind, FuncStatus, FunctionLine};
@@ -110,8 +111,8 @@ fn go_note(path: &str, r: &std::ops::Range<u64>) -> String {
 /// With -l, instruments the library `m` (or says in a note why not);
 /// returns its traced entries.
 pub(super) fn instrument_library(s: &mut Session, m: &Loaded) -> Result<Vec<u64>, String> {
-    with_analysis(&m.path, false, false, |info, funcs| {
-        prepare_lib(s, m, info, funcs)
+    with_module_analysis(m, false, false, false, |info, funcs, cached| {
+        prepare_lib(s, m, info, funcs, cached)
     })
     .and_then(finish_lib)
 }
@@ -124,12 +125,13 @@ fn prepare_lib(
     m: &Loaded,
     info: &ElfInfo,
     funcs: &[FuncRef],
+    cached: &mut Cached,
 ) -> Result<Option<(Vec<u64>, Result<Stubs, String>)>, String> {
     if let Some(why) = skipped(m, info, funcs) {
         crate::runtime::log::note(&why);
         return Ok(None);
     }
-    instrument_module(s, m, info, funcs, false, true).map(Some)
+    instrument_module(s, m, info, funcs, false, true, cached).map(Some)
 }
 
 /// Applies what `prepare_lib` prepared; returns the traced entries.
@@ -165,7 +167,8 @@ pub(super) fn is_instrumentable_lib(m: &Loaded, me: &str, interp: &Option<String
 /// libraries only: `is_main` gives none) and the stubs, whose patches
 /// `finish_module` applies (after the caller has unmapped the module's
 /// file: its pages and the code pages the patches copy are not resident
-/// at the same time).
+/// at the same time). `cached`: the plans the start-up cache has for the
+/// module, or the entry to complete with those made here.
 #[allow(clippy::type_complexity)]
 fn instrument_module(
     s: &mut Session,
@@ -174,6 +177,7 @@ fn instrument_module(
     funcs: &[FuncRef],
     is_main: bool,
     code_free: bool,
+    cached: &mut Cached,
 ) -> Result<(Vec<u64>, Result<Stubs, String>), String> {
     let midx = s.module_index(&m.path, m.base)?;
     s.set_debug_ids(midx, info);
@@ -197,22 +201,41 @@ fn instrument_module(
     if let Some(r) = &go {
         crate::runtime::log::note(&go_note(&m.path, r));
     }
-    let trap =
-        info.go.is_none() && may_trap(&m.path) && !crate::interpose::signal::trap_handler_foreign();
-    let mut win = CodeWindow::open(m, info.build_id.as_deref());
-    let ctx = PlanContext {
-        m,
-        info,
-        funcs,
-        is_main,
-        code_free,
-        trap,
-        own_prefix,
-        go: &go,
+    let plans = match cached {
+        Cached::Hit(plans) => {
+            if crate::recording::args::names::wanted() {
+                for f in funcs {
+                    crate::recording::args::names::note(m.base + f.addr, &f.name);
+                }
+            }
+            std::mem::take(plans)
+        }
+        Cached::Miss(pending) => {
+            let trap = info.go.is_none()
+                && may_trap(&m.path)
+                && !crate::interpose::signal::trap_handler_foreign();
+            let ctx = PlanContext {
+                m,
+                info,
+                funcs,
+                is_main,
+                code_free,
+                trap,
+                own_prefix,
+                go: &go,
+            };
+            let plans = final_plans(&ctx);
+            if let Some(p) = pending.take() {
+                p.finish(&plans, m.base);
+            }
+            plans
+        }
     };
-    let (plans, jumped_into) = plan_functions(&ctx, &mut win);
-    let mut moved = Vec::with_capacity(64);
-    for (k, (f, (size, planned))) in funcs.iter().zip(plans).enumerate() {
+    let Plans {
+        list,
+        moved: all_moved,
+    } = plans;
+    for (k, (f, (size, planned, at))) in funcs.iter().zip(list).enumerate() {
         let unnamed;
         let name: &str = if f.is_unnamed() {
             unnamed = unnamed_function_name(&m.path, f.addr);
@@ -221,9 +244,6 @@ fn instrument_module(
             &f.name
         };
         let addr = m.base + f.addr;
-        let own = (addr, addr + size);
-        let planned = planned
-            .and_then(|p| overwrites_target(&p, &jumped_into, own, &mut win).map_or(Ok(p), Err));
         let mode = if RETURNS_TWICE.contains(&name) {
             Mode::EntryOnly
         } else {
@@ -241,12 +261,12 @@ fn instrument_module(
                 }
                 // The instructions the stub moves, read before the
                 // module's code is written.
-                moved.clear();
-                if plan.moved_count != 0 {
-                    let hi = plan.moved_at + plan.moved_len as u64;
-                    moved.extend_from_slice(code_of(&mut win, plan.moved_at, hi));
-                }
-                let status = Stubs::add(&mut stubs, s, m, id, &plan, &moved, mode, None, flags);
+                let moved = if plan.moved_count != 0 {
+                    &all_moved[at..at + plan.moved_len]
+                } else {
+                    &[]
+                };
+                let status = Stubs::add(&mut stubs, s, m, id, &plan, moved, mode, None, flags);
                 if let (Ok(st), FuncStatus::Traced | FuncStatus::TracedTrap) = (&stubs, &status) {
                     if !is_main && s.forwarded.binary_search(&addr).is_ok() {
                         s.forwarded_bodies.push((addr, st.last_body));
@@ -268,6 +288,36 @@ fn instrument_module(
     }
     write_left_out(s, m, info, midx, first + funcs.len() as u32)?;
     Ok((traced, stubs))
+}
+
+/// Each function's size and plan (or why it has none), with the
+/// instructions the plan moves: as planned from the module's original
+/// code, less the plans that another function's jump into their first
+/// bytes forbids.
+fn final_plans(c: &PlanContext) -> Plans {
+    let m = c.m;
+    let mut win = CodeWindow::open(m, c.info.build_id.as_deref());
+    let (plans, jumped_into) = plan_functions(c, &mut win);
+    let mut out = Plans {
+        list: Vec::with_capacity(plans.len()),
+        moved: Vec::with_capacity(plans.len() * 8),
+    };
+    for (f, (size, planned)) in c.funcs.iter().zip(plans) {
+        let addr = m.base + f.addr;
+        let own = (addr, addr + size);
+        let planned = planned
+            .and_then(|p| overwrites_target(&p, &jumped_into, own, &mut win).map_or(Ok(p), Err));
+        let at = out.moved.len();
+        if let Ok(plan) = &planned {
+            if plan.moved_count != 0 {
+                let hi = plan.moved_at + plan.moved_len as u64;
+                out.moved
+                    .extend_from_slice(code_of(&mut win, plan.moved_at, hi));
+            }
+        }
+        out.list.push((size, planned, at));
+    }
+    out
 }
 
 /// What planning the patches of a module's functions needs.
@@ -606,7 +656,7 @@ pub(super) fn instrument_main(
     m: &Loaded,
     lib_entries: &std::collections::HashSet<u64>,
 ) -> Result<(), String> {
-    with_analysis(&m.path, true, true, |info, funcs| {
+    with_module_analysis(m, true, true, true, |info, funcs, cached| {
         // Attached, a GOT slot whose value the program also reads as a
         // pointer (a function's address taken) keeps it: a pointer to a
         // stub would outlive the detach, which unmaps the stubs. Read
@@ -623,7 +673,7 @@ pub(super) fn instrument_main(
             return Ok(());
         }
         // The program's own functions.
-        instrument_module(s, m, info, funcs, true, false).and_then(finish_module)?;
+        instrument_module(s, m, info, funcs, true, false, cached).and_then(finish_module)?;
         instrument_imports(s, m, info, lib_entries, &loaded)
     })
 }

@@ -46,6 +46,7 @@ pub fn instrument_process(
     };
     let mut s = Session::new(out, params, stopped, forwarded);
     let me = agent_module().unwrap_or_default();
+    super::startcache::init(dir, modules.iter().find(|m| m.path == me));
 
     // Libraries first (with -l), so that the program's PLT entries for
     // functions traced inside a library can be left alone.

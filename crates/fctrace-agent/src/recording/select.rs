@@ -30,6 +30,11 @@ pub fn init(opts: &Options) {
     SELECT.store(p, Ordering::Release);
 }
 
+/// Whether `-P`, `-U` or `-Z` selects the functions patched.
+pub fn active() -> bool {
+    !SELECT.load(Ordering::Acquire).is_null()
+}
+
 /// Why a function (or a PLT entry, as in uftrace: its entry's size)
 /// `size` bytes long is not patched under `-Z`, if it is not.
 pub fn too_small(size: u64) -> Option<String> {

@@ -147,5 +147,8 @@ pub fn settings<'a>(
         kernel_depth: trace.kernel_depth,
         options,
         ring,
+        cache: (!trace.no_cache)
+            .then(recorder::default_cache_dir)
+            .flatten(),
     }
 }

@@ -29,6 +29,7 @@ mod segments;
 mod self_inspect;
 mod shape;
 mod split_parts;
+mod startcache;
 mod stripped;
 mod stripped_debian;
 mod trap_fallback;
