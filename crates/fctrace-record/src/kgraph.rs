@@ -388,14 +388,9 @@ impl FuncGraph {
                 at("options").display()
             ));
         }
-        // Interrupts' functions marked (each line's context in the latency
-        // column), or left out where it cannot be had; the name on each
-        // `}`. (Optional: older kernels lack them.)
-        let marked = self.set(&at("options/latency-format"), "1").is_ok();
-        let _ = self.set(
-            &at("options/funcgraph-irqs"),
-            if marked { "1" } else { "0" },
-        );
+        // Kernel functions under system calls, not interrupts'; the name on
+        // each `}`. (Optional: older kernels lack them.)
+        let _ = self.set(&at("options/funcgraph-irqs"), "0");
         let _ = self.set(&at("options/funcgraph-tail"), "1");
         Ok(())
     }
@@ -580,9 +575,6 @@ struct Thread {
     /// Whether its open tree began in the thread's own code
     /// ([`FuncEvent::user`]).
     user: bool,
-    /// The depth of its open [`INTERRUPT`], and when it began.
-    irq: Option<usize>,
-    irq_at: u64,
 }
 
 /// What every thread's lines are kept or left out by.
@@ -592,22 +584,7 @@ struct Rules<'a> {
     depth: Option<usize>,
 }
 
-/// The name of the mark around what an interrupt (or a softirq) ran
-/// while the thread was in the kernel: its functions go inside it, not
-/// among the thread's own.
-pub const INTERRUPT: &str = "(interrupt)";
-
-/// The functions the entry code calls when an interrupt comes, before
-/// the latency column says interrupt context.
-const IRQ_ENTRY: [&str; 2] = ["irq_enter_rcu", "irq_enter"];
-
 impl Thread {
-    /// The levels above `depth` the kernel does not count in its depth:
-    /// the dispatcher and an open [`INTERRUPT`] mark.
-    fn uncounted(&self, depth: usize) -> usize {
-        usize::from(self.dispatched()) + usize::from(self.irq.is_some_and(|d| d < depth))
-    }
-
     /// An entry (`name() {`) at `at`.
     fn enter(
         &mut self,
@@ -626,7 +603,7 @@ impl Thread {
         }
         let too_deep = rules
             .depth
-            .is_some_and(|d| depth - self.uncounted(depth) >= d);
+            .is_some_and(|d| depth - usize::from(self.dispatched()) >= d);
         if self.hidden.is_none() && (too_deep || recordings_own(&name) || named(rules.hide, &name))
         {
             self.hidden = Some(depth);
@@ -712,7 +689,7 @@ impl Thread {
         let depth = self.stack.len();
         let too_deep = rules
             .depth
-            .is_some_and(|d| depth - self.uncounted(depth) >= d);
+            .is_some_and(|d| depth - usize::from(self.dispatched()) >= d);
         if self.hidden.is_some() || too_deep || recordings_own(&name) || named(rules.hide, &name) {
             return;
         }
@@ -801,8 +778,8 @@ pub struct FuncEvent {
     /// The thread's count of trees so far: the same for every event of
     /// one tree.
     pub tree: u64,
-    /// The tree began while the thread ran its own code: an interrupt's
-    /// ([`INTERRUPT`]) or a page fault's ([`USER_ROOTS`]).
+    /// The tree began while the thread ran its own code: a page fault's
+    /// ([`USER_ROOTS`]).
     pub user: bool,
 }
 
@@ -812,7 +789,7 @@ const USER_ROOTS: [&str; 2] = ["do_user_addr_fault", "exc_page_fault"];
 
 /// A tree rooted at `name` began in the thread's own code.
 fn user_root(name: &str) -> bool {
-    name == INTERRUPT || USER_ROOTS.contains(&name)
+    USER_ROOTS.contains(&name)
 }
 
 /// The module of system call patterns (`read@[syscall]`).
@@ -855,17 +832,12 @@ struct Columns<'a> {
     tid: u32,
     /// The duration (ns), on exits and leaves.
     dur: Option<u64>,
-    /// Whether it ran in interrupt context (the latency column's third
-    /// flag: `h` hard, `s` soft, `H` both, `z`/`Z` NMI).
-    irq: bool,
     /// The function column.
     text: &'a str,
 }
 
-/// A line's parts: time, `CPU) comm-pid`, the latency flags where
-/// `latency-format` is on (`d.h1.`: irqs off, need-resched, interrupt
-/// context, preempt depth, migrate-disable depth), the duration and
-/// the function.
+/// A line's parts: time, `CPU) comm-pid`, the duration and the
+/// function.
 fn columns(line: &str) -> Option<Columns<'_>> {
     let parts: Vec<&str> = line.split('|').collect();
     if parts.len() < 4 {
@@ -877,7 +849,6 @@ fn columns(line: &str) -> Option<Columns<'_>> {
     // `CPU) comm-pid`: the pid after the last '-'.
     let proc = parts[1].split_once(')').map_or(parts[1], |(_, p)| p).trim();
     let tid: u32 = proc.rsplit_once('-')?.1.parse().ok()?;
-    let irq = parts.len() >= 5 && latency_irq(parts[2]).unwrap_or(false);
     // `+ 12.140 us` (a mark for long ones), or empty.
     let d = parts[parts.len() - 2]
         .trim()
@@ -896,21 +867,8 @@ fn columns(line: &str) -> Option<Columns<'_>> {
         us_ns,
         tid,
         dur,
-        irq,
         text: parts[parts.len() - 1],
     })
-}
-
-/// Whether the latency column `flags` (`d.h1.`) says interrupt context;
-/// `None` if it is not one.
-fn latency_irq(flags: &str) -> Option<bool> {
-    // (Kernels add letters: `D` irqs and BH off, `L`/`l`/`b`/`B` lazy
-    // and other reschedules; only the third place is read.)
-    let f = flags.trim().as_bytes();
-    if !(4..=6).contains(&f.len()) || !f.iter().all(u8::is_ascii_graphic) {
-        return None;
-    }
-    Some(matches!(f[2], b'h' | b'H' | b's' | b'z' | b'Z'))
 }
 
 /// A function's name from `name() {`, `name(args);`, `name.cold();`.
@@ -973,7 +931,6 @@ impl Parser {
             us_ns,
             tid,
             dur,
-            irq,
             text,
         }) = columns(line)
         else {
@@ -996,37 +953,6 @@ impl Parser {
         };
         // The microsecond's last nanosecond, never before the thread's last.
         let at = (us_ns + 999).max(t.last);
-        // Interrupt context (the latency column's `h`, `s`...): its
-        // functions inside one `(interrupt)`, the thread's own around it.
-        // (The entry code's `irq_enter_rcu` runs before the context says
-        // so: it begins the mark.)
-        let irq = irq
-            || IRQ_ENTRY
-                .iter()
-                .any(|n| text.strip_prefix(n).is_some_and(|r| r.starts_with('(')));
-        // (An exit never begins an interrupt, and one at the mark's level
-        // is the interrupted function's: the mark ends first.)
-        let exit = text.starts_with('}');
-        match (irq, t.irq) {
-            (true, None) if !exit => {
-                let last = t.last;
-                t.irq = Some(t.stack.len());
-                t.enter(tid, at, INTERRUPT.into(), &rules, out);
-                t.irq_at = at;
-                t.last = last.max(at);
-            }
-            // Out of interrupt context once what the interrupt entered has
-            // returned (its irq_exit_rcu goes on after the context ends).
-            (irq, Some(depth)) if (!irq || exit) && t.stack.len() <= depth + 1 => {
-                if t.stack.len() == depth + 1 {
-                    let (end, began) = (t.last, t.irq_at);
-                    t.exit(tid, end, Some(end.saturating_sub(began)), &rules, out);
-                }
-                t.irq = None;
-            }
-            _ => {}
-        }
-        let at = at.max(t.last);
         if let Some(body) = text.strip_suffix('{') {
             let Some(name) = function_name(body) else {
                 self.unknown += 1;
@@ -1363,105 +1289,6 @@ CPU:0 [LOST 20 EVENTS]
         // (The page fault's tree began in the thread's own code.)
         let user: Vec<bool> = out.iter().map(|f| f.user).collect();
         assert_eq!(user, [[false; 6].as_slice(), &[true; 4]].concat());
-    }
-
-    /// With `latency-format`, the lines run in interrupt context (from
-    /// `irq_enter_rcu`, `h`, then the softirqs run on its way out, `s`,
-    /// and what `irq_exit_rcu` calls after the context ended) go inside
-    /// one `(interrupt)`, which ends where the last of them ended; the
-    /// thread's own functions around it keep their depths.
-    #[test]
-    fn interrupts_are_marked() {
-        let text = "\
- 5.000001 |   0)  a-7  |  ...1. |               |  __x64_sys_read() {
- 5.000002 |   0)  a-7  |  ...1. |               |    vfs_read() {
- 5.000003 |   0)  a-7  |  d..1. |   0.100 us    |      irq_enter_rcu();
- 5.000003 |   0)  a-7  |  d.h1. |               |      __sysvec_apic_timer_interrupt() {
- 5.000004 |   0)  a-7  |  d.h1. |   0.200 us    |        hrtimer_interrupt();
- 5.000005 |   0)  a-7  |  d.h1. |   2.000 us    |      }
- 5.000006 |   0)  a-7  |  d.h1. |               |      irq_exit_rcu() {
- 5.000006 |   0)  a-7  |  ..s1. |   0.300 us    |        run_timer_softirq();
- 5.000007 |   0)  a-7  |  d..1. |   0.050 us    |        idle_cpu();
- 5.000007 |   0)  a-7  |  d..1. |   1.000 us    |      }
- 5.000007 |   0)  a-7  |  ...1. |   0.100 us    |      rw_verify_area();
- 5.000008 |   0)  a-7  |  ...1. |   7.000 us    |    }
- 5.000009 |   0)  a-7  |  ...1. |   8.000 us    |  }
-";
-        let (p, out) = parse(text);
-        assert_eq!(p.unknown, 0);
-        let s = 5_000_000_000u64;
-        assert_eq!(
-            shape(&out),
-            [
-                format!("7 > __x64_sys_read {}", s + 1_999),
-                format!("7 > vfs_read {}", s + 2_999),
-                format!("7 > (interrupt) {}", s + 3_999),
-                format!("7 > irq_enter_rcu {}", s + 3_999),
-                format!("7 < irq_enter_rcu {} 100", s + 4_099),
-                format!("7 > __sysvec_apic_timer_interrupt {}", s + 4_099),
-                format!("7 > hrtimer_interrupt {}", s + 4_999),
-                format!("7 < hrtimer_interrupt {} 200", s + 5_199),
-                format!("7 < __sysvec_apic_timer_interrupt {} 2000", s + 5_999),
-                format!("7 > irq_exit_rcu {}", s + 6_999),
-                format!("7 > run_timer_softirq {}", s + 6_999),
-                format!("7 < run_timer_softirq {} 300", s + 7_299),
-                format!("7 > idle_cpu {}", s + 7_999),
-                format!("7 < idle_cpu {} 50", s + 8_049),
-                format!("7 < irq_exit_rcu {} 1000", s + 8_049),
-                format!("7 < (interrupt) {} 4050", s + 8_049),
-                format!("7 > rw_verify_area {}", s + 8_049),
-                format!("7 < rw_verify_area {} 100", s + 8_149),
-                format!("7 < vfs_read {} 7000", s + 8_999),
-                format!("7 < __x64_sys_read {} 8000", s + 9_999),
-            ]
-        );
-        assert!(out.iter().all(|f| f.syscall == Some(0) && f.tree == 1));
-    }
-
-    /// An exit never opens a mark, and an exit at the mark's level (the
-    /// interrupted function's, whatever its flags say) ends the mark
-    /// first: no function loses its exit to a mark.
-    #[test]
-    fn an_exit_is_never_the_marks() {
-        let text = "\
- 5.000001 |   0)  a-7  |  ...1. |               |  __x64_sys_read() {
- 5.000002 |   0)  a-7  |  d..1. |   0.100 us    |    irq_enter_rcu();
- 5.000003 |   0)  a-7  |  d.h1. |   0.200 us    |    __sysvec_apic_timer_interrupt();
- 5.000004 |   0)  a-7  |  d.h1. |   3.000 us    |  }
- 5.000005 |   0)  a-7  |  d.h1. |   3.000 us    |  }
-";
-        let (_, out) = parse(text);
-        let names: Vec<String> = shape(&out)
-            .iter()
-            .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "7 > __x64_sys_read",
-                "7 > (interrupt)",
-                "7 > irq_enter_rcu",
-                "7 < irq_enter_rcu",
-                "7 > __sysvec_apic_timer_interrupt",
-                "7 < __sysvec_apic_timer_interrupt",
-                "7 < (interrupt)",
-                "7 < __x64_sys_read",
-            ]
-        );
-    }
-
-    /// The latency column's flags: interrupt context or not, or not that
-    /// column.
-    #[test]
-    fn latency_flags() {
-        assert_eq!(latency_irq(" d.h1. "), Some(true));
-        assert_eq!(latency_irq("dNs2"), Some(true));
-        assert_eq!(latency_irq("d.Z1."), Some(true));
-        assert_eq!(latency_irq(" ...1. "), Some(false));
-        assert_eq!(latency_irq("dn.."), Some(false));
-        assert_eq!(latency_irq("Dnh1."), Some(true));
-        assert_eq!(latency_irq("   0.190 us    "), None);
-        assert_eq!(latency_irq(""), None);
     }
 
     /// A thread's times never go back (a leaf's exit lies past the next

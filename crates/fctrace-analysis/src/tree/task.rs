@@ -773,8 +773,6 @@ impl<S: EventSource> TaskState<S> {
         let named = |ps: &[fctrace_options::pattern::FuncPattern], n: &str| {
             ps.iter().any(|p| p.matches_name(n))
         };
-        // A mark, not a function (`(interrupt)`): no parentheses after it.
-        let mark = |n: &str| n.starts_with('(');
         let mut lines = Vec::new();
         // The open functions, each shown or not; the depths from which
         // they are hidden (-N) and shown (-F).
@@ -799,15 +797,13 @@ impl<S: EventSource> TaskState<S> {
                     let exit = self.take_payload(summary);
                     let dur = payload_word(&exit, 0);
                     if visible {
-                        let end = if mark(&name) { ";" } else { "();" };
-                        lines.push((Some(dur), level(&open), "[kernel] ", name, end));
+                        lines.push((Some(dur), level(&open), "[kernel] ", name, "();"));
                     }
                     hidden = hidden.filter(|&h| h != d);
                     only = only.filter(|&o| o != d);
                 } else {
                     if visible {
-                        let end = if mark(&name) { " {" } else { "() {" };
-                        lines.push((None, level(&open), "[kernel] ", name.clone(), end));
+                        lines.push((None, level(&open), "[kernel] ", name.clone(), "() {"));
                     }
                     open.push((name, visible));
                 }
@@ -817,9 +813,8 @@ impl<S: EventSource> TaskState<S> {
                     let dur = payload_word(&bytes, 0);
                     // Nothing shown under it (-N FUNC@kernel): a leaf.
                     match lines.last_mut() {
-                        Some(l) if l.4.ends_with('{') && l.1 == level(&open) => {
-                            let end = if mark(&name) { ";" } else { "();" };
-                            *l = (Some(dur), l.1, "[kernel] ", name, end);
+                        Some(l) if l.4 == "() {" && l.1 == level(&open) => {
+                            *l = (Some(dur), l.1, "[kernel] ", name, "();");
                         }
                         _ => lines.push((Some(dur), level(&open), "} /* [kernel] ", name, " */")),
                     }

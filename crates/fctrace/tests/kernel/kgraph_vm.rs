@@ -17,9 +17,7 @@
 //! calls from its named functions each have the kernel's vfs_read,
 //! vfs_write or do_sys_openat2 under them exactly once (the read at the
 //! end of the file, shorter than ftrace's microsecond, too); after its
-//! normal end the settings are as before. What a timer interrupt runs
-//! inside zero_reads.c's long reads is inside `(interrupt)` marks, never
-//! among the thread's own kernel functions. Issue 27's rest: `-K 1 -F
+//! normal end the settings are as before. Issue 27's rest: `-K 1 -F
 //! read@[syscall]` gives `__x64_sys_read` alone under each read on both
 //! kernels (the depth counts from the system call); replay's `-F
 //! vfs_read@kernel -N rw_verify_area@kernel` on the whole recording keeps
@@ -134,16 +132,6 @@ echo @@replay; /fctrace replay -d /tmp/t -f none
 echo @@rf-replay; /fctrace replay -d /tmp/t -f none -F vfs_read@kernel -N rw_verify_area@kernel
 dump > /tmp/after-end
 echo @@after-end; diff /tmp/before /tmp/after-end && echo same
-# Two reads of 4 MiB from /dev/zero, long enough under emulation for the
-# timer's interrupts to come inside them (a page at a time: vfs_read >
-# read_iter_zero > iov_iter_zero at depth 5): what an interrupt runs is
-# inside a mark. (Only the lines that show where it went, with their
-# indentation.)
-/fctrace record -K 8 -d /tmp/irq /zero_reads 2 >/dev/null 2>/tmp/irq-err
-echo "@@irq-status $?"
-echo @@irq-stderr; cat /tmp/irq-err
-echo @@irq-replay
-/fctrace replay -d /tmp/irq -f none | grep -E '^ *(read\(|\[kernel\] (\(interrupt\)|__sysvec_|__common_interrupt|irq_enter_rcu|irq_exit_rcu|__do_softirq|handle_softirqs|run_timer_softirq)|\} /\* \[kernel\] \(interrupt\))' | head -400
 # A kernel thread (rcu_preempt), recorded for 3 s while three runs of
 # syscalls end (their tasks are freed through RCU). (A loop of runs
 # until fctrace ended hung the set-up: see engine.md.) A time limit
@@ -257,49 +245,6 @@ fn kernel_roots(replay: &str) -> BTreeMap<String, usize> {
     roots
 }
 
-/// `record -K 8` of zero_reads.c's reads of 4 MiB: an interrupt came inside one at
-/// least, and every function an interrupt runs (`__sysvec_...`, the
-/// softirqs on its way out) is inside an `(interrupt)` mark, none among
-/// the thread's own functions.
-#[track_caller]
-fn check_interrupts(p: &BTreeMap<String, String>, r: &VmRun) {
-    let part = |name: &str| {
-        p.get(name)
-            .unwrap_or_else(|| panic!("no @@{name} part\n{}", r.describe()))
-            .as_str()
-    };
-    let text = part("irq-replay");
-    let stderr = part("irq-stderr");
-    assert_eq!(part("irq-status"), "0", "{stderr}\n{text}");
-    assert_eq!(stderr, "", "{text}");
-    let (mut marks, mut inside, mut outside) = (0, 0, Vec::new());
-    let mut open: Vec<usize> = Vec::new();
-    for l in text.lines() {
-        let depth = l.len() - l.trim_start().len();
-        let t = l.trim();
-        if t.starts_with("} /* [kernel] (interrupt)") {
-            open.retain(|d| *d < depth);
-            continue;
-        }
-        open.retain(|d| *d < depth);
-        if t.starts_with("[kernel] (interrupt)") {
-            marks += 1;
-            if t.ends_with('{') {
-                open.push(depth);
-            }
-        } else if t.starts_with("[kernel] ") {
-            if open.is_empty() {
-                outside.push(l);
-            } else {
-                inside += 1;
-            }
-        }
-    }
-    assert!(marks > 0, "no interrupt marked\n{text}");
-    assert!(inside > 0, "{text}");
-    assert!(outside.is_empty(), "{outside:?}\n{text}");
-}
-
 /// `record -K 3 -p PID` of the kernel thread rcu_preempt: the user side
 /// skipped and said, its kernel functions recorded under its tid (the
 /// end of each switch into it, `finish_task_switch`, at least).
@@ -347,13 +292,11 @@ fn check_kernel_thread(p: &BTreeMap<String, String>, r: &VmRun) {
 fn image() -> (Initramfs, PathBuf) {
     let syscalls = c_program("syscalls.c", "-O2", &["-O2", "-pthread"]);
     let nap = c_program("attach_nap.c", "-O2", &["-O2"]);
-    let zero = c_program("zero_reads.c", "-O2", &["-O2"]);
     let strace = vm::require("strace", "strace");
     let fs = Initramfs::new("kgraph");
     fs.add_program("/fctrace", &fctrace_bin());
     fs.add_program("/syscalls", &syscalls);
     fs.add_program("/attach_nap", &nap);
-    fs.add_program("/zero_reads", &zero);
     fs.add_program("/strace", &strace);
     fs.set_script(&SCRIPT.replace("SIZE", &SIZE.to_string()));
     let path = fs.build();
@@ -513,7 +456,6 @@ fn check(r: &VmRun, release: &str, top_level: bool) {
             .all(|l| l.trim().starts_with("[kernel] __x64_sys_read();")),
         "{sc}"
     );
-    check_interrupts(&p, r);
     check_kernel_thread(&p, r);
     // No silent failure: a tracer that gave no kernel function is said
     // (6.1's instances lack function_graph's options, refused first).
