@@ -569,6 +569,11 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
     process::init(&cfg.shm, &cfg.dir, &cfg.agent, &cfg.options);
     signal::init();
     signal::init_triggers(&signal_triggers);
+    // An embedded CPython's functions (launched only: attached, the
+    // interpreter is running already).
+    if attaching.is_none() {
+        instrument::python::prepare();
+    }
     // Once, however many times fctrace attaches.
     static ATFORK: std::sync::Once = std::sync::Once::new();
     // SAFETY: registers plain extern "C" handlers.

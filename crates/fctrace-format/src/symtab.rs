@@ -18,6 +18,10 @@ pub enum FuncKind {
     /// A GOT-called import (`call *sym@GOTPCREL(%rip)`, no PLT), named by
     /// the imported symbol.
     Got,
+    /// A Python function (a CPython code object), named `module.qualname`;
+    /// its module line is the source file (base 0) and its `addr` the line
+    /// where it is defined (`co_firstlineno`), its size 0.
+    Python,
 }
 
 /// Whether the function is traced, and if not, why.
@@ -156,12 +160,13 @@ pub const SYMTAB_VERSION: u32 = 1;
 pub const SYMTAB_MAGIC: &str = "fctrace-symtab";
 
 impl FuncKind {
-    /// The word used in the text format: `fn`, `plt` or `got`.
+    /// The word used in the text format: `fn`, `plt`, `got` or `py`.
     pub fn as_str(self) -> &'static str {
         match self {
             FuncKind::Function => "fn",
             FuncKind::Plt => "plt",
             FuncKind::Got => "got",
+            FuncKind::Python => "py",
         }
     }
 
@@ -170,6 +175,7 @@ impl FuncKind {
             "fn" => FuncKind::Function,
             "plt" => FuncKind::Plt,
             "got" => FuncKind::Got,
+            "py" => FuncKind::Python,
             _ => return None,
         })
     }
@@ -269,7 +275,7 @@ impl SymTab {
                         SymTabError::at(
                             no,
                             format!(
-                                "unknown function kind {kind_text:?} (expected fn, plt or got)"
+                                "unknown function kind {kind_text:?} (expected fn, plt, got or py)"
                             ),
                         )
                     })?;
