@@ -1,7 +1,7 @@
 //! Python functions in the tree (issue 29): a real Python script with
-//! recursion, a class, a generator, caught and uncaught exceptions, a C
-//! function calling back into Python (`sorted(key=...)`), a libc call and
-//! threads, traced under Debian's stripped `python3.11` (libpython inside
+//! recursion, a class, a generator, caught and uncaught exceptions, C
+//! functions calling back into Python (`sorted(key=...)`, an SQL function
+//! of the standard library's sqlite3), a libc call and threads, traced under Debian's stripped `python3.11` (libpython inside
 //! the program) and under pyenv's `--enable-shared` 3.11.7 (the interpreter
 //! in `libpython3.11.so`, traced with `-l`). Each Python function's call
 //! count equals what a counting `sys.setprofile` (and
@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const APP: &str = r#"import os
+import sqlite3
 import sys
 import threading
 
@@ -64,6 +65,18 @@ def worker(n):
     return sum(fib(k) for k in range(n))
 
 
+def double(x):
+    return 2 * x
+
+
+def query():
+    db = sqlite3.connect(":memory:")
+    db.create_function("double", 1, double)
+    rows = db.execute("select double(a) from (select 1 as a union all select 2)").fetchall()
+    db.close()
+    return rows
+
+
 def main():
     print("fib", fib(10))
     print("area", sum(Shape(s).area() for s in range(4)))
@@ -71,6 +84,7 @@ def main():
     print("caught", careful())
     print("sorted", sorted(["ccc", "a", "bb"], key=by_length))
     print("pid", pid() > 0)
+    print("query", query())
     threads = [threading.Thread(target=worker, args=(6 + i,)) for i in range(3)]
     for t in threads:
         t.start()
@@ -281,6 +295,31 @@ fn check_interpreter(python: &Path, opts: &[&str], ctx: &str) {
         }
     });
     assert_eq!(getpid, vec![1], "{ctx}: getpid under pid()");
+    // With -l, sqlite3's library is traced: the query's sqlite3_step under
+    // the Python function that ran it, and the SQL function's Python code
+    // called back from inside sqlite3_step.
+    if opts.contains(&"-l") {
+        let steps = calls_of(&tree, "sqlite3_step()");
+        assert!(!steps.is_empty(), "{ctx}: no sqlite3_step");
+        for (_, path) in &steps {
+            let caller = path.iter().rposition(|l| is_python(l));
+            assert_eq!(
+                caller.map(|i| path[i]),
+                Some("__main__.query()"),
+                "{ctx}: {path:?}"
+            );
+        }
+        let doubles = calls_of(&tree, "__main__.double()");
+        assert_eq!(doubles.len(), 2, "{ctx}");
+        for (_, path) in doubles {
+            let caller = path.iter().rposition(|l| is_python(l)).unwrap();
+            assert_eq!(path[caller], "__main__.query()", "{ctx}: {path:?}");
+            assert!(
+                path[caller..].contains(&"sqlite3_step()"),
+                "{ctx}: double not under sqlite3_step: {path:?}"
+            );
+        }
+    }
     // Threads: each worker runs on a thread of its own.
     let workers: Vec<u64> = tree
         .threads
