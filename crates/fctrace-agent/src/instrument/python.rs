@@ -274,6 +274,10 @@ pub fn prepare() {
     if API.set(api).is_err() {
         return;
     }
+    CODE_IN_FRAME.store(
+        if version.starts_with("3.11.") { 32 } else { 0 },
+        Ordering::Relaxed,
+    );
     // SAFETY: PySys_AddAuditHook may be called before the interpreter is
     // initialised (it is made for embedders); the hook is a plain
     // function that lives as long as the process.
@@ -520,21 +524,82 @@ fn register_thread(shm: &'static Shm) -> Option<*mut ThreadState> {
     Some(st)
 }
 
+/// Where the code object of a frame object is, read without a call: the
+/// frame object's `f_frame` (the interpreter's frame) and the code object
+/// in it (3.11: after `f_func`, `f_globals`, `f_builtins`, `f_locals`;
+/// 3.12 and 3.13: first). Used once `PyFrame_GetCode` gave the same
+/// object at a first sight ([`DIRECT`]).
+const F_FRAME: usize = 24;
+static CODE_IN_FRAME: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// 0: the direct read is not checked yet; 1: it reads what
+/// `PyFrame_GetCode` gives; 2: it did not once, the API is used.
+static DIRECT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// The code object of `frame`, read directly (null: unknown layout).
+///
+/// # Safety
+/// `frame` is a live frame object of this interpreter.
+#[inline]
+unsafe fn code_read(frame: Obj) -> Obj {
+    let at = CODE_IN_FRAME.load(Ordering::Relaxed);
+    if at == usize::MAX {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: as the caller promises; the offsets are the version's layout.
+    unsafe {
+        let f = *(frame as *const u8).add(F_FRAME).cast::<*const u8>();
+        if f.is_null() {
+            return std::ptr::null_mut();
+        }
+        *f.add(at).cast::<Obj>()
+    }
+}
+
+/// The code object of `frame` through the C API.
+///
+/// # Safety
+/// The GIL is held; `frame` is a live frame object.
+unsafe fn code_api(api: &Api, frame: Obj) -> Obj {
+    // SAFETY: PyFrame_GetCode returns a new reference, given back at once
+    // (the frame keeps the code object alive).
+    unsafe {
+        let code = (api.frame_code)(frame);
+        (api.decref)(code);
+        code
+    }
+}
+
 /// The function id of the frame's code object, given at its first sight.
 #[inline]
 fn function_id(frame: Obj) -> u32 {
     let Some(api) = API.get() else { return NO_ID };
-    // SAFETY: `frame` is the frame CPython passed to the profile function;
-    // PyFrame_GetCode returns a new reference, given back at once (the
-    // frame keeps the code object alive).
+    // SAFETY: `frame` is the frame CPython passed to the profile function,
+    // the GIL held.
     let code = unsafe {
-        let code = (api.frame_code)(frame);
-        (api.decref)(code);
-        code
+        if DIRECT.load(Ordering::Relaxed) == 1 {
+            code_read(frame)
+        } else {
+            code_api(api, frame)
+        }
     };
     match lookup(code as usize) {
         Some(id) => id,
-        None => first_sight(api, code, frame),
+        None => {
+            // Each first sight checks the direct read against the API.
+            // SAFETY: as above.
+            let (by_api, read) = unsafe { (code_api(api, frame), code_read(frame)) };
+            let agree = !read.is_null() && read == by_api;
+            if !agree {
+                DIRECT.store(2, Ordering::Relaxed);
+            } else if DIRECT.load(Ordering::Relaxed) == 0 {
+                DIRECT.store(1, Ordering::Relaxed);
+            }
+            match lookup(by_api as usize) {
+                Some(id) => id,
+                None => first_sight(api, by_api, frame),
+            }
+        }
     }
 }
 
