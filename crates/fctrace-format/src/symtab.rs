@@ -827,6 +827,25 @@ mod tests {
     }
 
     #[test]
+    fn python_function_round_trip() {
+        let mut t = sample();
+        t.modules.push(Module::new(2, 0, "/srv/app/handlers.py"));
+        t.functions.push(Function {
+            id: t.functions.len() as u32,
+            module: 2,
+            addr: 24,
+            size: 0,
+            kind: FuncKind::Python,
+            status: FuncStatus::Traced,
+            name: "app.handlers.Parser.parse".to_string(),
+        });
+        let text = text_of(&t);
+        assert!(text.contains("module\t2\t0x0\t/srv/app/handlers.py\n"));
+        assert!(text.contains("\t0x18\t0\tpy\ttraced\tapp.handlers.Parser.parse\n"));
+        assert_eq!(SymTab::parse(&text).unwrap(), t);
+    }
+
+    #[test]
     fn build_id_and_debug_link_round_trip() {
         let mut t = sample();
         t.modules[0].build_id = "93ac61ec0a".into();
