@@ -141,12 +141,11 @@ fn insert(code: usize, id: u32) -> bool {
     false
 }
 
-/// The address of `name` in the process (the program's exported symbols
-/// and its libraries'), or null.
+/// The address of the function `name` in the process (the program's
+/// exported symbols and its libraries'), or null; found without `dlsym`.
 fn symbol(name: &CStr) -> *mut c_void {
-    // SAFETY: dlsym with a NUL-terminated name; the caller keeps the
-    // program's pending dlerror() message (the constructor does).
-    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
+    crate::runtime::dlerror::global_function(name)
+        .map_or(std::ptr::null_mut(), |a| a as *mut c_void)
 }
 
 /// Looks `name` up as a function of type `T` (a function pointer type).
