@@ -244,7 +244,10 @@ fn load_api() -> Result<Api, String> {
 /// At start-up (preloaded): if the process has CPython's API, registers
 /// the audit hook that installs the profile function once the interpreter
 /// runs the program. An interpreter of another version, or without a
-/// function this needs, is left alone, and the trace says why once.
+/// function this needs, is left alone, and the trace says why once. (Not
+/// called when the environment has `FCTRACE_NO_PYTHON`: the constructor
+/// reads it with the agent's own variables, taken out of the program's
+/// environment.)
 pub fn prepare() {
     let Some(version) = version() else { return };
     if let Err(why) = supported(&version) {
