@@ -43,6 +43,9 @@ struct Config {
     parent: Option<u32>,
     /// Filters, triggers and argument specs (`Options::to_wire`), if any.
     options: String,
+    /// `FCTRACE_NO_PYTHON` (set, not `0`): an embedded CPython is left
+    /// alone (`instrument::python`).
+    no_python: bool,
 }
 
 unsafe extern "C" {
@@ -102,6 +105,7 @@ fn take_config() -> Option<Config> {
             // exec'd this.
             parent: value(process::ENV_PARENT).map(|v| v.parse().unwrap_or(u32::MAX)),
             options: value(ENV_OPTIONS).unwrap_or_default(),
+            no_python: value("FCTRACE_NO_PYTHON").is_some_and(|v| !v.is_empty() && v != "0"),
         };
         let mut removed = Vec::new();
         let mut w = 0;
@@ -340,6 +344,8 @@ pub unsafe extern "C" fn fctrace_agent_attach(
                 agent: value("FCTRACE_AGENT").unwrap_or_default(),
                 parent: None,
                 options: value(ENV_OPTIONS).unwrap_or_default(),
+                // (Attached, Python functions are not recorded anyway.)
+                no_python: true,
             };
             shm::set_attach_tids(
                 value("FCTRACE_TIDS")
@@ -569,6 +575,11 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
     process::init(&cfg.shm, &cfg.dir, &cfg.agent, &cfg.options);
     signal::init();
     signal::init_triggers(&signal_triggers);
+    // An embedded CPython's functions (launched only: attached, the
+    // interpreter is running already).
+    if attaching.is_none() && !cfg.no_python {
+        instrument::python::prepare();
+    }
     // Once, however many times fctrace attaches.
     static ATFORK: std::sync::Once = std::sync::Once::new();
     // SAFETY: registers plain extern "C" handlers.

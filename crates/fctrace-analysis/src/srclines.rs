@@ -34,9 +34,14 @@ pub fn of_module(path: &str) -> Rc<SrcLines> {
 }
 
 /// Where function `func` of `table` is defined (`None`: a PLT or GOT
-/// entry, or no debug information for it).
+/// entry, or no debug information for it). A Python function's is in its
+/// symbol table line: its module is the source file, its address the line.
 pub fn of_function(table: &SymTab, func: u32) -> Option<SrcLine> {
     let f = table.function(func)?;
+    if f.kind == FuncKind::Python {
+        let file = table.module(f.module)?.path.clone();
+        return Some(SrcLine { file, line: f.addr });
+    }
     if f.kind != FuncKind::Function {
         return None;
     }

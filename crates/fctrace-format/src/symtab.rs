@@ -18,6 +18,10 @@ pub enum FuncKind {
     /// A GOT-called import (`call *sym@GOTPCREL(%rip)`, no PLT), named by
     /// the imported symbol.
     Got,
+    /// A Python function (a CPython code object), named `module.qualname`;
+    /// its module line is the source file (base 0) and its `addr` the line
+    /// where it is defined (`co_firstlineno`), its size 0.
+    Python,
 }
 
 /// Whether the function is traced, and if not, why.
@@ -156,12 +160,13 @@ pub const SYMTAB_VERSION: u32 = 1;
 pub const SYMTAB_MAGIC: &str = "fctrace-symtab";
 
 impl FuncKind {
-    /// The word used in the text format: `fn`, `plt` or `got`.
+    /// The word used in the text format: `fn`, `plt`, `got` or `py`.
     pub fn as_str(self) -> &'static str {
         match self {
             FuncKind::Function => "fn",
             FuncKind::Plt => "plt",
             FuncKind::Got => "got",
+            FuncKind::Python => "py",
         }
     }
 
@@ -170,6 +175,7 @@ impl FuncKind {
             "fn" => FuncKind::Function,
             "plt" => FuncKind::Plt,
             "got" => FuncKind::Got,
+            "py" => FuncKind::Python,
             _ => return None,
         })
     }
@@ -269,7 +275,7 @@ impl SymTab {
                         SymTabError::at(
                             no,
                             format!(
-                                "unknown function kind {kind_text:?} (expected fn, plt or got)"
+                                "unknown function kind {kind_text:?} (expected fn, plt, got or py)"
                             ),
                         )
                     })?;
@@ -817,6 +823,25 @@ mod tests {
         assert!(text.starts_with("fctrace-symtab 1\nsession\t2\npid\t4321\nexe\t"));
         assert!(text.contains("module\t1\t0x7ffff7d80000\t/lib/x86_64-linux-gnu/libc.so.6\n"));
         assert!(text.contains("func\t1\t1\t0x4010\t16\tplt\tentry-only\t_setjmp\n"));
+        assert_eq!(SymTab::parse(&text).unwrap(), t);
+    }
+
+    #[test]
+    fn python_function_round_trip() {
+        let mut t = sample();
+        t.modules.push(Module::new(2, 0, "/srv/app/handlers.py"));
+        t.functions.push(Function {
+            id: t.functions.len() as u32,
+            module: 2,
+            addr: 24,
+            size: 0,
+            kind: FuncKind::Python,
+            status: FuncStatus::Traced,
+            name: "app.handlers.Parser.parse".to_string(),
+        });
+        let text = text_of(&t);
+        assert!(text.contains("module\t2\t0x0\t/srv/app/handlers.py\n"));
+        assert!(text.contains("\t0x18\t0\tpy\ttraced\tapp.handlers.Parser.parse\n"));
         assert_eq!(SymTab::parse(&text).unwrap(), t);
     }
 

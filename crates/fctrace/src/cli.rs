@@ -1306,7 +1306,7 @@ pub struct InfoArgs {
     /// Only the traced functions of each session: `Normal symbols`
     /// (defined in the executable) and `Dynamic symbols` (its calls into
     /// libraries), `[N] name (0xADDRESS) size: BYTES`, addresses as in
-    /// the file
+    /// the file; and `Python functions`, `[N] module.qualname (FILE:LINE)`
     #[arg(long = "symbols", conflicts_with = "system")]
     pub symbols: bool,
     /// The running system's information (CPU, memory, kernel, hostname,

@@ -86,9 +86,11 @@ struct Runtime {
 
 static RUNTIME: std::sync::Mutex<Option<Runtime>> = std::sync::Mutex::new(None);
 
-/// After the start-up, with -l: hooks the dynamic linker's notification
-/// (`modules`: the objects loaded then) and keeps the session and the
-/// libraries instrumented so far for it.
+/// After the start-up: keeps the session (its symbol table grows with
+/// the functions of an embedded Python interpreter, `instrument::python`)
+/// and, with -l (`nest`), hooks the dynamic linker's notification
+/// (`modules`: the objects loaded then) and keeps the libraries
+/// instrumented so far for it.
 pub(super) fn follow(
     modules: &[Loaded],
     s: Session,
@@ -96,8 +98,14 @@ pub(super) fn follow(
     me: &str,
     interp: Option<String>,
     pid: u32,
+    nest: bool,
 ) {
-    if let Err(e) = install_load_hook(modules, &interp) {
+    let hooked = if nest {
+        install_load_hook(modules, &interp)
+    } else {
+        Ok(())
+    };
+    if let Err(e) = hooked {
         crate::runtime::log::warn(&format!(
             "libraries loaded later (dlopen) will not be traced: {e}"
         ));
@@ -110,6 +118,19 @@ pub(super) fn follow(
         interp,
         pid,
     });
+}
+
+/// Runs `f` on the session kept after the start-up, in the process that
+/// started it (a fork child shares its parent's symbol table file but not
+/// its id counter: None there, as before the start-up ends).
+pub(super) fn with_session<R>(f: impl FnOnce(&mut Session) -> R) -> Option<R> {
+    let mut guard = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = guard.as_mut()?;
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } as u32 != rt.pid {
+        return None;
+    }
+    Some(f(&mut rt.s))
 }
 
 /// Detaching (`fctrace -p`): the instrumentation's state is dropped (its

@@ -14,6 +14,7 @@ pub mod imports;
 mod loaded;
 mod module_file;
 pub mod modules;
+pub mod python;
 pub mod sanitizer;
 mod session;
 pub mod slow_path;

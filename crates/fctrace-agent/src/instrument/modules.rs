@@ -5,7 +5,7 @@
 use super::imports::{instrument_imports, slots_read_as_pointers, RETURNS_TWICE};
 use super::loaded::Loaded;
 use super::module_file::{code_of, CodeWindow};
-use super::session::Session;
+use super::session::{Session, PY_EVAL_FRAME, PY_EVAL_ID};
 use super::startcache::{with_module_analysis, Cached, Plans};
 use super::stubs::{Stubs, STUB_ESTIMATE};
 use crate::arch::x86_64::patch::{self, Mode};
@@ -276,6 +276,9 @@ fn instrument_module(
             }
             Err(reason) => FuncStatus::NotTraced(reason),
         };
+        if name == PY_EVAL_FRAME && status.is_traced() {
+            PY_EVAL_ID.store(id, std::sync::atomic::Ordering::Relaxed);
+        }
         s.write_line(&FunctionLine {
             id,
             module: midx,

@@ -113,6 +113,13 @@ impl std::io::Write for SymFile {
     }
 }
 
+/// CPython's evaluation loop, whose traced calls the Python functions'
+/// events are placed in (`instrument::python`), and its function id once
+/// a module that defines it is instrumented (`u32::MAX`: none).
+pub(super) const PY_EVAL_FRAME: &str = "_PyEval_EvalFrameDefault";
+pub(super) static PY_EVAL_ID: std::sync::atomic::AtomicU32 =
+    std::sync::atomic::AtomicU32::new(u32::MAX);
+
 pub(super) struct Session {
     out: SymFile,
     pub(super) modules: Vec<Module>,
@@ -238,6 +245,12 @@ impl Session {
     /// Writes one function's line.
     pub(super) fn write_line(&mut self, line: &FunctionLine) -> Result<(), String> {
         symtab::write_function_line(&mut self.out, line).map_err(|e| e.to_string())
+    }
+
+    /// Writes the new modules' lines and every pending line out now.
+    pub(super) fn flush(&mut self) -> Result<(), String> {
+        self.write_new_modules()?;
+        self.out.flush().map_err(|e| e.to_string())
     }
 }
 

@@ -74,8 +74,6 @@ pub fn instrument_process(
     publish(&mut s)?;
     // Libraries loaded later are patched while their threads run on.
     s.stopped.clear();
-    if nest {
-        dlopen::follow(&modules, s, known, me, interp, pid);
-    }
+    dlopen::follow(&modules, s, known, me, interp, pid, nest);
     Ok(())
 }

@@ -1394,6 +1394,7 @@ pub unsafe extern "C" fn pthread_create(
     routine: *mut c_void,
     arg: *mut c_void,
 ) -> c_int {
+    thread::THREADS_CREATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let parent = creator_slot();
     let Some(parent) = parent else {
         // SAFETY: forwarding to the real function of the same C signature.

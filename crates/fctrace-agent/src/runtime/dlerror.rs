@@ -12,7 +12,8 @@
 //! would clear the state this keeps): `__libc_dlerror_result` in libc's
 //! GNU hash table, a TLS symbol of libc's static TLS block, at a fixed
 //! offset from every thread's thread pointer. Without it (an older glibc,
-//! another C library), nothing is done.
+//! another C library), nothing is done. The same lookup finds a function
+//! the program or a library exports without `dlsym` ([`global_function`]).
 
 use crate::runtime::tls::thread_pointer;
 use std::ffi::c_void;
@@ -107,6 +108,47 @@ const STT_TLS: u8 = 6;
 /// `info` describes a loaded object (its dynamic section and tables are
 /// mapped).
 unsafe fn tls_symbol(info: &libc::dl_phdr_info, name: &[u8]) -> Option<u64> {
+    // SAFETY: as the caller promises.
+    unsafe { defined_symbol(info, name, STT_TLS) }
+}
+
+const STT_FUNC: u8 = 2;
+
+/// The address of the function `name` that the first loaded object
+/// defining it exports (the program, then its libraries, in the loader's
+/// order), found in their GNU hash tables: no `dlsym`, whose failure
+/// allocates through the program's `malloc` (a program with its own
+/// allocator would count those calls). None without a GNU hash table.
+pub fn global_function(name: &std::ffi::CStr) -> Option<u64> {
+    struct Query<'a>(&'a [u8], Option<u64>);
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> i32 {
+        // SAFETY: dl_iterate_phdr passes a valid info for the duration of
+        // the call; data is the Query below.
+        unsafe {
+            let info = &*info;
+            let q = &mut *(data as *mut Query);
+            match defined_symbol(info, q.0, STT_FUNC) {
+                Some(v) => {
+                    q.1 = Some(info.dlpi_addr + v);
+                    1
+                }
+                None => 0,
+            }
+        }
+    }
+    let mut q = Query(name.to_bytes(), None);
+    // SAFETY: the callback only reads what dl_iterate_phdr passes it.
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut q as *mut _ as *mut c_void) };
+    q.1
+}
+
+/// The value of the defined symbol `name` of type `kind` of a loaded
+/// object, through its GNU hash table.
+///
+/// # Safety
+/// `info` describes a loaded object (its dynamic section and tables are
+/// mapped).
+unsafe fn defined_symbol(info: &libc::dl_phdr_info, name: &[u8], kind: u8) -> Option<u64> {
     // SAFETY: the object's program headers, dynamic section, hash table,
     // symbol and string tables, all mapped while it is loaded (the
     // caller's precondition); indices stay within the tables as the
@@ -159,7 +201,7 @@ unsafe fn tls_symbol(info: &libc::dl_phdr_info, name: &[u8]) -> Option<u64> {
                 let st_info = *sym.add(4);
                 let st_shndx = (sym.add(6) as *const u16).read_unaligned();
                 let s = std::ffi::CStr::from_ptr((strtab + st_name as u64) as *const i8);
-                if s.to_bytes() == name && st_info & 0xf == STT_TLS && st_shndx != 0 {
+                if s.to_bytes() == name && st_info & 0xf == kind && st_shndx != 0 {
                     return Some((sym.add(8) as *const u64).read_unaligned());
                 }
             }

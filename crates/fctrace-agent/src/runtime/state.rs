@@ -96,6 +96,10 @@ pub struct ThreadState {
     /// is registered (`runtime::buffer`); null otherwise. Its buffer is
     /// then `shm::pending_buffer()`, which is always full.
     pub adopt: *mut Vec<u32>,
+    /// Python functions entered on this thread and not yet left
+    /// (`instrument::python`): a return with none open is one of a call
+    /// made before fctrace's profile function was installed, not recorded.
+    pub py_depth: u32,
 }
 
 pub const OFF_LIMIT: i32 = std::mem::offset_of!(ThreadState, limit) as i32;

@@ -88,12 +88,19 @@ fn new_state(
         next: std::ptr::null_mut(),
         free: std::sync::atomic::AtomicU32::new(0),
         adopt: std::ptr::null_mut(),
+        py_depth: 0,
     }
 }
 
 /// Creates the calling thread's state and installs it in TLS. `origin` is
 /// one of `fctrace_format::shm::ORIGIN_*`; `parent_slot` names the task
 /// that created this one (u32::MAX if unknown).
+/// How many threads the program has asked `pthread_create` for (counted
+/// by its interposer): an embedded Python interpreter's profile function
+/// checks it to cover threads made since it last looked
+/// (`instrument::python`).
+pub static THREADS_CREATED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 pub fn init_thread(
     shm: &Shm,
     session: u32,

@@ -221,10 +221,11 @@ fn write_symbols(out: &mut dyn Write, trace: &Trace) -> io::Result<()> {
             .functions
             .iter()
             .filter(traced)
-            .filter(|f| f.kind != FuncKind::Function)
+            .filter(|f| !matches!(f.kind, FuncKind::Function | FuncKind::Python))
             .collect();
         normal.sort_by_key(|f| f.addr);
         dynamic.sort_by_key(|f| f.addr);
+        write_python_symbols(out, table)?;
         for (title, list) in [("Normal symbols", normal), ("Dynamic symbols", dynamic)] {
             writeln!(out, "{title}")?;
             writeln!(out, "{}", "=".repeat(title.len()))?;
@@ -235,6 +236,31 @@ fn write_symbols(out: &mut dyn Write, trace: &Trace) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The Python functions a session saw (`py` lines), by source file and
+/// line: `name (file:line)`.
+fn write_python_symbols(out: &mut dyn Write, table: &SymTab) -> io::Result<()> {
+    let mut python: Vec<_> = table
+        .functions
+        .iter()
+        .filter(|f| f.kind == FuncKind::Python)
+        .map(|f| {
+            let file = table.module(f.module).map_or("?", |m| m.path.as_str());
+            (file, f.addr, f.name.as_str())
+        })
+        .collect();
+    if python.is_empty() {
+        return Ok(());
+    }
+    python.sort();
+    let title = "Python functions";
+    writeln!(out, "{title}")?;
+    writeln!(out, "{}", "=".repeat(title.len()))?;
+    for (i, (file, line, name)) in python.iter().enumerate() {
+        writeln!(out, "[{i:>2}] {name} ({file}:{line})")?;
+    }
+    writeln!(out)
 }
 
 fn write_task_tree(out: &mut dyn Write, trace: &Trace, short: bool) -> io::Result<()> {
@@ -342,6 +368,7 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab, verbose: bool) ->
             FuncKind::Function => "",
             FuncKind::Plt => " [plt]",
             FuncKind::Got => " [got]",
+            FuncKind::Python => " [py]",
         };
         format!("{}{kind} ({module})", fctrace_symbols::demangle(&f.name))
     };

@@ -1,6 +1,6 @@
 //! The integration tests of one area of fctrace, in one test binary:
 //! Programs of other runtimes and toolchains: Go with cgo, the JVM, V8,
-//! sanitizers, musl, scripts, SQLite, gprof.
+//! sanitizers, musl, scripts, SQLite, gprof, Python functions (CPython).
 //!
 //! Each file is a module (`cargo test --test runtimes FILE::` runs one); the
 //! shared helpers are the `fctrace-testkit` crate.
@@ -9,6 +9,7 @@ mod go_cgo;
 mod gprof;
 mod jvm;
 mod musl;
+mod python_functions;
 mod sanitizers;
 mod scripts;
 mod sqlite;

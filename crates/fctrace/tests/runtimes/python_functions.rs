@@ -1,0 +1,358 @@
+//! Python functions in the tree (issue 29): a real Python script with
+//! recursion, a class, a generator, caught and uncaught exceptions, C
+//! functions calling back into Python (`sorted(key=...)`, an SQL function
+//! of the standard library's sqlite3), a libc call and threads, traced under Debian's stripped `python3.11` (libpython inside
+//! the program) and under pyenv's `--enable-shared` 3.11.7 (the interpreter
+//! in `libpython3.11.so`, traced with `-l`). Each Python function's call
+//! count equals what a counting `sys.setprofile` (and
+//! `threading.setprofile`) profile sees in a second run of the same
+//! script; the exit status, output and traceback are the native run's;
+//! Python frames nest with the native calls.
+
+use fctrace_testkit::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const APP: &str = r#"import os
+import sqlite3
+import sys
+import threading
+
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+class Shape:
+    def __init__(self, side):
+        self.side = side
+
+    def area(self):
+        return self.side * self.side
+
+
+def squares(n):
+    for i in range(n):
+        yield i * i
+
+
+def risky(x):
+    if x % 3 == 0:
+        raise ValueError(x)
+    return x
+
+
+def careful():
+    caught = 0
+    for x in range(7):
+        try:
+            risky(x)
+        except ValueError:
+            caught += 1
+    return caught
+
+
+def by_length(word):
+    return len(word)
+
+
+def pid():
+    return os.getpid()
+
+
+def worker(n):
+    return sum(fib(k) for k in range(n))
+
+
+def double(x):
+    return 2 * x
+
+
+def query():
+    db = sqlite3.connect(":memory:")
+    db.create_function("double", 1, double)
+    rows = db.execute("select double(a) from (select 1 as a union all select 2)").fetchall()
+    db.close()
+    return rows
+
+
+def main():
+    print("fib", fib(10))
+    print("area", sum(Shape(s).area() for s in range(4)))
+    print("squares", list(squares(5)))
+    print("caught", careful())
+    print("sorted", sorted(["ccc", "a", "bb"], key=by_length))
+    print("pid", pid() > 0)
+    print("query", query())
+    threads = [threading.Thread(target=worker, args=(6 + i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if len(sys.argv) > 1:
+        risky(3)
+
+
+main()
+"#;
+
+/// The oracle: runs the script given as its first argument under a
+/// counting profile (every thread's), and writes the calls of each
+/// function the script defines, `module.qualname`, as JSON to the file in
+/// `FCTRACE_TEST_COUNTS`.
+const COUNT: &str = r#"import json
+import os
+import runpy
+import sys
+import threading
+
+target = sys.argv[1]
+counts = {}
+
+
+def profile(frame, event, arg):
+    if event == "call" and frame.f_code.co_filename == target:
+        name = "%s.%s" % (frame.f_globals.get("__name__"), frame.f_code.co_qualname)
+        counts[name] = counts.get(name, 0) + 1
+
+
+threading.setprofile(profile)
+sys.setprofile(profile)
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(target, run_name="__main__")
+finally:
+    sys.setprofile(None)
+    threading.setprofile(None)
+    with open(os.environ["FCTRACE_TEST_COUNTS"], "w") as out:
+        json.dump(counts, out)
+"#;
+
+/// Debian's CPython 3.11: stripped, libpython statically inside.
+fn debian_python() -> PathBuf {
+    let p = PathBuf::from("/usr/bin/python3.11");
+    assert!(
+        p.is_file(),
+        "{} is missing: install Debian's package python3.11",
+        p.display()
+    );
+    p
+}
+
+/// pyenv's CPython 3.11.7 built with --enable-shared (the machine image's
+/// `python3`): the interpreter in lib/libpython3.11.so.
+fn pyenv_python() -> PathBuf {
+    let home = std::env::var_os("HOME").expect("HOME is not set");
+    let root = Path::new(&home).join(".pyenv/versions/3.11.7");
+    let p = root.join("bin/python3.11");
+    assert!(
+        p.is_file() && root.join("lib/libpython3.11.so").exists(),
+        "{} with lib/libpython3.11.so is missing: pyenv's CPython 3.11.7 built \
+         with --enable-shared (PYTHON_CONFIGURE_OPTS=--enable-shared pyenv install 3.11.7)",
+        p.display()
+    );
+    p
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The oracle's counts for the script: a second run under `sys.setprofile`.
+fn profile_counts(python: &Path, dir: &Path, app: &Path) -> BTreeMap<String, u64> {
+    let counter = write(dir, "count.py", COUNT);
+    let out = dir.join("counts.json");
+    let r = run(Command::new(python)
+        .arg(&counter)
+        .arg(app)
+        .env("FCTRACE_TEST_COUNTS", &out));
+    assert!(r.success(), "the counting run failed\n{}", r.describe());
+    let text = std::fs::read_to_string(&out).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// fctrace's call count of each function of the script (`__main__.*`).
+fn traced_counts(dir: &Path) -> BTreeMap<String, u64> {
+    report(dir)
+        .functions
+        .into_iter()
+        .filter(|f| f.name.starts_with("__main__."))
+        .map(|f| (f.name, f.calls))
+        .collect()
+}
+
+fn is_python(label: &str) -> bool {
+    label.starts_with("__main__.")
+}
+
+/// Every call of `label` in the replay, with its ancestors (outermost first).
+fn calls_of<'a>(tree: &'a Replay, label: &str) -> Vec<(&'a Node, Vec<&'a str>)> {
+    let mut found = Vec::new();
+    for t in &tree.threads {
+        for root in &t.roots {
+            root.walk(&mut Vec::new(), &mut |n, path| {
+                if n.label == label {
+                    found.push((n, path.to_vec()));
+                }
+            });
+        }
+    }
+    found
+}
+
+/// The longest chain of `label` calls each a direct child of the last.
+fn direct_chain(n: &Node, label: &str) -> usize {
+    let below = n
+        .children
+        .iter()
+        .filter(|c| c.label == label)
+        .map(|c| direct_chain(c, label))
+        .max()
+        .unwrap_or(0);
+    usize::from(n.label == label) + below
+}
+
+/// The line of `def NAME` in the script (1-based).
+fn def_line(name: &str) -> usize {
+    APP.lines()
+        .position(|l| l.trim_start().starts_with(&format!("def {name}(")))
+        .unwrap()
+        + 1
+}
+
+fn check_interpreter(python: &Path, opts: &[&str], ctx: &str) {
+    let dir = scratch(&format!("python-{ctx}"));
+    let app = write(&dir.path, "app.py", APP);
+    let app_arg = app.to_str().unwrap();
+    let stderr = |s: &str| without_fctrace_notes(s);
+
+    // The same output, status and traceback as natively, for a clean run
+    // and for one that ends by an uncaught exception.
+    let native = run(Command::new(python).arg(&app));
+    assert!(native.success(), "{}", native.describe());
+    let rec = record_any(python, &[app_arg], opts);
+    assert_same_behaviour_with(&native, &rec.run, &format!("{ctx}: app.py"), stderr);
+    let boom_native = run(Command::new(python).arg(&app).arg("boom"));
+    assert_eq!(boom_native.code(), Some(1), "{}", boom_native.describe());
+    assert!(boom_native.stderr.contains("ValueError: 3"));
+    let boom = record_any(python, &[app_arg, "boom"], opts);
+    assert_same_behaviour_with(
+        &boom_native,
+        &boom.run,
+        &format!("{ctx}: app.py boom"),
+        stderr,
+    );
+
+    // Every function's calls, as the counting profile sees them.
+    let want = profile_counts(python, &dir.path, &app);
+    assert!(want.len() >= 12, "{ctx}: the oracle saw only {want:?}");
+    assert_eq!(
+        traced_counts(&rec.dir.path),
+        want,
+        "{ctx}: calls per function"
+    );
+
+    let tree = replay(&rec.dir.path);
+    // Recursion nests: fib(10) calls itself 10 deep, each call a direct
+    // child of its caller.
+    let deepest = calls_of(&tree, "__main__.fib()")
+        .iter()
+        .map(|(n, _)| direct_chain(n, "__main__.fib()"))
+        .max()
+        .unwrap_or(0);
+    assert_eq!(deepest, 10, "{ctx}: fib's recursion");
+    // Exceptions: risky raises for 0, 3 and 6 (caught): those calls are
+    // unwound, the others return.
+    let risky = calls_of(&tree, "__main__.risky()");
+    let unwound = risky.iter().filter(|(n, _)| n.unwound).count();
+    let raising = (0..7).filter(|x| x % 3 == 0).count();
+    assert_eq!((risky.len(), unwound), (7, raising), "{ctx}: risky's exits");
+    // A C function calling back into Python: the key function nests under
+    // sorted's native code (at least the evaluation loop and the C
+    // function that called it) inside main.
+    for (node, path) in calls_of(&tree, "__main__.by_length()") {
+        assert!(node.closed && !node.unwound);
+        let caller = path.iter().rposition(|l| is_python(l)).unwrap();
+        assert_eq!(path[caller], "__main__.main()", "{ctx}: {path:?}");
+        assert!(
+            path.len() - caller > 2,
+            "{ctx}: by_length directly under main: {path:?}"
+        );
+        assert_eq!(path.last(), Some(&"_PyEval_EvalFrameDefault()"), "{ctx}");
+    }
+    // A libc call made by Python code nests under that Python function.
+    let pid = calls_of(&tree, "__main__.pid()");
+    assert_eq!(pid.len(), 1, "{ctx}");
+    let (pid, _) = pid[0];
+    let mut getpid = Vec::new();
+    pid.walk(&mut Vec::new(), &mut |n, path| {
+        // (With -l, libc's own name for it.)
+        if matches!(n.label.as_str(), "getpid()" | "__getpid()") {
+            getpid.push(path.iter().filter(|l| is_python(l)).count());
+        }
+    });
+    assert_eq!(getpid, vec![1], "{ctx}: getpid under pid()");
+    // With -l, sqlite3's library is traced: the query's sqlite3_step under
+    // the Python function that ran it, and the SQL function's Python code
+    // called back from inside sqlite3_step.
+    if opts.contains(&"-l") {
+        let steps = calls_of(&tree, "sqlite3_step()");
+        assert!(!steps.is_empty(), "{ctx}: no sqlite3_step");
+        for (_, path) in &steps {
+            let caller = path.iter().rposition(|l| is_python(l));
+            assert_eq!(
+                caller.map(|i| path[i]),
+                Some("__main__.query()"),
+                "{ctx}: {path:?}"
+            );
+        }
+        let doubles = calls_of(&tree, "__main__.double()");
+        assert_eq!(doubles.len(), 2, "{ctx}");
+        for (_, path) in doubles {
+            let caller = path.iter().rposition(|l| is_python(l)).unwrap();
+            assert_eq!(path[caller], "__main__.query()", "{ctx}: {path:?}");
+            assert!(
+                path[caller..].contains(&"sqlite3_step()"),
+                "{ctx}: double not under sqlite3_step: {path:?}"
+            );
+        }
+    }
+    // Threads: each worker runs on a thread of its own.
+    let workers: Vec<u64> = tree
+        .threads
+        .iter()
+        .filter(|t| t.count("__main__.worker()") == 1)
+        .map(|t| t.tid)
+        .collect();
+    assert_eq!(workers.len(), 3, "{ctx}: worker threads");
+    // Where each function is defined: `fctrace info --symbols`' list.
+    let info = fctrace_on("info", &rec.dir.path, &["--symbols"]);
+    for name in ["fib", "careful", "worker"] {
+        let want = format!("__main__.{name} ({}:{})", app.display(), def_line(name));
+        assert!(info.contains(&want), "{ctx}: no {want:?} in\n{info}");
+    }
+
+    // The uncaught exception unwinds main and the module.
+    let boom_tree = replay(&boom.dir.path);
+    for label in ["__main__.main()", "__main__.<module>()"] {
+        let calls = calls_of(&boom_tree, label);
+        assert_eq!(calls.len(), 1, "{ctx}: {label}");
+        assert!(calls[0].0.unwound, "{ctx}: {label} not unwound");
+    }
+}
+
+/// Debian's python3.11 (the interpreter inside the program, traced
+/// without -l).
+#[test]
+fn python_functions_debian_python3() {
+    check_interpreter(&debian_python(), &[], "debian");
+}
+
+/// pyenv's shared-library build, with -l (the interpreter in libpython).
+#[test]
+fn python_functions_pyenv_shared() {
+    check_interpreter(&pyenv_python(), &["-l"], "pyenv");
+}
