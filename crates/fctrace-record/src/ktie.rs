@@ -16,13 +16,12 @@
 //! the earliest call not matched before that entered before the tree
 //! began and returned at most 999 ns before (or has not returned yet).
 //! Its times past the call's return are put 1 ns before the return.
-//! A tree outside system calls (an interrupt's or a page fault's while
-//! the thread ran its own code, as the parser says from its root) ran
-//! before the thread's next system call:
-//! its times past that call's entry are put 1 ns before it (else the
-//! rest of an interrupt that came just before a call would sort inside
-//! the call). Times never move otherwise, and the order within a tree
-//! is kept.
+//! A tree outside system calls (a page fault's while the thread ran its
+//! own code, as the parser says from its root) ran before the thread's
+//! next system call: its times past that call's entry are put 1 ns
+//! before it (else the end of a fault taken just before a call would
+//! sort inside the call). Times never move otherwise, and the order
+//! within a tree is kept.
 
 use crate::kgraph::FuncEvent;
 use fctrace_format::store::kernel::{KernelEvent, FUNC_TIME_SLACK};
@@ -265,7 +264,7 @@ mod tests {
         assert_eq!(t.moved, 0);
     }
 
-    /// A timer interrupt in user mode just before a system call: its times
+    /// A page fault in user mode just before a system call: its times
     /// past the call's entry go just before it, the earlier ones stay.
     #[test]
     fn a_tree_outside_calls_stays_before_the_next_call() {
