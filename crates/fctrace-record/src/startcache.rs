@@ -17,8 +17,10 @@ const DIR_FILE: &str = "cache/dir";
 const NEW_DIR: &str = "cache/new";
 
 /// The per-user cache directory: `$XDG_CACHE_HOME/fctrace` (an absolute
-/// path, as the XDG spec wants), else `$HOME/.cache/fctrace`; None
-/// without either.
+/// path, as the XDG spec wants, whose parent exists), else
+/// `$HOME/.cache/fctrace` (a home that exists); None without either.
+/// fctrace never creates a home directory (`HOME=/nonexistent`, as
+/// system users and some sandboxes have it, is left so).
 pub fn default_dir() -> Option<PathBuf> {
     let from = |var: &str| {
         std::env::var_os(var)
@@ -26,7 +28,12 @@ pub fn default_dir() -> Option<PathBuf> {
             .filter(|p| p.is_absolute())
     };
     from("XDG_CACHE_HOME")
-        .or_else(|| from("HOME").map(|h| h.join(".cache")))
+        .filter(|d| d.parent().is_some_and(Path::is_dir))
+        .or_else(|| {
+            from("HOME")
+                .filter(|h| h.is_dir())
+                .map(|h| h.join(".cache"))
+        })
         .map(|d| d.join("fctrace"))
 }
 

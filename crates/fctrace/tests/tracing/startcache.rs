@@ -353,3 +353,28 @@ fn a_large_stripped_program_is_read_from_the_cache() {
         warm.calls.len()
     );
 }
+
+/// A home that does not exist (`HOME=/nonexistent`, as system users and
+/// sandboxes have it) is never made: that recording goes without the
+/// cache, its calls as without it.
+#[test]
+fn a_missing_home_is_never_made() {
+    let (dir, _, input) = setup("startcache_no_home");
+    let home = dir.path.join("missing").join("home");
+    let trace = TraceDir::new("startcache");
+    let out = dir.path.join("out.gz");
+    let r = run(Command::new(fctrace_bin())
+        .args(["record", "-d"])
+        .arg(&trace.path)
+        .args(["/usr/bin/gzip", "-c"])
+        .arg(&input)
+        .stdout(fs::File::create(&out).unwrap())
+        .env_remove("XDG_CACHE_HOME")
+        .env("HOME", &home));
+    assert!(r.success(), "{}", r.describe());
+    assert!(
+        !dir.path.join("missing").exists(),
+        "fctrace made {}",
+        home.display()
+    );
+}
