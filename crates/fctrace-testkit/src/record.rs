@@ -118,7 +118,13 @@ pub fn record_any(exe: &Path, args: &[&str], opts: &[&str]) -> Recorded {
 /// stderr with the program's).
 #[track_caller]
 pub fn record_env(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Recorded {
-    let (dir, mut cmd) = record_command(exe, args, &[]);
+    record_env_with(exe, args, &[], env)
+}
+
+/// [`record_env`] with record options `opts`.
+#[track_caller]
+pub fn record_env_with(exe: &Path, args: &[&str], opts: &[&str], env: &[(&str, &str)]) -> Recorded {
+    let (dir, mut cmd) = record_command(exe, args, opts);
     let run = run_with_timeout(cmd.envs(env.iter().copied()), FCTRACE_TIMEOUT);
     assert!(
         run.signal().is_none(),
