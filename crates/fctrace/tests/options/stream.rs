@@ -6,6 +6,7 @@
 //! refused, with nothing written outside (nor inside) recv's directory.
 
 use fctrace_testkit::*;
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
@@ -133,6 +134,22 @@ impl Drop for Recv {
     }
 }
 
+/// `fctrace record --host HOST --port PORT -d LOCAL EXE ARGS...`.
+fn record_to(host: &str, port: &str, local: &Path, exe: &Path, args: &[&OsStr]) -> Run {
+    let mut all: Vec<&OsStr> = vec![
+        "record".as_ref(),
+        "--host".as_ref(),
+        host.as_ref(),
+        "--port".as_ref(),
+        port.as_ref(),
+        "-d".as_ref(),
+        local.as_os_str(),
+        exe.as_os_str(),
+    ];
+    all.extend_from_slice(args);
+    fctrace(&all)
+}
+
 /// Every file under `dir` is 0600 and every folder 0700 (`dir` too).
 fn assert_private(dir: &Path) {
     let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
@@ -171,16 +188,7 @@ fn received_trace_replays_as_the_local_one() {
     let mut recv = Recv::start(&got);
     let local = base.path.join("run1.data");
     let port = recv.port.to_string();
-    let r = fctrace(&[
-        "record".as_ref(),
-        "--host".as_ref(),
-        "127.0.0.1".as_ref(),
-        "--port".as_ref(),
-        port.as_ref(),
-        "-d".as_ref(),
-        local.as_os_str(),
-        exe.as_os_str(),
-    ]);
+    let r = record_to("127.0.0.1", &port, &local, &exe, &[]);
     assert!(r.success(), "record --host failed\n{}", r.describe());
     assert!(
         r.stderr.contains("trace sent to 127.0.0.1:"),
@@ -205,16 +213,7 @@ fn received_trace_replays_as_the_local_one() {
     assert_private(&got);
     assert_eq!(names(&got), ["run1.data"]);
     // A second trace of the same name replaces the first, whole.
-    let r = fctrace(&[
-        "record".as_ref(),
-        "--host".as_ref(),
-        "localhost".as_ref(),
-        "--port".as_ref(),
-        port.as_ref(),
-        "-d".as_ref(),
-        local.as_os_str(),
-        exe.as_os_str(),
-    ]);
+    let r = record_to("localhost", &port, &local, &exe, &[]);
     assert!(r.success(), "second record --host failed\n{}", r.describe());
     recv.wait_for("received run1.data", 2);
     assert_eq!(shape(&replay_text(&received)), expected_tree());
@@ -234,17 +233,7 @@ fn closed_port_fails_before_the_program_runs() {
     };
     let marker = base.path.join("ran");
     let local = base.path.join("run.data");
-    let r = fctrace(&[
-        "record".as_ref(),
-        "--host".as_ref(),
-        "127.0.0.1".as_ref(),
-        "--port".as_ref(),
-        port.as_ref(),
-        "-d".as_ref(),
-        local.as_os_str(),
-        exe.as_os_str(),
-        marker.as_os_str(),
-    ]);
+    let r = record_to("127.0.0.1", &port, &local, &exe, &[marker.as_os_str()]);
     assert_eq!(r.code(), Some(1), "{}", r.describe());
     assert!(
         r.stderr.contains("cannot connect to 127.0.0.1:") && r.stderr.contains("not started"),
@@ -547,16 +536,7 @@ fn run_cmd_replays_the_received_trace() {
     let mut recv = Recv::start_with(&base.path.join("got"), &["--run-cmd", &cmd]);
     let local = base.path.join("sent.data");
     let port = recv.port.to_string();
-    let r = fctrace(&[
-        "record".as_ref(),
-        "--host".as_ref(),
-        "127.0.0.1".as_ref(),
-        "--port".as_ref(),
-        port.as_ref(),
-        "-d".as_ref(),
-        local.as_os_str(),
-        exe.as_os_str(),
-    ]);
+    let r = record_to("127.0.0.1", &port, &local, &exe, &[]);
     assert!(r.success(), "{}", r.describe());
     let done = recv.wait_for("run-cmd done on", 1);
     assert!(done.ends_with("got/sent.data"), "{done}");
@@ -632,17 +612,7 @@ fn other_peer_fails_before_the_program_runs() {
     });
     let marker = base.path.join("ran");
     let local = base.path.join("run.data");
-    let r = fctrace(&[
-        "record".as_ref(),
-        "--host".as_ref(),
-        "127.0.0.1".as_ref(),
-        "--port".as_ref(),
-        port.as_ref(),
-        "-d".as_ref(),
-        local.as_os_str(),
-        exe.as_os_str(),
-        marker.as_os_str(),
-    ]);
+    let r = record_to("127.0.0.1", &port, &local, &exe, &[marker.as_os_str()]);
     let hello = peer.join().unwrap();
     assert_eq!(&hello[..8], b"FCTRSEND");
     assert_eq!(&hello[16..], b"run.data");
