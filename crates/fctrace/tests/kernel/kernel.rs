@@ -195,7 +195,8 @@ fn system_calls_nest_under_the_functions_that_made_them() {
             .map(|(_, n)| n.0)
             .sum();
         let want: u64 = calls.iter().map(|(_, n)| n.0).sum();
-        assert_eq!(all, want, "{f}: other system calls\n{ctx}");
+        let mine: Vec<_> = c.by_func.iter().filter(|((g, _), _)| g == f).collect();
+        assert_eq!(all, want, "{f}: other system calls: {mine:?}\n{ctx}");
     }
     // The thread's and the child's in their own tasks.
     let tids = |needle: &str| {
