@@ -27,11 +27,14 @@ use crate::kgraph::FuncEvent;
 use fctrace_format::store::kernel::{KernelEvent, FUNC_TIME_SLACK};
 use std::collections::{HashMap, VecDeque};
 
-/// A thread's tree being tied: its number and the time its events must
-/// stay below (where its call returned, or the next call began), if
-/// known.
+/// A thread's tree being tied: its number, the call it is tied to (its
+/// number and entry time) and the time its events must stay below (where
+/// its call returned, or the next call began), if known. A tree can
+/// begin in one drain and end in a later one, after its call's return
+/// was read: the limit is looked up again until it is known.
 struct Open {
     tree: u64,
+    call: Option<(u16, u64)>,
     limit: Option<u64>,
 }
 
@@ -110,10 +113,12 @@ impl Ties {
             let at = f.event.ns();
             let open = self.open.entry(f.tid).or_insert(Open {
                 tree: 0,
+                call: None,
                 limit: None,
             });
             if open.tree != f.tree {
                 open.tree = f.tree;
+                open.call = None;
                 open.limit = match f.syscall {
                     Some(nr) => {
                         let after = self.last.get(&(f.tid, nr)).copied();
@@ -126,6 +131,7 @@ impl Ties {
                         });
                         if let Some(call) = found {
                             self.last.insert((f.tid, nr), call.0);
+                            open.call = Some((nr, call.0));
                         }
                         found.and_then(|(_, ret)| ret)
                     }
@@ -137,6 +143,13 @@ impl Ties {
                     }),
                     None => None,
                 };
+            } else if let (None, Some((nr, entry))) = (open.limit, open.call) {
+                // Its call's return, read since the tree began.
+                open.limit = self
+                    .calls
+                    .get(&(f.tid, nr))
+                    .and_then(|calls| calls.iter().find(|w| w.0 == entry))
+                    .and_then(|w| w.1);
             }
             if let Some(limit) = open.limit {
                 if at >= limit {
@@ -301,6 +314,27 @@ mod tests {
         t.tie(&mut funcs);
         let times: Vec<u64> = funcs.iter().map(|f| f.event.ns()).collect();
         assert_eq!(times, [6_000_999, 9_000_099]);
+    }
+
+    /// A tree parsed over two drains, its call's return read between
+    /// them (ld.so's pread64, preempted): the second part's times past the
+    /// return are tied to the call as well.
+    #[test]
+    fn a_tree_read_over_two_drains_is_tied_in_both() {
+        let mut t = Ties::default();
+        t.note(&[enter(7, 17, 7_000_000)]);
+        let mut first = vec![func(7, 17, 1, 7_000_999, true)];
+        t.tie(&mut first);
+        assert_eq!(first[0].event.ns(), 7_000_999);
+        t.note(&[exit(7, 17, 7_002_100), enter(7, 5, 7_002_300)]);
+        let mut second = vec![
+            func(7, 17, 1, 7_001_999, true),
+            func(7, 17, 1, 7_002_999, false),
+        ];
+        t.tie(&mut second);
+        let times: Vec<u64> = second.iter().map(|f| f.event.ns()).collect();
+        assert_eq!(times, [7_001_999, 7_002_099]);
+        assert_eq!(t.moved, 1);
     }
 
     /// A tree that began more than 999 ns after its call's return is not
