@@ -42,8 +42,10 @@ pub enum EventKind {
     /// bytes.
     Syscall = 8,
     /// Decoded events only: a system call returned; `func` is its number,
-    /// one `Data` event follows with its result (i64) and the time the
-    /// thread spent off the CPU during the call (u64 ns).
+    /// `Data` events follow with its result (i64), the time the thread
+    /// spent off the CPU during the call (u64 ns) and, when the call was
+    /// entered too and interrupts ran on its CPU meanwhile (`record -K`),
+    /// how many and how long (u64, u64 ns).
     SyscallExit = 9,
     /// Decoded events only, from a task's kernel events: the thread was
     /// off the CPU outside a system call; one `Data` event follows with

@@ -169,6 +169,10 @@ pub struct Kernel {
     funcs_refused: bool,
     fault_ids: Vec<u64>,
     signal_ids: Vec<u64>,
+    /// `-K`: the interrupt tracepoints' events (id, class, whether the
+    /// entry's), and per thread the interrupts entered and not left yet.
+    irq_ids: Vec<(u64, u16, bool)>,
+    irq_open: HashMap<u32, Vec<(u16, u32, u64)>>,
     /// `-K`: kernel functions (ftrace's function_graph tracer), and
     /// their trees tied to the system calls they ran in.
     funcs: Option<super::kgraph::FuncGraph>,
@@ -189,16 +193,22 @@ pub struct Kernel {
 impl Kernel {
     /// Opens the events on the calling thread, disabled until a process it
     /// starts executes a program. Call just before starting it.
-    pub fn open_for_launch() -> Result<Kernel> {
+    /// With `interrupts` (`-K`), the interrupts that run while a thread
+    /// is on its CPU too.
+    pub fn open_for_launch(interrupts: bool) -> Result<Kernel> {
         // SAFETY: getpid has no preconditions.
         let me = unsafe { libc::getpid() } as u32;
-        Kernel::open(&[0], true, me)
+        let mut k = Kernel::open(&[0], true, me)?;
+        if interrupts {
+            k.open_interrupts(&[0], true);
+        }
+        Ok(k)
     }
 
     /// Opens the events on the threads `tids` of a running process (and
     /// those they create from now on), enabled at once (`fctrace -p`,
     /// once the agent runs; closed before detaching).
-    pub fn open_for_threads(pid: u32, tids: &[i32]) -> Result<Kernel> {
+    pub fn open_for_threads(pid: u32, tids: &[i32], interrupts: bool) -> Result<Kernel> {
         // threads x CPUs x 4 descriptors (system call entry and exit, page faults, signals): as many as the hard limit allows.
         let mut lim = libc::rlimit {
             rlim_cur: 0,
@@ -211,7 +221,114 @@ impl Kernel {
                 libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
             }
         }
-        Kernel::open(tids, false, pid)
+        let mut k = Kernel::open(tids, false, pid)?;
+        if interrupts {
+            k.open_interrupts(tids, false);
+        }
+        Ok(k)
+    }
+
+    /// `-K`: the interrupts that run on a thread's CPU while it is there
+    /// (each class's entry and exit tracepoints, [`INTERRUPT_POINTS`]),
+    /// into each CPU's ring. What cannot be opened is said and left out;
+    /// the rest is recorded as before.
+    fn open_interrupts(&mut self, targets: &[i32], on_exec: bool) {
+        let mut points = Vec::new();
+        for (class, (group, entry, exit)) in INTERRUPT_POINTS.iter().enumerate() {
+            if let (Ok(a), Ok(b)) = (tracepoint_id(group, entry), tracepoint_id(group, exit)) {
+                points.push((a, class as u16, true));
+                points.push((b, class as u16, false));
+            }
+        }
+        if points.is_empty() {
+            self.notes.push(
+                "-K: this kernel has none of the interrupt tracepoints (irq, irq_vectors): \
+                 interrupts inside system calls are not marked"
+                    .to_string(),
+            );
+            return;
+        }
+        let rings: Vec<(i32, i32)> = self.rings.iter().map(|r| (r.cpu, r.fd)).collect();
+        let mut opened = Vec::new();
+        for &(cpu, ring) in &rings {
+            for &(tp, class, entry) in &points {
+                for &pid in targets {
+                    let attr = sampled(
+                        PERF_TYPE_TRACEPOINT,
+                        tp,
+                        FLAG_INHERIT
+                            | FLAG_SAMPLE_ID_ALL
+                            | if on_exec {
+                                FLAG_DISABLED | FLAG_ENABLE_ON_EXEC
+                            } else {
+                                0
+                            },
+                    );
+                    let fd = match perf_open(&attr, pid, cpu, -1) {
+                        Ok(fd) => fd,
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) && !on_exec => continue,
+                        Err(e) => {
+                            for fd in opened {
+                                // SAFETY: descriptors opened above, used nowhere else.
+                                unsafe { libc::close(fd) };
+                            }
+                            self.notes.push(format!(
+                                "-K: interrupts inside system calls are not marked: {}",
+                                permission_message(&e)
+                            ));
+                            self.irq_ids.clear();
+                            return;
+                        }
+                    };
+                    opened.push(fd);
+                    match event_id(fd, Some(ring)) {
+                        Ok(id) => self.irq_ids.push((id, class, entry)),
+                        Err(e) => {
+                            for fd in opened {
+                                // SAFETY: as above.
+                                unsafe { libc::close(fd) };
+                            }
+                            self.notes.push(format!(
+                                "-K: interrupts inside system calls are not marked: {e:#}"
+                            ));
+                            self.irq_ids.clear();
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        self.fds.extend(opened);
+    }
+
+    /// An interrupt tracepoint's sample (`id` one of [`Kernel::irq_ids`])
+    /// of thread `tid` at `ns`, `num` its first field: an entry is kept
+    /// open, the exit of the one open last makes the event.
+    fn interrupt(&mut self, tid: u32, ns: u64, class: u16, entry: bool, num: u32) {
+        let open = self.irq_open.entry(tid).or_default();
+        if entry {
+            // (A thread's interrupts nest at most a few deep.)
+            if open.len() < 8 {
+                open.push((class, num, ns));
+            }
+            return;
+        }
+        // The exit of the last one of its class (one whose exit was lost
+        // is dropped with it).
+        let Some(at) = open.iter().rposition(|o| o.0 == class) else {
+            return;
+        };
+        let (class, num, start) = open[at];
+        open.truncate(at);
+        self.pending.push((
+            tid,
+            KernelEvent::Interrupt {
+                ns: start,
+                dur: ns.saturating_sub(start),
+                class,
+                num,
+            },
+        ));
     }
 
     /// Leaves out the dynamic loader's loading of the agent (preloaded
@@ -261,6 +378,8 @@ impl Kernel {
             funcs_refused: false,
             fault_ids: Vec::new(),
             signal_ids: Vec::new(),
+            irq_ids: Vec::new(),
+            irq_open: HashMap::new(),
             funcs: None,
             ties: Default::default(),
             agent_ranges: HashMap::new(),
@@ -686,6 +805,13 @@ impl Kernel {
                     }
                     return;
                 }
+                if let Some(&(_, class, entry)) = self.irq_ids.iter().find(|i| i.0 == id) {
+                    let num = raw
+                        .get(8..12)
+                        .map_or(0, |w| u32::from_le_bytes(w.try_into().unwrap()));
+                    self.interrupt(tid, ns, class, entry, num);
+                    return;
+                }
                 if self.fault_ids.contains(&id) {
                     // A fault on fctrace's shared memory is the agent's
                     // writing of events, not the program's.
@@ -760,6 +886,18 @@ impl Kernel {
         }
     }
 }
+
+/// The tracepoints of each interrupt class
+/// (`fctrace_format::store::kernel::INTERRUPT_CLASSES`, in its order):
+/// group, entry, exit. (Not irq_work's: the kernel refuses perf its
+/// exit's samples, perf's own wake-ups run there.)
+const INTERRUPT_POINTS: [(&str, &str, &str); 5] = [
+    ("irq_vectors", "local_timer_entry", "local_timer_exit"),
+    ("irq", "irq_handler_entry", "irq_handler_exit"),
+    ("irq", "softirq_entry", "softirq_exit"),
+    ("irq_vectors", "reschedule_entry", "reschedule_exit"),
+    ("irq_vectors", "call_function_entry", "call_function_exit"),
+];
 
 const EXECVE: u16 = 59;
 const EXECVEAT: u16 = 322;

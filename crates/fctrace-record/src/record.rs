@@ -512,9 +512,10 @@ fn start<'a>(
     // the program (which inherits them). Attaching: opened once the agent
     // runs (below).
     let mut kernel = None;
+    let interrupts = kernel_depth.is_some();
     if kernel_wanted && matches!(target, Target::Launch(_)) {
         kernel = open_kernel(
-            kernel::Kernel::open_for_launch().map(Some),
+            kernel::Kernel::open_for_launch(interrupts).map(Some),
             &agent_path,
             &sessions,
             &mut warnings,
@@ -544,7 +545,8 @@ fn start<'a>(
             if kernel_wanted {
                 // Its threads' system calls from here to the detach (not
                 // fctrace's work of attaching and detaching).
-                let opened = kernel::Kernel::open_for_threads(pid, &threads_of(pid)).map(Some);
+                let opened =
+                    kernel::Kernel::open_for_threads(pid, &threads_of(pid), interrupts).map(Some);
                 kernel = open_kernel(opened, &agent_path, &sessions, &mut warnings);
             }
             // As strace says it: the process runs traced from here on.

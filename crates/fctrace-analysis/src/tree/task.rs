@@ -894,11 +894,13 @@ impl<S: EventSource> TaskState<S> {
                 let ret = word(&ret_bytes, 0) as i64;
                 let result = crate::syscalls::result_text(event.func, ret);
                 let dur = next.ns.saturating_sub(event.ns);
-                // The time the thread spent off the CPU in it.
-                let off = match word(&ret_bytes, 1) {
-                    0 => String::new(),
-                    ns => format!(" /* off-CPU {} */", Duration(ns).to_string().trim()),
-                };
+                // The time the thread spent off the CPU in it, and the
+                // interrupts it took (-K).
+                let off = call_notes(
+                    word(&ret_bytes, 1),
+                    word(&ret_bytes, 2),
+                    word(&ret_bytes, 3),
+                );
                 if nested {
                     let name = crate::syscalls::name(event.func);
                     return out.line(
@@ -981,4 +983,23 @@ impl<S: EventSource> TaskState<S> {
         }
         Ok(())
     }
+}
+
+/// What a system call's line says after its result: ` /* off-CPU 1.2 ms */`
+/// for the time the thread spent off the CPU in it, ` /* 2 interrupts
+/// 5.1 us */` for the interrupts that ran on its CPU meanwhile (`record
+/// -K`: their time is in the call's and its kernel functions' durations).
+fn call_notes(off: u64, irqs: u64, irq_ns: u64) -> String {
+    let mut s = String::new();
+    if off != 0 {
+        s += &format!(" /* off-CPU {} */", Duration(off).to_string().trim());
+    }
+    if irqs != 0 {
+        let what = if irqs == 1 { "interrupt" } else { "interrupts" };
+        s += &format!(
+            " /* {irqs} {what} {} */",
+            Duration(irq_ns).to_string().trim()
+        );
+    }
+    s
 }

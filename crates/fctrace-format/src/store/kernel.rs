@@ -19,6 +19,9 @@
 //!   kind 9 (a kernel function entered): body = id: u32
 //!   kind 10 (the kernel function entered last returned): body = id: u32,
 //!           duration: u64
+//!   kind 11 (an interrupt of the thread, `record -K`; nr = its class,
+//!           [`INTERRUPT_CLASSES`]; ns = its start): body = duration: u64,
+//!           number: u32 (the IRQ, the softirq's vector, the vector)
 //! ```
 //! (`nr` is 0 for kinds 3 to 5 and 8 to 10; `ns` is 0 for kind 8.)
 //! Little-endian; `ns` is CLOCK_MONOTONIC, the timeline of the user
@@ -91,6 +94,11 @@ const KIND_SIGNAL: u8 = 7;
 const KIND_NAME: u8 = 8;
 const KIND_FUNC_ENTRY: u8 = 9;
 const KIND_FUNC_EXIT: u8 = 10;
+const KIND_INTERRUPT: u8 = 11;
+/// The classes of interrupts (kind 11's `nr`), by the tracepoints that
+/// mark them: the local APIC timer, a device's IRQ, a softirq, the
+/// reschedule and function-call IPIs.
+pub const INTERRUPT_CLASSES: [&str; 5] = ["timer", "irq", "softirq", "reschedule", "function call"];
 /// Longest path kept.
 pub const MAX_PATH: usize = 256;
 /// Longest kernel function name kept.
@@ -127,6 +135,15 @@ pub enum KernelEvent {
     FuncEntry { ns: u64, name: Box<str> },
     /// The kernel function entered last returned, after `dur` ns.
     FuncExit { ns: u64, dur: u64, name: Box<str> },
+    /// An interrupt ran on the thread's CPU while the thread was on it,
+    /// from `ns` for `dur` ns: its class ([`INTERRUPT_CLASSES`]) and
+    /// number.
+    Interrupt {
+        ns: u64,
+        dur: u64,
+        class: u16,
+        num: u32,
+    },
 }
 
 impl KernelEvent {
@@ -140,7 +157,8 @@ impl KernelEvent {
             | KernelEvent::Path { ns, .. }
             | KernelEvent::Signal { ns, .. }
             | KernelEvent::FuncEntry { ns, .. }
-            | KernelEvent::FuncExit { ns, .. } => ns,
+            | KernelEvent::FuncExit { ns, .. }
+            | KernelEvent::Interrupt { ns, .. } => ns,
         }
     }
 }
@@ -446,6 +464,19 @@ impl KernelWriter {
                 rec[15..23].copy_from_slice(&dur.to_le_bytes());
                 23
             }
+            KernelEvent::Interrupt {
+                ns,
+                dur,
+                class,
+                num,
+            } => {
+                rec[0] = KIND_INTERRUPT;
+                rec[1..3].copy_from_slice(&class.to_le_bytes());
+                rec[3..11].copy_from_slice(&ns.to_le_bytes());
+                rec[11..19].copy_from_slice(&dur.to_le_bytes());
+                rec[19..23].copy_from_slice(&num.to_le_bytes());
+                23
+            }
         };
         self.out
             .write_all(&rec[..n])
@@ -617,6 +648,15 @@ impl KernelReader {
                     name: self.name(id)?,
                 })
             }
+            KIND_INTERRUPT => {
+                let dur = self.u64()?;
+                Some(KernelEvent::Interrupt {
+                    ns,
+                    dur,
+                    class: nr,
+                    num: self.u32()?,
+                })
+            }
             _ => None,
         };
         e.map(Some)
@@ -624,10 +664,13 @@ impl KernelReader {
 }
 
 /// What [`KernelMerge::read_call`] read of a system call: the time the
-/// thread spent off the CPU inside it, the kernel functions it ran and how
-/// many of them are still open, and its return.
+/// thread spent off the CPU inside it, the interrupts it was interrupted
+/// by (how many, how long), the kernel functions it ran and how many of
+/// them are still open, and its return.
 struct CallBody {
     off: u64,
+    irqs: u64,
+    irq_ns: u64,
     funcs: Vec<Event>,
     depth: i32,
     exit: Option<KernelEvent>,
@@ -761,6 +804,8 @@ impl KernelMerge {
             f @ KernelEvent::FuncEntry { .. } => self.func_tree_unit(&f),
             // The end of one whose entry was not recorded.
             KernelEvent::FuncExit { .. } => return false,
+            // Outside system calls: not shown (docs/options.md, -K).
+            KernelEvent::Interrupt { .. } => return false,
         }
         true
     }
@@ -799,6 +844,8 @@ impl KernelMerge {
     fn syscall_unit(&mut self, nr: u16, ns: u64, args: &[u64; 6], mut path: Option<Box<[u8]>>) {
         let CallBody {
             off,
+            irqs,
+            irq_ns,
             mut funcs,
             depth,
             exit,
@@ -828,7 +875,7 @@ impl KernelMerge {
                     EventKind::SyscallExit,
                     u32::from(nr),
                     end,
-                    &words(&[ret as u64, off]),
+                    &words(&[ret as u64, off, irqs, irq_ns][..if irqs == 0 { 2 } else { 4 }]),
                 );
                 self.key = Some(ns / 2 + end / 2);
             }
@@ -842,6 +889,7 @@ impl KernelMerge {
     /// its return replaces `path`.
     fn read_call(&mut self, nr: u16, path: &mut Option<Box<[u8]>>) -> CallBody {
         let mut off = 0u64;
+        let (mut irqs, mut irq_ns) = (0u64, 0u64);
         let mut out_at = None;
         // The kernel functions it ran (-K), and their depth.
         let mut funcs = Vec::new();
@@ -863,6 +911,10 @@ impl KernelMerge {
                 }
                 // (Faults of the kernel's copies to user memory.)
                 Some(KernelEvent::Fault { .. }) => {}
+                Some(KernelEvent::Interrupt { dur, .. }) => {
+                    irqs += 1;
+                    irq_ns += dur;
+                }
                 // The path it was given, copied at its return.
                 Some(KernelEvent::Path { nr: n, bytes, .. }) if n == nr => *path = Some(bytes),
                 Some(x @ KernelEvent::Exit { nr: n, .. }) if n == nr => break Some(x),
@@ -874,6 +926,8 @@ impl KernelMerge {
         };
         CallBody {
             off,
+            irqs,
+            irq_ns,
             funcs,
             depth,
             exit,
@@ -893,6 +947,8 @@ impl KernelMerge {
                 Some(f @ KernelEvent::FuncEntry { ns: at, .. }) if at <= end + FUNC_TIME_SLACK => {
                     depth += push_func(funcs, &f);
                 }
+                // (After the return: outside the call, not shown.)
+                Some(KernelEvent::Interrupt { .. }) => {}
                 other => {
                     self.unread(other);
                     break;
@@ -932,6 +988,8 @@ impl KernelMerge {
                 Some(g @ (KernelEvent::FuncEntry { .. } | KernelEvent::FuncExit { .. })) => {
                     depth += push_func(&mut self.next, &g);
                 }
+                // (Outside system calls: not shown.)
+                Some(KernelEvent::Interrupt { .. }) => {}
                 other => {
                     self.unread(other);
                     break;
@@ -953,7 +1011,8 @@ impl KernelMerge {
                     | KernelEvent::Fault { .. }
                     | KernelEvent::Path { .. }
                     | KernelEvent::FuncEntry { .. }
-                    | KernelEvent::FuncExit { .. },
+                    | KernelEvent::FuncExit { .. }
+                    | KernelEvent::Interrupt { .. },
                 ) => {}
                 other => {
                     if let Some(o) = other {
@@ -1075,6 +1134,55 @@ impl KernelMerge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Interrupts (`-K`): kept in the file, added up on the return of
+    /// the system call they ran in, left out elsewhere.
+    #[test]
+    fn interrupts_are_counted_on_their_calls() {
+        let dir = std::env::temp_dir().join(format!("fctrace-irq-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("1.sys");
+        let mut w = KernelWriter::new(File::create(&path).unwrap(), &path).unwrap();
+        let irq = |ns, dur, class, num| KernelEvent::Interrupt {
+            ns,
+            dur,
+            class,
+            num,
+        };
+        let evs = [
+            irq(120, 5, 0, 236),
+            KernelEvent::Enter {
+                nr: 0,
+                ns: 150,
+                args: [0; 6],
+            },
+            irq(152, 3, 0, 236),
+            irq(156, 2, 2, 1),
+            KernelEvent::Exit {
+                nr: 0,
+                ns: 160,
+                ret: 7,
+            },
+        ];
+        for e in &evs {
+            w.write(e).unwrap();
+        }
+        w.finish().unwrap();
+        let mut r = KernelReader::open(&path).unwrap();
+        for e in &evs {
+            assert_eq!(r.next_event().as_ref(), Some(e));
+        }
+        let mut m = KernelMerge::new(KernelReader::open(&path).unwrap());
+        let mut batch = Vec::new();
+        m.merge(&mut batch, true);
+        let kinds: Vec<EventKind> = batch.iter().map(|e| e.kind).collect();
+        use EventKind::*;
+        assert_eq!(kinds, [Syscall, Data, Data, Data, SyscallExit, Data, Data]);
+        let (b, _) = batch[6].data_bytes();
+        let word = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+        assert_eq!((word(0), word(1)), (2, 5));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn round_trip_and_merge() {

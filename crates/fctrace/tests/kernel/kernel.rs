@@ -552,6 +552,100 @@ fn blocked_time_and_page_faults_are_shown() {
     assert_eq!(faults, 64, "{ctx}");
 }
 
+/// The kernel's tick, from its configuration (`CONFIG_HZ` in
+/// /proc/config.gz or /boot/config-RELEASE); 100, the lowest Linux
+/// offers, where neither is there.
+fn kernel_hz() -> u64 {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let boot = std::fs::read_to_string(format!("/boot/config-{}", release.trim()));
+    let text = boot.ok().or_else(|| {
+        let out = Command::new("zcat").arg("/proc/config.gz").output().ok()?;
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    text.as_deref()
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("CONFIG_HZ=")?.parse().ok())
+        .unwrap_or(100)
+}
+
+/// `-K`: the interrupts that ran while a system call was on the CPU are
+/// counted on its line, with their time (`/* 7 interrupts 1.2 ms */`),
+/// not mixed into it unsaid. kernel_irq.c's reads of /dev/zero, tens of
+/// milliseconds of the kernel clearing memory each: the timer interrupts
+/// each at least once per tick of the time it ran (the kernel's HZ, from
+/// its configuration; NO_HZ_FULL is off), and their time is less than the
+/// call's. With -k alone, no such count.
+#[test]
+fn interrupts_inside_system_calls_are_marked() {
+    let exe = c_program("kernel_irq.c", "-O2", &["-O2"]);
+    let native = run_native(&exe, &[]);
+    let rec = record(&exe, &[], &["-K", "2"]);
+    // (Its stderr may hold -K's note where the kernel has no function
+    // tracer, as here: the system calls and interrupts are recorded.)
+    assert_eq!(
+        (&native.stdout, native.code()),
+        (&rec.run.stdout, rec.run.code()),
+        "{}",
+        rec.run.describe()
+    );
+    assert!(
+        !rec.run
+            .stderr
+            .contains("interrupts inside system calls are not marked"),
+        "{}",
+        rec.run.describe()
+    );
+    let text = replay_text(&rec.dir.path);
+    let ctx = format!("trace {}\n{}", rec.dir.path.display(), clip(&text, 20_000));
+    let tick_ms = 1000.0 / kernel_hz() as f64;
+    let ms = |t: &str| -> f64 {
+        let (v, unit) = t.trim().split_once(' ').unwrap();
+        let v: f64 = v.parse().unwrap();
+        match unit.trim() {
+            "ns" => v / 1e6,
+            "us" => v / 1000.0,
+            "ms" => v,
+            "s" => v * 1000.0,
+            u => panic!("unit {u}"),
+        }
+    };
+    let reads: Vec<ReplayLine> = text
+        .lines()
+        .filter_map(|l| split_replay_line(l).ok())
+        .filter(|l| l.text.starts_with("read(3, 0x") && l.text.contains(", 134217728) = 134217728"))
+        .collect();
+    assert_eq!(reads.len(), 4, "{ctx}");
+    for r in &reads {
+        let dur = ms(r.duration);
+        let note = |what: &str| -> Option<&str> {
+            let (_, rest) = r.text.split_once(what)?;
+            rest.split(" */").next()
+        };
+        let off = note(" /* off-CPU ").map_or(0.0, ms);
+        let (n, irq_ms) = note(" interrupt")
+            .map(|rest| {
+                let count = r.text.split(" interrupt").next().unwrap();
+                let count: u64 = count.rsplit("/* ").next().unwrap().parse().unwrap();
+                let time = rest.trim_start_matches('s').trim();
+                (count, ms(time))
+            })
+            .unwrap_or((0, 0.0));
+        let on_cpu = dur - off;
+        let ticks = (on_cpu / tick_ms).floor() as u64;
+        assert!(
+            n + 1 >= ticks && n > 0,
+            "{n} interrupts in {on_cpu} ms on the CPU (tick {tick_ms} ms): {}\n{ctx}",
+            r.text
+        );
+        assert!(irq_ms < dur, "{}\n{ctx}", r.text);
+    }
+    let plain = record(&exe, &[], &["-k"]);
+    assert_same_behaviour(&native, &plain.run, "kernel_irq -k");
+    let text = replay_text(&plain.dir.path);
+    assert!(!text.contains(" interrupt"), "{text}");
+}
+
 /// The kernel_signals.c constants.
 const RAISES: u64 = 3;
 const KILLS: u64 = 2;
