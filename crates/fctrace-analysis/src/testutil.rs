@@ -172,6 +172,7 @@ pub fn fake_trace_with(sessions: &[SymTab], tasks: &[FakeTask]) -> (TempDir, Tra
         clock: Clock {
             tsc_hz: 1e9,
             pairs: vec![(TSC_BASE, 0), (1_000_000_000 + TSC_BASE, 1_000_000_000)],
+            ..Clock::default()
         },
         ..TraceInfo::default()
     };

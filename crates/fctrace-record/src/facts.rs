@@ -178,6 +178,10 @@ pub(crate) fn clock_of(first: (u64, u64), last: (u64, u64)) -> Clock {
     Clock {
         tsc_hz,
         pairs: vec![first, last],
+        name: match crate::clock::name() {
+            "mono" => String::new(),
+            other => other.to_string(),
+        },
     }
 }
 

@@ -115,7 +115,7 @@ fn sampled(kind: u32, config: u64, flags: u64) -> PerfEventAttr {
         sample_period: 1,
         sample_type: PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW,
         flags: flags | FLAG_USE_CLOCKID,
-        clockid: libc::CLOCK_MONOTONIC,
+        clockid: crate::clock::kernel_id(),
         ..Default::default()
     }
 }
@@ -590,7 +590,7 @@ impl Kernel {
     /// Reads what the rings hold; writes the samples old enough to be in
     /// order through `write(tid, event)` (all of them when `last`).
     pub fn drain(&mut self, last: bool, write: &mut dyn FnMut(u32, &KernelEvent) -> bool) {
-        let now = monotonic_ns();
+        let now = crate::clock::kernel_now_ns();
         let old = self.pending.len();
         for i in 0..self.rings.len() {
             self.read_ring(i);
@@ -684,8 +684,19 @@ impl Kernel {
         // A thread no task has yet (before the agent registers it) keeps
         // its samples for a later round, until the last.
         let mut kept = Vec::new();
+        let offset = crate::clock::kernel_offset();
         for (tid, e) in ready {
-            if write(tid, &e) {
+            let put = |e: &KernelEvent| {
+                let mut e = e.clone();
+                e.set_ns(e.ns() + offset);
+                e
+            };
+            let written = if offset == 0 {
+                write(tid, &e)
+            } else {
+                write(tid, &put(&e))
+            };
+            if written {
                 match e {
                     KernelEvent::FuncEntry { .. } => self.func_events += 1,
                     KernelEvent::Enter { .. } => self.call_events += 1,
@@ -979,14 +990,6 @@ impl Drop for Kernel {
             unsafe { libc::close(fd) };
         }
     }
-}
-
-fn monotonic_ns() -> u64 {
-    // SAFETY: a zeroed timespec is valid; clock_gettime fills it.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Which task a thread's samples go to: the task of the trace that has its

@@ -305,18 +305,19 @@ impl FuncGraph {
         let clocks = std::fs::read_to_string(at("trace_clock")).unwrap_or_default();
         if !clocks
             .split_whitespace()
-            .any(|c| c.trim_matches(['[', ']']) == "mono")
+            .any(|c| c.trim_matches(['[', ']']) == crate::clock::ftrace_name())
         {
             return Err(format!(
-                "the trace clock mono (CLOCK_MONOTONIC) is not offered ({} lists {}): kernel \
-                 functions' times would not match the program's",
+                "the trace clock {} (the recording's, --clock) is not offered ({} lists {}): \
+                 kernel functions' times would not match the program's",
+                crate::clock::ftrace_name(),
                 at("trace_clock").display(),
                 clocks.trim()
             ));
         }
         self.set(&at("tracing_on"), "0")
             .map_err(|e| format!("cannot write {}: {e}", at("tracing_on").display()))?;
-        self.set(&at("trace_clock"), "mono")
+        self.set(&at("trace_clock"), crate::clock::ftrace_name())
             .map_err(|e| format!("cannot set {}: {e}", at("trace_clock").display()))?;
         // A buffer that holds a few drains' worth under emulation (it is
         // read every few milliseconds).

@@ -85,8 +85,11 @@ pub fn record_kernel_thread(
             || !Path::new(&format!("/proc/{pid}")).exists();
         g.read(&mut events);
         // (The pid filter's other threads: the end of a switch into them.)
+        let offset = crate::clock::kernel_offset();
         for f in events.drain(..).filter(|f| f.tid == pid) {
-            writer.append_kernel(0, f.tid, &f.event)?;
+            let mut e = f.event;
+            e.set_ns(e.ns() + offset);
+            writer.append_kernel(0, f.tid, &e)?;
             written += 1;
         }
         if stop {

@@ -20,11 +20,14 @@
 //!   the system calls they ran in; `kload`: the agent's own loading
 //!   left out of the kernel's events; `perf`: tracefs and perf_event_open,
 //!   which these share.
+//! - `clock`: the recording's clock (`--clock`), shared with the kernel's
+//!   events.
 //! - `startcache`: the start-up cache's directory, and the entries the
 //!   agents made installed there.
 
 mod attach;
 mod bpf;
+pub mod clock;
 mod ends;
 mod facts;
 mod flight;

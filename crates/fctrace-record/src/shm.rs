@@ -692,7 +692,8 @@ pub struct TaskSlotCopy {
     pub comm: String,
 }
 
-/// Reads the timestamp counter and CLOCK_MONOTONIC together: the tightest
+/// Reads the timestamp counter and the recording's clock
+/// ([`crate::clock`], CLOCK_MONOTONIC by default) together: the tightest
 /// of a few tries. A read the scheduler or an interrupt cuts in two (8 ms
 /// seen on a loaded machine, some 1 in 40,000 reads) would shift every
 /// user event against the kernel's by half the gap, and put a system call
@@ -725,7 +726,7 @@ fn one_clock_pair() -> (u64, (u64, u64)) {
     // SAFETY: rdtsc has no memory effects; clock_gettime writes ts.
     let (t0, t1) = unsafe {
         let a = core::arch::x86_64::_rdtsc();
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        libc::clock_gettime(crate::clock::id(), &mut ts);
         (a, core::arch::x86_64::_rdtsc())
     };
     (

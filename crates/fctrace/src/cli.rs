@@ -287,8 +287,10 @@ pub struct TraceOptions {
     /// limit unless given): as -D N, e.g. `--max-stack 64`
     #[arg(long = "max-stack", value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Which functions")]
     pub max_stack: Option<u32>,
-    /// Timestamps' clock: mono (CLOCK_MONOTONIC), the one fctrace uses
-    /// and uftrace's default; mono_raw, boot and realtime are refused
+    /// Timestamps' clock: mono (CLOCK_MONOTONIC, the default, as in
+    /// uftrace), mono_raw (CLOCK_MONOTONIC_RAW: not slewed by NTP) or
+    /// boot (CLOCK_BOOTTIME: counts suspended time); the kernel's events
+    /// (-k, -K) share it; realtime is refused
     #[arg(long = "clock", value_name = "CLOCK", default_value = "mono", value_parser = ["mono", "mono_raw", "boot", "realtime"])]
     pub clock: String,
     /// uftrace's estimate-return (record entries only, guess the

@@ -10,6 +10,9 @@ pub struct Clock {
     /// `(tsc, monotonic_ns)` pairs read together, in time order (typically
     /// one at the start and one at the end of the recording).
     pub pairs: Vec<(u64, u64)>,
+    /// The clock of the pairs' nanoseconds, by uftrace's name (`record
+    /// --clock`): `mono_raw`, `boot`; empty for `mono`, CLOCK_MONOTONIC.
+    pub name: String,
 }
 
 /// Converts TSC values to CLOCK_MONOTONIC nanoseconds (see [`Clock`]).

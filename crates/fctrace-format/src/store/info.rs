@@ -99,6 +99,9 @@ struct TaskFile {
 struct ClockFile {
     tsc_hz: f64,
     pairs: Vec<(u64, u64)>,
+    /// (Absent: mono.)
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    name: String,
 }
 
 pub(crate) fn to_json(info: &TraceInfo) -> String {
@@ -139,6 +142,7 @@ pub(crate) fn to_json(info: &TraceInfo) -> String {
                 0.0
             },
             pairs: info.clock.pairs.clone(),
+            name: info.clock.name.clone(),
         },
         events: info.events,
         lost_events: info.lost_events,
@@ -257,6 +261,7 @@ pub(crate) fn from_json(dir: &Path, path: &Path, text: &str) -> Result<TraceInfo
         clock: Clock {
             tsc_hz: file.clock.tsc_hz,
             pairs: file.clock.pairs,
+            name: file.clock.name,
         },
         events: file.events,
         lost_events: file.lost_events,

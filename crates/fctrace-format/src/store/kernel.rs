@@ -147,6 +147,22 @@ pub enum KernelEvent {
 }
 
 impl KernelEvent {
+    /// Puts the event at `to` (its start, for an interrupt).
+    pub fn set_ns(&mut self, to: u64) {
+        match self {
+            KernelEvent::Enter { ns, .. }
+            | KernelEvent::Exit { ns, .. }
+            | KernelEvent::Out { ns, .. }
+            | KernelEvent::In { ns }
+            | KernelEvent::Fault { ns, .. }
+            | KernelEvent::Path { ns, .. }
+            | KernelEvent::Signal { ns, .. }
+            | KernelEvent::FuncEntry { ns, .. }
+            | KernelEvent::FuncExit { ns, .. }
+            | KernelEvent::Interrupt { ns, .. } => *ns = to,
+        }
+    }
+
     pub fn ns(&self) -> u64 {
         match *self {
             KernelEvent::Enter { ns, .. }

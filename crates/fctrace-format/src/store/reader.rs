@@ -972,7 +972,11 @@ mod ns_tests {
     /// Compares [`NsClock`] with [`ClockMap::to_ns`] around interesting
     /// points and at pseudo-random ones.
     fn check(pairs: Vec<(u64, u64)>, tsc_hz: f64) {
-        let map = ClockMap::new(&Clock { tsc_hz, pairs });
+        let map = ClockMap::new(&Clock {
+            tsc_hz,
+            pairs,
+            ..Clock::default()
+        });
         let fast = NsClock::new(map);
         let mut points = vec![0u64, 1, u64::MAX, u64::MAX - 1, 1 << 63, 1 << 32];
         if let ClockMap::Linear { tsc0, tsc1, .. } = map {
@@ -1086,6 +1090,7 @@ mod read_ahead_tests {
             clock: Clock {
                 tsc_hz: 3e9,
                 pairs: vec![(1_000_000, 5_000), (3_001_000_000, 1_000_005_000)],
+                ..Clock::default()
             },
             ..TraceInfo::default()
         })

@@ -108,6 +108,7 @@ fn sample_info(tids: &[u32]) -> TraceInfo {
         clock: Clock {
             tsc_hz: 3e9,
             pairs: vec![(1_000_000, 5_000), (3_001_000_000, 1_000_005_000)],
+            ..Clock::default()
         },
         lost_events: 5,
         warnings: vec!["something odd".into()],
@@ -669,6 +670,7 @@ fn clock_conversion() {
     let two = ClockMap::new(&Clock {
         tsc_hz: 1.0,
         pairs: vec![(1000, 10_000), (3000, 11_000)],
+        ..Clock::default()
     });
     assert_eq!(two.to_ns(1000), 10_000);
     assert_eq!(two.to_ns(2000), 10_500);
@@ -678,28 +680,33 @@ fn clock_conversion() {
     let one = ClockMap::new(&Clock {
         tsc_hz: 2e9,
         pairs: vec![(1000, 10_000)],
+        ..Clock::default()
     });
     assert_eq!(one.to_ns(3000), 11_000);
     assert_eq!(one.to_ns(0), 9_500);
     let none = ClockMap::new(&Clock {
         tsc_hz: 4e9,
         pairs: vec![],
+        ..Clock::default()
     });
     assert_eq!(none.to_ns(4_000_000_000), 1_000_000_000);
     // Garbage calibration: no panic, clamped.
     let bad = ClockMap::new(&Clock {
         tsc_hz: f64::NAN,
         pairs: vec![(u64::MAX, u64::MAX), (0, 0)],
+        ..Clock::default()
     });
     let _ = bad.to_ns(u64::MAX);
     let bad = ClockMap::new(&Clock {
         tsc_hz: 0.0,
         pairs: vec![(0, u64::MAX), (1, 0)],
+        ..Clock::default()
     });
     assert_eq!(bad.to_ns(0), u64::MAX);
     let huge = ClockMap::new(&Clock {
         tsc_hz: 1.0,
         pairs: vec![(0, 0), (1, u64::MAX)],
+        ..Clock::default()
     });
     assert_eq!(huge.to_ns(u64::MAX), u64::MAX);
 }

@@ -102,15 +102,16 @@ pub fn run_script(dir: &std::path::Path, script: &std::path::Path) -> anyhow::Re
     Ok(())
 }
 
-/// `--clock`: fctrace's timestamps are CLOCK_MONOTONIC's (uftrace's
-/// default, `mono`); the other clocks are refused.
+/// `--clock`: the recording's clock, by uftrace's names (`mono`, its
+/// default and fctrace's; `mono_raw`; `boot`); `realtime` is refused.
 pub fn check_clock(trace: &TraceOptions) -> anyhow::Result<()> {
     match trace.clock.as_str() {
-        "mono" | "" => Ok(()),
-        other => anyhow::bail!(
-            "--clock {other}: fctrace's timestamps are CLOCK_MONOTONIC's (`--clock mono`, \
-             uftrace's default), the clock its kernel events share"
+        "" => Ok(()),
+        "realtime" => anyhow::bail!(
+            "--clock realtime: fctrace records on a clock that does not jump (mono, mono_raw, \
+             boot), as uftrace does; `replay -f time` shows the recording's times"
         ),
+        name => fctrace_record::clock::choose(name),
     }
 }
 
