@@ -535,6 +535,7 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
         .map_err(|e| format!("bad options from the recorder: {e}"))?;
     let signal_triggers = options.signals.clone();
     recording::select::init(&options);
+    instrument::sdt::init(&options);
     filter::init(options);
     let shm = shm::Shm::open(&cfg.shm)?;
     if !shm.recording() {

@@ -128,6 +128,9 @@ pub struct TreeName {
     open: (usize, usize),
     leaf: (usize, usize),
     close: (usize, usize),
+    /// An SDT probe's (`record -E`): its leaf line is uftrace's event
+    /// comment, `/* provider:name */`, shown without a duration.
+    pub event: bool,
 }
 
 impl TreeName {
@@ -158,6 +161,23 @@ impl TreeName {
             open,
             leaf,
             close,
+            event: false,
+        }
+    }
+
+    /// An SDT probe's name (`provider:name`): every line is uftrace's
+    /// event comment, `/* provider:name */`.
+    pub fn event(name: String) -> TreeName {
+        let mut text = format!("/* {name} */\n").into_bytes();
+        let len = text.len();
+        text.resize(len.div_ceil(PIECE) * PIECE, b' ');
+        TreeName {
+            name,
+            text,
+            open: (0, len),
+            leaf: (0, len),
+            close: (0, len),
+            event: true,
         }
     }
 
@@ -296,6 +316,19 @@ impl<'t> CallNames<'t> {
             return name.clone();
         }
         let table = self.trace.sessions.get(&session);
+        if let Some(f) = table
+            .and_then(|t| t.function(func))
+            .filter(|f| f.kind == fctrace_format::symtab::FuncKind::Sdt)
+        {
+            let name = Rc::new(TreeName::event(f.name.clone()));
+            if i < names.len() + 1_000_000 {
+                if names.len() <= i {
+                    names.resize(i + 1, None);
+                }
+                names[i] = Some(name.clone());
+            }
+            return name;
+        }
         let name = match lookup(table, func) {
             Some(raw) => {
                 let ambiguous = self

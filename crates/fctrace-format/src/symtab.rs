@@ -22,6 +22,11 @@ pub enum FuncKind {
     /// its module line is the source file (base 0) and its `addr` the line
     /// where it is defined (`co_firstlineno`), its size 0.
     Python,
+    /// An SDT probe (`record -E`), named `provider:name`; its `addr` the
+    /// probe's address in the module, its size 0. Each hit is an entry
+    /// and an exit at the same time, shown as uftrace shows an event:
+    /// `/* provider:name */`.
+    Sdt,
 }
 
 /// Whether the function is traced, and if not, why.
@@ -160,13 +165,15 @@ pub const SYMTAB_VERSION: u32 = 1;
 pub const SYMTAB_MAGIC: &str = "fctrace-symtab";
 
 impl FuncKind {
-    /// The word used in the text format: `fn`, `plt`, `got` or `py`.
+    /// The word used in the text format: `fn`, `plt`, `got`, `py` or
+    /// `sdt`.
     pub fn as_str(self) -> &'static str {
         match self {
             FuncKind::Function => "fn",
             FuncKind::Plt => "plt",
             FuncKind::Got => "got",
             FuncKind::Python => "py",
+            FuncKind::Sdt => "sdt",
         }
     }
 
@@ -176,6 +183,7 @@ impl FuncKind {
             "plt" => FuncKind::Plt,
             "got" => FuncKind::Got,
             "py" => FuncKind::Python,
+            "sdt" => FuncKind::Sdt,
             _ => return None,
         })
     }

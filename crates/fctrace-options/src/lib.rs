@@ -56,6 +56,9 @@ pub struct Options {
     pub patch: Vec<uftrace::PatchRule>,
     /// `-Z SIZE`: functions smaller than SIZE bytes are not patched.
     pub size_filter: Option<u64>,
+    /// `-E PROVIDER:NAME`: the SDT probes recorded as events, matched on
+    /// `provider:name` as function patterns are on names.
+    pub events: Vec<FuncPattern>,
     /// uftrace's `-T FUNC@time=T` (`Some(T)`: while FUNC runs, itself
     /// included, the time filter is T) and `-T FUNC@trace` (`None`:
     /// FUNC's calls are shown whatever the time filter): display only.
@@ -123,6 +126,7 @@ impl Options {
             || !self.args.is_empty()
             || self.auto_args
             || !self.conds.is_empty()
+            || !self.events.is_empty()
     }
 
     /// The options as lines of text, one option per line, for the agent.
@@ -166,6 +170,9 @@ impl Options {
         }
         if let Some(z) = self.size_filter {
             line("Z", &z.to_string());
+        }
+        for e in &self.events {
+            line("E", e.as_str());
         }
         for (p, t) in &self.time_actions {
             let t = t.map_or("trace".to_string(), |t| t.to_string());
@@ -239,6 +246,7 @@ impl Options {
                     });
                 }
                 "Z" => o.size_filter = Some(v.parse().map_err(|_| format!("bad size `{v}`"))?),
+                "E" => o.events.push(FuncPattern::parse(v)?),
                 "disable" => o.disabled = true,
                 "signal" => o.signals.push(SignalTrigger::parse(v)?),
                 "A" => o.args.push(ArgSpec::parse(v)?),

@@ -29,7 +29,7 @@ pub(crate) struct GoSection<'a> {
 }
 
 /// Sections that only the Go linker writes.
-const GO_SECTIONS: &[&str] = &[".gopclntab", ".go.buildinfo", ".note.go.buildid"];
+pub(crate) const GO_SECTIONS: &[&str] = &[".gopclntab", ".go.buildinfo", ".note.go.buildid"];
 
 /// The Go code of a file: `symbols` is the range between `runtime.text`
 /// and `runtime.etext` when the symbol table has both. None if the file

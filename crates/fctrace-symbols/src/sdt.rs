@@ -100,6 +100,21 @@ fn probe(desc: &[u8]) -> Option<SdtProbe> {
     })
 }
 
+/// Whether an ELF file holds Go code (a section only the Go linker
+/// writes): its probes are left alone, as Go's own signal handler must
+/// see no int3 it does not know.
+pub fn holds_go(data: &[u8]) -> bool {
+    use object::read::elf::ElfFile64;
+    use object::{Object, ObjectSection};
+    let Ok(f) = ElfFile64::<object::Endianness>::parse(data) else {
+        return false;
+    };
+    f.sections().any(|s| {
+        s.name()
+            .is_ok_and(|n| crate::golang::GO_SECTIONS.contains(&n))
+    })
+}
+
 /// The library search paths an ELF file names (`DT_RUNPATH`, else
 /// `DT_RPATH`), split at `:`, `$ORIGIN` left for the caller to replace.
 pub fn run_paths(data: &[u8]) -> Vec<String> {

@@ -173,8 +173,10 @@ pub struct ManArgs {
 /// What to trace: shared by live mode and `record`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct TraceOptions {
-    /// Record the SDT probe provider:name as an event (uftrace's -E): not
-    /// supported yet, refused (see --list-event)
+    /// Record the SDT probes provider:name (patterns, as -F's; e.g.
+    /// `-E 'app:*' --match glob`) of the program and its libraries as
+    /// events, `/* provider:name */` in the tree (uftrace's -E; see
+    /// --list-event)
     #[arg(short = 'E', long = "event", value_name = "PROVIDER:NAME")]
     pub event: Vec<String>,
     /// List the SDT probes (`.note.stapsdt`, from <sys/sdt.h>'s
@@ -590,6 +592,7 @@ impl FilterArgs {
             hide: all(&spelled(&self.hide), "-H/--hide", o::FuncPattern::parse)?,
             patch: patch_rules(trace, glob)?,
             size_filter: trace.size_filter,
+            events: all(&spelled(&trace.event), "-E/--event", o::FuncPattern::parse)?,
             conds: Vec::new(),
             time_actions: Vec::new(),
             disabled: trace.disable || trace.trace_state.as_deref() == Some("off"),

@@ -273,6 +273,9 @@ fn sync_modules(rt: &mut Runtime) {
                 Vec::new()
             }
         };
+        if let Err(e) = super::sdt::patch_probes(&mut rt.s, m) {
+            crate::runtime::log::warn(&format!("-E: {}: {e}", m.path));
+        }
         rt.known.push(Known::new(m, &entries));
         changed = true;
     }

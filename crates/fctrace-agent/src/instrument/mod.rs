@@ -16,6 +16,7 @@ mod module_file;
 pub mod modules;
 pub mod python;
 pub mod sanitizer;
+pub mod sdt;
 mod session;
 pub mod slow_path;
 pub mod start;

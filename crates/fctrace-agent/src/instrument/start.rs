@@ -71,6 +71,12 @@ pub fn instrument_process(
         }
     }
     instrument_main(&mut s, main, &lib_entries)?;
+    // -E: the SDT probes of every module.
+    for m in modules.iter().filter(|m| m.path != me) {
+        if let Err(e) = super::sdt::patch_probes(&mut s, m) {
+            crate::runtime::log::warn(&format!("-E: {}: {e}", m.path));
+        }
+    }
     publish(&mut s)?;
     // Libraries loaded later are patched while their threads run on.
     s.stopped.clear();

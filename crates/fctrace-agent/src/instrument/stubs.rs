@@ -163,6 +163,7 @@ impl Stubs {
                         body: site.body,
                         ret_site: site.ret_site.unwrap_or(0),
                         module: m.base,
+                        event: 0,
                     });
                 }
                 patch::patch_bytes(plan, at, |a, b| {

@@ -505,7 +505,10 @@ fn fix_interrupted(h: &Hot, st: &mut ThreadState, uc: *mut libc::ucontext_t) {
 /// A function entered through the trap fallback: the `int3` at `at`, its
 /// stub, the stub's body (the relocated first instruction, then a jump to
 /// the second) and return site (0 for an entry-only stub), and the base of
-/// its module (whose traps go when it is unloaded).
+/// its module (whose traps go when it is unloaded). Or an SDT probe
+/// (`-E`, `instrument/sdt.rs`): `event` is its function id (0: a
+/// function's trap), the int3 took the probe's 1-byte `nop`, and the
+/// program goes on right after it.
 #[derive(Clone, Copy, Debug)]
 pub struct Trap {
     pub at: u64,
@@ -513,6 +516,18 @@ pub struct Trap {
     pub body: u64,
     pub ret_site: u64,
     pub module: u64,
+    pub event: u32,
+}
+
+/// What a SIGTRAP was to the agent.
+enum TrapHit {
+    /// Not one of its int3s.
+    No,
+    /// A function's entry, sent to its stub.
+    Entry,
+    /// An SDT probe's (its function id): recorded, and the program goes
+    /// on after the probe.
+    Probe(u32),
 }
 
 /// The traps, sorted by address, read by the handler without a lock: a
@@ -605,9 +620,9 @@ const SI_KERNEL: i32 = 0x80;
 /// instruction) is no call: the slot at the stack pointer then holds the
 /// stub's return site, and the context goes to the stub's body instead.
 /// Async-signal-safe: reads only.
-fn agent_trap(uc: *mut c_void) -> bool {
+fn agent_trap(uc: *mut c_void) -> TrapHit {
     if uc.is_null() {
-        return false;
+        return TrapHit::No;
     }
     // SAFETY: the kernel passes a valid ucontext to the entry (x86_64
     // sets it for every handler). The siginfo is not read: the kernel
@@ -619,8 +634,12 @@ fn agent_trap(uc: *mut c_void) -> bool {
         let g = &mut (*(uc as *mut libc::ucontext_t)).uc_mcontext.gregs;
         let rip = g[libc::REG_RIP as usize] as u64;
         let Some(t) = find_trap(rip.wrapping_sub(1)) else {
-            return false;
+            return TrapHit::No;
         };
+        // (The kernel left rip right after the int3: after the probe.)
+        if t.event != 0 {
+            return TrapHit::Probe(t.event);
+        }
         let rsp = g[libc::REG_RSP as usize] as u64;
         // The function's entry: rsp points at a return address (a valid,
         // mapped stack slot).
@@ -632,7 +651,36 @@ fn agent_trap(uc: *mut c_void) -> bool {
         };
         g[libc::REG_RIP as usize] = to as i64;
     }
-    true
+    TrapHit::Entry
+}
+
+/// An SDT probe's hit (`-E`): an entry and an exit of its function id on
+/// the thread, where calls are recorded (not in the agent's own work: a
+/// probe of a library the agent calls).
+fn record_probe(id: u32) {
+    if tls::busy() != 0 {
+        return;
+    }
+    let p = tls::state();
+    if p.is_null() {
+        return;
+    }
+    let Some(shm) = shm::get() else { return };
+    let _busy = tls::Busy::enter();
+    // SAFETY: the state belongs to this thread; the agent is not using it
+    // (not busy), and the program was interrupted at a probe of its own
+    // code, not in the agent's generated code.
+    let st = unsafe { &mut *p };
+    if filter::active() {
+        if st.gen != filter::GLOBAL.load(Ordering::Acquire) {
+            filter::resync(st);
+        }
+        if !filter::records_plain(st) {
+            return;
+        }
+    }
+    buffer::append(shm, st, EventKind::Entry, id);
+    buffer::append(shm, st, EventKind::Exit, id);
 }
 
 /// While traps exist, SIGTRAP reaches the agent's entry whatever the
@@ -905,8 +953,15 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, uc: *mut c_void) -
     if !in_range(sig) {
         return return_to_kernel as *const () as usize;
     }
-    if sig == libc::SIGTRAP && agent_trap(uc) {
-        return return_to_kernel as *const () as usize;
+    if sig == libc::SIGTRAP {
+        match agent_trap(uc) {
+            TrapHit::No => {}
+            TrapHit::Entry => return return_to_kernel as *const () as usize,
+            TrapHit::Probe(id) => {
+                record_probe(id);
+                return return_to_kernel as *const () as usize;
+            }
+        }
     }
     let s = sig as usize;
     let action = ACTIONS[s].load(Ordering::Acquire);

@@ -302,7 +302,10 @@ impl<S: EventSource> TaskState<S> {
         match leaf_exit {
             Some(exit) => {
                 let dur = exit.ns.saturating_sub(event.ns);
-                if exit.kind == EventKind::Exit {
+                if name.event {
+                    // An SDT probe's hit: uftrace's event line.
+                    out.text_line(None, column, depth, name.leaf_line())?;
+                } else if exit.kind == EventKind::Exit {
                     out.text_line(Some(dur), column, depth, name.leaf_line())?;
                 } else {
                     out.line(Some(dur), column, depth, &[&name.name, "; (unwound)"])?;

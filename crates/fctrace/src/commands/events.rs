@@ -1,25 +1,12 @@
 //! `--list-event` (uftrace's): the SDT probes (`.note.stapsdt`, from
 //! `<sys/sdt.h>`'s STAP_PROBE macros) of a program and of the libraries it
-//! needs, read from the files without running anything; and `-E`/`--event`,
-//! refused (the agent does not patch a probe's 1-byte nop yet).
+//! needs, read from the files without running anything. (`-E` records
+//! them: the agent's `instrument/sdt.rs`.)
 
-use crate::cli::TraceOptions;
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-/// `-E` is refused before anything runs, naming what to use instead.
-pub fn refuse_events(trace: &TraceOptions) -> anyhow::Result<()> {
-    if let Some(event) = trace.event.first() {
-        anyhow::bail!(
-            "-E {event}: recording SDT probes is not supported yet (a probe is a 1-byte nop \
-             that fctrace's agent does not patch); `--list-event PROGRAM` lists the probes of \
-             a program and its libraries; the kernel's system calls: -k"
-        );
-    }
-    Ok(())
-}
 
 /// Where a program named on the command line is (through PATH without a
 /// `/`, as exec does).

@@ -221,7 +221,12 @@ fn write_symbols(out: &mut dyn Write, trace: &Trace) -> io::Result<()> {
             .functions
             .iter()
             .filter(traced)
-            .filter(|f| !matches!(f.kind, FuncKind::Function | FuncKind::Python))
+            .filter(|f| {
+                !matches!(
+                    f.kind,
+                    FuncKind::Function | FuncKind::Python | FuncKind::Sdt
+                )
+            })
             .collect();
         normal.sort_by_key(|f| f.addr);
         dynamic.sort_by_key(|f| f.addr);
@@ -369,6 +374,7 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab, verbose: bool) ->
             FuncKind::Plt => " [plt]",
             FuncKind::Got => " [got]",
             FuncKind::Python => " [py]",
+            FuncKind::Sdt => " [sdt]",
         };
         format!("{}{kind} ({module})", fctrace_symbols::demangle(&f.name))
     };

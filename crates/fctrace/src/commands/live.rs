@@ -14,7 +14,6 @@ pub fn run(args: LiveArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
         super::events::list_events(&args.run.command, &mut std::io::stdout().lock())?;
         return Ok(ExitCode::SUCCESS);
     }
-    super::events::refuse_events(&args.trace)?;
     // Bad filter or argument specs are errors before anything runs, and
     // so is an output file that cannot be created.
     let options = args.filter.to_options_with(&args.trace)?;

@@ -9,7 +9,6 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         super::events::list_events(&args.run.command, &mut std::io::stdout().lock())?;
         return Ok(ExitCode::SUCCESS);
     }
-    super::events::refuse_events(&args.trace)?;
     if !args.filter.tid.is_empty() && args.run.pid.is_none() {
         anyhow::bail!(
             "--tid selects threads of a recorded trace, whose ids are known only once it \
