@@ -969,9 +969,39 @@ mod tests {
     }
 
     #[test]
+    fn longest_child_and_fields() {
+        let mut app = App::new(sample(), "prog".into());
+        // main(100): parse_args (40 over two calls) before leaf (5).
+        press(&mut app, "\nl");
+        let at = app.current_node().unwrap();
+        assert_eq!(app.name(app.tree().nodes[at as usize].func), "parse_args");
+        assert_eq!(app.message, "longest child of main: parse_args (0.040 us)");
+        press(&mut app, "ll");
+        assert_eq!(app.message, "leaf calls nothing");
+        // f: self off, total-max and addr on; Esc closes.
+        press(&mut app, "f");
+        assert_eq!(app.field_menu, Some(0));
+        press(&mut app, "jjj jjjjjj ");
+        assert_eq!(
+            app.fields,
+            [
+                Field::Total,
+                Field::TotalMax,
+                Field::SelfTime,
+                Field::Call,
+                Field::Addr
+            ]
+        );
+        press(&mut app, "kkkkk ");
+        app.key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert_eq!(app.field_menu, None);
+        assert_eq!(app.message, "fields: total,total-max,call,addr");
+    }
+
+    #[test]
     fn keys_on_an_empty_model_do_nothing_bad() {
         let mut app = App::new(Model::default(), String::new());
-        press(&mut app, "jk\n<>cCeEun/x\nnNRs\n123TjG?x");
+        press(&mut app, "jk\n<>cCeEun/x\nnNRs\n123TjG?xlOf j fSj\nIjiG");
         assert!(!app.quit);
         press(&mut app, "q");
         assert!(app.quit);
