@@ -525,6 +525,23 @@ impl Functions {
         x
     }
 
+    /// Per function of [`Functions::list`]: a `(session, function id)`
+    /// that it stands for (the first session's when several sessions
+    /// have it; `None` for a system call).
+    pub fn origins(&self) -> Vec<Option<(u32, u32)>> {
+        let mut out = vec![None; self.list.len()];
+        let mut sessions: Vec<&u32> = self.by_id.keys().collect();
+        sessions.sort();
+        for &session in sessions {
+            for (id, &x) in self.by_id[&session].iter().enumerate() {
+                if let Some(o) = out.get_mut(x) {
+                    o.get_or_insert((session, id as u32));
+                }
+            }
+        }
+        out
+    }
+
     /// The index of system call `nr`: a function of the module
     /// [`SYSCALL_MODULE`] named as strace names it (`record -k`).
     pub fn syscall_index(&mut self, nr: u32) -> usize {

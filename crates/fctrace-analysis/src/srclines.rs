@@ -38,15 +38,20 @@ pub fn of_module(path: &str) -> Rc<SrcLines> {
 /// symbol table line: its module is the source file, its address the line.
 pub fn of_function(table: &SymTab, func: u32) -> Option<SrcLine> {
     let f = table.function(func)?;
-    if f.kind == FuncKind::Python {
-        let file = table.module(f.module)?.path.clone();
-        return Some(SrcLine { file, line: f.addr });
+    of_entry(f.kind, &table.module(f.module)?.path, f.addr)
+}
+
+/// Where the function of kind `kind` at `addr` of the module file
+/// `module` is defined (as [`of_function`]).
+pub fn of_entry(kind: FuncKind, module: &str, addr: u64) -> Option<SrcLine> {
+    match kind {
+        FuncKind::Python => Some(SrcLine {
+            file: module.to_string(),
+            line: addr,
+        }),
+        FuncKind::Function => of_module(module).get(&addr).cloned(),
+        FuncKind::Plt | FuncKind::Got => None,
     }
-    if f.kind != FuncKind::Function {
-        return None;
-    }
-    let module = table.module(f.module)?;
-    of_module(&module.path).get(&f.addr).cloned()
 }
 
 /// `FILE:LINE` of function `func` of `session` of `trace`.

@@ -6,7 +6,7 @@ mod dump;
 mod events;
 mod flamegraph;
 mod graph;
-mod info;
+pub(crate) mod info;
 mod live;
 mod manual;
 pub(crate) mod naming;

@@ -2,6 +2,7 @@
 //! [`super::view`]).
 
 use super::model::{FuncRow, Model, Tree, NO_FUNC, ROOT};
+use fctrace_analysis::duration;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 /// Trees up to this many nodes open fully expanded; larger ones show their
@@ -17,6 +18,100 @@ pub enum View {
     Report,
     /// The task list.
     Tasks,
+    /// What `fctrace info` says of the trace.
+    Info,
+    /// The session list (the programs started or exec'd).
+    Sessions,
+}
+
+/// A column of the graph (`f`): uftrace's graph fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    Total,
+    TotalAvg,
+    TotalMin,
+    TotalMax,
+    SelfTime,
+    SelfAvg,
+    SelfMin,
+    SelfMax,
+    Call,
+    Addr,
+}
+
+/// Every field: its name (as `graph -f` and uftrace spell it), its
+/// column header and width, and what it is.
+pub const FIELDS: [(Field, &str, &str, usize, &str); 10] = [
+    (Field::Total, "total", "TOTAL", 10, "total time of the path"),
+    (
+        Field::TotalAvg,
+        "total-avg",
+        "TOTAL-AVG",
+        10,
+        "total time per call",
+    ),
+    (
+        Field::TotalMin,
+        "total-min",
+        "TOTAL-MIN",
+        10,
+        "the shortest call",
+    ),
+    (
+        Field::TotalMax,
+        "total-max",
+        "TOTAL-MAX",
+        10,
+        "the longest call",
+    ),
+    (Field::SelfTime, "self", "SELF", 10, "self time of the path"),
+    (
+        Field::SelfAvg,
+        "self-avg",
+        "SELF-AVG",
+        10,
+        "self time per call",
+    ),
+    (
+        Field::SelfMin,
+        "self-min",
+        "SELF-MIN",
+        10,
+        "the least self time",
+    ),
+    (
+        Field::SelfMax,
+        "self-max",
+        "SELF-MAX",
+        10,
+        "the largest self time",
+    ),
+    (Field::Call, "call", "CALLS", 10, "calls"),
+    (
+        Field::Addr,
+        "addr",
+        "ADDR",
+        14,
+        "the function's address in its module",
+    ),
+];
+
+/// The graph's fields when the TUI opens (fctrace's columns).
+pub const DEFAULT_FIELDS: [Field; 3] = [Field::Total, Field::SelfTime, Field::Call];
+
+impl Field {
+    fn entry(self) -> &'static (Field, &'static str, &'static str, usize, &'static str) {
+        FIELDS.iter().find(|f| f.0 == self).unwrap_or(&FIELDS[0])
+    }
+    pub fn name(self) -> &'static str {
+        self.entry().1
+    }
+    pub fn header(self) -> &'static str {
+        self.entry().2
+    }
+    pub fn width(self) -> usize {
+        self.entry().3
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +175,9 @@ pub struct App {
     pub title: String,
     /// The task shown (index in `model.tasks`), or all of them.
     pub task: Option<usize>,
+    /// The session shown (index in `model.sessions`; then `task` is
+    /// `None`).
+    pub session: Option<usize>,
     pub view: View,
     pub help: bool,
     /// A message shown over the view until a key is pressed (load
@@ -100,6 +198,17 @@ pub struct App {
     pub sort: Sort,
     pub report_cursor: Cursor,
     pub tasks_cursor: Cursor,
+    pub sessions_cursor: Cursor,
+    /// The info view's text (`fctrace info`'s) and its scroll (`top`).
+    pub info: Vec<String>,
+    pub info_cursor: Cursor,
+    /// The graph's columns, in [`FIELDS`]' order.
+    pub fields: Vec<Field>,
+    /// The field selection box, when open: its cursor (in [`FIELDS`]).
+    pub field_menu: Option<usize>,
+    /// A source file and line to open in the editor (`O`), for the event
+    /// loop (it leaves the screen to the editor).
+    pub edit: Option<(String, u64)>,
     /// The search text being typed after `/`.
     pub input: Option<String>,
     pub search: Option<Search>,
@@ -115,6 +224,7 @@ impl App {
             model,
             title,
             task: None,
+            session: None,
             view: View::Graph,
             help: false,
             notice: None,
@@ -128,21 +238,44 @@ impl App {
             sort: Sort::Total,
             report_cursor: Cursor::default(),
             tasks_cursor: Cursor::default(),
+            sessions_cursor: Cursor::default(),
+            info: Vec::new(),
+            info_cursor: Cursor::default(),
+            fields: DEFAULT_FIELDS.to_vec(),
+            field_menu: None,
+            edit: None,
             input: None,
             search: None,
             message: String::new(),
             page: 10,
         };
         app.select_task(None);
+        // As uftrace: a trace of several sessions opens on their list.
+        if app.model.sessions.len() > 1 {
+            app.view = View::Sessions;
+        }
         app
     }
 
     /// The tree shown.
     pub fn tree(&self) -> &Tree {
+        if let Some(s) = self.session {
+            if let Some(t) = &self.model.sessions[s].tree {
+                return t;
+            }
+            return &self.model.all;
+        }
         match self.task {
             Some(t) => &self.model.tasks[t].tree,
             None => &self.model.all,
         }
+    }
+
+    /// Shows session `session` (its tasks' calls merged).
+    pub fn select_session(&mut self, session: usize) {
+        self.task = None;
+        self.session = Some(session);
+        self.select_task_keeping_session();
     }
 
     pub fn name(&self, func: u32) -> &str {
@@ -155,6 +288,12 @@ impl App {
     /// Shows task `task` (or all): a new tree and report.
     pub fn select_task(&mut self, task: Option<usize>) {
         self.task = task;
+        self.session = None;
+        self.select_task_keeping_session();
+    }
+
+    /// A new tree and report for `task` and `session` as they are.
+    fn select_task_keeping_session(&mut self) {
         let n = self.tree().nodes.len();
         let all = n <= EXPAND_ALL_UP_TO;
         self.expanded = self
@@ -270,6 +409,10 @@ impl App {
             }
             return;
         }
+        if let Some(at) = self.field_menu {
+            self.field_menu_key(k.code, at);
+            return;
+        }
         if self.help || self.notice.is_some() {
             // Any key closes the help (q still quits).
             self.help = false;
@@ -286,11 +429,16 @@ impl App {
             KeyCode::Char('G') => self.view = View::Graph,
             KeyCode::Char('R') => self.view = View::Report,
             KeyCode::Char('T') => self.view = View::Tasks,
+            // uftrace's I (i too: fctrace had no i).
+            KeyCode::Char('I') | KeyCode::Char('i') => self.view = View::Info,
+            KeyCode::Char('S') => self.view = View::Sessions,
             KeyCode::Tab => {
                 self.view = match self.view {
                     View::Graph => View::Report,
                     View::Report => View::Tasks,
-                    View::Tasks => View::Graph,
+                    View::Tasks => View::Sessions,
+                    View::Sessions => View::Info,
+                    View::Info => View::Graph,
                 }
             }
             KeyCode::Char('/') => self.input = Some(String::new()),
@@ -300,6 +448,11 @@ impl App {
                 View::Graph => self.graph_key(k.code),
                 View::Report => self.report_key(k.code),
                 View::Tasks => self.tasks_key(k.code),
+                View::Sessions => self.sessions_key(k.code),
+                View::Info => {
+                    let len = self.info.len();
+                    Self::moved(k.code, &mut self.info_cursor, len, self.page);
+                }
             },
         }
     }
@@ -323,6 +476,10 @@ impl App {
         if Self::moved(code, &mut self.graph, self.rows.len(), self.page) {
             return;
         }
+        if code == KeyCode::Char('f') {
+            self.field_menu = Some(0);
+            return;
+        }
         let Some(node) = self.current_node() else {
             return;
         };
@@ -342,7 +499,9 @@ impl App {
                 }
             }
             KeyCode::Char('u') => self.go_to_parent(node),
-            KeyCode::Right | KeyCode::Char('l') => {
+            KeyCode::Char('l') => self.longest_child(node),
+            KeyCode::Char('O') => self.open_source(node),
+            KeyCode::Right => {
                 if has_children && !open {
                     self.expanded[node as usize] = true;
                     self.rebuild_rows(Some(node));
@@ -369,6 +528,104 @@ impl App {
                 self.rebuild_rows(Some(node));
             }
             _ => {}
+        }
+    }
+
+    /// uftrace's `l`: the cursor to the child of `node` with the longest
+    /// total time (the first of them on a tie), unfolding `node`.
+    fn longest_child(&mut self, node: u32) {
+        let nodes = &self.tree().nodes;
+        let longest = nodes[node as usize]
+            .children
+            .iter()
+            .copied()
+            .reduce(|best, c| {
+                if nodes[c as usize].total_ns > nodes[best as usize].total_ns {
+                    c
+                } else {
+                    best
+                }
+            });
+        let name = self.name(nodes[node as usize].func).to_string();
+        let Some(child) = longest else {
+            self.message = format!("{name} calls nothing");
+            return;
+        };
+        let (func, total) = (nodes[child as usize].func, nodes[child as usize].total_ns);
+        self.expanded[node as usize] = true;
+        self.rebuild_rows(Some(child));
+        self.message = format!(
+            "longest child of {name}: {} ({})",
+            self.name(func),
+            duration(total).trim()
+        );
+    }
+
+    /// uftrace's `O`: asks the event loop to open the source file of the
+    /// function of `node` at its line (from its module's DWARF line
+    /// table), or says why it cannot.
+    fn open_source(&mut self, node: u32) {
+        let func = self.tree().nodes[node as usize].func;
+        let name = self.name(func).to_string();
+        let Some(origin) = self
+            .model
+            .origins
+            .get(func as usize)
+            .and_then(|o| o.as_ref())
+        else {
+            self.message = format!("{name}: no source line (not a function of a module)");
+            return;
+        };
+        let Some(at) =
+            fctrace_analysis::srclines::of_entry(origin.kind, &origin.module, origin.addr)
+        else {
+            let file = origin.module.rsplit('/').next().unwrap_or_default();
+            self.message = format!("{name}: no source line in {file}'s debug information");
+            return;
+        };
+        if !std::path::Path::new(&at.file).is_file() {
+            self.message = format!("{name}: {}:{}: no such file here", at.file, at.line);
+            return;
+        }
+        self.message = format!("{name}: {}:{}", at.file, at.line);
+        self.edit = Some((at.file, at.line));
+    }
+
+    /// A key in the field selection box open on row `at`.
+    fn field_menu_key(&mut self, code: KeyCode, at: usize) {
+        let mut cursor = Cursor { at, top: 0 };
+        // (Space toggles here: it is not a page down.)
+        if code != KeyCode::Char(' ') && Self::moved(code, &mut cursor, FIELDS.len(), FIELDS.len())
+        {
+            self.field_menu = Some(cursor.at);
+            return;
+        }
+        match code {
+            KeyCode::Enter | KeyCode::Char(' ') => {
+                let f = FIELDS[at].0;
+                if self.fields.contains(&f) {
+                    self.fields.retain(|&x| x != f);
+                } else {
+                    self.fields.push(f);
+                    let order = |f: &Field| FIELDS.iter().position(|e| e.0 == *f);
+                    self.fields.sort_by_key(order);
+                }
+                self.message = self.fields_text();
+            }
+            KeyCode::Esc | KeyCode::Char('f') | KeyCode::Char('q') => {
+                self.field_menu = None;
+                self.message = self.fields_text();
+            }
+            _ => {}
+        }
+    }
+
+    /// `fields: total,self,call` (or `none`).
+    pub fn fields_text(&self) -> String {
+        let names: Vec<&str> = self.fields.iter().map(|f| f.name()).collect();
+        match names.is_empty() {
+            true => "fields: none".into(),
+            false => format!("fields: {}", names.join(",")),
         }
     }
 
@@ -548,13 +805,34 @@ impl App {
                 }
                 hit.is_some()
             }
-            View::Tasks => {
+            View::Tasks | View::Sessions | View::Info => {
                 self.message = "search works in the graph and the report".into();
                 return;
             }
         };
         if !found {
             self.message = format!("{what}: not found");
+        }
+    }
+
+    fn sessions_key(&mut self, code: KeyCode) {
+        let len = self.model.sessions.len() + 1;
+        if Self::moved(code, &mut self.sessions_cursor, len, self.page) {
+            return;
+        }
+        if code == KeyCode::Enter {
+            self.view = View::Graph;
+            match self.sessions_cursor.at.checked_sub(1) {
+                None => {
+                    self.select_task(None);
+                    self.message = "all sessions".into();
+                }
+                Some(s) => {
+                    self.select_session(s);
+                    let s = &self.model.sessions[s];
+                    self.message = format!("session {} ({})", s.id, s.exe);
+                }
+            }
         }
     }
 
@@ -691,9 +969,39 @@ mod tests {
     }
 
     #[test]
+    fn longest_child_and_fields() {
+        let mut app = App::new(sample(), "prog".into());
+        // main(100): parse_args (40 over two calls) before leaf (5).
+        press(&mut app, "\nl");
+        let at = app.current_node().unwrap();
+        assert_eq!(app.name(app.tree().nodes[at as usize].func), "parse_args");
+        assert_eq!(app.message, "longest child of main: parse_args (0.040 us)");
+        press(&mut app, "ll");
+        assert_eq!(app.message, "leaf calls nothing");
+        // f: self off, total-max and addr on; Esc closes.
+        press(&mut app, "f");
+        assert_eq!(app.field_menu, Some(0));
+        press(&mut app, "jjj jjjjjj ");
+        assert_eq!(
+            app.fields,
+            [
+                Field::Total,
+                Field::TotalMax,
+                Field::SelfTime,
+                Field::Call,
+                Field::Addr
+            ]
+        );
+        press(&mut app, "kkkkk ");
+        app.key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert_eq!(app.field_menu, None);
+        assert_eq!(app.message, "fields: total,total-max,call,addr");
+    }
+
+    #[test]
     fn keys_on_an_empty_model_do_nothing_bad() {
         let mut app = App::new(Model::default(), String::new());
-        press(&mut app, "jk\n<>cCeEun/x\nnNRs\n123TjG?x");
+        press(&mut app, "jk\n<>cCeEun/x\nnNRs\n123TjG?xlOf j fSj\nIjiG");
         assert!(!app.quit);
         press(&mut app, "q");
         assert!(app.quit);

@@ -8,7 +8,8 @@
 //! The terminal (raw mode, alternate screen) is restored when the TUI
 //! ends, on an error, on a panic (ratatui's panic hook), on Ctrl-C (a
 //! key in raw mode) and on SIGTERM, SIGHUP, SIGINT and SIGQUIT (caught:
-//! the TUI then exits with status 128 + the signal).
+//! the TUI then exits with status 128 + the signal); it is left to the
+//! editor that `O` runs, and taken back when the editor ends.
 
 pub mod app;
 pub mod model;
@@ -111,6 +112,7 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     };
     let lost = model.lost;
     let mut app = app::App::new(model, title);
+    app.info = info_lines(&trace);
     let mut notes: Vec<String> = errors.iter().map(|e| format!("error: {e}")).collect();
     if !notes.is_empty() {
         notes.push("The readable part of the trace is shown.".into());
@@ -140,12 +142,72 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
             }
             dirty = true;
         }
+        if let Some((file, line)) = app.edit.take() {
+            if let Some(said) = edit(term, &file, line)? {
+                app.message = said;
+            }
+        }
     }
     drop(guard);
     match signalled.load(Ordering::Relaxed) {
         0 => crate::commands::output::finish(&trace, STATS, lost, errors),
         sig => Ok(ended_by(sig)),
     }
+}
+
+/// `fctrace info`'s text of `trace`, a line each, without colours.
+fn info_lines(trace: &fctrace_format::store::Trace) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Err(e) = crate::commands::info::write_info(&mut out, trace, false) {
+        return vec![format!("cannot describe the trace: {e}")];
+    }
+    let text = String::from_utf8_lossy(&out);
+    text.lines().map(strip_colours).collect()
+}
+
+/// `line` without its SGR escape sequences (`\x1b[...m`).
+fn strip_colours(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find("\x1b[") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        rest = match after.find('m') {
+            Some(m) => &after[m + 1..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Runs `$EDITOR +LINE FILE` (`vi` without EDITOR; EDITOR may hold
+/// arguments, split at spaces, as uftrace does) with the terminal given
+/// back to it, then takes the terminal again. Returns what the status
+/// line says when the editor could not run or failed.
+fn edit(
+    term: &mut ratatui::DefaultTerminal,
+    file: &str,
+    line: u64,
+) -> anyhow::Result<Option<String>> {
+    let editor = std::env::var("EDITOR").unwrap_or_default();
+    let mut words = editor.split_whitespace();
+    let program = words.next().unwrap_or("vi").to_string();
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(words).arg(format!("+{line}")).arg(file);
+    ratatui::restore();
+    let ran = cmd.status();
+    ratatui::crossterm::terminal::enable_raw_mode()?;
+    ratatui::crossterm::execute!(
+        std::io::stdout(),
+        ratatui::crossterm::terminal::EnterAlternateScreen
+    )?;
+    term.clear()?;
+    Ok(match ran {
+        Err(e) => Some(format!("cannot run the editor {program}: {e}")),
+        Ok(s) if !s.success() => Some(format!("the editor {program} ended: {s}")),
+        Ok(_) => None,
+    })
 }
 
 /// After the terminal was restored on signal `sig`: says so, and the

@@ -9,6 +9,11 @@
 //! with the number of distinct call paths (per task) and of functions,
 //! never with the number of calls.
 //!
+//! With several sessions (programs exec'd), each session also has the
+//! tree of its tasks merged ([`Session`]); each function keeps where it
+//! is defined ([`Origin`]: its module and address, for the `addr` field
+//! and the source line of `O`).
+//!
 //! Times follow `fctrace report`: a call counts in `calls` when it is
 //! entered; its duration counts in `total` and its duration less that of
 //! its children with an exit in `self` when it has an exit (`Exit` or
@@ -19,6 +24,8 @@
 
 use fctrace_analysis::graph;
 use fctrace_format::store::{StoreError, Trace};
+use fctrace_format::symtab::FuncKind;
+use std::collections::HashMap;
 
 /// The virtual root of a tree (its children are the outermost calls).
 pub const ROOT: u32 = 0;
@@ -36,6 +43,13 @@ pub struct Node {
     pub calls: u64,
     pub total_ns: u64,
     pub self_ns: u64,
+    /// Calls that returned (the divisor of the averages), the shortest
+    /// and longest of them, and their least and largest self time.
+    pub returned: u64,
+    pub min_ns: Option<u64>,
+    pub max_ns: Option<u64>,
+    pub self_min_ns: Option<u64>,
+    pub self_max_ns: Option<u64>,
     /// Sorted by total time (then calls, then function), descending, once
     /// the tree is complete ([`Tree::sort`]).
     pub children: Vec<u32>,
@@ -68,7 +82,53 @@ pub struct FuncRow {
     pub self_ns: u64,
 }
 
+impl Node {
+    /// Adds the calls of `from` (the same path elsewhere) to this node.
+    fn add(&mut self, from: &Node) {
+        self.calls += from.calls;
+        self.total_ns = self.total_ns.saturating_add(from.total_ns);
+        self.self_ns = self.self_ns.saturating_add(from.self_ns);
+        self.returned += from.returned;
+        let low = |a: Option<u64>, b: Option<u64>| a.into_iter().chain(b).min();
+        let high = |a: Option<u64>, b: Option<u64>| a.into_iter().chain(b).max();
+        self.min_ns = low(self.min_ns, from.min_ns);
+        self.max_ns = high(self.max_ns, from.max_ns);
+        self.self_min_ns = low(self.self_min_ns, from.self_min_ns);
+        self.self_max_ns = high(self.self_max_ns, from.self_max_ns);
+    }
+}
+
 impl Tree {
+    /// The trees `parts` merged path by path, sorted.
+    pub fn merge(parts: &[&Tree]) -> Tree {
+        let mut tree = Tree::default();
+        let mut index: HashMap<(u32, u32), u32> = HashMap::new();
+        for part in parts {
+            // (node there, node here)
+            let mut todo = vec![(ROOT, ROOT)];
+            while let Some((n, here)) = todo.pop() {
+                for &c in &part.nodes[n as usize].children {
+                    let from = &part.nodes[c as usize];
+                    let next = tree.nodes.len() as u32;
+                    let at = *index.entry((here, from.func)).or_insert(next);
+                    if at == next {
+                        tree.nodes.push(Node {
+                            func: from.func,
+                            parent: here,
+                            depth: tree.nodes[here as usize].depth + 1,
+                            ..Node::default()
+                        });
+                        tree.nodes[here as usize].children.push(at);
+                    }
+                    tree.nodes[at as usize].add(from);
+                    todo.push((c, at));
+                }
+            }
+        }
+        tree.sort();
+        tree
+    }
+
     /// The subtree of `root` in a tree of [`graph`], `root` as [`ROOT`],
     /// sorted.
     fn from_graph(g: &graph::Tree, root: u32) -> Tree {
@@ -90,6 +150,11 @@ impl Tree {
                 calls: from.calls,
                 total_ns: from.total_ns,
                 self_ns: from.self_ns,
+                returned: from.returned,
+                min_ns: from.min_ns,
+                max_ns: from.max_ns,
+                self_min_ns: from.self_min_ns,
+                self_max_ns: from.self_max_ns,
                 children: Vec::with_capacity(from.children.len()),
             });
             tree.nodes[parent as usize].children.push(here);
@@ -170,7 +235,33 @@ pub struct Task {
     pub tid: u32,
     pub pid: u32,
     pub comm: String,
+    /// The session (program) its function ids refer to.
+    pub session: u32,
     pub tree: Tree,
+}
+
+/// A session of the trace: a program started or exec'd, with the tasks
+/// that ran it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    pub id: u32,
+    /// The program's path.
+    pub exe: String,
+    pub pid: u32,
+    /// Its tasks (indices in [`Model::tasks`]).
+    pub tasks: Vec<usize>,
+    /// Their trees merged; `None` when the trace has this session only
+    /// (its tree is then [`Model::all`]).
+    pub tree: Option<Tree>,
+}
+
+/// Where a function is defined: its module's file, its address there and
+/// its kind (the source line is read from the module's DWARF when asked).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    pub module: String,
+    pub addr: u64,
+    pub kind: FuncKind,
 }
 
 /// Everything the TUI shows.
@@ -179,6 +270,11 @@ pub struct Model {
     /// Shown names of the functions (`name`, or `name@module` where two
     /// modules have one name).
     pub names: Vec<String>,
+    /// Per function: where it is defined (`None`: a system call, or not
+    /// in the trace's symbol tables).
+    pub origins: Vec<Option<Origin>>,
+    /// The sessions of the trace, by id.
+    pub sessions: Vec<Session>,
     /// The tasks read (in the trace's order; filtered out ones are not).
     pub tasks: Vec<Task>,
     /// The tasks' trees merged.
@@ -192,7 +288,15 @@ pub struct Model {
 impl Model {
     /// Nodes of all the trees (a measure of the model's size).
     pub fn nodes(&self) -> usize {
-        self.all.nodes.len() + self.tasks.iter().map(|t| t.tree.nodes.len()).sum::<usize>()
+        let sessions: usize = self
+            .sessions
+            .iter()
+            .filter_map(|s| s.tree.as_ref())
+            .map(|t| t.nodes.len())
+            .sum();
+        self.all.nodes.len()
+            + self.tasks.iter().map(|t| t.tree.nodes.len()).sum::<usize>()
+            + sessions
     }
 }
 
@@ -225,6 +329,7 @@ pub fn build(
             tid: task.tid,
             pid: task.pid,
             comm: task.comm.clone(),
+            session: task.session,
             tree: Tree::from_graph(&g.tree, root),
         });
     }
@@ -234,7 +339,50 @@ pub fn build(
     model.names = (0..g.functions.list.len())
         .map(|i| g.functions.shown_name(i, &ambiguous))
         .collect();
+    model.origins = g
+        .functions
+        .origins()
+        .into_iter()
+        .map(|o| {
+            let (session, id) = o?;
+            let table = trace.sessions.get(&session)?;
+            let f = table.function(id)?;
+            Some(Origin {
+                module: table.module(f.module)?.path.clone(),
+                addr: f.addr,
+                kind: f.kind,
+            })
+        })
+        .collect();
+    model.sessions = sessions(trace, &model.tasks);
     Ok((model, g.errors))
+}
+
+/// The sessions of `trace` with their tasks among `tasks` and, when
+/// there are several, the merged tree of each.
+fn sessions(trace: &Trace, tasks: &[Task]) -> Vec<Session> {
+    let several = trace.sessions.len() > 1;
+    let mut ids: Vec<u32> = trace.sessions.keys().copied().collect();
+    ids.sort_unstable();
+    ids.into_iter()
+        .map(|id| {
+            let table = &trace.sessions[&id];
+            let mine: Vec<usize> = (0..tasks.len())
+                .filter(|&t| tasks[t].session == id)
+                .collect();
+            let tree = several.then(|| {
+                let trees: Vec<&Tree> = mine.iter().map(|&t| &tasks[t].tree).collect();
+                Tree::merge(&trees)
+            });
+            Session {
+                id,
+                exe: table.exe.clone(),
+                pid: table.pid,
+                tasks: mine,
+                tree,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Drawing the TUI's state: a title line, the view's column header, its
-//! rows and a status line; the help over them.
+//! rows and a status line; the help and the field selection over them.
 
-use super::app::{App, Cursor, Sort, View};
+use super::app::{App, Cursor, Field, Sort, View, FIELDS};
+use super::model::Node;
 use fctrace_analysis::duration;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -11,13 +12,18 @@ use ratatui::Frame;
 
 /// The keys, as the help shows them.
 pub const HELP: &[(&str, &str)] = &[
-    ("G R T, Tab", "graph, report, task list; Tab: the next one"),
+    ("G R T, Tab", "graph, report, task list; Tab: the next view"),
+    ("S", "session list (the programs started or exec'd)"),
+    ("I i", "info: what `fctrace info` says of the trace"),
     ("Up Down j k", "move"),
     ("PgUp PgDn Home End", "move by a page, to the ends"),
     ("Enter", "graph: fold/unfold; report: the calls of the"),
     ("", "function in the graph; tasks: show that task"),
-    ("Left Right h l", "fold, or go to the caller / unfold"),
+    ("Left h / Right", "fold, or go to the caller / unfold"),
     ("u", "go to the caller"),
+    ("l", "graph: go to the longest child (unfolds the row)"),
+    ("f", "graph: choose the fields (columns)"),
+    ("O", "graph: open the function's source line in $EDITOR"),
     ("c e", "fold / unfold everything under the row"),
     ("C E", "fold / unfold the whole graph"),
     ("s 1 2 3", "report: next sort key; by total, self, calls"),
@@ -35,9 +41,13 @@ pub fn draw(f: &mut Frame, app: &mut App) {
     ])
     .areas(f.area());
     let reverse = Style::default().add_modifier(Modifier::REVERSED);
-    let task = match app.task {
-        None => format!("all {} tasks", app.model.tasks.len()),
-        Some(t) => format!(
+    let task = match (app.session, app.task) {
+        (Some(s), _) => format!(
+            "session {} {}",
+            app.model.sessions[s].id, app.model.sessions[s].exe
+        ),
+        (None, None) => format!("all {} tasks", app.model.tasks.len()),
+        (None, Some(t)) => format!(
             "task {} {}",
             app.model.tasks[t].tid, app.model.tasks[t].comm
         ),
@@ -46,6 +56,8 @@ pub fn draw(f: &mut Frame, app: &mut App) {
         View::Graph => "Graph",
         View::Report => "Report",
         View::Tasks => "Tasks",
+        View::Info => "Info",
+        View::Sessions => "Sessions",
     };
     f.render_widget(
         Paragraph::new(format!(" {view} | {task} | ? help | {}", app.title)).style(reverse),
@@ -56,6 +68,8 @@ pub fn draw(f: &mut Frame, app: &mut App) {
         View::Graph => graph(app, body),
         View::Report => report(app, body),
         View::Tasks => tasks(app, body),
+        View::Sessions => sessions(app, body),
+        View::Info => info(app, body),
     };
     f.render_widget(
         Paragraph::new(head).style(Style::default().add_modifier(Modifier::BOLD)),
@@ -67,6 +81,9 @@ pub fn draw(f: &mut Frame, app: &mut App) {
         None => app.message.clone(),
     };
     f.render_widget(Paragraph::new(line), status);
+    if let Some(at) = app.field_menu {
+        field_menu(f, app, at);
+    }
     if app.help {
         help(f);
     }
@@ -115,8 +132,32 @@ fn window<'a>(
         .collect()
 }
 
+/// The cell of `field` for `node` (of function `func` at `addr`).
+fn cell(field: Field, node: &Node, addr: Option<u64>) -> String {
+    let avg = |sum: u64| (node.returned > 0).then(|| sum / node.returned);
+    let t = |v: Option<u64>| v.map_or_else(String::new, duration);
+    let text = match field {
+        Field::Total => duration(node.total_ns),
+        Field::TotalAvg => t(avg(node.total_ns)),
+        Field::TotalMin => t(node.min_ns),
+        Field::TotalMax => t(node.max_ns),
+        Field::SelfTime => duration(node.self_ns),
+        Field::SelfAvg => t(avg(node.self_ns)),
+        Field::SelfMin => t(node.self_min_ns),
+        Field::SelfMax => t(node.self_max_ns),
+        Field::Call => node.calls.to_string(),
+        Field::Addr => addr.map_or_else(String::new, |a| format!("{a:#x}")),
+    };
+    format!("{text:>w$} ", w = field.width())
+}
+
 fn graph(app: &mut App, area: Rect) -> (String, Vec<Line<'static>>) {
-    let head = format!("{:>10} {:>10} {:>10}  FUNCTION", "TOTAL", "SELF", "CALLS");
+    let mut head: String = app
+        .fields
+        .iter()
+        .map(|f| format!("{:>w$} ", f.header(), w = f.width()))
+        .collect();
+    head.push_str(" FUNCTION");
     if app.rows.is_empty() {
         return (head, vec![Line::from("  (no calls)")]);
     }
@@ -131,15 +172,19 @@ fn graph(app: &mut App, area: Rect) -> (String, Vec<Line<'static>>) {
         } else {
             "[+]"
         };
-        let text = format!(
-            "{} {} {:>10}  {}{} {}",
-            duration(node.total_ns),
-            duration(node.self_ns),
-            node.calls,
+        let addr = app
+            .model
+            .origins
+            .get(node.func as usize)
+            .and_then(|o| o.as_ref())
+            .map(|o| o.addr);
+        let mut text: String = app.fields.iter().map(|&f| cell(f, node, addr)).collect();
+        text.push_str(&format!(
+            " {}{} {}",
             "  ".repeat(node.depth.saturating_sub(1) as usize),
             mark,
             app.name(node.func)
-        );
+        ));
         styled(text, app.is_match(node.func))
     });
     app.graph = cursor;
@@ -226,6 +271,95 @@ fn tasks(app: &mut App, area: Rect) -> (String, Vec<Line<'static>>) {
     });
     app.tasks_cursor = cursor;
     (head, lines)
+}
+
+fn sessions(app: &mut App, area: Rect) -> (String, Vec<Line<'static>>) {
+    let head = format!(
+        "{:>8} {:>8} {:>6} {:>10} {:>10}  PROGRAM",
+        "SESSION", "PID", "TASKS", "CALLS", "TOTAL"
+    );
+    let mut cursor = app.sessions_cursor;
+    let len = app.model.sessions.len() + 1;
+    let lines = window(&mut cursor, len, area, |i| {
+        let (id, pid, tasks, exe, tree) = match i.checked_sub(1) {
+            None => (
+                "all".to_string(),
+                String::new(),
+                app.model.tasks.len(),
+                format!("({} sessions)", app.model.sessions.len()),
+                &app.model.all,
+            ),
+            Some(s) => {
+                let s = &app.model.sessions[s];
+                (
+                    s.id.to_string(),
+                    s.pid.to_string(),
+                    s.tasks.len(),
+                    s.exe.clone(),
+                    s.tree.as_ref().unwrap_or(&app.model.all),
+                )
+            }
+        };
+        let (calls, total) = tree.top();
+        let chosen = match (i.checked_sub(1), app.session, app.task) {
+            (None, None, None) => "*",
+            (Some(s), Some(c), _) if s == c => "*",
+            _ => " ",
+        };
+        Line::from(format!(
+            "{chosen}{id:>7} {pid:>8} {tasks:>6} {calls:>10} {}  {exe}",
+            duration(total)
+        ))
+    });
+    app.sessions_cursor = cursor;
+    (head, lines)
+}
+
+/// `fctrace info`'s text, scrolled: the cursor is its first line shown.
+fn info(app: &mut App, area: Rect) -> (String, Vec<Line<'static>>) {
+    let height = area.height as usize;
+    let len = app.info.len();
+    let c = &mut app.info_cursor;
+    c.at = c.at.min(len.saturating_sub(height.max(1)));
+    c.top = c.at;
+    let lines = app.info[c.top..len.min(c.top + height)]
+        .iter()
+        .map(|l| Line::from(l.clone()))
+        .collect();
+    let head = format!("fctrace info (line {} of {len})", (c.top + 1).min(len));
+    (head, lines)
+}
+
+/// The field selection box: every field, a mark on those shown.
+fn field_menu(f: &mut Frame, app: &App, at: usize) {
+    let area = f.area();
+    let width = area.width.min(60);
+    let height = area.height.min(FIELDS.len() as u16 + 3);
+    let r = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    let mut lines: Vec<Line> = FIELDS
+        .iter()
+        .enumerate()
+        .map(|(i, (field, name, _, _, what))| {
+            let mark = if app.fields.contains(field) { "x" } else { " " };
+            let l = Line::from(format!("[{mark}] {name:<10} {what}"));
+            if i == at {
+                l.style(Style::default().add_modifier(Modifier::REVERSED))
+            } else {
+                l
+            }
+        })
+        .collect();
+    lines.push(Line::from("Space/Enter: show or hide; f, Esc: done"));
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" fields ")),
+        r,
+    );
 }
 
 fn help(f: &mut Frame) {

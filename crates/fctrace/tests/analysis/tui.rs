@@ -31,6 +31,11 @@ impl Tmux {
     /// `before-tui` first and, after the TUI, its exit status, the
     /// terminal's `icanon` and `echo` settings and `modes-end`.
     fn start(args: &[&OsStr]) -> Tmux {
+        Tmux::start_with(args, &[])
+    }
+
+    /// [`Tmux::start`] with `env` (name, value) exported to the TUI.
+    fn start_with(args: &[&OsStr], env: &[(&str, &OsStr)]) -> Tmux {
         require_tool("tmux", "tmux");
         let dir = tempfile::Builder::new()
             .prefix("fct-tmux")
@@ -38,15 +43,20 @@ impl Tmux {
             .unwrap();
         let socket = dir.path().join("s");
         let script = dir.path().join("run.sh");
+        let quote = |a: &OsStr| format!("'{}'", a.to_string_lossy().replace('\'', "'\\''"));
         let quoted: Vec<String> = std::iter::once(fctrace_bin().as_os_str())
             .chain(std::iter::once(OsStr::new("tui")))
             .chain(args.iter().copied())
-            .map(|a| format!("'{}'", a.to_string_lossy().replace('\'', "'\\''")))
+            .map(quote)
+            .collect();
+        let exports: String = env
+            .iter()
+            .map(|(k, v)| format!("export {k}={}\n", quote(v)))
             .collect();
         fs::write(
             &script,
             format!(
-                "echo before-tui\n{}\necho \"tui exited $?\"\n\
+                "{exports}echo before-tui\n{}\necho \"tui exited $?\"\n\
                  stty -a | tr ' ;' '\\n\\n' | grep -x -e '-\\?icanon' -e '-\\?echo'\n\
                  echo modes-end\nexec cat\n",
                 quoted.join(" ")
@@ -718,4 +728,305 @@ fn sigterm_restores_the_terminal() {
         s.lines().any(|l| l == "icanon") && s.lines().any(|l| l == "echo"),
         "{s}"
     );
+}
+
+/// tui_more.c built with -g (its functions' source lines in its DWARF).
+fn more_program() -> PathBuf {
+    c_program("tui_more.c", "-g", &["-O0", "-g"])
+}
+
+/// The line of `tests/programs/tui_more.c` that starts with `head` (as
+/// `grep -n` finds it), and the source file's path.
+fn defined_at(head: &str) -> (PathBuf, u64) {
+    let path = program_source("tui_more.c");
+    let text = fs::read_to_string(&path).unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.starts_with(head))
+        .unwrap_or_else(|| panic!("no `{head}` in tui_more.c"))
+        + 1;
+    (path, line as u64)
+}
+
+/// The address of `symbol` in `exe`, as `nm` lists it.
+fn nm_address(exe: &Path, symbol: &str) -> u64 {
+    require_tool("nm", "binutils");
+    let out = Command::new("nm").arg(exe).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            let (addr, _, name) = (w.next()?, w.next()?, w.next()?);
+            (name == symbol).then(|| u64::from_str_radix(addr, 16).ok())?
+        })
+        .unwrap_or_else(|| panic!("nm: no {symbol} in {}", exe.display()))
+}
+
+/// A graph row's cells by the fields' widths (each cell then a space),
+/// and the function's name after them.
+fn cells(line: &str, widths: &[usize]) -> Option<(Vec<String>, String)> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    for w in widths {
+        out.push(line.get(at..at + w)?.trim().to_string());
+        at += w + 1;
+    }
+    let rest = line.get(at..)?.trim();
+    let name = rest.rsplit(' ').next()?.to_string();
+    Some((out, name))
+}
+
+/// `l` (the longest child), `f` (the fields), `O` (the source line in
+/// $EDITOR) and `i` (the info view) on tui_more.c's trace.
+#[test]
+fn longest_child_fields_source_and_info() {
+    let exe = more_program();
+    let rec = record(&exe, &["once"], &[]);
+    assert_eq!(rec.run.stdout, "parent\n");
+    let scratch = tempfile::tempdir().unwrap();
+    let args_file = scratch.path().join("editor-args");
+    let editor = scratch.path().join("editor.sh");
+    fs::write(
+        &editor,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\n",
+            args_file.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&editor, fs::Permissions::from_mode(0o755)).unwrap();
+    let tmux = Tmux::start_with(
+        &[OsStr::new("-d"), rec.dir.path.as_os_str()],
+        &[("EDITOR", editor.as_os_str())],
+    );
+    tmux.wait_for(" Graph | all 1 tasks");
+
+    // l on waiter, folded first: nap_long (60 ms of the 5, 60 and 20 ms
+    // naps it calls), waiter unfolded.
+    tmux.text("/waiter");
+    tmux.keys(&["Enter"]);
+    tmux.until("waiter selected", |_| {
+        let sel = tmux.selected();
+        ensure!(sel.ends_with("[-] waiter"), "selected: {sel}");
+        Ok(())
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("[+] waiter");
+    tmux.keys(&["l"]);
+    tmux.until("waiter's longest child", |s| {
+        ensure!(s.contains("[-] waiter"), "waiter still folded");
+        ensure!(
+            s.contains("longest child of waiter: nap_long ("),
+            "no message"
+        );
+        let sel = tmux.selected();
+        ensure!(sel.ends_with("[-] nap_long"), "selected: {sel}");
+        let ms = parse_duration(sel.get(0..10).unwrap_or_default()).map(|(ns, _)| ns / 1_000_000);
+        ensure!(ms >= Some(60), "nap_long's total: {ms:?} ms");
+        Ok(())
+    });
+    // Its only child, nap, whose only child is nanosleep, which calls
+    // nothing.
+    for (from, to) in [("nap_long", "[-] nap"), ("nap", "   nanosleep")] {
+        tmux.keys(&["l"]);
+        tmux.until(&format!("{from}'s longest child"), |_| {
+            let sel = tmux.selected();
+            ensure!(sel.ends_with(to), "selected: {sel}");
+            Ok(())
+        });
+    }
+    tmux.keys(&["l"]);
+    tmux.wait_for("nanosleep calls nothing");
+
+    // O on waiter: the editor gets +LINE FILE of waiter's definition in
+    // tui_more.c, and the TUI comes back.
+    let (source, line) = defined_at("__attribute__((noipa)) void waiter(void)");
+    tmux.text("/waiter");
+    tmux.keys(&["Enter"]);
+    tmux.until("waiter selected again", |_| {
+        let sel = tmux.selected();
+        ensure!(sel.ends_with("] waiter"), "selected: {sel}");
+        Ok(())
+    });
+    tmux.keys(&["O"]);
+    tmux.wait_for(&format!("waiter: {}:{line}", source.display()));
+    let start = Instant::now();
+    let written = loop {
+        match fs::read_to_string(&args_file) {
+            Ok(t) if t.ends_with('\n') => break t,
+            _ if start.elapsed() > DEADLINE => panic!("the editor never ran"),
+            _ => std::thread::sleep(Duration::from_millis(30)),
+        }
+    };
+    assert_eq!(written, format!("+{line}\n{}\n", source.display()));
+    tmux.wait("the graph back", |s| {
+        s.contains(" Graph | all 1 tasks") && s.contains("nap_long")
+    });
+
+    // f: total, total-avg, total-min, total-max, call and addr (self off).
+    tmux.keys(&["f"]);
+    tmux.wait_for("[x] total ");
+    for k in [
+        "Down", "Space", "Down", "Space", "Down", "Space", "Down", "Space", "Down", "Down", "Down",
+        "Down", "Down", "Space", "f",
+    ] {
+        tmux.keys(&[k]);
+    }
+    tmux.wait_for("fields: total,total-avg,total-min,total-max,call,addr");
+    let ticker_addr = nm_address(&exe, "ticker");
+    let widths = [10, 10, 10, 10, 10, 14];
+    tmux.until("ticker's fields", |s| {
+        let head = s
+            .lines()
+            .find(|l| l.contains("FUNCTION"))
+            .ok_or("no header")?;
+        let (names, _) = cells(head, &widths).ok_or("short header")?;
+        ensure!(
+            names
+                == [
+                    "TOTAL",
+                    "TOTAL-AVG",
+                    "TOTAL-MIN",
+                    "TOTAL-MAX",
+                    "CALLS",
+                    "ADDR"
+                ],
+            "header: {head}"
+        );
+        let row = s
+            .lines()
+            .filter_map(|l| cells(l, &widths))
+            .find(|(_, name)| name == "ticker")
+            .ok_or("no ticker row")?;
+        let d = |i: usize| parse_duration(&row.0[i]).ok_or(format!("cell {i}: {:?}", row.0));
+        let (total, avg, min, max) = (d(0)?, d(1)?, d(2)?, d(3)?);
+        ensure!(row.0[4] == "4", "calls: {:?}", row.0);
+        ensure!(
+            row.0[5] == format!("{ticker_addr:#x}"),
+            "addr {:?}, nm: {ticker_addr:#x}",
+            row.0[5]
+        );
+        // 2, 4, 6 and 8 ms naps: the shortest at least 2 ms, the longest
+        // at least 8; the average a quarter of the total.
+        ensure!(min.0 >= 2_000_000, "min {min:?}");
+        ensure!(max.0 >= 8_000_000, "max {max:?}");
+        ensure!(min.0 <= avg.0 && avg.0 <= max.0, "{min:?} {avg:?} {max:?}");
+        ensure!(
+            (avg.0 * 4).abs_diff(total.0) <= 4 * avg.1 + total.1 + 4,
+            "avg {avg:?} total {total:?}"
+        );
+        Ok(())
+    });
+
+    // i: the info view, with the command line this test ran.
+    tmux.keys(&["i"]);
+    tmux.until("the info view", |s| {
+        ensure!(s.contains(" Info |"), "not the info view");
+        ensure!(
+            s.contains(&format!("Command line:   {} once", exe.display())),
+            "no command line"
+        );
+        ensure!(
+            s.contains(&format!("Program:        {}", exe.display())),
+            "no program"
+        );
+        Ok(())
+    });
+    tmux.keys(&["q"]);
+    let s = tmux.wait_for("modes-end");
+    assert!(s.contains("tui exited 0"), "{s}");
+}
+
+/// `O` on a program built without -g: a message, no editor, no crash.
+#[test]
+fn source_line_without_debug_information() {
+    let exe = c_program("tui_more.c", "-nog", &["-O0"]);
+    let rec = record(&exe, &[], &[]);
+    let scratch = tempfile::tempdir().unwrap();
+    let ran = scratch.path().join("ran");
+    let editor = format!("touch {}", ran.display());
+    let tmux = Tmux::start_with(
+        &[OsStr::new("-d"), rec.dir.path.as_os_str()],
+        &[("EDITOR", OsStr::new(&editor))],
+    );
+    tmux.wait_for(" Graph | all 1 tasks");
+    tmux.text("/waiter");
+    tmux.keys(&["Enter"]);
+    tmux.until("waiter selected", |_| {
+        let sel = tmux.selected();
+        ensure!(sel.ends_with("[-] waiter"), "selected: {sel}");
+        Ok(())
+    });
+    tmux.keys(&["O"]);
+    let file = exe.file_name().unwrap().to_string_lossy();
+    tmux.wait_for(&format!(
+        "waiter: no source line in {file}'s debug information"
+    ));
+    tmux.keys(&["q"]);
+    let s = tmux.wait_for("modes-end");
+    assert!(s.contains("tui exited 0"), "{s}");
+    assert!(!ran.exists(), "the editor ran");
+}
+
+/// `S`: a trace of two sessions (tui_more.c execs itself) opens on the
+/// session list, as uftrace's; each session shows its own program's calls.
+#[test]
+fn session_list() {
+    let exe = more_program();
+    let rec = record(&exe, &["again"], &[]);
+    assert_eq!(rec.run.stdout, "parent\nchild 9\n");
+    let tmux = Tmux::start(&[OsStr::new("-d"), rec.dir.path.as_os_str()]);
+    // Wide enough for the program's path.
+    let out = tmux
+        .cmd()
+        .args(["resize-window", "-x", "400", "-y", "40"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let pid = info_json(&rec.dir.path)["tasks"][0]["pid"]
+        .as_u64()
+        .unwrap();
+    let program = exe.display().to_string();
+    tmux.until("the session list", |s| {
+        ensure!(s.contains(" Sessions | all 2 tasks"), "not the sessions");
+        let rows: Vec<&str> = s
+            .lines()
+            .filter(|l| l.ends_with(&format!("  {program}")))
+            .collect();
+        ensure!(rows.len() == 2, "{rows:?}");
+        for r in rows {
+            let w: Vec<&str> = r.split_whitespace().collect();
+            // SESSION PID TASKS CALLS TOTAL(2 words) PROGRAM
+            ensure!(w.get(1) == Some(&pid.to_string().as_str()), "pid: {r}");
+            ensure!(w.get(2) == Some(&"1"), "tasks: {r}");
+        }
+        Ok(())
+    });
+    // The second session: the exec'd run, main calling child_work 3 times.
+    tmux.keys(&["Down", "Down", "Enter"]);
+    tmux.until("the second session's graph", |s| {
+        ensure!(s.contains(" Graph | session "), "no title");
+        let g = rows(s);
+        ensure!(
+            calls_of(&g, &["main", "child_work"]) == [3],
+            "no child_work"
+        );
+        ensure!(g.iter().all(|r| r.name != "waiter"), "waiter shown");
+        Ok(())
+    });
+    tmux.keys(&["S"]);
+    tmux.wait_for(" Sessions | session ");
+    tmux.keys(&["Up", "Enter"]);
+    tmux.until("the first session's graph", |s| {
+        ensure!(s.contains(" Graph | session "), "no title");
+        let g = rows(s);
+        ensure!(calls_of(&g, &["main", "ticker"]) == [4], "no ticker");
+        ensure!(g.iter().all(|r| r.name != "child_work"), "child_work shown");
+        Ok(())
+    });
+    tmux.keys(&["q"]);
+    let s = tmux.wait_for("modes-end");
+    assert!(s.contains("tui exited 0"), "{s}");
 }
