@@ -50,7 +50,7 @@ pub fn of_entry(kind: FuncKind, module: &str, addr: u64) -> Option<SrcLine> {
             line: addr,
         }),
         FuncKind::Function => of_module(module).get(&addr).cloned(),
-        FuncKind::Plt | FuncKind::Got => None,
+        FuncKind::Plt | FuncKind::Got | FuncKind::Sdt => None,
     }
 }
 
