@@ -76,6 +76,7 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     for sig in [SIGTERM, SIGHUP, SIGINT, SIGQUIT] {
         signal_hook::flag::register_usize(sig, Arc::clone(&signalled), sig as usize)?;
     }
+    watch_for_a_stuck_end(Arc::clone(&signalled));
     let mut guard = Terminal::start()?;
     let term = &mut guard.0;
     let dir = args.dir.display().to_string();
@@ -215,6 +216,23 @@ fn edit(
 fn ended_by(sig: usize) -> ExitCode {
     eprintln!("fctrace: tui ended by signal {sig}");
     ExitCode::from((128 + sig).min(255) as u8)
+}
+
+/// Ends the process if a signal was caught and the TUI has not ended
+/// itself a second later: when its terminal is gone (the hangup of a
+/// closed window or tmux session), crossterm's wait for a key reads
+/// end-of-file again and again and never returns, at full CPU.
+fn watch_for_a_stuck_end(signalled: Arc<AtomicUsize>) {
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let sig = signalled.load(Ordering::Relaxed);
+        if sig != 0 {
+            std::thread::sleep(Duration::from_secs(1));
+            ratatui::restore();
+            eprintln!("fctrace: tui ended by signal {sig}");
+            std::process::exit((128 + sig).min(255) as i32);
+        }
+    });
 }
 
 /// Whether a key pressed while loading asks to stop (q, Esc, Ctrl-C).

@@ -730,6 +730,41 @@ fn sigterm_restores_the_terminal() {
     );
 }
 
+/// The terminal closed under the TUI (its tmux server killed: the pty's
+/// hangup): fctrace ends within seconds instead of spinning on the
+/// closed terminal (crossterm's wait for a key reads end-of-file again
+/// and again), as it once did at full CPU for hours.
+#[test]
+fn a_closed_terminal_ends_the_tui() {
+    let rec = record(&program(), &[], &[]);
+    let tmux = Tmux::start(&[OsStr::new("-d"), rec.dir.path.as_os_str()]);
+    tmux.wait_for(" Graph | all 2 tasks");
+    let out = tmux
+        .cmd()
+        .args(["list-panes", "-F", "#{pane_pid}"])
+        .output()
+        .unwrap();
+    let shell = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let children = fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+    let pid = children
+        .split_whitespace()
+        .next()
+        .unwrap_or_else(|| panic!("no child of the pane's shell {shell}"))
+        .to_string();
+    let out = tmux.cmd().arg("kill-server").output().unwrap();
+    assert!(out.status.success());
+    let start = Instant::now();
+    while Path::new(&format!("/proc/{pid}")).exists()
+        && fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+    {
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            panic!("fctrace tui ({pid}) still runs 20 s after its terminal closed");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// tui_more.c built with -g (its functions' source lines in its DWARF).
 fn more_program() -> PathBuf {
     c_program("tui_more.c", "-g", &["-O0", "-g"])
