@@ -1,5 +1,7 @@
 /* kernel_block.c: main waits in wait_for_data() on a pipe that a thread
- * writes into after NAP_MS milliseconds (main is off the CPU meanwhile);
+ * writes into NAP_MS milliseconds after main is blocked in its read (as
+ * /proc/self/task/TID/syscall says: a loaded machine may run main late);
+ * main is off the CPU meanwhile;
  * then touch_pages() maps PAGES fresh pages and writes one byte in each
  * (a page fault each). */
 #include <pthread.h>
@@ -13,8 +15,24 @@
 
 static int fds[2];
 
+/* Whether main (thread id = the pid) is inside read(2) on the pipe. */
+static int main_in_read(void) {
+    char path[64], line[64] = {0};
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)getpid());
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 1;
+    int ok = fgets(line, sizeof line, f) != 0;
+    fclose(f);
+    int nr = -1;
+    unsigned long fd = 0;
+    return !ok || (sscanf(line, "%d 0x%lx", &nr, &fd) == 2 && nr == 0 && fd == (unsigned long)fds[0]);
+}
+
 static void *late_writer(void *arg) {
-    struct timespec t = {0, NAP_MS * 1000000L};
+    struct timespec poll = {0, 1000000L}, t = {0, NAP_MS * 1000000L};
+    for (int i = 0; i < 20000 && !main_in_read(); i++)
+        nanosleep(&poll, 0);
     nanosleep(&t, 0);
     if (write(fds[1], "ready", 5) != 5)
         return arg;
