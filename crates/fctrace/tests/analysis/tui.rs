@@ -79,6 +79,23 @@ impl Tmux {
         t
     }
 
+    /// The TUI's process id: the pane's shell runs fctrace as its only
+    /// child.
+    fn tui_pid(&self) -> String {
+        let out = self
+            .cmd()
+            .args(["list-panes", "-F", "#{pane_pid}"])
+            .output()
+            .unwrap();
+        let shell = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let children = fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+        children
+            .split_whitespace()
+            .next()
+            .unwrap_or_else(|| panic!("no child of the pane's shell {shell}"))
+            .to_string()
+    }
+
     fn cmd(&self) -> Command {
         let mut c = Command::new("tmux");
         c.arg("-S").arg(&self.socket);
@@ -702,18 +719,8 @@ fn sigterm_restores_the_terminal() {
     let rec = record(&program(), &[], &[]);
     let tmux = Tmux::start(&[OsStr::new("-d"), rec.dir.path.as_os_str()]);
     tmux.wait_for(" Graph | all 2 tasks");
-    // The pane's shell runs fctrace as its only child.
-    let out = tmux
-        .cmd()
-        .args(["list-panes", "-F", "#{pane_pid}"])
-        .output()
-        .unwrap();
-    let shell = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let children = fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
-    let pid = children
-        .split_whitespace()
-        .next()
-        .unwrap_or_else(|| panic!("no child of the pane's shell {shell}"));
+    let pid = tmux.tui_pid();
+    let pid = pid.as_str();
     let exe = fs::read_link(format!("/proc/{pid}/exe")).unwrap();
     assert_eq!(exe, fctrace_bin().canonicalize().unwrap());
     let kill = Command::new("kill").args(["-TERM", pid]).status().unwrap();
@@ -739,18 +746,7 @@ fn a_closed_terminal_ends_the_tui() {
     let rec = record(&program(), &[], &[]);
     let tmux = Tmux::start(&[OsStr::new("-d"), rec.dir.path.as_os_str()]);
     tmux.wait_for(" Graph | all 2 tasks");
-    let out = tmux
-        .cmd()
-        .args(["list-panes", "-F", "#{pane_pid}"])
-        .output()
-        .unwrap();
-    let shell = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let children = fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
-    let pid = children
-        .split_whitespace()
-        .next()
-        .unwrap_or_else(|| panic!("no child of the pane's shell {shell}"))
-        .to_string();
+    let pid = tmux.tui_pid();
     let out = tmux.cmd().arg("kill-server").output().unwrap();
     assert!(out.status.success());
     let start = Instant::now();
