@@ -40,6 +40,11 @@ const RING_PAGES: [usize; 4] = [2048, 512, 128, 32];
 /// older than the drain that follows).
 const SETTLE_NS: u64 = 20_000_000;
 
+/// With `-K`, how far before the latest line read of the tracer's text
+/// the kernel's events are written (its per-CPU buffers are merged as
+/// they are read: a line can come a little after later ones).
+const FTRACE_MARGIN_NS: u64 = 2_000_000;
+
 /// Samples of threads without a task kept for a later round, at most.
 const MAX_KEPT: usize = 1 << 20;
 
@@ -607,7 +612,19 @@ impl Kernel {
         let limit = if last {
             u64::MAX
         } else {
-            now.saturating_sub(SETTLE_NS)
+            // With -K, not past what the tracer's text was read up to
+            // (less a margin: its CPUs' buffers are merged as read): a
+            // system call written before its kernel functions are read
+            // would leave them to sort under a later call (the recorder
+            // fell behind the tracer by more than SETTLE_NS under
+            // emulation).
+            let read_to = self
+                .funcs
+                .as_ref()
+                .map(|g| g.newest())
+                .filter(|&n| n != 0)
+                .map_or(u64::MAX, |n| n.saturating_sub(FTRACE_MARGIN_NS));
+            now.saturating_sub(SETTLE_NS).min(read_to)
         };
         if self.kept.is_empty() && self.pending.iter().all(|(_, e)| e.ns() > limit) {
             return;

@@ -469,6 +469,12 @@ impl FuncGraph {
 
     /// Events the tracer lost (its buffer full) and returns it could not
     /// trace (overruns).
+    /// How far in time the tracer's text has been read ([`Parser::newest`];
+    /// 0: nothing yet).
+    pub fn newest(&self) -> u64 {
+        self.parser.newest
+    }
+
     pub fn lost(&self) -> u64 {
         self.parser.lost + self.parser.overruns
     }
@@ -824,6 +830,9 @@ pub struct Parser {
     pub overruns: u64,
     /// Lines not understood.
     pub unknown: u64,
+    /// The latest time of a line read (any thread's): the tracer's text
+    /// has been read up to about there.
+    pub newest: u64,
 }
 
 /// A line's parts.
@@ -938,6 +947,7 @@ impl Parser {
             self.unknown += 1;
             return;
         };
+        self.newest = self.newest.max(us_ns);
         if self.ignore == Some(tid) {
             return;
         }
