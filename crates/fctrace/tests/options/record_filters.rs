@@ -647,9 +647,15 @@ fn filters_under_a_signal_storm() {
             let expected: Vec<i64> = (0..200).flat_map(|_| 0..2500).collect();
             assert!(args == expected, "{opts:?}: the arguments of step differ");
             let expected: Vec<i64> = expected.iter().map(|i| 3 * i + 1).collect();
+            let first = rets.iter().zip(&expected).position(|(a, b)| a != b);
             assert!(
                 rets == expected,
-                "{opts:?}: the return values of step differ"
+                "{opts:?}: the return values of step differ: {} recorded, {} expected, \
+                 first difference at {first:?}: {:?} for {:?}",
+                rets.len(),
+                expected.len(),
+                first.map(|i| &rets[i.saturating_sub(2)..(i + 3).min(rets.len())]),
+                first.map(|i| &expected[i.saturating_sub(2)..(i + 3).min(expected.len())]),
             );
             assert!(!text.contains("not returned"), "{opts:?}");
         }
