@@ -125,6 +125,19 @@ fn sampled(kind: u32, config: u64, flags: u64) -> PerfEventAttr {
     }
 }
 
+/// The flags of a tracepoint event on the threads followed: inherited by
+/// those they create, and with `on_exec` enabled only when the launched
+/// program executes.
+fn followed(on_exec: bool) -> u64 {
+    FLAG_INHERIT
+        | FLAG_SAMPLE_ID_ALL
+        | if on_exec {
+            FLAG_DISABLED | FLAG_ENABLE_ON_EXEC
+        } else {
+            0
+        }
+}
+
 /// Event `fd`'s identifier (what its samples carry); with `ring`, its
 /// samples go into that event's ring buffer.
 fn event_id(fd: i32, ring: Option<i32>) -> Result<u64> {
@@ -258,17 +271,7 @@ impl Kernel {
         for &(cpu, ring) in &rings {
             for &(tp, class, entry) in &points {
                 for &pid in targets {
-                    let attr = sampled(
-                        PERF_TYPE_TRACEPOINT,
-                        tp,
-                        FLAG_INHERIT
-                            | FLAG_SAMPLE_ID_ALL
-                            | if on_exec {
-                                FLAG_DISABLED | FLAG_ENABLE_ON_EXEC
-                            } else {
-                                0
-                            },
-                    );
+                    let attr = sampled(PERF_TYPE_TRACEPOINT, tp, followed(on_exec));
                     let fd = match perf_open(&attr, pid, cpu, -1) {
                         Ok(fd) => fd,
                         Err(e) if e.raw_os_error() == Some(libc::ESRCH) && !on_exec => continue,
@@ -409,14 +412,7 @@ impl Kernel {
                 let attr = sampled(
                     PERF_TYPE_TRACEPOINT,
                     tp,
-                    FLAG_INHERIT
-                        | FLAG_SAMPLE_ID_ALL
-                        | if on_exec {
-                            FLAG_DISABLED | FLAG_ENABLE_ON_EXEC
-                        } else {
-                            0
-                        }
-                        | if ids == 0 { FLAG_CONTEXT_SWITCH } else { 0 },
+                    followed(on_exec) | if ids == 0 { FLAG_CONTEXT_SWITCH } else { 0 },
                 );
                 let fd = match perf_open(&attr, pid, cpu, -1) {
                     Ok(fd) => fd,
