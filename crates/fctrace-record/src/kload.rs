@@ -90,7 +90,12 @@ impl AgentLoad {
             let Ok(f) = std::fs::File::open(entry.path()) else {
                 continue;
             };
-            let head: Vec<String> = BufReader::new(f).lines().take(4).flatten().collect();
+            // (A fork child's own session, `forked` after its header, is
+            // no program of its own.)
+            let head: Vec<String> = BufReader::new(f).lines().take(5).flatten().collect();
+            if head.iter().any(|l| l.starts_with("forked\t")) {
+                continue;
+            }
             let field = |k: &str| {
                 head.iter()
                     .find_map(|l| l.strip_prefix(k)?.strip_prefix('\t').map(str::to_string))

@@ -302,6 +302,17 @@ impl SharedMemory {
                 }
             }
         }
+        // A task whose full buffers still wait in the queue (the drain
+        // before this one stops after a pool's worth, and a thread may
+        // hand over its last full buffers just before it ends): its
+        // buffer is taken in a later round, after them, or its events
+        // would be written out of order.
+        let queued: std::collections::HashSet<u32> = (0..self.buffers_used())
+            .map(|i| self.buf_header(i))
+            .filter(|h| h.state.load(Ordering::Acquire) == BUF_FULL)
+            .map(|h| h.task_slot)
+            .collect();
+        dead.retain(|(task, _, _)| !queued.contains(task));
         dead.sort_unstable();
         for (_, _, i) in dead {
             // Checked again: the thread may have handed it over meanwhile.

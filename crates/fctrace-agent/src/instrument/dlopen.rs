@@ -8,6 +8,7 @@ use super::session::{publish, Session};
 use super::stubs::protect;
 use crate::arch::x86_64::arena::Arena;
 use crate::runtime::{journal, loader};
+use std::sync::atomic::Ordering;
 
 /// A library that was instrumented (or found not instrumentable).
 pub(super) struct Known {
@@ -80,8 +81,11 @@ struct Runtime {
     me: String,
     interp: Option<String>,
     /// The process whose session this is: a fork child shares the parent's
-    /// symbol table file but not its id counter, so it adds nothing to it.
+    /// symbol table file but not its id counter, so it adds nothing to it
+    /// (it moves to a session of its own first: [`own_session`]).
     pid: u32,
+    /// A fork child that could not have a session of its own.
+    refused: u32,
 }
 
 static RUNTIME: std::sync::Mutex<Option<Runtime>> = std::sync::Mutex::new(None);
@@ -117,20 +121,50 @@ pub(super) fn follow(
         me: me.to_string(),
         interp,
         pid,
+        refused: 0,
     });
 }
 
-/// Runs `f` on the session kept after the start-up, in the process that
-/// started it (a fork child shares its parent's symbol table file but not
-/// its id counter: None there, as before the start-up ends).
+/// Runs `f` on the session kept after the start-up (None before it ends,
+/// and in a fork child that could not have a session of its own).
 pub(super) fn with_session<R>(f: impl FnOnce(&mut Session) -> R) -> Option<R> {
     let mut guard = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
     let rt = guard.as_mut()?;
+    own_session(rt).then(|| f(&mut rt.s))
+}
+
+/// Whether this process may add to the session: the one that started it,
+/// or a fork child once it moved to a session of its own (a fork child
+/// shares its parent's symbol table file but not its id counter), which
+/// happens here, at the child's first need.
+fn own_session(rt: &mut Runtime) -> bool {
     // SAFETY: getpid has no preconditions.
-    if unsafe { libc::getpid() } as u32 != rt.pid {
-        return None;
+    let me = unsafe { libc::getpid() } as u32;
+    if me == rt.pid {
+        return true;
     }
-    Some(f(&mut rt.s))
+    if me == rt.refused {
+        return false;
+    }
+    let Some(shm) = crate::runtime::shm::get() else {
+        return false;
+    };
+    let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
+    match super::session::move_to_child_session(&mut rt.s, sid, me) {
+        Ok(()) => {
+            crate::runtime::thread::move_process_to_session(shm, sid);
+            rt.pid = me;
+            true
+        }
+        Err(e) => {
+            crate::runtime::log::warn(&format!(
+                "process {me} (forked): functions and libraries it meets from now on are not \
+                 traced: {e}"
+            ));
+            rt.refused = me;
+            false
+        }
+    }
 }
 
 /// Detaching (`fctrace -p`): the instrumentation's state is dropped (its
@@ -226,8 +260,7 @@ extern "C" fn on_link_map_change() {
 }
 
 fn sync_modules(rt: &mut Runtime) {
-    // SAFETY: getpid has no preconditions.
-    if unsafe { libc::getpid() } as u32 != rt.pid {
+    if !own_session(rt) {
         return;
     }
     let modules = loaded_modules();

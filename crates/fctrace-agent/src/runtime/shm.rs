@@ -403,6 +403,29 @@ impl Shm {
         unsafe { (*t).parent_slot = parent_slot };
     }
 
+    /// Moves the tasks of process `pid` registered at slot `from` or later
+    /// (a fork child's: its first task's slot) to session `session`.
+    pub fn retag_tasks(&self, from: u32, pid: u32, session: u32) {
+        let ns = pid_namespace(pid);
+        let end = self
+            .header()
+            .next_task
+            .load(Ordering::Acquire)
+            .min(self.layout.task_slots);
+        for slot in from..end {
+            let t = self.task(slot);
+            if t.state.load(Ordering::Acquire) == TASK_EMPTY || t.pid != pid || t.pidns != ns {
+                continue;
+            }
+            let at = &t.session as *const u32 as *mut u32;
+            // SAFETY: a slot of this process's, filled in before its state
+            // was published (the load above); its task's thread never
+            // writes it again, and the recorder reads it with an aligned
+            // load of its own.
+            unsafe { at.write_volatile(session) };
+        }
+    }
+
     /// Claims a task slot and fills it in; [`NO_TASK_SLOT`] if the table
     /// is full (the task is traced all the same, and the recorder counts
     /// its events as lost).

@@ -276,6 +276,9 @@ pub fn after_fork_child(shm: &Shm) {
     let tid = gettid();
     // SAFETY: getpid/getppid have no preconditions.
     let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
+    // The process's session (the thread's may predate its move to one of
+    // its own: `move_process_to_session`).
+    st.session = shm::session();
     let slot = shm.register_task(
         tid,
         pid,
@@ -284,6 +287,7 @@ pub fn after_fork_child(shm: &Shm) {
         parent_slot,
         fctrace_format::shm::ORIGIN_FORK,
     );
+    FIRST_SLOT.store(slot, std::sync::atomic::Ordering::Relaxed);
     st.tid = tid;
     st.pid = pid;
     st.task_slot = slot;
@@ -301,6 +305,29 @@ pub fn after_fork_child(shm: &Shm) {
     // the child starts with the calls open when fctrace attached (the
     // parent's tree has none of them yet).
     crate::runtime::buffer::record_attach_chain(st);
+}
+
+/// The first task slot of this process when it is a fork child (its
+/// threads' slots come after it); 0 otherwise.
+static FIRST_SLOT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A fork child moved to session `sid` (`instrument::dlopen`): its tasks
+/// (those registered since the fork) are the new session's, and so are
+/// the threads it makes from now on.
+pub fn move_process_to_session(shm: &Shm, sid: u32) {
+    shm::set_session(sid);
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u32;
+    shm.retag_tasks(
+        FIRST_SLOT.load(std::sync::atomic::Ordering::Relaxed),
+        pid,
+        sid,
+    );
+    let p = tls::state();
+    if !p.is_null() {
+        // SAFETY: the calling thread's own state.
+        unsafe { (*p).session = sid };
+    }
 }
 
 /// The first of every state made (linked by `next`); states are never

@@ -125,6 +125,11 @@ fn list_event_shows_the_probes_of_the_program_and_its_libraries() {
 /// `-E`. The probes are removed afterwards.
 fn uprobe_counts(exe: &Path, files: &[&Path], probes: &[&str]) -> BTreeMap<String, u64> {
     require_tool("perf", "linux-perf");
+    // The kernel's probe events are one namespace: two tests adding and
+    // removing `sdt_app:gated` at once failed each other (perf probe
+    // exits 254 on an event that exists).
+    static PROBES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = PROBES.lock().unwrap_or_else(|e| e.into_inner());
     let events: Vec<String> = probes
         .iter()
         .map(|p| {
@@ -147,7 +152,7 @@ fn uprobe_counts(exe: &Path, files: &[&Path], probes: &[&str]) -> BTreeMap<Strin
     }
     for (e, f) in events.iter().zip(files.iter().cycle()) {
         let _ = f;
-        let r = run(Command::new("perf").args(["probe", "-q", "-a", &format!("%{e}")]));
+        let r = run(Command::new("perf").args(["probe", "-a", &format!("%{e}")]));
         assert!(r.success(), "perf probe %{e}\n{}", r.describe());
     }
     let mut cmd = Command::new("perf");

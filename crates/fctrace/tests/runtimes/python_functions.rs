@@ -1,12 +1,13 @@
 //! Python functions in the tree (issue 29): a real Python script with
 //! recursion, a class, a generator, caught and uncaught exceptions, C
 //! functions calling back into Python (`sorted(key=...)`, an SQL function
-//! of the standard library's sqlite3), a libc call and threads, traced under Debian's stripped `python3.11` (libpython inside
-//! the program) and under pyenv's `--enable-shared` 3.11.7 (the interpreter
+//! of the standard library's sqlite3), a libc call, threads, a forked
+//! `multiprocessing` child and a `subprocess` child, traced under Debian's
+//! stripped `python3.11` (libpython inside the program) and under pyenv's `--enable-shared` 3.11.7 (the interpreter
 //! in `libpython3.11.so`, traced with `-l`). Each Python function's call
 //! count equals what a counting `sys.setprofile` (and
 //! `threading.setprofile`) profile sees in a second run of the same
-//! script; the exit status, output and traceback are the native run's;
+//! script, in all its processes; the exit status, output and traceback are the native run's;
 //! Python frames nest with the native calls.
 
 use fctrace_testkit::*;
@@ -14,8 +15,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const APP: &str = r#"import os
+const APP: &str = r#"import multiprocessing
+import os
 import sqlite3
+import subprocess
 import sys
 import threading
 
@@ -77,7 +80,34 @@ def query():
     return rows
 
 
+def child_only(n):
+    return [fib(k) for k in range(n)]
+
+
+def in_child(q):
+    q.put(sum(child_only(5)))
+
+
+def spawned():
+    return Shape(3).area()
+
+
+def children():
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=in_child, args=(q,))
+    p.start()
+    print("forked", q.get())
+    p.join()
+    print("exit", p.exitcode)
+    out = subprocess.run([sys.executable, __file__, "spawned"], capture_output=True, text=True)
+    print(out.stdout.strip(), out.returncode)
+
+
 def main():
+    if sys.argv[1:] == ["spawned"]:
+        print("spawned", spawned())
+        return
     print("fib", fib(10))
     print("area", sum(Shape(s).area() for s in range(4)))
     print("squares", list(squares(5)))
@@ -90,43 +120,44 @@ def main():
         t.start()
     for t in threads:
         t.join()
-    if len(sys.argv) > 1:
+    children()
+    if sys.argv[1:] == ["boom"]:
         risky(3)
 
 
 main()
 "#;
 
-/// The oracle: runs the script given as its first argument under a
-/// counting profile (every thread's), and writes the calls of each
-/// function the script defines, `module.qualname`, as JSON to the file in
-/// `FCTRACE_TEST_COUNTS`.
-const COUNT: &str = r#"import json
-import os
-import runpy
+/// The oracle: a `sitecustomize` module that sets a counting profile
+/// (`sys.setprofile`, and `threading.setprofile` for the threads) in every
+/// Python process started with it on `PYTHONPATH`: the script's, its
+/// `multiprocessing` child (forked: the profile carries over) and its
+/// `subprocess` child. Each call of a function of the script
+/// (`FCTRACE_TEST_TARGET`) is a line `module.qualname` appended at once
+/// to `<FCTRACE_TEST_COUNTS>.<pid>` (a forked child ends by `os._exit`:
+/// nothing written at exit would survive).
+const COUNT: &str = r#"import os
 import sys
 import threading
 
-target = sys.argv[1]
-counts = {}
+_target = os.environ["FCTRACE_TEST_TARGET"]
+_prefix = os.environ["FCTRACE_TEST_COUNTS"]
+_files = {}
 
 
-def profile(frame, event, arg):
-    if event == "call" and frame.f_code.co_filename == target:
-        name = "%s.%s" % (frame.f_globals.get("__name__"), frame.f_code.co_qualname)
-        counts[name] = counts.get(name, 0) + 1
+def _profile(frame, event, arg):
+    if event == "call" and frame.f_code.co_filename == _target:
+        pid = os.getpid()
+        fd = _files.get(pid)
+        if fd is None:
+            fd = os.open("%s.%d" % (_prefix, pid), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            _files[pid] = fd
+        name = "%s.%s\n" % (frame.f_globals.get("__name__"), frame.f_code.co_qualname)
+        os.write(fd, name.encode())
 
 
-threading.setprofile(profile)
-sys.setprofile(profile)
-sys.argv = sys.argv[1:]
-try:
-    runpy.run_path(target, run_name="__main__")
-finally:
-    sys.setprofile(None)
-    threading.setprofile(None)
-    with open(os.environ["FCTRACE_TEST_COUNTS"], "w") as out:
-        json.dump(counts, out)
+threading.setprofile(_profile)
+sys.setprofile(_profile)
 "#;
 
 /// Debian's CPython 3.11: stripped, libpython statically inside.
@@ -161,17 +192,38 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-/// The oracle's counts for the script: a second run under `sys.setprofile`.
+/// The oracle's counts for the script: a second run with the counting
+/// `sitecustomize` ([`COUNT`]), summed over its processes (at least the
+/// script's and its two children).
 fn profile_counts(python: &Path, dir: &Path, app: &Path) -> BTreeMap<String, u64> {
-    let counter = write(dir, "count.py", COUNT);
-    let out = dir.join("counts.json");
+    let site = dir.join("oracle");
+    std::fs::create_dir_all(&site).unwrap();
+    write(&site, "sitecustomize.py", COUNT);
+    let prefix = dir.join("calls");
     let r = run(Command::new(python)
-        .arg(&counter)
         .arg(app)
-        .env("FCTRACE_TEST_COUNTS", &out));
+        .env("PYTHONPATH", &site)
+        .env("FCTRACE_TEST_TARGET", app)
+        .env("FCTRACE_TEST_COUNTS", &prefix));
     assert!(r.success(), "the counting run failed\n{}", r.describe());
-    let text = std::fs::read_to_string(&out).unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    let mut counts = BTreeMap::new();
+    let mut processes = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.starts_with("calls.") {
+            continue;
+        }
+        processes += 1;
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            *counts.entry(line.to_string()).or_insert(0) += 1;
+        }
+    }
+    assert!(
+        processes >= 3,
+        "the oracle saw {processes} processes: {counts:?}"
+    );
+    counts
 }
 
 /// fctrace's call count of each function of the script (`__main__.*`).
@@ -328,6 +380,36 @@ fn check_interpreter(python: &Path, opts: &[&str], ctx: &str) {
         .map(|t| t.tid)
         .collect();
     assert_eq!(workers.len(), 3, "{ctx}: worker threads");
+    // The children: the forked multiprocessing child is a task of its own
+    // where child_only, first called there, nests under in_child; the
+    // subprocess runs spawned under its own main.
+    let tid_of = |label: &str| {
+        let tids: Vec<u64> = tree
+            .threads
+            .iter()
+            .filter(|t| t.count(label) == 1)
+            .map(|t| t.tid)
+            .collect();
+        assert_eq!(tids.len(), 1, "{ctx}: threads with {label}: {tids:?}");
+        tids[0]
+    };
+    let (parent, forked, spawned) = (
+        tid_of("__main__.children()"),
+        tid_of("__main__.in_child()"),
+        tid_of("__main__.spawned()"),
+    );
+    assert!(
+        parent != forked && parent != spawned && forked != spawned,
+        "{ctx}: {parent} {forked} {spawned}"
+    );
+    for (label, under) in [
+        ("__main__.child_only()", "__main__.in_child()"),
+        ("__main__.spawned()", "__main__.main()"),
+    ] {
+        let calls = calls_of(&tree, label);
+        assert_eq!(calls.len(), 1, "{ctx}: {label}");
+        assert!(calls[0].1.contains(&under), "{ctx}: {:?}", calls[0].1);
+    }
     // Where each function is defined: `fctrace info --symbols`' list.
     let info = fctrace_on("info", &rec.dir.path, &["--symbols"]);
     for name in ["fib", "careful", "worker"] {
@@ -335,12 +417,13 @@ fn check_interpreter(python: &Path, opts: &[&str], ctx: &str) {
         assert!(info.contains(&want), "{ctx}: no {want:?} in\n{info}");
     }
 
-    // The uncaught exception unwinds main and the module.
+    // The uncaught exception unwinds main and the module (the script's
+    // process's; the subprocess child's return).
     let boom_tree = replay(&boom.dir.path);
     for label in ["__main__.main()", "__main__.<module>()"] {
         let calls = calls_of(&boom_tree, label);
-        assert_eq!(calls.len(), 1, "{ctx}: {label}");
-        assert!(calls[0].0.unwound, "{ctx}: {label} not unwound");
+        let unwound = calls.iter().filter(|(n, _)| n.unwound).count();
+        assert_eq!((calls.len(), unwound), (2, 1), "{ctx}: {label}");
     }
 }
 
