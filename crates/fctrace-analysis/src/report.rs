@@ -171,9 +171,21 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
     let mut ids = by_id.remove(&session).unwrap_or_default();
     // The system call entered and not returned yet: (number, time, index).
     let mut syscall: Option<(u32, u64, usize)> = None;
+    // SDT probes (`record -E`) are events, not functions: uftrace's
+    // report leaves them out.
+    let probes = sdt_probes(trace, session);
     while let Some(event) = events.next_event() {
         done_here += 1;
         progress.update(done_here);
+        if !probes.is_empty()
+            && matches!(
+                event.kind,
+                EventKind::Entry | EventKind::Exit | EventKind::Unwind
+            )
+            && probes.contains(&event.func)
+        {
+            continue;
+        }
         match event.kind {
             EventKind::Entry => {
                 let stats = match ids.get(event.func) {
@@ -287,6 +299,20 @@ fn aggregate_task<S: EventSource>(trace: &Trace, session: u32, mut events: S, pa
     }
     by_id.insert(session, ids);
     *done = done_here;
+}
+
+/// The function ids of `session`'s SDT probes.
+fn sdt_probes(trace: &Trace, session: u32) -> std::collections::HashSet<u32> {
+    trace
+        .sessions
+        .get(&session)
+        .map_or_else(Default::default, |t| {
+            t.functions
+                .iter()
+                .filter(|f| f.kind == fctrace_format::symtab::FuncKind::Sdt)
+                .map(|f| f.id)
+                .collect()
+        })
 }
 
 /// The size of function `func` of `session` in bytes (0: unknown, or an

@@ -121,6 +121,7 @@ pub fn default_symtab(session: u32) -> SymTab {
                 FuncStatus::NotTraced("too short to patch (3 bytes)".into()),
             ),
         ],
+        forked: None,
     }
 }
 

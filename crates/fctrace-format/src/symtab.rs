@@ -150,6 +150,24 @@ pub struct SymTab {
     pub exe: String,
     pub modules: Vec<Module>,
     pub functions: Vec<Function>,
+    /// A fork child's own session (its `forked` line): the functions and
+    /// modules below its counts are its parent's, taken from the parent's
+    /// table by [`SymTab::inherit`] (until then, those the child's file
+    /// does not repeat are blank).
+    pub forked: Option<Forked>,
+}
+
+/// What a fork child's table takes from its parent's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Forked {
+    /// The parent's session.
+    pub parent: u32,
+    /// Function ids and module indexes below these are the parent's.
+    pub functions: u32,
+    pub modules: u32,
+    /// Those the child's file does not define, still blank.
+    pub blank_functions: Vec<u32>,
+    pub blank_modules: Vec<u32>,
 }
 
 use std::collections::btree_map::{BTreeMap, Entry};
@@ -254,6 +272,7 @@ impl SymTab {
         let mut exe: Option<(usize, String)> = None;
         let mut modules: BTreeMap<u32, (usize, Module)> = BTreeMap::new();
         let mut functions: BTreeMap<u32, (usize, Function)> = BTreeMap::new();
+        let mut forked: Option<(usize, Forked)> = None;
 
         for (no, line) in lines {
             if line.is_empty() || line.starts_with('#') {
@@ -268,6 +287,15 @@ impl SymTab {
                 "session" => set_once(&mut session, no, p.u32_field(1, "session id")?, "session")?,
                 "pid" => set_once(&mut pid, no, p.u32_field(1, "pid")?, "pid")?,
                 "exe" => set_once(&mut exe, no, p.string_field(1, "exe path")?, "exe")?,
+                "forked" => {
+                    let f = Forked {
+                        parent: p.u32_field(1, "parent session")?,
+                        functions: p.u32_field(2, "inherited functions")?,
+                        modules: p.u32_field(3, "inherited modules")?,
+                        ..Forked::default()
+                    };
+                    set_once(&mut forked, no, f, "forked")?;
+                }
                 "module" => {
                     let mut module = Module::new(
                         p.u32_field(1, "module index")?,
@@ -311,6 +339,19 @@ impl SymTab {
         let exe = exe
             .ok_or_else(|| SymTabError::file("missing `exe` line".to_string()))?
             .1;
+        let forked = forked.map(|(_, mut f)| {
+            f.blank_modules = blank_below(&mut modules, f.modules, |i| Module::new(i, 0, ""));
+            f.blank_functions = blank_below(&mut functions, f.functions, |id| Function {
+                id,
+                module: 0,
+                addr: 0,
+                size: 0,
+                kind: FuncKind::Function,
+                status: FuncStatus::Traced,
+                name: String::new(),
+            });
+            f
+        });
         let modules = make_dense(modules, "module index")?;
         for (no, f) in functions.values() {
             if f.module as usize >= modules.len() {
@@ -330,8 +371,46 @@ impl SymTab {
             exe,
             modules,
             functions,
+            forked,
         })
     }
+
+    /// A fork child's table ([`Forked`]) completed from its parent's:
+    /// its blank functions and modules are the parent's. False when the
+    /// parent's table lacks some (they stay blank).
+    pub fn inherit(&mut self, parent: &SymTab) -> bool {
+        let Some(f) = self.forked.as_mut() else {
+            return true;
+        };
+        let mut complete = true;
+        for i in std::mem::take(&mut f.blank_modules) {
+            match parent.modules.get(i as usize) {
+                Some(m) => self.modules[i as usize] = m.clone(),
+                None => complete = false,
+            }
+        }
+        for id in std::mem::take(&mut f.blank_functions) {
+            match parent.functions.get(id as usize) {
+                Some(p) => self.functions[id as usize] = p.clone(),
+                None => complete = false,
+            }
+        }
+        complete
+    }
+}
+
+/// Fills the keys below `count` that `map` lacks with `blank(key)` (line
+/// 0); returns them.
+fn blank_below<T>(
+    map: &mut BTreeMap<u32, (usize, T)>,
+    count: u32,
+    blank: impl Fn(u32) -> T,
+) -> Vec<u32> {
+    let missing: Vec<u32> = (0..count).filter(|k| !map.contains_key(k)).collect();
+    for &k in &missing {
+        map.insert(k, (0, blank(k)));
+    }
+    missing
 }
 
 fn parse_version_line(line: &str) -> Result<(), SymTabError> {
@@ -813,6 +892,7 @@ mod tests {
                     name: "\\n\n\r\\".to_string(),
                 },
             ],
+            forked: None,
         }
     }
 
@@ -923,6 +1003,7 @@ mod tests {
                 status: FuncStatus::NotTraced("too short".into()),
                 name: "f".into(),
             }],
+            forked: None,
         };
         assert_eq!(
             text_of(&t),

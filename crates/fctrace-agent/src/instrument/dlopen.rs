@@ -150,7 +150,8 @@ fn own_session(rt: &mut Runtime) -> bool {
         return false;
     };
     let sid = shm.header().next_session.fetch_add(1, Ordering::Relaxed);
-    match super::session::move_to_child_session(&mut rt.s, sid, me) {
+    let parent = crate::runtime::shm::session();
+    match super::session::move_to_child_session(&mut rt.s, parent, sid, me) {
         Ok(()) => {
             crate::runtime::thread::move_process_to_session(shm, sid);
             rt.pid = me;

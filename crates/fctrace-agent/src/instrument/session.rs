@@ -277,115 +277,79 @@ pub(super) fn publish(s: &mut Session) -> Result<(), String> {
 /// A fork child's first function of its own (a Python function first met
 /// there, a library it loads with -l): the parent's symbol table cannot
 /// take it, as the parent hands out the same ids from the same counter.
-/// The child moves to session `sid` (a table of its own, `pid`'s): the
-/// parent's table as it was at the fork (every line whose function id or
-/// module index the child knows, its lines not written yet at the fork
-/// included, whichever of the two wrote them), with a `forked` line after
-/// its header naming the parent's session. Every event the child recorded before names only
-/// functions of that part, so the new table reads them all.
-pub(super) fn move_to_child_session(s: &mut Session, sid: u32, pid: u32) -> Result<(), String> {
-    let parent = s.out.path.to_string_lossy().into_owned();
-    let dir = parent
+/// The child moves to session `sid` (a table of its own, `pid`'s) whose
+/// `forked` line says that the function ids and module indexes it knew at
+/// the fork are those of the parent's session `parent` (readers take them
+/// from there: nothing is copied, a fork-per-request server costs a few
+/// lines per child); the child's lines not written yet at the fork follow
+/// (the parent writes its own copy of them too). Every event the child
+/// recorded before names only functions of that part.
+pub(super) fn move_to_child_session(
+    s: &mut Session,
+    parent: u32,
+    sid: u32,
+    pid: u32,
+) -> Result<(), String> {
+    let parent_path = s.out.path.to_string_lossy().into_owned();
+    let dir = parent_path
         .rsplit_once('/')
         .map(|(d, _)| d)
         .ok_or("bad symbol table path")?;
-    let path = format!("{dir}/{sid}.sym");
-    let written = std::fs::read(&parent).map_err(|e| format!("cannot read {parent}: {e}"))?;
-    let known = (s.next_id, s.written_modules as u32);
-    let text = child_table(&written, &s.out.pending, (sid, pid), known)?;
-    let mut out = SymFile::create(&path)?;
+    let exe = s
+        .modules
+        .first()
+        .map(|m| m.path.clone())
+        .unwrap_or_default();
+    let mut text = Vec::with_capacity(s.out.pending.len() + 256);
+    symtab::write_header(&mut text, sid, pid, &exe).map_err(|e| e.to_string())?;
+    writeln!(
+        text,
+        "forked\t{parent}\t{}\t{}",
+        s.next_id, s.written_modules
+    )
+    .map_err(|e| e.to_string())?;
+    // (Whole lines: a batch is cut only after a newline.)
+    text.extend_from_slice(&s.out.pending);
+    let mut out = SymFile::create(&format!("{dir}/{sid}.sym"))?;
     out.pending = text;
     out.flush().map_err(|e| e.to_string())?;
     s.out = out;
     Ok(())
 }
 
-/// The text of a fork child's own table ([`move_to_child_session`]):
-/// the parent's table as `written` to its file, then the child's `pending`
-/// lines, keeping the function ids below `known.0` and the module indexes
-/// below `known.1` once each, under the header of session `sid.0`, process
-/// `sid.1`, with a `forked` line naming the parent's session.
-fn child_table(
-    written: &[u8],
-    pending: &[u8],
-    (sid, pid): (u32, u32),
-    known: (u32, u32),
-) -> Result<Vec<u8>, String> {
-    let mut parent_session = None;
-    let mut seen_funcs = std::collections::HashSet::new();
-    let mut seen_modules = std::collections::HashSet::new();
-    let mut text = Vec::with_capacity(written.len() + pending.len() + 256);
-    // Only whole lines: the parent may be writing the last one now.
-    for line in whole_lines(written).chain(whole_lines(pending)) {
-        let mut fields = line.splitn(3, |&b| b == b'\t');
-        let key = fields.next().unwrap_or_default();
-        let second = fields.next();
-        let number = || {
-            std::str::from_utf8(second.unwrap_or_default())
-                .ok()
-                .and_then(|n| n.parse::<u32>().ok())
-        };
-        let keep = match key {
-            b"session" => {
-                parent_session = number();
-                writeln!(text, "session\t{sid}").map_err(|e| e.to_string())?;
-                false
-            }
-            b"pid" => {
-                writeln!(text, "pid\t{pid}").map_err(|e| e.to_string())?;
-                false
-            }
-            b"forked" => false,
-            b"exe" => {
-                text.extend_from_slice(line);
-                let from = parent_session.ok_or("the parent's symbol table has no session line")?;
-                writeln!(text, "\nforked\t{from}").map_err(|e| e.to_string())?;
-                false
-            }
-            b"func" => number().is_some_and(|id| id < known.0 && seen_funcs.insert(id)),
-            b"module" => number().is_some_and(|i| i < known.1 && seen_modules.insert(i)),
-            _ => true,
-        };
-        if keep {
-            text.extend_from_slice(line);
-            text.push(b'\n');
-        }
-    }
-    if parent_session.is_none() {
-        return Err("the parent's symbol table has no session line".into());
-    }
-    Ok(text)
-}
-
-/// The lines of `bytes` that end with a newline (without it).
-fn whole_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    bytes[..end]
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::child_table;
+    use fctrace_format::symtab::SymTab;
 
-    /// A fork child's table: the parent's lines known at the fork once
-    /// each (its own unwritten copy of line 2 too), the parent's later
-    /// lines and a cut last line left out, its own header.
+    /// A fork child's table names the parent's functions and modules it
+    /// does not repeat once completed from the parent's.
     #[test]
-    fn a_fork_childs_table_is_its_parents_at_the_fork() {
-        let written = b"fctrace-symtab 1\nsession\t3\npid\t100\nexe\t/bin/py\n\
-module\t0\t0x1000\t/bin/py\nfunc\t0\t0\t0x10\t4\tfn\ttraced\ta\n\
-func\t1\t0\t0x20\t4\tfn\ttraced\tb\nfunc\t2\t0\t0x30\t4\tfn\ttraced\tc\n\
-module\t1\t0x2000\t/lib/x.so\nfunc\t3\t1\t0x4\t0\tpy\ttraced\tparent.lat";
-        let pending = b"func\t2\t0\t0x30\t4\tfn\ttraced\tc\n";
-        let text = child_table(written, pending, (7, 200), (3, 1)).unwrap();
-        assert_eq!(
-            String::from_utf8(text).unwrap(),
-            "fctrace-symtab 1\nsession\t7\npid\t200\nexe\t/bin/py\nforked\t3\n\
-module\t0\t0x1000\t/bin/py\nfunc\t0\t0\t0x10\t4\tfn\ttraced\ta\n\
-func\t1\t0\t0x20\t4\tfn\ttraced\tb\nfunc\t2\t0\t0x30\t4\tfn\ttraced\tc\n"
-        );
-        assert!(child_table(b"fctrace-symtab 1\n", b"", (7, 200), (0, 0)).is_err());
+    fn a_fork_childs_table_reads_its_parents_functions() {
+        let parent = SymTab::parse(
+            "fctrace-symtab 1\nsession\t3\npid\t100\nexe\t/bin/py\n\
+             module\t0\t0x1000\t/bin/py\nfunc\t0\t0\t0x10\t4\tfn\ttraced\ta\n\
+             func\t1\t0\t0x20\t4\tfn\ttraced\tb\n\
+             module\t1\t0x2000\t/lib/x.so\nfunc\t2\t1\t0x4\t0\tfn\ttraced\tlater\n",
+        )
+        .unwrap();
+        let mut child = SymTab::parse(
+            "fctrace-symtab 1\nsession\t7\npid\t200\nexe\t/bin/py\nforked\t3\t2\t1\n\
+             func\t1\t0\t0x20\t4\tfn\ttraced\tb\n\
+             module\t1\t0x0\t/app.py\nfunc\t2\t1\t0x9\t0\tpy\ttraced\tmine\n",
+        )
+        .unwrap();
+        assert_eq!(child.forked.as_ref().map(|f| f.parent), Some(3));
+        assert!(child.inherit(&parent));
+        let names: Vec<&str> = child.functions.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "mine"]);
+        let paths: Vec<&str> = child.modules.iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(paths, ["/bin/py", "/app.py"]);
+        // Without its parent's table, the inherited part stays blank.
+        let mut orphan = SymTab::parse(
+            "fctrace-symtab 1\nsession\t8\npid\t201\nexe\t/bin/py\nforked\t3\t2\t1\n",
+        )
+        .unwrap();
+        assert!(!orphan.inherit(&SymTab::default()));
+        assert_eq!(orphan.functions.len(), 2);
     }
 }

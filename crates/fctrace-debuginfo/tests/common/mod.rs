@@ -164,6 +164,7 @@ impl Built {
                     name: unnamed_function_name(path, addr),
                 })
                 .collect(),
+            forked: None,
         }
     }
 

@@ -203,6 +203,7 @@ impl Trace {
                 super::layout::session_path(dir, s).display()
             ));
         }
+        inherit_forked(&mut sessions, &mut load_warnings);
         let clock = ClockMap::new(&info.clock);
         Ok(Trace {
             dir: dir.to_path_buf(),
@@ -1136,5 +1137,27 @@ mod read_ahead_tests {
         }
         drop(iters);
         let _ = fs::remove_dir_all(&dir);
+    }
+}
+
+/// Completes each fork child's table from its parent's (a parent's
+/// session is older: its number is lower, and it is complete first).
+fn inherit_forked(sessions: &mut BTreeMap<u32, SymTab>, warnings: &mut Vec<String>) {
+    let ids: Vec<u32> = sessions.keys().copied().collect();
+    for sid in ids {
+        let Some(parent) = sessions[&sid].forked.as_ref().map(|f| f.parent) else {
+            continue;
+        };
+        let Some(mut child) = sessions.remove(&sid) else {
+            continue;
+        };
+        let complete = parent != sid && sessions.get(&parent).is_some_and(|p| child.inherit(p));
+        if !complete {
+            warnings.push(format!(
+                "session {sid} (a fork child's) takes functions from session {parent}, whose \
+                 symbol table is missing or short: some of its functions are shown by number"
+            ));
+        }
+        sessions.insert(sid, child);
     }
 }

@@ -133,6 +133,7 @@ fn write_symtab_file(dir: &Path, session: u32) {
                 name: format!("f{id}"),
             })
             .collect(),
+        forked: None,
     };
     let mut text = Vec::new();
     symtab::write_symtab(&mut text, &table).unwrap();

@@ -615,6 +615,7 @@ mod tests {
                 f(1, "in_parent", FuncStatus::TracedTrap),
                 f(2, "_ZN1SC2Ei", FuncStatus::TracedTrap),
             ],
+            forked: None,
         };
         let mut out = Vec::new();
         write_session(&mut out, 0, &table, false).unwrap();

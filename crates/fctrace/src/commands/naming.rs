@@ -184,6 +184,7 @@ mod tests {
                 ..Module::new(0, 0x5555_0000_0000, path)
             }],
             functions: vec![f(0, "main"), f(1, "mid_fn"), f(2, "leaf_fn")],
+            forked: None,
         };
         let events = vec![
             ev(Entry, 0, 0),

@@ -1,21 +1,23 @@
 //! Python functions in the tree (issue 29): a real Python script with
 //! recursion, a class, a generator, caught and uncaught exceptions, C
 //! functions calling back into Python (`sorted(key=...)`, an SQL function
-//! of the standard library's sqlite3), a libc call, threads, a forked
-//! `multiprocessing` child and a `subprocess` child, traced under Debian's
-//! stripped `python3.11` (libpython inside the program) and under pyenv's `--enable-shared` 3.11.7 (the interpreter
-//! in `libpython3.11.so`, traced with `-l`). Each Python function's call
-//! count equals what a counting `sys.setprofile` (and
+//! of the standard library's sqlite3), json's C encoder and scanner, a
+//! libc call, threads, a forked `multiprocessing` child and a `subprocess`
+//! child, traced under Debian's stripped `python3.11` (libpython inside
+//! the program) and under pyenv's `--enable-shared` 3.11.7 (the
+//! interpreter in `libpython3.11.so`, traced with `-l`). Each Python
+//! function's call count equals what a counting `sys.setprofile` (and
 //! `threading.setprofile`) profile sees in a second run of the same
-//! script, in all its processes; the exit status, output and traceback are the native run's;
-//! Python frames nest with the native calls.
+//! script, in all its processes; the exit status, output and traceback
+//! are the native run's; Python frames nest with the native calls.
 
 use fctrace_testkit::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const APP: &str = r#"import multiprocessing
+const APP: &str = r#"import json
+import multiprocessing
 import os
 import sqlite3
 import subprocess
@@ -80,6 +82,14 @@ def query():
     return rows
 
 
+def encode():
+    return json.dumps({"a": [1, 2, "x"], "b": None})
+
+
+def decode():
+    return json.loads('{"k": [1, 2, 3]}')
+
+
 def child_only(n):
     return [fib(k) for k in range(n)]
 
@@ -115,6 +125,7 @@ def main():
     print("sorted", sorted(["ccc", "a", "bb"], key=by_length))
     print("pid", pid() > 0)
     print("query", query())
+    print("json", encode(), decode())
     threads = [threading.Thread(target=worker, args=(6 + i,)) for i in range(3)]
     for t in threads:
         t.start()
@@ -275,7 +286,39 @@ fn def_line(name: &str) -> usize {
         + 1
 }
 
-fn check_interpreter(python: &Path, opts: &[&str], ctx: &str) {
+/// Where the interpreter's C functions are traced (inside the program, or
+/// a libpython with -l): Python nests with them.
+fn check_native_nesting(tree: &Replay, ctx: &str) {
+    // A C function calling back into Python: the key function nests under
+    // sorted's native code (at least the evaluation loop and the C
+    // function that called it) inside main.
+    for (node, path) in calls_of(tree, "__main__.by_length()") {
+        assert!(node.closed && !node.unwound);
+        let caller = path.iter().rposition(|l| is_python(l)).unwrap();
+        assert_eq!(path[caller], "__main__.main()", "{ctx}: {path:?}");
+        assert!(
+            path.len() - caller > 2,
+            "{ctx}: by_length directly under main: {path:?}"
+        );
+        assert_eq!(path.last(), Some(&"_PyEval_EvalFrameDefault()"), "{ctx}");
+    }
+    // A libc call made by Python code nests under that Python function.
+    let pid = calls_of(tree, "__main__.pid()");
+    assert_eq!(pid.len(), 1, "{ctx}");
+    let (pid, _) = pid[0];
+    let mut getpid = Vec::new();
+    pid.walk(&mut Vec::new(), &mut |n, path| {
+        // (With -l, libc's own name for it.)
+        if matches!(n.label.as_str(), "getpid()" | "__getpid()") {
+            getpid.push(path.iter().filter(|l| is_python(l)).count());
+        }
+    });
+    assert_eq!(getpid, vec![1], "{ctx}: getpid under pid()");
+}
+
+/// `c_traced`: the interpreter's C functions are traced (Debian's, inside
+/// the program, or a libpython with -l).
+fn check_interpreter(python: &Path, opts: &[&str], ctx: &str, c_traced: bool) {
     let dir = scratch(&format!("python-{ctx}"));
     let app = write(&dir.path, "app.py", APP);
     let app_arg = app.to_str().unwrap();
@@ -318,35 +361,17 @@ fn check_interpreter(python: &Path, opts: &[&str], ctx: &str) {
     assert_eq!(deepest, 10, "{ctx}: fib's recursion");
     // Exceptions: risky raises for 0, 3 and 6 (caught): those calls are
     // unwound, the others return.
+    // (CPython 3.12 gives a profile function an exception leaving a
+    // function as a return of None, its exception put aside: a return
+    // there. 3.11 and 3.13 say it.)
+    let unwinds = !ctx.contains("3.12");
     let risky = calls_of(&tree, "__main__.risky()");
     let unwound = risky.iter().filter(|(n, _)| n.unwound).count();
-    let raising = (0..7).filter(|x| x % 3 == 0).count();
+    let raising = (0..7).filter(|x| unwinds && x % 3 == 0).count();
     assert_eq!((risky.len(), unwound), (7, raising), "{ctx}: risky's exits");
-    // A C function calling back into Python: the key function nests under
-    // sorted's native code (at least the evaluation loop and the C
-    // function that called it) inside main.
-    for (node, path) in calls_of(&tree, "__main__.by_length()") {
-        assert!(node.closed && !node.unwound);
-        let caller = path.iter().rposition(|l| is_python(l)).unwrap();
-        assert_eq!(path[caller], "__main__.main()", "{ctx}: {path:?}");
-        assert!(
-            path.len() - caller > 2,
-            "{ctx}: by_length directly under main: {path:?}"
-        );
-        assert_eq!(path.last(), Some(&"_PyEval_EvalFrameDefault()"), "{ctx}");
+    if c_traced {
+        check_native_nesting(&tree, ctx);
     }
-    // A libc call made by Python code nests under that Python function.
-    let pid = calls_of(&tree, "__main__.pid()");
-    assert_eq!(pid.len(), 1, "{ctx}");
-    let (pid, _) = pid[0];
-    let mut getpid = Vec::new();
-    pid.walk(&mut Vec::new(), &mut |n, path| {
-        // (With -l, libc's own name for it.)
-        if matches!(n.label.as_str(), "getpid()" | "__getpid()") {
-            getpid.push(path.iter().filter(|l| is_python(l)).count());
-        }
-    });
-    assert_eq!(getpid, vec![1], "{ctx}: getpid under pid()");
     // With -l, sqlite3's library is traced: the query's sqlite3_step under
     // the Python function that ran it, and the SQL function's Python code
     // called back from inside sqlite3_step.
@@ -360,6 +385,17 @@ fn check_interpreter(python: &Path, opts: &[&str], ctx: &str) {
                 Some("__main__.query()"),
                 "{ctx}: {path:?}"
             );
+        }
+        // The json module's C encoder and scanner (`_json`, an
+        // extension module loaded by dlopen) under the Python functions
+        // that used them.
+        for (c, python) in [
+            ("encoder_call()", "__main__.encode()"),
+            ("scanner_call()", "__main__.decode()"),
+        ] {
+            let calls = calls_of(&tree, c);
+            assert_eq!(calls.len(), 1, "{ctx}: {c}");
+            assert!(calls[0].1.contains(&python), "{ctx}: {:?}", calls[0].1);
         }
         let doubles = calls_of(&tree, "__main__.double()");
         assert_eq!(doubles.len(), 2, "{ctx}");
@@ -423,7 +459,11 @@ fn check_interpreter(python: &Path, opts: &[&str], ctx: &str) {
     for label in ["__main__.main()", "__main__.<module>()"] {
         let calls = calls_of(&boom_tree, label);
         let unwound = calls.iter().filter(|(n, _)| n.unwound).count();
-        assert_eq!((calls.len(), unwound), (2, 1), "{ctx}: {label}");
+        assert_eq!(
+            (calls.len(), unwound),
+            (2, usize::from(unwinds)),
+            "{ctx}: {label}"
+        );
     }
 }
 
@@ -431,11 +471,36 @@ fn check_interpreter(python: &Path, opts: &[&str], ctx: &str) {
 /// without -l).
 #[test]
 fn python_functions_debian_python3() {
-    check_interpreter(&debian_python(), &[], "debian");
+    check_interpreter(&debian_python(), &[], "debian", true);
 }
 
 /// pyenv's shared-library build, with -l (the interpreter in libpython).
 #[test]
 fn python_functions_pyenv_shared() {
-    check_interpreter(&pyenv_python(), &["-l"], "pyenv");
+    check_interpreter(&pyenv_python(), &["-l"], "pyenv", true);
+}
+
+/// pyenv's CPython 3.12 and 3.13 (the machine image's `--enable-shared`
+/// builds), without -l: Python functions only (the interpreter in its
+/// library untraced), counted and nested as under 3.11.
+fn pyenv_version(version: &str) -> PathBuf {
+    let home = std::env::var_os("HOME").expect("HOME is not set");
+    let minor = version.rsplit_once('.').unwrap().0;
+    let p = Path::new(&home).join(format!(".pyenv/versions/{version}/bin/python{minor}"));
+    assert!(
+        p.is_file(),
+        "{} is missing: pyenv's CPython {version} (pyenv install {version})",
+        p.display()
+    );
+    p
+}
+
+#[test]
+fn python_functions_pyenv_3_12() {
+    check_interpreter(&pyenv_version("3.12.1"), &[], "pyenv-3.12", false);
+}
+
+#[test]
+fn python_functions_pyenv_3_13() {
+    check_interpreter(&pyenv_version("3.13.0"), &[], "pyenv-3.13", false);
 }
