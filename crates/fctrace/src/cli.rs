@@ -1335,6 +1335,22 @@ pub struct TuiArgs {
     /// without a terminal (to measure loading a big trace)
     #[arg(long = "exit-after-load")]
     pub exit_after_load: bool,
+    /// Open on the report (the per-function statistics) instead of the
+    /// call graph, e.g. `--report -s call`
+    #[arg(long = "report")]
+    pub report: bool,
+    /// The graph's fields (total, total-avg, total-min, total-max, self,
+    /// self-avg, self-min, self-max, call, addr; default
+    /// total,self,call), or with --report the report's (total,
+    /// total-avg, total-min, total-max, self, self-avg, self-min,
+    /// self-max, call, size); `+FIELD` adds to the default, `none` shows
+    /// none, e.g. `-f +addr`, `--report -f call,total-avg`
+    #[arg(short = 'f', long = "output-fields", value_name = "FIELD,...")]
+    pub fields: Option<String>,
+    /// With --report: sort by these keys in turn (the report's fields and
+    /// func), e.g. `--report -s call,total`
+    #[arg(short = 's', long = "sort", value_name = "KEY,...")]
+    pub sort: Option<String>,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

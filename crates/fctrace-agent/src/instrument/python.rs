@@ -280,6 +280,10 @@ pub fn prepare() {
         if version.starts_with("3.11.") { 32 } else { 0 },
         Ordering::Relaxed,
     );
+    if version.starts_with("3.12.") {
+        let none = crate::runtime::dlerror::global_object(c"_Py_NoneStruct").unwrap_or(0);
+        NONE_RETURNS.store(none as usize, Ordering::Relaxed);
+    }
     // SAFETY: PySys_AddAuditHook may be called before the interpreter is
     // initialised (it is made for embedders); the hook is a plain
     // function that lives as long as the process.
@@ -348,7 +352,7 @@ extern "C" fn profile(_obj: Obj, frame: Obj, what: c_int, arg: Obj) -> c_int {
     }
     let kind = match what {
         PY_TRACE_CALL => EventKind::Entry,
-        PY_TRACE_RETURN if arg.is_null() => EventKind::Unwind,
+        PY_TRACE_RETURN if arg.is_null() || unwinding_312(frame, arg) => EventKind::Unwind,
         PY_TRACE_RETURN => EventKind::Exit,
         _ => return 0,
     };
@@ -556,6 +560,59 @@ unsafe fn code_read(frame: Obj) -> Obj {
         }
         *f.add(at).cast::<Obj>()
     }
+}
+
+/// CPython 3.12 hands a profile function an exception leaving a function
+/// as a `PyTrace_RETURN` of `None` (3.11 and 3.13: of NULL), the
+/// exception put aside. Such a return is told apart by the instruction
+/// its frame stopped at (`prev_instr`, after 7 pointers in the
+/// interpreter's frame): a return or a yield for a return, the raising
+/// instruction for an exception. Py_None's address on 3.12 (0: not 3.12,
+/// or the layout failed its check).
+static NONE_RETURNS: AtomicUsize = AtomicUsize::new(0);
+const PREV_INSTR_312: usize = 56;
+/// 3.12's RETURN_VALUE, RETURN_CONST, YIELD_VALUE, RETURN_GENERATOR and
+/// their instrumented forms (a profile function instruments them).
+const RETURN_OPS_312: [u8; 7] = [83, 121, 150, 75, 242, 247, 243];
+
+/// Whether a `PyTrace_RETURN` of `arg` from `frame` is, on 3.12, an
+/// exception leaving it. Every return of another value checks the
+/// layout: it must have stopped at a return or yield (else this is
+/// turned off, said once).
+#[inline]
+fn unwinding_312(frame: Obj, arg: Obj) -> bool {
+    let none = NONE_RETURNS.load(Ordering::Relaxed);
+    // (Only once the frame's layout was checked: `DIRECT`.)
+    if none == 0 || frame.is_null() || DIRECT.load(Ordering::Relaxed) != 1 {
+        return false;
+    }
+    // SAFETY: a live frame object of this interpreter (the profile
+    // function's), whose `f_frame` offset `DIRECT` checked; 3.12's
+    // interpreter frame holds the instruction it stopped at, inside its
+    // code object's bytecode, which the frame keeps alive.
+    let op = unsafe {
+        let f = *(frame as *const u8).add(F_FRAME).cast::<*const u8>();
+        if f.is_null() {
+            return false;
+        }
+        let instr = *f.add(PREV_INSTR_312).cast::<*const u8>();
+        if instr.is_null() {
+            return false;
+        }
+        *instr
+    };
+    let at_return = RETURN_OPS_312.contains(&op);
+    if arg as usize != none {
+        if !at_return {
+            NONE_RETURNS.store(0, Ordering::Relaxed);
+            log::note(&format!(
+                "Python 3.12: a return stopped at opcode {op}, not a return: exceptions \
+                 leaving Python functions are shown as returns"
+            ));
+        }
+        return false;
+    }
+    !at_return
 }
 
 /// The code object of `frame` through the C API.

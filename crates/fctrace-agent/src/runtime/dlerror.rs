@@ -120,26 +120,38 @@ const STT_FUNC: u8 = 2;
 /// allocates through the program's `malloc` (a program with its own
 /// allocator would count those calls). None without a GNU hash table.
 pub fn global_function(name: &std::ffi::CStr) -> Option<u64> {
-    struct Query<'a>(&'a [u8], Option<u64>);
+    global_symbol(name, STT_FUNC)
+}
+
+const STT_OBJECT: u8 = 1;
+
+/// The address of the data object `name` exported as
+/// [`global_function`] finds functions.
+pub fn global_object(name: &std::ffi::CStr) -> Option<u64> {
+    global_symbol(name, STT_OBJECT)
+}
+
+fn global_symbol(name: &std::ffi::CStr, kind: u8) -> Option<u64> {
+    struct Query<'a>(&'a [u8], u8, Option<u64>);
     unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> i32 {
         // SAFETY: dl_iterate_phdr passes a valid info for the duration of
         // the call; data is the Query below.
         unsafe {
             let info = &*info;
             let q = &mut *(data as *mut Query);
-            match defined_symbol(info, q.0, STT_FUNC) {
+            match defined_symbol(info, q.0, q.1) {
                 Some(v) => {
-                    q.1 = Some(info.dlpi_addr + v);
+                    q.2 = Some(info.dlpi_addr + v);
                     1
                 }
                 None => 0,
             }
         }
     }
-    let mut q = Query(name.to_bytes(), None);
+    let mut q = Query(name.to_bytes(), kind, None);
     // SAFETY: the callback only reads what dl_iterate_phdr passes it.
     unsafe { libc::dl_iterate_phdr(Some(each), &mut q as *mut _ as *mut c_void) };
-    q.1
+    q.2
 }
 
 /// The value of the defined symbol `name` of type `kind` of a loaded

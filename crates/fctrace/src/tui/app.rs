@@ -1,6 +1,7 @@
 //! The TUI's state and what each key does to it (no drawing: see
 //! [`super::view`]).
 
+use super::columns::{self, Col, Key};
 use super::model::{FuncRow, Model, Tree, NO_FUNC, ROOT};
 use fctrace_analysis::duration;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -96,6 +97,24 @@ pub const FIELDS: [(Field, &str, &str, usize, &str); 10] = [
     ),
 ];
 
+/// `tui -f`'s graph fields ([`FIELDS`]' names; `+FIELD` appends to
+/// [`DEFAULT_FIELDS`], `none` shows none).
+pub fn parse_graph_fields(spec: &str) -> Result<Vec<Field>, String> {
+    columns::parse_list(spec, &DEFAULT_FIELDS, |name| {
+        FIELDS
+            .iter()
+            .find(|f| f.1 == name)
+            .map(|f| f.0)
+            .ok_or_else(|| {
+                let known: Vec<&str> = FIELDS.iter().map(|f| f.1).collect();
+                format!(
+                    "unknown graph field `{name}` (fields: {}, or none)",
+                    known.join(", ")
+                )
+            })
+    })
+}
+
 /// The graph's fields when the TUI opens (fctrace's columns).
 pub const DEFAULT_FIELDS: [Field; 3] = [Field::Total, Field::SelfTime, Field::Call];
 
@@ -111,23 +130,6 @@ impl Field {
     }
     pub fn width(self) -> usize {
         self.entry().3
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sort {
-    Total,
-    SelfTime,
-    Calls,
-}
-
-impl Sort {
-    pub fn name(self) -> &'static str {
-        match self {
-            Sort::Total => "total",
-            Sort::SelfTime => "self",
-            Sort::Calls => "calls",
-        }
     }
 }
 
@@ -193,9 +195,11 @@ pub struct App {
     preorder: Vec<u32>,
     position: Vec<u32>,
     pub graph: Cursor,
-    /// The function statistics of the shown tree, sorted by `sort`.
+    /// The function statistics of the shown tree, sorted by `sort` (its
+    /// keys in turn), shown in `report_cols`.
     pub report: Vec<FuncRow>,
-    pub sort: Sort,
+    pub sort: Vec<Key>,
+    pub report_cols: Vec<Col>,
     pub report_cursor: Cursor,
     pub tasks_cursor: Cursor,
     pub sessions_cursor: Cursor,
@@ -235,7 +239,8 @@ impl App {
             position: Vec::new(),
             graph: Cursor::default(),
             report: Vec::new(),
-            sort: Sort::Total,
+            sort: vec![Key::Col(Col::Total)],
+            report_cols: columns::DEFAULT_COLS.to_vec(),
             report_cursor: Cursor::default(),
             tasks_cursor: Cursor::default(),
             sessions_cursor: Cursor::default(),
@@ -356,23 +361,67 @@ impl App {
 
     fn sort_report(&mut self) {
         let names = &self.model.names;
-        let key = self.sort;
+        let origins = &self.model.origins;
+        let size = |f: u32| {
+            origins
+                .get(f as usize)
+                .and_then(|o| o.as_ref())
+                .map_or(0, |o| o.size)
+        };
+        let keys = &self.sort;
         self.report.sort_by(|a, b| {
-            let primary = match key {
-                Sort::Total => b.total_ns.cmp(&a.total_ns),
-                Sort::SelfTime => b.self_ns.cmp(&a.self_ns),
-                Sort::Calls => b.calls.cmp(&a.calls),
-            };
-            primary.then_with(|| names[a.func as usize].cmp(&names[b.func as usize]))
+            columns::compare(
+                keys,
+                (a, size(a.func), &names[a.func as usize]),
+                (b, size(b.func), &names[b.func as usize]),
+            )
         });
     }
 
-    /// Sorts the report by `sort`, the cursor on its first row.
-    fn set_sort(&mut self, sort: Sort) {
-        self.sort = sort;
+    /// The size of function `func` (0: unknown).
+    pub fn size(&self, func: u32) -> u64 {
+        self.model
+            .origins
+            .get(func as usize)
+            .and_then(|o| o.as_ref())
+            .map_or(0, |o| o.size)
+    }
+
+    /// Sorts the report by `col`, the cursor on its first row.
+    fn set_sort(&mut self, col: Col) {
+        self.sort = vec![Key::Col(col)];
         self.sort_report();
         self.report_cursor = Cursor::default();
-        self.message = format!("report sorted by {}", sort.name());
+        let name = match col {
+            Col::Call => "calls",
+            Col::SelfTime => "self",
+            _ => "total",
+        };
+        self.message = format!("report sorted by {name}");
+    }
+
+    /// `tui --report`, `-f` and `-s`: the view it opens on, the report's
+    /// or the graph's columns, the report's order.
+    pub fn configure(
+        &mut self,
+        report: bool,
+        cols: Option<Vec<Col>>,
+        fields: Option<Vec<Field>>,
+        sort: Option<Vec<Key>>,
+    ) {
+        if report {
+            self.view = View::Report;
+        }
+        if let Some(c) = cols {
+            self.report_cols = c;
+        }
+        if let Some(f) = fields {
+            self.fields = f;
+        }
+        if let Some(k) = sort {
+            self.sort = k;
+            self.sort_report();
+        }
     }
 
     /// Handles one key.
@@ -665,14 +714,14 @@ impl App {
             return;
         }
         match code {
-            KeyCode::Char('s') => self.set_sort(match self.sort {
-                Sort::Total => Sort::SelfTime,
-                Sort::SelfTime => Sort::Calls,
-                Sort::Calls => Sort::Total,
+            KeyCode::Char('s') => self.set_sort(match self.sort.first() {
+                Some(Key::Col(Col::Total)) => Col::SelfTime,
+                Some(Key::Col(Col::SelfTime)) => Col::Call,
+                _ => Col::Total,
             }),
-            KeyCode::Char('1') => self.set_sort(Sort::Total),
-            KeyCode::Char('2') => self.set_sort(Sort::SelfTime),
-            KeyCode::Char('3') => self.set_sort(Sort::Calls),
+            KeyCode::Char('1') => self.set_sort(Col::Total),
+            KeyCode::Char('2') => self.set_sort(Col::SelfTime),
+            KeyCode::Char('3') => self.set_sort(Col::Call),
             KeyCode::Enter => {
                 if let Some(f) = self.report.get(self.report_cursor.at).map(|r| r.func) {
                     self.jump_to_calls(f);
@@ -925,7 +974,7 @@ mod tests {
         };
         assert_eq!(order(&app), ["main", "parse_args", "leaf"]);
         press(&mut app, "s");
-        assert_eq!(app.sort, Sort::SelfTime);
+        assert_eq!(app.sort, [Key::Col(Col::SelfTime)]);
         assert_eq!(order(&app), ["main", "parse_args", "leaf"]);
         press(&mut app, "s");
         assert_eq!(order(&app), ["leaf", "parse_args", "main"]);

@@ -3,6 +3,7 @@
 //! - [`model`]: the calling-context trees (per task and merged) and the
 //!   per-function statistics, built in one streaming pass;
 //! - [`app`]: the state and what each key does;
+//! - [`columns`]: the report's columns and sort keys (`--report -f -s`);
 //! - [`view`]: drawing it with ratatui.
 //!
 //! The terminal (raw mode, alternate screen) is restored when the TUI
@@ -12,6 +13,7 @@
 //! editor that `O` runs, and taken back when the editor ends.
 
 pub mod app;
+pub mod columns;
 pub mod model;
 pub mod view;
 
@@ -27,6 +29,7 @@ use std::time::{Duration, Instant};
 
 pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     let given = args.filter.to_options()?;
+    let looks = Looks::from_args(&args)?;
     let trace = crate::commands::naming::open(&args.dir, &args.naming)?;
     let terminal = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     if !args.exit_after_load && !terminal {
@@ -113,6 +116,7 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     };
     let lost = model.lost;
     let mut app = app::App::new(model, title);
+    app.configure(looks.report, looks.cols, looks.fields, looks.sort);
     app.info = info_lines(&trace);
     let mut notes: Vec<String> = errors.iter().map(|e| format!("error: {e}")).collect();
     if !notes.is_empty() {
@@ -275,3 +279,39 @@ impl Drop for Terminal {
 
 /// What the warning about lost events says is incomplete.
 const STATS: &str = "the statistics are";
+
+/// `--report`, `-f` and `-s` as uftrace reads them: `-f` names the
+/// report's fields with `--report`, the graph's otherwise; `-s` needs
+/// `--report`.
+struct Looks {
+    report: bool,
+    cols: Option<Vec<app_cols::Col>>,
+    fields: Option<Vec<app::Field>>,
+    sort: Option<Vec<app_cols::Key>>,
+}
+
+use columns as app_cols;
+
+impl Looks {
+    fn from_args(args: &TuiArgs) -> anyhow::Result<Looks> {
+        let bad = |e: String| anyhow::anyhow!("{e}");
+        if args.sort.is_some() && !args.report {
+            anyhow::bail!("-s/--sort sorts the report: give it with --report (as uftrace's tui)");
+        }
+        let (cols, fields) = match (&args.fields, args.report) {
+            (Some(f), true) => (Some(columns::parse_report_cols(f).map_err(bad)?), None),
+            (Some(f), false) => (None, Some(app::parse_graph_fields(f).map_err(bad)?)),
+            (None, _) => (None, None),
+        };
+        let sort = match &args.sort {
+            Some(s) => Some(columns::parse_keys(s).map_err(bad)?),
+            None => None,
+        };
+        Ok(Looks {
+            report: args.report,
+            cols,
+            fields,
+            sort,
+        })
+    }
+}

@@ -80,6 +80,15 @@ pub struct FuncRow {
     pub calls: u64,
     pub total_ns: u64,
     pub self_ns: u64,
+    /// Calls that returned, the sum of their times (recursive ones each
+    /// counted), the shortest and longest, and their least and largest
+    /// self time (`tui --report -f`'s averages and extremes).
+    pub returned: u64,
+    pub sum_ns: u64,
+    pub min_ns: Option<u64>,
+    pub max_ns: Option<u64>,
+    pub self_min_ns: Option<u64>,
+    pub self_max_ns: Option<u64>,
 }
 
 impl Node {
@@ -216,6 +225,14 @@ impl Tree {
                 seen[f] = true;
                 r.calls += n.calls;
                 r.self_ns = r.self_ns.saturating_add(n.self_ns);
+                r.returned += n.returned;
+                r.sum_ns = r.sum_ns.saturating_add(n.total_ns);
+                let low = |a: Option<u64>, b: Option<u64>| a.into_iter().chain(b).min();
+                let high = |a: Option<u64>, b: Option<u64>| a.into_iter().chain(b).max();
+                r.min_ns = low(r.min_ns, n.min_ns);
+                r.max_ns = high(r.max_ns, n.max_ns);
+                r.self_min_ns = low(r.self_min_ns, n.self_min_ns);
+                r.self_max_ns = high(r.self_max_ns, n.self_max_ns);
                 if open[f] == 0 {
                     r.total_ns = r.total_ns.saturating_add(n.total_ns);
                 }
@@ -261,6 +278,8 @@ pub struct Session {
 pub struct Origin {
     pub module: String,
     pub addr: u64,
+    /// Its size in bytes (0: unknown, an import).
+    pub size: u64,
     pub kind: FuncKind,
 }
 
@@ -350,6 +369,11 @@ pub fn build(
             Some(Origin {
                 module: table.module(f.module)?.path.clone(),
                 addr: f.addr,
+                size: if f.kind == FuncKind::Function {
+                    f.size
+                } else {
+                    0
+                },
                 kind: f.kind,
             })
         })

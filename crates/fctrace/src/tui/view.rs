@@ -1,7 +1,7 @@
 //! Drawing the TUI's state: a title line, the view's column header, its
 //! rows and a status line; the help and the field selection over them.
 
-use super::app::{App, Cursor, Field, Sort, View, FIELDS};
+use super::app::{App, Cursor, Field, View, FIELDS};
 use super::model::Node;
 use fctrace_analysis::duration;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -200,19 +200,22 @@ fn styled(text: String, hit: bool) -> Line<'static> {
 }
 
 fn report(app: &mut App, area: Rect) -> (String, Vec<Line<'static>>) {
-    let col = |s: Sort, name: &str| {
-        if app.sort == s {
-            format!("{name}*")
+    use super::columns::{Key, Value};
+    let primary = app.sort.first().copied();
+    let mut head = String::new();
+    for &c in &app.report_cols {
+        let star = if primary == Some(Key::Col(c)) {
+            "*"
         } else {
-            name.to_string()
-        }
-    };
-    let head = format!(
-        "{:>10} {:>10} {:>10}  FUNCTION",
-        col(Sort::Total, "TOTAL"),
-        col(Sort::SelfTime, "SELF"),
-        col(Sort::Calls, "CALLS")
-    );
+            ""
+        };
+        head.push_str(&format!("{:>10} ", format!("{}{star}", c.header())));
+    }
+    head.push_str(if primary == Some(Key::Func) {
+        " FUNCTION*"
+    } else {
+        " FUNCTION"
+    });
     if app.report.is_empty() {
         return (head, vec![Line::from("  (no calls)")]);
     }
@@ -220,13 +223,17 @@ fn report(app: &mut App, area: Rect) -> (String, Vec<Line<'static>>) {
     let len = app.report.len();
     let lines = window(&mut cursor, len, area, |i| {
         let r = &app.report[i];
-        let text = format!(
-            "{} {} {:>10}  {}",
-            duration(r.total_ns),
-            duration(r.self_ns),
-            r.calls,
-            app.name(r.func)
-        );
+        let mut text = String::new();
+        for &c in &app.report_cols {
+            match c.value(r, app.size(r.func)) {
+                Value::Time(Some(t)) => text.push_str(&duration(t)),
+                Value::Time(None) => text.push_str(&format!("{:>10}", "-")),
+                Value::Count(n) => text.push_str(&format!("{n:>10}")),
+            }
+            text.push(' ');
+        }
+        text.push(' ');
+        text.push_str(app.name(r.func));
         styled(text, app.is_match(r.func))
     });
     app.report_cursor = cursor;
@@ -445,6 +452,38 @@ mod tests {
         let s = screen(&mut app, 60, 9);
         assert_eq!(s[3], "  0.040 us   0.030 us          2    [+] parse_args");
         assert_eq!(s[4], "  0.005 us   0.005 us          1        leaf");
+    }
+
+    #[test]
+    fn report_fields_and_keys_as_chosen() {
+        use crate::tui::columns::{Col, Key};
+        // sample(): leaf's calls take 10, 5 and 4 ns (avg 6.33), parse_args'
+        // 30 and 10, main's 100; each function 0x20 bytes long.
+        let mut app = App::new(sample(), "prog".into());
+        let cols = vec![
+            Col::Call,
+            Col::TotalAvg,
+            Col::TotalMin,
+            Col::TotalMax,
+            Col::Size,
+        ];
+        app.configure(
+            true,
+            Some(cols),
+            None,
+            Some(vec![Key::Col(Col::Call), Key::Func]),
+        );
+        assert_eq!(
+            screen(&mut app, 70, 6),
+            [
+                " Report | all 2 tasks | ? help | prog",
+                "    CALLS*  TOTAL-AVG  TOTAL-MIN  TOTAL-MAX       SIZE  FUNCTION",
+                "         3   0.006 us   0.004 us   0.010 us         32  leaf",
+                "         2   0.020 us   0.010 us   0.030 us         32  parse_args",
+                "         1   0.100 us   0.100 us   0.100 us         32  main",
+                "",
+            ]
+        );
     }
 
     #[test]

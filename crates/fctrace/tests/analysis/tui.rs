@@ -590,6 +590,66 @@ fn ctrl_c_and_an_empty_graph() {
     assert!(s.lines().any(|l| l == "icanon"), "{s}");
 }
 
+/// uftrace's `tui --report -f FIELDS -s KEYS`: the TUI opens on the
+/// report with those columns, ordered by calls; each function's calls are
+/// `fctrace report`'s (another reader of the same trace). `-s` without
+/// `--report`, and a field the TUI lacks, are refused.
+#[test]
+fn report_fields_and_sort_from_the_command_line() {
+    let rec = record(&program(), &[], &[]);
+    let tmux = Tmux::start(&[
+        OsStr::new("-d"),
+        rec.dir.path.as_os_str(),
+        OsStr::new("--report"),
+        OsStr::new("-f"),
+        OsStr::new("call,total-avg"),
+        OsStr::new("-s"),
+        OsStr::new("call"),
+    ]);
+    let screen = tmux.wait("the report", |s| {
+        s.contains(" Report |") && s.contains("CALLS*  TOTAL-AVG  FUNCTION")
+    });
+    let want: std::collections::BTreeMap<String, u64> = report(&rec.dir.path)
+        .functions
+        .into_iter()
+        .map(|f| (f.name, f.calls))
+        .collect();
+    let mut shown = Vec::new();
+    for line in screen.lines().skip_while(|l| !l.contains("CALLS*")).skip(1) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (Some(calls), Some(name)) = (words.first(), words.last()) else {
+            break;
+        };
+        let Ok(calls) = calls.parse::<u64>() else {
+            break;
+        };
+        assert_eq!(want.get(*name), Some(&calls), "{name}\n{screen}");
+        shown.push(calls);
+    }
+    assert!(shown.len() >= 3, "{screen}");
+    assert!(shown.windows(2).all(|w| w[0] >= w[1]), "{screen}");
+    tmux.keys(&["q"]);
+    tmux.wait_for("modes-end");
+
+    for (args, said) in [
+        (vec!["-s", "call"], "give it with --report"),
+        (
+            vec!["--report", "-f", "self-stdv"],
+            "fctrace report -f self-stdv",
+        ),
+    ] {
+        let mut all = vec![
+            OsStr::new("tui"),
+            OsStr::new("-d"),
+            rec.dir.path.as_os_str(),
+        ];
+        all.extend(args.iter().map(OsStr::new));
+        let r = fctrace(&all);
+        assert_eq!(r.code(), Some(1), "{}", r.describe());
+        assert!(r.stderr.contains(said), "{}", r.describe());
+    }
+}
+
 /// Without a terminal: a clear error, status 1.
 #[test]
 fn needs_a_terminal() {

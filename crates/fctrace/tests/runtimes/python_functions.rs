@@ -361,13 +361,9 @@ fn check_interpreter(python: &Path, opts: &[&str], ctx: &str, c_traced: bool) {
     assert_eq!(deepest, 10, "{ctx}: fib's recursion");
     // Exceptions: risky raises for 0, 3 and 6 (caught): those calls are
     // unwound, the others return.
-    // (CPython 3.12 gives a profile function an exception leaving a
-    // function as a return of None, its exception put aside: a return
-    // there. 3.11 and 3.13 say it.)
-    let unwinds = !ctx.contains("3.12");
     let risky = calls_of(&tree, "__main__.risky()");
     let unwound = risky.iter().filter(|(n, _)| n.unwound).count();
-    let raising = (0..7).filter(|x| unwinds && x % 3 == 0).count();
+    let raising = (0..7).filter(|x| x % 3 == 0).count();
     assert_eq!((risky.len(), unwound), (7, raising), "{ctx}: risky's exits");
     if c_traced {
         check_native_nesting(&tree, ctx);
@@ -459,11 +455,7 @@ fn check_interpreter(python: &Path, opts: &[&str], ctx: &str, c_traced: bool) {
     for label in ["__main__.main()", "__main__.<module>()"] {
         let calls = calls_of(&boom_tree, label);
         let unwound = calls.iter().filter(|(n, _)| n.unwound).count();
-        assert_eq!(
-            (calls.len(), unwound),
-            (2, usize::from(unwinds)),
-            "{ctx}: {label}"
-        );
+        assert_eq!((calls.len(), unwound), (2, 1), "{ctx}: {label}");
     }
 }
 
