@@ -341,14 +341,34 @@ fn write_task_tree(out: &mut dyn Write, trace: &Trace, short: bool) -> io::Resul
 }
 
 fn write_session(out: &mut dyn Write, id: u32, table: &SymTab, verbose: bool) -> io::Result<()> {
-    writeln!(out, "Session {id}: {} (pid {})", table.exe, table.pid)?;
+    // A fork child's own session: its parent's functions are listed with
+    // the parent; only those it added are counted here.
+    let first = table
+        .forked
+        .as_ref()
+        .map_or(0, |f| (f.functions as usize).min(table.functions.len()));
+    let functions = &table.functions[first..];
+    match &table.forked {
+        Some(f) => writeln!(
+            out,
+            "Session {id}: {} (pid {}), forked from session {}: its functions, and {} of its own",
+            table.exe,
+            table.pid,
+            f.parent,
+            functions.len()
+        )?,
+        None => writeln!(out, "Session {id}: {} (pid {})", table.exe, table.pid)?,
+    }
+    if table.forked.is_some() && functions.is_empty() {
+        return Ok(());
+    }
     writeln!(
         out,
         "  {:>12}  {:>10}  {:>10}  Module",
         "Instrumented", "Entry-only", "Not traced"
     )?;
     let mut counts = vec![(0u64, 0u64, 0u64); table.modules.len()];
-    for f in &table.functions {
+    for f in functions {
         if let Some(c) = counts.get_mut(f.module as usize) {
             match f.status {
                 FuncStatus::Traced | FuncStatus::TracedTrap => c.0 += 1,
@@ -361,6 +381,9 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab, verbose: bool) ->
         }
     }
     for (m, (traced, entry_only, not_traced)) in table.modules.iter().zip(&counts) {
+        if first > 0 && traced + not_traced == 0 {
+            continue;
+        }
         writeln!(
             out,
             "  {traced:>12}  {entry_only:>10}  {not_traced:>10}  {}",
@@ -378,8 +401,7 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab, verbose: bool) ->
         };
         format!("{}{kind} ({module})", fctrace_symbols::demangle(&f.name))
     };
-    let not_traced: Vec<_> = table
-        .functions
+    let not_traced: Vec<_> = functions
         .iter()
         .filter_map(|f| match &f.status {
             FuncStatus::NotTraced(reason) => Some((f, reason)),
@@ -411,11 +433,7 @@ fn write_session(out: &mut dyn Write, id: u32, table: &SymTab, verbose: bool) ->
             "Entry-only, their returns are not traced",
         ),
     ] {
-        let listed: Vec<_> = table
-            .functions
-            .iter()
-            .filter(|f| f.status == status)
-            .collect();
+        let listed: Vec<_> = functions.iter().filter(|f| f.status == status).collect();
         if !listed.is_empty() {
             writeln!(out, "  {heading} ({}):", listed.len())?;
             for f in listed {

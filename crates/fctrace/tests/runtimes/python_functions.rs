@@ -442,6 +442,13 @@ fn check_interpreter(python: &Path, opts: &[&str], ctx: &str, c_traced: bool) {
         assert_eq!(calls.len(), 1, "{ctx}: {label}");
         assert!(calls[0].1.contains(&under), "{ctx}: {:?}", calls[0].1);
     }
+    // The forked child met child_only first: a session of its own, said
+    // to be forked (its functions its parent's).
+    let summary = fctrace_on("info", &rec.dir.path, &[]);
+    assert!(
+        summary.contains(", forked from session "),
+        "{ctx}: {summary}"
+    );
     // Where each function is defined: `fctrace info --symbols`' list.
     let info = fctrace_on("info", &rec.dir.path, &["--symbols"]);
     for name in ["fib", "careful", "worker"] {
