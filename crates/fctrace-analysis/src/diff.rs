@@ -201,13 +201,35 @@ fn command(t: &Trace) -> String {
     }
 }
 
-/// The text table.
+/// The columns `report -f` may give with `--diff`: 0 calls, 1 total time,
+/// 2 self time (uftrace's `call`, `total`, `self`), in its order.
+pub fn columns(names: Option<&[&str]>) -> Result<Vec<usize>, String> {
+    let Some(names) = names else {
+        return Ok(DEFAULT_COLUMNS.to_vec());
+    };
+    names
+        .iter()
+        .map(|n| match *n {
+            "call" => Ok(0),
+            "total" => Ok(1),
+            "self" => Ok(2),
+            other => Err(format!(
+                "with --diff, -f takes total, self and call (not `{other}`)"
+            )),
+        })
+        .collect()
+}
+
+/// Total time, self time, calls.
+pub const DEFAULT_COLUMNS: [usize; 3] = [1, 2, 0];
+
+/// The text table, its columns `order` ([`columns`]).
 pub fn write_text(
     out: &mut dyn Write,
-    base: &Side,
-    other: &Side,
+    (base, other): (&Side, &Side),
     rows: &[Row],
     policy: Policy,
+    order: &[usize],
 ) -> io::Result<()> {
     writeln!(out, "#\n# fctrace report --diff")?;
     writeln!(
@@ -224,11 +246,10 @@ pub fn write_text(
     )?;
     writeln!(out, "#  differences: [1] - [0]\n#")?;
     let titles = ["Calls", "Total time", "Self time"];
-    let order = [1, 2, 0];
     let col = if policy.full { 34 } else { 15 };
     let mut head = String::from(" ");
     let mut rule = String::from(" ");
-    for &k in &order {
+    for &k in order {
         let t = if policy.full {
             format!("{} (base, other, diff)", titles[k])
         } else {
@@ -264,7 +285,7 @@ pub fn write_text(
         let d = r.diff();
         let b = values(&r.base);
         let mut line = String::from(" ");
-        for &k in &order {
+        for &k in order {
             let c = change(k, b[k], d[k], policy);
             if policy.full {
                 line.push_str(&format!(

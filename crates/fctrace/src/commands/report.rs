@@ -72,7 +72,25 @@ pub fn run(args: ReportArgs, terminal: &Terminal) -> anyhow::Result<ExitCode> {
             .transpose()
             .map_err(|e| anyhow::anyhow!("invalid --diff-policy: {e}"))?
             .unwrap_or_default();
-        return run_diff(&args, other, &given, (plain_key(&keys), policy), terminal);
+        let names: Option<Vec<&str>> = match (&cols, args.output_fields.as_deref()) {
+            (Some(_), Some(spec)) if spec.trim() == "none" => Some(Vec::new()),
+            (Some(_), Some(spec)) => Some(
+                spec.split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let order = diff::columns(names.as_deref())
+            .map_err(|e| anyhow::anyhow!("invalid -f/--output-fields: {e}"))?;
+        return run_diff(
+            &args,
+            other,
+            &given,
+            (plain_key(&keys), policy, &order),
+            terminal,
+        );
     }
     let trace = super::naming::open(&args.dir, &args.naming)?;
     if args.kernel {
@@ -203,7 +221,7 @@ fn run_diff(
     args: &ReportArgs,
     other_dir: &std::path::Path,
     given: &fctrace_options::Options,
-    (key, policy): (SortKey, diff::Policy),
+    (key, policy, order): (SortKey, diff::Policy, &[usize]),
     terminal: &Terminal,
 ) -> anyhow::Result<ExitCode> {
     let base = super::naming::open(&args.dir, &args.naming)?;
@@ -227,7 +245,7 @@ fn run_diff(
     let mut out = BufWriter::new(&mut output.writer);
     let written = match args.format {
         Format::Json => diff::write_json(&mut out, &sides.0, &sides.1, lost, &rows),
-        _ => diff::write_text(&mut out, &sides.0, &sides.1, &rows, policy),
+        _ => diff::write_text(&mut out, (&sides.0, &sides.1), &rows, policy, order),
     }
     .and_then(|()| out.flush());
     if let Err(e) = written {

@@ -6,6 +6,7 @@
 use fctrace_testkit::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::Path;
 
 /// graph.c's calls per function of the executable, for argument `n`.
@@ -185,6 +186,49 @@ fn diff_of_two_sizes_is_what_the_source_implies() {
     assert_eq!(cols[2], format!("{:+.2}%", 61.0 * 100.0 / 42.0), "{text}");
     let only_big = text.lines().find(|l| l.ends_with("  only_big")).unwrap();
     assert_eq!(only_big.split_whitespace().nth(2), Some("new"), "{text}");
+
+    // -f chooses the columns (uftrace's call, total, self), in its order:
+    // calls alone are leaf's 42, 103, +61 then the name.
+    let text = fctrace_on_quietly(
+        "report",
+        &small.dir.path,
+        &[
+            "--diff",
+            big.dir.path.to_str().unwrap(),
+            "-s",
+            "calls",
+            "-f",
+            "call",
+        ],
+    );
+    assert!(
+        text.lines().any(|l| l
+            .trim_start()
+            .starts_with("Calls (base, other, diff)  Function")),
+        "{text}"
+    );
+    let leaf = text.lines().find(|l| l.ends_with("  leaf")).unwrap();
+    assert_eq!(
+        leaf.split_whitespace().collect::<Vec<_>>(),
+        ["42", "103", "+61", "leaf"],
+        "{text}"
+    );
+    let r = fctrace(&[
+        OsStr::new("report"),
+        OsStr::new("-d"),
+        small.dir.path.as_os_str(),
+        OsStr::new("--diff"),
+        big.dir.path.as_os_str(),
+        OsStr::new("-f"),
+        OsStr::new("total-avg"),
+    ]);
+    assert_eq!(r.code(), Some(1), "{}", r.describe());
+    assert!(
+        r.stderr
+            .contains("with --diff, -f takes total, self and call"),
+        "{}",
+        r.describe()
+    );
 }
 
 #[test]
