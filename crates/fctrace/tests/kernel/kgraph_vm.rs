@@ -467,7 +467,7 @@ fn check(r: &VmRun, release: &str, top_level: bool) {
         sc.lines()
             .filter(|l| l.contains("[kernel] "))
             .all(|l| l.trim().starts_with("[kernel] __x64_sys_read();")),
-        "{sc}"
+        "{sc_detail}"
     );
     check_kernel_thread(&p, r);
     // No silent failure: a tracer that gave no kernel function is said

@@ -558,7 +558,8 @@ fn under_timeout(command: &[&OsStr]) -> Run {
 }
 
 /// sigcount.c under `timeout -s INT`: its handler counts one SIGINT, from
-/// timeout (the sender of both copies), as natively.
+/// timeout (the sender of both copies), as natively when timeout's two
+/// sends come before the handler runs.
 #[test]
 fn timeout_sigint_reaches_a_handler_once() {
     let exe = c_program("sigcount.c", "-O2", &["-O2"]);
@@ -580,9 +581,14 @@ fn timeout_sigint_reaches_a_handler_once() {
         assert!(from.parse::<u32>().is_ok_and(|p| p > 1), "{}", r.describe());
         head.to_string()
     };
-    assert_eq!(
-        shape(&native),
-        "count 1 code 0 from",
+    // Natively the handler sees one copy, or two when it ran between
+    // timeout's two sends (seen once in CI under load: the child ran its
+    // handler on the other CPU before timeout's kill(0)). Under fctrace,
+    // which passes the first on and keeps the group's copy from the
+    // handler, one.
+    let native_shape = shape(&native);
+    assert!(
+        ["count 1 code 0 from", "count 2 code 0 from"].contains(&native_shape.as_str()),
         "{}",
         native.describe()
     );
