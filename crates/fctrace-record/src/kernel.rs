@@ -593,13 +593,22 @@ impl Kernel {
     pub fn drain(&mut self, last: bool, write: &mut dyn FnMut(u32, &KernelEvent) -> bool) {
         let now = crate::clock::kernel_now_ns();
         let old = self.pending.len();
+        // The tracer's text first, then the rings: a function's return
+        // read from the text is followed within microseconds by its
+        // system call's return in a ring, so that return is read too and
+        // its tree tied inside it. (Read the other way round, a short
+        // call's return could be missed by the rings and its functions,
+        // a microsecond late, sorted after it: seen once on 6.1 in ld.so's
+        // first read, and under later calls on 6.12.)
+        let mut funcs = Vec::new();
+        if let Some(g) = &mut self.funcs {
+            g.read(&mut funcs);
+        }
         for i in 0..self.rings.len() {
             self.read_ring(i);
         }
         if let Some(g) = &mut self.funcs {
             self.ties.note(&self.pending[old..]);
-            let mut funcs = Vec::new();
-            g.read(&mut funcs);
             self.ties.tie(&mut funcs);
             self.pending
                 .extend(funcs.into_iter().map(|f| (f.tid, f.event)));
