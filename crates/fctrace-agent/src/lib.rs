@@ -46,6 +46,10 @@ struct Config {
     /// `FCTRACE_NO_PYTHON` (set, not `0`): an embedded CPython is left
     /// alone (`instrument::python`).
     no_python: bool,
+    /// `FCTRACE_PYTHON_PROFILE` (set, not `0`): CPython's functions are
+    /// traced through a profile function even where its frame evaluation
+    /// function would see them all.
+    python_profile: bool,
 }
 
 unsafe extern "C" {
@@ -106,6 +110,8 @@ fn take_config() -> Option<Config> {
             parent: value(process::ENV_PARENT).map(|v| v.parse().unwrap_or(u32::MAX)),
             options: value(ENV_OPTIONS).unwrap_or_default(),
             no_python: value("FCTRACE_NO_PYTHON").is_some_and(|v| !v.is_empty() && v != "0"),
+            python_profile: value("FCTRACE_PYTHON_PROFILE")
+                .is_some_and(|v| !v.is_empty() && v != "0"),
         };
         let mut removed = Vec::new();
         let mut w = 0;
@@ -344,8 +350,9 @@ pub unsafe extern "C" fn fctrace_agent_attach(
                 agent: value("FCTRACE_AGENT").unwrap_or_default(),
                 parent: None,
                 options: value(ENV_OPTIONS).unwrap_or_default(),
-                // (Attached, Python functions are not recorded anyway.)
+                // (Attached, Python functions are set up apart.)
                 no_python: true,
+                python_profile: false,
             };
             shm::set_attach_tids(
                 value("FCTRACE_TIDS")
@@ -503,6 +510,7 @@ pub unsafe extern "C" fn fctrace_agent_detach(
 /// words, generated code, signal actions, the shared memory. Returns the
 /// writes that could not be undone.
 fn teardown() -> usize {
+    instrument::python::detach();
     let failed = runtime::journal::undo();
     unwind::detach();
     interpose::context::detach();
@@ -576,10 +584,12 @@ fn start(cfg: &Config, attaching: Option<&[u64]>) -> Result<(), String> {
     process::init(&cfg.shm, &cfg.dir, &cfg.agent, &cfg.options);
     signal::init();
     signal::init_triggers(&signal_triggers);
-    // An embedded CPython's functions (launched only: attached, the
-    // interpreter is running already).
+    // An embedded CPython's functions (attached: through the frame
+    // evaluation function only, where the version allows it).
     if attaching.is_none() && !cfg.no_python {
-        instrument::python::prepare();
+        instrument::python::prepare(cfg.python_profile);
+    } else if attaching.is_some() {
+        instrument::python::attach();
     }
     // Once, however many times fctrace attaches.
     static ATFORK: std::sync::Once = std::sync::Once::new();

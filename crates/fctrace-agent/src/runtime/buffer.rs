@@ -156,14 +156,25 @@ pub fn append(shm: &Shm, st: &mut ThreadState, kind: EventKind, func: u32) {
 /// if there is no buffer to write into (the event is counted as lost).
 pub fn reserve(shm: &Shm, st: &mut ThreadState, n: usize) -> *mut fctrace_format::event::RawEvent {
     use fctrace_format::event::RawEvent;
-    use std::sync::atomic::Ordering;
     let size = shm.layout.buf_size as u64;
     let want = (n * RawEvent::SIZE) as u64;
     for _ in 0..2 {
         let buf = st.buf;
+        let mut pos = want;
         // SAFETY: st.buf is this thread's current buffer; pos is only
-        // advanced by this thread.
-        let pos = unsafe { (*buf).pos.fetch_add(want, Ordering::Relaxed) };
+        // advanced by this thread, so one `xadd` without `lock` reserves
+        // (as the generated code does): a signal handler interrupting this
+        // thread sees the position before or after, never a torn one, and
+        // the bus lock a `lock` prefix takes (about 20 cycles per event)
+        // guards against no one.
+        unsafe {
+            std::arch::asm!(
+                "xadd qword ptr [{p}], {v}",
+                p = in(reg) (*buf).pos.as_ptr(),
+                v = inout(reg) pos,
+                options(nostack),
+            );
+        }
         if pos + want <= size {
             // SAFETY: within the buffer.
             return unsafe { (buf as *mut u8).add(pos as usize) as *mut RawEvent };

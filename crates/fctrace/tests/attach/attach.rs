@@ -1938,3 +1938,132 @@ fn signal_triggers_of_an_earlier_attach_leave_the_signals_to_the_program() {
         assert_eq!(calls_named(&rep, "top"), rounds * REOPT_CALLS, "{ctx}");
     }
 }
+
+/// A Python service: each `go` line on stdin makes `handle` call `step`
+/// `PY_STEPS` times, each calling `leaf`; main waits on stdin between.
+const PY_SERVICE: &str = r#"import sys
+
+
+def leaf(i):
+    return i * 2
+
+
+def step(i):
+    return leaf(i) + 1
+
+
+def handle(n):
+    total = 0
+    for i in range(n):
+        total += step(i)
+    return total
+
+
+print("ready", flush=True)
+rounds = 0
+for line in sys.stdin:
+    if line.strip() == "quit":
+        break
+    rounds += 1
+    print(f"round {rounds} {handle(1000)}", flush=True)
+"#;
+const PY_STEPS: u64 = 1000;
+
+/// Runs the Python service under `python`, attached (`-p`) for its first
+/// two rounds and detached (Ctrl-C) before the third: its output and
+/// status are a native run's, and fctrace's stderr is returned with the
+/// trace.
+fn python_service_attached(python: &Path, label: &str) -> (TraceDir, Vec<String>) {
+    let work = scratch(label);
+    let script = work.path.join("service.py");
+    std::fs::write(&script, PY_SERVICE).unwrap();
+    let drive = |attach: Option<&Path>| {
+        let mut prog = Driven::start(Command::new(python).arg(&script));
+        prog.wait_for("ready");
+        let pid = prog.child.id();
+        wait_in_read(pid, 1);
+        let tracer = attach.map(|dir| start_attached(pid, dir, &[]));
+        for round in 1..=2 {
+            prog.send("go");
+            prog.wait_for(&format!("round {round}"));
+        }
+        // Detached while main waits on stdin again.
+        let said = tracer.map(|(t, err)| {
+            wait_in_read(pid, 1);
+            ctrl_c(t, err, pid)
+        });
+        prog.send("go");
+        prog.wait_for("round 3");
+        prog.send("quit");
+        let (out, status) = prog.finish();
+        (out, status, said.unwrap_or_default())
+    };
+    let (native_out, native_status, _) = drive(None);
+    let dir = TraceDir::new(label);
+    let (out, status, said) = drive(Some(&dir.path));
+    assert_eq!(out, native_out, "{label}");
+    assert_eq!(status.code(), native_status.code(), "{label}");
+    (dir, said)
+}
+
+fn pyenv_3_11_7() -> PathBuf {
+    let home = std::env::var_os("HOME").expect("HOME is not set");
+    let p = Path::new(&home).join(".pyenv/versions/3.11.7/bin/python3.11");
+    assert!(
+        p.is_file(),
+        "{} is missing: pyenv's CPython 3.11.7 (pyenv install 3.11.7)",
+        p.display()
+    );
+    p
+}
+
+/// Attached to a running CPython 3.11.7 (its frame evaluation function
+/// sees every Python call): the Python functions called while attached
+/// are recorded, as many times as the service made them; the rounds
+/// before and after are not (the frame evaluation function is removed at
+/// the detach: the third round runs as natively).
+#[test]
+fn python_functions_of_a_running_interpreter() {
+    let (dir, said) = python_service_attached(&pyenv_3_11_7(), "attach-python");
+    let ctx = format!("trace {}: fctrace said {said:?}", dir.path.display());
+    let rep = report(&dir.path);
+    let calls = |name: &str| calls_named(&rep, name);
+    assert_eq!(calls("__main__.handle"), 2, "{ctx}");
+    assert_eq!(calls("__main__.step"), 2 * PY_STEPS, "{ctx}");
+    assert_eq!(calls("__main__.leaf"), 2 * PY_STEPS, "{ctx}");
+    assert_eq!(rep.lost_events, 0, "{ctx}");
+    // step nests under handle, leaf under step.
+    let text = replay_text(&dir.path);
+    let depth = |name: &str| {
+        let l = text
+            .lines()
+            .find(|l| l.contains(&format!(" {name}()")))
+            .unwrap_or_else(|| panic!("{ctx}: no {name} in\n{text}"));
+        let body = &l[l.find("| ").unwrap() + 2..];
+        body.len() - body.trim_start().len()
+    };
+    assert!(
+        depth("__main__.handle") < depth("__main__.step")
+            && depth("__main__.step") < depth("__main__.leaf"),
+        "{ctx}\n{text}"
+    );
+}
+
+/// Attached to Debian's python3.11 (3.11.2: some Python methods run
+/// without the frame evaluation function, and a profile function cannot
+/// be set from outside): its C functions are traced, its Python functions
+/// are not, and fctrace says why.
+#[test]
+fn python_functions_of_a_running_debian_python_are_not_traced_with_a_word() {
+    let (dir, said) =
+        python_service_attached(Path::new("/usr/bin/python3.11"), "attach-python-debian");
+    let ctx = format!("trace {}: fctrace said {said:?}", dir.path.display());
+    assert!(
+        said.iter()
+            .any(|l| l.contains("its functions are not traced (attached")),
+        "{ctx}"
+    );
+    let rep = report(&dir.path);
+    assert_eq!(calls_named(&rep, "__main__.step"), 0, "{ctx}");
+    assert!(calls_named(&rep, "_PyEval_EvalFrameDefault") > 0, "{ctx}");
+}
