@@ -83,10 +83,22 @@ mod tests {
         for filter in [None, Some(0x7f3a_1122_3340)] {
             for ext_state in [
                 ExtState::Fxsave,
-                ExtState::Xsave(576),
-                ExtState::Xsave(832),
-                ExtState::Xsave(2696),
-                ExtState::Xsave(11008),
+                ExtState::Xsave {
+                    size: 576,
+                    mask: 0x3,
+                },
+                ExtState::Xsave {
+                    size: 832,
+                    mask: 0x7,
+                },
+                ExtState::Xsave {
+                    size: 2696,
+                    mask: 0x2e7,
+                },
+                ExtState::Xsave {
+                    size: 2696,
+                    mask: 0x802e7,
+                },
             ] {
                 for buf_size in [4096, 1 << 20, 1 << 24] {
                     for tls in [-0x40, -0x2_3450] {

@@ -51,14 +51,14 @@ pub(super) fn slow_call(
 pub(super) fn save_ext_state(a: &mut CodeAssembler, ext: ExtState) -> Result<(), IcedError> {
     a.and(rsp, -64)?;
     match ext {
-        ExtState::Xsave(size) => {
+        ExtState::Xsave { size, mask } => {
             a.sub(rsp, (size as i32 + 63) & !63)?;
             // The xsave header (bytes 512..576) must be clean for xrstor.
             for i in 0..8 {
                 a.mov(qword_ptr(rsp + (512 + i * 8)), 0)?;
             }
-            a.mov(eax, -1)?;
-            a.mov(edx, -1)?;
+            a.mov(eax, mask as u32)?;
+            a.mov(edx, (mask >> 32) as u32)?;
             a.xsave64(ptr(rsp))
         }
         ExtState::Fxsave => {
@@ -72,9 +72,9 @@ pub(super) fn save_ext_state(a: &mut CodeAssembler, ext: ExtState) -> Result<(),
 /// the flags alone (the slow path's result is in ZF), clobbers rax and rdx.
 pub(super) fn restore_ext_state(a: &mut CodeAssembler, ext: ExtState) -> Result<(), IcedError> {
     match ext {
-        ExtState::Xsave(_) => {
-            a.mov(eax, -1)?;
-            a.mov(edx, -1)?;
+        ExtState::Xsave { mask, .. } => {
+            a.mov(eax, mask as u32)?;
+            a.mov(edx, (mask >> 32) as u32)?;
             a.xrstor64(ptr(rsp))
         }
         ExtState::Fxsave => a.fxrstor64(ptr(rsp)),

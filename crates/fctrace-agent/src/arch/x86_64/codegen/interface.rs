@@ -8,9 +8,9 @@
 /// (xmm0..15 at offset 160), which `recording::filter` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExtState {
-    /// `xsave64`/`xrstor64` of every component enabled in XCR0, into an
-    /// area of this many bytes.
-    Xsave(u32),
+    /// `xsave64`/`xrstor64` of the components of `mask` (those enabled in
+    /// XCR0 but AMX's tiles), into an area of `size` bytes.
+    Xsave { size: u32, mask: u64 },
     /// `fxsave64`/`fxrstor64` of a 512-byte area: x87 and SSE, the whole
     /// state of a CPU (or an OS) without XSAVE, which cannot enable AVX.
     Fxsave,
@@ -119,15 +119,65 @@ pub struct Common {
 }
 
 /// How this CPU's extended state is saved: with `xsave` when the OS
-/// enabled it (CPUID.1:ECX.OSXSAVE), sized for the components enabled in
-/// XCR0; else with `fxsave` (x86-64 always has it, and without XSAVE the
-/// OS cannot enable AVX or later state: x87 and SSE are all there is).
+/// enabled it (CPUID.1:ECX.OSXSAVE), of the components enabled in XCR0
+/// but AMX's tile configuration and data (bits 17 and 18: 8 KiB of tiles
+/// that neither the agent nor the C library functions it calls touch, and
+/// which on a CPU with AMX made each slow path take 11 KiB of the
+/// program's stack: a coroutine's 6 KiB stack overflowed), in an area
+/// sized to the last of them (standard layout: CPUID leaf 0xD gives each
+/// component's offset and size); else with `fxsave` (x86-64 always has
+/// it, and without XSAVE the OS cannot enable AVX or later state: x87 and
+/// SSE are all there is).
 pub fn ext_state() -> ExtState {
     let r = std::arch::x86_64::__cpuid(1);
     if r.ecx & (1 << 27) == 0 {
         return ExtState::Fxsave;
     }
+    // SAFETY: xgetbv(0) reads XCR0; OSXSAVE (checked above) makes it
+    // available in user mode.
+    let xcr0 = unsafe { std::arch::x86_64::_xgetbv(0) };
+    let mask = xcr0 & !AMX_TILES;
     // cpuid leaf 0xD exists on every CPU with xsave.
-    let r = std::arch::x86_64::__cpuid_count(0xD, 0);
-    ExtState::Xsave(r.ebx.max(576))
+    let size = (2..63)
+        .filter(|i| mask & 1 << i != 0)
+        .map(|i| {
+            let r = std::arch::x86_64::__cpuid_count(0xD, i);
+            r.ebx + r.eax
+        })
+        .max()
+        .unwrap_or(0);
+    ExtState::Xsave {
+        size: size.max(576),
+        mask,
+    }
+}
+
+/// XCR0's AMX components: the tile configuration and the tile data.
+pub const AMX_TILES: u64 = 1 << 17 | 1 << 18;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This CPU's save area: AMX's tiles never in it, x87 and SSE always,
+    /// its size reaching the end of the last component saved.
+    #[test]
+    fn the_save_area_leaves_amx_tiles_out() {
+        let ExtState::Xsave { size, mask } = ext_state() else {
+            return;
+        };
+        assert_eq!(mask & AMX_TILES, 0, "mask {mask:#x}");
+        assert_eq!(mask & 3, 3, "mask {mask:#x}");
+        let last = (2..63u32)
+            .filter(|i| mask & 1 << i != 0)
+            .map(|i| {
+                let r = std::arch::x86_64::__cpuid_count(0xD, i);
+                r.ebx + r.eax
+            })
+            .max()
+            .unwrap_or(576);
+        assert_eq!(size, last.max(576));
+        // (The tile data alone is 8 KiB.)
+        assert!(size < 8192, "size {size}");
+    }
 }
