@@ -455,6 +455,54 @@ pub fn on_entry(st: *mut ThreadState, func: u32, regs: &EntryRegs) {
     });
 }
 
+/// Right after the Entry record of a Python function `func`
+/// (`instrument::python`): its `-A` items, each `argN` written by
+/// `put(n, writer, string_max)` (the Python value's short form), any
+/// other source shown missing.
+pub fn on_python_entry(
+    st: &mut ThreadState,
+    func: u32,
+    put: impl Fn(u8, &mut Writer, usize) -> bool,
+) {
+    let Some(specs) = installed() else { return };
+    let Some(f) = specs.lookup(func) else { return };
+    if f.args.is_empty() {
+        return;
+    }
+    let bound = 8 + f.args.len() * (specs.string_max + 8);
+    emit(st, EventKind::Args, func, bound, |w| {
+        for v in &f.args {
+            let ok = match v {
+                Val::Item(Item {
+                    source: Source::Int(n),
+                    ..
+                }) => put(*n, w, specs.string_max),
+                _ => w.missing(),
+            };
+            if !ok {
+                break;
+            }
+        }
+    });
+}
+
+/// Right before the Exit record of a Python function `func` that has
+/// `-R`: its return value, written by `put(writer, string_max)`.
+pub fn on_python_exit(
+    st: &mut ThreadState,
+    func: u32,
+    put: impl FnOnce(&mut Writer, usize) -> bool,
+) {
+    let Some(specs) = installed() else { return };
+    let Some(f) = specs.lookup(func) else { return };
+    if f.retval.is_none() {
+        return;
+    }
+    emit(st, EventKind::Retval, func, 16 + specs.string_max, |w| {
+        put(w, specs.string_max);
+    });
+}
+
 /// Right before the Exit record of `func`.
 pub fn on_exit(st: *mut ThreadState, func: u32, regs: &ExitRegs) {
     let Some(specs) = installed() else { return };

@@ -54,9 +54,9 @@ use crate::recording::args;
 use crate::runtime::buffer;
 use crate::runtime::shm::Shm;
 use crate::runtime::state::{
-    FastDesc, ShadowEntry, ThreadState, B_FINISHED, B_NOFILTER, B_OFF, E_DEPTH, E_FASTRET,
+    FastDesc, PyCalls, ShadowEntry, ThreadState, B_FINISHED, B_NOFILTER, B_OFF, E_DEPTH, E_FASTRET,
     E_FILTER, E_HIDDEN, E_NOTRACE, E_OPENED, E_RETVAL, E_SLOW_EXIT, FASTRET_SHIFT, NEVER, NT_MASK,
-    PREV_MASK, PREV_SHIFT, SHADOW_ENTRY_SIZE,
+    PREV_MASK, PREV_SHIFT, PY_CALLS_MAX, SHADOW_ENTRY_SIZE,
 };
 use fctrace_format::argval::MAX_BACKTRACE;
 use fctrace_format::event::{EventKind, RawEvent, WITH_CALL_STEP};
@@ -414,9 +414,9 @@ fn depth_entries(st: &ThreadState) -> u64 {
     (st.shadow_top as u64 - st.shadow_base as u64) / SHADOW_ENTRY_SIZE as u64
 }
 
-/// Recorded calls open on the thread.
+/// Recorded calls open on the thread (Python ones too).
 fn vdepth(st: &ThreadState) -> u64 {
-    depth_entries(st).saturating_sub(st.hidden)
+    depth_entries(st).saturating_sub(st.hidden) + st.py_visible
 }
 
 /// Whether a call made now (not flagged as -F/-N) would be recorded
@@ -494,53 +494,13 @@ pub unsafe fn flagged_entry(
             flags &= !(F_FILTER | F_NOTRACE | F_TRIGGER);
         }
     }
-    let mut depth = None;
-    let mut backtrace = false;
     let was_off = st.filt.off;
-    if flags & F_TRIGGER != 0 {
-        let mut switched = false;
-        for (i, t) in cfg.opts.triggers.iter().take(MAX_TRIGGERS).enumerate() {
-            if flags & 1 << (TRIGGER_SHIFT + i as u32) == 0 {
-                continue;
-            }
-            for a in &t.actions {
-                match *a {
-                    Action::TraceOn if t.global => {
-                        global_switch(G_ON);
-                        switched = true;
-                    }
-                    Action::TraceOn => st.filt.off = false,
-                    Action::TraceOff if t.global => {
-                        global_switch(G_OFF);
-                        switched = true;
-                    }
-                    Action::TraceOff => st.filt.off = true,
-                    Action::Finish => {
-                        global_switch(G_FINISH);
-                        switched = true;
-                    }
-                    Action::Depth(n) => depth = Some(n),
-                    Action::Backtrace => backtrace = true,
-                    Action::Snapshot => {
-                        if let Some(shm) = crate::runtime::shm::get() {
-                            shm.request_snapshot();
-                        }
-                    }
-                }
-            }
-        }
-        if switched {
-            resync(st);
-        }
-        if st.filt.finished {
-            recompute(st);
-            return 1;
-        }
-    }
+    let Some((depth, backtrace)) = fire_triggers(cfg, st, flags) else {
+        return 1;
+    };
     let v = vdepth(st);
     recompute(st);
-    let visible = open(st) || (flags & F_FILTER != 0 && !st.filt.off && st.block & NT_MASK == 0);
-    let visible = visible && flags & F_NOTRACE == 0 && v < st.max as u64;
+    let visible = visible_now(st, flags, v);
     let region = flags & (F_FILTER | F_NOTRACE) != 0
         || (visible && (depth.is_some() || flags & F_RETVAL != 0));
     // (The state is recomputed above; nothing changed it since.)
@@ -609,6 +569,187 @@ pub unsafe fn flagged_entry(
     }
     recompute(st);
     0
+}
+
+/// Runs the triggers of a flagged function's entry (`flags`): its depth
+/// limit (`depth=N`) and whether it asks for a backtrace; `None` when
+/// tracing is finished (then nothing is recorded).
+fn fire_triggers(cfg: &Config, st: &mut ThreadState, flags: u64) -> Option<(Option<u32>, bool)> {
+    let mut depth = None;
+    let mut backtrace = false;
+    if flags & F_TRIGGER == 0 {
+        return Some((None, false));
+    }
+    let mut switched = false;
+    for (i, t) in cfg.opts.triggers.iter().take(MAX_TRIGGERS).enumerate() {
+        if flags & 1 << (TRIGGER_SHIFT + i as u32) == 0 {
+            continue;
+        }
+        for a in &t.actions {
+            match *a {
+                Action::TraceOn if t.global => {
+                    global_switch(G_ON);
+                    switched = true;
+                }
+                Action::TraceOn => st.filt.off = false,
+                Action::TraceOff if t.global => {
+                    global_switch(G_OFF);
+                    switched = true;
+                }
+                Action::TraceOff => st.filt.off = true,
+                Action::Finish => {
+                    global_switch(G_FINISH);
+                    switched = true;
+                }
+                Action::Depth(n) => depth = Some(n),
+                Action::Backtrace => backtrace = true,
+                Action::Snapshot => {
+                    if let Some(shm) = crate::runtime::shm::get() {
+                        shm.request_snapshot();
+                    }
+                }
+            }
+        }
+    }
+    if switched {
+        resync(st);
+    }
+    if st.filt.finished {
+        recompute(st);
+        return None;
+    }
+    Some((depth, backtrace))
+}
+
+/// Whether a flagged function's call entered now, at recorded level `v`,
+/// is recorded (the state recomputed just before).
+fn visible_now(st: &ThreadState, flags: u64, v: u64) -> bool {
+    let visible = open(st) || (flags & F_FILTER != 0 && !st.filt.off && st.block & NT_MASK == 0);
+    visible && flags & F_NOTRACE == 0 && v < st.max as u64
+}
+
+/// The entry of a Python function (`instrument::python`) with filters:
+/// the same decisions as a native function's ([`flagged_entry`] for a
+/// flagged one, the `limit` for another), and the same regions (`-F`,
+/// `-N`, `depth=N`); its word kept on the thread's Python calls for its
+/// exit ([`python_exit`]). A trigger's backtrace is not recorded for
+/// it. Has its entry written by `write` (and its `-A` values by `args`)
+/// and returns true when it is recorded.
+pub fn python_entry(
+    st: &mut ThreadState,
+    func: u32,
+    flags: u64,
+    write: impl FnOnce(&mut ThreadState, EventKind, u32),
+    args: impl FnOnce(&mut ThreadState),
+) -> bool {
+    let Some(cfg) = config() else { return false };
+    if st.gen != GLOBAL.load(Ordering::Acquire) {
+        resync(st);
+    }
+    if st.py_calls.is_null() {
+        // The thread's first Python call with filters (once per state).
+        st.py_calls = Box::leak(Box::new(PyCalls {
+            len: 0,
+            over: 0,
+            words: [0; PY_CALLS_MAX],
+        }));
+    }
+    // SAFETY: the thread's own, allocated above or before.
+    let calls = unsafe { &mut *st.py_calls };
+    if calls.len as usize >= PY_CALLS_MAX {
+        calls.over += 1;
+        return false;
+    }
+    let push = |st: &mut ThreadState, word: u64| {
+        // SAFETY: as above; room checked.
+        let calls = unsafe { &mut *st.py_calls };
+        calls.words[calls.len as usize] = word;
+        calls.len += 1;
+    };
+    let hidden = func as u64 | E_HIDDEN;
+    if st.filt.finished {
+        push(st, hidden);
+        return false;
+    }
+    let Some((depth, _)) = fire_triggers(cfg, st, flags) else {
+        push(st, hidden);
+        return false;
+    };
+    let v = vdepth(st);
+    recompute(st);
+    let visible = visible_now(st, flags, v);
+    let mut word = func as u64;
+    if flags & (F_FILTER | F_NOTRACE) != 0 || (visible && depth.is_some()) {
+        word |= E_SLOW_EXIT;
+    }
+    if flags & F_FILTER != 0 {
+        word |= E_FILTER;
+        st.filt.fl += 1;
+    }
+    if flags & F_NOTRACE != 0 {
+        word |= E_NOTRACE;
+        st.block += 1;
+    }
+    if visible {
+        if let Some(n) = depth {
+            word |= E_DEPTH | (st.max as u64).min(PREV_MASK) << PREV_SHIFT;
+            st.max = st.max.min((v + n as u64).min(PREV_MASK - 1) as u32);
+        }
+        if flags & F_RETVAL != 0 {
+            word |= E_RETVAL;
+        }
+        st.py_visible += 1;
+        write(st, EventKind::Entry, func);
+        if flags & F_ARGS != 0 {
+            args(st);
+        }
+    } else {
+        word |= E_HIDDEN;
+    }
+    push(st, word);
+    recompute(st);
+    visible
+}
+
+/// The exit of a Python function entered through [`python_entry`]:
+/// records it (an `Unwind` if `unwound`; before a return, its `-R` value,
+/// written by `retval`) when its entry was recorded, and ends its region.
+pub fn python_exit(
+    st: &mut ThreadState,
+    unwound: bool,
+    write: impl FnOnce(&mut ThreadState, EventKind, u32),
+    retval: impl FnOnce(&mut ThreadState, u32),
+) {
+    // SAFETY: the thread's own (null: no Python call entered with filters).
+    let Some(calls) = (unsafe { st.py_calls.as_mut() }) else {
+        return;
+    };
+    if calls.over > 0 {
+        calls.over -= 1;
+        return;
+    }
+    if calls.len == 0 {
+        return;
+    }
+    calls.len -= 1;
+    let word = calls.words[calls.len as usize];
+    if word & E_HIDDEN == 0 {
+        st.py_visible = st.py_visible.saturating_sub(1);
+        if FINISHED.load(Ordering::Relaxed) == 0 {
+            let kind = if unwound {
+                EventKind::Unwind
+            } else {
+                if word & E_RETVAL != 0 {
+                    retval(st, word as u32);
+                }
+                EventKind::Exit
+            };
+            write(st, kind, word as u32);
+        }
+    }
+    // (A hidden Python call has no shadow entry: `hidden` counts those.)
+    release(st, word & !E_HIDDEN);
+    recompute(st);
 }
 
 /// # Safety

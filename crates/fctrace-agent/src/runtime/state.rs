@@ -100,6 +100,31 @@ pub struct ThreadState {
     /// (`instrument::python`): a return with none open is one of a call
     /// made before fctrace's profile function was installed, not recorded.
     pub py_depth: u32,
+    /// With filters: the open Python calls' region words
+    /// (`recording::filter::python_entry`); allocated at the thread's first
+    /// Python call, kept when the state is reused. Null before.
+    pub py_calls: *mut PyCalls,
+    /// With filters: recorded Python calls open on the thread (levels of
+    /// the depth limit, as recorded native calls are).
+    pub py_visible: u64,
+    /// Where the thread's last Python event placed by a profile function
+    /// ended in its buffer: (buffer index + 1) << 32 | offset; 0: none
+    /// (`instrument::python`, with filters).
+    pub py_mark: u64,
+}
+
+/// Open Python calls kept for their exits.
+pub const PY_CALLS_MAX: usize = 2048;
+
+/// With filters, per thread: the word of each open Python call, innermost
+/// last (a shadow entry's `func` word: the function id, and the `E_*`
+/// bits of what its entry changed); `over`: calls opened beyond
+/// `PY_CALLS_MAX` (neither recorded nor regions).
+#[repr(C)]
+pub struct PyCalls {
+    pub len: u32,
+    pub over: u32,
+    pub words: [u64; PY_CALLS_MAX],
 }
 
 pub const OFF_LIMIT: i32 = std::mem::offset_of!(ThreadState, limit) as i32;

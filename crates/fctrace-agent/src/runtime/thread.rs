@@ -89,6 +89,9 @@ fn new_state(
         free: std::sync::atomic::AtomicU32::new(0),
         adopt: std::ptr::null_mut(),
         py_depth: 0,
+        py_calls: std::ptr::null_mut(),
+        py_visible: 0,
+        py_mark: 0,
     }
 }
 
@@ -349,6 +352,15 @@ fn keep_state(mut st: ThreadState) -> *mut ThreadState {
             .is_ok()
         {
             st.next = old.next;
+            // (The Python calls' words of a state, allocated once, are
+            // kept, emptied.)
+            st.py_calls = old.py_calls;
+            // SAFETY: a non-null `py_calls` is the free state's own,
+            // which this thread took.
+            if let Some(calls) = unsafe { st.py_calls.as_mut() } {
+                calls.len = 0;
+                calls.over = 0;
+            }
             // SAFETY: this thread took the free state for itself (the
             // exchange above); no one else reads it but through `next`,
             // which is kept.

@@ -9,6 +9,7 @@ mod go_cgo;
 mod gprof;
 mod jvm;
 mod musl;
+mod python_filters;
 mod python_functions;
 mod sanitizers;
 mod scripts;

@@ -12,7 +12,7 @@
 use crate::runtime::{log, tls};
 use fctrace_format::symtab::{FuncKind, FuncStatus, FunctionLine};
 use std::ffi::{c_char, c_int, c_long, c_void, CStr};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 pub(super) type Obj = *mut c_void;
@@ -35,7 +35,7 @@ pub(super) struct Api {
     pub(super) incref: unsafe extern "C" fn(Obj),
     pub(super) decref: unsafe extern "C" fn(Obj),
     pub(super) getattr: unsafe extern "C" fn(Obj, *const c_char) -> Obj,
-    utf8: unsafe extern "C" fn(Obj, *mut isize) -> *const c_char,
+    pub(super) utf8: unsafe extern "C" fn(Obj, *mut isize) -> *const c_char,
     pub(super) as_long: unsafe extern "C" fn(Obj) -> c_long,
     pub(super) dict_get: unsafe extern "C" fn(Obj, *const c_char) -> Obj,
     pub(super) err_fetch: unsafe extern "C" fn(*mut Obj, *mut Obj, *mut Obj),
@@ -77,14 +77,31 @@ const MAX_CODES: u32 = (SLOTS as u32 / 4) * 3;
 struct Slot {
     code: AtomicUsize,
     id: AtomicU32,
+    flags: AtomicU64,
 }
 
 static TABLE: [Slot; SLOTS] = [const {
     Slot {
         code: AtomicUsize::new(0),
         id: AtomicU32::new(0),
+        flags: AtomicU64::new(0),
     }
 }; SLOTS];
+
+/// A code object's table entry: its id (with [`GEN_BIT`]) and its
+/// record-time filter flags (`recording::filter::flags_for`; 0 without
+/// filters).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Code {
+    pub(super) entry: u32,
+    pub(super) flags: u64,
+}
+
+/// A code object without an id.
+pub(super) const NO_CODE: Code = Code {
+    entry: NO_ID,
+    flags: 0,
+};
 
 /// Code objects in the table.
 static CODES: AtomicU32 = AtomicU32::new(0);
@@ -93,15 +110,18 @@ fn first_slot(code: usize) -> usize {
     ((code as u64 >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOT_BITS)) as usize
 }
 
-/// The id of the code object at `code`, if it has been seen.
+/// The entry of the code object at `code`, if it has been seen.
 #[inline]
-pub(super) fn lookup(code: usize) -> Option<u32> {
+pub(super) fn lookup(code: usize) -> Option<Code> {
     let mut i = first_slot(code);
     for _ in 0..PROBES {
         let slot = &TABLE[i];
         let c = slot.code.load(Ordering::Acquire);
         if c == code {
-            return Some(slot.id.load(Ordering::Relaxed));
+            return Some(Code {
+                entry: slot.id.load(Ordering::Relaxed),
+                flags: slot.flags.load(Ordering::Relaxed),
+            });
         }
         if c == 0 {
             return None;
@@ -111,15 +131,16 @@ pub(super) fn lookup(code: usize) -> Option<u32> {
     None
 }
 
-/// Enters the code object at `code` with `id` (the GIL serialises the
-/// callers; the id is written before the address publishes it). False
-/// when no slot in reach is free.
-pub(super) fn insert(code: usize, id: u32) -> bool {
+/// Enters the code object at `code` (the GIL serialises the callers; the
+/// entry is written before the address publishes it). False when no slot
+/// in reach is free.
+pub(super) fn insert(code: usize, c: Code) -> bool {
     let mut i = first_slot(code);
     for _ in 0..PROBES {
         let slot = &TABLE[i];
         if slot.code.load(Ordering::Relaxed) == 0 {
-            slot.id.store(id, Ordering::Relaxed);
+            slot.id.store(c.entry, Ordering::Relaxed);
+            slot.flags.store(c.flags, Ordering::Relaxed);
             slot.code.store(code, Ordering::Release);
             CODES.fetch_add(1, Ordering::Relaxed);
             return true;
@@ -200,9 +221,9 @@ pub(super) unsafe fn module_name(api: &Api, globals: Obj) -> String {
 /// the symbol table under a new function id, kept in the code table.
 /// `module_of` names its module (called with the GIL held, the thread's
 /// error state set aside). Returns its code table entry (with [`GEN_BIT`]
-/// for a generator's code).
+/// for a generator's code, and its filter flags).
 #[cold]
-pub(super) fn first_sight(api: &Api, code: Obj, module_of: impl FnOnce(&Api) -> String) -> u32 {
+pub(super) fn first_sight(api: &Api, code: Obj, module_of: impl FnOnce(&Api) -> String) -> Code {
     if CODES.load(Ordering::Relaxed) >= MAX_CODES {
         static SAID: AtomicBool = AtomicBool::new(false);
         if !SAID.swap(true, Ordering::Relaxed) {
@@ -210,7 +231,7 @@ pub(super) fn first_sight(api: &Api, code: Obj, module_of: impl FnOnce(&Api) -> 
                 "more than {MAX_CODES} Python functions: those met later are not traced"
             ));
         }
-        return NO_ID;
+        return NO_CODE;
     }
     let _marked = tls::Marked::span();
     let (mut t, mut v, mut tb) = (
@@ -284,10 +305,20 @@ pub(super) fn first_sight(api: &Api, code: Obj, module_of: impl FnOnce(&Api) -> 
     } else {
         id
     };
-    if !insert(code as usize, entry) {
-        return NO_ID;
+    let filters = if id == NO_ID {
+        0
+    } else {
+        // (Python names match as they are: no mangling, no address form.)
+        crate::recording::filter::flags_for(id, &file, &name, "")
+    };
+    let c = Code {
+        entry,
+        flags: filters,
+    };
+    if !insert(code as usize, c) {
+        return NO_CODE;
     }
-    entry
+    c
 }
 
 /// `CO_GENERATOR`, `CO_COROUTINE` and `CO_ASYNC_GENERATOR` in `co_flags`.
@@ -340,10 +371,15 @@ mod tests {
         let codes: Vec<usize> = (1..200).map(|i| 0x7f00_0000_0000 + i * 0x1d0).collect();
         for (i, &c) in codes.iter().enumerate() {
             assert_eq!(lookup(c), None);
-            assert!(insert(c, i as u32));
+            let entry = Code {
+                entry: i as u32,
+                flags: i as u64 * 3,
+            };
+            assert!(insert(c, entry));
         }
         for (i, &c) in codes.iter().enumerate() {
-            assert_eq!(lookup(c), Some(i as u32));
+            let entry = lookup(c).map(|e| (e.entry, e.flags));
+            assert_eq!(entry, Some((i as u32, i as u64 * 3)));
         }
     }
 }

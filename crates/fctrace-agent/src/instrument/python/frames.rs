@@ -21,7 +21,7 @@
 //! specialised calls check for it): about 30 ns more per call here,
 //! against the 100 to 200 ns a profile function costs.
 
-use super::codes::{first_sight, lookup, module_name, split, symbol, Obj, API, NO_ID};
+use super::codes::{first_sight, lookup, module_name, split, symbol, Code, Obj, API, NO_ID};
 use super::events::record;
 use crate::runtime::log;
 use crate::runtime::shm;
@@ -224,7 +224,7 @@ extern "C" fn eval_frame(tstate: Obj, frame: Obj, throwflag: c_int) -> Obj {
         eval(tstate, frame, throwflag)
     };
     if let Some(id) = recorded {
-        leave(id, result.is_null());
+        leave(id, result);
     }
     result
 }
@@ -242,11 +242,11 @@ fn enter(frame: Obj) -> Option<u32> {
     // its code object is at the version's offset (checked at each code
     // object's first sight to be a code object).
     let code = unsafe { *(frame as *const u8).add(fa.layout.code).cast::<Obj>() };
-    let entry = match lookup(code as usize) {
-        Some(e) => e,
+    let c = match lookup(code as usize) {
+        Some(c) => c,
         None => first_sight_frame(fa, code, frame)?,
     };
-    let (id, generator) = split(entry);
+    let (id, generator) = split(c.entry);
     if id == NO_ID {
         return None;
     }
@@ -255,27 +255,28 @@ fn enter(frame: Obj) -> Option<u32> {
         // The run that makes the generator object.
         return None;
     }
-    record(shm, EventKind::Entry, false, || id).then_some(id)
+    record(shm, EventKind::Entry, false, || (id, c.flags), || frame).then_some(id)
 }
 
-/// Records the exit of a frame whose entry was recorded.
+/// Records the exit of a frame whose entry was recorded, which returned
+/// `result` (NULL: an exception left it).
 #[inline]
-fn leave(id: u32, unwound: bool) {
+fn leave(id: u32, result: Obj) {
     let Some(shm) = shm::get() else { return };
     let _busy = tls::Busy::quiet();
-    let kind = if unwound {
+    let kind = if result.is_null() {
         EventKind::Unwind
     } else {
         EventKind::Exit
     };
-    record(shm, kind, false, || id);
+    record(shm, kind, false, || (id, 0), || result);
 }
 
 /// A code object not in the table yet: checked to be a code object (else
 /// the layout is not the one expected, and recording stops, said once),
 /// then named and entered.
 #[cold]
-fn first_sight_frame(fa: &FrameApi, code: Obj, frame: Obj) -> Option<u32> {
+fn first_sight_frame(fa: &FrameApi, code: Obj, frame: Obj) -> Option<Code> {
     let api = API.get()?;
     // SAFETY: a Python object's type is its second word; `code` is read
     // from a live frame (null or not an object when the layout is wrong,

@@ -33,6 +33,7 @@ mod codes;
 mod events;
 mod frames;
 mod profile;
+mod values;
 
 use crate::runtime::log;
 use codes::{function, load_api, symbol, Obj, API};
@@ -127,6 +128,7 @@ pub fn prepare(profile_only: bool) {
         return;
     }
     profile::prepare(&version);
+    set_layout(&version);
     if !profile_only {
         if let Err(why) = frames::prepare(&version) {
             log::note(&format!(
@@ -161,6 +163,7 @@ pub fn attach() {
             let api = load_api().map_err(|missing| format!("the process lacks {missing}"))?;
             let _ = API.set(api);
         }
+        set_layout(&version);
         if !frames::prepare(&version)? {
             return Err(
                 "attached, fctrace sees them through the frame evaluation function, \
@@ -176,6 +179,12 @@ pub fn attach() {
              functions are"
         ));
     }
+}
+
+/// Where an interpreter frame holds its code object, for `values`.
+fn set_layout(version: &str) {
+    let at = if version.starts_with("3.11.") { 32 } else { 0 };
+    values::IFRAME_CODE_AT.store(at, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Detaching: the interpreter's own frame evaluation function back.

@@ -88,7 +88,22 @@ pub(super) extern "C" fn profile(_obj: Obj, frame: Obj, what: c_int, arg: Obj) -
     }
     let Some(shm) = shm::get() else { return 0 };
     let _busy = tls::Busy::quiet();
-    record(shm, kind, true, || function_id(frame));
+    record(
+        shm,
+        kind,
+        true,
+        || function_id(frame),
+        || {
+            if kind == EventKind::Entry {
+                // SAFETY: the live frame object CPython passed; its
+                // interpreter frame at `F_FRAME` (the layout `DIRECT`
+                // checks for the code object).
+                unsafe { *(frame as *const u8).add(F_FRAME).cast::<Obj>() }
+            } else {
+                arg
+            }
+        },
+    );
     0
 }
 
@@ -194,10 +209,13 @@ pub(super) unsafe fn code_api(api: &Api, frame: Obj) -> Obj {
     }
 }
 
-/// The function id of the frame's code object, given at its first sight.
+/// The function id of the frame's code object, given at its first sight,
+/// and its filter flags.
 #[inline]
-pub(super) fn function_id(frame: Obj) -> u32 {
-    let Some(api) = API.get() else { return NO_ID };
+pub(super) fn function_id(frame: Obj) -> (u32, u64) {
+    let Some(api) = API.get() else {
+        return (NO_ID, 0);
+    };
     // SAFETY: `frame` is the frame CPython passed to the profile function,
     // the GIL held.
     let code = unsafe {
@@ -233,5 +251,5 @@ pub(super) fn function_id(frame: Obj) -> u32 {
             }
         }
     };
-    split(entry).0
+    (split(entry.entry).0, entry.flags)
 }
