@@ -535,14 +535,7 @@ pub unsafe fn flagged_entry(
     let ret = unsafe { (slot as *const u64).read() };
     let mut word = region_word(st, func, flags, visible, region);
     if visible {
-        if let Some(n) = depth {
-            word |= E_DEPTH | (st.max as u64).min(PREV_MASK) << PREV_SHIFT;
-            // It only ever narrows the limit (-D, an outer depth=N).
-            st.max = st.max.min((v + n as u64).min(PREV_MASK - 1) as u32);
-        }
-        if flags & F_RETVAL != 0 {
-            word |= E_RETVAL;
-        }
+        word |= visible_bits(st, flags, depth, v);
     }
     // SAFETY: below shadow_end (checked); signals are deferred in the slow
     // path, so the entry is whole before it is published.
@@ -678,26 +671,10 @@ pub fn python_entry(
     let v = vdepth(st);
     recompute(st);
     let visible = visible_now(st, flags, v);
-    let mut word = func as u64;
-    if flags & (F_FILTER | F_NOTRACE) != 0 || (visible && depth.is_some()) {
-        word |= E_SLOW_EXIT;
-    }
-    if flags & F_FILTER != 0 {
-        word |= E_FILTER;
-        st.filt.fl += 1;
-    }
-    if flags & F_NOTRACE != 0 {
-        word |= E_NOTRACE;
-        st.block += 1;
-    }
+    let region = flags & (F_FILTER | F_NOTRACE) != 0 || (visible && depth.is_some());
+    let mut word = open_region(st, func, flags, region);
     if visible {
-        if let Some(n) = depth {
-            word |= E_DEPTH | (st.max as u64).min(PREV_MASK) << PREV_SHIFT;
-            st.max = st.max.min((v + n as u64).min(PREV_MASK - 1) as u32);
-        }
-        if flags & F_RETVAL != 0 {
-            word |= E_RETVAL;
-        }
+        word |= visible_bits(st, flags, depth, v);
         st.py_visible += 1;
         write(st, EventKind::Entry, func);
         if flags & F_ARGS != 0 {
@@ -811,13 +788,36 @@ pub fn adopted_call(st: &mut ThreadState, func: u32) -> Option<u64> {
 /// thread's counts of hidden entries and open `-F`/`-N` regions as its
 /// entry opens them.
 fn region_word(st: &mut ThreadState, func: u32, flags: u64, visible: bool, region: bool) -> u64 {
-    let mut word = func as u64;
-    if region {
-        word |= E_SLOW_EXIT;
-    }
+    let mut word = open_region(st, func, flags, region);
     if !visible {
         word |= E_HIDDEN;
         st.hidden += 1;
+    }
+    word
+}
+
+/// The bits a recorded call's word gets beyond its region's: a
+/// `depth=N` limit from its level `v` (the limit before kept in the
+/// word), its `-R`.
+fn visible_bits(st: &mut ThreadState, flags: u64, depth: Option<u32>, v: u64) -> u64 {
+    let mut word = 0;
+    if let Some(n) = depth {
+        word |= E_DEPTH | (st.max as u64).min(PREV_MASK) << PREV_SHIFT;
+        // It only ever narrows the limit (-D, an outer depth=N).
+        st.max = st.max.min((v + n as u64).min(PREV_MASK - 1) as u32);
+    }
+    if flags & F_RETVAL != 0 {
+        word |= E_RETVAL;
+    }
+    word
+}
+
+/// The `-F`/`-N` region a call of `func` opens (its `-F` and `-N` counts
+/// raised): its word's bits, with [`E_SLOW_EXIT`] when it is a `region`.
+fn open_region(st: &mut ThreadState, func: u32, flags: u64, region: bool) -> u64 {
+    let mut word = func as u64;
+    if region {
+        word |= E_SLOW_EXIT;
     }
     if flags & F_FILTER != 0 {
         word |= E_FILTER;

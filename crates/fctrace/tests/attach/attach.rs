@@ -2011,17 +2011,6 @@ fn python_service_attached(python: &Path, label: &str) -> (TraceDir, Vec<String>
     (dir, said)
 }
 
-fn pyenv_3_11_7() -> PathBuf {
-    let home = std::env::var_os("HOME").expect("HOME is not set");
-    let p = Path::new(&home).join(".pyenv/versions/3.11.7/bin/python3.11");
-    assert!(
-        p.is_file(),
-        "{} is missing: pyenv's CPython 3.11.7 (pyenv install 3.11.7)",
-        p.display()
-    );
-    p
-}
-
 /// Attached to a running CPython 3.11.7 (its frame evaluation function
 /// sees every Python call): the Python functions called while attached
 /// are recorded, as many times as the service made them; the rounds
@@ -2029,7 +2018,7 @@ fn pyenv_3_11_7() -> PathBuf {
 /// the detach: the third round runs as natively).
 #[test]
 fn python_functions_of_a_running_interpreter() {
-    let (dir, said) = python_service_attached(&pyenv_3_11_7(), "attach-python");
+    let (dir, said) = python_service_attached(&pyenv_python_version("3.11.7"), "attach-python");
     let ctx = format!("trace {}: fctrace said {said:?}", dir.path.display());
     let rep = report(&dir.path);
     let calls = |name: &str| calls_named(&rep, name);
@@ -2060,8 +2049,7 @@ fn python_functions_of_a_running_interpreter() {
 /// are not, and fctrace says why.
 #[test]
 fn python_functions_of_a_running_debian_python_are_not_traced_with_a_word() {
-    let (dir, said) =
-        python_service_attached(Path::new("/usr/bin/python3.11"), "attach-python-debian");
+    let (dir, said) = python_service_attached(&debian_python(), "attach-python-debian");
     let ctx = format!("trace {}: fctrace said {said:?}", dir.path.display());
     assert!(
         said.iter()

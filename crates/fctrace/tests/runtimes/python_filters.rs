@@ -10,7 +10,7 @@
 
 use fctrace_testkit::*;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const TURNS: u64 = 5;
@@ -165,26 +165,15 @@ fn check(python: &Path, env: &[(&str, &str)], ctx: &str, python_only: bool) {
     }
 }
 
-fn pyenv_3_11_7() -> PathBuf {
-    let home = std::env::var_os("HOME").expect("HOME is not set");
-    let p = Path::new(&home).join(".pyenv/versions/3.11.7/bin/python3.11");
-    assert!(
-        p.is_file(),
-        "{} is missing (pyenv install 3.11.7)",
-        p.display()
-    );
-    p
-}
-
 #[test]
 fn python_filters_through_the_frame_evaluation_function() {
-    check(&pyenv_3_11_7(), &[], "pyenv 3.11.7", true);
+    check(&pyenv_python_version("3.11.7"), &[], "pyenv 3.11.7", true);
 }
 
 #[test]
 fn python_filters_through_a_profile_function() {
     check(
-        &pyenv_3_11_7(),
+        &pyenv_python_version("3.11.7"),
         &[("FCTRACE_PYTHON_PROFILE", "1")],
         "pyenv 3.11.7, profile function",
         true,
@@ -193,9 +182,7 @@ fn python_filters_through_a_profile_function() {
 
 #[test]
 fn python_filters_with_the_interpreter_traced() {
-    let debian = PathBuf::from("/usr/bin/python3.11");
-    assert!(debian.is_file(), "install Debian's python3.11");
-    check(&debian, &[], "Debian python3.11", false);
+    check(&debian_python(), &[], "Debian python3.11", false);
 }
 
 /// `-A`/`-R` on a Python function: each argument's short form (integers,
@@ -257,11 +244,11 @@ fn check_args(python: &Path, env: &[(&str, &str)], ctx: &str) {
 
 #[test]
 fn python_arguments_and_return_values() {
-    check_args(&pyenv_3_11_7(), &[], "pyenv 3.11.7");
+    check_args(&pyenv_python_version("3.11.7"), &[], "pyenv 3.11.7");
     check_args(
-        &pyenv_3_11_7(),
+        &pyenv_python_version("3.11.7"),
         &[("FCTRACE_PYTHON_PROFILE", "1")],
         "pyenv 3.11.7, profile function",
     );
-    check_args(Path::new("/usr/bin/python3.11"), &[], "Debian python3.11");
+    check_args(&debian_python(), &[], "Debian python3.11");
 }

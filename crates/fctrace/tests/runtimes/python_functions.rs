@@ -171,17 +171,6 @@ threading.setprofile(_profile)
 sys.setprofile(_profile)
 "#;
 
-/// Debian's CPython 3.11: stripped, libpython statically inside.
-fn debian_python() -> PathBuf {
-    let p = PathBuf::from("/usr/bin/python3.11");
-    assert!(
-        p.is_file(),
-        "{} is missing: install Debian's package python3.11",
-        p.display()
-    );
-    p
-}
-
 /// pyenv's CPython 3.11.7 built with --enable-shared (the machine image's
 /// `python3`): the interpreter in lib/libpython3.11.so.
 fn pyenv_python() -> PathBuf {
@@ -506,24 +495,24 @@ fn python_functions_pyenv_shared() {
 /// pyenv's CPython 3.12 and 3.13 (the machine image's `--enable-shared`
 /// builds), without -l: Python functions only (the interpreter in its
 /// library untraced), counted and nested as under 3.11.
-fn pyenv_version(version: &str) -> PathBuf {
-    let home = std::env::var_os("HOME").expect("HOME is not set");
-    let minor = version.rsplit_once('.').unwrap().0;
-    let p = Path::new(&home).join(format!(".pyenv/versions/{version}/bin/python{minor}"));
-    assert!(
-        p.is_file(),
-        "{} is missing: pyenv's CPython {version} (pyenv install {version})",
-        p.display()
-    );
-    p
-}
-
 #[test]
 fn python_functions_pyenv_3_12() {
-    check_interpreter(&pyenv_version("3.12.1"), &[], "pyenv-3.12", false, true);
+    check_interpreter(
+        &pyenv_python_version("3.12.1"),
+        &[],
+        "pyenv-3.12",
+        false,
+        true,
+    );
 }
 
 #[test]
 fn python_functions_pyenv_3_13() {
-    check_interpreter(&pyenv_version("3.13.0"), &[], "pyenv-3.13", false, false);
+    check_interpreter(
+        &pyenv_python_version("3.13.0"),
+        &[],
+        "pyenv-3.13",
+        false,
+        false,
+    );
 }

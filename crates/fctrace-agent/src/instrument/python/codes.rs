@@ -247,26 +247,8 @@ pub(super) fn first_sight(api: &Api, code: Obj, module_of: impl FnOnce(&Api) -> 
         (api.err_fetch)(&mut t, &mut v, &mut tb);
         let qualname = attr_text(api, code, c"co_qualname");
         let file = attr_text(api, code, c"co_filename");
-        let line = {
-            let n = (api.getattr)(code, c"co_firstlineno".as_ptr());
-            if n.is_null() {
-                0
-            } else {
-                let l = (api.as_long)(n);
-                (api.decref)(n);
-                l.max(0) as u64
-            }
-        };
-        let flags = {
-            let n = (api.getattr)(code, c"co_flags".as_ptr());
-            if n.is_null() {
-                0
-            } else {
-                let f = (api.as_long)(n);
-                (api.decref)(n);
-                f
-            }
-        };
+        let line = attr_long(api, code, c"co_firstlineno").max(0) as u64;
+        let flags = attr_long(api, code, c"co_flags");
         let module = module_of(api);
         (api.err_clear)();
         (api.err_restore)(t, v, tb);
@@ -323,6 +305,25 @@ pub(super) fn first_sight(api: &Api, code: Obj, module_of: impl FnOnce(&Api) -> 
 
 /// `CO_GENERATOR`, `CO_COROUTINE` and `CO_ASYNC_GENERATOR` in `co_flags`.
 pub(super) const CO_GENERATORS: c_long = 0x20 | 0x80 | 0x200;
+
+/// The integer attribute `name` of `obj` (0 if it has none: the error
+/// cleared).
+///
+/// # Safety
+/// The GIL is held; `obj` is a live object.
+pub(super) unsafe fn attr_long(api: &Api, obj: Obj, name: &CStr) -> c_long {
+    // SAFETY: as the caller promises.
+    unsafe {
+        let n = (api.getattr)(obj, name.as_ptr());
+        if n.is_null() {
+            (api.err_clear)();
+            return 0;
+        }
+        let l = (api.as_long)(n);
+        (api.decref)(n);
+        l
+    }
+}
 
 /// The text of attribute `name` of `obj` (empty if it has none or it is
 /// not a string).

@@ -5,7 +5,7 @@
 //! `<TYPE object>`. An argument is read from the interpreter's frame, its
 //! N-th local (CPython puts the arguments first).
 
-use super::codes::{function, Obj, API};
+use super::codes::{attr_long, function, Obj, API};
 use std::ffi::{c_char, c_int, c_long, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -80,16 +80,7 @@ pub(super) unsafe fn put_arg(iframe: Obj, n: u8, w: &mut Writer, max: usize) -> 
     // argument counts read through the C API.
     unsafe {
         let code = *(iframe as *const u8).add(at).cast::<Obj>();
-        let long = |name: &CStr| {
-            let v = (api.getattr)(code, name.as_ptr());
-            if v.is_null() {
-                (api.err_clear)();
-                return 0;
-            }
-            let l = (api.as_long)(v);
-            (api.decref)(v);
-            l.max(0)
-        };
+        let long = |name: &CStr| attr_long(api, code, name).max(0);
         let flags = long(c"co_flags");
         let count = long(c"co_argcount")
             + long(c"co_kwonlyargcount")
