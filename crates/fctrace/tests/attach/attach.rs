@@ -2011,52 +2011,59 @@ fn python_service_attached(python: &Path, label: &str) -> (TraceDir, Vec<String>
     (dir, said)
 }
 
-/// Attached to a running CPython 3.11.7 (its frame evaluation function
-/// sees every Python call): the Python functions called while attached
-/// are recorded, as many times as the service made them; the rounds
-/// before and after are not (the frame evaluation function is removed at
-/// the detach: the third round runs as natively).
+/// Attached to a running CPython (3.11 to 3.13: through its frame
+/// evaluation function, installed from outside): the Python functions
+/// called while attached are recorded, as many times as the service made
+/// them; the rounds before and after are not (the frame evaluation
+/// function is removed at the detach: the third round runs as natively).
+/// Debian's 3.11.2 and 3.13 run some Python calls without it (`x[i]` on a
+/// class with a Python `__getitem__`, a class's `__init__`, once
+/// specialised: the service makes neither): fctrace says so.
 #[test]
 fn python_functions_of_a_running_interpreter() {
-    let (dir, said) = python_service_attached(&pyenv_python_version("3.11.7"), "attach-python");
-    let ctx = format!("trace {}: fctrace said {said:?}", dir.path.display());
-    let rep = report(&dir.path);
-    let calls = |name: &str| calls_named(&rep, name);
-    assert_eq!(calls("__main__.handle"), 2, "{ctx}");
-    assert_eq!(calls("__main__.step"), 2 * PY_STEPS, "{ctx}");
-    assert_eq!(calls("__main__.leaf"), 2 * PY_STEPS, "{ctx}");
-    assert_eq!(rep.lost_events, 0, "{ctx}");
-    // step nests under handle, leaf under step.
-    let text = replay_text(&dir.path);
-    let depth = |name: &str| {
-        let l = text
-            .lines()
-            .find(|l| l.contains(&format!(" {name}()")))
-            .unwrap_or_else(|| panic!("{ctx}: no {name} in\n{text}"));
-        let body = &l[l.find("| ").unwrap() + 2..];
-        body.len() - body.trim_start().len()
-    };
-    assert!(
-        depth("__main__.handle") < depth("__main__.step")
-            && depth("__main__.step") < depth("__main__.leaf"),
-        "{ctx}\n{text}"
-    );
-}
-
-/// Attached to Debian's python3.11 (3.11.2: some Python methods run
-/// without the frame evaluation function, and a profile function cannot
-/// be set from outside): its C functions are traced, its Python functions
-/// are not, and fctrace says why.
-#[test]
-fn python_functions_of_a_running_debian_python_are_not_traced_with_a_word() {
-    let (dir, said) = python_service_attached(&debian_python(), "attach-python-debian");
-    let ctx = format!("trace {}: fctrace said {said:?}", dir.path.display());
-    assert!(
-        said.iter()
-            .any(|l| l.contains("its functions are not traced (attached")),
-        "{ctx}"
-    );
-    let rep = report(&dir.path);
-    assert_eq!(calls_named(&rep, "__main__.step"), 0, "{ctx}");
-    assert!(calls_named(&rep, "_PyEval_EvalFrameDefault") > 0, "{ctx}");
+    for (python, gap) in [
+        (pyenv_python_version("3.11.7"), None),
+        (pyenv_python_version("3.12.1"), None),
+        (debian_python(), Some("gh-104405")),
+    ] {
+        let (dir, said) = python_service_attached(&python, "attach-python");
+        let ctx = format!(
+            "{}: trace {}: fctrace said {said:?}",
+            python.display(),
+            dir.path.display()
+        );
+        let rep = report(&dir.path);
+        let calls = |name: &str| calls_named(&rep, name);
+        assert_eq!(calls("__main__.handle"), 2, "{ctx}");
+        assert_eq!(calls("__main__.step"), 2 * PY_STEPS, "{ctx}");
+        assert_eq!(calls("__main__.leaf"), 2 * PY_STEPS, "{ctx}");
+        assert_eq!(rep.lost_events, 0, "{ctx}");
+        // step nests under handle, leaf under step.
+        let text = replay_text(&dir.path);
+        let depth = |name: &str| {
+            let l = text
+                .lines()
+                .find(|l| l.contains(&format!(" {name}()")))
+                .unwrap_or_else(|| panic!("{ctx}: no {name} in\n{text}"));
+            let body = &l[l.find("| ").unwrap() + 2..];
+            body.len() - body.trim_start().len()
+        };
+        assert!(
+            depth("__main__.handle") < depth("__main__.step")
+                && depth("__main__.step") < depth("__main__.leaf"),
+            "{ctx}\n{text}"
+        );
+        let noted = said.iter().any(|l| l.contains(", attached: "));
+        match gap {
+            Some(g) => assert!(said.iter().any(|l| l.contains(g)), "{ctx}"),
+            None => assert!(!noted, "{ctx}"),
+        }
+    }
+    // 3.13: left alone, with a word; nothing of it recorded.
+    let python = pyenv_python_version("3.13.0");
+    let (dir, said) = python_service_attached(&python, "attach-python-3.13");
+    let ctx = format!("3.13: trace {}: fctrace said {said:?}", dir.path.display());
+    let word = "Python 3.13.0: its functions are not traced (attached";
+    assert!(said.iter().any(|l| l.contains(word)), "{ctx}");
+    assert!(said.iter().any(|l| l.contains("nothing recorded")), "{ctx}");
 }

@@ -82,22 +82,58 @@ static DEFAULT_EVAL: AtomicUsize = AtomicUsize::new(0);
 /// The layout of this version's interpreter frames when every Python
 /// frame goes through the frame evaluation function (see the file's top).
 fn layout_for(version: &str) -> Option<Layout> {
+    match layout_with_gaps(version)? {
+        (layout, None) => Some(layout),
+        (_, Some(_)) => None,
+    }
+}
+
+/// The layout of this version's interpreter frames, and which Python calls
+/// its interpreter runs without the frame evaluation function, if some
+/// do: where no profile function can be set (attaching), the frame
+/// evaluation function is used all the same, and the trace says what it
+/// does not see.
+fn layout_with_gaps(version: &str) -> Option<(Layout, Option<&'static str>)> {
     let mut parts = version.split(|c: char| !c.is_ascii_digit());
     let major: u32 = parts.next()?.parse().ok()?;
     let minor: u32 = parts.next()?.parse().ok()?;
     let micro: u32 = parts.next()?.parse().ok()?;
     match (major, minor) {
-        (3, 11) if micro >= 4 => Some(LAYOUT_311),
-        (3, 12) => Some(LAYOUT_312),
+        (3, 11) if micro >= 4 => Some((LAYOUT_311, None)),
+        (3, 11) => Some((LAYOUT_311, Some(GAP_GETITEM))),
+        (3, 12) => Some((LAYOUT_312, None)),
+        // (3.13's setter counts the change in the calling thread's
+        // interpreter, which needs the GIL: not from outside; launched,
+        // its profile function is exact.)
         _ => None,
     }
 }
 
+/// What 3.11.0 to 3.11.3 run without the frame evaluation function.
+const GAP_GETITEM: &str = "`x[i]` on a class whose `__getitem__` is Python code is not seen \
+     once CPython has specialised that `x[i]` (CPython gh-104405, fixed in 3.11.4)";
+
 /// Makes ready to use the frame evaluation function when this version
-/// allows it and the process exports what it takes. Ok(false): not this
-/// version; Err: what the process lacks.
-pub(super) fn prepare(version: &str) -> Result<bool, String> {
-    let Some(layout) = layout_for(version) else {
+/// allows it and the process exports what it takes. `with_gaps`
+/// (attaching): also where some Python calls do not go through it (the
+/// trace says which, once). Ok(false): not this version; Err: what the
+/// process lacks.
+pub(super) fn prepare(version: &str, with_gaps: bool) -> Result<bool, String> {
+    let layout = if with_gaps {
+        match layout_with_gaps(version) {
+            Some((layout, gap)) => {
+                if let Some(gap) = gap {
+                    let short = version.split(' ').next().unwrap_or(version);
+                    log::note(&format!("Python {short}, attached: {gap}"));
+                }
+                Some(layout)
+            }
+            None => None,
+        }
+    } else {
+        layout_for(version)
+    };
+    let Some(layout) = layout else {
         return Ok(false);
     };
     let set = symbol(c"_PyInterpreterState_SetEvalFrameFunc");
@@ -317,5 +353,12 @@ mod tests {
         assert_eq!(layout_for("3.12.1 (main) [GCC]"), Some(LAYOUT_312));
         assert_eq!(layout_for("3.13.0 (main) [GCC]"), None);
         assert_eq!(layout_for("3.10.13"), None);
+        // Attaching, with what each misses.
+        let gaps = |v| layout_with_gaps(v).map(|(l, g)| (l, g.is_some()));
+        assert_eq!(gaps("3.11.2 (main)"), Some((LAYOUT_311, true)));
+        assert_eq!(gaps("3.11.7 (main)"), Some((LAYOUT_311, false)));
+        assert_eq!(gaps("3.12.1 (main)"), Some((LAYOUT_312, false)));
+        assert_eq!(gaps("3.13.0 (main)"), None);
+        assert_eq!(gaps("3.14.0 (main)"), None);
     }
 }

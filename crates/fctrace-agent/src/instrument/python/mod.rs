@@ -130,7 +130,7 @@ pub fn prepare(profile_only: bool) {
     profile::prepare(&version);
     set_layout(&version);
     if !profile_only {
-        if let Err(why) = frames::prepare(&version) {
+        if let Err(why) = frames::prepare(&version, false) {
             log::note(&format!(
                 "Python {short}: {why}: its functions are traced through a profile function \
                  (slower)"
@@ -148,9 +148,9 @@ pub fn prepare(profile_only: bool) {
 }
 
 /// Attaching (`-p`, every other thread stopped): the frame evaluation
-/// function installed where the version allows it (3.11.4 and later 3.11,
-/// 3.12); elsewhere Python functions are not recorded, said once (a
-/// profile function must be set by each thread, with the GIL).
+/// function installed (a profile function must be set by each thread,
+/// holding the GIL: not from outside), on 3.11 and 3.12; on 3.11.0 to
+/// 3.11.3 the trace says which Python calls it does not see.
 pub fn attach() {
     let Some(version) = version() else { return };
     let short = version.split(' ').next().unwrap_or(&version).to_string();
@@ -164,10 +164,10 @@ pub fn attach() {
             let _ = API.set(api);
         }
         set_layout(&version);
-        if !frames::prepare(&version)? {
+        if !frames::prepare(&version, true)? {
             return Err(
                 "attached, fctrace sees them through the frame evaluation function, \
-                 which only 3.11.4 and later 3.11, and 3.12, run every Python call through"
+                 which it can install from outside on 3.11 and 3.12 only"
                     .to_string(),
             );
         }
