@@ -339,7 +339,7 @@ fn open_since(st: &ThreadState, from: u64, open: &mut [(u32, u64); MAX_OPEN]) ->
 }
 
 /// Calls [`open_since`] follows at most.
-const MAX_OPEN: usize = 256;
+const MAX_OPEN: usize = 64;
 
 /// Writes the event at offset `at` of the thread's current buffer, the
 /// records from there moving up by one (the event takes the time of the
