@@ -73,11 +73,18 @@ fn chain(st: &mut ThreadState) -> &'static mut Chain {
     // The state holds the chain as an opaque pointer: its type is this
     // layer's, not the state's.
     if st.contexts.is_null() {
-        let c: *mut Chain = Box::leak(Box::new(Chain {
-            len: 0,
-            cur_base: 0,
-            links: [Link::default(); MAX_LINKS],
-        }));
+        // Made in place, zeroed (an empty chain): built on the stack and
+        // moved (`Box::new`, as some builds compile it), its 6 KiB ran
+        // past a coroutine's small stack, where the first switch after an
+        // attach happens.
+        let layout = std::alloc::Layout::new::<Chain>();
+        // SAFETY: a non-zero-sized layout; all zero bytes are a valid
+        // `Chain` (zero lengths, default links); the allocation is never
+        // freed (one per thread).
+        let c = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Chain>();
+        if c.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
         st.contexts = c.cast();
     }
     // SAFETY: allocated above and never freed (one per thread); only this

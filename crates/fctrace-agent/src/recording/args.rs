@@ -149,11 +149,17 @@ impl Specs {
         };
         let mut p = slot.load(Ordering::Acquire);
         if p.is_null() {
-            let fresh: Box<Page> =
-                Box::new(std::array::from_fn(
-                    |_| AtomicPtr::new(std::ptr::null_mut()),
-                ));
-            let fresh = Box::into_raw(fresh);
+            // Made in place, zeroed (null pointers): 32 KiB, not through
+            // the stack of the thread binding (a Python function's first
+            // call may come on a small one).
+            let layout = std::alloc::Layout::new::<Page>();
+            // SAFETY: a non-zero-sized layout; all zero bytes are a page
+            // of null pointers; freed below (as a Box, the same layout)
+            // or never.
+            let fresh = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Page>();
+            if fresh.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
             match slot.compare_exchange(
                 std::ptr::null_mut(),
                 fresh,

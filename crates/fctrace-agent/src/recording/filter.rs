@@ -641,11 +641,16 @@ pub fn python_entry(
     }
     if st.py_calls.is_null() {
         // The thread's first Python call with filters (once per state).
-        st.py_calls = Box::leak(Box::new(PyCalls {
-            len: 0,
-            over: 0,
-            words: [0; PY_CALLS_MAX],
-        }));
+        // Made in place, zeroed (16 KiB: not through the stack of the
+        // thread, which may be small).
+        let layout = std::alloc::Layout::new::<PyCalls>();
+        // SAFETY: a non-zero-sized layout; all zero bytes are an empty
+        // `PyCalls`; never freed (kept with the state).
+        let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<PyCalls>();
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        st.py_calls = p;
     }
     // SAFETY: the thread's own, allocated above or before.
     let calls = unsafe { &mut *st.py_calls };
